@@ -1,0 +1,193 @@
+// Native CPU evaluation of tsfuse::pairwise / tsfuse::reduce: tiles of the broadcast iteration
+// space are gathered from the operands, run through the TileProgram and written (map) or folded
+// into accumulators (reduce). Nothing of the broadcast shape's size is ever allocated.
+#include "kernels/cpu/native.h"
+
+#include "kernels/cpu/accumulators.h"
+#include "kernels/cpu/gather.h"
+#include "kernels/cpu/tile_program.h"
+
+#include <ATen/Parallel.h>
+
+#include <numeric>
+
+namespace tsfuse::cpu {
+namespace {
+
+// Dims of `t` (a dense tensor) ordered outermost-first in memory, size-1 dims dropped. Returns
+// false when `t` is not a dense permutation of its shape.
+bool memoryOrder(const at::Tensor& t, const std::vector<int64_t>& dims, std::vector<int64_t>& order) {
+  order.clear();
+  for (int64_t d : dims)
+    if (t.size(d) != 1) order.push_back(d);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t x, int64_t y) { return t.stride(x) > t.stride(y); });
+  int64_t expect = 1;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    if (t.stride(*it) != expect) return false;
+    expect *= t.size(*it);
+  }
+  return true;
+}
+
+std::vector<int64_t> iota(int64_t n) {
+  std::vector<int64_t> v(n);
+  std::iota(v.begin(), v.end(), 0);
+  return v;
+}
+
+void runMap(const TileProgram& prog, const std::vector<BroadcastView>& views, at::IntArrayRef shape,
+            const std::vector<int64_t>& order, at::Tensor& out) {
+  SubSpace space = SubSpace::select(views, shape, order);
+  space.coalesce();
+  const int64_t numel = out.numel();
+  const int64_t ntiles = (numel + kTile - 1) / kTile;
+  char* outData = static_cast<char*>(out.data_ptr());
+  const int64_t esz = out.element_size();
+  at::parallel_for(0, ntiles, std::max<int64_t>(1, 16384 / kTile), [&](int64_t b, int64_t e) {
+    auto scratch = prog.makeScratch();
+    for (int64_t t = b; t < e; ++t) {
+      const int64_t start = t * kTile, n = std::min(kTile, numel - start);
+      for (int i = 0; i < prog.numLeaves; ++i) space.gatherInto(i, views[i], 0, start, n, scratch.slot[i]);
+      prog.run(scratch, n);
+      std::memcpy(outData + start * esz, scratch.slot[prog.result], n * esz);
+    }
+  });
+}
+
+struct ReducePlan {
+  SubSpace kept;     // output dims in memory order (size-1 dims dropped)
+  SubSpace reduced;  // reduced dims in their original order (index semantics of argmax)
+  bool vertical = false;
+};
+
+template <typename Acc>
+void runReduceTyped(const TileProgram& prog, const std::vector<BroadcastView>& views,
+                    const ReducePlan& plan, at::Tensor& out) {
+  using T = typename Acc::Value;
+  using Out = typename Acc::Out;
+  Out* outData = reinterpret_cast<Out*>(out.data_ptr());
+  const int64_t numOut = plan.kept.numel();
+  const int64_t count = plan.reduced.numel();
+  const int L = prog.numLeaves;
+
+  if (plan.vertical) {
+    // Tiles run along the innermost output dim; the reduced space is walked once per tile, so
+    // each lane accumulates one output element in order.
+    const int64_t inner = plan.kept.size.back();
+    const int64_t tilesPerRow = (inner + kTile - 1) / kTile;
+    SubSpace outer = plan.kept;
+    outer.size.pop_back();
+    for (auto& st : outer.stride) st.pop_back();
+    const int64_t work = outer.numel() * tilesPerRow;
+    at::parallel_for(0, work, 1, [&](int64_t b, int64_t e) {
+      auto scratch = prog.makeScratch();
+      std::vector<Acc> acc(kTile);
+      std::vector<int64_t> base(L);
+      for (int64_t w = b; w < e; ++w) {
+        const int64_t o = w / tilesPerRow, start = (w % tilesPerRow) * kTile;
+        const int64_t n = std::min(kTile, inner - start);
+        std::fill(acc.begin(), acc.begin() + n, Acc());
+        for (int i = 0; i < L; ++i) base[i] = outer.offset(i, o) + start * plan.kept.stride[i].back();
+        for (int64_t r = 0; r < count; ++r) {
+          for (int i = 0; i < L; ++i) {
+            int64_t off = base[i] + plan.reduced.offset(i, r);
+            gather(views[i].data + off, views[i].elemSize, &inner, &plan.kept.stride[i].back(), 1, 0, n,
+                   scratch.slot[i]);
+          }
+          prog.run(scratch, n);
+          const T* v = reinterpret_cast<const T*>(scratch.slot[prog.result]);
+          for (int64_t j = 0; j < n; ++j) acc[j].add(v[j], r);
+        }
+        Out* dst = outData + o * inner + start;
+        for (int64_t j = 0; j < n; ++j) dst[j] = acc[j].get(count);
+      }
+    });
+    return;
+  }
+
+  // Horizontal: tiles run along the (linearised) reduced space. With few outputs, each output's
+  // reduced space is split into parts whose partial accumulators are merged in order.
+  const int64_t tilesPerOut = std::max<int64_t>(1, (count + kTile - 1) / kTile);
+  const int64_t want = 4 * at::get_num_threads();
+  const int64_t parts = numOut >= want ? 1 : std::min(tilesPerOut, (want + numOut - 1) / numOut);
+  const int64_t tilesPerPart = (tilesPerOut + parts - 1) / parts;
+  std::vector<Acc> partial(numOut * parts);
+  at::parallel_for(0, numOut * parts, 1, [&](int64_t b, int64_t e) {
+    auto scratch = prog.makeScratch();
+    std::vector<int64_t> base(L);
+    for (int64_t w = b; w < e; ++w) {
+      const int64_t o = w / parts, part = w % parts;
+      for (int i = 0; i < L; ++i) base[i] = plan.kept.offset(i, o);
+      Acc acc;
+      const int64_t first = part * tilesPerPart * kTile;
+      const int64_t last = std::min(count, (part + 1) * tilesPerPart * kTile);
+      for (int64_t start = first; start < last; start += kTile) {
+        const int64_t n = std::min(kTile, last - start);
+        for (int i = 0; i < L; ++i) plan.reduced.gatherInto(i, views[i], base[i], start, n, scratch.slot[i]);
+        prog.run(scratch, n);
+        const T* v = reinterpret_cast<const T*>(scratch.slot[prog.result]);
+        for (int64_t j = 0; j < n; ++j) acc.add(v[j], start + j);
+      }
+      partial[w] = acc;
+    }
+  });
+  for (int64_t o = 0; o < numOut; ++o) {
+    Acc acc = partial[o * parts];
+    for (int64_t p = 1; p < parts; ++p) acc.merge(partial[o * parts + p]);
+    outData[o] = acc.get(count);
+  }
+}
+
+}  // namespace
+
+at::Tensor runNative(const Expr& e, at::TensorList operands, const ReduceSpec* reduce,
+                     const Analysis& an, std::string* why) {
+  auto no = [&](const std::string& reason) {
+    if (why) *why = reason;
+    return at::Tensor();
+  };
+  at::IntArrayRef shape(an.shape);
+  if (static_cast<int64_t>(shape.size()) > kMaxDims) return no("rank above 25");
+  if (an.values.back().sizes() != shape) return no("expression value is not the operands' broadcast");
+  for (int i = 0; i < e.numInputs; ++i)
+    if (!operands[i].device().is_cpu()) return no("operand not on the CPU");
+  auto prog = TileProgram::lower(e, an, operands, why);
+  if (!prog) return at::Tensor();
+
+  std::vector<BroadcastView> views;
+  for (int i = 0; i < e.numInputs; ++i) views.emplace_back(operands[i], shape);
+  at::Tensor out = at::empty_strided(an.out.sizes(), an.out.strides(), an.out.options().device(c10::kCPU));
+  const int64_t R = static_cast<int64_t>(shape.size());
+
+  if (!reduce) {
+    std::vector<int64_t> order;
+    if (!memoryOrder(out, iota(R), order)) return no("output layout is not dense");
+    runMap(*prog, views, shape, order, out);
+    return out;
+  }
+
+  std::vector<int64_t> rdims = reducedDims(*reduce, R), kdims;
+  for (int64_t d = 0; d < R; ++d)
+    if (!std::binary_search(rdims.begin(), rdims.end(), d)) kdims.push_back(d);
+  at::Tensor keep = out;  // the output with the reduced dims present as size 1
+  if (!reduce->keepdim)
+    for (int64_t d : rdims) keep = keep.unsqueeze(d);
+  std::vector<int64_t> order, rorder;
+  if (!memoryOrder(keep, kdims, order)) return no("output layout is not dense");
+  for (int64_t d : rdims)
+    if (shape[d] != 1) rorder.push_back(d);
+  ReducePlan plan{SubSpace::select(views, shape, order), SubSpace::select(views, shape, rorder)};
+  plan.vertical = !order.empty() && shape[order.back()] >= 16;
+
+  const Reduction kind = reduce->kind;
+  if (kind == Reduction::Sum || kind == Reduction::Mean || kind == Reduction::Prod)
+    prog->castResultTo(out.scalar_type());
+  dispatchAccumulator(kind, prog->slotType[prog->result], [&](auto accTag) {
+    using Acc = typename decltype(accTag)::type;
+    runReduceTyped<Acc>(*prog, views, plan, out);
+  });
+  return out;
+}
+
+}  // namespace tsfuse::cpu

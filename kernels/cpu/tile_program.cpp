@@ -1,0 +1,330 @@
+#include "kernels/cpu/tile_program.h"
+
+#include "kernels/elementwise.h"
+
+#include <cstring>
+#include <map>
+
+namespace tsfuse::cpu {
+namespace {
+
+template <typename T>
+struct Tag {
+  using type = T;
+};
+
+// Calls f(Tag<T>{}) for the C++ type of a native dtype.
+template <typename F>
+void dispatchNative(c10::ScalarType t, F&& f) {
+  switch (t) {
+    case c10::ScalarType::Bool: return f(Tag<bool>{});
+    case c10::ScalarType::Byte: return f(Tag<uint8_t>{});
+    case c10::ScalarType::Char: return f(Tag<int8_t>{});
+    case c10::ScalarType::Short: return f(Tag<int16_t>{});
+    case c10::ScalarType::Int: return f(Tag<int32_t>{});
+    case c10::ScalarType::Long: return f(Tag<int64_t>{});
+    case c10::ScalarType::Float: return f(Tag<float>{});
+    case c10::ScalarType::Double: return f(Tag<double>{});
+    default: TORCH_CHECK(false, "tsfuse: dtype ", t, " has no native CPU evaluation");
+  }
+}
+
+template <typename T, typename F>
+void map1(const char* a, char* o, int64_t n, F f) {
+  auto A = reinterpret_cast<const T*>(a);
+  auto O = reinterpret_cast<T*>(o);
+  for (int64_t i = 0; i < n; ++i) O[i] = f(A[i]);
+}
+
+template <typename T, typename R, typename F>
+void map2(const char* a, const char* b, char* o, int64_t n, F f) {
+  auto A = reinterpret_cast<const T*>(a);
+  auto B = reinterpret_cast<const T*>(b);
+  auto O = reinterpret_cast<R*>(o);
+  for (int64_t i = 0; i < n; ++i) O[i] = f(A[i], B[i]);
+}
+
+bool isFloating(c10::ScalarType t) { return t == c10::ScalarType::Float || t == c10::ScalarType::Double; }
+
+struct Lowering {
+  const Expr& e;
+  const Analysis& an;
+  TileProgram p;
+  std::vector<int> valueSlot;
+  std::map<std::pair<int, c10::ScalarType>, int> castCache;
+  std::string why;
+
+  int newSlot(c10::ScalarType t) {
+    p.slotType.push_back(t);
+    return static_cast<int>(p.slotType.size()) - 1;
+  }
+
+  int castTo(int s, c10::ScalarType t) {
+    if (p.slotType[s] == t) return s;
+    auto key = std::make_pair(s, t);
+    auto it = castCache.find(key);
+    if (it != castCache.end()) return it->second;
+    int out = newSlot(t);
+    LInstr c{LOp::Cast, t, out, s};
+    p.code.push_back(std::move(c));
+    castCache.emplace(key, out);
+    return out;
+  }
+
+  // The slot holding `arg` converted to dtype `ct` (literals are materialised once per thread).
+  int slotFor(const Arg& arg, c10::ScalarType ct) {
+    if (arg.kind == Arg::Kind::Input) return castTo(static_cast<int>(arg.i), ct);
+    if (arg.kind == Arg::Kind::Value) return castTo(valueSlot[arg.i], ct);
+    int s = newSlot(ct);
+    p.literals.push_back({s, literalScalar(arg)});
+    return s;
+  }
+
+  void emit(LOp op, c10::ScalarType ct, int out, int a, int b = -1, int c = -1) {
+    LInstr ins{op, ct, out, a, b, c};
+    p.code.push_back(std::move(ins));
+  }
+
+  bool lowerInstr(size_t k) {
+    const Instr& ins = e.instrs[k];
+    const auto& A = ins.args;
+    c10::ScalarType ct = an.computeType[k];
+    c10::ScalarType rt = an.values[k].scalar_type();
+    if (!isNativeDtype(ct) || !isNativeDtype(rt)) {
+      why = std::string("dtype ") + c10::toString(isNativeDtype(ct) ? rt : ct) + " in " +
+            opInfo(ins.op).name;
+      return false;
+    }
+    auto binary = [&](LOp op) {
+      int a = slotFor(A[0], ct), b = slotFor(A[1], ct);
+      int out = newSlot(rt);
+      emit(op, ct, out, a, b);
+      return out;
+    };
+    auto unary = [&](LOp op, int a) {
+      int out = newSlot(rt);
+      emit(op, ct, out, a);
+      return out;
+    };
+    int out = -1;
+    switch (ins.op) {
+      case Op::Add: out = binary(LOp::Add); break;
+      case Op::Sub: out = binary(LOp::Sub); break;
+      case Op::Mul: out = binary(LOp::Mul); break;
+      case Op::Div:
+        if (!isFloating(ct)) return fail("integer true division");
+        out = binary(LOp::Div);
+        break;
+      case Op::Minimum: out = binary(LOp::Minimum); break;
+      case Op::Maximum: out = binary(LOp::Maximum); break;
+      case Op::Eq: out = binary(LOp::Eq); break;
+      case Op::Ne: out = binary(LOp::Ne); break;
+      case Op::Lt: out = binary(LOp::Lt); break;
+      case Op::Le: out = binary(LOp::Le); break;
+      case Op::Gt: out = binary(LOp::Gt); break;
+      case Op::Ge: out = binary(LOp::Ge); break;
+      case Op::LogicalAnd: out = binary(LOp::And); break;
+      case Op::LogicalOr: out = binary(LOp::Or); break;
+      case Op::LogicalXor: out = binary(LOp::Xor); break;
+      case Op::LogicalNot: out = unary(LOp::Not, slotFor(A[0], ct)); break;
+      case Op::Neg: out = unary(LOp::Neg, slotFor(A[0], ct)); break;
+      case Op::Abs: out = unary(LOp::Abs, slotFor(A[0], ct)); break;
+      case Op::Sqrt:
+        if (!isFloating(ct)) return fail("sqrt in an integer dtype");
+        out = unary(LOp::Sqrt, slotFor(A[0], ct));
+        break;
+      case Op::Relu: {
+        int a = slotFor(A[0], ct);
+        int zero = slotFor(Arg::integer(0), ct);
+        out = newSlot(rt);
+        emit(LOp::ClampMin, ct, out, a, zero);
+        break;
+      }
+      case Op::Clamp: {
+        int x = slotFor(A[0], ct);
+        bool tensorBounds = A[1].isTensor() || A[2].isTensor();
+        if (A[1].kind != Arg::Kind::None) {
+          int lo = slotFor(A[1], ct);
+          int t = newSlot(rt);
+          emit(tensorBounds ? LOp::Maximum : LOp::ClampMin, ct, t, x, lo);
+          x = t;
+        }
+        if (A[2].kind != Arg::Kind::None) {
+          int hi = slotFor(A[2], ct);
+          int t = newSlot(rt);
+          emit(tensorBounds ? LOp::Minimum : LOp::ClampMax, ct, t, x, hi);
+          x = t;
+        }
+        out = x;
+        break;
+      }
+      case Op::Where: {
+        int c = slotFor(A[0], c10::ScalarType::Bool);
+        int a = slotFor(A[1], ct), b = slotFor(A[2], ct);
+        out = newSlot(rt);
+        emit(LOp::Where, ct, out, c, a, b);
+        break;
+      }
+      case Op::To: out = slotFor(A[0], rt); break;
+      case Op::Exp: case Op::Log: case Op::Sigmoid: case Op::Pow: case Op::DivFloor:
+      case Op::DivTrunc: case Op::AddAlpha: case Op::SubAlpha: {
+        LInstr li{LOp::Aten, ct};
+        li.aten.op = ins.op;
+        for (const Arg& arg : A) {
+          if (arg.isTensor()) {
+            li.atenSlots.push_back(slotFor(arg, ct));
+            li.aten.args.push_back(Arg::input(static_cast<int64_t>(li.atenSlots.size()) - 1));
+          } else {
+            li.aten.args.push_back(arg);
+          }
+        }
+        li.out = out = newSlot(rt);
+        p.code.push_back(std::move(li));
+        break;
+      }
+    }
+    valueSlot[k] = out;
+    return true;
+  }
+
+  bool fail(const std::string& reason) {
+    why = reason;
+    return false;
+  }
+};
+
+}  // namespace
+
+bool isNativeDtype(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Bool: case c10::ScalarType::Byte: case c10::ScalarType::Char:
+    case c10::ScalarType::Short: case c10::ScalarType::Int: case c10::ScalarType::Long:
+    case c10::ScalarType::Float: case c10::ScalarType::Double:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::optional<TileProgram> TileProgram::lower(const Expr& e, const Analysis& a,
+                                              at::TensorList operands, std::string* why) {
+  Lowering L{e, a, {}, std::vector<int>(e.instrs.size(), -1), {}, {}};
+  for (int i = 0; i < e.numInputs; ++i) {
+    c10::ScalarType t = operands[i].scalar_type();
+    if (!isNativeDtype(t)) {
+      if (why) *why = std::string("operand dtype ") + c10::toString(t);
+      return std::nullopt;
+    }
+    L.p.slotType.push_back(t);
+  }
+  L.p.numLeaves = e.numInputs;
+  for (size_t k = 0; k < e.instrs.size(); ++k) {
+    if (!L.lowerInstr(k)) {
+      if (why) *why = L.why;
+      return std::nullopt;
+    }
+  }
+  L.p.result = L.valueSlot.back();
+  return std::move(L.p);
+}
+
+void TileProgram::castResultTo(c10::ScalarType dtype) {
+  if (slotType[result] == dtype) return;
+  slotType.push_back(dtype);
+  int out = static_cast<int>(slotType.size()) - 1;
+  code.push_back(LInstr{LOp::Cast, dtype, out, result});
+  result = out;
+}
+
+TileProgram::Scratch TileProgram::makeScratch() const {
+  Scratch s;
+  s.storage.resize(slotType.size() * kTile);
+  s.slot.resize(slotType.size());
+  for (size_t i = 0; i < slotType.size(); ++i)
+    s.slot[i] = reinterpret_cast<char*>(s.storage.data() + i * kTile);
+  for (const Literal& lit : literals) {
+    dispatchNative(slotType[lit.slot], [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      // Converted like ATen converts a Python number to the op's dtype (wrapping, unchecked).
+      T v;
+      if (lit.value.isFloatingPoint()) v = ew::cast<T>(lit.value.toDouble());
+      else if (lit.value.isBoolean()) v = ew::cast<T>(lit.value.toBool());
+      else v = ew::cast<T>(lit.value.toLong());
+      T* dst = reinterpret_cast<T*>(s.slot[lit.slot]);
+      for (int64_t i = 0; i < kTile; ++i) dst[i] = v;
+    });
+  }
+  return s;
+}
+
+void TileProgram::run(Scratch& s, int64_t n) const {
+  for (const LInstr& li : code) {
+    char* o = s.slot[li.out];
+    const char* a = li.a >= 0 ? s.slot[li.a] : nullptr;
+    const char* b = li.b >= 0 ? s.slot[li.b] : nullptr;
+    if (li.op == LOp::Cast) {
+      dispatchNative(slotType[li.a], [&](auto from) {
+        using F = typename decltype(from)::type;
+        dispatchNative(li.ct, [&](auto to) {
+          using T = typename decltype(to)::type;
+          auto A = reinterpret_cast<const F*>(a);
+          auto O = reinterpret_cast<T*>(o);
+          for (int64_t i = 0; i < n; ++i) O[i] = ew::cast<T>(A[i]);
+        });
+      });
+      continue;
+    }
+    if (li.op == LOp::Aten) {
+      std::vector<at::Tensor> tiles;
+      tiles.reserve(li.atenSlots.size());
+      for (int sl : li.atenSlots)
+        tiles.push_back(at::from_blob(s.slot[sl], {n}, at::TensorOptions().dtype(slotType[sl])));
+      at::Tensor r = evalInstr(li.aten, {}, tiles);
+      TORCH_INTERNAL_ASSERT(r.scalar_type() == slotType[li.out] && r.numel() == n && r.is_contiguous(),
+                            "tsfuse: ATen tile op returned an unexpected layout");
+      std::memcpy(o, r.const_data_ptr(), n * r.element_size());
+      continue;
+    }
+    dispatchNative(li.ct, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      switch (li.op) {
+        case LOp::Add: map2<T, T>(a, b, o, n, [](T x, T y) { return static_cast<T>(x + y); }); break;
+        case LOp::Sub: map2<T, T>(a, b, o, n, [](T x, T y) { return static_cast<T>(x - y); }); break;
+        case LOp::Mul: map2<T, T>(a, b, o, n, [](T x, T y) { return static_cast<T>(x * y); }); break;
+        case LOp::Div: map2<T, T>(a, b, o, n, [](T x, T y) { return static_cast<T>(x / y); }); break;
+        case LOp::Minimum: map2<T, T>(a, b, o, n, ew::minimum<T>); break;
+        case LOp::Maximum: map2<T, T>(a, b, o, n, ew::maximum<T>); break;
+        case LOp::ClampMin: map2<T, T>(a, b, o, n, ew::clampMin<T>); break;
+        case LOp::ClampMax: map2<T, T>(a, b, o, n, ew::clampMax<T>); break;
+        case LOp::Eq: map2<T, bool>(a, b, o, n, [](T x, T y) { return x == y; }); break;
+        case LOp::Ne: map2<T, bool>(a, b, o, n, [](T x, T y) { return x != y; }); break;
+        case LOp::Lt: map2<T, bool>(a, b, o, n, [](T x, T y) { return x < y; }); break;
+        case LOp::Le: map2<T, bool>(a, b, o, n, [](T x, T y) { return x <= y; }); break;
+        case LOp::Gt: map2<T, bool>(a, b, o, n, [](T x, T y) { return x > y; }); break;
+        case LOp::Ge: map2<T, bool>(a, b, o, n, [](T x, T y) { return x >= y; }); break;
+        case LOp::And: map2<bool, bool>(a, b, o, n, [](bool x, bool y) { return x && y; }); break;
+        case LOp::Or: map2<bool, bool>(a, b, o, n, [](bool x, bool y) { return x || y; }); break;
+        case LOp::Xor: map2<bool, bool>(a, b, o, n, [](bool x, bool y) { return x != y; }); break;
+        case LOp::Not: map1<bool>(a, o, n, [](bool x) { return !x; }); break;
+        case LOp::Neg:
+          if constexpr (!std::is_same_v<T, bool>) map1<T>(a, o, n, [](T x) { return static_cast<T>(-x); });
+          break;
+        case LOp::Abs: map1<T>(a, o, n, ew::abs_<T>); break;
+        case LOp::Sqrt:
+          if constexpr (std::is_floating_point_v<T>) map1<T>(a, o, n, [](T x) { return std::sqrt(x); });
+          break;
+        case LOp::Where: {
+          auto C = reinterpret_cast<const bool*>(a);
+          auto X = reinterpret_cast<const T*>(b);
+          auto Y = reinterpret_cast<const T*>(s.slot[li.c]);
+          auto O = reinterpret_cast<T*>(o);
+          for (int64_t i = 0; i < n; ++i) O[i] = C[i] ? X[i] : Y[i];
+          break;
+        }
+        case LOp::Cast: case LOp::Aten: break;
+      }
+    });
+  }
+}
+
+}  // namespace tsfuse::cpu

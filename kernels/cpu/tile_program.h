@@ -1,0 +1,67 @@
+// A fused expression lowered to a typed program over fixed-size tiles.
+//
+// Every value lives in a "slot": a buffer of kTile elements of one dtype. Slots [0, numLeaves) hold
+// the gathered operands (in their own dtypes), then the literals (converted once), then each
+// instruction's result. Lowering inserts the casts ATen performs implicitly (type promotion), so
+// each native op runs on operands of one dtype; ops without a bit-exact native form (exp, log, pow,
+// floor division, alpha-scaled add) run through ATen on the tile, which is the same kernel eager
+// uses. Scratch is slots x kTile elements per thread: O(tile), independent of the problem size.
+#pragma once
+
+#include "kernels/analysis.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tsfuse::cpu {
+
+constexpr int64_t kTile = 512;
+
+enum class LOp : uint8_t {
+  Add, Sub, Mul, Div, Minimum, Maximum, ClampMin, ClampMax,
+  Eq, Ne, Lt, Le, Gt, Ge, Where, And, Or, Xor, Not, Neg, Abs, Sqrt, Cast,
+  Aten,  // evaluate the original instruction with ATen on the tile
+};
+
+struct LInstr {
+  LOp op;
+  c10::ScalarType ct;  // compute dtype (for Cast: the target dtype)
+  int out = -1;
+  int a = -1, b = -1, c = -1;
+  // LOp::Aten: the original instruction with its tensor arguments renumbered $0..$k-1, which
+  // refer to the slots in atenSlots (already cast to the compute dtype).
+  Instr aten{Op::Add, {}};
+  std::vector<int> atenSlots;
+};
+
+struct TileProgram {
+  std::vector<c10::ScalarType> slotType;
+  int numLeaves = 0;
+  struct Literal {
+    int slot;
+    c10::Scalar value;
+  };
+  std::vector<Literal> literals;
+  std::vector<LInstr> code;
+  int result = -1;
+
+  // nullopt (with the reason in *why) when some dtype or op has no native form.
+  static std::optional<TileProgram> lower(const Expr& e, const Analysis& a, at::TensorList operands,
+                                          std::string* why);
+  // Appends a cast of the result to `dtype` (no-op when it already has it).
+  void castResultTo(c10::ScalarType dtype);
+
+  // Scratch for one thread: one kTile-sized buffer per slot, literals filled in.
+  struct Scratch {
+    std::vector<int64_t> storage;  // 8-byte aligned
+    std::vector<char*> slot;
+  };
+  Scratch makeScratch() const;
+  // Evaluates n <= kTile elements; leaf slots must already hold the gathered operands.
+  void run(Scratch& s, int64_t n) const;
+};
+
+bool isNativeDtype(c10::ScalarType t);
+
+}  // namespace tsfuse::cpu

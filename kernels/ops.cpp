@@ -1,0 +1,104 @@
+// Schemas of the fused ops, and their backend-independent kernels: autograd, meta, and the
+// device-generic chunked path (used on devices without a native kernel).
+#include "kernels/fused_call.h"
+#include "tsfuse/ops.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/library.h>
+
+namespace tsfuse {
+namespace {
+
+using PairwiseFn = at::Tensor(at::TensorList, c10::string_view);
+using ReduceFn = at::Tensor(at::TensorList, c10::string_view, c10::string_view, at::OptionalIntArrayRef,
+                            bool, std::optional<c10::ScalarType>);
+
+c10::TypedOperatorHandle<PairwiseFn> pairwiseOp() {
+  static auto op = c10::Dispatcher::singleton().findSchemaOrThrow("tsfuse::pairwise", "").typed<PairwiseFn>();
+  return op;
+}
+c10::TypedOperatorHandle<ReduceFn> reduceOp() {
+  static auto op = c10::Dispatcher::singleton().findSchemaOrThrow("tsfuse::reduce", "").typed<ReduceFn>();
+  return op;
+}
+
+bool needsGrad(at::TensorList ops) {
+  if (!at::GradMode::is_enabled()) return false;
+  for (const auto& t : ops)
+    if (t.requires_grad()) return true;
+  return false;
+}
+
+// Autograd: when a gradient is needed the region runs unfused through ATen, so autograd records
+// exactly the ops of the original subgraph; otherwise dispatch continues to the backend kernel.
+at::Tensor pairwiseAutograd(at::TensorList ops, c10::string_view expr) {
+  if (needsGrad(ops)) return runEager(*cachedExpr(std::string(expr)), ops, nullptr);
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return pairwiseOp().call(ops, expr);
+}
+at::Tensor reduceAutograd(at::TensorList ops, c10::string_view expr, c10::string_view reduction,
+                          at::OptionalIntArrayRef dim, bool keepdim, std::optional<c10::ScalarType> dtype) {
+  if (needsGrad(ops)) {
+    ReduceSpec spec = makeReduceSpec(reduction, dim, keepdim, dtype);
+    return runEager(*cachedExpr(std::string(expr)), ops, &spec);
+  }
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return reduceOp().call(ops, expr, reduction, dim, keepdim, dtype);
+}
+
+at::Tensor pairwiseGeneric(at::TensorList ops, c10::string_view expr) {
+  return runFused(ops, expr, nullptr, nullptr);
+}
+at::Tensor reduceGeneric(at::TensorList ops, c10::string_view expr, c10::string_view reduction,
+                         at::OptionalIntArrayRef dim, bool keepdim, std::optional<c10::ScalarType> dtype) {
+  ReduceSpec spec = makeReduceSpec(reduction, dim, keepdim, dtype);
+  return runFused(ops, expr, &spec, nullptr);
+}
+
+at::Tensor pairwiseMeta(at::TensorList ops, c10::string_view expr) {
+  return evalAten(*cachedExpr(std::string(expr)), ops);
+}
+at::Tensor reduceMeta(at::TensorList ops, c10::string_view expr, c10::string_view reduction,
+                      at::OptionalIntArrayRef dim, bool keepdim, std::optional<c10::ScalarType> dtype) {
+  ReduceSpec spec = makeReduceSpec(reduction, dim, keepdim, dtype);
+  return applyReduction(spec, evalAten(*cachedExpr(std::string(expr)), ops));
+}
+
+}  // namespace
+
+at::Tensor pairwise(at::TensorList operands, const std::string& expr) {
+  return pairwiseOp().call(operands, expr);
+}
+
+at::Tensor reduce(at::TensorList operands, const std::string& expr, const std::string& reduction,
+                  std::optional<std::vector<int64_t>> dim, bool keepdim, std::optional<c10::ScalarType> dtype) {
+  at::OptionalIntArrayRef d;
+  if (dim) d = at::IntArrayRef(*dim);
+  return reduceOp().call(operands, expr, reduction, d, keepdim, dtype);
+}
+
+}  // namespace tsfuse
+
+TORCH_LIBRARY(tsfuse, m) {
+  m.def("pairwise(Tensor[] operands, str expr) -> Tensor");
+  m.def(
+      "reduce(Tensor[] operands, str expr, str reduction, int[]? dim=None, bool keepdim=False, "
+      "ScalarType? dtype=None) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(tsfuse, Autograd, m) {
+  m.impl("pairwise", tsfuse::pairwiseAutograd);
+  m.impl("reduce", tsfuse::reduceAutograd);
+}
+
+TORCH_LIBRARY_IMPL(tsfuse, Meta, m) {
+  m.impl("pairwise", tsfuse::pairwiseMeta);
+  m.impl("reduce", tsfuse::reduceMeta);
+}
+
+// Devices without a native kernel (CUDA until kernels/cuda lands, and any other backend) get the
+// exact chunked ATen path: bounded intermediates, same results as eager.
+TORCH_LIBRARY_IMPL(tsfuse, CompositeExplicitAutograd, m) {
+  m.impl("pairwise", tsfuse::pairwiseGeneric);
+  m.impl("reduce", tsfuse::reduceGeneric);
+}

@@ -1,0 +1,58 @@
+// What the passes did and why: every rewrite and every rejected candidate is an event. The CLI
+// summary, the JSON report, the logs (and later the diff viewer) all read these.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace torch::jit {
+struct Node;
+}
+
+namespace tsfuse {
+
+struct FusionEvent {
+  enum class Kind { Rewrite, Reject };
+  Kind kind = Kind::Reject;
+  std::string pass;    // e.g. "fuse_pairwise"
+  std::string graph;   // method name, when known
+  std::string reason;  // why rejected, or what was fused
+  std::string expr;    // the fused expression (rewrites)
+  std::string fusedOp; // e.g. "tsfuse::pairwise"
+  std::vector<std::string> nodes;   // the candidate's nodes, "aten::sub @ file.py:12"
+};
+
+// Describes a node for events and logs: its kind and, when known, its source file:line.
+std::string describeNode(const torch::jit::Node* n);
+
+// Emits an event: logs it (debug for rejections, info for rewrites) and hands it to the sink in
+// scope on this thread, if any.
+void emitEvent(FusionEvent e);
+
+// Collects the events emitted on this thread while alive; nests (the innermost wins).
+class ScopedEventSink {
+ public:
+  using Fn = std::function<void(const FusionEvent&)>;
+  explicit ScopedEventSink(Fn fn);
+  ~ScopedEventSink();
+  ScopedEventSink(const ScopedEventSink&) = delete;
+  ScopedEventSink& operator=(const ScopedEventSink&) = delete;
+
+ private:
+  Fn fn_;
+  ScopedEventSink* prev_;
+  friend void emitEvent(FusionEvent e);
+};
+
+// The graph name events carry while alive (set by the pipeline per method).
+class ScopedGraphName {
+ public:
+  explicit ScopedGraphName(std::string name);
+  ~ScopedGraphName();
+
+ private:
+  std::string prev_;
+};
+
+}  // namespace tsfuse

@@ -1,0 +1,42 @@
+// Which TorchScript nodes the fusion passes understand, and how each becomes an expression
+// instruction or a reduction. Matching is by schema (name + overload), so scripted and traced
+// graphs, and every spelling that resolves to the same ATen overload, are handled alike.
+#pragma once
+
+#include "kernels/aten_eval.h"
+#include "tsfuse/expr.h"
+
+#include <torch/csrc/jit/ir/ir.h>
+
+#include <string>
+#include <vector>
+
+namespace tsfuse {
+
+using torch::jit::Node;
+using torch::jit::Value;
+
+// One expression argument of a matched node: a tensor Value (leaf or in-region value) or an
+// already-evaluated constant (literal, None, dtype).
+struct MatchedArg {
+  Value* tensor = nullptr;  // set for tensor arguments
+  Arg constant;             // otherwise
+};
+
+struct ElementwiseMatch {
+  Op op;
+  std::vector<MatchedArg> args;
+};
+
+// True when `n` is a functional elementwise op the expression can carry; otherwise false with
+// the reason in *why (unknown op, non-constant scalar, unsupported argument value, ...).
+bool matchElementwise(Node* n, ElementwiseMatch& out, std::string* why);
+
+struct ReductionMatch {
+  Value* input = nullptr;
+  ReduceSpec spec;
+};
+
+bool matchReduction(Node* n, ReductionMatch& out, std::string* why);
+
+}  // namespace tsfuse

@@ -1,0 +1,106 @@
+#include "registration/pipeline.h"
+
+#include "passes/fuse_broadcast_reduce.h"
+#include "passes/fuse_pairwise.h"
+#include "tsfuse/log.h"
+
+#include <torch/csrc/jit/api/function_impl.h>
+#include <torch/csrc/jit/passes/dead_code_elimination.h>
+#include <torch/csrc/jit/passes/inliner.h>
+
+#include <map>
+#include <stdexcept>
+#include <unordered_set>
+
+namespace tsfuse {
+
+const std::vector<PassInfo>& pipelinePasses() {
+  static const std::vector<PassInfo> passes = {
+      {"inline", "inline prim::CallMethod / prim::CallFunction so regions span calls",
+       [](std::shared_ptr<torch::jit::Graph>& g) {
+         torch::jit::Inline(*g);
+         return true;
+       }},
+      {"fuse_broadcast_reduce", "reduction of an elementwise region -> tsfuse::reduce", FuseBroadcastReduce},
+      {"fuse_pairwise", "elementwise region of >= 2 ops -> tsfuse::pairwise", FusePairwise},
+      {"cleanup", "dead code elimination",
+       [](std::shared_ptr<torch::jit::Graph>& g) {
+         torch::jit::EliminateDeadCode(g);
+         return false;
+       }},
+  };
+  return passes;
+}
+
+void PipelineOptions::validate() const {
+  for (const auto& name : disabled) {
+    bool known = false;
+    for (const auto& p : pipelinePasses()) known |= p.name == name;
+    if (!known) throw std::invalid_argument("unknown pass '" + name + "'");
+  }
+}
+
+std::vector<PassStats> Report::stats() const {
+  std::vector<PassStats> out;
+  std::map<std::string, size_t> index;
+  for (const auto& p : pipelinePasses()) {
+    if (p.name != "fuse_broadcast_reduce" && p.name != "fuse_pairwise") continue;
+    index[p.name] = out.size();
+    out.push_back({p.name});
+  }
+  for (const auto& e : events) {
+    auto it = index.find(e.pass);
+    if (it == index.end()) continue;
+    PassStats& s = out[it->second];
+    ++s.candidates;
+    (e.kind == FusionEvent::Kind::Rewrite ? s.rewrites : s.rejections)++;
+  }
+  return out;
+}
+
+int Report::rewrites() const {
+  int n = 0;
+  for (const auto& e : events) n += e.kind == FusionEvent::Kind::Rewrite;
+  return n;
+}
+
+bool runPipeline(std::shared_ptr<torch::jit::Graph>& graph, const PipelineOptions& options,
+                 Report* report, const std::string& graphName) {
+  ScopedGraphName name(graphName);
+  ScopedEventSink sink([&](const FusionEvent& e) {
+    if (report) report->events.push_back(e);
+  });
+  if (report) report->graphs.push_back(graphName);
+  bool changed = false;
+  for (const auto& pass : pipelinePasses()) {
+    if (options.disabled.count(pass.name)) continue;
+    bool c = pass.run(graph);
+    TSFUSE_LOG(registration, debug, "pass ", pass.name, " on '", graphName, "': ", c ? "changed" : "unchanged");
+    changed |= c && pass.name != "inline";
+  }
+  return changed;
+}
+
+Report optimizeModule(torch::jit::Module& module, const PipelineOptions& options) {
+  options.validate();
+  Report report;
+  std::unordered_set<torch::jit::Function*> done;
+  auto visit = [&](const torch::jit::Module& m, const std::string& prefix) {
+    for (const auto& method : m.get_methods()) {
+      torch::jit::Function& fn = method.function();
+      if (!done.insert(&fn).second) continue;
+      auto* graphFn = torch::jit::tryToGraphFunction(fn);
+      if (!graphFn) continue;
+      std::shared_ptr<torch::jit::Graph> g = graphFn->graph();
+      runPipeline(g, options, &report, prefix + method.name());
+    }
+  };
+  visit(module, "");
+  for (const auto& child : module.named_modules()) {
+    if (child.name.empty()) continue;
+    visit(child.value, child.name + ".");
+  }
+  return report;
+}
+
+}  // namespace tsfuse

@@ -1,0 +1,33 @@
+"""Shared fixtures for the Python tests: the built library, optimize-ts, and a scratch dir."""
+import os
+import pathlib
+
+import pytest
+import torch
+
+SOURCE = pathlib.Path(os.environ.get("TSFUSE_SOURCE", pathlib.Path(__file__).resolve().parents[2]))
+BUILD = pathlib.Path(os.environ.get("TSFUSE_BUILD", SOURCE / "build"))
+LIB = pathlib.Path(os.environ.get("TSFUSE_LIB", BUILD / "lib" / "libtsfuse.so"))
+OPTIMIZE_TS = BUILD / "bin" / "optimize-ts"
+
+_loaded = False
+
+
+def load_tsfuse():
+    """Loads libtsfuse.so once per process (a second TORCH_LIBRARY(tsfuse) would fail)."""
+    global _loaded
+    if not _loaded:
+        torch.ops.load_library(str(LIB))
+        _loaded = True
+
+
+@pytest.fixture(scope="session")
+def tsfuse_lib():
+    load_tsfuse()
+    return LIB
+
+
+@pytest.fixture(scope="session")
+def optimize_ts():
+    assert OPTIMIZE_TS.exists(), f"{OPTIMIZE_TS} not built"
+    return OPTIMIZE_TS
