@@ -57,6 +57,21 @@ const std::unordered_map<std::string, Entry>& table() {
   return t;
 }
 
+// toIValue, also seeing through a prim::ListConstruct of int constants (how `dim=[0]` and
+// `dim=(0, 1)` arrive in scripted graphs before constant propagation).
+std::optional<c10::IValue> constantValue(Value* v) {
+  if (auto iv = toIValue(v)) return iv;
+  Node* n = v->node();
+  if (n->kind() != c10::prim::ListConstruct) return std::nullopt;
+  std::vector<int64_t> ints;
+  for (Value* in : n->inputs()) {
+    auto iv = toIValue(in);
+    if (!iv || !iv->isInt()) return std::nullopt;
+    ints.push_back(iv->toInt());
+  }
+  return c10::IValue(ints);
+}
+
 std::string schemaKey(Node* n) {
   const c10::FunctionSchema* s = n->maybeSchema();
   if (!s) return {};
@@ -200,19 +215,19 @@ bool matchReduction(Node* n, ReductionMatch& out, std::string* why) {
     return false;
   };
   if (r.dim >= 0) {
-    auto d = toIValue(n->input(r.dim));
+    auto d = constantValue(n->input(r.dim));
     if (!d) return fail("dim");
     if (d->isInt()) out.spec.dims = std::vector<int64_t>{d->toInt()};
     else if (d->isIntList()) out.spec.dims = d->toIntVector();
     else if (!d->isNone()) return fail("dim");
   }
   if (r.keepdim >= 0) {
-    auto k = toIValue(n->input(r.keepdim));
+    auto k = constantValue(n->input(r.keepdim));
     if (!k || !k->isBool()) return fail("keepdim");
     out.spec.keepdim = k->toBool();
   }
   if (r.dtype >= 0) {
-    auto t = toIValue(n->input(r.dtype));
+    auto t = constantValue(n->input(r.dtype));
     if (!t) return fail("dtype");
     if (t->isInt()) out.spec.dtype = static_cast<c10::ScalarType>(t->toInt());
     else if (!t->isNone()) return fail("dtype");

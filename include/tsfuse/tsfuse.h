@@ -1,7 +1,31 @@
-// tsfuse public API: the fused ops and the optimization pipeline.
+// tsfuse public C++ API.
+//
+// Linking libtsfuse (find_package(tsfuse) + target_link_libraries(app tsfuse::tsfuse)) registers
+// the fused ops and the executor pass at load: every TorchScript model the app runs is optimized,
+// first call included (see registration/executor_hook.h for the mechanism and its trade-offs).
+// The functions below are for explicit use.
 #pragma once
 
+#include "registration/executor_hook.h"
+#include "registration/pipeline.h"
 #include "tsfuse/expr.h"
 #include "tsfuse/log.h"
 #include "tsfuse/ops.h"
-#include "registration/pipeline.h"
+
+#include <torch/csrc/jit/api/module.h>
+
+#include <string>
+
+namespace tsfuse {
+
+// Rewrites every method of `module` in place (what optimize-ts does before saving).
+Report optimize(torch::jit::Module& module, const PipelineOptions& options = {});
+
+// torch::jit::load followed by optimize().
+torch::jit::Module load(const std::string& path, const PipelineOptions& options = {});
+
+// Keeps the library linked (an app that calls it cannot lose the load-time registration to
+// --as-needed) and reports whether the executor pass was registered at load (1) or not (0).
+int initialize();
+
+}  // namespace tsfuse

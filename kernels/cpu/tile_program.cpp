@@ -292,10 +292,10 @@ void TileProgram::run(Scratch& s, int64_t n) const {
         case LOp::Sub: map2<T, T>(a, b, o, n, [](T x, T y) { return static_cast<T>(x - y); }); break;
         case LOp::Mul: map2<T, T>(a, b, o, n, [](T x, T y) { return static_cast<T>(x * y); }); break;
         case LOp::Div: map2<T, T>(a, b, o, n, [](T x, T y) { return static_cast<T>(x / y); }); break;
-        case LOp::Minimum: map2<T, T>(a, b, o, n, ew::minimum<T>); break;
-        case LOp::Maximum: map2<T, T>(a, b, o, n, ew::maximum<T>); break;
-        case LOp::ClampMin: map2<T, T>(a, b, o, n, ew::clampMin<T>); break;
-        case LOp::ClampMax: map2<T, T>(a, b, o, n, ew::clampMax<T>); break;
+        case LOp::Minimum: map2<T, T>(a, b, o, n, [](T x, T y) { return ew::minimum(x, y); }); break;
+        case LOp::Maximum: map2<T, T>(a, b, o, n, [](T x, T y) { return ew::maximum(x, y); }); break;
+        case LOp::ClampMin: map2<T, T>(a, b, o, n, [](T x, T y) { return ew::clampMin(x, y); }); break;
+        case LOp::ClampMax: map2<T, T>(a, b, o, n, [](T x, T y) { return ew::clampMax(x, y); }); break;
         case LOp::Eq: map2<T, bool>(a, b, o, n, [](T x, T y) { return x == y; }); break;
         case LOp::Ne: map2<T, bool>(a, b, o, n, [](T x, T y) { return x != y; }); break;
         case LOp::Lt: map2<T, bool>(a, b, o, n, [](T x, T y) { return x < y; }); break;
@@ -309,7 +309,7 @@ void TileProgram::run(Scratch& s, int64_t n) const {
         case LOp::Neg:
           if constexpr (!std::is_same_v<T, bool>) map1<T>(a, o, n, [](T x) { return static_cast<T>(-x); });
           break;
-        case LOp::Abs: map1<T>(a, o, n, ew::abs_<T>); break;
+        case LOp::Abs: map1<T>(a, o, n, [](T x) { return ew::abs_(x); }); break;
         case LOp::Sqrt:
           if constexpr (std::is_floating_point_v<T>) map1<T>(a, o, n, [](T x) { return std::sqrt(x); });
           break;

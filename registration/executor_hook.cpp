@@ -1,0 +1,172 @@
+#include "registration/executor_hook.h"
+
+#include "tsfuse/log.h"
+
+#include <ATen/Version.h>
+#include <torch/csrc/jit/runtime/graph_executor.h>
+#include <torch/headeronly/version.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <iostream>
+#include <mutex>
+#include <sstream>
+#include <unordered_set>
+
+namespace tsfuse {
+namespace {
+
+std::atomic<bool> gEnabled{true};
+
+struct OptOuts {
+  std::mutex mu;
+  std::vector<c10::ClassTypePtr> types;  // kept alive: compared by pointer
+  bool contains(const c10::ClassType* t) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& p : types)
+      if (p.get() == t) return true;
+    return false;
+  }
+};
+OptOuts& optOuts() {
+  static OptOuts o;
+  return o;
+}
+
+bool envFlag(const char* name, bool dflt) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return dflt;
+  std::string s(v);
+  return !(s == "0" || s == "false" || s == "off" || s == "no");
+}
+
+// The executor's graph carries prim::profile nodes between producers and consumers; they would
+// cut every region apart. They only feed specialisations that the pre-pass precedes, and with
+// first-call mode there is no profile to lose.
+void stripProfileNodes(torch::jit::Block* b) {
+  for (auto it = b->nodes().begin(); it != b->nodes().end();) {
+    torch::jit::Node* n = *it;
+    ++it;
+    for (auto* sub : n->blocks()) stripProfileNodes(sub);
+    if (n->kind() == c10::prim::profile && n->inputs().size() == 1 && n->outputs().size() == 1) {
+      n->output()->replaceAllUsesWith(n->input());
+      n->destroy();
+    }
+  }
+}
+
+bool optedOut(const std::shared_ptr<torch::jit::Graph>& g) {
+  if (g->inputs().empty()) return false;
+  auto cls = g->inputs()[0]->type()->cast<c10::ClassType>();
+  if (!cls) return false;
+  if (cls->hasAttribute("tsfuse_opt_out")) return true;
+  return optOuts().contains(cls.get());
+}
+
+bool hasFusibleCandidates(const std::shared_ptr<torch::jit::Graph>& g) {
+  // Cheap pre-check: nothing to do in graphs with no aten node at all.
+  for (torch::jit::Node* n : g->nodes())
+    if (n->kind().is_aten()) return true;
+  return false;
+}
+
+}  // namespace
+
+std::string builtTorchVersion() { return TORCH_VERSION; }
+
+std::string runtimeTorchVersion() {
+  const std::string cfg = at::show_config();
+  const std::string key = "TORCH_VERSION=";
+  auto pos = cfg.find(key);
+  if (pos == std::string::npos) return "unknown";
+  auto end = cfg.find_first_of(", \n", pos + key.size());
+  return cfg.substr(pos + key.size(), end - pos - key.size());
+}
+
+void setEnabled(bool on) { gEnabled = on; }
+bool isEnabled() { return gEnabled; }
+
+void optOut(const torch::jit::Module& m) {
+  std::lock_guard<std::mutex> lock(optOuts().mu);
+  optOuts().types.push_back(m.type());
+}
+
+PipelineOptions optionsFromEnvironment() {
+  PipelineOptions o;
+  const char* only = std::getenv("TSFUSE_PASSES");
+  if (!only || !*only) return o;
+  std::unordered_set<std::string> keep;
+  std::stringstream ss(only);
+  for (std::string name; std::getline(ss, name, ',');) {
+    bool known = false;
+    for (const auto& p : pipelinePasses()) known |= p.name == name;
+    if (!known) throw std::invalid_argument("TSFUSE_PASSES: unknown pass '" + name + "'");
+    keep.insert(name);
+  }
+  for (const auto& p : pipelinePasses())
+    if (!keep.count(p.name)) o.disabled.insert(p.name);
+  return o;
+}
+
+ExecutorRegistration registerExecutorPass(PipelineOptions options, bool firstCall) {
+  options.validate();
+  ExecutorRegistration r;
+  r.prePass = torch::jit::registerPrePass([options](std::shared_ptr<torch::jit::Graph>& g) {
+    if (!gEnabled || optedOut(g) || !hasFusibleCandidates(g)) return;
+    stripProfileNodes(g->block());
+    try {
+      runPipeline(g, options, nullptr, "executor");
+    } catch (const std::exception& e) {
+      // A pass failure must never take the model down: it then runs as it was written. The
+      // passes only rewrite after every check, so a throw leaves the graph valid.
+      TSFUSE_LOG(registration, error, "pipeline failed, graph left unoptimized: ", e.what());
+    }
+  });
+  if (firstCall) {
+    r.previousProfiledRuns = torch::jit::getNumProfiledRuns().load();
+    torch::jit::getNumProfiledRuns() = 0;
+  }
+  TSFUSE_LOG(registration, info, "executor pre-pass registered (id ", r.prePass, ", first-call ",
+             firstCall ? "on" : "off", ")");
+  return r;
+}
+
+void clearExecutorPass(const ExecutorRegistration& r) {
+  torch::jit::clearPrePass(r.prePass);
+  if (r.previousProfiledRuns) torch::jit::getNumProfiledRuns() = *r.previousProfiledRuns;
+}
+
+namespace {
+
+struct LoadTime {
+  std::optional<ExecutorRegistration> reg;
+  LoadTime() {
+    if (envFlag("TSFUSE_DISABLE", false)) return;
+    if (runtimeTorchVersion() != builtTorchVersion()) {
+      // Refuse loudly: our kernels and passes are compiled against one torch's headers.
+      std::cerr << "tsfuse: error: built against torch " << builtTorchVersion()
+                << " but loaded into torch " << runtimeTorchVersion()
+                << "; the graph pass is NOT registered (rebuild tsfuse for this torch)\n";
+      return;
+    }
+    try {
+      reg = registerExecutorPass(optionsFromEnvironment(), envFlag("TSFUSE_FIRST_CALL", true));
+    } catch (const std::exception& e) {
+      std::cerr << "tsfuse: error: " << e.what() << "; the graph pass is NOT registered\n";
+    }
+  }
+};
+
+LoadTime& loadTime() {
+  static LoadTime instance;
+  return instance;
+}
+
+// Runs at library load (dlopen or program start).
+const bool kRegisteredAtLoad = (loadTime(), true);
+
+}  // namespace
+
+std::optional<ExecutorRegistration> loadTimeRegistration() { return loadTime().reg; }
+
+}  // namespace tsfuse
