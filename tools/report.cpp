@@ -1,0 +1,90 @@
+#include "tools/report.h"
+
+#include <torch/headeronly/version.h>
+
+#include <iomanip>
+
+#ifndef TSFUSE_VERSION
+#define TSFUSE_VERSION "unknown"
+#endif
+
+namespace tsfuse::tool {
+namespace {
+
+const char* kindName(FusionEvent::Kind k) { return k == FusionEvent::Kind::Rewrite ? "rewrite" : "reject"; }
+
+}  // namespace
+
+std::string tsfuseVersion() { return TSFUSE_VERSION; }
+std::string torchVersion() { return TORCH_VERSION; }
+
+void printSummary(std::ostream& os, const Report& report, const RunInfo& run) {
+  os << "optimize-ts: " << run.input << " -> " << run.output << (run.outputWritten ? "" : " (not written)") << "\n";
+  os << "  " << std::left << std::setw(24) << "pass" << std::right << std::setw(11) << "candidates" << std::setw(10)
+     << "rewrites" << std::setw(12) << "rejections" << "\n";
+  for (const PassStats& s : report.stats())
+    os << "  " << std::left << std::setw(24) << s.name << std::right << std::setw(11) << s.candidates
+       << std::setw(10) << s.rewrites << std::setw(12) << s.rejections << "\n";
+  for (const FusionEvent& e : report.events) {
+    if (e.kind == FusionEvent::Kind::Rewrite)
+      os << "  rewrite  " << e.graph << ": " << e.fusedOp << " <- " << e.nodes.size() << " nodes: " << e.expr << "\n";
+  }
+  for (const FusionEvent& e : report.events) {
+    if (e.kind == FusionEvent::Kind::Reject)
+      os << "  reject   " << e.graph << ": " << e.reason << " (at " << (e.nodes.empty() ? "?" : e.nodes.front())
+         << ")\n";
+  }
+}
+
+void printCheck(std::ostream& os, const CheckResult& c, bool summary) {
+  if (summary && !c.passed) {
+    os << "check: FAILED (" << c.differences.size() << " difference(s), see stderr)\n";
+    return;
+  }
+  if (c.passed) {
+    if (summary)
+      os << "check: passed (" << c.tensorsCompared << " tensor(s) from " << c.inputs.source << ", max abs diff "
+         << c.maxAbsDiff << "; original " << std::fixed << std::setprecision(1) << c.originalMs << " ms, optimized "
+         << c.optimizedMs << " ms)" << std::defaultfloat << "\n";
+    return;
+  }
+  for (const Difference& d : c.differences) os << "optimize-ts: check failed: " << d.where << ": " << d.what << "\n";
+}
+
+nlohmann::json reportJson(const Report& report, const RunInfo& run, const CheckResult* check) {
+  using nlohmann::json;
+  json j;
+  j["input"] = run.input;
+  j["output"] = run.output;
+  j["output_written"] = run.outputWritten;
+  j["torch_version"] = torchVersion();
+  j["tsfuse_version"] = tsfuseVersion();
+  j["graphs"] = report.graphs;
+  j["passes"] = json::array();
+  for (const PassStats& s : report.stats())
+    j["passes"].push_back({{"name", s.name}, {"candidates", s.candidates}, {"rewrites", s.rewrites},
+                           {"rejections", s.rejections}});
+  j["events"] = json::array();
+  for (const FusionEvent& e : report.events)
+    j["events"].push_back({{"pass", e.pass}, {"graph", e.graph}, {"kind", kindName(e.kind)}, {"reason", e.reason},
+                           {"expr", e.expr}, {"fused_op", e.fusedOp}, {"nodes", e.nodes}});
+  if (!check) {
+    j["check"] = nullptr;
+  } else {
+    json diffs = json::array();
+    for (const Difference& d : check->differences) diffs.push_back({{"where", d.where}, {"what", d.what}});
+    j["check"] = {{"passed", check->passed},
+                  {"inputs_from", check->inputs.source},
+                  {"inputs", check->inputs.described},
+                  {"rtol", check->rtol},
+                  {"atol", check->atol},
+                  {"tensors_compared", check->tensorsCompared},
+                  {"max_abs_diff", check->maxAbsDiff},
+                  {"differences", diffs},
+                  {"original_ms", check->originalMs},
+                  {"optimized_ms", check->optimizedMs}};
+  }
+  return j;
+}
+
+}  // namespace tsfuse::tool
