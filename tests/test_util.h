@@ -1,0 +1,455 @@
+// Shared helpers of the C++ tests (tests/ir/*.cpp, tests/ops/*.cpp).
+//
+//  * IR tests: parse IR text, run a pass while collecting its FusionEvents, FileCheck the result.
+//  * Op tests: compare a tsfuse result with the eager reference (same dtype, sizes, strides,
+//    values; NaN positions; bit patterns), compare error messages, generate seeded random inputs.
+#pragma once
+
+#include "passes/events.h"
+#include "passes/fuse_broadcast_reduce.h"
+#include "passes/fuse_pairwise.h"
+#include "registration/pipeline.h"
+#include "tsfuse/expr.h"
+#include "tsfuse/ops.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/csrc/jit/ir/constants.h>
+#include <torch/csrc/jit/ir/irparser.h>
+#include <torch/csrc/jit/runtime/graph_executor.h>
+#include <torch/csrc/jit/runtime/interpreter.h>
+#include <torch/csrc/jit/testing/file_check.h>
+
+#include <functional>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace tsfuse_test {
+
+using torch::jit::Graph;
+using torch::jit::testing::FileCheck;
+
+// ---------------------------------------------------------------------------------------------
+// IR tests
+
+inline std::shared_ptr<Graph> parseGraph(const std::string& ir) {
+  auto g = std::make_shared<Graph>();
+  torch::jit::parseIR(ir, g.get());
+  g->lint();
+  return g;
+}
+
+struct PassRun {
+  bool changed = false;
+  std::vector<tsfuse::FusionEvent> events;
+  std::string ir;  // the graph after the pass
+
+  int count(tsfuse::FusionEvent::Kind k) const {
+    int n = 0;
+    for (const auto& e : events) n += e.kind == k;
+    return n;
+  }
+  int rewrites() const { return count(tsfuse::FusionEvent::Kind::Rewrite); }
+  int rejects() const { return count(tsfuse::FusionEvent::Kind::Reject); }
+  // True when some Reject event's reason contains `substr`.
+  bool rejectedWith(const std::string& substr) const {
+    for (const auto& e : events)
+      if (e.kind == tsfuse::FusionEvent::Kind::Reject && e.reason.find(substr) != std::string::npos)
+        return true;
+    return false;
+  }
+  const tsfuse::FusionEvent* firstRewrite() const {
+    for (const auto& e : events)
+      if (e.kind == tsfuse::FusionEvent::Kind::Rewrite) return &e;
+    return nullptr;
+  }
+  std::string dump() const {
+    std::ostringstream os;
+    os << "changed=" << changed << "\n";
+    for (const auto& e : events)
+      os << (e.kind == tsfuse::FusionEvent::Kind::Rewrite ? "REWRITE " : "REJECT ") << e.pass
+         << ": " << e.reason << " [" << e.expr << "]\n";
+    os << ir;
+    return os.str();
+  }
+};
+
+// Runs `pass` on `g` (in place) while collecting the events it emits.
+inline PassRun runPass(std::shared_ptr<Graph>& g,
+                       const std::function<bool(std::shared_ptr<Graph>&)>& pass) {
+  PassRun r;
+  {
+    tsfuse::ScopedEventSink sink([&](const tsfuse::FusionEvent& e) { r.events.push_back(e); });
+    r.changed = pass(g);
+  }
+  g->lint();
+  r.ir = g->toString();
+  return r;
+}
+
+inline PassRun runPairwise(std::shared_ptr<Graph>& g) { return runPass(g, tsfuse::FusePairwise); }
+inline PassRun runReduce(std::shared_ptr<Graph>& g) { return runPass(g, tsfuse::FuseBroadcastReduce); }
+// The pipeline collects its events into its Report (its own sink shadows ours).
+inline PassRun runPipelineOn(std::shared_ptr<Graph>& g, const tsfuse::PipelineOptions& opts = {}) {
+  PassRun r;
+  tsfuse::Report rep;
+  r.changed = tsfuse::runPipeline(g, opts, &rep, "forward");
+  r.events = rep.events;
+  g->lint();
+  r.ir = g->toString();
+  return r;
+}
+
+// Executes a graph on the given inputs with the TorchScript interpreter; returns its outputs.
+inline std::vector<c10::IValue> runGraph(const std::shared_ptr<Graph>& g,
+                                         const std::vector<c10::IValue>& inputs) {
+  torch::jit::Code code(g->copy(), "test");
+  torch::jit::InterpreterState state(code);
+  torch::jit::Stack stack(inputs.begin(), inputs.end());
+  state.run(stack);
+  return stack;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Op tests
+
+inline std::string firstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+// Message (first line, no backtrace) of the c10::Error that `f` throws; "" when it does not
+// throw; "<non-c10 exception: ...>" for other exceptions.
+inline std::string errorOf(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const c10::Error& e) {
+    return firstLine(e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    return std::string("<non-c10 exception: ") + e.what() + ">";
+  }
+  return "";
+}
+
+inline std::string describeTensor(const at::Tensor& t) {
+  std::ostringstream os;
+  os << t.scalar_type() << t.sizes() << " strides " << t.strides();
+  return os.str();
+}
+
+// Same dtype, sizes, strides; values equal (NaN positions equal, NaN == NaN) for non-float
+// outputs or when `exact`, else allclose(rtol, atol).
+inline ::testing::AssertionResult sameTensor(const at::Tensor& expected, const at::Tensor& actual,
+                                              bool exact, double rtol = 1e-5, double atol = 1e-6) {
+  if (expected.scalar_type() != actual.scalar_type())
+    return ::testing::AssertionFailure() << "dtype: eager " << expected.scalar_type() << " vs tsfuse "
+                                         << actual.scalar_type();
+  if (expected.sizes() != actual.sizes())
+    return ::testing::AssertionFailure() << "sizes: eager " << expected.sizes() << " vs tsfuse "
+                                         << actual.sizes();
+  if (expected.strides() != actual.strides())
+    return ::testing::AssertionFailure() << "strides: eager " << expected.strides() << " vs tsfuse "
+                                         << actual.strides() << " (sizes " << expected.sizes() << ")";
+  if (expected.numel() == 0) return ::testing::AssertionSuccess();
+  at::Tensor e = expected.contiguous(), a = actual.contiguous();
+  if (at::isFloatingType(e.scalar_type())) {
+    at::Tensor en = e.isnan(), an = a.isnan();
+    if (!at::equal(en, an))
+      return ::testing::AssertionFailure() << "NaN positions differ\n eager: " << e << "\n tsfuse: " << a;
+    at::Tensor ez = at::where(en, at::zeros_like(e), e), az = at::where(an, at::zeros_like(a), a);
+    if (exact) {
+      // Bit patterns: distinguishes -0.0 from 0.0.
+      bool eq = e.element_size() == 4   ? at::equal(ez.view(at::kInt), az.view(at::kInt))
+                : e.element_size() == 8 ? at::equal(ez.view(at::kLong), az.view(at::kLong))
+                                        : at::equal(ez.view(at::kShort), az.view(at::kShort));
+      if (!eq)
+        return ::testing::AssertionFailure() << "values differ (bitwise)\n eager: " << e << "\n tsfuse: " << a
+                                             << "\n diff: " << (ez.to(at::kDouble) - az.to(at::kDouble));
+      return ::testing::AssertionSuccess();
+    }
+    // Infinities must match exactly; the rest within tolerance.
+    at::Tensor ed = ez.to(at::kDouble), ad = az.to(at::kDouble);
+    if (!at::allclose(ed, ad, rtol, atol, /*equal_nan=*/false))
+      return ::testing::AssertionFailure() << "values differ beyond rtol=" << rtol << "\n eager: " << e
+                                           << "\n tsfuse: " << a;
+    return ::testing::AssertionSuccess();
+  }
+  if (!at::equal(e, a))
+    return ::testing::AssertionFailure() << "values differ\n eager: " << e << "\n tsfuse: " << a;
+  return ::testing::AssertionSuccess();
+}
+
+// The eager reference of an expression: its instructions evaluated one by one with the ATen ops
+// they name, written out by each test; this helper only checks the fused op against it.
+inline at::Tensor eagerReduce(const at::Tensor& v, const std::string& reduction,
+                              std::optional<std::vector<int64_t>> dim, bool keepdim,
+                              std::optional<c10::ScalarType> dtype) {
+  at::OptionalIntArrayRef d;
+  if (dim) d = at::IntArrayRef(*dim);
+  if (reduction == "sum") return at::sum(v, d, keepdim, dtype);
+  if (reduction == "mean") return at::mean(v, d, keepdim, dtype);
+  if (reduction == "prod") {
+    if (!dim) return at::prod(v, dtype);
+    TORCH_CHECK(dim->size() == 1, "test: prod takes one dim");
+    return at::prod(v, (*dim)[0], keepdim, dtype);
+  }
+  if (reduction == "amax") return at::amax(v, dim ? at::IntArrayRef(*dim) : at::IntArrayRef{}, keepdim);
+  if (reduction == "amin") return at::amin(v, dim ? at::IntArrayRef(*dim) : at::IntArrayRef{}, keepdim);
+  if (reduction == "any") return at::any(v, d, keepdim);
+  if (reduction == "all") return at::all(v, d, keepdim);
+  std::optional<int64_t> one;
+  if (dim) {
+    TORCH_CHECK(dim->size() == 1, "test: arg reductions take one dim");
+    one = (*dim)[0];
+  }
+  if (reduction == "argmax") return at::argmax(v, one, keepdim);
+  if (reduction == "argmin") return at::argmin(v, one, keepdim);
+  TORCH_CHECK(false, "test: unknown reduction ", reduction);
+}
+
+// Seeded random tensors of any dtype, with optional specials (NaN, +-inf, -0.0) for floats.
+struct Gen {
+  explicit Gen(uint64_t seed) : gen(at::make_generator<at::CPUGeneratorImpl>(seed)), rng(seed) {}
+  at::Generator gen;
+  std::mt19937_64 rng;
+
+  int64_t randint(int64_t lo, int64_t hiInclusive) {
+    return std::uniform_int_distribution<int64_t>(lo, hiInclusive)(rng);
+  }
+  bool coin(double p = 0.5) { return std::bernoulli_distribution(p)(rng); }
+
+  at::Tensor tensor(at::IntArrayRef sizes, at::ScalarType t, bool specials = false) {
+    at::Tensor x;
+    if (t == at::kBool) {
+      x = at::randint(0, 2, sizes, gen, at::kLong).to(at::kBool);
+    } else if (at::isFloatingType(t)) {
+      x = (at::randn(sizes, gen, at::kDouble) * 3).to(t);
+      if (specials && x.numel() > 0) {
+        at::Tensor pick = at::randint(0, 8, sizes, gen, at::kLong);
+        double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+        x = at::where(pick == 0, at::scalar_tensor(nan, t), x);
+        x = at::where(pick == 1, at::scalar_tensor(inf, t), x);
+        x = at::where(pick == 2, at::scalar_tensor(-inf, t), x);
+        x = at::where(pick == 3, at::scalar_tensor(-0.0, t), x);
+        x = at::where(pick == 4, at::scalar_tensor(0.0, t), x);
+      }
+    } else if (t == at::kByte) {
+      x = at::randint(0, 256, sizes, gen, at::kLong).to(t);
+    } else {
+      x = at::randint(-50, 50, sizes, gen, at::kLong).to(t);
+    }
+    return x;
+  }
+
+  // The same values laid out non-contiguously: a transposed copy, a step-2 slice of a larger
+  // tensor, or (for size-1 dims) an expanded stride-0 view. Values are unchanged.
+  at::Tensor layout(const at::Tensor& x, int kind) {
+    if (x.dim() == 0 || x.numel() == 0) return x;
+    switch (kind % 4) {
+      case 0:
+        return x;
+      case 1: {  // transposed storage
+        if (x.dim() < 2) return layout(x, 2);
+        at::Tensor s = x.transpose(0, x.dim() - 1).contiguous();
+        at::Tensor v = s.transpose(0, x.dim() - 1);
+        return v;
+      }
+      case 2: {  // step-2 slice along dim 0
+        std::vector<int64_t> big(x.sizes().begin(), x.sizes().end());
+        big[0] = big[0] * 2;
+        at::Tensor b = at::empty(big, x.options());
+        b.fill_(0);
+        at::Tensor v = b.slice(0, 0, big[0], 2);
+        v.copy_(x);
+        return v;
+      }
+      default: {  // expanded: size-1 dims get stride 0 (same sizes, same values)
+        std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end());
+        std::vector<int64_t> idx;
+        at::Tensor base = x;
+        for (int64_t d = 0; d < x.dim(); ++d)
+          if (x.size(d) == 1) return x.select(d, 0).unsqueeze(d).expand(x.sizes());
+        // No size-1 dim: slice with step along the last dim instead.
+        return layout(x, 2);
+      }
+    }
+  }
+};
+
+inline std::vector<at::ScalarType> allDtypes() {
+  return {at::kFloat, at::kDouble, at::kInt, at::kLong, at::kByte, at::kBool, at::kHalf, at::kBFloat16};
+}
+
+}  // namespace tsfuse_test
+
+namespace tsfuse_test {
+
+// Runs a FileCheck built by `build` on `ir`; the failure message carries FileCheck's report.
+inline ::testing::AssertionResult fileCheck(const std::string& ir,
+                                             const std::function<void(FileCheck&)>& build) {
+  try {
+    FileCheck fc;
+    build(fc);
+    fc.run(ir);
+  } catch (const std::exception& e) {
+    return ::testing::AssertionFailure() << e.what() << "\n--- graph ---\n" << ir;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// The nodes of `kind` (e.g. "tsfuse::reduce") anywhere in the graph, sub-blocks included.
+inline std::vector<torch::jit::Node*> findNodes(const std::shared_ptr<Graph>& g, const std::string& kind) {
+  std::vector<torch::jit::Node*> out;
+  std::function<void(torch::jit::Block*)> visit = [&](torch::jit::Block* b) {
+    for (torch::jit::Node* n : b->nodes()) {
+      if (std::string(n->kind().toQualString()) == kind) out.push_back(n);
+      for (torch::jit::Block* sub : n->blocks()) visit(sub);
+    }
+  };
+  visit(g->block());
+  return out;
+}
+
+// The constant value of input i of n (throws when it is not a constant).
+inline c10::IValue constInput(torch::jit::Node* n, size_t i) {
+  auto v = torch::jit::toIValue(n->input(i));
+  TORCH_CHECK(v.has_value(), "input ", i, " of ", n->kind().toQualString(), " is not a constant");
+  return *v;
+}
+
+// The expr string of a fused node.
+inline std::string exprOf(torch::jit::Node* n) { return constInput(n, 1).toStringRef(); }
+
+// Runs `g` and `ref` on the same inputs and checks that every output agrees (see sameTensor).
+inline ::testing::AssertionResult sameOutputs(const std::shared_ptr<Graph>& ref,
+                                               const std::shared_ptr<Graph>& g,
+                                               const std::vector<c10::IValue>& inputs, bool exact = true) {
+  auto clone = [](const std::vector<c10::IValue>& in) {
+    std::vector<c10::IValue> out;
+    for (const auto& v : in) out.push_back(v.isTensor() ? c10::IValue(v.toTensor().clone()) : v);
+    return out;
+  };
+  auto a = runGraph(ref, clone(inputs));
+  auto b = runGraph(g, clone(inputs));
+  if (a.size() != b.size()) return ::testing::AssertionFailure() << "output counts differ";
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].isTensor() != b[i].isTensor()) return ::testing::AssertionFailure() << "output " << i << " kinds differ";
+    if (!a[i].isTensor()) continue;
+    auto r = sameTensor(a[i].toTensor(), b[i].toTensor(), exact);
+    if (!r) return r << " (output " << i << ")";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace tsfuse_test
+
+namespace tsfuse_test {
+
+// The eager reference of a fused op: the same expression written with ATen ops directly.
+using EagerFn = std::function<at::Tensor(const std::vector<at::Tensor>&)>;
+
+struct CheckOpts {
+  bool exact = true;           // float results bit-identical (else allclose)
+  double rtol = 1e-5;
+  double atol = 1e-6;
+  const char* path = nullptr;  // expected tsfuse::lastPath() after a successful call
+};
+
+// The outcome of running one side: a tensor, or the first line of its c10::Error.
+struct Outcome {
+  at::Tensor value;
+  std::string error;
+  std::string path;
+};
+
+inline Outcome runSide(const std::function<at::Tensor()>& f, bool readPath) {
+  Outcome o;
+  o.error = errorOf([&] { o.value = f(); });
+  if (readPath) o.path = tsfuse::lastPath();
+  return o;
+}
+
+// Compares tsfuse's outcome with eager's: when eager raises, tsfuse must raise the same message;
+// otherwise the same dtype/sizes/strides/values (and, if requested, the expected path).
+inline ::testing::AssertionResult compareOutcomes(const Outcome& want, const Outcome& got, const CheckOpts& o) {
+  if (!want.error.empty()) {
+    if (got.error == want.error) return ::testing::AssertionSuccess();
+    auto f = ::testing::AssertionFailure() << "eager raises \"" << want.error << "\" but tsfuse ";
+    if (got.error.empty()) return f << "returned " << describeTensor(got.value) << ":\n" << got.value;
+    return f << "raises \"" << got.error << "\"";
+  }
+  if (!got.error.empty())
+    return ::testing::AssertionFailure() << "tsfuse raises \"" << got.error << "\" but eager returns "
+                                         << describeTensor(want.value);
+  auto r = sameTensor(want.value, got.value, o.exact, o.rtol, o.atol);
+  if (!r) return r;
+  if (o.path && got.path != o.path)
+    return ::testing::AssertionFailure() << "tsfuse took the '" << got.path << "' path, expected '" << o.path << "'";
+  return ::testing::AssertionSuccess();
+}
+
+inline std::string describeOperands(const std::vector<at::Tensor>& ops) {
+  std::ostringstream os;
+  for (size_t i = 0; i < ops.size(); ++i) os << (i ? ", " : "") << "$" << i << "=" << describeTensor(ops[i]);
+  return os.str();
+}
+
+inline ::testing::AssertionResult checkPairwise(const std::string& expr, const std::vector<at::Tensor>& ops,
+                                                 const EagerFn& eager, const CheckOpts& o = {}) {
+  Outcome want = runSide([&] { return eager(ops); }, false);
+  Outcome got = runSide([&] { return tsfuse::pairwise(ops, expr); }, true);
+  auto r = compareOutcomes(want, got, o);
+  if (!r) r << "\n  pairwise(" << expr << ") on " << describeOperands(ops);
+  return r;
+}
+
+struct ReduceArgs {
+  std::string reduction;
+  std::optional<std::vector<int64_t>> dim;
+  bool keepdim = false;
+  std::optional<c10::ScalarType> dtype;
+};
+
+inline std::string describeReduce(const ReduceArgs& a) {
+  std::ostringstream os;
+  os << a.reduction << "(dim=";
+  if (a.dim) {
+    os << "[";
+    for (size_t i = 0; i < a.dim->size(); ++i) os << (i ? ", " : "") << (*a.dim)[i];
+    os << "]";
+  } else {
+    os << "None";
+  }
+  os << ", keepdim=" << a.keepdim;
+  if (a.dtype) os << ", dtype=" << *a.dtype;
+  return os.str() + ")";
+}
+
+// Eager: the expression's value (eager(ops)), then the ATen reduction.
+inline ::testing::AssertionResult checkReduce(const std::string& expr, const std::vector<at::Tensor>& ops,
+                                               const EagerFn& eager, const ReduceArgs& a, CheckOpts o = {}) {
+  Outcome want = runSide([&] { return eagerReduce(eager(ops), a.reduction, a.dim, a.keepdim, a.dtype); }, false);
+  Outcome got = runSide([&] { return tsfuse::reduce(ops, expr, a.reduction, a.dim, a.keepdim, a.dtype); }, true);
+  auto r = compareOutcomes(want, got, o);
+  if (!r) r << "\n  reduce(" << expr << ") |> " << describeReduce(a) << " on " << describeOperands(ops);
+  return r;
+}
+
+// Collects failures of many randomized cases and reports a bounded number of them.
+struct FailureLog {
+  int cases = 0;
+  std::vector<std::string> failures;
+  void add(const ::testing::AssertionResult& r, const std::string& context = "") {
+    ++cases;
+    if (!r) failures.push_back(context + r.message());
+  }
+  ::testing::AssertionResult result(size_t show = 8) const {
+    if (failures.empty()) return ::testing::AssertionSuccess() << cases << " cases";
+    auto f = ::testing::AssertionFailure() << failures.size() << " of " << cases << " cases failed; first "
+                                           << std::min(show, failures.size()) << ":";
+    for (size_t i = 0; i < failures.size() && i < show; ++i) f << "\n[" << i << "] " << failures[i];
+    return f;
+  }
+};
+
+}  // namespace tsfuse_test
