@@ -94,6 +94,11 @@ torch::jit::Module loadModule(const std::string& path) {
 }
 
 int run(int argc, char** argv) {
+  // The tool rewrites explicitly. The executor pre-pass that loading libtsfuse registers would
+  // also fuse the ORIGINAL module when --check runs it: switch it off for this process.
+  if (auto reg = loadTimeRegistration()) clearExecutorPass(*reg);
+  setEnabled(false);
+
   Options o;
   if (auto code = parseArgs(argc, argv, o)) return *code;
 
