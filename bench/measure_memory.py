@@ -1,11 +1,17 @@
 """Peak CPU memory of the FIRST call of the seed workloads: eager vs scripted vs optimize-ts.
 
     .venv/bin/python bench/measure_memory.py [--build build] [--workload iou|similarity|all]
-                                             [--json FILE] [--enforce]
+                                             [--json FILE] [--enforce] [--cold]
+
+Implementations: eager (the Python function), scripted (the original .pt, no libtsfuse in the
+process), scripted+hook (the original .pt with libtsfuse loaded: its executor pre-pass fuses at
+the first call), optimized (the optimize-ts output, libtsfuse loaded).
 
 Each (workload, implementation) runs in a fresh subprocess, which
-  1. imports torch (and loads libtsfuse.so for the optimized model), loads the model (torch.jit.load,
-     or the eager Python function) and creates the inputs (fixed seed);
+  1. imports torch (and loads libtsfuse.so where needed), loads the model (torch.jit.load, or the
+     eager function) and creates the inputs (fixed seed); unless --cold, it also imports
+     torch._dynamo, which the first meta-tensor elementwise op of a Python process would otherwise
+     import inside the measured call (a one-off ~120 MiB, ~2 s, unrelated to the workload);
   2. resets the kernel's peak-RSS counter (writes "5" to /proc/self/clear_refs) and reads VmRSS
      from /proc/self/status;
   3. runs ONE call (the first: TorchScript's profiling executor runs it unoptimized);
@@ -14,7 +20,8 @@ It then checks the result against eager's on the same inputs (torch.equal: the I
 elementwise and the similarity result an integer count, so both must be bit-identical).
 
 Sizes (acceptance): IoU boxes1 [121496, 4], boxes2 [500, 4]; similarity x, y [128, 1000].
-Targets: optimized peak <= 0.3x eager (IoU) and <= 0.05x eager (similarity).
+Targets: optimized peak <= 0.3x eager (IoU) and <= 0.05x eager (similarity); --enforce exits 1
+when one is missed or an output differs.
 
 The models are generated (examples/seed_models.py) and optimized (BUILD/bin/optimize-ts) into a
 temporary folder, or --workdir.
