@@ -20,6 +20,7 @@
 #include <torch/csrc/jit/runtime/interpreter.h>
 #include <torch/csrc/jit/testing/file_check.h>
 
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <random>
@@ -137,8 +138,29 @@ inline std::string describeTensor(const at::Tensor& t) {
   return os.str();
 }
 
+// Up to `show` positions where mask is true, as "[i,j]: eager=... tsfuse=..." lines.
+inline std::string mismatches(const at::Tensor& e, const at::Tensor& a, const at::Tensor& mask, int show = 5) {
+  std::ostringstream os;
+  at::Tensor idx = mask.nonzero();
+  os << idx.size(0) << " of " << mask.numel() << " elements differ";
+  at::Tensor ed = e.to(at::kDouble), ad = a.to(at::kDouble);
+  for (int64_t k = 0; k < idx.size(0) && k < show; ++k) {
+    std::vector<int64_t> pos;
+    for (int64_t d = 0; d < idx.size(1); ++d) pos.push_back(idx[k][d].item<int64_t>());
+    at::Tensor ev = ed, av = ad;
+    for (int64_t p : pos) {
+      ev = ev[p];
+      av = av[p];
+    }
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "eager=%.9g tsfuse=%.9g", ev.item<double>(), av.item<double>());
+    os << "\n    at " << at::IntArrayRef(pos) << ": " << buf;
+  }
+  return os.str();
+}
+
 // Same dtype, sizes, strides; values equal (NaN positions equal, NaN == NaN) for non-float
-// outputs or when `exact`, else allclose(rtol, atol).
+// outputs or when `exact` (then bit patterns, so -0.0 != 0.0), else allclose(rtol, atol).
 inline ::testing::AssertionResult sameTensor(const at::Tensor& expected, const at::Tensor& actual,
                                               bool exact, double rtol = 1e-5, double atol = 1e-6) {
   if (expected.scalar_type() != actual.scalar_type())
@@ -155,27 +177,24 @@ inline ::testing::AssertionResult sameTensor(const at::Tensor& expected, const a
   if (at::isFloatingType(e.scalar_type())) {
     at::Tensor en = e.isnan(), an = a.isnan();
     if (!at::equal(en, an))
-      return ::testing::AssertionFailure() << "NaN positions differ\n eager: " << e << "\n tsfuse: " << a;
+      return ::testing::AssertionFailure() << "NaN positions differ: " << mismatches(e, a, en != an);
     at::Tensor ez = at::where(en, at::zeros_like(e), e), az = at::where(an, at::zeros_like(a), a);
     if (exact) {
       // Bit patterns: distinguishes -0.0 from 0.0.
-      bool eq = e.element_size() == 4   ? at::equal(ez.view(at::kInt), az.view(at::kInt))
-                : e.element_size() == 8 ? at::equal(ez.view(at::kLong), az.view(at::kLong))
-                                        : at::equal(ez.view(at::kShort), az.view(at::kShort));
-      if (!eq)
-        return ::testing::AssertionFailure() << "values differ (bitwise)\n eager: " << e << "\n tsfuse: " << a
-                                             << "\n diff: " << (ez.to(at::kDouble) - az.to(at::kDouble));
+      at::ScalarType bits = e.element_size() == 4 ? at::kInt : e.element_size() == 8 ? at::kLong : at::kShort;
+      at::Tensor diff = ez.view(bits) != az.view(bits);
+      if (diff.any().item<bool>())
+        return ::testing::AssertionFailure() << "values differ bitwise: " << mismatches(e, a, diff)
+                                             << (at::equal(ez, az) ? " (only the sign of zero)" : "");
       return ::testing::AssertionSuccess();
     }
-    // Infinities must match exactly; the rest within tolerance.
     at::Tensor ed = ez.to(at::kDouble), ad = az.to(at::kDouble);
-    if (!at::allclose(ed, ad, rtol, atol, /*equal_nan=*/false))
-      return ::testing::AssertionFailure() << "values differ beyond rtol=" << rtol << "\n eager: " << e
-                                           << "\n tsfuse: " << a;
+    at::Tensor bad = at::isclose(ed, ad, rtol, atol, /*equal_nan=*/false).logical_not();
+    if (bad.any().item<bool>())
+      return ::testing::AssertionFailure() << "values differ beyond rtol=" << rtol << ": " << mismatches(e, a, bad);
     return ::testing::AssertionSuccess();
   }
-  if (!at::equal(e, a))
-    return ::testing::AssertionFailure() << "values differ\n eager: " << e << "\n tsfuse: " << a;
+  if (!at::equal(e, a)) return ::testing::AssertionFailure() << "values differ: " << mismatches(e, a, e != a);
   return ::testing::AssertionSuccess();
 }
 
@@ -207,6 +226,8 @@ inline at::Tensor eagerReduce(const at::Tensor& v, const std::string& reduction,
   TORCH_CHECK(false, "test: unknown reduction ", reduction);
 }
 
+enum Special : int { kNaN = 1, kInf = 2, kSignedZero = 4, kNaNInf = 3, kAllSpecials = 7 };
+
 // Seeded random tensors of any dtype, with optional specials (NaN, +-inf, -0.0) for floats.
 struct Gen {
   explicit Gen(uint64_t seed) : gen(at::make_generator<at::CPUGeneratorImpl>(seed)), rng(seed) {}
@@ -218,7 +239,8 @@ struct Gen {
   }
   bool coin(double p = 0.5) { return std::bernoulli_distribution(p)(rng); }
 
-  at::Tensor tensor(at::IntArrayRef sizes, at::ScalarType t, bool specials = false) {
+  // specials (floats only): a mask of kNaN, kInf, kSignedZero; each kind replaces ~1/8 of the values.
+  at::Tensor tensor(at::IntArrayRef sizes, at::ScalarType t, int specials = 0) {
     at::Tensor x;
     if (t == at::kBool) {
       x = at::randint(0, 2, sizes, gen, at::kLong).to(at::kBool);
@@ -227,11 +249,16 @@ struct Gen {
       if (specials && x.numel() > 0) {
         at::Tensor pick = at::randint(0, 8, sizes, gen, at::kLong);
         double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
-        x = at::where(pick == 0, at::scalar_tensor(nan, t), x);
-        x = at::where(pick == 1, at::scalar_tensor(inf, t), x);
-        x = at::where(pick == 2, at::scalar_tensor(-inf, t), x);
-        x = at::where(pick == 3, at::scalar_tensor(-0.0, t), x);
-        x = at::where(pick == 4, at::scalar_tensor(0.0, t), x);
+        auto put = [&](int64_t k, double v) { x = at::where(pick == k, at::scalar_tensor(v, t), x); };
+        if (specials & kNaN) put(0, nan);
+        if (specials & kInf) {
+          put(1, inf);
+          put(2, -inf);
+        }
+        if (specials & kSignedZero) {
+          put(3, -0.0);
+          put(4, 0.0);
+        }
       }
     } else if (t == at::kByte) {
       x = at::randint(0, 256, sizes, gen, at::kLong).to(t);
