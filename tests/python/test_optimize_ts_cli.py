@@ -1,0 +1,173 @@
+"""optimize-ts options: --disable, --list-passes, --version, -q/-v/--log-level, --check inputs,
+tolerances and mismatches."""
+import json
+from typing import List, Tuple
+
+import pytest
+import torch
+from torch import Tensor
+
+from optimize_ts_util import assert_one_error_line, generate_seed_models, leftover_temps, run_tool, sha256
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+@pytest.fixture(scope="module")
+def seeds(tmp_path_factory):
+    return generate_seed_models(tmp_path_factory.mktemp("seeds"))
+
+
+def script_and_save(module, path):
+    torch.jit.script(module).save(str(path))
+    return path
+
+
+class RandomTail(torch.nn.Module):
+    """Not deterministic: the original and the optimized module can never agree (to test mismatches)."""
+
+    def forward(self, x: Tensor) -> Tuple[Tensor, List[Tensor]]:
+        return x, [x * 2 + torch.rand_like(x)]
+
+
+class IntAndBool(torch.nn.Module):
+    """Integer and bool inputs; a broadcast region for fuse_pairwise."""
+
+    def forward(self, a: Tensor, b: Tensor, m: Tensor, scale: int = 3) -> Tensor:
+        return torch.where(m[None, :], (a[:, None] - b[None, :]) * 3, a[:, None] + scale)
+
+
+def graph_of(path, tsfuse_lib):
+    return str(torch.jit.load(str(path)).graph)
+
+
+# --- passes ---------------------------------------------------------------------------------------
+
+def test_list_passes(optimize_ts):
+    proc = run_tool(optimize_ts, "--list-passes")
+    assert proc.returncode == 0 and proc.stderr == ""
+    names = [line.split("\t")[0] for line in proc.stdout.splitlines()]
+    assert names == ["inline", "fuse_broadcast_reduce", "fuse_pairwise", "cleanup"]
+    assert all(len(line.split("\t")) == 2 and line.split("\t")[1] for line in proc.stdout.splitlines())
+
+
+def test_version(optimize_ts):
+    proc = run_tool(optimize_ts, "--version")
+    assert proc.returncode == 0
+    assert "optimize-ts" in proc.stdout and torch.__version__.split("+")[0] in proc.stdout
+
+
+def test_help_documents_exit_codes(optimize_ts):
+    proc = run_tool(optimize_ts, "--help")
+    assert proc.returncode == 0
+    for text in ("--check", "--input-shape", "--disable", "--report", "Exit codes", "  3  input/output error"):
+        assert text in proc.stdout
+
+
+def test_disable_reduce_leaves_pairwise(seeds, optimize_ts, tmp_path, tsfuse_lib):
+    out, report = tmp_path / "s.pt", tmp_path / "s.json"
+    proc = run_tool(optimize_ts, "-q", "--disable", "fuse_broadcast_reduce", "--report", report,
+                    seeds["similarity"], out)
+    assert proc.returncode == 0, proc.stderr
+    graph = graph_of(out, tsfuse_lib)
+    assert "tsfuse::reduce" not in graph and graph.count("tsfuse::pairwise") == 1 and "aten::sum" in graph
+    stats = {p["name"]: p["rewrites"] for p in json.loads(report.read_text())["passes"]}
+    assert stats == {"fuse_broadcast_reduce": 0, "fuse_pairwise": 1}
+
+
+def test_disable_both_fusions_changes_nothing(seeds, optimize_ts, tmp_path, tsfuse_lib):
+    out = tmp_path / "s.pt"
+    # the option may come before the positionals: it takes exactly one value
+    proc = run_tool(optimize_ts, "-q", "--disable", "fuse_pairwise", "--disable", "fuse_broadcast_reduce",
+                    seeds["similarity"], out)
+    assert proc.returncode == 0, proc.stderr
+    assert "tsfuse::" not in graph_of(out, tsfuse_lib)
+
+
+def test_disable_inline_keeps_call_unfused(seeds, optimize_ts, tmp_path, tsfuse_lib):
+    out = tmp_path / "i.pt"
+    proc = run_tool(optimize_ts, "--disable", "inline", seeds["intersection"], out)
+    assert proc.returncode == 0, proc.stderr
+    graph = graph_of(out, tsfuse_lib)
+    assert "prim::CallFunction" in graph and "tsfuse::" not in graph
+
+
+# --- output and logging ---------------------------------------------------------------------------
+
+def test_quiet_prints_nothing(seeds, optimize_ts, tmp_path):
+    proc = run_tool(optimize_ts, "-q", "--check", seeds["intersection"], tmp_path / "o.pt")
+    assert proc.returncode == 0 and proc.stdout == "" and proc.stderr == ""
+
+
+def test_verbose_logs_rewrites(seeds, optimize_ts, tmp_path):
+    proc = run_tool(optimize_ts, "-q", "-v", seeds["intersection"], tmp_path / "o.pt")
+    assert proc.returncode == 0
+    assert "[tsfuse.pass]" in proc.stderr and "tsfuse::pairwise" in proc.stderr
+    quiet = run_tool(optimize_ts, "-q", "--log-level", "error", seeds["intersection"], tmp_path / "o2.pt")
+    assert quiet.returncode == 0 and quiet.stderr == ""
+
+
+def test_check_runs_the_original_unfused(seeds, optimize_ts, tmp_path):
+    # libtsfuse's executor pre-pass would fuse the original at its first call ("executor" graph)
+    proc = run_tool(optimize_ts, "-q", "--check", seeds["similarity"], tmp_path / "o.pt",
+                    env={"TSFUSE_LOG_LEVEL": "info"})
+    assert proc.returncode == 0, proc.stderr
+    assert "of 'forward'" in proc.stderr  # the explicit rewrite is logged...
+    assert "'executor'" not in proc.stderr  # ...and nothing else got fused
+
+
+# --- --check inputs and mismatches ------------------------------------------------------------------
+
+def test_check_mismatch(optimize_ts, tmp_path):
+    model = script_and_save(RandomTail(), tmp_path / "rand.pt")
+    before = sha256(model)
+    out, report = tmp_path / "out.pt", tmp_path / "r.json"
+    out.write_bytes(b"previous")
+    proc = run_tool(optimize_ts, "--check", "--input-shape", "x:3,4@float64", "--report", report, model, out)
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("optimize-ts: check failed: output[1][0]: ")
+    assert "12 of 12 values of float64[3, 4] differ, max abs diff" in lines[0]
+    assert "check: FAILED" in proc.stdout
+    assert out.read_bytes() == b"previous"  # not replaced by a module that failed its check
+    assert leftover_temps(tmp_path) == [] and sha256(model) == before
+    doc = json.loads(report.read_text())
+    assert doc["output_written"] is False and doc["check"]["passed"] is False
+    assert doc["check"]["differences"][0]["where"] == "output[1][0]"
+    assert 0 < doc["check"]["max_abs_diff"] < 1
+
+
+def test_check_tolerance_flags(optimize_ts, tmp_path):
+    model = script_and_save(RandomTail(), tmp_path / "rand.pt")
+    # x*2 + U[0,1) vs x*2 + U[0,1): the difference is below 1
+    proc = run_tool(optimize_ts, "-q", "--check", "--input-shape", "x:3,4", "--atol", "1", "--rtol", "0",
+                    model, tmp_path / "out.pt")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "out.pt").exists()
+
+
+def test_check_input_shape_dtypes_and_defaults(optimize_ts, tmp_path, tsfuse_lib):
+    model = script_and_save(IntAndBool(), tmp_path / "ib.pt")
+    out, report = tmp_path / "out.pt", tmp_path / "r.json"
+    proc = run_tool(optimize_ts, "--check", "--report", report, "--input-shape", "a:6@int64",
+                    "--input-shape", "b:5@int64", "--input-shape", "m:5@bool", model, out)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(report.read_text())
+    assert doc["check"]["inputs"] == ["a: int64[6]", "b: int64[5]", "m: bool[5]"]
+    assert doc["check"]["inputs_from"] == "--input-shape"
+    assert "tsfuse::pairwise" in graph_of(out, tsfuse_lib)
+
+
+def test_check_needs_input_shapes(seeds, optimize_ts, tmp_path):
+    out = tmp_path / "o.pt"
+    proc = run_tool(optimize_ts, "--check", seeds["nothing_to_fuse"], out)
+    assert_one_error_line(proc, 2, "'a'", "--input-shape a:")
+    assert not out.exists() and leftover_temps(tmp_path) == []
+
+
+def test_check_bad_input_shape_for_forward(seeds, optimize_ts, tmp_path):
+    # the shapes do not multiply: the ORIGINAL fails on them -> usage error, nothing written
+    out = tmp_path / "o.pt"
+    proc = run_tool(optimize_ts, "--check", "--input-shape", "a:2,3", "--input-shape", "b:4,5",
+                    seeds["nothing_to_fuse"], out)
+    assert_one_error_line(proc, 2, "original module's forward fails")
+    assert not out.exists() and leftover_temps(tmp_path) == []

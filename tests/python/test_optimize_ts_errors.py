@@ -1,0 +1,194 @@
+"""optimize-ts error paths: exit code, ONE 'optimize-ts: error: ' line on stderr, no OUT and no
+leftover temp file, the input's bytes unchanged."""
+import os
+import pathlib
+import zipfile
+
+import pytest
+import torch
+
+from optimize_ts_util import assert_one_error_line, generate_seed_models, leftover_temps, run_tool, sha256
+
+USAGE, IO = 2, 3
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    """A valid seed model in a folder of its own (the tests never write there)."""
+    return generate_seed_models(tmp_path_factory.mktemp("seeds"))["similarity"]
+
+
+@pytest.fixture
+def work(tmp_path):
+    d = tmp_path / "work"
+    d.mkdir()
+    return d
+
+
+def assert_failed_cleanly(proc, code, out, inputs_before=(), *fragments):
+    """Exit code + one error line; OUT absent; no temp file next to OUT; inputs unchanged."""
+    line = assert_one_error_line(proc, code, *fragments)
+    assert proc.stdout == ""
+    out = pathlib.Path(out)
+    assert not out.exists() or out.is_dir()
+    if out.parent.is_dir():
+        assert leftover_temps(out.parent) == []
+    for path, digest in inputs_before:
+        assert sha256(path) == digest, f"{path} was modified"
+    return line
+
+
+# --- bad inputs (exit 3) ------------------------------------------------------------------------
+
+def test_missing_input(optimize_ts, work):
+    out = work / "out.pt"
+    proc = run_tool(optimize_ts, work / "nope.pt", out)
+    assert_failed_cleanly(proc, IO, out, (), "nope.pt", "No such file")
+
+
+def test_input_is_a_directory(optimize_ts, work):
+    (work / "dir.pt").mkdir()
+    out = work / "out.pt"
+    proc = run_tool(optimize_ts, work / "dir.pt", out)
+    assert_failed_cleanly(proc, IO, out, (), "is a directory")
+
+
+def test_empty_input(optimize_ts, work):
+    empty = work / "empty.pt"
+    empty.write_bytes(b"")
+    out = work / "out.pt"
+    proc = run_tool(optimize_ts, empty, out)
+    assert_failed_cleanly(proc, IO, out, [(empty, sha256(empty))], "empty")
+
+
+@pytest.mark.parametrize("kind", ["garbage", "truncated", "state_dict", "plain_zip"])
+def test_corrupt_or_not_torchscript(optimize_ts, work, model, kind):
+    bad = work / f"{kind}.pt"
+    if kind == "garbage":
+        bad.write_bytes(b"\x00not a torchscript archive\xff" * 10)
+    elif kind == "truncated":
+        data = model.read_bytes()
+        bad.write_bytes(data[: len(data) // 2])
+    elif kind == "state_dict":
+        torch.save({"w": torch.ones(3)}, str(bad))
+    else:
+        with zipfile.ZipFile(bad, "w") as z:
+            z.writestr("hello.txt", "not a model")
+    before = sha256(bad)
+    out = work / "out.pt"
+    proc = run_tool(optimize_ts, bad, out)
+    line = assert_failed_cleanly(proc, IO, out, [(bad, before)], "cannot load", "as a TorchScript module")
+    assert "Traceback" not in line and "Exception raised from" not in line
+
+
+# --- bad outputs (exit 3) -----------------------------------------------------------------------
+
+def test_output_folder_missing(optimize_ts, model, work):
+    before = sha256(model)
+    out = work / "missing" / "out.pt"
+    proc = run_tool(optimize_ts, model, out)
+    assert_failed_cleanly(proc, IO, out, [(model, before)], "does not exist")
+    assert not out.parent.exists()
+
+
+def unwritable_folder(work):
+    d = work / "readonly"
+    d.mkdir()
+    d.chmod(0o555)
+    if os.access(d, os.W_OK):  # root: permissions do not stop it; /proc takes no new files
+        return pathlib.Path("/proc")
+    return d
+
+
+def test_output_folder_not_writable(optimize_ts, model, work):
+    before = sha256(model)
+    folder = unwritable_folder(work)
+    out = folder / "tsfuse-optimize-ts-test.pt"
+    try:
+        proc = run_tool(optimize_ts, model, out)
+        assert_failed_cleanly(proc, IO, out, [(model, before)], str(folder))
+    finally:
+        (work / "readonly").chmod(0o755)
+    assert list((work / "readonly").iterdir()) == []
+
+
+def test_output_is_a_directory(optimize_ts, model, work):
+    before = sha256(model)
+    (work / "outdir").mkdir()
+    for out in (work / "outdir", str(work / "outdir") + "/"):
+        proc = run_tool(optimize_ts, model, out)
+        assert_failed_cleanly(proc, IO, out, [(model, before)], "directory")
+    assert list((work / "outdir").iterdir()) == [] and leftover_temps(work) == []
+
+
+def test_output_is_the_input(optimize_ts, model, work):
+    src = work / "in.pt"
+    src.write_bytes(model.read_bytes())
+    before = sha256(src)
+    (work / "link.pt").symlink_to(src.name)
+    os.link(src, work / "hard.pt")
+    stat_before = src.stat()
+    (work / "sub").mkdir()
+    for out in (src, f"{work}/./in.pt", f"{work}/sub/../in.pt", work / "link.pt", work / "hard.pt"):
+        proc = run_tool(optimize_ts, src, out)
+        line = assert_one_error_line(proc, IO, "is the input file")
+        assert sha256(src) == before, line
+    assert src.stat().st_mtime_ns == stat_before.st_mtime_ns
+    assert leftover_temps(work) == []
+
+
+def test_report_in_missing_folder_writes_nothing(optimize_ts, model, work):
+    before = sha256(model)
+    out = work / "out.pt"
+    proc = run_tool(optimize_ts, "--report", work / "missing" / "r.json", model, out)
+    assert_failed_cleanly(proc, IO, out, [(model, before)], "report")
+
+
+def test_report_is_the_input(optimize_ts, model, work):
+    src = work / "in.pt"
+    src.write_bytes(model.read_bytes())
+    before = sha256(src)
+    out = work / "out.pt"
+    proc = run_tool(optimize_ts, "--report", src, src, out)
+    assert_failed_cleanly(proc, IO, out, [(src, before)], "is the input file")
+
+
+def test_existing_output_replaced_whole(optimize_ts, model, work, tsfuse_lib):
+    out = work / "out.pt"
+    out.write_bytes(b"old contents")
+    proc = run_tool(optimize_ts, "-q", model, out)
+    assert proc.returncode == 0, proc.stderr
+    assert "tsfuse::reduce" in str(torch.jit.load(str(out)).graph)
+    assert leftover_temps(work) == []
+
+
+# --- usage errors (exit 2) ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("args,fragment", [
+    (["--bogus"], "--bogus"),
+    (["--disable", "no_such_pass"], "no_such_pass"),
+    (["--disable", "fuse_pairwise", "--disable", "Fuse_Pairwise"], "Fuse_Pairwise"),
+    (["--input-shape", "x:1"], "--check"),
+    (["--atol", "1"], "--check"),
+    (["--check", "--input-shape", "x:1,a"], "bad dimension"),
+    (["--check", "--input-shape", "x"], "NAME:D1,D2"),
+    (["--check", "--input-shape", "x:2@float33"], "unknown dtype 'float33'"),
+    (["--check", "--input-shape", "q:2"], "no such argument"),
+    (["--check", "--input-shape", "x:2", "--input-shape", "x:3"], "twice"),
+    (["--check", "--rtol", "-1"], "--rtol"),
+    (["--log-level", "loud"], "loud"),
+    (["-v", "--log-level", "info"], "excludes"),
+])
+def test_usage_errors(optimize_ts, model, work, args, fragment):
+    before = sha256(model)
+    out = work / "out.pt"
+    proc = run_tool(optimize_ts, *args, model, out)
+    assert_failed_cleanly(proc, USAGE, out, [(model, before)], fragment)
+
+
+def test_missing_positionals(optimize_ts, model, work):
+    assert_one_error_line(run_tool(optimize_ts), USAGE, "IN.pt and OUT.pt")
+    assert_one_error_line(run_tool(optimize_ts, model), USAGE, "IN.pt and OUT.pt")
+    assert_one_error_line(run_tool(optimize_ts, model, work / "a.pt", work / "b.pt"), USAGE)
+    assert list(work.iterdir()) == []
