@@ -23,10 +23,17 @@ struct ToolError : std::runtime_error {
 inline ToolError usageError(const std::string& m) { return ToolError(kExitUsage, m); }
 inline ToolError ioError(const std::string& m) { return ToolError(kExitIO, m); }
 
-// The first line of an exception message (c10::Error messages carry backtraces and context).
+// The line of an exception message that says what went wrong (c10::Error messages carry
+// backtraces and context): the first line, or for an error raised inside the TorchScript
+// interpreter (a preamble, then the TorchScript traceback) the last one, "RuntimeError: ...".
 inline std::string firstLine(const std::string& s) {
-  auto end = s.find('\n');
-  std::string line = s.substr(0, end);
+  std::string line = s.substr(0, s.find('\n'));
+  if (line.rfind("The following operation failed in the TorchScript interpreter", 0) == 0) {
+    size_t end = s.find_last_not_of("\n ");
+    size_t begin = s.rfind('\n', end);
+    begin = begin == std::string::npos ? 0 : begin + 1;
+    line = s.substr(begin, end + 1 - begin);
+  }
   // PyTorch's zip reader appends a paragraph of speculation to its errors; keep the fact.
   auto boilerplate = line.find(" This is an internal miniz error.");
   if (boilerplate != std::string::npos) line.resize(boilerplate);

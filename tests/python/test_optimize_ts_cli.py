@@ -169,5 +169,20 @@ def test_check_bad_input_shape_for_forward(seeds, optimize_ts, tmp_path):
     out = tmp_path / "o.pt"
     proc = run_tool(optimize_ts, "--check", "--input-shape", "a:2,3", "--input-shape", "b:4,5",
                     seeds["nothing_to_fuse"], out)
-    assert_one_error_line(proc, 2, "original module's forward fails")
+    assert_one_error_line(proc, 2, "original module's forward fails", "cannot be multiplied")
+    assert not out.exists() and leftover_temps(tmp_path) == []
+
+
+class NeedsInt(torch.nn.Module):
+    def forward(self, x: Tensor, k: int) -> Tensor:
+        return x * k
+
+
+def test_check_non_tensor_argument_without_default(optimize_ts, tmp_path):
+    model = script_and_save(NeedsInt(), tmp_path / "k.pt")
+    out = tmp_path / "o.pt"
+    proc = run_tool(optimize_ts, "--check", "--input-shape", "x:3", model, out)
+    assert_one_error_line(proc, 2, "'k'", "without a default")
+    proc = run_tool(optimize_ts, "--check", "--input-shape", "x:3", "--input-shape", "k:1", model, out)
+    assert_one_error_line(proc, 2, "'k'", "not a Tensor")
     assert not out.exists() and leftover_temps(tmp_path) == []
