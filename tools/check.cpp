@@ -198,7 +198,12 @@ CheckInputs makeCheckInputs(torch::jit::Module& module, const std::vector<InputS
   if (specs.empty()) {
     if (auto ex = module.find_method("example_inputs")) {
       in.source = "example_inputs";
-      c10::IValue v = (*ex)(std::vector<c10::IValue>{});
+      c10::IValue v;
+      try {
+        v = (*ex)(std::vector<c10::IValue>{});
+      } catch (const std::exception& e) {
+        throw ioError("the module's example_inputs() fails: " + firstLine(e.what()));
+      }
       if (v.isTuple()) in.args = v.toTupleRef().elements().vec();
       else if (v.isList()) in.args = v.toListRef().vec();
       else in.args = {v};

@@ -186,3 +186,31 @@ def test_check_non_tensor_argument_without_default(optimize_ts, tmp_path):
     proc = run_tool(optimize_ts, "--check", "--input-shape", "x:3", "--input-shape", "k:1", model, out)
     assert_one_error_line(proc, 2, "'k'", "not a Tensor")
     assert not out.exists() and leftover_temps(tmp_path) == []
+
+
+class RaisingExamples(torch.nn.Module):
+    def forward(self, x: Tensor) -> Tensor:
+        return x * 2
+
+    @torch.jit.export
+    def example_inputs(self) -> Tuple[Tensor]:
+        raise RuntimeError("no examples here")
+
+
+class MismatchedExamples(torch.nn.Module):
+    def forward(self, a: Tensor, b: Tensor) -> Tensor:
+        return torch.matmul(a, b)
+
+    @torch.jit.export
+    def example_inputs(self) -> Tuple[Tensor, Tensor]:
+        return torch.ones(2, 3), torch.ones(4, 5)
+
+
+@pytest.mark.parametrize("cls,fragment", [(RaisingExamples, "no examples here"),
+                                          (MismatchedExamples, "cannot be multiplied")])
+def test_check_broken_example_inputs_is_an_input_error(optimize_ts, tmp_path, cls, fragment):
+    model = script_and_save(cls(), tmp_path / "m.pt")
+    out = tmp_path / "o.pt"
+    proc = run_tool(optimize_ts, "--check", model, out)
+    assert_one_error_line(proc, 3, fragment)
+    assert not out.exists() and leftover_temps(tmp_path) == []
