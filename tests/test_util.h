@@ -1,121 +1,24 @@
-// Shared helpers of the C++ tests (tests/ir/*.cpp, tests/ops/*.cpp).
-//
-//  * IR tests: parse IR text, run a pass while collecting its FusionEvents, FileCheck the result.
-//  * Op tests: compare a tsfuse result with the eager reference (same dtype, sizes, strides,
-//    values; NaN positions; bit patterns), compare error messages, generate seeded random inputs.
+// Shared helpers of the op tests (tests/ops/*.cpp) and the IR tests (via tests/ir_util.h):
+// compare a tsfuse result with the eager reference (same dtype, sizes, strides, values; NaN
+// positions; bit patterns), compare error messages, and generate seeded random inputs.
 #pragma once
 
-#include "passes/events.h"
-#include "passes/fuse_broadcast_reduce.h"
-#include "passes/fuse_pairwise.h"
-#include "registration/pipeline.h"
 #include "tsfuse/expr.h"
 #include "tsfuse/ops.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
-#include <torch/csrc/jit/ir/constants.h>
-#include <torch/csrc/jit/ir/irparser.h>
-#include <torch/csrc/jit/runtime/graph_executor.h>
-#include <torch/csrc/jit/runtime/interpreter.h>
-#include <torch/csrc/jit/testing/file_check.h>
 
 #include <cstdio>
 #include <functional>
-#include <memory>
+#include <limits>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
 namespace tsfuse_test {
-
-using torch::jit::Graph;
-using torch::jit::testing::FileCheck;
-
-// ---------------------------------------------------------------------------------------------
-// IR tests
-
-inline std::shared_ptr<Graph> parseGraph(const std::string& ir) {
-  auto g = std::make_shared<Graph>();
-  torch::jit::parseIR(ir, g.get());
-  g->lint();
-  return g;
-}
-
-struct PassRun {
-  bool changed = false;
-  std::vector<tsfuse::FusionEvent> events;
-  std::string ir;  // the graph after the pass
-
-  int count(tsfuse::FusionEvent::Kind k) const {
-    int n = 0;
-    for (const auto& e : events) n += e.kind == k;
-    return n;
-  }
-  int rewrites() const { return count(tsfuse::FusionEvent::Kind::Rewrite); }
-  int rejects() const { return count(tsfuse::FusionEvent::Kind::Reject); }
-  // True when some Reject event's reason contains `substr`.
-  bool rejectedWith(const std::string& substr) const {
-    for (const auto& e : events)
-      if (e.kind == tsfuse::FusionEvent::Kind::Reject && e.reason.find(substr) != std::string::npos)
-        return true;
-    return false;
-  }
-  const tsfuse::FusionEvent* firstRewrite() const {
-    for (const auto& e : events)
-      if (e.kind == tsfuse::FusionEvent::Kind::Rewrite) return &e;
-    return nullptr;
-  }
-  std::string dump() const {
-    std::ostringstream os;
-    os << "changed=" << changed << "\n";
-    for (const auto& e : events)
-      os << (e.kind == tsfuse::FusionEvent::Kind::Rewrite ? "REWRITE " : "REJECT ") << e.pass
-         << ": " << e.reason << " [" << e.expr << "]\n";
-    os << ir;
-    return os.str();
-  }
-};
-
-// Runs `pass` on `g` (in place) while collecting the events it emits.
-inline PassRun runPass(std::shared_ptr<Graph>& g,
-                       const std::function<bool(std::shared_ptr<Graph>&)>& pass) {
-  PassRun r;
-  {
-    tsfuse::ScopedEventSink sink([&](const tsfuse::FusionEvent& e) { r.events.push_back(e); });
-    r.changed = pass(g);
-  }
-  g->lint();
-  r.ir = g->toString();
-  return r;
-}
-
-inline PassRun runPairwise(std::shared_ptr<Graph>& g) { return runPass(g, tsfuse::FusePairwise); }
-inline PassRun runReduce(std::shared_ptr<Graph>& g) { return runPass(g, tsfuse::FuseBroadcastReduce); }
-// The pipeline collects its events into its Report (its own sink shadows ours).
-inline PassRun runPipelineOn(std::shared_ptr<Graph>& g, const tsfuse::PipelineOptions& opts = {}) {
-  PassRun r;
-  tsfuse::Report rep;
-  r.changed = tsfuse::runPipeline(g, opts, &rep, "forward");
-  r.events = rep.events;
-  g->lint();
-  r.ir = g->toString();
-  return r;
-}
-
-// Executes a graph on the given inputs with the TorchScript interpreter; returns its outputs.
-inline std::vector<c10::IValue> runGraph(const std::shared_ptr<Graph>& g,
-                                         const std::vector<c10::IValue>& inputs) {
-  torch::jit::Code code(g->copy(), "test");
-  torch::jit::InterpreterState state(code);
-  torch::jit::Stack stack(inputs.begin(), inputs.end());
-  state.run(stack);
-  return stack;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Op tests
 
 inline std::string firstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
 
@@ -306,71 +209,6 @@ struct Gen {
 inline std::vector<at::ScalarType> allDtypes() {
   return {at::kFloat, at::kDouble, at::kInt, at::kLong, at::kByte, at::kBool, at::kHalf, at::kBFloat16};
 }
-
-}  // namespace tsfuse_test
-
-namespace tsfuse_test {
-
-// Runs a FileCheck built by `build` on `ir`; the failure message carries FileCheck's report.
-inline ::testing::AssertionResult fileCheck(const std::string& ir,
-                                             const std::function<void(FileCheck&)>& build) {
-  try {
-    FileCheck fc;
-    build(fc);
-    fc.run(ir);
-  } catch (const std::exception& e) {
-    return ::testing::AssertionFailure() << e.what() << "\n--- graph ---\n" << ir;
-  }
-  return ::testing::AssertionSuccess();
-}
-
-// The nodes of `kind` (e.g. "tsfuse::reduce") anywhere in the graph, sub-blocks included.
-inline std::vector<torch::jit::Node*> findNodes(const std::shared_ptr<Graph>& g, const std::string& kind) {
-  std::vector<torch::jit::Node*> out;
-  std::function<void(torch::jit::Block*)> visit = [&](torch::jit::Block* b) {
-    for (torch::jit::Node* n : b->nodes()) {
-      if (std::string(n->kind().toQualString()) == kind) out.push_back(n);
-      for (torch::jit::Block* sub : n->blocks()) visit(sub);
-    }
-  };
-  visit(g->block());
-  return out;
-}
-
-// The constant value of input i of n (throws when it is not a constant).
-inline c10::IValue constInput(torch::jit::Node* n, size_t i) {
-  auto v = torch::jit::toIValue(n->input(i));
-  TORCH_CHECK(v.has_value(), "input ", i, " of ", n->kind().toQualString(), " is not a constant");
-  return *v;
-}
-
-// The expr string of a fused node.
-inline std::string exprOf(torch::jit::Node* n) { return constInput(n, 1).toStringRef(); }
-
-// Runs `g` and `ref` on the same inputs and checks that every output agrees (see sameTensor).
-inline ::testing::AssertionResult sameOutputs(const std::shared_ptr<Graph>& ref,
-                                               const std::shared_ptr<Graph>& g,
-                                               const std::vector<c10::IValue>& inputs, bool exact = true) {
-  auto clone = [](const std::vector<c10::IValue>& in) {
-    std::vector<c10::IValue> out;
-    for (const auto& v : in) out.push_back(v.isTensor() ? c10::IValue(v.toTensor().clone()) : v);
-    return out;
-  };
-  auto a = runGraph(ref, clone(inputs));
-  auto b = runGraph(g, clone(inputs));
-  if (a.size() != b.size()) return ::testing::AssertionFailure() << "output counts differ";
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].isTensor() != b[i].isTensor()) return ::testing::AssertionFailure() << "output " << i << " kinds differ";
-    if (!a[i].isTensor()) continue;
-    auto r = sameTensor(a[i].toTensor(), b[i].toTensor(), exact);
-    if (!r) return r << " (output " << i << ")";
-  }
-  return ::testing::AssertionSuccess();
-}
-
-}  // namespace tsfuse_test
-
-namespace tsfuse_test {
 
 // The eager reference of a fused op: the same expression written with ATen ops directly.
 using EagerFn = std::function<at::Tensor(const std::vector<at::Tensor>&)>;

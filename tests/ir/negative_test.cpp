@@ -2,7 +2,7 @@
 // the case: shared intermediates, single ops, non-constant scalars, in-place writes, control flow,
 // reductions of shared values, shapes known not to broadcast, and shapes that do not broadcast
 // at run time (the fused graph raises eager's error).
-#include "test_util.h"
+#include "ir_util.h"
 
 namespace {
 

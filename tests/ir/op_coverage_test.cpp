@@ -1,7 +1,7 @@
 // IR-string tests of what the passes carry into the expression: scalar literals (int vs float vs
 // bool), rsub, where, comparisons and logical ops, to(dtype), clamp_min/clamp_max/clamp(Tensor),
 // rounding division, unary ops, and the reductions mean/amax/argmax/any with keepdim.
-#include "test_util.h"
+#include "ir_util.h"
 
 namespace {
 

@@ -1,7 +1,7 @@
 // IR-string tests of FuseBroadcastReduce over each supported reduction schema: the fused
 // tsfuse::reduce carries the reduction name, dims, keepdim and dtype of the original node, and
 // the graph computes the same values.
-#include "test_util.h"
+#include "ir_util.h"
 
 namespace {
 

@@ -1,7 +1,7 @@
 // IR-string tests of the two seed forms the passes were written for, as torch.jit.script emits
 // them: the IoU intersection (-> one tsfuse::pairwise) and the pairwise-distance similarity count
 // (-> one tsfuse::reduce). Each test also runs the graph before and after and compares outputs.
-#include "test_util.h"
+#include "ir_util.h"
 
 namespace {
 
