@@ -8,15 +8,55 @@
 #include <algorithm>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <unordered_map>
 
 namespace tsfuse {
 namespace {
 
-at::Tensor metaLike(const at::Tensor& t) {
-  at::Tensor m = at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
-  if (t.unsafeGetTensorImpl()->is_wrapped_number()) m.unsafeGetTensorImpl()->set_wrapped_number(true);
-  return m;
+// Dims ordered outermost-first by stride. On a tie a size-1 dim is the inner one: a dense layout
+// gives a size-1 dim the stride of the dims inside it, so it shares its stride with the next
+// outer dim (eager: sizes [6, 1, 3] -> strides [1, 6, 6]).
+std::vector<int64_t> strideOrder(at::IntArrayRef sizes, at::IntArrayRef strides) {
+  std::vector<int64_t> order(strides.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    if (strides[a] != strides[b]) return strides[a] > strides[b];
+    return sizes[a] != 1 && sizes[b] == 1;
+  });
+  return order;
+}
+
+// Dense strides for `sizes` laid out in `order` (outermost first).
+std::vector<int64_t> denseStrides(at::IntArrayRef sizes, const std::vector<int64_t>& order) {
+  std::vector<int64_t> strides(sizes.size(), 1);
+  int64_t step = 1;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    strides[*it] = step;
+    step *= sizes[*it];
+  }
+  return strides;
+}
+
+// A CPU stand-in of `t`: same dtype, rank, wrapped-number status and stride order; sizes 1, 2
+// or 0; filled with ones.
+at::Tensor standIn(const at::Tensor& t) {
+  auto opts = at::TensorOptions().dtype(t.scalar_type());
+  if (t.dim() == 0) {
+    at::Tensor s = at::ones({}, opts);
+    if (t.unsafeGetTensorImpl()->is_wrapped_number()) s.unsafeGetTensorImpl()->set_wrapped_number(true);
+    return s;
+  }
+  std::vector<int64_t> sizes;
+  for (int64_t s : t.sizes()) sizes.push_back(s <= 1 ? s : 2);
+  // The real strides themselves, so TensorIterator sees the same ties; they need a storage of
+  // 1 + sum(stride) elements at most (bounded below), else a dense layout in the same order.
+  int64_t span = 1;
+  for (int64_t d = 0; d < t.dim(); ++d) span += (sizes[d] > 1) ? t.stride(d) : 0;
+  if (span <= (int64_t(1) << 16))
+    return at::ones({span}, opts).as_strided(sizes, t.strides());
+  at::Tensor s = at::empty_strided(sizes, denseStrides(sizes, strideOrder(t.sizes(), t.strides())), opts);
+  return s.fill_(1);
 }
 
 // The dtype an instruction's tensor and scalar operands are converted to before it computes.
@@ -26,7 +66,7 @@ c10::ScalarType computeTypeOf(const Instr& ins, const at::Tensor& result,
     const Arg& a = ins.args[k];
     if (a.kind == Arg::Kind::Input) return inputs[a.i];
     if (a.kind == Arg::Kind::Value) return values[a.i];
-    return wrappedLiteral(a, c10::kMeta);
+    return wrappedLiteral(a, c10::kCPU);
   };
   switch (ins.op) {
     case Op::Eq: case Op::Ne: case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge:
@@ -40,24 +80,67 @@ c10::ScalarType computeTypeOf(const Instr& ins, const at::Tensor& result,
 
 }  // namespace
 
+int64_t Analysis::outNumel() const {
+  int64_t n = 1;
+  for (int64_t s : outSizes) n *= s;
+  return n;
+}
+
+at::Tensor Analysis::allocOut(c10::Device device) const {
+  return at::empty_strided(outSizes, outStrides, at::TensorOptions().dtype(outDtype).device(device));
+}
+
 std::optional<Analysis> analyze(const Expr& e, at::TensorList operands, const ReduceSpec* reduce) {
   Analysis a;
   try {
-    std::vector<at::Tensor> metas;
-    metas.reserve(operands.size());
-    for (const auto& t : operands) metas.push_back(metaLike(t));
-    a.values = evalAtenAll(e, metas);
-    a.computeType.reserve(e.instrs.size());
-    for (size_t k = 0; k < e.instrs.size(); ++k)
-      a.computeType.push_back(computeTypeOf(e.instrs[k], a.values[k], a.values, metas));
-    a.out = reduce ? applyReduction(*reduce, a.values.back()) : a.values.back();
-    at::DimVector shape;
-    for (const auto& t : operands) shape = at::infer_size_dimvector(shape, t.sizes());
-    a.shape.assign(shape.begin(), shape.end());
+    // Shapes, instruction by instruction (literals are 0-dim).
+    std::vector<at::DimVector> shapes;
+    for (const Instr& ins : e.instrs) {
+      at::DimVector s;
+      for (const Arg& arg : ins.args) {
+        if (arg.kind == Arg::Kind::Input) s = at::infer_size_dimvector(s, operands[arg.i].sizes());
+        if (arg.kind == Arg::Kind::Value) s = at::infer_size_dimvector(s, shapes[arg.i]);
+      }
+      shapes.push_back(std::move(s));
+    }
+    at::DimVector all;
+    for (const auto& t : operands) all = at::infer_size_dimvector(all, t.sizes());
+    a.shape.assign(all.begin(), all.end());
+    a.valueShape.assign(shapes.back().begin(), shapes.back().end());
+
+    // Dtypes and layout, from the stand-ins.
+    std::vector<at::Tensor> small;
+    small.reserve(operands.size());
+    for (const auto& t : operands) small.push_back(standIn(t));
+    std::vector<at::Tensor> values = evalAtenAll(e, small);
+    for (size_t k = 0; k < e.instrs.size(); ++k) {
+      a.resultType.push_back(values[k].scalar_type());
+      a.computeType.push_back(computeTypeOf(e.instrs[k], values[k], values, small));
+    }
+    const int64_t R = static_cast<int64_t>(a.valueShape.size());
+    if (!reduce) {
+      a.outSizes = a.valueShape;
+      a.outDtype = values.back().scalar_type();
+      a.outStrides = denseStrides(a.outSizes, strideOrder(values.back().sizes(), values.back().strides()));
+      return a;
+    }
+    at::Tensor r = applyReduction(*reduce, values.back());
+    a.outDtype = r.scalar_type();
+    std::vector<int64_t> rdims = reducedDims(*reduce, R);
+    int64_t count = 1;
+    for (int64_t d = 0; d < R; ++d) {
+      bool reduced = std::binary_search(rdims.begin(), rdims.end(), d);
+      if (reduced) count *= a.valueShape[d];
+      if (!reduced) a.outSizes.push_back(a.valueShape[d]);
+      else if (reduce->keepdim) a.outSizes.push_back(1);
+    }
+    bool needsElement = reduce->kind == Reduction::Amax || reduce->kind == Reduction::Amin ||
+                        reduce->kind == Reduction::Argmax || reduce->kind == Reduction::Argmin;
+    if (count == 0 && needsElement) return std::nullopt;  // eager raises: no identity
+    TORCH_CHECK(static_cast<int64_t>(a.outSizes.size()) == r.dim(), "tsfuse: reduction rank mismatch");
+    a.outStrides = denseStrides(a.outSizes, strideOrder(r.sizes(), r.strides()));
   } catch (const std::exception& err) {
-    // NB: in a Python process the Meta kernels of many aten ops are Python reference
-    // implementations, whose errors arrive as Python exceptions, not c10::Error.
-    TSFUSE_LOG(kernel, debug, "analysis: eager would raise or meta failed: ", err.what());
+    TSFUSE_LOG(kernel, debug, "analysis: eager would raise: ", err.what());
     return std::nullopt;
   }
   return a;

@@ -1,7 +1,13 @@
-// Per-call analysis of a fused op: run the expression on meta tensors shaped like the operands.
-// This yields, exactly as eager computes them, every instruction's dtype and shape, the output's
-// sizes and strides, and whether eager would raise (then the caller runs eager to raise the
-// genuine error).
+// Per-call analysis of a fused op, exactly as eager would compute it: every instruction's dtype
+// (PyTorch's type promotion, including 0-dim and wrapped-number rules), every shape, the output's
+// sizes and strides, and whether eager would raise (then the caller runs eager, which raises its
+// own error).
+//
+// It evaluates the expression on tiny CPU stand-ins of the operands: same dtype, same rank and
+// 0-dim/wrapped-number status, each dim of size 1 (broadcast) or 2 (or 0), strides in the same
+// order as the real operand's, filled with ones. Type promotion and TensorIterator's choice of
+// output layout only depend on those. Shapes are inferred separately per instruction. (Meta
+// tensors would be the obvious tool, but several aten ops lack C++ Meta kernels, e.g. abs.)
 #pragma once
 
 #include "kernels/aten_eval.h"
@@ -12,10 +18,15 @@
 namespace tsfuse {
 
 struct Analysis {
-  std::vector<at::Tensor> values;            // meta value of each instruction
-  at::Tensor out;                            // meta output of the op (after the reduction)
+  std::vector<c10::ScalarType> resultType;   // dtype of each instruction's value
   std::vector<c10::ScalarType> computeType;  // dtype each instruction computes in
   std::vector<int64_t> shape;                // broadcast shape of all operands
+  std::vector<int64_t> valueShape;           // shape of the expression's value
+  std::vector<int64_t> outSizes, outStrides;  // the op's output (after the reduction)
+  c10::ScalarType outDtype = c10::ScalarType::Undefined;
+
+  int64_t outNumel() const;
+  at::Tensor allocOut(c10::Device device) const;
 };
 
 // nullopt when eager would raise (or the meta run is not possible).

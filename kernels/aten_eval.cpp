@@ -95,8 +95,8 @@ at::Tensor evalInstr(const Instr& ins, const std::vector<at::Tensor>& values, at
 }
 
 std::vector<at::Tensor> evalAtenAll(const Expr& e, at::TensorList inputs) {
-  TORCH_CHECK(static_cast<int>(inputs.size()) >= e.numInputs, "tsfuse: expression uses ",
-              e.numInputs, " operands, got ", inputs.size());
+  TORCH_CHECK(static_cast<int>(inputs.size()) == e.numInputs, "tsfuse: expression '", e.str(),
+              "' takes ", e.numInputs, " operands, got ", inputs.size());
   std::vector<at::Tensor> values;
   values.reserve(e.instrs.size());
   for (const Instr& ins : e.instrs) values.push_back(evalInstr(ins, values, inputs));
@@ -104,8 +104,8 @@ std::vector<at::Tensor> evalAtenAll(const Expr& e, at::TensorList inputs) {
 }
 
 at::Tensor evalAten(const Expr& e, at::TensorList inputs) {
-  TORCH_CHECK(static_cast<int>(inputs.size()) >= e.numInputs, "tsfuse: expression uses ",
-              e.numInputs, " operands, got ", inputs.size());
+  TORCH_CHECK(static_cast<int>(inputs.size()) == e.numInputs, "tsfuse: expression '", e.str(),
+              "' takes ", e.numInputs, " operands, got ", inputs.size());
   const size_t n = e.instrs.size();
   std::vector<size_t> lastUse(n, 0);
   for (size_t k = 0; k < n; ++k)

@@ -16,7 +16,12 @@ constexpr int64_t kSlabElements = int64_t(1) << 18;
 at::Tensor runChunked(const Expr& e, at::TensorList operands, const ReduceSpec* reduce, const Analysis& an) {
   const at::IntArrayRef shape(an.shape);
   const int64_t R = static_cast<int64_t>(shape.size());
-  if (an.values.back().sizes() != shape || R == 0) return runEager(e, operands, reduce);
+  auto oneSlab = [&] {  // small, 0-dim or nothing to slice along: the whole output at once
+    setLastPath("chunked");
+    at::Tensor v = evalAten(e, operands);
+    return reduce ? applyReduction(*reduce, v) : v;
+  };
+  if (an.valueShape != an.shape || R == 0) return oneSlab();
 
   std::vector<int64_t> rdims;
   if (reduce) rdims = reducedDims(*reduce, R);
@@ -31,13 +36,12 @@ at::Tensor runChunked(const Expr& e, at::TensorList operands, const ReduceSpec* 
   if (slabDim < 0 || total <= kSlabElements) {
     if (total > kSlabElements)
       TSFUSE_LOG(kernel, info, "chunked path: no dim to slice, evaluating ", total, " elements at once");
-    return runEager(e, operands, reduce);
+    return oneSlab();
   }
   const int64_t perIndex = total / shape[slabDim];
   const int64_t step = std::max<int64_t>(1, kSlabElements / std::max<int64_t>(perIndex, 1));
 
-  at::Tensor out = at::empty_strided(an.out.sizes(), an.out.strides(),
-                                     an.out.options().device(mainDevice(operands)));
+  at::Tensor out = an.allocOut(mainDevice(operands));
   at::Tensor keep = out;
   if (reduce && !reduce->keepdim)
     for (int64_t d : rdims) keep = keep.unsqueeze(d);

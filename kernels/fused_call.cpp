@@ -56,9 +56,9 @@ at::Tensor runFused(at::TensorList operands, c10::string_view exprText, const Re
   if (!device) return runEager(*e, operands, reduce);  // raises eager's device error
   auto an = analyze(*e, operands, reduce);
   if (!an) return runEager(*e, operands, reduce);  // raises eager's error (or computes)
-  if (an->out.numel() == 0) {
+  if (an->outNumel() == 0) {
     setLastPath("empty");
-    return at::empty_strided(an->out.sizes(), an->out.strides(), an->out.options().device(*device));
+    return an->allocOut(*device);
   }
   if (native) {
     std::string why;

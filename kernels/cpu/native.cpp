@@ -149,7 +149,8 @@ at::Tensor runNative(const Expr& e, at::TensorList operands, const ReduceSpec* r
   };
   at::IntArrayRef shape(an.shape);
   if (static_cast<int64_t>(shape.size()) > kMaxDims) return no("rank above 25");
-  if (an.values.back().sizes() != shape) return no("expression value is not the operands' broadcast");
+  if (an.valueShape != an.shape) return no("expression value is not the operands' broadcast");
+  if (shape.empty()) return no("0-dim value");
   for (int i = 0; i < e.numInputs; ++i)
     if (!operands[i].device().is_cpu()) return no("operand not on the CPU");
   auto prog = TileProgram::lower(e, an, operands, why);
@@ -157,7 +158,7 @@ at::Tensor runNative(const Expr& e, at::TensorList operands, const ReduceSpec* r
 
   std::vector<BroadcastView> views;
   for (int i = 0; i < e.numInputs; ++i) views.emplace_back(operands[i], shape);
-  at::Tensor out = at::empty_strided(an.out.sizes(), an.out.strides(), an.out.options().device(c10::kCPU));
+  at::Tensor out = an.allocOut(c10::kCPU);
   const int64_t R = static_cast<int64_t>(shape.size());
 
   if (!reduce) {

@@ -89,7 +89,7 @@ struct Lowering {
     const Instr& ins = e.instrs[k];
     const auto& A = ins.args;
     c10::ScalarType ct = an.computeType[k];
-    c10::ScalarType rt = an.values[k].scalar_type();
+    c10::ScalarType rt = an.resultType[k];
     if (!isNativeDtype(ct) || !isNativeDtype(rt)) {
       why = std::string("dtype ") + c10::toString(isNativeDtype(ct) ? rt : ct) + " in " +
             opInfo(ins.op).name;
@@ -129,10 +129,6 @@ struct Lowering {
       case Op::LogicalNot: out = unary(LOp::Not, slotFor(A[0], ct)); break;
       case Op::Neg: out = unary(LOp::Neg, slotFor(A[0], ct)); break;
       case Op::Abs: out = unary(LOp::Abs, slotFor(A[0], ct)); break;
-      case Op::Sqrt:
-        if (!isFloating(ct)) return fail("sqrt in an integer dtype");
-        out = unary(LOp::Sqrt, slotFor(A[0], ct));
-        break;
       case Op::Relu: {
         int a = slotFor(A[0], ct);
         int zero = slotFor(Arg::integer(0), ct);
@@ -143,16 +139,18 @@ struct Lowering {
       case Op::Clamp: {
         int x = slotFor(A[0], ct);
         bool tensorBounds = A[1].isTensor() || A[2].isTensor();
+        // A NaN scalar bound makes ATen's clamp return NaN everywhere: the propagating form.
+        auto isNaN = [](const Arg& b) { return b.kind == Arg::Kind::Float && b.f != b.f; };
         if (A[1].kind != Arg::Kind::None) {
           int lo = slotFor(A[1], ct);
           int t = newSlot(rt);
-          emit(tensorBounds ? LOp::Maximum : LOp::ClampMin, ct, t, x, lo);
+          emit(tensorBounds || isNaN(A[1]) ? LOp::Maximum : LOp::ClampMin, ct, t, x, lo);
           x = t;
         }
         if (A[2].kind != Arg::Kind::None) {
           int hi = slotFor(A[2], ct);
           int t = newSlot(rt);
-          emit(tensorBounds ? LOp::Minimum : LOp::ClampMax, ct, t, x, hi);
+          emit(tensorBounds || isNaN(A[2]) ? LOp::Minimum : LOp::ClampMax, ct, t, x, hi);
           x = t;
         }
         out = x;
@@ -166,7 +164,7 @@ struct Lowering {
         break;
       }
       case Op::To: out = slotFor(A[0], rt); break;
-      case Op::Exp: case Op::Log: case Op::Sigmoid: case Op::Pow: case Op::DivFloor:
+      case Op::Sqrt: case Op::Exp: case Op::Log: case Op::Sigmoid: case Op::Pow: case Op::DivFloor:
       case Op::DivTrunc: case Op::AddAlpha: case Op::SubAlpha: {
         LInstr li{LOp::Aten, ct};
         li.aten.op = ins.op;
@@ -310,9 +308,6 @@ void TileProgram::run(Scratch& s, int64_t n) const {
           if constexpr (!std::is_same_v<T, bool>) map1<T>(a, o, n, [](T x) { return static_cast<T>(-x); });
           break;
         case LOp::Abs: map1<T>(a, o, n, [](T x) { return ew::abs_(x); }); break;
-        case LOp::Sqrt:
-          if constexpr (std::is_floating_point_v<T>) map1<T>(a, o, n, [](T x) { return std::sqrt(x); });
-          break;
         case LOp::Where: {
           auto C = reinterpret_cast<const bool*>(a);
           auto X = reinterpret_cast<const T*>(b);

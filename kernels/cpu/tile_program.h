@@ -5,7 +5,7 @@
 // instruction's result. Lowering inserts the casts ATen performs implicitly (type promotion), so
 // each native op runs on operands of one dtype; ops without a bit-exact native form (exp, log, pow,
 // floor division, alpha-scaled add) run through ATen on the tile, which is the same kernel eager
-// uses. Scratch is slots x kTile elements per thread: O(tile), independent of the problem size.
+// uses (ATen's vectorized sqrt is not correctly rounded either, so sqrt is among them). Scratch is slots x kTile elements per thread: O(tile), independent of the problem size.
 #pragma once
 
 #include "kernels/analysis.h"
@@ -20,7 +20,7 @@ constexpr int64_t kTile = 512;
 
 enum class LOp : uint8_t {
   Add, Sub, Mul, Div, Minimum, Maximum, ClampMin, ClampMax,
-  Eq, Ne, Lt, Le, Gt, Ge, Where, And, Or, Xor, Not, Neg, Abs, Sqrt, Cast,
+  Eq, Ne, Lt, Le, Gt, Ge, Where, And, Or, Xor, Not, Neg, Abs, Cast,
   Aten,  // evaluate the original instruction with ATen on the tile
 };
 

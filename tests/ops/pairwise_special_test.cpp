@@ -149,8 +149,10 @@ TEST(PairwiseSpecial, WhereWithScalarBranchesAndMixedDtypes) {
                             [](const T& x) { return at::where(at::gt(x[1], 0), x[0], x[1]); }));
 }
 
-// Bit-exactness of the transcendental ops in float32: on a contiguous operand (eager evaluates
-// it with its vectorized kernel) and on a step-2 operand (eager's scalar kernel).
+// The transcendental ops in float32 run ATen's own kernel on each tile, so they are bit-identical
+// to eager where eager uses its vectorized kernel (a contiguous operand). On a step-2 operand
+// eager takes its scalar loop (std::pow & co.), whose results differ from the vectorized ones by
+// up to 1 ulp; tsfuse's tiles are always contiguous, so there the contract is 1 ulp.
 void transcendental(const std::string& op, const EagerFn& f, bool twoOperand = false) {
   Gen g(16);
   at::Tensor x = (g.tensor({64, 1}, at::kFloat).abs() + 0.25), y = g.tensor({1, 3}, at::kFloat);
@@ -158,7 +160,11 @@ void transcendental(const std::string& op, const EagerFn& f, bool twoOperand = f
   std::string expr = twoOperand ? "v1: " + op + "($0, $1); mul(%0, $1)" : "v1: " + op + "; mul(%0, $1)";
   EagerFn full = [&](const T& v) { return at::mul(f(v), v[1]); };
   EXPECT_TRUE(checkPairwise(expr, {x, y}, full)) << "contiguous operand";
-  EXPECT_TRUE(checkPairwise(expr, {xs, y}, full)) << "strided operand";
+  CheckOpts oneUlp;
+  oneUlp.exact = false;
+  oneUlp.rtol = 1.2e-7;  // 1 ulp of float32 (2^-23), per element, before the exact mul
+  oneUlp.atol = 0;
+  EXPECT_TRUE(checkPairwise(expr, {xs, y}, full, oneUlp)) << "strided operand";
 }
 
 TEST(PairwiseTranscendentalExact, Sqrt) { transcendental("sqrt($0)", [](const T& v) { return at::sqrt(v[0]); }); }
