@@ -57,8 +57,10 @@ at::Tensor runFused(at::TensorList operands, c10::string_view exprText, const Re
   auto an = analyze(*e, operands, reduce);
   if (!an) return runEager(*e, operands, reduce);  // raises eager's error (or computes)
   if (an->outNumel() == 0) {
+    // Nothing to compute, and every intermediate is empty too: eager gives the exact layout.
+    at::Tensor out = runEager(*e, operands, reduce);
     setLastPath("empty");
-    return an->allocOut(*device);
+    return out;
   }
   if (native) {
     std::string why;
