@@ -1,7 +1,7 @@
 """Peak CPU memory of the FIRST call of the seed workloads: eager vs scripted vs optimize-ts.
 
     .venv/bin/python bench/measure_memory.py [--build build] [--workload iou|similarity|all]
-                                             [--json FILE] [--enforce] [--cold]
+                                             [--json FILE] [--enforce]
 
 Implementations: eager (the Python function), scripted (the original .pt, no libtsfuse in the
 process), scripted+hook (the original .pt with libtsfuse loaded: its executor pre-pass fuses at
@@ -9,9 +9,7 @@ the first call), optimized (the optimize-ts output, libtsfuse loaded).
 
 Each (workload, implementation) runs in a fresh subprocess, which
   1. imports torch (and loads libtsfuse.so where needed), loads the model (torch.jit.load, or the
-     eager function) and creates the inputs (fixed seed); unless --cold, it also imports
-     torch._dynamo, which the first meta-tensor elementwise op of a Python process would otherwise
-     import inside the measured call (a one-off ~120 MiB, ~2 s, unrelated to the workload);
+     eager function) and creates the inputs (fixed seed);
   2. resets the kernel's peak-RSS counter (writes "5" to /proc/self/clear_refs) and reads VmRSS
      from /proc/self/status;
   3. runs ONE call (the first: TorchScript's profiling executor runs it unoptimized);
@@ -80,12 +78,6 @@ def child(args):
         torch.ops.load_library(args.lib)
     fn = eager_fn if args.impl == "eager" else torch.jit.load(args.model)
     inputs = make_inputs(args.workload)
-    if not args.cold:
-        # In a Python process the first elementwise op on meta tensors (tsfuse's kernels analyse
-        # their operands on meta tensors) lazily imports torch._dynamo: ~2 s and ~120 MiB of RSS,
-        # once per process, whatever the sizes. Done here, before the measurement, in every
-        # implementation alike; --cold leaves it in the measured call.
-        import torch._dynamo  # noqa: F401
 
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")  # resets VmHWM to the current RSS
@@ -108,10 +100,8 @@ def child(args):
     return 0
 
 
-def run_child(workload, impl, model, lib, cold):
+def run_child(workload, impl, model, lib):
     cmd = [sys.executable, __file__, "--child", impl, "--workload", workload, "--model", str(model), "--lib", str(lib)]
-    if cold:
-        cmd.append("--cold")
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         raise RuntimeError(f"{workload}/{impl} failed ({p.returncode}):\n{p.stderr}")
@@ -148,8 +138,6 @@ def main(argv=None):
     ap.add_argument("--workload", choices=list(WORKLOADS) + ["all"], default="all")
     ap.add_argument("--workdir", help="where to write the models (default: a temporary folder)")
     ap.add_argument("--json", help="also write the results to this JSON file")
-    ap.add_argument("--cold", action="store_true",
-                    help="do not import torch._dynamo before the measured call (see child())")
     ap.add_argument("--enforce", action="store_true", help="exit 1 unless every target is met and outputs equal")
     ap.add_argument("--child", choices=IMPLS, help=argparse.SUPPRESS)
     ap.add_argument("--model", help=argparse.SUPPRESS)
@@ -172,7 +160,7 @@ def main(argv=None):
             rows = []
             for impl in IMPLS:
                 model = optimized if impl == "optimized" else original
-                rows.append(run_child(workload, impl, model, lib, args.cold))
+                rows.append(run_child(workload, impl, model, lib))
             eager = rows[0]["peak_mib"]
             for r in rows:
                 r["ratio_vs_eager"] = r["peak_mib"] / eager if eager > 0 else float("nan")
@@ -188,7 +176,7 @@ def main(argv=None):
     if args.json:
         import torch
 
-        doc = {"torch_version": torch.__version__, "cpu_threads": torch.get_num_threads(), "cold": args.cold,
+        doc = {"torch_version": torch.__version__, "cpu_threads": torch.get_num_threads(),
                "workloads": results}
         pathlib.Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
     ok = all(w["target_met"] and all(r["matches_eager"] for r in w["results"]) for w in results.values())
