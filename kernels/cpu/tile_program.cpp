@@ -139,8 +139,10 @@ struct Lowering {
       case Op::Clamp: {
         int x = slotFor(A[0], ct);
         bool tensorBounds = A[1].isTensor() || A[2].isTensor();
-        // A NaN scalar bound makes ATen's clamp return NaN everywhere: the propagating form.
-        auto isNaN = [](const Arg& b) { return b.kind == Arg::Kind::Float && b.f != b.f; };
+        // With both scalar bounds present, a NaN bound makes ATen's clamp return NaN everywhere
+        // (the propagating form); a lone NaN bound leaves the values unchanged (ClampMin/Max do).
+        const bool both = A[1].kind != Arg::Kind::None && A[2].kind != Arg::Kind::None;
+        auto isNaN = [&](const Arg& b) { return both && b.kind == Arg::Kind::Float && b.f != b.f; };
         if (A[1].kind != Arg::Kind::None) {
           int lo = slotFor(A[1], ct);
           int t = newSlot(rt);
