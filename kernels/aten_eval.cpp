@@ -22,7 +22,7 @@ at::Tensor wrappedLiteral(const Arg& arg, c10::Device device) {
 
 namespace {
 
-c10::Device deviceOf(at::TensorList inputs, const std::vector<at::Tensor>& values) {
+c10::Device deviceOf(at::TensorList inputs) {
   for (const auto& t : inputs)
     if (t.defined() && !t.unsafeGetTensorImpl()->is_wrapped_number()) return t.device();
   return inputs.empty() ? c10::Device(c10::kCPU) : inputs[0].device();
@@ -30,9 +30,14 @@ c10::Device deviceOf(at::TensorList inputs, const std::vector<at::Tensor>& value
 
 }  // namespace
 
+void checkOperandCount(const Expr& e, size_t n) {
+  TORCH_CHECK(static_cast<int>(n) == e.numInputs, "tsfuse: expression '", e.str(), "' takes ",
+              e.numInputs, " operands, got ", n);
+}
+
 at::Tensor evalInstr(const Instr& ins, const std::vector<at::Tensor>& values, at::TensorList inputs) {
   const auto& a = ins.args;
-  c10::Device device = deviceOf(inputs, values);
+  c10::Device device = deviceOf(inputs);
   auto T = [&](size_t k) -> at::Tensor {
     const Arg& arg = a[k];
     if (arg.kind == Arg::Kind::Input) return inputs[arg.i];
@@ -95,8 +100,7 @@ at::Tensor evalInstr(const Instr& ins, const std::vector<at::Tensor>& values, at
 }
 
 std::vector<at::Tensor> evalAtenAll(const Expr& e, at::TensorList inputs) {
-  TORCH_CHECK(static_cast<int>(inputs.size()) == e.numInputs, "tsfuse: expression '", e.str(),
-              "' takes ", e.numInputs, " operands, got ", inputs.size());
+  checkOperandCount(e, inputs.size());
   std::vector<at::Tensor> values;
   values.reserve(e.instrs.size());
   for (const Instr& ins : e.instrs) values.push_back(evalInstr(ins, values, inputs));
@@ -104,8 +108,7 @@ std::vector<at::Tensor> evalAtenAll(const Expr& e, at::TensorList inputs) {
 }
 
 at::Tensor evalAten(const Expr& e, at::TensorList inputs) {
-  TORCH_CHECK(static_cast<int>(inputs.size()) == e.numInputs, "tsfuse: expression '", e.str(),
-              "' takes ", e.numInputs, " operands, got ", inputs.size());
+  checkOperandCount(e, inputs.size());
   const size_t n = e.instrs.size();
   std::vector<size_t> lastUse(n, 0);
   for (size_t k = 0; k < n; ++k)

@@ -25,6 +25,9 @@ struct ReduceSpec {
 at::Tensor wrappedLiteral(const Arg& arg, c10::Device device);
 c10::Scalar literalScalar(const Arg& arg);
 
+// Throws c10::Error unless `n` is the number of operands `e` takes.
+void checkOperandCount(const Expr& e, size_t n);
+
 // Evaluates instruction `k` given its already evaluated arguments.
 at::Tensor evalInstr(const Instr& ins, const std::vector<at::Tensor>& values, at::TensorList inputs);
 

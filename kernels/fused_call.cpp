@@ -48,8 +48,7 @@ ReduceSpec makeReduceSpec(c10::string_view reduction, at::OptionalIntArrayRef di
 at::Tensor runFused(at::TensorList operands, c10::string_view exprText, const ReduceSpec* reduce,
                     const NativePath& native) {
   std::shared_ptr<const Expr> e = cachedExpr(std::string(exprText));
-  TORCH_CHECK(static_cast<int>(operands.size()) == e->numInputs, "tsfuse: expression '", exprText,
-              "' takes ", e->numInputs, " operands, got ", operands.size());
+  checkOperandCount(*e, operands.size());
   for (size_t i = 0; i < operands.size(); ++i)
     TORCH_CHECK(operands[i].defined(), "tsfuse: operand ", i, " is an undefined tensor");
   auto device = commonDevice(operands);

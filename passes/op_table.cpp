@@ -189,17 +189,16 @@ bool matchReduction(Node* n, ReductionMatch& out, std::string* why) {
   struct R {
     Reduction kind;
     int dim = -1, keepdim = -1, dtype = -1;  // input positions, -1 when absent
-    bool singleDim = false;                  // dim is `int` / `int?` rather than `int[]`
   };
   static const std::unordered_map<std::string, R> reductions = {
       {"aten::sum.dim_IntList", {Reduction::Sum, 1, 2, 3}},  {"aten::sum.", {Reduction::Sum, -1, -1, 1}},
       {"aten::mean.dim", {Reduction::Mean, 1, 2, 3}},        {"aten::mean.", {Reduction::Mean, -1, -1, 1}},
-      {"aten::prod.dim_int", {Reduction::Prod, 1, 2, 3, true}}, {"aten::prod.", {Reduction::Prod, -1, -1, 1}},
+      {"aten::prod.dim_int", {Reduction::Prod, 1, 2, 3}}, {"aten::prod.", {Reduction::Prod, -1, -1, 1}},
       {"aten::amax.", {Reduction::Amax, 1, 2}},              {"aten::amin.", {Reduction::Amin, 1, 2}},
       {"aten::any.", {Reduction::Any}},                      {"aten::all.", {Reduction::All}},
-      {"aten::any.dim", {Reduction::Any, 1, 2, -1, true}},   {"aten::all.dim", {Reduction::All, 1, 2, -1, true}},
+      {"aten::any.dim", {Reduction::Any, 1, 2}},   {"aten::all.dim", {Reduction::All, 1, 2}},
       {"aten::any.dims", {Reduction::Any, 1, 2}},            {"aten::all.dims", {Reduction::All, 1, 2}},
-      {"aten::argmax.", {Reduction::Argmax, 1, 2, -1, true}}, {"aten::argmin.", {Reduction::Argmin, 1, 2, -1, true}},
+      {"aten::argmax.", {Reduction::Argmax, 1, 2}}, {"aten::argmin.", {Reduction::Argmin, 1, 2}},
   };
   auto it = reductions.find(key);
   if (it == reductions.end()) {
