@@ -1,0 +1,174 @@
+// GPU tests of the CUDA kernels (kernels/cuda): each case runs tsfuse on CUDA tensors with the
+// kernels opted in (TSFUSE_CUDA_KERNELS=1) and compares with eager CUDA (same ATen ops on the same
+// tensors) and with the CPU path; the kernel path must be "native". Without a GPU every test
+// skips with a message (CI).
+#include "test_util.h"
+
+#include <torch/cuda.h>
+
+#include <cstdlib>
+
+namespace {
+
+using namespace tsfuse_test;
+using T = std::vector<at::Tensor>;
+
+struct OptIn {
+  OptIn() { setenv("TSFUSE_CUDA_KERNELS", "1", 1); }
+  ~OptIn() { unsetenv("TSFUSE_CUDA_KERNELS"); }
+};
+
+#define REQUIRE_GPU()                                                              \
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device: GPU test skipped"
+
+T toCuda(const T& ops) {
+  T out;
+  for (const auto& t : ops) out.push_back(t.dim() == 0 ? t : t.cuda());
+  return out;
+}
+T toCpu(const T& ops) {
+  T out;
+  for (const auto& t : ops) out.push_back(t.cpu());
+  return out;
+}
+
+// tsfuse on CUDA == eager CUDA (exact, or allclose for float reductions / transcendentals), and
+// == tsfuse on the CPU (values only, within tolerance: CPU and CUDA eager round some ops apart).
+::testing::AssertionResult checkBoth(const std::string& expr, const T& cpuOps, const EagerFn& eager,
+                                     const ReduceArgs* red, bool exact) {
+  OptIn on;
+  T ops = toCuda(cpuOps);
+  CheckOpts o;
+  o.exact = exact;
+  o.path = "native";
+  auto r = red ? checkReduce(expr, ops, eager, *red, o) : checkPairwise(expr, ops, eager, o);
+  if (!r) return r;
+  at::Tensor gpu = red ? tsfuse::reduce(ops, expr, red->reduction, red->dim, red->keepdim, red->dtype)
+                       : tsfuse::pairwise(ops, expr);
+  at::Tensor cpu = red ? tsfuse::reduce(cpuOps, expr, red->reduction, red->dim, red->keepdim, red->dtype)
+                       : tsfuse::pairwise(cpuOps, expr);
+  return sameTensor(cpu, gpu.cpu(), false, 1e-5, 1e-6);
+}
+
+const char* kIoU =
+    "v1: minimum($0, $1); maximum($2, $3); sub(%0, %1); clamp(%2, 0, None); minimum($4, $5); "
+    "maximum($6, $7); sub(%4, %5); clamp(%6, 0, None); mul(%3, %7)";
+
+at::Tensor iouEager(const T& x) {
+  at::Tensor h = at::clamp_min(at::sub(at::minimum(x[0], x[1]), at::maximum(x[2], x[3])), 0);
+  at::Tensor w = at::clamp_min(at::sub(at::minimum(x[4], x[5]), at::maximum(x[6], x[7])), 0);
+  return at::mul(h, w);
+}
+
+T iouOperands(Gen& g, int64_t N, int64_t M, at::ScalarType dt) {
+  at::Tensor b1 = g.tensor({N, 4}, dt), b2 = g.tensor({M, 4}, dt);
+  auto col = [&](const at::Tensor& b, int k) { return b.narrow(1, k, 1); };       // [N, 1], stride 4
+  auto row = [&](const at::Tensor& b, int k) { return b.narrow(1, k, 1).t(); };   // [1, M]
+  return {col(b1, 3), row(b2, 3), col(b1, 1), row(b2, 1), col(b1, 2), row(b2, 2), col(b1, 0), row(b2, 0)};
+}
+
+TEST(CudaKernels, PairwiseIoUAllFloatDtypes) {
+  REQUIRE_GPU();
+  Gen g(1);
+  for (at::ScalarType dt : {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16})
+    for (auto [N, M] : {std::pair<int64_t, int64_t>{1, 1}, {37, 29}, {1000, 500}, {17, 1}})
+      EXPECT_TRUE(checkBoth(kIoU, iouOperands(g, N, M, dt), iouEager, nullptr, true)) << dt;
+}
+
+TEST(CudaKernels, PairwiseDtypesLayoutsAndHostScalars) {
+  REQUIRE_GPU();
+  Gen g(2);
+  const std::string e = "v1: sub($0, $1); abs(%0); lt(%1, 1); where(%2, $0, $1)";
+  auto eager = [](const T& x) { return at::where(at::lt(at::abs(at::sub(x[0], x[1])), 1), x[0], x[1]); };
+  for (at::ScalarType dt : {at::kFloat, at::kDouble, at::kInt, at::kLong, at::kByte, at::kHalf, at::kBFloat16})
+    for (int l = 0; l < 4; ++l) {
+      T ops = {g.layout(g.tensor({33, 1, 5}, dt), l), g.layout(g.tensor({7, 5}, dt), l + 1)};
+      EXPECT_TRUE(checkBoth(e, ops, eager, nullptr, true)) << dt << " layout " << l;
+    }
+  // A 0-dim CPU operand is a host scalar; literals in float16 stay in float (opmath).
+  at::Tensor x = g.tensor({64, 1}, at::kHalf), y = g.tensor({1, 48}, at::kHalf);
+  at::Tensor s = at::scalar_tensor(0.1, at::kDouble);
+  EXPECT_TRUE(checkBoth("v1: add($0, $2); mul(%0, $1); div(%1, 3.0)", {x, y, s},
+                        [](const T& v) { return at::div(at::mul(at::add(v[0], v[2]), v[1]), 3.0); }, nullptr, true));
+}
+
+TEST(CudaKernels, SimilarityGemmTiledReduce) {
+  REQUIRE_GPU();
+  Gen g(3);
+  const std::string e = "v1: sub($0, $1); abs(%0); lt(%1, 1)";
+  auto eager = [](const T& v) { return at::lt(at::abs(at::sub(v[0], v[1])), 1); };
+  for (auto [S, D] : {std::pair<int64_t, int64_t>{256, 2000}, {3, 65}, {17, 1}, {1, 130}}) {
+    at::Tensor x = g.tensor({S, D}, at::kFloat), y = g.tensor({S, D}, at::kFloat);
+    ReduceArgs sum{"sum", std::vector<int64_t>{0}, false, std::nullopt};
+    EXPECT_TRUE(checkBoth(e, {x.unsqueeze(2), y.unsqueeze(1)}, eager, &sum, true)) << S << "x" << D;
+    ReduceArgs any{"any", std::vector<int64_t>{0}, true, std::nullopt};
+    EXPECT_TRUE(checkBoth(e, {x.unsqueeze(2), y.unsqueeze(1)}, eager, &any, true));
+  }
+}
+
+TEST(CudaKernels, ReductionsAlongOnePairwiseDim) {
+  REQUIRE_GPU();
+  Gen g(4);
+  const std::string e = "v1: sub($0, $1); abs(%0)";
+  auto eager = [](const T& v) { return at::abs(at::sub(v[0], v[1])); };
+  at::Tensor a = g.tensor({300, 1}, at::kFloat, kNaN), b = g.tensor({1, 4000}, at::kFloat);
+  for (const char* r : {"argmin", "argmax", "amax", "amin", "sum", "mean"})
+    for (int64_t d : {0, 1}) {
+      ReduceArgs ra{r, std::vector<int64_t>{d}, false, std::nullopt};
+      const bool exact = std::string(r) != "sum" && std::string(r) != "mean";
+      EXPECT_TRUE(checkBoth(e, {a, b}, eager, &ra, exact)) << r << " dim " << d;
+    }
+}
+
+TEST(CudaKernels, GenericReduceAndEmpty) {
+  REQUIRE_GPU();
+  Gen g(5);
+  const std::string e = "v1: mul($0, $1)";
+  auto eager = [](const T& v) { return at::mul(v[0], v[1]); };
+  T ops = {g.tensor({4, 1, 6, 3}, at::kInt), g.tensor({5, 6, 1}, at::kInt)};
+  for (auto dims : {std::vector<int64_t>{0, 2}, std::vector<int64_t>{1}, std::vector<int64_t>{}}) {
+    ReduceArgs ra{"sum", dims, false, std::nullopt};
+    EXPECT_TRUE(checkBoth(e, ops, eager, &ra, true));
+  }
+  T empty = {g.tensor({0, 1}, at::kFloat), g.tensor({1, 7}, at::kFloat)};
+  ReduceArgs s0{"sum", std::vector<int64_t>{0}, false, std::nullopt};
+  OptIn on;
+  EXPECT_TRUE(checkReduce(e, toCuda(empty), eager, s0, {}));
+}
+
+// N * M beyond 2^31 elements: 64-bit indexing in the pairwise kernels (bool output, ~2.1 GB).
+TEST(CudaKernels, SixtyFourBitIndexing) {
+  REQUIRE_GPU();
+  OptIn on;
+  const int64_t N = 65536, M = 32769;
+  at::Tensor x = at::arange(N, at::TensorOptions().dtype(at::kFloat).device(at::kCUDA)).unsqueeze(1);
+  at::Tensor y = at::arange(M, at::TensorOptions().dtype(at::kFloat).device(at::kCUDA)).unsqueeze(0);
+  at::Tensor got = tsfuse::pairwise({x, y}, "v1: lt($0, $1)");
+  EXPECT_STREQ(tsfuse::lastPath(), "native");
+  EXPECT_TRUE(at::equal(got, at::lt(x, y)));
+  // A 3-d broadcast (generic map kernel) past 2^31 elements: [2, N, M/2+1] int8 output.
+  at::Tensor z = at::arange(2, x.options()).view({2, 1, 1});
+  at::Tensor yh = y.narrow(1, 0, M / 2 + 1);
+  at::Tensor got3 = tsfuse::pairwise({z, x, yh}, "v1: add($0, $1); lt(%0, $2); to(%1, int8)");
+  EXPECT_TRUE(at::equal(got3, at::lt(at::add(z, x), yh).to(at::kChar)));
+}
+
+// Default (no opt-in): CUDA calls take the exact chunked path.
+TEST(CudaKernels, OptInOnly) {
+  REQUIRE_GPU();
+  unsetenv("TSFUSE_CUDA_KERNELS");
+  at::Tensor x = at::rand({8, 1}, at::kCUDA), y = at::rand({1, 8}, at::kCUDA);
+  at::Tensor r = tsfuse::pairwise({x, y}, "v1: sub($0, $1)");
+  EXPECT_STREQ(tsfuse::lastPath(), "chunked");
+  EXPECT_TRUE(at::equal(r, at::sub(x, y)));
+}
+
+// Without a GPU the suite must skip, not fail: this test always runs and documents that.
+TEST(CudaKernels, SkipsCleanlyWithoutGpu) {
+  if (torch::cuda::is_available()) GTEST_SKIP() << "a CUDA device is present";
+  at::Tensor x = at::rand({4, 1}), y = at::rand({1, 4});
+  at::Tensor r = tsfuse::pairwise({x, y}, "v1: sub($0, $1)");
+  EXPECT_TRUE(at::equal(r, at::sub(x, y)));
+}
+
+}  // namespace
