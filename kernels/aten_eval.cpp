@@ -20,16 +20,6 @@ at::Tensor wrappedLiteral(const Arg& arg, c10::Device device) {
   return t;
 }
 
-namespace {
-
-c10::Device deviceOf(at::TensorList inputs) {
-  for (const auto& t : inputs)
-    if (t.defined() && !t.unsafeGetTensorImpl()->is_wrapped_number()) return t.device();
-  return inputs.empty() ? c10::Device(c10::kCPU) : inputs[0].device();
-}
-
-}  // namespace
-
 void checkOperandCount(const Expr& e, size_t n) {
   TORCH_CHECK(static_cast<int>(n) == e.numInputs, "tsfuse: expression '", e.str(), "' takes ",
               e.numInputs, " operands, got ", n);
@@ -37,12 +27,13 @@ void checkOperandCount(const Expr& e, size_t n) {
 
 at::Tensor evalInstr(const Instr& ins, const std::vector<at::Tensor>& values, at::TensorList inputs) {
   const auto& a = ins.args;
-  c10::Device device = deviceOf(inputs);
   auto T = [&](size_t k) -> at::Tensor {
     const Arg& arg = a[k];
     if (arg.kind == Arg::Kind::Input) return inputs[arg.i];
     if (arg.kind == Arg::Kind::Value) return values[arg.i];
-    return wrappedLiteral(arg, device);
+    // A Python number is a CPU wrapped scalar in eager, whatever the tensors' device: ATen's
+    // CUDA kernels read it on the host (in float for float16/bfloat16 ops), so it stays on the CPU.
+    return wrappedLiteral(arg, c10::kCPU);
   };
   auto S = [&](size_t k) { return literalScalar(a[k]); };
   auto optS = [&](size_t k) -> std::optional<c10::Scalar> {
