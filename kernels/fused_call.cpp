@@ -30,7 +30,20 @@ c10::Device mainDevice(at::TensorList ops) {
 void setLastPath(const char* path) { tlsLastPath = path; }
 const char* lastPath() { return tlsLastPath; }
 
+namespace {
+
+// The operands are the expression's, then the epilogue's (its $1, $2, ...).
+void checkFusedOperandCount(const Expr& e, const ReduceSpec* reduce, size_t n) {
+  if (!reduce || !reduce->epilogue) return checkOperandCount(e, n);
+  const size_t want = e.numInputs + std::max(reduce->epilogue->numInputs - 1, 0);
+  TORCH_CHECK(n == want, "tsfuse: expression '", e.str(), "' with epilogue '", reduce->epilogue->str(),
+              "' takes ", want, " operands, got ", n);
+}
+
+}  // namespace
+
 Outputs evalFused(const Expr& e, at::TensorList operands, const ReduceSpec* reduce) {
+  checkFusedOperandCount(e, reduce, operands.size());
   at::Tensor v = evalAten(e, mainOperands(e, operands));
   if (!reduce) return {v};
   Outputs outs = applyReductionAll(*reduce, v);
@@ -74,18 +87,6 @@ ReduceSpec makeIndicesSpec(c10::string_view reduction, int64_t dim, bool keepdim
               reduction, "'");
   return spec;
 }
-
-namespace {
-
-// The operands are the expression's, then the epilogue's (its $1, $2, ...).
-void checkFusedOperandCount(const Expr& e, const ReduceSpec* reduce, size_t n) {
-  if (!reduce || !reduce->epilogue) return checkOperandCount(e, n);
-  const size_t want = e.numInputs + std::max(reduce->epilogue->numInputs - 1, 0);
-  TORCH_CHECK(n == want, "tsfuse: expression '", e.str(), "' with epilogue '", reduce->epilogue->str(),
-              "' takes ", want, " operands, got ", n);
-}
-
-}  // namespace
 
 at::Tensor runFused(at::TensorList operands, c10::string_view exprText, const ReduceSpec* reduce,
                     const NativePath& native) {

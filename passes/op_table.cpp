@@ -200,9 +200,9 @@ bool matchReduction(Node* n, ReductionMatch& out, std::string* why) {
       {"aten::any.dim", {Reduction::Any, 1, 2}},   {"aten::all.dim", {Reduction::All, 1, 2}},
       {"aten::any.dims", {Reduction::Any, 1, 2}},            {"aten::all.dims", {Reduction::All, 1, 2}},
       {"aten::argmax.", {Reduction::Argmax, 1, 2}}, {"aten::argmin.", {Reduction::Argmin, 1, 2}},
-      // torch.max/min(x, dim) -> (values, indices); torch.max/min(x): a full amax/amin.
+      // torch.max/min(x, dim) -> (values, indices). (torch.max(x) is not amax: its empty-input
+      // error differs.)
       {"aten::max.dim", {Reduction::Max, 1, 2}},   {"aten::min.dim", {Reduction::Min, 1, 2}},
-      {"aten::max.", {Reduction::Amax}},           {"aten::min.", {Reduction::Amin}},
       {"aten::logsumexp.", {Reduction::Logsumexp, 1, 2}},
       {"aten::linalg_vector_norm.", {Reduction::Norm, 2, 3, 4, 1}},
       {"aten::norm.Scalar", {Reduction::Norm, -1, -1, -1, 1}},
