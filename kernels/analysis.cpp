@@ -78,7 +78,66 @@ c10::ScalarType computeTypeOf(const Instr& ins, const at::Tensor& result,
   }
 }
 
+// Shapes (instruction by instruction, from the real sizes; literals are 0-dim) and dtypes (from
+// the stand-ins) of `e` over `operands`; fills resultType, computeType, shape and valueShape and
+// returns every instruction's stand-in value. Throws where eager would.
+std::vector<at::Tensor> analyzeExpr(const Expr& e, at::TensorList operands, at::TensorList small, Analysis& a) {
+  std::vector<at::DimVector> shapes;
+  for (const Instr& ins : e.instrs) {
+    at::DimVector s;
+    for (const Arg& arg : ins.args) {
+      if (arg.kind == Arg::Kind::Input) s = at::infer_size_dimvector(s, operands[arg.i].sizes());
+      if (arg.kind == Arg::Kind::Value) s = at::infer_size_dimvector(s, shapes[arg.i]);
+    }
+    shapes.push_back(std::move(s));
+  }
+  at::DimVector all;
+  for (const auto& t : operands) all = at::infer_size_dimvector(all, t.sizes());
+  a.shape.assign(all.begin(), all.end());
+  a.valueShape.assign(shapes.back().begin(), shapes.back().end());
+  std::vector<at::Tensor> values = evalAtenAll(e, small);
+  for (size_t k = 0; k < e.instrs.size(); ++k) {
+    a.resultType.push_back(values[k].scalar_type());
+    a.computeType.push_back(computeTypeOf(e.instrs[k], values[k], values, small));
+  }
+  return values;
+}
+
+// The epilogue over the reduced value (`reduced`, its stand-in `reducedSmall`): sets the final
+// output of `a`.
+void analyzeEpilogue(const Expr& epi, const at::Tensor& reducedSmall, at::TensorList epiOps, Analysis& a) {
+  auto ea = std::make_shared<Analysis>();
+  // The real-size operands only need sizes: an undefined-data stand-in of the reduced value.
+  std::vector<at::Tensor> real{at::empty(a.reducedSizes, at::TensorOptions().dtype(a.reducedDtype).device(c10::kMeta))};
+  std::vector<at::Tensor> small{reducedSmall};
+  for (const auto& t : epiOps) {
+    real.push_back(t);
+    small.push_back(standIn(t));
+  }
+  std::vector<at::Tensor> values = analyzeExpr(epi, real, small, *ea);
+  const at::Tensor& v = values.back();
+  ea->outSizes = ea->valueShape;
+  ea->outDtype = v.scalar_type();
+  ea->outStrides = denseStrides(ea->outSizes, strideOrder(v.sizes(), v.strides()));
+  a.outSizes = ea->outSizes;
+  a.outStrides = ea->outStrides;
+  a.outDtype = ea->outDtype;
+  a.epilogueKeepsShape = ea->valueShape == a.reducedSizes && ea->shape == a.reducedSizes;
+  a.epilogue = std::move(ea);
+}
+
 }  // namespace
+
+at::TensorList mainOperands(const Expr& e, at::TensorList operands) {
+  return operands.slice(0, std::min<size_t>(operands.size(), e.numInputs));
+}
+at::TensorList epilogueOperands(const Expr& e, at::TensorList operands) {
+  return operands.slice(std::min<size_t>(operands.size(), e.numInputs));
+}
+
+at::Tensor Analysis::allocIndices(c10::Device device) const {
+  return at::empty_strided(outSizes, outStrides, at::TensorOptions().dtype(at::kLong).device(device));
+}
 
 int64_t Analysis::outNumel() const {
   int64_t n = 1;
@@ -93,30 +152,11 @@ at::Tensor Analysis::allocOut(c10::Device device) const {
 std::optional<Analysis> analyze(const Expr& e, at::TensorList operands, const ReduceSpec* reduce) {
   Analysis a;
   try {
-    // Shapes, instruction by instruction (literals are 0-dim).
-    std::vector<at::DimVector> shapes;
-    for (const Instr& ins : e.instrs) {
-      at::DimVector s;
-      for (const Arg& arg : ins.args) {
-        if (arg.kind == Arg::Kind::Input) s = at::infer_size_dimvector(s, operands[arg.i].sizes());
-        if (arg.kind == Arg::Kind::Value) s = at::infer_size_dimvector(s, shapes[arg.i]);
-      }
-      shapes.push_back(std::move(s));
-    }
-    at::DimVector all;
-    for (const auto& t : operands) all = at::infer_size_dimvector(all, t.sizes());
-    a.shape.assign(all.begin(), all.end());
-    a.valueShape.assign(shapes.back().begin(), shapes.back().end());
-
-    // Dtypes and layout, from the stand-ins.
+    at::TensorList ops = mainOperands(e, operands);
     std::vector<at::Tensor> small;
-    small.reserve(operands.size());
-    for (const auto& t : operands) small.push_back(standIn(t));
-    std::vector<at::Tensor> values = evalAtenAll(e, small);
-    for (size_t k = 0; k < e.instrs.size(); ++k) {
-      a.resultType.push_back(values[k].scalar_type());
-      a.computeType.push_back(computeTypeOf(e.instrs[k], values[k], values, small));
-    }
+    small.reserve(ops.size());
+    for (const auto& t : ops) small.push_back(standIn(t));
+    std::vector<at::Tensor> values = analyzeExpr(e, ops, small, a);
     const int64_t R = static_cast<int64_t>(a.valueShape.size());
     if (!reduce) {
       a.outSizes = a.valueShape;
@@ -124,7 +164,7 @@ std::optional<Analysis> analyze(const Expr& e, at::TensorList operands, const Re
       a.outStrides = denseStrides(a.outSizes, strideOrder(values.back().sizes(), values.back().strides()));
       return a;
     }
-    at::Tensor r = applyReduction(*reduce, values.back());
+    at::Tensor r = applyReductionAll(*reduce, values.back())[0];
     a.outDtype = r.scalar_type();
     std::vector<int64_t> rdims = reducedDims(*reduce, R);
     int64_t count = 1;
@@ -135,10 +175,14 @@ std::optional<Analysis> analyze(const Expr& e, at::TensorList operands, const Re
       else if (reduce->keepdim) a.outSizes.push_back(1);
     }
     bool needsElement = reduce->kind == Reduction::Amax || reduce->kind == Reduction::Amin ||
-                        reduce->kind == Reduction::Argmax || reduce->kind == Reduction::Argmin;
+                        reduce->kind == Reduction::Argmax || reduce->kind == Reduction::Argmin ||
+                        reduce->withIndices();
     if (count == 0 && needsElement) return std::nullopt;  // eager raises: no identity
     TORCH_CHECK(static_cast<int64_t>(a.outSizes.size()) == r.dim(), "tsfuse: reduction rank mismatch");
     a.outStrides = denseStrides(a.outSizes, strideOrder(r.sizes(), r.strides()));
+    a.reducedSizes = a.outSizes;
+    a.reducedDtype = a.outDtype;
+    if (reduce->epilogue) analyzeEpilogue(*reduce->epilogue, r, epilogueOperands(e, operands), a);
   } catch (const std::exception& err) {
     TSFUSE_LOG(kernel, debug, "analysis: eager would raise: ", err.what());
     return std::nullopt;

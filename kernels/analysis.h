@@ -22,12 +22,27 @@ struct Analysis {
   std::vector<c10::ScalarType> computeType;  // dtype each instruction computes in
   std::vector<int64_t> shape;                // broadcast shape of all operands
   std::vector<int64_t> valueShape;           // shape of the expression's value
-  std::vector<int64_t> outSizes, outStrides;  // the op's output (after the reduction)
+  std::vector<int64_t> outSizes, outStrides;  // the op's output (after the reduction/epilogue)
   c10::ScalarType outDtype = c10::ScalarType::Undefined;
+
+  // Reductions with an epilogue: the reduction's own result, and the analysis of the epilogue
+  // over (reduced value, epilogue operands...). The epilogue runs per output tile only when its
+  // value has the reduced value's shape (epilogueKeepsShape); otherwise it runs after the
+  // reduction with ATen, as unfused code would.
+  std::vector<int64_t> reducedSizes;
+  c10::ScalarType reducedDtype = c10::ScalarType::Undefined;
+  std::shared_ptr<const Analysis> epilogue;
+  bool epilogueKeepsShape = true;
 
   int64_t outNumel() const;
   at::Tensor allocOut(c10::Device device) const;
+  // max/min with indices: the int64 indices, laid out like the values.
+  at::Tensor allocIndices(c10::Device device) const;
 };
+
+// The operands of the expression itself and those of the reduction's epilogue (after them).
+at::TensorList mainOperands(const Expr& e, at::TensorList operands);
+at::TensorList epilogueOperands(const Expr& e, at::TensorList operands);
 
 // nullopt when eager would raise (or the meta run is not possible).
 std::optional<Analysis> analyze(const Expr& e, at::TensorList operands, const ReduceSpec* reduce);

@@ -115,6 +115,7 @@ at::Tensor evalAten(const Expr& e, at::TensorList inputs) {
 }
 
 at::Tensor applyReduction(const ReduceSpec& r, const at::Tensor& v) {
+  if (r.withIndices()) return applyReductionAll(r, v)[0];
   at::OptionalIntArrayRef dims;
   if (r.dims) dims = at::IntArrayRef(*r.dims);
   auto singleDim = [&](const char* what) -> std::optional<int64_t> {
@@ -136,13 +137,41 @@ at::Tensor applyReduction(const ReduceSpec& r, const at::Tensor& v) {
     case Reduction::All: return at::all(v, dims, r.keepdim);
     case Reduction::Argmax: return at::argmax(v, singleDim("argmax"), r.keepdim);
     case Reduction::Argmin: return at::argmin(v, singleDim("argmin"), r.keepdim);
+    case Reduction::Logsumexp: {
+      std::vector<int64_t> all;  // dim=None: every dim
+      if (!r.dims)
+        for (int64_t d = 0; d < v.dim(); ++d) all.push_back(d);
+      return at::logsumexp(v, r.dims ? at::IntArrayRef(*r.dims) : at::IntArrayRef(all), r.keepdim);
+    }
+    case Reduction::Norm: return at::linalg_vector_norm(v, r.p, dims, r.keepdim, r.dtype);
+    case Reduction::Max: case Reduction::Min: break;  // applyReductionAll
   }
   TORCH_CHECK(false, "tsfuse: unhandled reduction");
 }
 
+std::vector<at::Tensor> applyReductionAll(const ReduceSpec& r, const at::Tensor& v) {
+  if (!r.withIndices()) return {applyReduction(r, v)};
+  TORCH_CHECK(r.dims && r.dims->size() == 1, "tsfuse: ", reductionName(r.kind), " with indices reduces exactly one dim");
+  auto [values, indices] = r.kind == Reduction::Max ? at::max(v, (*r.dims)[0], r.keepdim)
+                                                    : at::min(v, (*r.dims)[0], r.keepdim);
+  return {values, indices};
+}
+
+at::Tensor applyEpilogue(const ReduceSpec& r, const at::Tensor& reduced, at::TensorList epilogueOperands) {
+  std::vector<at::Tensor> ops{reduced};
+  ops.insert(ops.end(), epilogueOperands.begin(), epilogueOperands.end());
+  return evalAten(*r.epilogue, ops);
+}
+
+std::string reductionText(const ReduceSpec& r) {
+  std::string s = reductionName(r.kind);
+  if (r.kind == Reduction::Norm) s += ":" + floatText(r.p);
+  return s;
+}
+
 std::string describe(const ReduceSpec& r) {
   std::ostringstream os;
-  os << reductionName(r.kind) << "(dim=";
+  os << reductionText(r) << "(dim=";
   if (!r.dims) {
     os << "None";
   } else {
@@ -153,6 +182,7 @@ std::string describe(const ReduceSpec& r) {
   os << ", keepdim=" << (r.keepdim ? "True" : "False");
   if (r.dtype) os << ", dtype=" << *r.dtype;
   os << ")";
+  if (r.epilogue) os << " |> " << r.epilogue->str();
   return os.str();
 }
 

@@ -9,6 +9,7 @@
 
 #include <ATen/ATen.h>
 
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -18,7 +19,13 @@ struct ReduceSpec {
   Reduction kind = Reduction::Sum;
   std::optional<std::vector<int64_t>> dims;  // nullopt: all dims
   bool keepdim = false;
-  std::optional<c10::ScalarType> dtype;      // sum/mean/prod only
+  std::optional<c10::ScalarType> dtype;      // sum/mean/prod/norm only
+  double p = 2.0;                            // norm's order
+  // Elementwise arithmetic applied to the reduced value: $0 is the reduced value, $k (k >= 1)
+  // is epilogue operand k-1 (the fused op's operands after the expression's own).
+  std::shared_ptr<const Expr> epilogue;
+
+  bool withIndices() const { return kind == Reduction::Max || kind == Reduction::Min; }
 };
 
 // A literal as ATen sees a Python number: a 0-dim "wrapped number" tensor on `device`.
@@ -36,6 +43,12 @@ std::vector<at::Tensor> evalAtenAll(const Expr& e, at::TensorList inputs);
 // Value of the expression; frees each intermediate after its last use, as the interpreter would.
 at::Tensor evalAten(const Expr& e, at::TensorList inputs);
 at::Tensor applyReduction(const ReduceSpec& r, const at::Tensor& value);
+// Every output of the reduction: (values, indices) for max/min, else the one result.
+std::vector<at::Tensor> applyReductionAll(const ReduceSpec& r, const at::Tensor& value);
+// The epilogue's value for the reduced value `reduced` (r.epilogue must be set).
+at::Tensor applyEpilogue(const ReduceSpec& r, const at::Tensor& reduced, at::TensorList epilogueOperands);
+// The reduction text of the op: "sum", "norm:2.0", ...
+std::string reductionText(const ReduceSpec& r);
 
 // "sum(dim=[1, 2], keepdim=True)" — for logs and the report.
 std::string describe(const ReduceSpec& r);

@@ -13,15 +13,16 @@ constexpr int64_t kSlabElements = int64_t(1) << 18;
 
 }  // namespace
 
-at::Tensor runChunked(const Expr& e, at::TensorList operands, const ReduceSpec* reduce, const Analysis& an) {
+Outputs runChunked(const Expr& e, at::TensorList operands, const ReduceSpec* reduce, const Analysis& an) {
   const at::IntArrayRef shape(an.shape);
   const int64_t R = static_cast<int64_t>(shape.size());
   auto oneSlab = [&] {  // small, 0-dim or nothing to slice along: the whole output at once
     setLastPath("chunked");
-    at::Tensor v = evalAten(e, operands);
-    return reduce ? applyReduction(*reduce, v) : v;
+    return evalFused(e, operands, reduce);
   };
   if (an.valueShape != an.shape || R == 0) return oneSlab();
+  const bool epilogue = reduce && reduce->epilogue;
+  if (epilogue && !an.epilogueKeepsShape) return oneSlab();
 
   std::vector<int64_t> rdims;
   if (reduce) rdims = reducedDims(*reduce, R);
@@ -41,30 +42,55 @@ at::Tensor runChunked(const Expr& e, at::TensorList operands, const ReduceSpec* 
   const int64_t perIndex = total / shape[slabDim];
   const int64_t step = std::max<int64_t>(1, kSlabElements / std::max<int64_t>(perIndex, 1));
 
-  at::Tensor out = an.allocOut(mainDevice(operands));
-  at::Tensor keep = out;
+  const c10::Device device = mainDevice(operands);
+  Outputs outs{an.allocOut(device)};
+  if (reduce && reduce->withIndices()) outs.push_back(an.allocIndices(device));
+  std::vector<at::Tensor> keeps = outs;  // the outputs with the reduced dims present as size 1
   if (reduce && !reduce->keepdim)
-    for (int64_t d : rdims) keep = keep.unsqueeze(d);
+    for (auto& k : keeps)
+      for (int64_t d : rdims) k = k.unsqueeze(d);
+  // The slab dim in the output's own dims (the epilogue works there).
+  int64_t outSlabDim = slabDim;
+  if (reduce && !reduce->keepdim)
+    for (int64_t d : rdims) outSlabDim -= d < slabDim;
 
   ReduceSpec slabSpec;
   if (reduce) {
     slabSpec = *reduce;
     slabSpec.keepdim = true;
+    slabSpec.epilogue.reset();
   }
-  std::vector<at::Tensor> slabOps(operands.size());
+  // Narrows each operand along `dim` of a space of rank `rank` where it is not broadcast, so
+  // 0-dim operands stay 0-dim and type promotion is unchanged.
+  auto narrowAll = [](at::TensorList ts, int64_t rank, int64_t dim, int64_t s, int64_t len) {
+    std::vector<at::Tensor> out(ts.size());
+    for (size_t i = 0; i < ts.size(); ++i) {
+      const at::Tensor& t = ts[i];
+      const int64_t d = dim - (rank - t.dim());
+      out[i] = (d >= 0 && t.size(d) != 1) ? t.narrow(d, s, len) : t;
+    }
+    return out;
+  };
+  const at::TensorList mainOps = mainOperands(e, operands);
   for (int64_t s = 0; s < shape[slabDim]; s += step) {
     const int64_t len = std::min(step, shape[slabDim] - s);
-    for (size_t i = 0; i < operands.size(); ++i) {
-      const at::Tensor& t = operands[i];
-      const int64_t d = slabDim - (R - t.dim());
-      slabOps[i] = (d >= 0 && t.size(d) != 1) ? t.narrow(d, s, len) : t;
+    at::Tensor v = evalAten(e, narrowAll(mainOps, R, slabDim, s, len));
+    if (!reduce) {
+      keeps[0].narrow(slabDim, s, len).copy_(v);
+      continue;
     }
-    at::Tensor v = evalAten(e, slabOps);
-    if (reduce) v = applyReduction(slabSpec, v);
-    keep.narrow(slabDim, s, len).copy_(v);
+    Outputs rs = applyReductionAll(slabSpec, v);
+    if (epilogue) {
+      at::Tensor r = reduce->keepdim ? rs[0] : rs[0].squeeze(rdims);
+      const int64_t outRank = static_cast<int64_t>(an.outSizes.size());
+      at::Tensor y = applyEpilogue(*reduce, r, narrowAll(epilogueOperands(e, operands), outRank, outSlabDim, s, len));
+      outs[0].narrow(outSlabDim, s, len).copy_(y);
+      continue;
+    }
+    for (size_t i = 0; i < rs.size(); ++i) keeps[i].narrow(slabDim, s, len).copy_(rs[i]);
   }
   setLastPath("chunked");
-  return out;
+  return outs;
 }
 
 }  // namespace tsfuse

@@ -44,8 +44,9 @@ constexpr std::array<DTypeName, 12> kDTypes = {{
     {c10::ScalarType::ComplexFloat, "complex64"}, {c10::ScalarType::ComplexDouble, "complex128"},
 }};
 
-constexpr std::array<const char*, 9> kReductions = {"sum",  "mean", "prod",   "amax",  "amin",
-                                                    "any",  "all",  "argmax", "argmin"};
+constexpr std::array<const char*, 13> kReductions = {"sum",  "mean", "prod",   "amax",  "amin",
+                                                     "any",  "all",  "argmax", "argmin",
+                                                     "logsumexp", "norm", "max", "min"};
 
 std::string formatFloat(double v) {
   if (std::isnan(v)) return "nan";
@@ -301,6 +302,8 @@ void Expr::validate() const {
   TORCH_CHECK(maxInput < numInputs, "tsfuse expr: references $", maxInput, " but has ",
               numInputs, " operands");
 }
+
+std::string floatText(double v) { return formatFloat(v); }
 
 const char* reductionName(Reduction r) { return kReductions[static_cast<size_t>(r)]; }
 

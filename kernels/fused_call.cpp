@@ -3,6 +3,8 @@
 #include "tsfuse/log.h"
 #include "tsfuse/ops.h"
 
+#include <cstdlib>
+
 namespace tsfuse {
 namespace {
 
@@ -28,43 +30,101 @@ c10::Device mainDevice(at::TensorList ops) {
 void setLastPath(const char* path) { tlsLastPath = path; }
 const char* lastPath() { return tlsLastPath; }
 
-at::Tensor runEager(const Expr& e, at::TensorList operands, const ReduceSpec* reduce) {
+namespace {
+
+// The operands are the expression's, then the epilogue's (its $1, $2, ...).
+void checkFusedOperandCount(const Expr& e, const ReduceSpec* reduce, size_t n) {
+  if (!reduce || !reduce->epilogue) return checkOperandCount(e, n);
+  const size_t want = e.numInputs + std::max(reduce->epilogue->numInputs - 1, 0);
+  TORCH_CHECK(n == want, "tsfuse: expression '", e.str(), "' with epilogue '", reduce->epilogue->str(),
+              "' takes ", want, " operands, got ", n);
+}
+
+}  // namespace
+
+Outputs evalFused(const Expr& e, at::TensorList operands, const ReduceSpec* reduce) {
+  checkFusedOperandCount(e, reduce, operands.size());
+  at::Tensor v = evalAten(e, mainOperands(e, operands));
+  if (!reduce) return {v};
+  Outputs outs = applyReductionAll(*reduce, v);
+  if (reduce->epilogue) outs[0] = applyEpilogue(*reduce, outs[0], epilogueOperands(e, operands));
+  return outs;
+}
+
+Outputs runEagerAll(const Expr& e, at::TensorList operands, const ReduceSpec* reduce) {
   setLastPath("eager");
-  at::Tensor v = evalAten(e, operands);
-  return reduce ? applyReduction(*reduce, v) : v;
+  return evalFused(e, operands, reduce);
+}
+
+at::Tensor runEager(const Expr& e, at::TensorList operands, const ReduceSpec* reduce) {
+  return runEagerAll(e, operands, reduce)[0];
 }
 
 ReduceSpec makeReduceSpec(c10::string_view reduction, at::OptionalIntArrayRef dim, bool keepdim,
-                          std::optional<c10::ScalarType> dtype) {
+                          std::optional<c10::ScalarType> dtype, std::optional<c10::string_view> epilogue) {
   ReduceSpec r;
-  TORCH_CHECK(reductionFromName(std::string(reduction), r.kind), "tsfuse::reduce: unknown reduction '",
-              reduction, "' (sum, mean, prod, amax, amin, any, all, argmax, argmin)");
+  std::string text(reduction), name = text.substr(0, text.find(':'));
+  TORCH_CHECK(reductionFromName(name, r.kind), "tsfuse::reduce: unknown reduction '", reduction,
+              "' (sum, mean, prod, amax, amin, any, all, argmax, argmin, logsumexp, norm:<p>, max, min)");
+  if (r.kind == Reduction::Norm && name.size() < text.size()) {
+    const std::string p = text.substr(name.size() + 1);
+    char* stop = nullptr;
+    r.p = std::strtod(p.c_str(), &stop);
+    TORCH_CHECK(!p.empty() && stop == p.c_str() + p.size(), "tsfuse::reduce: malformed norm order in '", reduction, "'");
+  } else {
+    TORCH_CHECK(name.size() == text.size(), "tsfuse::reduce: only norm takes a parameter, got '", reduction, "'");
+  }
   if (dim) r.dims = dim->vec();
   r.keepdim = keepdim;
   r.dtype = dtype;
+  if (epilogue) r.epilogue = cachedExpr(std::string(*epilogue));
   return r;
+}
+
+ReduceSpec makeIndicesSpec(c10::string_view reduction, int64_t dim, bool keepdim) {
+  ReduceSpec spec = makeReduceSpec(reduction, std::vector<int64_t>{dim}, keepdim, std::nullopt);
+  TORCH_CHECK(spec.withIndices(), "tsfuse::reduce_with_indices: reduction must be max or min, got '",
+              reduction, "'");
+  return spec;
 }
 
 at::Tensor runFused(at::TensorList operands, c10::string_view exprText, const ReduceSpec* reduce,
                     const NativePath& native) {
+  return runFusedAll(operands, exprText, reduce, native)[0];
+}
+
+Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const ReduceSpec* reduce,
+                    const NativePath& native) {
   std::shared_ptr<const Expr> e = cachedExpr(std::string(exprText));
-  checkOperandCount(*e, operands.size());
+  checkFusedOperandCount(*e, reduce, operands.size());
   for (size_t i = 0; i < operands.size(); ++i)
     TORCH_CHECK(operands[i].defined(), "tsfuse: operand ", i, " is an undefined tensor");
   auto device = commonDevice(operands);
-  if (!device) return runEager(*e, operands, reduce);  // raises eager's device error
+  if (!device) return runEagerAll(*e, operands, reduce);  // raises eager's device error
   auto an = analyze(*e, operands, reduce);
-  if (!an) return runEager(*e, operands, reduce);  // raises eager's error (or computes)
+  if (!an) return runEagerAll(*e, operands, reduce);  // raises eager's error (or computes)
   if (an->outNumel() == 0) {
     // Nothing to compute, and every intermediate is empty too: eager gives the exact layout.
-    at::Tensor out = runEager(*e, operands, reduce);
+    Outputs out = runEagerAll(*e, operands, reduce);
     setLastPath("empty");
     return out;
   }
+  if (reduce && reduce->epilogue && !an->epilogueKeepsShape) {
+    // The epilogue broadcasts the reduced value to a larger shape: reduce fused, then the
+    // epilogue with ATen, exactly as the unfused code would.
+    TSFUSE_LOG(kernel, debug, "epilogue grows the reduced shape; it runs after the reduction");
+    ReduceSpec plain = *reduce;
+    plain.epilogue.reset();
+    Outputs r = runFusedAll(mainOperands(*e, operands), exprText, &plain, native);
+    const char* path = lastPath();
+    r[0] = applyEpilogue(*reduce, r[0], epilogueOperands(*e, operands));
+    setLastPath(path);
+    return r;
+  }
   if (native) {
     std::string why;
-    at::Tensor out = native(*e, operands, reduce, *an, &why);
-    if (out.defined()) {
+    Outputs out = native(*e, operands, reduce, *an, &why);
+    if (!out.empty()) {
       setLastPath("native");
       return out;
     }

@@ -11,7 +11,9 @@ namespace {
 
 using PairwiseFn = at::Tensor(at::TensorList, c10::string_view);
 using ReduceFn = at::Tensor(at::TensorList, c10::string_view, c10::string_view, at::OptionalIntArrayRef,
-                            bool, std::optional<c10::ScalarType>);
+                            bool, std::optional<c10::ScalarType>, std::optional<c10::string_view>);
+using IndicesFn = std::tuple<at::Tensor, at::Tensor>(at::TensorList, c10::string_view, c10::string_view,
+                                                     int64_t, bool);
 
 c10::TypedOperatorHandle<PairwiseFn> pairwiseOp() {
   static auto op = c10::Dispatcher::singleton().findSchemaOrThrow("tsfuse::pairwise", "").typed<PairwiseFn>();
@@ -21,6 +23,14 @@ c10::TypedOperatorHandle<ReduceFn> reduceOp() {
   static auto op = c10::Dispatcher::singleton().findSchemaOrThrow("tsfuse::reduce", "").typed<ReduceFn>();
   return op;
 }
+
+c10::TypedOperatorHandle<IndicesFn> indicesOp() {
+  static auto op =
+      c10::Dispatcher::singleton().findSchemaOrThrow("tsfuse::reduce_with_indices", "").typed<IndicesFn>();
+  return op;
+}
+
+std::tuple<at::Tensor, at::Tensor> pair(const Outputs& o) { return {o[0], o[1]}; }
 
 bool needsGrad(at::TensorList ops) {
   if (!at::GradMode::is_enabled()) return false;
@@ -37,31 +47,53 @@ at::Tensor pairwiseAutograd(at::TensorList ops, c10::string_view expr) {
   return pairwiseOp().call(ops, expr);
 }
 at::Tensor reduceAutograd(at::TensorList ops, c10::string_view expr, c10::string_view reduction,
-                          at::OptionalIntArrayRef dim, bool keepdim, std::optional<c10::ScalarType> dtype) {
+                          at::OptionalIntArrayRef dim, bool keepdim, std::optional<c10::ScalarType> dtype,
+                          std::optional<c10::string_view> epilogue) {
   if (needsGrad(ops)) {
-    ReduceSpec spec = makeReduceSpec(reduction, dim, keepdim, dtype);
+    ReduceSpec spec = makeReduceSpec(reduction, dim, keepdim, dtype, epilogue);
     return runEager(*cachedExpr(std::string(expr)), ops, &spec);
   }
   at::AutoDispatchBelowADInplaceOrView guard;
-  return reduceOp().call(ops, expr, reduction, dim, keepdim, dtype);
+  return reduceOp().call(ops, expr, reduction, dim, keepdim, dtype, epilogue);
+}
+std::tuple<at::Tensor, at::Tensor> indicesAutograd(at::TensorList ops, c10::string_view expr,
+                                                   c10::string_view reduction, int64_t dim, bool keepdim) {
+  if (needsGrad(ops)) {
+    ReduceSpec spec = makeIndicesSpec(reduction, dim, keepdim);
+    return pair(runEagerAll(*cachedExpr(std::string(expr)), ops, &spec));
+  }
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return indicesOp().call(ops, expr, reduction, dim, keepdim);
 }
 
 at::Tensor pairwiseGeneric(at::TensorList ops, c10::string_view expr) {
   return runFused(ops, expr, nullptr, nullptr);
 }
 at::Tensor reduceGeneric(at::TensorList ops, c10::string_view expr, c10::string_view reduction,
-                         at::OptionalIntArrayRef dim, bool keepdim, std::optional<c10::ScalarType> dtype) {
-  ReduceSpec spec = makeReduceSpec(reduction, dim, keepdim, dtype);
+                         at::OptionalIntArrayRef dim, bool keepdim, std::optional<c10::ScalarType> dtype,
+                         std::optional<c10::string_view> epilogue) {
+  ReduceSpec spec = makeReduceSpec(reduction, dim, keepdim, dtype, epilogue);
   return runFused(ops, expr, &spec, nullptr);
+}
+std::tuple<at::Tensor, at::Tensor> indicesGeneric(at::TensorList ops, c10::string_view expr,
+                                                  c10::string_view reduction, int64_t dim, bool keepdim) {
+  ReduceSpec spec = makeIndicesSpec(reduction, dim, keepdim);
+  return pair(runFusedAll(ops, expr, &spec, nullptr));
 }
 
 at::Tensor pairwiseMeta(at::TensorList ops, c10::string_view expr) {
   return evalAten(*cachedExpr(std::string(expr)), ops);
 }
 at::Tensor reduceMeta(at::TensorList ops, c10::string_view expr, c10::string_view reduction,
-                      at::OptionalIntArrayRef dim, bool keepdim, std::optional<c10::ScalarType> dtype) {
-  ReduceSpec spec = makeReduceSpec(reduction, dim, keepdim, dtype);
-  return applyReduction(spec, evalAten(*cachedExpr(std::string(expr)), ops));
+                      at::OptionalIntArrayRef dim, bool keepdim, std::optional<c10::ScalarType> dtype,
+                      std::optional<c10::string_view> epilogue) {
+  ReduceSpec spec = makeReduceSpec(reduction, dim, keepdim, dtype, epilogue);
+  return evalFused(*cachedExpr(std::string(expr)), ops, &spec)[0];
+}
+std::tuple<at::Tensor, at::Tensor> indicesMeta(at::TensorList ops, c10::string_view expr,
+                                               c10::string_view reduction, int64_t dim, bool keepdim) {
+  ReduceSpec spec = makeIndicesSpec(reduction, dim, keepdim);
+  return pair(evalFused(*cachedExpr(std::string(expr)), ops, &spec));
 }
 
 }  // namespace
@@ -71,11 +103,20 @@ at::Tensor pairwise(at::TensorList operands, const std::string& expr) {
 }
 
 at::Tensor reduce(at::TensorList operands, const std::string& expr, const std::string& reduction,
-                  std::optional<std::vector<int64_t>> dim, bool keepdim, std::optional<c10::ScalarType> dtype) {
+                  std::optional<std::vector<int64_t>> dim, bool keepdim, std::optional<c10::ScalarType> dtype,
+                  const std::optional<std::string>& epilogue) {
   at::OptionalIntArrayRef d;
   if (dim) d = at::IntArrayRef(*dim);
-  return reduceOp().call(operands, expr, reduction, d, keepdim, dtype);
+  std::optional<c10::string_view> epi;
+  if (epilogue) epi = c10::string_view(*epilogue);
+  return reduceOp().call(operands, expr, reduction, d, keepdim, dtype, epi);
 }
+
+std::tuple<at::Tensor, at::Tensor> reduceWithIndices(at::TensorList operands, const std::string& expr,
+                                                     const std::string& reduction, int64_t dim, bool keepdim) {
+  return indicesOp().call(operands, expr, reduction, dim, keepdim);
+}
+
 
 }  // namespace tsfuse
 
@@ -83,17 +124,22 @@ TORCH_LIBRARY(tsfuse, m) {
   m.def("pairwise(Tensor[] operands, str expr) -> Tensor");
   m.def(
       "reduce(Tensor[] operands, str expr, str reduction, int[]? dim=None, bool keepdim=False, "
-      "ScalarType? dtype=None) -> Tensor");
+      "ScalarType? dtype=None, str? epilogue=None) -> Tensor");
+  m.def(
+      "reduce_with_indices(Tensor[] operands, str expr, str reduction, int dim, bool keepdim=False) "
+      "-> (Tensor values, Tensor indices)");
 }
 
 TORCH_LIBRARY_IMPL(tsfuse, Autograd, m) {
   m.impl("pairwise", tsfuse::pairwiseAutograd);
   m.impl("reduce", tsfuse::reduceAutograd);
+  m.impl("reduce_with_indices", tsfuse::indicesAutograd);
 }
 
 TORCH_LIBRARY_IMPL(tsfuse, Meta, m) {
   m.impl("pairwise", tsfuse::pairwiseMeta);
   m.impl("reduce", tsfuse::reduceMeta);
+  m.impl("reduce_with_indices", tsfuse::indicesMeta);
 }
 
 // Devices without a native kernel (CUDA until kernels/cuda lands, and any other backend) get the
@@ -101,4 +147,5 @@ TORCH_LIBRARY_IMPL(tsfuse, Meta, m) {
 TORCH_LIBRARY_IMPL(tsfuse, CompositeExplicitAutograd, m) {
   m.impl("pairwise", tsfuse::pairwiseGeneric);
   m.impl("reduce", tsfuse::reduceGeneric);
+  m.impl("reduce_with_indices", tsfuse::indicesGeneric);
 }

@@ -2,6 +2,9 @@
 
 #include "passes/region.h"
 
+#include <torch/csrc/jit/ir/constants.h>
+
+#include <unordered_map>
 #include <unordered_set>
 
 namespace tsfuse {
@@ -85,13 +88,127 @@ struct FuseBroadcastReduceImpl {
     if (rm.spec.dtype) dtype = c10::IValue(static_cast<int64_t>(*rm.spec.dtype));
     for (Node* n : r.nodes) seen.erase(n);  // destroyed below; their addresses may be reused
     seen.erase(reduction);
-    Node* fused = rewriteRegion(*graph, r, reduction, "tsfuse::reduce",
-                                {std::string(reductionName(rm.spec.kind)), dims, rm.spec.keepdim, dtype});
+    Node* fused = nullptr;
+    if (rm.spec.withIndices()) {
+      e.fusedOp = "tsfuse::reduce_with_indices";
+      fused = rewriteWithIndices(r, reduction, rm.spec);
+    } else {
+      fused = rewriteRegion(*graph, r, reduction, "tsfuse::reduce",
+                            {reductionText(rm.spec), dims, rm.spec.keepdim, dtype});
+      fused = absorbEpilogue(fused, e);
+    }
     seen.insert(fused);
     aliasDb.reset();
     changed = true;
     emitEvent(std::move(e));
     return true;
+  }
+
+  // max/min with indices: (values, indices) = aten::max(region, dim, keepdim)
+  //   =>  (values, indices) = tsfuse::reduce_with_indices(operands, expr, "max", dim, keepdim)
+  // The fused op has two outputs, which rewriteRegion (one output) does not create.
+  Node* rewriteWithIndices(Region& r, Node* reduction, const ReduceSpec& spec) {
+    torch::jit::WithInsertPoint guard(reduction);
+    Graph& g = *graph;
+    Value* list = g.insertNode(g.createList(c10::TensorType::get(), r.operands))->output();
+    Node* fused = g.create(c10::Symbol::fromQualString("tsfuse::reduce_with_indices"), 2);
+    fused->addInput(list);
+    fused->addInput(g.insertConstant(r.expr.str()));
+    fused->addInput(g.insertConstant(reductionText(spec)));
+    fused->addInput(g.insertConstant((*spec.dims)[0]));
+    fused->addInput(g.insertConstant(spec.keepdim));
+    g.insertNode(fused);
+    fused->setSourceRange(reduction->sourceRange());
+    for (size_t i = 0; i < 2; ++i) {
+      fused->output(i)->setType(reduction->output(i)->type());
+      reduction->output(i)->replaceAllUsesWith(fused->output(i));
+    }
+    reduction->destroy();
+    for (auto it = r.nodes.rbegin(); it != r.nodes.rend(); ++it) (*it)->destroy();
+    return fused;
+  }
+
+  // The elementwise chain that consumes the reduced value alone: each node is the only user of
+  // the previous value (possibly several times, as in mul(d, d)).
+  std::vector<Node*> epilogueChain(Node* fused, std::vector<ElementwiseMatch>& matches) {
+    std::vector<Node*> chain;
+    Value* c = fused->output();
+    while (!c->uses().empty()) {
+      Node* user = c->uses()[0].user;
+      bool single = true;
+      for (const auto& u : c->uses()) single &= u.user == user;
+      ElementwiseMatch m;
+      std::string why;
+      if (!single || user->owningBlock() != fused->owningBlock() || !matchElementwise(user, m, &why)) break;
+      chain.push_back(user);
+      matches.push_back(std::move(m));
+      c = user->output();
+    }
+    return chain;
+  }
+
+  // epilogue: z = f(tsfuse::reduce(ops, expr, ...), w)  =>  z = tsfuse::reduce(ops + [w], expr, ..., epilogue="v1: f($0, $1)")
+  // The fused op moves to the chain's last node, so the reduced value is never stored.
+  // NB: moving the reduction later is safe because regionHazard rejected operands with writers;
+  // the epilogue's operands are checked the same way here.
+  Node* absorbEpilogue(Node* fused, FusionEvent& event) {
+    std::vector<ElementwiseMatch> matches;
+    std::vector<Node*> chain = epilogueChain(fused, matches);
+    if (chain.empty()) return fused;
+    Expr epi;
+    std::vector<Value*> extra;
+    std::unordered_map<Value*, int64_t> valueIndex{{fused->output(), -1}};
+    for (size_t k = 0; k < chain.size(); ++k) {
+      Instr ins{matches[k].op, {}};
+      for (const MatchedArg& a : matches[k].args) {
+        if (!a.tensor) {
+          ins.args.push_back(a.constant);
+        } else if (auto it = valueIndex.find(a.tensor); it != valueIndex.end()) {
+          ins.args.push_back(it->second < 0 ? Arg::input(0) : Arg::value(it->second));
+        } else {
+          auto pos = std::find(extra.begin(), extra.end(), a.tensor);
+          if (pos == extra.end()) pos = extra.insert(extra.end(), a.tensor);
+          ins.args.push_back(Arg::input(1 + (pos - extra.begin())));
+        }
+      }
+      epi.instrs.push_back(std::move(ins));
+      valueIndex.emplace(chain[k]->output(), static_cast<int64_t>(k));
+    }
+    epi.numInputs = 1 + static_cast<int>(extra.size());
+    epi.validate();
+    AliasDb db(graph);
+    for (Value* v : extra) {
+      if (db.hasWriters(v)) {
+        event.reason += "; epilogue not fused: operand %" + v->debugName() + " is written by an in-place op";
+        return fused;
+      }
+    }
+
+    Node* last = chain.back();
+    torch::jit::WithInsertPoint guard(last);
+    Graph& g = *graph;
+    std::vector<Value*> operands(fused->input(0)->node()->inputs().begin(), fused->input(0)->node()->inputs().end());
+    operands.insert(operands.end(), extra.begin(), extra.end());
+    Value* list = g.insertNode(g.createList(c10::TensorType::get(), operands))->output();
+    Node* withEpi = g.create(fused->kind(), 1);
+    withEpi->addInput(list);
+    for (size_t i = 1; i <= 5; ++i) withEpi->addInput(fused->input(i));  // expr .. dtype
+    withEpi->addInput(g.insertConstant(epi.str()));
+    g.insertNode(withEpi);
+    withEpi->setSourceRange(last->sourceRange());
+    withEpi->output()->setType(last->output()->type());
+    last->output()->replaceAllUsesWith(withEpi->output());
+    for (Node* n : chain) event.nodes.push_back(describeNode(n));
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+      seen.erase(*it);
+      (*it)->destroy();
+    }
+    Node* oldList = fused->input(0)->node();
+    fused->destroy();
+    if (!oldList->hasUses()) oldList->destroy();
+    event.expr += " |> " + epi.str();
+    event.reason += "; epilogue of " + std::to_string(chain.size()) + " elementwise ops";
+    return withEpi;
   }
 };
 

@@ -189,6 +189,7 @@ bool matchReduction(Node* n, ReductionMatch& out, std::string* why) {
   struct R {
     Reduction kind;
     int dim = -1, keepdim = -1, dtype = -1;  // input positions, -1 when absent
+    int p = -1;                               // norm's order (a Scalar; None means 2)
   };
   static const std::unordered_map<std::string, R> reductions = {
       {"aten::sum.dim_IntList", {Reduction::Sum, 1, 2, 3}},  {"aten::sum.", {Reduction::Sum, -1, -1, 1}},
@@ -199,6 +200,15 @@ bool matchReduction(Node* n, ReductionMatch& out, std::string* why) {
       {"aten::any.dim", {Reduction::Any, 1, 2}},   {"aten::all.dim", {Reduction::All, 1, 2}},
       {"aten::any.dims", {Reduction::Any, 1, 2}},            {"aten::all.dims", {Reduction::All, 1, 2}},
       {"aten::argmax.", {Reduction::Argmax, 1, 2}}, {"aten::argmin.", {Reduction::Argmin, 1, 2}},
+      // torch.max/min(x, dim) -> (values, indices). (torch.max(x) is not amax: its empty-input
+      // error differs.)
+      {"aten::max.dim", {Reduction::Max, 1, 2}},   {"aten::min.dim", {Reduction::Min, 1, 2}},
+      {"aten::logsumexp.", {Reduction::Logsumexp, 1, 2}},
+      {"aten::linalg_vector_norm.", {Reduction::Norm, 2, 3, 4, 1}},
+      {"aten::norm.Scalar", {Reduction::Norm, -1, -1, -1, 1}},
+      {"aten::norm.ScalarOpt_dim", {Reduction::Norm, 2, 3, -1, 1}},
+      {"aten::norm.ScalarOpt_dim_dtype", {Reduction::Norm, 2, 3, 4, 1}},
+      {"aten::norm.ScalarOpt_dtype", {Reduction::Norm, -1, -1, 2, 1}},
   };
   auto it = reductions.find(key);
   if (it == reductions.end()) {
@@ -230,6 +240,13 @@ bool matchReduction(Node* n, ReductionMatch& out, std::string* why) {
     if (!t) return fail("dtype");
     if (t->isInt()) out.spec.dtype = static_cast<c10::ScalarType>(t->toInt());
     else if (!t->isNone()) return fail("dtype");
+  }
+  if (r.p >= 0) {
+    auto p = constantValue(n->input(r.p));
+    if (!p) return fail("the norm's order");
+    if (p->isInt()) out.spec.p = static_cast<double>(p->toInt());
+    else if (p->isDouble()) out.spec.p = p->toDouble();
+    else if (!p->isNone()) return fail("the norm's order");
   }
   return true;
 }

@@ -2,7 +2,16 @@
 //
 //   tsfuse::pairwise(Tensor[] operands, str expr) -> Tensor
 //   tsfuse::reduce(Tensor[] operands, str expr, str reduction, int[]? dim=None,
-//                  bool keepdim=False, ScalarType? dtype=None) -> Tensor
+//                  bool keepdim=False, ScalarType? dtype=None, str? epilogue=None) -> Tensor
+//   tsfuse::reduce_with_indices(Tensor[] operands, str expr, str reduction, int dim,
+//                               bool keepdim=False) -> (Tensor values, Tensor indices)
+//
+// `reduction` is sum, mean, prod, amax, amin, any, all, argmax, argmin, logsumexp or norm:<p>
+// (torch.linalg.vector_norm's ord: "norm:2.0", "norm:inf", "norm:0.0"); reduce_with_indices takes
+// max or min (torch.max/min(x, dim)). `epilogue` is an expression applied to the reduced value:
+// its $0 is the reduced value, $k (k >= 1) the operand after the expression's own k-1 others, e.g.
+// reduce([a, b, w], "v1: sub($0, $1); pow(%0, 2)", "sum", [-1], False, None, "v1: sqrt($0); mul(%0, $1)")
+// computes sqrt(((a - b) ** 2).sum(-1)) * w.
 //
 // `expr` is the text form of tsfuse::Expr (include/tsfuse/expr.h). The result is exactly what
 // evaluating the expression with eager ATen ops (then the reduction) returns: same dtype, shape,
@@ -20,7 +29,11 @@ namespace tsfuse {
 at::Tensor pairwise(at::TensorList operands, const std::string& expr);
 at::Tensor reduce(at::TensorList operands, const std::string& expr, const std::string& reduction,
                   std::optional<std::vector<int64_t>> dim = std::nullopt, bool keepdim = false,
-                  std::optional<c10::ScalarType> dtype = std::nullopt);
+                  std::optional<c10::ScalarType> dtype = std::nullopt,
+                  const std::optional<std::string>& epilogue = std::nullopt);
+std::tuple<at::Tensor, at::Tensor> reduceWithIndices(at::TensorList operands, const std::string& expr,
+                                                     const std::string& reduction, int64_t dim,
+                                                     bool keepdim = false);
 
 // Which implementation the last fused call on this thread used: "native", "chunked", "eager"
 // (autograd or an error path) or "empty". For tests and the explain tooling.

@@ -1,7 +1,9 @@
 // Accumulators of the native reductions. Each one folds values in index order (merge() takes a
 // later partial), with ATen's semantics: NaN propagates through amax/amin, argmax/argmin return
 // the first extremum (a NaN counts as the extremum), sums of floats accumulate in double and of
-// integers in int64 (wrapping), any/all test truth.
+// integers in int64 (wrapping), any/all test truth. max/min with indices keep the first extremum
+// and its index (ATen's CPU kernel: a NaN wins at its first position). logsumexp and norm work in
+// double (within reduction tolerance of eager, which works in the value's dtype).
 #pragma once
 
 #include "kernels/elementwise.h"
@@ -10,6 +12,7 @@
 #include <c10/core/ScalarType.h>
 #include <c10/util/Exception.h>
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <type_traits>
@@ -99,6 +102,90 @@ struct ArgAcc {
   Out get(int64_t) const { return idx; }
 };
 
+// max/min over one dim returning (value, index).
+struct IndexedTag {};
+template <typename T, bool IsMax>
+struct ValueIndexAcc : ArgAcc<T, IsMax>, IndexedTag {
+  using Out = T;
+  Out get(int64_t) const { return this->best; }
+  int64_t index() const { return this->idx; }
+  void merge(const ValueIndexAcc& o) { ArgAcc<T, IsMax>::merge(o); }
+};
+
+// logsumexp, streamed: s = sum(exp(x - m)) for the running maximum m, rescaled when m grows.
+// NaN wins; +inf gives +inf; no finite element (all -inf or none) gives -inf.
+template <typename T>
+struct LogsumexpAcc {
+  using Value = T;
+  using Out = T;
+  double m = -std::numeric_limits<double>::infinity();
+  double s = 0.0;
+  bool nan = false, posInf = false;
+  void addScaled(double x, double weight) {
+    if (x > m) {
+      s = s * std::exp(m - x) + weight;
+      m = x;
+    } else {
+      s += weight * std::exp(x - m);
+    }
+  }
+  void add(T v, int64_t) {
+    const double x = static_cast<double>(v);
+    if (x != x) nan = true;
+    else if (x == std::numeric_limits<double>::infinity()) posInf = true;
+    else if (x != -std::numeric_limits<double>::infinity()) addScaled(x, 1.0);
+  }
+  void merge(const LogsumexpAcc& o) {
+    nan |= o.nan;
+    posInf |= o.posInf;
+    if (o.s > 0) addScaled(o.m, o.s);
+  }
+  Out get(int64_t) const {
+    if (nan) return ew::cast<T>(std::numeric_limits<double>::quiet_NaN());
+    if (posInf) return ew::cast<T>(std::numeric_limits<double>::infinity());
+    if (s == 0) return ew::cast<T>(-std::numeric_limits<double>::infinity());
+    return ew::cast<T>(std::log(s) + m);
+  }
+};
+
+// torch.linalg.vector_norm of order p: sum(|x|^p)^(1/p); p = inf / -inf: max / min |x|; p = 0:
+// the count of non-zeros. Special-cased p = 1 and 2 avoid pow.
+template <typename T>
+struct NormAcc {
+  using Value = T;
+  using Out = T;
+  enum class Mode : uint8_t { Two, One, Max, Min, Zero, General };
+  double p = 2.0;
+  Mode mode = Mode::Two;
+  double s = 0.0;
+  explicit NormAcc(double order = 2.0) : p(order) {
+    const double inf = std::numeric_limits<double>::infinity();
+    mode = p == 2 ? Mode::Two : p == 1 ? Mode::One : p == inf ? Mode::Max : p == -inf ? Mode::Min
+         : p == 0 ? Mode::Zero : Mode::General;
+    if (mode == Mode::Min) s = inf;
+  }
+  void fold(double a) {
+    switch (mode) {
+      case Mode::Two: s += a * a; break;
+      case Mode::One: s += a; break;
+      case Mode::Max: if (a != a || a > s) s = a; break;
+      case Mode::Min: if (a != a || a < s) s = a; break;
+      case Mode::Zero: s += (a != 0.0); break;
+      case Mode::General: s += std::pow(a, p); break;
+    }
+  }
+  void add(T v, int64_t) { fold(std::fabs(static_cast<double>(v))); }
+  void merge(const NormAcc& o) {
+    if (mode == Mode::Max || mode == Mode::Min) fold(o.s);
+    else s += o.s;
+  }
+  Out get(int64_t) const {
+    if (mode == Mode::Two) return ew::cast<T>(std::sqrt(s));
+    if (mode == Mode::General) return ew::cast<T>(std::pow(s, 1.0 / p));
+    return ew::cast<T>(s);
+  }
+};
+
 template <typename T>
 struct AccTag {
   using type = T;
@@ -119,6 +206,10 @@ void dispatchAccumulator(Reduction kind, c10::ScalarType t, F&& f) {
       case Reduction::All: return f(AccTag<TruthAcc<T, false>>{});
       case Reduction::Argmax: return f(AccTag<ArgAcc<T, true>>{});
       case Reduction::Argmin: return f(AccTag<ArgAcc<T, false>>{});
+      case Reduction::Max: return f(AccTag<ValueIndexAcc<T, true>>{});
+      case Reduction::Min: return f(AccTag<ValueIndexAcc<T, false>>{});
+      case Reduction::Logsumexp: return f(AccTag<LogsumexpAcc<T>>{});
+      case Reduction::Norm: return f(AccTag<NormAcc<T>>{});
     }
   };
   switch (t) {

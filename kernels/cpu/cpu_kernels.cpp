@@ -12,9 +12,17 @@ at::Tensor pairwiseCpu(at::TensorList ops, c10::string_view expr) {
 }
 
 at::Tensor reduceCpu(at::TensorList ops, c10::string_view expr, c10::string_view reduction,
-                     at::OptionalIntArrayRef dim, bool keepdim, std::optional<c10::ScalarType> dtype) {
-  ReduceSpec spec = makeReduceSpec(reduction, dim, keepdim, dtype);
+                     at::OptionalIntArrayRef dim, bool keepdim, std::optional<c10::ScalarType> dtype,
+                     std::optional<c10::string_view> epilogue) {
+  ReduceSpec spec = makeReduceSpec(reduction, dim, keepdim, dtype, epilogue);
   return runFused(ops, expr, &spec, runNative);
+}
+
+std::tuple<at::Tensor, at::Tensor> indicesCpu(at::TensorList ops, c10::string_view expr,
+                                              c10::string_view reduction, int64_t dim, bool keepdim) {
+  ReduceSpec spec = makeIndicesSpec(reduction, dim, keepdim);
+  Outputs o = runFusedAll(ops, expr, &spec, runNative);
+  return {o[0], o[1]};
 }
 
 }  // namespace
@@ -23,4 +31,5 @@ at::Tensor reduceCpu(at::TensorList ops, c10::string_view expr, c10::string_view
 TORCH_LIBRARY_IMPL(tsfuse, CPU, m) {
   m.impl("pairwise", tsfuse::cpu::pairwiseCpu);
   m.impl("reduce", tsfuse::cpu::reduceCpu);
+  m.impl("reduce_with_indices", tsfuse::cpu::indicesCpu);
 }

@@ -9,7 +9,11 @@
 
 #include <ATen/Parallel.h>
 
+#include <cstring>
+#include <memory>
 #include <numeric>
+#include <optional>
+#include <type_traits>
 
 namespace tsfuse::cpu {
 namespace {
@@ -61,15 +65,46 @@ struct ReducePlan {
   bool vertical = false;
 };
 
+// Writes finished reduction values to the output: as they are, or through the epilogue, which
+// runs on the same tile of outputs with its operands gathered in the output's memory order.
+struct Finisher {
+  const TileProgram* epilogue = nullptr;
+  std::vector<BroadcastView> views;  // epilogue operands $1.. over the output shape
+  SubSpace space;                    // output dims in memory order, for those views
+  char* out = nullptr;
+  int64_t outSize = 0;      // output element size
+  int64_t reducedSize = 0;  // element size of the reduction's values
+  int64_t* indices = nullptr;
+
+  // vals: n reduced values of outputs [o0, o0 + n) (linear in the output's memory order).
+  void operator()(TileProgram::Scratch* es, const void* vals, int64_t o0, int64_t n) const {
+    if (!epilogue) {
+      std::memcpy(out + o0 * outSize, vals, n * outSize);
+      return;
+    }
+    std::memcpy(es->slot[0], vals, n * reducedSize);
+    for (size_t i = 0; i < views.size(); ++i) space.gatherInto(i, views[i], 0, o0, n, es->slot[i + 1]);
+    epilogue->run(*es, n);
+    std::memcpy(out + o0 * outSize, es->slot[epilogue->result], n * outSize);
+  }
+  std::optional<TileProgram::Scratch> scratch() const {
+    if (!epilogue) return std::nullopt;
+    return epilogue->makeScratch();
+  }
+};
+
 template <typename Acc>
 void runReduceTyped(const TileProgram& prog, const std::vector<BroadcastView>& views,
-                    const ReducePlan& plan, at::Tensor& out) {
+                    const ReducePlan& plan, const Acc& proto, const Finisher& finish) {
   using T = typename Acc::Value;
   using Out = typename Acc::Out;
-  Out* outData = reinterpret_cast<Out*>(out.data_ptr());
+  constexpr bool kIndexed = std::is_base_of_v<IndexedTag, Acc>;
   const int64_t numOut = plan.kept.numel();
   const int64_t count = plan.reduced.numel();
   const int L = prog.numLeaves;
+  TORCH_INTERNAL_ASSERT(static_cast<int64_t>(sizeof(Out)) == finish.reducedSize,
+                        "tsfuse: native reduction writes ", sizeof(Out), "-byte values to a ",
+                        finish.reducedSize, "-byte dtype");
 
   if (plan.vertical) {
     // Tiles run along the innermost output dim; the reduced space is walked once per tile, so
@@ -82,12 +117,14 @@ void runReduceTyped(const TileProgram& prog, const std::vector<BroadcastView>& v
     const int64_t work = outer.numel() * tilesPerRow;
     at::parallel_for(0, work, 1, [&](int64_t b, int64_t e) {
       auto scratch = prog.makeScratch();
-      std::vector<Acc> acc(kTile);
+      auto es = finish.scratch();
+      std::vector<Acc> acc(kTile, proto);
+      std::unique_ptr<Out[]> vals(new Out[kTile]);
       std::vector<int64_t> base(L);
       for (int64_t w = b; w < e; ++w) {
         const int64_t o = w / tilesPerRow, start = (w % tilesPerRow) * kTile;
         const int64_t n = std::min(kTile, inner - start);
-        std::fill(acc.begin(), acc.begin() + n, Acc());
+        std::fill(acc.begin(), acc.begin() + n, proto);
         for (int i = 0; i < L; ++i) base[i] = outer.offset(i, o) + start * plan.kept.stride[i].back();
         for (int64_t r = 0; r < count; ++r) {
           for (int i = 0; i < L; ++i) {
@@ -99,8 +136,11 @@ void runReduceTyped(const TileProgram& prog, const std::vector<BroadcastView>& v
           const T* v = reinterpret_cast<const T*>(scratch.slot[prog.result]);
           for (int64_t j = 0; j < n; ++j) acc[j].add(v[j], r);
         }
-        Out* dst = outData + o * inner + start;
-        for (int64_t j = 0; j < n; ++j) dst[j] = acc[j].get(count);
+        const int64_t o0 = o * inner + start;
+        for (int64_t j = 0; j < n; ++j) vals[j] = acc[j].get(count);
+        if constexpr (kIndexed)
+          for (int64_t j = 0; j < n; ++j) finish.indices[o0 + j] = acc[j].index();
+        finish(es ? &*es : nullptr, vals.get(), o0, n);
       }
     });
     return;
@@ -112,14 +152,14 @@ void runReduceTyped(const TileProgram& prog, const std::vector<BroadcastView>& v
   const int64_t want = 4 * at::get_num_threads();
   const int64_t parts = numOut >= want ? 1 : std::min(tilesPerOut, (want + numOut - 1) / numOut);
   const int64_t tilesPerPart = (tilesPerOut + parts - 1) / parts;
-  std::vector<Acc> partial(numOut * parts);
+  std::vector<Acc> partial(numOut * parts, proto);
   at::parallel_for(0, numOut * parts, 1, [&](int64_t b, int64_t e) {
     auto scratch = prog.makeScratch();
     std::vector<int64_t> base(L);
     for (int64_t w = b; w < e; ++w) {
       const int64_t o = w / parts, part = w % parts;
       for (int i = 0; i < L; ++i) base[i] = plan.kept.offset(i, o);
-      Acc acc;
+      Acc acc = proto;
       const int64_t first = part * tilesPerPart * kTile;
       const int64_t last = std::min(count, (part + 1) * tilesPerPart * kTile);
       for (int64_t start = first; start < last; start += kTile) {
@@ -132,20 +172,37 @@ void runReduceTyped(const TileProgram& prog, const std::vector<BroadcastView>& v
       partial[w] = acc;
     }
   });
-  for (int64_t o = 0; o < numOut; ++o) {
-    Acc acc = partial[o * parts];
-    for (int64_t p = 1; p < parts; ++p) acc.merge(partial[o * parts + p]);
-    outData[o] = acc.get(count);
-  }
+  const int64_t chunks = (numOut + kTile - 1) / kTile;
+  at::parallel_for(0, chunks, 1, [&](int64_t b, int64_t e) {
+    auto es = finish.scratch();
+    std::unique_ptr<Out[]> vals(new Out[kTile]);
+    for (int64_t c = b; c < e; ++c) {
+      const int64_t o0 = c * kTile, n = std::min(kTile, numOut - o0);
+      for (int64_t j = 0; j < n; ++j) {
+        const int64_t o = o0 + j;
+        Acc acc = partial[o * parts];
+        for (int64_t p = 1; p < parts; ++p) acc.merge(partial[o * parts + p]);
+        vals[j] = acc.get(count);
+        if constexpr (kIndexed) finish.indices[o] = acc.index();
+      }
+      finish(es ? &*es : nullptr, vals.get(), o0, n);
+    }
+  });
+}
+
+template <typename Acc>
+Acc prototype(const ReduceSpec& r) {
+  if constexpr (std::is_same_v<Acc, NormAcc<typename Acc::Value>>) return Acc(r.p);
+  else return Acc();
 }
 
 }  // namespace
 
-at::Tensor runNative(const Expr& e, at::TensorList operands, const ReduceSpec* reduce,
-                     const Analysis& an, std::string* why) {
+Outputs runNative(const Expr& e, at::TensorList operands, const ReduceSpec* reduce,
+                  const Analysis& an, std::string* why) {
   auto no = [&](const std::string& reason) {
     if (why) *why = reason;
-    return at::Tensor();
+    return Outputs();
   };
   at::IntArrayRef shape(an.shape);
   if (static_cast<int64_t>(shape.size()) > kMaxDims) return no("rank above 25");
@@ -154,7 +211,7 @@ at::Tensor runNative(const Expr& e, at::TensorList operands, const ReduceSpec* r
   for (int i = 0; i < e.numInputs; ++i)
     if (!operands[i].device().is_cpu()) return no("operand not on the CPU");
   auto prog = TileProgram::lower(e, an, operands, why);
-  if (!prog) return at::Tensor();
+  if (!prog) return Outputs();
 
   std::vector<BroadcastView> views;
   for (int i = 0; i < e.numInputs; ++i) views.emplace_back(operands[i], shape);
@@ -165,7 +222,7 @@ at::Tensor runNative(const Expr& e, at::TensorList operands, const ReduceSpec* r
     std::vector<int64_t> order;
     if (!memoryOrder(out, iota(R), order)) return no("output layout is not dense");
     runMap(*prog, views, shape, order, out);
-    return out;
+    return {out};
   }
 
   std::vector<int64_t> rdims = reducedDims(*reduce, R), kdims;
@@ -182,13 +239,41 @@ at::Tensor runNative(const Expr& e, at::TensorList operands, const ReduceSpec* r
   plan.vertical = !order.empty() && shape[order.back()] >= 16;
 
   const Reduction kind = reduce->kind;
-  if (kind == Reduction::Sum || kind == Reduction::Mean || kind == Reduction::Prod)
-    prog->castResultTo(out.scalar_type());
+  // These reduce the value converted to their result dtype (sum/mean/prod/norm's dtype argument,
+  // logsumexp's float for integers).
+  if (kind == Reduction::Sum || kind == Reduction::Mean || kind == Reduction::Prod ||
+      kind == Reduction::Logsumexp || kind == Reduction::Norm)
+    prog->castResultTo(an.reducedDtype);
+  Outputs outs{out};
+  Finisher finish;
+  finish.out = static_cast<char*>(out.data_ptr());
+  finish.outSize = out.element_size();
+  finish.reducedSize = c10::elementSize(an.reducedDtype);
+  if (reduce->withIndices()) {
+    outs.push_back(an.allocIndices(c10::kCPU));
+    finish.indices = outs[1].data_ptr<int64_t>();
+  }
+  std::optional<TileProgram> epilogue;
+  if (reduce->epilogue) {
+    const Expr& epi = *reduce->epilogue;
+    at::TensorList epiOps = epilogueOperands(e, operands);
+    // The reduced value is the epilogue's leaf 0: only its dtype matters for lowering.
+    std::vector<at::Tensor> leaves{at::empty({0}, at::TensorOptions().dtype(an.reducedDtype))};
+    leaves.insert(leaves.end(), epiOps.begin(), epiOps.end());
+    std::string epiWhy;
+    epilogue = TileProgram::lower(epi, *an.epilogue, leaves, &epiWhy);
+    if (!epilogue) return no("epilogue: " + epiWhy);
+    std::vector<int64_t> outOrder;
+    if (!memoryOrder(out, iota(out.dim()), outOrder)) return no("output layout is not dense");
+    for (const auto& t : epiOps) finish.views.emplace_back(t, out.sizes());
+    finish.space = SubSpace::select(finish.views, out.sizes(), outOrder);
+    finish.epilogue = &*epilogue;
+  }
   dispatchAccumulator(kind, prog->slotType[prog->result], [&](auto accTag) {
     using Acc = typename decltype(accTag)::type;
-    runReduceTyped<Acc>(*prog, views, plan, out);
+    runReduceTyped<Acc>(*prog, views, plan, prototype<Acc>(*reduce), finish);
   });
-  return out;
+  return outs;
 }
 
 }  // namespace tsfuse::cpu

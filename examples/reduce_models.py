@@ -1,0 +1,134 @@
+"""Reduction workloads beyond the seeds, as their authors write them (scripted modules).
+
+NearestNeighbour  min with indices over a squared-distance matrix (3-d points)
+AnchorMatch       IoU matrix, then .max(dim=0) values and indices (anchor matching)
+GaussianLSE       logsumexp of a Gaussian kernel over the second point set
+L2Distance        torch.linalg.vector_norm of pairwise differences (and x.norm(p, dim))
+KernelEpilogue    sqrt of a summed squared difference, then exp(-d / s) * w (a reduction epilogue)
+
+Each exports example_inputs() so `optimize-ts --check` can run it. Used by
+tests/python/test_reduce_forms_e2e.py and bench/measure_reduce_memory.py.
+"""
+from typing import Tuple
+
+import torch
+from torch import Tensor
+
+
+def nearest_neighbour(x: Tensor, y: Tensor) -> Tuple[Tensor, Tensor]:
+    d = ((x[:, None, 0] - y[None, :, 0]) ** 2 + (x[:, None, 1] - y[None, :, 1]) ** 2
+         + (x[:, None, 2] - y[None, :, 2]) ** 2)
+    dist, idx = d.min(dim=1)
+    return dist, idx
+
+
+def anchor_match(anchors: Tensor, gt: Tensor) -> Tuple[Tensor, Tensor]:
+    w = (torch.min(anchors[:, None, 2], gt[None, :, 2]) - torch.max(anchors[:, None, 0], gt[None, :, 0])).clamp(min=0)
+    h = (torch.min(anchors[:, None, 3], gt[None, :, 3]) - torch.max(anchors[:, None, 1], gt[None, :, 1])).clamp(min=0)
+    inter = w * h
+    area_a = (anchors[:, 2] - anchors[:, 0]) * (anchors[:, 3] - anchors[:, 1])
+    area_g = (gt[:, 2] - gt[:, 0]) * (gt[:, 3] - gt[:, 1])
+    iou = inter / (area_a[:, None] + area_g[None, :] - inter)
+    best = iou.max(dim=0)
+    return best.values, best.indices
+
+
+def gaussian_lse(x: Tensor, y: Tensor) -> Tensor:
+    # log sum_j exp(-|x_i - y_j|^2 / s) for 2-d points, the squared distance written per coordinate
+    d = (x[:, None, 0] - y[None, :, 0]) ** 2 + (x[:, None, 1] - y[None, :, 1]) ** 2
+    return torch.logsumexp(-d / 0.5, dim=[1])
+
+
+def l2_distance(x: Tensor, y: Tensor) -> Tuple[Tensor, Tensor]:
+    diff = x[:, None, :] - y[None, :, :]
+    return torch.linalg.vector_norm(diff, 2.0, [-1]), (x[:, None, :] - y[None, :, :]).norm(p=1, dim=-1)
+
+
+def kernel_epilogue(x: Tensor, y: Tensor, w: Tensor) -> Tensor:
+    d = ((x[:, None, :] - y[None, :, :]) ** 2).sum(-1).sqrt()
+    return torch.exp(-d / 0.7) * w
+
+
+def _points(n: int, k: int, seed: int) -> Tensor:
+    return torch.randn(n, k, generator=torch.Generator().manual_seed(seed))
+
+
+def random_boxes(n: int, seed: int) -> Tensor:
+    g = torch.Generator().manual_seed(seed)
+    xy = torch.rand(n, 2, generator=g) * 100
+    wh = torch.rand(n, 2, generator=g) * 20 + 1
+    return torch.cat([xy, xy + wh], dim=1)
+
+
+class NearestNeighbour(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ex = (_points(40, 3, 1), _points(30, 3, 2))
+
+    def forward(self, x: Tensor, y: Tensor) -> Tuple[Tensor, Tensor]:
+        return nearest_neighbour(x, y)
+
+    @torch.jit.export
+    def example_inputs(self) -> Tuple[Tensor, Tensor]:
+        return self.ex
+
+
+class AnchorMatch(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ex = (random_boxes(60, 3), random_boxes(7, 4))
+
+    def forward(self, anchors: Tensor, gt: Tensor) -> Tuple[Tensor, Tensor]:
+        return anchor_match(anchors, gt)
+
+    @torch.jit.export
+    def example_inputs(self) -> Tuple[Tensor, Tensor]:
+        return self.ex
+
+
+class GaussianLSE(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ex = (_points(20, 2, 5), _points(25, 2, 6))
+
+    def forward(self, x: Tensor, y: Tensor) -> Tensor:
+        return gaussian_lse(x, y)
+
+    @torch.jit.export
+    def example_inputs(self) -> Tuple[Tensor, Tensor]:
+        return self.ex
+
+
+class L2Distance(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ex = (_points(20, 4, 7), _points(25, 4, 8))
+
+    def forward(self, x: Tensor, y: Tensor) -> Tuple[Tensor, Tensor]:
+        return l2_distance(x, y)
+
+    @torch.jit.export
+    def example_inputs(self) -> Tuple[Tensor, Tensor]:
+        return self.ex
+
+
+class KernelEpilogue(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ex = (_points(20, 4, 9), _points(25, 4, 10), torch.rand(25, generator=torch.Generator().manual_seed(11)))
+
+    def forward(self, x: Tensor, y: Tensor, w: Tensor) -> Tensor:
+        return kernel_epilogue(x, y, w)
+
+    @torch.jit.export
+    def example_inputs(self) -> Tuple[Tensor, Tensor, Tensor]:
+        return self.ex
+
+
+MODELS = {
+    "nearest_neighbour": (NearestNeighbour, nearest_neighbour),
+    "anchor_match": (AnchorMatch, anchor_match),
+    "gaussian_lse": (GaussianLSE, gaussian_lse),
+    "l2_distance": (L2Distance, l2_distance),
+    "kernel_epilogue": (KernelEpilogue, kernel_epilogue),
+}

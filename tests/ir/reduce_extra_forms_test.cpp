@@ -1,0 +1,208 @@
+// IR-string tests of FuseBroadcastReduce for max/min with indices (tsfuse::reduce_with_indices),
+// logsumexp, norm (aten::norm.*, aten::linalg_vector_norm) and the elementwise epilogue of a
+// reduction; with named negative cases. Each rewritten graph computes what the original does.
+#include "ir_util.h"
+#include "passes/op_table.h"
+
+namespace {
+
+using namespace tsfuse_test;
+
+const char* kHeader = R"IR(
+graph(%a : Tensor, %b : Tensor, %w : Tensor):
+  %none : NoneType = prim::Constant()
+  %false : bool = prim::Constant[value=0]()
+  %true : bool = prim::Constant[value=1]()
+  %zero : int = prim::Constant[value=0]()
+  %one : int = prim::Constant[value=1]()
+  %two : int = prim::Constant[value=2]()
+  %m1 : int = prim::Constant[value=-1]()
+  %half : float = prim::Constant[value=0.5]()
+  %three : float = prim::Constant[value=3.]()
+  %inf : float = prim::Constant[value=inf]()
+  %dims1 : int[] = prim::Constant[value=[1]]()
+  %dimsm1 : int[] = prim::Constant[value=[-1]]()
+)IR";
+
+struct Fused {
+  std::shared_ptr<Graph> g, ref;
+  PassRun r;
+};
+
+Fused fuse(const std::string& body) {
+  Fused f;
+  f.g = parseGraph(std::string(kHeader) + body);
+  f.ref = f.g->copy();
+  f.r = runReduce(f.g);
+  return f;
+}
+
+std::vector<c10::IValue> inputs(uint64_t seed, at::ScalarType t = at::kFloat) {
+  Gen g(seed);
+  return {g.tensor({3, 1, 4}, t), g.tensor({5, 4}, t), (g.tensor({5}, at::kFloat).abs() + 0.5)};
+}
+
+TEST(ReduceExtraFormsIR, MaxDimValuesAndIndices) {
+  Fused f = fuse(R"IR(
+  %s : Tensor = aten::sub(%a, %b, %one)
+  %d : Tensor = aten::abs(%s)
+  %v : Tensor, %i : Tensor = aten::max(%d, %one, %false)
+  return (%v, %i)
+)IR");
+  ASSERT_EQ(f.r.rewrites(), 1) << f.r.dump();
+  EXPECT_EQ(f.r.firstRewrite()->fusedOp, "tsfuse::reduce_with_indices");
+  EXPECT_TRUE(fileCheck(f.r.ir, [](FileCheck& fc) {
+    fc.check_count("tsfuse::reduce_with_indices", 1, true)->check_not("aten::max")->check_not("aten::abs");
+  }));
+  auto n = findNodes(f.g, "tsfuse::reduce_with_indices");
+  ASSERT_EQ(n.size(), 1u);
+  EXPECT_EQ(exprOf(n[0]), "v1: sub($0, $1); abs(%0)");
+  EXPECT_EQ(constInput(n[0], 2).toStringRef(), "max");
+  EXPECT_EQ(constInput(n[0], 3).toInt(), 1);
+  EXPECT_FALSE(constInput(n[0], 4).toBool());
+  EXPECT_TRUE(sameOutputs(f.ref, f.g, inputs(1)));
+  EXPECT_TRUE(sameOutputs(f.ref, f.g, inputs(2, at::kInt)));  // ties: the first index, as eager
+}
+
+TEST(ReduceExtraFormsIR, MinDimKeepdimOnlyIndicesUsed) {
+  Fused f = fuse(R"IR(
+  %s : Tensor = aten::mul(%a, %b)
+  %v : Tensor, %i : Tensor = aten::min(%s, %m1, %true)
+  return (%i)
+)IR");
+  ASSERT_EQ(f.r.rewrites(), 1) << f.r.dump();
+  EXPECT_TRUE(fileCheck(f.r.ir, [](FileCheck& fc) { fc.check("tsfuse::reduce_with_indices")->check_not("aten::min"); }));
+  EXPECT_TRUE(sameOutputs(f.ref, f.g, inputs(3)));
+}
+
+TEST(ReduceExtraFormsIR, LogsumexpKeepdim) {
+  Fused f = fuse(R"IR(
+  %s : Tensor = aten::sub(%a, %b, %one)
+  %q : Tensor = aten::mul(%s, %s)
+  %n : Tensor = aten::neg(%q)
+  %l : Tensor = aten::logsumexp(%n, %dims1, %true)
+  return (%l)
+)IR");
+  ASSERT_EQ(f.r.rewrites(), 1) << f.r.dump();
+  EXPECT_TRUE(fileCheck(f.r.ir, [](FileCheck& fc) {
+    fc.check("\"logsumexp\"")->check("tsfuse::reduce")->check_not("aten::logsumexp");
+  }));
+  EXPECT_TRUE(sameOutputs(f.ref, f.g, inputs(4), /*exact=*/false));
+}
+
+TEST(ReduceExtraFormsIR, NormSchemasCarryTheirOrder) {
+  struct Case {
+    std::string node, reduction;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"aten::linalg_vector_norm(%s, %three, %dimsm1, %false, %none)", "norm:3.0"},
+           {"aten::linalg_vector_norm(%s, %inf, %dims1, %true, %none)", "norm:inf"},
+           {"aten::norm(%s, %two, %dimsm1, %false)", "norm:2.0"},
+           {"aten::norm(%s, %none, %dimsm1, %true)", "norm:2.0"},
+           {"aten::norm(%s, %two)", "norm:2.0"},
+       }) {
+    SCOPED_TRACE(c.node);
+    Fused f = fuse(R"IR(
+  %s : Tensor = aten::sub(%a, %b, %one)
+  %r : Tensor = )IR" + c.node + R"IR(
+  return (%r)
+)IR");
+    ASSERT_EQ(f.r.rewrites(), 1) << f.r.dump();
+    auto n = findNodes(f.g, "tsfuse::reduce");
+    ASSERT_EQ(n.size(), 1u);
+    EXPECT_EQ(constInput(n[0], 2).toStringRef(), c.reduction);
+    EXPECT_TRUE(fileCheck(f.r.ir, [](FileCheck& fc) { fc.check_not("aten::norm")->check_not("aten::linalg_vector_norm"); }));
+    EXPECT_TRUE(sameOutputs(f.ref, f.g, inputs(5), /*exact=*/false));
+  }
+}
+
+// reduce |> sqrt |> mul(w) |> exp(-x / 0.5): one tsfuse::reduce with the epilogue.
+TEST(ReduceExtraFormsIR, EpilogueChainIsAbsorbed) {
+  Fused f = fuse(R"IR(
+  %s : Tensor = aten::sub(%a, %b, %one)
+  %q : Tensor = aten::pow(%s, %two)
+  %r : Tensor = aten::sum(%q, %dimsm1, %false, %none)
+  %d : Tensor = aten::sqrt(%r)
+  %n : Tensor = aten::neg(%d)
+  %x : Tensor = aten::div(%n, %half)
+  %e : Tensor = aten::exp(%x)
+  %y : Tensor = aten::mul(%e, %w)
+  return (%y)
+)IR");
+  ASSERT_EQ(f.r.rewrites(), 1) << f.r.dump();
+  EXPECT_NE(f.r.firstRewrite()->reason.find("epilogue of 5 elementwise ops"), std::string::npos) << f.r.dump();
+  EXPECT_TRUE(fileCheck(f.r.ir, [](FileCheck& fc) {
+    fc.check_count("tsfuse::reduce", 1, true)->check_not("aten::sqrt")->check_not("aten::exp")->check_not("aten::mul");
+  }));
+  auto n = findNodes(f.g, "tsfuse::reduce");
+  ASSERT_EQ(n.size(), 1u);
+  EXPECT_EQ(constInput(n[0], 6).toStringRef(), "v1: sqrt($0); neg(%0); div(%1, 0.5); exp(%2); mul(%3, $1)");
+  EXPECT_TRUE(sameOutputs(f.ref, f.g, inputs(6), /*exact=*/false));
+}
+
+// Negative: the reduced value is also returned, so it is materialised anyway; the epilogue
+// stays unfused (and sqrt stays an aten op).
+TEST(ReduceExtraFormsIR, NegativeEpilogueWhenReducedValueEscapes) {
+  Fused f = fuse(R"IR(
+  %s : Tensor = aten::sub(%a, %b, %one)
+  %q : Tensor = aten::mul(%s, %s)
+  %r : Tensor = aten::sum(%q, %dimsm1, %false, %none)
+  %d : Tensor = aten::sqrt(%r)
+  return (%d, %r)
+)IR");
+  ASSERT_EQ(f.r.rewrites(), 1) << f.r.dump();
+  EXPECT_TRUE(fileCheck(f.r.ir, [](FileCheck& fc) { fc.check("tsfuse::reduce")->check("aten::sqrt"); }));
+  auto n = findNodes(f.g, "tsfuse::reduce");
+  ASSERT_EQ(n.size(), 1u);
+  EXPECT_TRUE(constInput(n[0], 6).isNone());
+  EXPECT_TRUE(sameOutputs(f.ref, f.g, inputs(7), /*exact=*/false));
+}
+
+// Negative: the epilogue operand is written in place after its use; moving the computation to
+// the chain's end could read the new values, so the epilogue is not absorbed (reason logged).
+TEST(ReduceExtraFormsIR, NegativeEpilogueOperandWrittenInPlace) {
+  Fused f = fuse(R"IR(
+  %s : Tensor = aten::sub(%a, %b, %one)
+  %q : Tensor = aten::mul(%s, %s)
+  %r : Tensor = aten::sum(%q, %dimsm1, %false, %none)
+  %wc : Tensor = aten::clone(%w, %none)
+  %y : Tensor = aten::mul(%r, %wc)
+  %w2 : Tensor = aten::mul_(%wc, %two)
+  return (%y, %w2)
+)IR");
+  ASSERT_EQ(f.r.rewrites(), 1) << f.r.dump();
+  EXPECT_NE(f.r.firstRewrite()->reason.find("epilogue not fused"), std::string::npos) << f.r.dump();
+  EXPECT_NE(f.r.firstRewrite()->reason.find("is written by an in-place op"),
+            std::string::npos) << f.r.dump();
+  EXPECT_TRUE(fileCheck(f.r.ir, [](FileCheck& fc) { fc.check("tsfuse::reduce")->check("aten::mul(")->check("aten::mul_"); }));
+  EXPECT_TRUE(sameOutputs(f.ref, f.g, inputs(8), /*exact=*/false));
+}
+
+// Negative: a non-constant dim / norm order is not matched; the graph is left unchanged.
+TEST(ReduceExtraFormsIR, NegativeNonConstantDimOrOrder) {
+  const std::string ir = R"IR(
+graph(%a : Tensor, %b : Tensor, %k : int, %p : float):
+  %false : bool = prim::Constant[value=0]()
+  %one : int = prim::Constant[value=1]()
+  %none : NoneType = prim::Constant()
+  %dims1 : int[] = prim::Constant[value=[1]]()
+  %s : Tensor = aten::sub(%a, %b, %one)
+  %v : Tensor, %i : Tensor = aten::max(%s, %k, %false)
+  %n : Tensor = aten::linalg_vector_norm(%s, %p, %dims1, %false, %none)
+  return (%v, %i, %n)
+)IR";
+  auto g = parseGraph(ir);
+  PassRun r = runReduce(g);
+  EXPECT_FALSE(r.changed) << r.dump();
+  EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) {
+    fc.check("aten::max")->check("aten::linalg_vector_norm")->check_not("tsfuse::");
+  }));
+  std::string why;
+  tsfuse::ReductionMatch m;
+  EXPECT_FALSE(tsfuse::matchReduction(findNodes(g, "aten::max")[0], m, &why));
+  EXPECT_NE(why.find("dim is not a constant"), std::string::npos) << why;
+  EXPECT_FALSE(tsfuse::matchReduction(findNodes(g, "aten::linalg_vector_norm")[0], m, &why));
+  EXPECT_NE(why.find("the norm's order is not a constant"), std::string::npos) << why;
+}
+
+}  // namespace

@@ -1,0 +1,104 @@
+"""optimize-ts end to end on the reduction workloads of examples/reduce_models.py: nearest
+neighbour (min with indices), anchor matching (IoU.max(dim=0) values + indices), logsumexp of a
+Gaussian kernel, L2 distance via vector_norm / norm, and a reduction with an epilogue.
+
+Each scripted model goes through `optimize-ts --check --report`; the optimized module must hold
+one fused op in place of the reduction and its elementwise region, and agree with the eager
+function on fresh random inputs (indices exactly, values within reduction tolerance).
+"""
+import json
+
+import pytest
+import torch
+
+from optimize_ts_util import run_tool
+
+import reduce_models  # examples/, put on sys.path by optimize_ts_util
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+# name: (fused op expected, ops that must be gone, fresh inputs)
+CASES = {
+    "nearest_neighbour": ("tsfuse::reduce_with_indices", ["aten::min", "aten::pow", "aten::sub"],
+                          lambda: (torch.randn(300, 3), torch.randn(200, 3))),
+    "anchor_match": ("tsfuse::reduce_with_indices", ["aten::max", "aten::div", "aten::clamp"],
+                     lambda: (reduce_models.random_boxes(500, 21), reduce_models.random_boxes(9, 22))),
+    "gaussian_lse": ("tsfuse::reduce", ["aten::logsumexp", "aten::div", "aten::pow"],
+                     lambda: (torch.randn(300, 2), torch.randn(400, 2))),
+    "l2_distance": ("tsfuse::reduce", ["aten::linalg_vector_norm", "aten::norm", "aten::sub"],
+                    lambda: (torch.randn(120, 6), torch.randn(90, 6))),
+    "kernel_epilogue": ("tsfuse::reduce", ["aten::sqrt", "aten::exp", "aten::mul", "aten::sum"],
+                        lambda: (torch.randn(120, 6), torch.randn(90, 6), torch.rand(90))),
+}
+
+
+@pytest.fixture(scope="module")
+def optimized(optimize_ts, tmp_path_factory):
+    d = tmp_path_factory.mktemp("reduce_models")
+    out = {}
+    for name, (cls, _) in reduce_models.MODELS.items():
+        src, dst, rep = d / f"{name}.pt", d / f"{name}.opt.pt", d / f"{name}.json"
+        torch.jit.script(cls()).save(str(src))
+        proc = run_tool(optimize_ts, "--check", "--report", rep, src, dst)
+        out[name] = (proc, dst, json.loads(rep.read_text()) if rep.exists() else None)
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_fused_and_checked(optimized, tsfuse_lib, name):
+    proc, dst, report = optimized[name]
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    fused_op, gone, _ = CASES[name]
+    graph = str(torch.jit.load(str(dst)).graph)
+    assert fused_op + "(" in graph, graph
+    for kind in gone:
+        assert kind + "(" not in graph, (kind, graph)
+    rewrites = [e for e in report["events"] if e["kind"] == "rewrite"] if "events" in report else None
+    if rewrites is not None:
+        assert any(e.get("fused_op", e.get("fusedOp")) == fused_op for e in rewrites), report
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_matches_eager(optimized, tsfuse_lib, name):
+    _, dst, _ = optimized[name]
+    model = torch.jit.load(str(dst))
+    eager = reduce_models.MODELS[name][1]
+    torch.manual_seed(0)
+    for _ in range(2):
+        inputs = CASES[name][2]()
+        with torch.no_grad():
+            got, want = model(*inputs), eager(*inputs)
+        got = got if isinstance(got, tuple) else (got,)
+        want = want if isinstance(want, tuple) else (want,)
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype and g.shape == w.shape
+            if w.dtype == torch.int64:
+                assert torch.equal(g, w)
+            else:
+                torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+
+
+def test_anchor_match_nan_and_ties_as_eager(optimized, tsfuse_lib):
+    """Duplicate anchors tie: eager's first index; a NaN box makes its IoU NaN, which wins."""
+    model = torch.jit.load(str(optimized["anchor_match"][1]))
+    anchors = reduce_models.random_boxes(50, 31)
+    anchors[10] = anchors[3]
+    gt = torch.cat([anchors[3:4], reduce_models.random_boxes(4, 32)])
+    anchors_nan = anchors.clone()
+    anchors_nan[20, 0] = float("nan")
+    for a in (anchors, anchors_nan):
+        with torch.no_grad():
+            gv, gi = model(a, gt)
+        wv, wi = reduce_models.anchor_match(a, gt)
+        assert torch.equal(gi, wi)
+        torch.testing.assert_close(gv, wv, equal_nan=True)
+
+
+def test_autograd_inputs_fall_back_to_eager(optimized, tsfuse_lib):
+    model = torch.jit.load(str(optimized["kernel_epilogue"][1]))
+    x, y, w = torch.randn(7, 3, requires_grad=True), torch.randn(5, 3), torch.rand(5, requires_grad=True)
+    model(x, y, w).sum().backward()
+    x2, w2 = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    reduce_models.kernel_epilogue(x2, y, w2).sum().backward()
+    torch.testing.assert_close(x.grad, x2.grad)
+    torch.testing.assert_close(w.grad, w2.grad)
