@@ -67,8 +67,8 @@ RedSpec redSpecOf(const ReduceSpec& r, const bc::Program& p, c10::ScalarType out
 
 void check(cudaError_t err) { TORCH_CHECK(err == cudaSuccess, "tsfuse CUDA launch: ", cudaGetErrorString(err)); }
 
-at::Tensor runCuda(const Expr& e, at::TensorList operands, const ReduceSpec* reduce, const Analysis& an,
-                   std::string* why) {
+at::Tensor runCudaOne(const Expr& e, at::TensorList operands, const ReduceSpec* reduce,
+                      const Analysis& an, std::string* why) {
   auto no = [&](const std::string& reason) {
     if (why) *why = reason;
     return at::Tensor();
@@ -210,11 +210,27 @@ at::Tensor runCuda(const Expr& e, at::TensorList operands, const ReduceSpec* red
   return out;
 }
 
+// The CUDA NativePath: the kernels cover one-output reductions without an epilogue; logsumexp,
+// norm, max/min with indices and epilogues take the exact chunked path on CUDA.
+Outputs runCuda(const Expr& e, at::TensorList operands, const ReduceSpec* reduce, const Analysis& an,
+                std::string* why) {
+  if (reduce && (reduce->epilogue || reduce->withIndices() || reduce->kind == Reduction::Logsumexp ||
+                 reduce->kind == Reduction::Norm)) {
+    if (why) *why = std::string("no CUDA kernel for ") + reductionName(reduce->kind) +
+                    (reduce->epilogue ? " with an epilogue" : "");
+    return {};
+  }
+  at::Tensor out = runCudaOne(e, operands, reduce, an, why);
+  if (!out.defined()) return {};
+  return {out};
+}
+
 at::Tensor pairwiseCuda(at::TensorList ops, c10::string_view expr) { return runFused(ops, expr, nullptr, runCuda); }
 
 at::Tensor reduceCuda(at::TensorList ops, c10::string_view expr, c10::string_view reduction,
-                      at::OptionalIntArrayRef dim, bool keepdim, std::optional<c10::ScalarType> dtype) {
-  ReduceSpec spec = makeReduceSpec(reduction, dim, keepdim, dtype);
+                      at::OptionalIntArrayRef dim, bool keepdim, std::optional<c10::ScalarType> dtype,
+                      std::optional<c10::string_view> epilogue) {
+  ReduceSpec spec = makeReduceSpec(reduction, dim, keepdim, dtype, epilogue);
   return runFused(ops, expr, &spec, runCuda);
 }
 
