@@ -201,7 +201,7 @@ int run(int argc, char** argv) {
     return kExitOk;
   }
   if (o.input.empty()) throw usageError("expected IN.pt and OUT.pt (see --help)");
-  if (o.output.empty() && !o.dryRun) throw usageError("expected OUT.pt after IN.pt (or --dry-run/--explain; see --help)");
+  if (o.output.empty() && !o.dryRun) throw usageError("expected IN.pt and OUT.pt (OUT.pt may be left out with --dry-run/--explain; see --help)");
 
   PipelineOptions pipeline = pipelineOptions(o);
   GraphRecorder graphs;
@@ -250,6 +250,9 @@ int run(int argc, char** argv) {
   if (info.outputWritten) stage(o.output, saved.str());
   if (!o.report.empty()) stage(o.report, reportJson(report, info, check ? &*check : nullptr).dump(2) + "\n");
   if (!o.html.empty()) stage(o.html, renderHtml(viewerData(report, graphs, info)));
+  // Tests reach the internal-error path (exit 4, temp files removed) through this variable.
+  if (const char* fault = std::getenv("TSFUSE_OPTIMIZE_TS_FAULT"); fault && std::string(fault) == "internal")
+    throw std::logic_error("fault injected by TSFUSE_OPTIMIZE_TS_FAULT");
   for (auto& f : files) f->commit();
 
   if (o.explain) printExplain(std::cout, report, graphs, info);
