@@ -95,11 +95,11 @@ std::optional<int> parseArgs(int argc, char** argv, Options& o) {
       ->type_name("PASS")
       ->excludes(disable);
   app.add_flag("--list-passes", o.listPasses, "list the pipeline's passes and exit");
-  auto* check = app.add_flag("--check{1}", o.checkRuns,
+  auto* check = app.add_flag("--check", o.checkRuns,
                              "run forward of the original and the optimized module on the same inputs and fail "
                              "(exit 1) if the outputs differ; --check=N compares N input sets (the first from "
                              "example_inputs() or --input-shape, the others random of the same shapes)")
-                    ->check(CLI::PositiveNumber)
+                    ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
                     ->type_name("N");
   app.add_option("--input-shape", o.inputShapes,
                  "NAME:D1,D2,...[@DTYPE]: random input for forward's argument NAME (repeatable; dtype "
@@ -119,6 +119,8 @@ std::optional<int> parseArgs(int argc, char** argv, Options& o) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     throw usageError(firstLine(e.what()) + " (see --help)");
   }
+  if (check->count() > 0 && o.checkRuns < 1) throw usageError("--check=N: N must be at least 1 (see --help)");
+  if (check->count() == 0) o.checkRuns = 0;
   o.dryRun |= o.explain;
   return std::nullopt;
 }
