@@ -10,13 +10,27 @@ thread_local ScopedEventSink* tlsSink = nullptr;
 thread_local std::string tlsGraphName;
 }  // namespace
 
+std::optional<NodeSource> nodeSource(const torch::jit::Node* n) {
+  torch::jit::SourceRange range = n->sourceRange();
+  if (auto original = range.findSourceRangeThatGenerated()) range = *original;
+  auto loc = range.file_line_col();
+  if (!loc) return std::nullopt;
+  NodeSource s{std::get<0>(*loc), std::get<1>(*loc), ""};
+  const auto& src = range.source();
+  std::string code = src->get_line(src->lineno_for_offset(range.start())).str();
+  while (!code.empty() && (code.back() == '\n' || code.back() == '\r')) code.pop_back();
+  s.code = std::move(code);
+  return s;
+}
+
 std::string describeNode(const torch::jit::Node* n) {
   std::string s = n->kind().toQualString();
-  if (auto loc = n->sourceRange().file_line_col()) {
-    const auto& [file, line, col] = *loc;
-    s += " @ " + file + ":" + std::to_string(line);
-  }
+  if (auto loc = nodeSource(n)) s += " @ " + loc->file + ":" + std::to_string(loc->line);
   return s;
+}
+
+std::string nodeId(const torch::jit::Node* n) {
+  return n->outputs().empty() ? std::string() : "%" + n->output(0)->debugName();
 }
 
 void emitEvent(FusionEvent e) {

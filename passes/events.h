@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,10 +22,27 @@ struct FusionEvent {
   std::string expr;    // the fused expression (rewrites)
   std::string fusedOp; // e.g. "tsfuse::pairwise"
   std::vector<std::string> nodes;   // the candidate's nodes, "aten::sub @ file.py:12"
+  // Parallel to `nodes`: each node's id (nodeId), which names the same node in the graph printed
+  // before the pass ran; the diff viewer links the nodes a rewrite replaced to `fusedNode`.
+  std::vector<std::string> nodeIds;
+  std::string fusedNode;  // rewrites: nodeId of the fused op in the graph after the pass
 };
+
+// Where a node came from: the range that generated it (the user's .py file, for a module loaded
+// with its debug info; else the serialized code/__torch__.py), its 1-based line and that line.
+struct NodeSource {
+  std::string file;
+  size_t line = 0;
+  std::string code;  // the source line, without its newline
+};
+std::optional<NodeSource> nodeSource(const torch::jit::Node* n);
 
 // Describes a node for events and logs: its kind and, when known, its source file:line.
 std::string describeNode(const torch::jit::Node* n);
+
+// A node's id for events: its first output as printed ("%x.1", "%5"); unique in its graph and
+// kept by the rewrites. "" for a node without outputs.
+std::string nodeId(const torch::jit::Node* n);
 
 // Emits an event: logs it (debug for rejections, info for rewrites) and hands it to the sink in
 // scope on this thread, if any.

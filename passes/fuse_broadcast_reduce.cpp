@@ -44,13 +44,16 @@ struct FuseBroadcastReduceImpl {
     }
   }
 
-  bool notifyMatchFailure(Node* reduction, const std::vector<std::string>& nodes, std::string reason) {
+  bool notifyMatchFailure(Node* reduction, const std::vector<std::string>& nodes, const std::vector<std::string>& ids,
+                          std::string reason) {
     FusionEvent e;
     e.kind = FusionEvent::Kind::Reject;
     e.pass = kPass;
     e.reason = std::move(reason);
     e.nodes = {describeNode(reduction)};
     e.nodes.insert(e.nodes.end(), nodes.begin(), nodes.end());
+    e.nodeIds = {nodeId(reduction)};
+    e.nodeIds.insert(e.nodeIds.end(), ids.begin(), ids.end());
     emitEvent(std::move(e));
     return false;
   }
@@ -63,19 +66,21 @@ struct FuseBroadcastReduceImpl {
     if (producer->owningBlock() != reduction->owningBlock() || !matchElementwise(producer, m, &why))
       return false;  // reducing a value no elementwise op made here: not a candidate
     if (rm.input->uses().size() != 1)
-      return notifyMatchFailure(reduction, {describeNode(producer)},
+      return notifyMatchFailure(reduction, {describeNode(producer)}, {nodeId(producer)},
                                 "the reduced value %" + rm.input->debugName() +
                                     " is also used elsewhere, so it is materialised anyway");
     Region r = growRegion(producer);
     if (!aliasDb) aliasDb = std::make_unique<AliasDb>(graph);
     std::string hazard = regionHazard(r, *aliasDb);
-    if (!hazard.empty()) return notifyMatchFailure(reduction, r.describe(), hazard);
+    if (!hazard.empty()) return notifyMatchFailure(reduction, r.describe(), r.ids(), hazard);
 
     FusionEvent e;
     e.kind = FusionEvent::Kind::Rewrite;
     e.pass = kPass;
     e.nodes = r.describe();
     e.nodes.push_back(describeNode(reduction));
+    e.nodeIds = r.ids();
+    e.nodeIds.push_back(nodeId(reduction));
     e.expr = r.expr.str() + " |> " + describe(rm.spec);
     e.fusedOp = "tsfuse::reduce";
     e.reason = "fused " + std::to_string(r.nodes.size()) + " elementwise ops and " +
@@ -98,6 +103,7 @@ struct FuseBroadcastReduceImpl {
       fused = absorbEpilogue(fused, e);
     }
     seen.insert(fused);
+    e.fusedNode = nodeId(fused);
     aliasDb.reset();
     changed = true;
     emitEvent(std::move(e));

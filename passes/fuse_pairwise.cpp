@@ -65,6 +65,7 @@ struct FusePairwiseImpl {
     e.pass = kPass;
     e.reason = std::move(reason);
     e.nodes = r.describe();
+    e.nodeIds = r.ids();
     emitEvent(std::move(e));
     return false;
   }
@@ -84,6 +85,7 @@ struct FusePairwiseImpl {
     e.kind = FusionEvent::Kind::Rewrite;
     e.pass = kPass;
     e.nodes = r.describe();
+    e.nodeIds = r.ids();
     e.expr = r.expr.str();
     e.fusedOp = "tsfuse::pairwise";
     e.reason = "fused " + std::to_string(r.nodes.size()) + " elementwise ops over " +
@@ -92,6 +94,7 @@ struct FusePairwiseImpl {
     for (Node* n : r.nodes) seen.erase(n);  // destroyed below; their addresses may be reused
     Node* fused = rewriteRegion(*graph, r, r.root(), "tsfuse::pairwise", {});
     seen.insert(fused);
+    e.fusedNode = nodeId(fused);
     aliasDb.reset();  // the graph changed
     changed = true;
     emitEvent(std::move(e));

@@ -13,6 +13,12 @@ std::vector<std::string> Region::describe() const {
   return out;
 }
 
+std::vector<std::string> Region::ids() const {
+  std::vector<std::string> out;
+  for (Node* n : nodes) out.push_back(nodeId(n));
+  return out;
+}
+
 Region growRegion(Node* root) {
   std::unordered_map<Node*, ElementwiseMatch> in;
   ElementwiseMatch m;

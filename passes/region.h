@@ -27,6 +27,7 @@ struct Region {
 
   Node* root() const { return nodes.back(); }
   std::vector<std::string> describe() const;
+  std::vector<std::string> ids() const;  // nodeId of each node, parallel to describe()
 };
 
 // Grows the maximal region whose value is `root`'s output (root must match as elementwise).

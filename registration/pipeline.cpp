@@ -72,9 +72,11 @@ bool runPipeline(std::shared_ptr<torch::jit::Graph>& graph, const PipelineOption
   });
   if (report) report->graphs.push_back(graphName);
   bool changed = false;
+  if (options.observe) options.observe(graphName, "", *graph);
   for (const auto& pass : pipelinePasses()) {
     if (options.disabled.count(pass.name)) continue;
     bool c = pass.run(graph);
+    if (options.observe) options.observe(graphName, pass.name, *graph);
     TSFUSE_LOG(registration, debug, "pass ", pass.name, " on '", graphName, "': ", c ? "changed" : "unchanged");
     changed |= c && pass.name != "inline";
   }

@@ -32,6 +32,9 @@ const std::vector<PassInfo>& pipelinePasses();
 
 struct PipelineOptions {
   std::set<std::string> disabled;  // pass names to skip
+  // Called with the graph as it enters the pipeline (stage "") and after each pass that ran
+  // (stage = the pass name); optimize-ts --diff/--html snapshot graphs with it.
+  std::function<void(const std::string& graphName, const std::string& stage, const torch::jit::Graph&)> observe;
   // Throws std::invalid_argument naming the unknown pass, if any.
   void validate() const;
 };

@@ -3,10 +3,13 @@
 #include "tools/tool_error.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Context.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/grad_mode.h>
 
 #include <chrono>
+#include <functional>
+#include <optional>
 #include <cmath>
 #include <sstream>
 
@@ -287,6 +290,82 @@ CheckResult runCheck(torch::jit::Module& original, torch::jit::Module& optimized
   r.passed = r.differences.empty();
   r.inputs = std::move(inputs);
   return r;
+}
+
+c10::Device parseCheckDevice(const std::string& text) {
+  std::optional<c10::Device> d;
+  try {
+    d = c10::Device(text);
+  } catch (const std::exception&) {
+  }
+  if (!d || !(d->is_cpu() || d->is_cuda()))
+    throw usageError("--device '" + text + "': expected cpu, cuda or cuda:N");
+  if (d->is_cuda()) {
+    if (!at::hasCUDA()) throw usageError("--device '" + text + "': CUDA is not available on this machine");
+    if (d->has_index() && d->index() >= static_cast<int>(at::getNumGPUs()))
+      throw usageError("--device '" + text + "': this machine has " + std::to_string(at::getNumGPUs()) + " GPU(s)");
+  }
+  return *d;
+}
+
+namespace {
+
+c10::IValue mapTensors(const c10::IValue& v, const std::function<at::Tensor(const at::Tensor&)>& f) {
+  if (v.isTensor()) return f(v.toTensor());
+  if (v.isTuple()) {
+    std::vector<c10::IValue> items;
+    for (const auto& e : v.toTupleRef().elements()) items.push_back(mapTensors(e, f));
+    return c10::ivalue::Tuple::create(std::move(items));
+  }
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> out;
+    for (const at::Tensor& t : v.toTensorList()) out.push_back(f(t));
+    return out;
+  }
+  return v;
+}
+
+CheckInputs mapInputs(const CheckInputs& in, const std::function<at::Tensor(const at::Tensor&)>& f) {
+  CheckInputs out = in;
+  for (auto& a : out.args) a = mapTensors(a, f);
+  for (auto& [k, v] : out.kwargs) v = mapTensors(v, f);
+  return out;
+}
+
+}  // namespace
+
+CheckResult runChecks(torch::jit::Module& original, torch::jit::Module& optimized, const CheckInputs& base,
+                      int runs, uint64_t seed, c10::Device device, double rtol, double atol) {
+  original.to(device);
+  optimized.to(device);
+  auto onDevice = [&](const at::Tensor& t) { return t.defined() ? t.to(device) : t; };
+  CheckResult total;
+  for (int i = 0; i < runs; ++i) {
+    CheckInputs in = base;
+    if (i > 0) {
+      auto gen = at::make_generator<at::CPUGeneratorImpl>(seed + i);
+      in = mapInputs(base, [&](const at::Tensor& t) {
+        if (!t.defined()) return t;
+        return randomTensor(InputSpec{"", t.sizes().vec(), t.scalar_type()}, gen);
+      });
+    }
+    CheckResult r = runCheck(original, optimized, mapInputs(in, onDevice), rtol, atol);
+    if (i == 0) {
+      total = r;
+      total.inputs = base;
+      continue;
+    }
+    for (auto& d : r.differences) total.differences.push_back({"run " + std::to_string(i) + ": " + d.where, d.what});
+    total.tensorsCompared += r.tensorsCompared;
+    if (std::isnan(r.maxAbsDiff) || r.maxAbsDiff > total.maxAbsDiff) total.maxAbsDiff = r.maxAbsDiff;
+    if (total.optimizedError.empty()) total.optimizedError = r.optimizedError;
+    total.originalMs += r.originalMs;
+    total.optimizedMs += r.optimizedMs;
+  }
+  total.passed = total.differences.empty();
+  total.runs = runs;
+  total.device = device.str();
+  return total;
 }
 
 }  // namespace tsfuse::tool

@@ -48,6 +48,8 @@ struct CheckResult {
   std::string optimizedError;       // the optimized module raised this (the original did not)
   std::vector<Difference> differences;
   double originalMs = 0, optimizedMs = 0;
+  int runs = 1;                     // input sets compared (--check=N)
+  std::string device = "cpu";       // where both modules ran (--device)
 };
 
 // Runs both modules' forward (under NoGradGuard, on separate copies of the inputs) and compares.
@@ -55,5 +57,15 @@ struct CheckResult {
 // inputs, kExitIO for the module's own example_inputs()).
 CheckResult runCheck(torch::jit::Module& original, torch::jit::Module& optimized, CheckInputs inputs,
                      double rtol, double atol);
+
+// --device: parses "cpu", "cuda" or "cuda:N"; throws ToolError(kExitUsage) for anything else or
+// a device this machine does not have.
+c10::Device parseCheckDevice(const std::string& text);
+
+// --check=N: runs the comparison `runs` times, moving both modules and the inputs to `device`.
+// Run 0 uses `base`; run i > 0 replaces every tensor of it by a random one of the same dtype and
+// shape (seeded with seed + i). Differences of run i > 0 are reported as "run i: WHERE".
+CheckResult runChecks(torch::jit::Module& original, torch::jit::Module& optimized, const CheckInputs& base,
+                      int runs, uint64_t seed, c10::Device device, double rtol, double atol);
 
 }  // namespace tsfuse::tool

@@ -2,6 +2,7 @@
 
 #include <torch/headeronly/version.h>
 
+#include <algorithm>
 #include <iomanip>
 
 #ifndef TSFUSE_VERSION
@@ -18,13 +19,74 @@ const char* kindName(FusionEvent::Kind k) { return k == FusionEvent::Kind::Rewri
 std::string tsfuseVersion() { return TSFUSE_VERSION; }
 std::string torchVersion() { return TORCH_VERSION; }
 
-void printSummary(std::ostream& os, const Report& report, const RunInfo& run) {
-  os << "optimize-ts: " << run.input << " -> " << run.output << (run.outputWritten ? "" : " (not written)") << "\n";
+namespace {
+
+void printPassTable(std::ostream& os, const Report& report) {
   os << "  " << std::left << std::setw(24) << "pass" << std::right << std::setw(11) << "candidates" << std::setw(10)
      << "rewrites" << std::setw(12) << "rejections" << "\n";
   for (const PassStats& s : report.stats())
     os << "  " << std::left << std::setw(24) << s.name << std::right << std::setw(11) << s.candidates
        << std::setw(10) << s.rewrites << std::setw(12) << s.rejections << "\n";
+}
+
+// One line per node of an event: kind, id, file:line and the source line itself.
+void printEventNodes(std::ostream& os, const FusionEvent& e, const MethodGraphs* m) {
+  std::vector<const GraphRow*> rows = m ? eventRows(e, m->before) : std::vector<const GraphRow*>();
+  for (size_t i = 0; i < e.nodes.size(); ++i) {
+    const GraphRow* r = i < rows.size() ? rows[i] : nullptr;
+    if (!r || r->file.empty()) {
+      os << "        " << e.nodes[i] << "\n";
+      continue;
+    }
+    std::string code = r->code.substr(std::min(r->code.size(), r->code.find_first_not_of(" \t")));
+    os << "        " << std::left << std::setw(16) << r->kind << std::setw(26) << r->id
+       << std::setw(22) << (baseName(r->file) + ":" + std::to_string(r->line)) << std::right << code << "\n";
+  }
+}
+
+}  // namespace
+
+void printExplain(std::ostream& os, const Report& report, const GraphRecorder& graphs, const RunInfo& run) {
+  os << "optimize-ts --explain: " << run.input << " (nothing written)\n";
+  for (const std::string& name : report.graphs) {
+    const MethodGraphs* m = graphs.find(name);
+    int rewrites = 0, rejections = 0;
+    for (const FusionEvent& e : report.events)
+      if (e.graph == name) (e.kind == FusionEvent::Kind::Rewrite ? rewrites : rejections)++;
+    os << "\n" << name << ": ";
+    if (rewrites + rejections == 0) {
+      os << "nothing to fuse (no candidate)\n";
+      continue;
+    }
+    os << rewrites << " fusion(s), " << rejections << " rejected candidate(s)";
+    if (m) {
+      size_t before = 0, after = 0;
+      for (const auto& r : m->before.rows) before += !r.kind.empty();
+      for (const auto& r : m->after.rows) after += !r.kind.empty();
+      os << "; " << before << " nodes -> " << after;
+    }
+    os << "\n";
+    for (const FusionEvent& e : report.events) {
+      if (e.graph != name) continue;
+      std::string lines = m ? lineSpan(eventRows(e, m->before)) : "";
+      if (e.kind == FusionEvent::Kind::Rewrite) {
+        os << "  FUSE  " << e.nodes.size() << " nodes -> " << e.fusedOp << " (" << e.pass
+           << (lines.empty() ? "" : ", " + lines) << ")\n";
+        os << "        why: " << e.reason << "\n        expr: " << e.expr << "\n";
+      } else {
+        os << "  KEEP  " << e.nodes.size() << " node(s) unfused (" << e.pass << (lines.empty() ? "" : ", " + lines)
+           << ")\n        why not: " << e.reason << "\n";
+      }
+      printEventNodes(os, e, m);
+    }
+  }
+  os << "\n";
+  printPassTable(os, report);
+}
+
+void printSummary(std::ostream& os, const Report& report, const RunInfo& run) {
+  os << "optimize-ts: " << run.input << " -> " << run.output << (run.outputWritten ? "" : " (not written)") << "\n";
+  printPassTable(os, report);
   for (const FusionEvent& e : report.events) {
     if (e.kind == FusionEvent::Kind::Rewrite)
       os << "  rewrite  " << e.graph << ": " << e.fusedOp << " <- " << e.nodes.size() << " nodes: " << e.expr << "\n";
@@ -67,7 +129,8 @@ nlohmann::json reportJson(const Report& report, const RunInfo& run, const CheckR
   j["events"] = json::array();
   for (const FusionEvent& e : report.events)
     j["events"].push_back({{"pass", e.pass}, {"graph", e.graph}, {"kind", kindName(e.kind)}, {"reason", e.reason},
-                           {"expr", e.expr}, {"fused_op", e.fusedOp}, {"nodes", e.nodes}});
+                           {"expr", e.expr}, {"fused_op", e.fusedOp}, {"nodes", e.nodes},
+                           {"node_ids", e.nodeIds}, {"fused_node", e.fusedNode}});
   if (!check) {
     j["check"] = nullptr;
   } else {
@@ -81,6 +144,8 @@ nlohmann::json reportJson(const Report& report, const RunInfo& run, const CheckR
                   {"tensors_compared", check->tensorsCompared},
                   {"max_abs_diff", check->maxAbsDiff},
                   {"differences", diffs},
+                  {"runs", check->runs},
+                  {"device", check->device},
                   {"original_ms", check->originalMs},
                   {"optimized_ms", check->optimizedMs}};
   }

@@ -4,6 +4,7 @@
 
 #include "registration/pipeline.h"
 #include "tools/check.h"
+#include "tools/graph_view.h"
 
 #include <nlohmann/json.hpp>
 
@@ -21,6 +22,10 @@ void printSummary(std::ostream& os, const Report& report, const RunInfo& run);
 // summary=true: one line for the summary (passed, or FAILED with the count); summary=false: one
 // "optimize-ts: check failed: WHERE: WHAT" line per difference (for stderr), nothing if it passed.
 void printCheck(std::ostream& os, const CheckResult& check, bool summary);
+
+// --explain: per method, each candidate the fusion passes considered: what it would become (the
+// nodes with their source lines, the expression) or why it was left alone; then the pass table.
+void printExplain(std::ostream& os, const Report& report, const GraphRecorder& graphs, const RunInfo& run);
 
 nlohmann::json reportJson(const Report& report, const RunInfo& run, const CheckResult* check);
 

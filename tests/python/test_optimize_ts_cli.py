@@ -59,7 +59,8 @@ def test_version(optimize_ts):
 def test_help_documents_exit_codes(optimize_ts):
     proc = run_tool(optimize_ts, "--help")
     assert proc.returncode == 0
-    for text in ("--check", "--input-shape", "--disable", "--report", "Exit codes", "  3  input/output error"):
+    for text in ("--check", "--input-shape", "--disable", "--report", "Exit codes", "  3  input/output error",
+                 "--enable", "--dry-run", "--explain", "--diff", "--html", "--device", "--color", "Examples:"):
         assert text in proc.stdout
 
 
@@ -72,6 +73,20 @@ def test_disable_reduce_leaves_pairwise(seeds, optimize_ts, tmp_path, tsfuse_lib
     assert "tsfuse::reduce" not in graph and graph.count("tsfuse::pairwise") == 1 and "aten::sum" in graph
     stats = {p["name"]: p["rewrites"] for p in json.loads(report.read_text())["passes"]}
     assert stats == {"fuse_broadcast_reduce": 0, "fuse_pairwise": 1}
+
+
+def test_enable_runs_only_the_named_passes(seeds, optimize_ts, tmp_path, tsfuse_lib):
+    out, report = tmp_path / "s.pt", tmp_path / "s.json"
+    proc = run_tool(optimize_ts, "-q", "--enable", "inline", "--enable", "fuse_pairwise", "--report", report,
+                    seeds["similarity"], out)
+    assert proc.returncode == 0, proc.stderr
+    graph = graph_of(out, tsfuse_lib)
+    assert "tsfuse::reduce" not in graph and graph.count("tsfuse::pairwise") == 1
+    stats = {p["name"]: p["rewrites"] for p in json.loads(report.read_text())["passes"]}
+    assert stats == {"fuse_broadcast_reduce": 0, "fuse_pairwise": 1}
+    # without inline, forward's call to intersection() hides the region
+    proc = run_tool(optimize_ts, "-q", "--enable", "fuse_pairwise", seeds["intersection"], tmp_path / "i.pt")
+    assert proc.returncode == 0 and "tsfuse::" not in graph_of(tmp_path / "i.pt", tsfuse_lib)
 
 
 def test_disable_both_fusions_changes_nothing(seeds, optimize_ts, tmp_path, tsfuse_lib):
@@ -134,6 +149,21 @@ def test_check_mismatch(optimize_ts, tmp_path):
     assert doc["output_written"] is False and doc["check"]["passed"] is False
     assert doc["check"]["differences"][0]["where"] == "output[1][0]"
     assert 0 < doc["check"]["max_abs_diff"] < 1
+
+
+def test_check_n_compares_n_input_sets(seeds, optimize_ts, tmp_path):
+    report = tmp_path / "r.json"
+    proc = run_tool(optimize_ts, "--check=3", "--device", "cpu", "--report", report, seeds["intersection"],
+                    tmp_path / "o.pt")
+    assert proc.returncode == 0, proc.stderr
+    check = json.loads(report.read_text())["check"]
+    assert check["passed"] and check["runs"] == 3 and check["tensors_compared"] == 3 and check["device"] == "cpu"
+    # each later run draws new inputs: a module that is never equal differs in every run
+    model = script_and_save(RandomTail(), tmp_path / "rand.pt")
+    proc = run_tool(optimize_ts, "-q", "--check=2", "--input-shape", "x:3,4", model, tmp_path / "r.pt")
+    assert proc.returncode == 1
+    wheres = [l.split(": ")[2] for l in proc.stderr.splitlines()]
+    assert wheres == ["output[1][0]", "run 1"], proc.stderr
 
 
 def test_check_tolerance_flags(optimize_ts, tmp_path):

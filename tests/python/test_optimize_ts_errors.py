@@ -179,12 +179,32 @@ def test_existing_output_replaced_whole(optimize_ts, model, work, tsfuse_lib):
     (["--check", "--rtol", "-1"], "--rtol"),
     (["--log-level", "loud"], "loud"),
     (["-v", "--log-level", "info"], "excludes"),
+    (["--enable", "no_such_pass"], "no_such_pass"),
+    (["--enable", "inline", "--disable", "cleanup"], "excludes"),
+    (["--check=0"], "--check"),
+    (["--device", "cpu"], "--check"),
+    (["--check", "--device", "tpu"], "expected cpu, cuda or cuda:N"),
+    (["--color", "sometimes", "--diff"], "sometimes"),
+    (["--html", "x.html", "--report", "x.html"], "also the"),
 ])
 def test_usage_errors(optimize_ts, model, work, args, fragment):
     before = sha256(model)
     out = work / "out.pt"
     proc = run_tool(optimize_ts, *args, model, out)
     assert_failed_cleanly(proc, USAGE, out, [(model, before)], fragment)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_device_cuda_without_cuda(optimize_ts, model, work):
+    out = work / "out.pt"
+    proc = run_tool(optimize_ts, "--check", "--device", "cuda", model, out)
+    assert_failed_cleanly(proc, USAGE, out, [], "CUDA is not available")
+
+
+def test_html_in_missing_folder_writes_nothing(optimize_ts, model, work):
+    out = work / "out.pt"
+    proc = run_tool(optimize_ts, "--html", work / "missing" / "v.html", model, out)
+    assert_failed_cleanly(proc, IO, out, [], "html")
 
 
 def test_missing_positionals(optimize_ts, model, work):
