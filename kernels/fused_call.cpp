@@ -39,6 +39,10 @@ ReduceSpec makeReduceSpec(c10::string_view reduction, at::OptionalIntArrayRef di
   ReduceSpec r;
   TORCH_CHECK(reductionFromName(std::string(reduction), r.kind), "tsfuse::reduce: unknown reduction '",
               reduction, "' (sum, mean, prod, amax, amin, any, all, argmax, argmin)");
+  // An out-of-range ScalarType (e.g. an int from TorchScript) would index ATen's dtype tables.
+  TORCH_CHECK(!dtype || (static_cast<int>(*dtype) >= 0 && *dtype < c10::ScalarType::NumOptions),
+              "tsfuse::reduce: dtype ", static_cast<int>(dtype ? *dtype : c10::ScalarType::Undefined),
+              " is not a ScalarType");
   if (dim) r.dims = dim->vec();
   r.keepdim = keepdim;
   r.dtype = dtype;
