@@ -39,14 +39,14 @@ SAN_GTEST_FILTER ?= *
 test-asan: setup
 	$(MAKE) configure BUILD=$(ASAN_BUILD) CMAKE_FLAGS=-DTSFUSE_SANITIZE=address,undefined
 	cmake --build $(ASAN_BUILD) -j $(JOBS) --target tsfuse_tests
-	$(ASAN_BUILD)/tests/tsfuse_tests --gtest_filter='$(SAN_GTEST_FILTER)'
+	$(ASAN_BUILD)/bin/tsfuse_tests --gtest_filter='$(SAN_GTEST_FILTER)'
 
 # OMP_NUM_THREADS=1: libtorch's OpenMP runtime is not instrumented, so TSan cannot see its
 # barriers; the threads under test are ours (tests/reliability/concurrency_test.cpp).
 test-tsan: setup
 	$(MAKE) configure BUILD=$(TSAN_BUILD) CMAKE_FLAGS=-DTSFUSE_SANITIZE=thread
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target tsfuse_tests
-	OMP_NUM_THREADS=1 $(TSAN_BUILD)/tests/tsfuse_tests --gtest_filter='$(SAN_GTEST_FILTER)'
+	OMP_NUM_THREADS=1 $(TSAN_BUILD)/bin/tsfuse_tests --gtest_filter='$(SAN_GTEST_FILTER)'
 
 # libFuzzer target for the expression decoder (optional: needs clang++; fuzz/README.md).
 FUZZ_SECONDS ?= 60

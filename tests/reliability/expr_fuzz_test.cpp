@@ -107,20 +107,21 @@ TEST(ExprFuzz, FusedOpsHoldOnAcceptedMutants) {
     at::Tensor ref, got;
     try {
       ref = tsfuse::evalAten(e, ops);
-    } catch (const c10::Error& err) {
-      eagerErr = firstLine(err.what_without_backtrace());
+    } catch (const std::exception& err) {
+      eagerErr = firstLine(err.what());
     }
     const bool reduce = g.coin(0.3);
     if (reduce && ref.defined()) {
       try {
         ref = at::sum(ref);
-      } catch (const c10::Error& err) {
-        eagerErr = firstLine(err.what_without_backtrace());
+      } catch (const std::exception& err) {
+        eagerErr = firstLine(err.what());
         ref = at::Tensor();
       }
     }
     fusedErr = errorOf([&] { got = reduce ? tsfuse::reduce(ops, text, "sum") : tsfuse::pairwise(ops, text); });
-    EXPECT_EQ(fusedErr.find("<non-c10"), std::string::npos) << fusedErr;
+    // Non-c10 exceptions only where eager raises the same (ATen's scalar conversion check does).
+    if (fusedErr.find("<non-c10") == 0) EXPECT_EQ(fusedErr, "<non-c10 exception: " + eagerErr + ">");
     EXPECT_EQ(eagerErr.empty(), fusedErr.empty()) << "eager: " << eagerErr << " | tsfuse: " << fusedErr;
     if (!eagerErr.empty()) {
       ++raised;
