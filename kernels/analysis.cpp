@@ -38,6 +38,14 @@ std::vector<int64_t> denseStrides(at::IntArrayRef sizes, const std::vector<int64
   return strides;
 }
 
+// Whether sizes has more than INT64_MAX elements (eager cannot allocate it: it raises).
+bool numelOverflows(at::IntArrayRef sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes)
+    if (__builtin_mul_overflow(n, s, &n)) return true;
+  return false;
+}
+
 // A CPU stand-in of `t`: same dtype, rank, wrapped-number status and stride order; sizes 1, 2
 // or 0; filled with ones.
 at::Tensor standIn(const at::Tensor& t) {
@@ -93,6 +101,14 @@ std::vector<at::Tensor> analyzeExpr(const Expr& e, at::TensorList operands, at::
   }
   at::DimVector all;
   for (const auto& t : operands) all = at::infer_size_dimvector(all, t.sizes());
+  // NB: element counts below (tiles, slabs, accumulators) are int64: a shape they cannot count
+  // goes to eager (analyze() returns none), which raises (it materialises the intermediate) or
+  // computes it.
+  for (const auto& s : shapes)
+    TORCH_CHECK(!numelOverflows(s), "tsfuse: an intermediate of shape ", at::IntArrayRef(s),
+                " has more elements than int64 can count");
+  TORCH_CHECK(!numelOverflows(all), "tsfuse: the broadcast shape ", at::IntArrayRef(all),
+              " has more elements than int64 can count");
   a.shape.assign(all.begin(), all.end());
   a.valueShape.assign(shapes.back().begin(), shapes.back().end());
   std::vector<at::Tensor> values = evalAtenAll(e, small);

@@ -64,6 +64,8 @@ const char* dtypeName(c10::ScalarType t) {
   TORCH_CHECK(false, "tsfuse expr: dtype ", t, " has no text form");
 }
 
+constexpr int64_t kMaxReference = 1 << 20;
+
 class Parser {
  public:
   explicit Parser(const std::string& text) : s_(text) {}
@@ -84,7 +86,7 @@ class Parser {
       if (pos_ >= s_.size()) break;
       expectChar(';');
     }
-    TORCH_CHECK(!e.instrs.empty(), "tsfuse expr: no instructions in '", s_, "'");
+    if (e.instrs.empty()) fail("no instructions");
     for (const Instr& ins : e.instrs)
       for (const Arg& a : ins.args)
         if (a.kind == Arg::Kind::Input) e.numInputs = std::max<int>(e.numInputs, static_cast<int>(a.i) + 1);
@@ -94,7 +96,11 @@ class Parser {
 
  private:
   [[noreturn]] void fail(const std::string& why) {
-    TORCH_CHECK(false, "tsfuse expr: ", why, " at offset ", pos_, " in '", s_, "'");
+    // The text quoted whole when short, else an excerpt around the offset (one line either way).
+    std::string text = s_.size() <= 160 ? s_ : "..." + s_.substr(pos_ > 60 ? pos_ - 60 : 0, 120) + "...";
+    for (char& c : text)
+      if (c == '\n' || c == '\r') c = ' ';
+    TORCH_CHECK(false, "tsfuse expr: ", why.substr(0, 200), " at offset ", pos_, " in '", text, "'");
   }
   void skipWs() {
     while (pos_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[pos_]))) ++pos_;
@@ -156,6 +162,8 @@ class Parser {
       ++pos_;
       int64_t idx = parseInt();
       if (idx < 0) fail("negative reference");
+      // Indices are compared and counted as int elsewhere: bound them (far above any region).
+      if (idx > kMaxReference) fail("reference " + std::to_string(idx) + " out of range");
       return c == '$' ? Arg::input(idx) : Arg::value(idx);
     }
     if (std::isalpha(static_cast<unsigned char>(c))) {
@@ -265,7 +273,7 @@ std::string Expr::str() const {
 
 void Expr::validate() const {
   TORCH_CHECK(!instrs.empty(), "tsfuse expr: empty expression");
-  int maxInput = -1;
+  int64_t maxInput = -1;
   for (size_t k = 0; k < instrs.size(); ++k) {
     const Instr& ins = instrs[k];
     const OpInfo& info = opInfo(ins.op);
@@ -278,7 +286,9 @@ void Expr::validate() const {
       if (arg.kind == Arg::Kind::Value)
         TORCH_CHECK(arg.i < static_cast<int64_t>(k), "tsfuse expr: instruction %", k,
                     " uses %", arg.i, " before it is defined");
-      if (arg.kind == Arg::Kind::Input) maxInput = std::max<int>(maxInput, static_cast<int>(arg.i));
+      if (arg.isTensor())
+        TORCH_CHECK(arg.i >= 0, "tsfuse expr: instruction %", k, " has a negative reference");
+      if (arg.kind == Arg::Kind::Input) maxInput = std::max<int64_t>(maxInput, arg.i);
       anyTensor |= arg.isTensor();
       bool dtypeSlot = ins.op == Op::To && a == 1;
       TORCH_CHECK((arg.kind == Arg::Kind::DType) == dtypeSlot, "tsfuse expr: instruction %", k,

@@ -74,6 +74,10 @@ ReduceSpec makeReduceSpec(c10::string_view reduction, at::OptionalIntArrayRef di
   } else {
     TORCH_CHECK(name.size() == text.size(), "tsfuse::reduce: only norm takes a parameter, got '", reduction, "'");
   }
+  // An out-of-range ScalarType (e.g. an int from TorchScript) would index ATen's dtype tables.
+  TORCH_CHECK(!dtype || (static_cast<int>(*dtype) >= 0 && *dtype < c10::ScalarType::NumOptions),
+              "tsfuse::reduce: dtype ", static_cast<int>(dtype ? *dtype : c10::ScalarType::Undefined),
+              " is not a ScalarType");
   if (dim) r.dims = dim->vec();
   r.keepdim = keepdim;
   r.dtype = dtype;

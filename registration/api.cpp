@@ -2,16 +2,50 @@
 #include "registration/executor_hook.h"
 #include "tsfuse/tsfuse.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <torch/script.h>
 
+#include <cerrno>
+#include <cstring>
+
 namespace tsfuse {
+namespace {
+
+// The first non-blank line (TorchScript's "Unknown builtin op" message starts with a newline).
+std::string firstLine(const std::string& s) {
+  size_t start = s.find_first_not_of("\n\r ");
+  if (start == std::string::npos) return "";
+  return s.substr(start, s.find('\n', start) - start);
+}
+
+}  // namespace
+
+void checkModuleFile(const std::string& path) {
+  const std::string q = "'" + path + "'";
+  struct stat st {};
+  TORCH_CHECK(::stat(path.c_str(), &st) == 0, "cannot read input ", q, ": ", std::strerror(errno));
+  TORCH_CHECK(!S_ISDIR(st.st_mode), "input ", q, " is a directory, not a TorchScript file");
+  TORCH_CHECK(S_ISREG(st.st_mode), "input ", q, " is not a regular file");
+  TORCH_CHECK(st.st_size != 0, "input ", q, " is empty, not a TorchScript file");
+  TORCH_CHECK(::access(path.c_str(), R_OK) == 0, "cannot read input ", q, ": ", std::strerror(errno));
+}
 
 Report optimize(torch::jit::Module& module, const PipelineOptions& options) {
   return optimizeModule(module, options);
 }
 
 torch::jit::Module load(const std::string& path, const PipelineOptions& options) {
-  torch::jit::Module m = torch::jit::load(path);
+  checkModuleFile(path);
+  torch::jit::Module m;
+  try {
+    m = torch::jit::load(path);
+  } catch (const c10::Error& e) {
+    TORCH_CHECK(false, "cannot load '", path, "' as a TorchScript module: ", firstLine(e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, "cannot load '", path, "' as a TorchScript module: ", firstLine(e.what()));
+  }
   optimizeModule(m, options);
   return m;
 }

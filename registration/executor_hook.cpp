@@ -108,20 +108,69 @@ PipelineOptions optionsFromEnvironment() {
   return o;
 }
 
-ExecutorRegistration registerExecutorPass(PipelineOptions options, bool firstCall) {
-  options.validate();
-  ExecutorRegistration r;
-  r.prePass = torch::jit::registerPrePass([options](std::shared_ptr<torch::jit::Graph>& g) {
-    if (!gEnabled || optedOut(g) || !hasFusibleCandidates(g)) return;
-    stripProfileNodes(g->block());
+namespace {
+
+// NB: torch::jit::registerPrePass / clearPrePass mutate a plain static vector that every graph
+// executor iterates, on whatever thread, when it optimizes a graph: changing it while models run
+// is a data race inside torch (invisible to TSan: libtorch is not instrumented). So torch's list
+// gets ONE trampoline, added by the first registration (at library load, before any model runs)
+// and never removed; registrations live in our own list, replaced copy-on-write under a mutex, so
+// a pass running on another thread keeps the snapshot it started with.
+struct ActivePass {
+  torch::jit::GraphPassNameType id;
+  PipelineOptions options;
+};
+using ActiveList = std::vector<ActivePass>;
+
+struct Registry {
+  std::mutex mu;
+  std::shared_ptr<const ActiveList> active = std::make_shared<const ActiveList>();
+  torch::jit::GraphPassNameType nextId = 1;
+  bool trampolineRegistered = false;
+};
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+std::shared_ptr<const ActiveList> activePasses() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return r.active;
+}
+
+void runActivePasses(std::shared_ptr<torch::jit::Graph>& g) {
+  std::shared_ptr<const ActiveList> active = activePasses();
+  if (active->empty() || !gEnabled || optedOut(g) || !hasFusibleCandidates(g)) return;
+  stripProfileNodes(g->block());
+  for (const ActivePass& p : *active) {
     try {
-      runPipeline(g, options, nullptr, "executor");
+      runPipeline(g, p.options, nullptr, "executor");
     } catch (const std::exception& e) {
       // A pass failure must never take the model down: it then runs as it was written. The
       // passes only rewrite after every check, so a throw leaves the graph valid.
       TSFUSE_LOG(registration, error, "pipeline failed, graph left unoptimized: ", e.what());
     }
-  });
+  }
+}
+
+}  // namespace
+
+ExecutorRegistration registerExecutorPass(PipelineOptions options, bool firstCall) {
+  options.validate();
+  ExecutorRegistration r;
+  {
+    Registry& reg = registry();
+    std::lock_guard<std::mutex> lock(reg.mu);
+    if (!reg.trampolineRegistered) {
+      torch::jit::registerPrePass(runActivePasses);
+      reg.trampolineRegistered = true;
+    }
+    r.prePass = reg.nextId++;
+    auto next = std::make_shared<ActiveList>(*reg.active);
+    next->push_back({r.prePass, std::move(options)});
+    reg.active = std::move(next);
+  }
   if (firstCall) {
     r.previousProfiledRuns = torch::jit::getNumProfiledRuns().load();
     torch::jit::getNumProfiledRuns() = 0;
@@ -132,7 +181,14 @@ ExecutorRegistration registerExecutorPass(PipelineOptions options, bool firstCal
 }
 
 void clearExecutorPass(const ExecutorRegistration& r) {
-  torch::jit::clearPrePass(r.prePass);
+  {
+    Registry& reg = registry();
+    std::lock_guard<std::mutex> lock(reg.mu);
+    auto next = std::make_shared<ActiveList>();
+    for (const ActivePass& p : *reg.active)
+      if (p.id != r.prePass) next->push_back(p);
+    reg.active = std::move(next);
+  }
   if (r.previousProfiledRuns) torch::jit::getNumProfiledRuns() = *r.previousProfiledRuns;
 }
 

@@ -19,16 +19,19 @@
 
 #include <torch/csrc/jit/passes/pass_manager.h>
 
+#include <memory>
 #include <optional>
 
 namespace tsfuse {
 
 struct ExecutorRegistration {
-  torch::jit::GraphPassNameType prePass = 0;
+  torch::jit::GraphPassNameType prePass = 0;  // this registration's id (tsfuse's own, not torch's)
   std::optional<size_t> previousProfiledRuns;  // restored by clear()
 };
 
 // Registers the pipeline as an executor pre-pass. `firstCall` sets the profiled-run count to 0.
+// Thread-safe: registering and clearing while other threads run models is supported (torch's own
+// pre-pass list is only touched once, by the first registration; see executor_hook.cpp).
 ExecutorRegistration registerExecutorPass(PipelineOptions options, bool firstCall);
 // Removes the pre-pass and restores the profiled-run count.
 void clearExecutorPass(const ExecutorRegistration& r);

@@ -12,6 +12,11 @@
 #include <cstring>
 #include <vector>
 
+namespace tsfuse {
+// include/tsfuse/tsfuse.h (not included: torch's headers bring std::quoted into this file's lookup).
+void checkModuleFile(const std::string& path);
+}  // namespace tsfuse
+
 namespace tsfuse::tool {
 namespace {
 
@@ -63,12 +68,11 @@ void installTempCleanupHandlers() {
 }
 
 void checkInputFile(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) throw ioError("cannot read input " + quoted(path) + ": " + sysError());
-  if (S_ISDIR(st.st_mode)) throw ioError("input " + quoted(path) + " is a directory, not a TorchScript file");
-  if (!S_ISREG(st.st_mode)) throw ioError("input " + quoted(path) + " is not a regular file");
-  if (st.st_size == 0) throw ioError("input " + quoted(path) + " is empty, not a TorchScript file");
-  if (::access(path.c_str(), R_OK) != 0) throw ioError("cannot read input " + quoted(path) + ": " + sysError());
+  try {
+    tsfuse::checkModuleFile(path);  // the library's check (tsfuse::load uses it too)
+  } catch (const std::exception& e) {
+    throw ioError(firstLine(e.what()));
+  }
 }
 
 bool sameFile(const std::string& a, const std::string& b) {

@@ -26,7 +26,10 @@ inline ToolError ioError(const std::string& m) { return ToolError(kExitIO, m); }
 // The line of an exception message that says what went wrong (c10::Error messages carry
 // backtraces and context): the first line, or for an error raised inside the TorchScript
 // interpreter (a preamble, then the TorchScript traceback) the last one, "RuntimeError: ...".
-inline std::string firstLine(const std::string& s) {
+inline std::string firstLine(const std::string& text) {
+  // Some messages start with blank lines (TorchScript's "\nUnknown builtin op: ...").
+  size_t start = text.find_first_not_of("\n\r ");
+  const std::string s = start == std::string::npos ? std::string() : text.substr(start);
   std::string line = s.substr(0, s.find('\n'));
   if (line.rfind("The following operation failed in the TorchScript interpreter", 0) == 0) {
     size_t end = s.find_last_not_of("\n ");

@@ -21,8 +21,14 @@ namespace tsfuse {
 // Rewrites every method of `module` in place (what optimize-ts does before saving).
 Report optimize(torch::jit::Module& module, const PipelineOptions& options = {});
 
-// torch::jit::load followed by optimize().
+// torch::jit::load followed by optimize(). Throws c10::Error with a one-line message naming the
+// path when it is missing, a directory, empty, unreadable, or not a loadable TorchScript module
+// (corrupt, truncated, not TorchScript, or calling an op this process does not have).
 torch::jit::Module load(const std::string& path, const PipelineOptions& options = {});
+
+// Throws c10::Error (one line, naming the path) unless `path` is an existing, readable, non-empty
+// regular file. load() checks this first; optimize-ts too.
+void checkModuleFile(const std::string& path);
 
 // Keeps the library linked (an app that calls it cannot lose the load-time registration to
 // --as-needed) and reports whether the executor pass was registered at load (1) or not (0).

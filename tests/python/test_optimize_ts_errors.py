@@ -2,6 +2,8 @@
 leftover temp file, the input's bytes unchanged."""
 import os
 import pathlib
+import random
+import re
 import zipfile
 
 import pytest
@@ -80,6 +82,88 @@ def test_corrupt_or_not_torchscript(optimize_ts, work, model, kind):
     proc = run_tool(optimize_ts, bad, out)
     line = assert_failed_cleanly(proc, IO, out, [(bad, before)], "cannot load", "as a TorchScript module")
     assert "Traceback" not in line and "Exception raised from" not in line
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_bytes(optimize_ts, work, seed):
+    bad = work / f"random{seed}.pt"
+    rng = random.Random(seed)
+    bad.write_bytes(bytes(rng.getrandbits(8) for _ in range(rng.choice([1, 7, 22, 512, 4096, 65536]))))
+    before = sha256(bad)
+    out = work / "out.pt"
+    proc = run_tool(optimize_ts, bad, out)
+    assert_failed_cleanly(proc, IO, out, [(bad, before)], "cannot load", "as a TorchScript module")
+
+
+def rewrite_code(src, dst, edit):
+    """Copies the TorchScript zip `src` to `dst`, passing the text of its code/__torch__.py through edit."""
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
+        for info in zin.infolist():
+            data = zin.read(info.filename)
+            if info.filename.endswith("code/__torch__.py"):
+                data = edit(data.decode()).encode()
+            zout.writestr(info, data)
+
+
+def test_torchscript_with_unknown_op(optimize_ts, work, model):
+    bad = work / "unknown_op.pt"
+
+    def edit(code):
+        new, n = re.subn(r"torch\.(\w+)\(", "ops.tsfuse_nosuch.frobnicate(", code, count=1)
+        assert n == 1, code
+        return new
+
+    rewrite_code(model, bad, edit)
+    before = sha256(bad)
+    out = work / "out.pt"
+    proc = run_tool(optimize_ts, bad, out)
+    assert_failed_cleanly(proc, IO, out, [(bad, before)], "cannot load", "tsfuse_nosuch::frobnicate")
+
+
+def test_torchscript_with_garbled_code(optimize_ts, work, model):
+    bad = work / "garbled.pt"
+    rewrite_code(model, bad, lambda code: code + "\ndef broken(self:\n    return ((\n")
+    before = sha256(bad)
+    out = work / "out.pt"
+    proc = run_tool(optimize_ts, bad, out)
+    assert_failed_cleanly(proc, IO, out, [(bad, before)], "cannot load")
+
+
+MUTANTS = 30
+
+
+def test_mutated_models_fail_cleanly_or_optimize(optimize_ts, work, model, tsfuse_lib):
+    """Seeded mutants of a valid model (truncations, byte flips, zeroed spans): each either
+    optimizes (exit 0, OUT loads) or fails with exit 3 and one line; never a crash or exit 4."""
+    data = model.read_bytes()
+    rng = random.Random(1234)
+    outcomes = {0: 0, IO: 0}
+    for k in range(MUTANTS):
+        m = bytearray(data)
+        kind = k % 3
+        if kind == 0:
+            m = m[: rng.randrange(1, len(m))]
+        elif kind == 1:
+            for _ in range(rng.randint(1, 8)):
+                m[rng.randrange(len(m))] = rng.getrandbits(8)
+        else:
+            at = rng.randrange(len(m))
+            m[at:at + rng.randint(1, 64)] = bytes(min(64, len(m) - at))
+        bad = work / f"mutant{k}.pt"
+        bad.write_bytes(bytes(m))
+        before = sha256(bad)
+        out = work / f"mutant{k}.opt.pt"
+        proc = run_tool(optimize_ts, "-q", bad, out)
+        assert proc.returncode in (0, IO), (k, proc.returncode, proc.stderr)
+        assert sha256(bad) == before
+        assert leftover_temps(work) == []
+        if proc.returncode == 0:
+            torch.jit.load(str(out))
+        else:
+            assert_one_error_line(proc, IO)
+            assert not out.exists()
+        outcomes[proc.returncode] += 1
+    assert outcomes[IO] > 0, outcomes
 
 
 # --- bad outputs (exit 3) -----------------------------------------------------------------------
