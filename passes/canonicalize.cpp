@@ -7,7 +7,6 @@
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/passes/constant_propagation.h>
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
-#include <torch/csrc/jit/passes/lower_tuples.h>
 
 #include <limits>
 #include <unordered_set>
@@ -57,7 +56,7 @@ struct CanonicalizeImpl {
   }
 
   bool run() {
-    torch::jit::LowerSimpleTuples(graph);
+    changed |= forwardTuples(graph->block());
     changed |= torch::jit::ConstantPropagation(graph);
     // Each rewrite invalidates the alias database; rewrites are rare, so restart the walk.
     while (rewriteOne(graph->block())) {
@@ -66,6 +65,22 @@ struct CanonicalizeImpl {
     }
     if (changed) torch::jit::EliminateDeadCode(graph);
     return changed;
+  }
+
+  // TupleUnpack(TupleConstruct(a, b)) -> a, b (inlined helpers returning tuples). Tuples are
+  // immutable, so this is exact. NB: torch's LowerSimpleTuples is not used: its clean-up dropped
+  // an in-place op on a tensor held by a returned list (see CanonicalizeIR tests).
+  bool forwardTuples(Block* block) {
+    bool any = false;
+    for (Node* n : block->nodes()) {
+      for (Block* sub : n->blocks()) any |= forwardTuples(sub);
+      if (n->kind() != c10::prim::TupleUnpack || n->input()->node()->kind() != c10::prim::TupleConstruct) continue;
+      Node* tuple = n->input()->node();
+      if (tuple->inputs().size() != n->outputs().size()) continue;
+      for (size_t i = 0; i < n->outputs().size(); ++i) n->output(i)->replaceAllUsesWith(tuple->input(i));
+      any = true;
+    }
+    return any;
   }
 
   bool rewriteOne(Block* block) {
@@ -111,7 +126,7 @@ struct CanonicalizeImpl {
       return reject("%" + x->debugName() + " is not a fresh elementwise result in the same block (an input, a view, "
                     "or a value from another block may be visible elsewhere)");
     for (const auto& use : x->uses()) {
-      if (use.user == n) continue;
+      if (use.user == n || use.user == functional) continue;  // functional: not inserted yet
       Node* at = ancestorIn(use.user, n->owningBlock());
       if (at && at->isAfter(n)) continue;
       if (!isFreshReader(use.user))
