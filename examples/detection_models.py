@@ -36,6 +36,26 @@ def _box_inter_union(boxes1: Tensor, boxes2: Tensor) -> Tuple[Tensor, Tensor]:
     return inter, union
 
 
+def _upcast(t: Tensor) -> Tensor:
+    # Protects from numerical overflows in multiplications by upcasting to the equivalent higher type
+    if t.is_floating_point():
+        return t if t.dtype in (torch.float32, torch.float64) else t.float()
+    else:
+        return t if t.dtype in (torch.int32, torch.int64) else t.int()
+
+
+def box_iou_upcast(boxes1: Tensor, boxes2: Tensor) -> Tensor:
+    """box_iou with torchvision's _upcast(rb - lt): dtype-dependent control flow in the region."""
+    area1 = box_area(boxes1)
+    area2 = box_area(boxes2)
+    lt = torch.max(boxes1[:, None, :2], boxes2[:, :2])
+    rb = torch.min(boxes1[:, None, 2:], boxes2[:, 2:])
+    wh = _upcast(rb - lt).clamp(min=0)
+    inter = wh[:, :, 0] * wh[:, :, 1]
+    union = area1[:, None] + area2 - inter
+    return inter / union
+
+
 def box_iou(boxes1: Tensor, boxes2: Tensor) -> Tensor:
     inter, union = _box_inter_union(boxes1, boxes2)
     iou = inter / union
@@ -248,6 +268,7 @@ INPUTS = {
 # name -> (function, inputs key)
 FUNCTIONS = {
     "box_iou": (box_iou, "xyxy"),
+    "box_iou_upcast": (box_iou_upcast, "xyxy"),
     "generalized_box_iou": (generalized_box_iou, "xyxy"),
     "distance_box_iou": (distance_box_iou, "xyxy"),
     "complete_box_iou": (complete_box_iou, "xyxy"),

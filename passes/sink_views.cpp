@@ -20,6 +20,9 @@ using torch::jit::Graph;
 using torch::jit::toIValue;
 
 constexpr const char* kPass = "sink_views";
+// Sinking recomputes the intermediate's subexpression once per view; beyond this many recomputed
+// ops in all, storing the intermediate is the better trade.
+constexpr size_t kMaxRecomputed = 256;
 
 enum class ViewKind { None, Select, Slice, Unsqueeze };
 
@@ -165,6 +168,10 @@ struct SinkViewsImpl {
         }
       }
     }
+    if (nodes.size() * x->uses().size() > kMaxRecomputed)
+      return reject(v, "its " + std::to_string(x->uses().size()) + " views would recompute " +
+                           std::to_string(nodes.size()) + " elementwise ops each (limit " +
+                           std::to_string(kMaxRecomputed) + " in all)");
     std::sort(nodes.begin(), nodes.end(), [](Node* a, Node* b) { return a->isBefore(b); });
     std::vector<Value*> leaves;
     for (Node* n : nodes)
