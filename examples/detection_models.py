@@ -176,6 +176,13 @@ def bbox_iou(box1: Tensor, box2: Tensor, xywh: bool = True, GIoU: bool = False, 
     return iou
 
 
+def yolo_box_iou(box1: Tensor, box2: Tensor, eps: float = 1e-7) -> Tensor:
+    """yolov5 utils/metrics.py box_iou style (xyxy), with an in-place clamp_ on the intermediate."""
+    (a1, a2), (b1, b2) = box1.unsqueeze(1).chunk(2, 2), box2.unsqueeze(0).chunk(2, 2)
+    inter = (torch.min(a2, b2) - torch.max(a1, b1)).clamp_(0).prod(2)
+    return inter / ((a2 - a1).prod(2) + (b2 - b1).prod(2) - inter + eps)
+
+
 def yolo_iou(box1: Tensor, box2: Tensor) -> Tensor:
     return bbox_iou(box1[:, None], box2[None], True, False, False, 1e-7).squeeze(-1)
 
@@ -274,6 +281,7 @@ FUNCTIONS = {
     "complete_box_iou": (complete_box_iou, "xyxy"),
     "mmdet_iou": (mmdet_iou, "batched_xyxy"),
     "mmdet_giou": (mmdet_giou, "batched_xyxy"),
+    "yolo_box_iou": (yolo_box_iou, "xyxy"),
     "yolo_iou": (yolo_iou, "xywh"),
     "yolo_giou_xyxy": (yolo_giou_xyxy, "xyxy"),
     "yolo_diou": (yolo_diou, "xywh"),

@@ -95,6 +95,23 @@ TEST(CanonicalizeIR, InPlaceOnIntermediateWithAViewReadLaterIsKept) {
   EXPECT_TRUE(sameOutputs(ref, g, inputs(6)));
 }
 
+TEST(CanonicalizeIR, InPlaceOnIntermediateWhoseViewIsAGraphOutputIsKept) {
+  // The returned %v aliases %s: the caller must see the doubled values.
+  auto g = graphOf(R"IR(
+  %s : Tensor = aten::sub(%a, %b, %one)
+  %v : Tensor = aten::unsqueeze(%s, %zero)
+  %c : Tensor = aten::mul_(%s, %two)
+  %m : Tensor = aten::abs(%c)
+  return (%v, %m)
+)IR");
+  auto ref = g->copy();
+  PassRun c = runCanonicalize(g);
+  EXPECT_TRUE(fileCheck(c.ir, [](FileCheck& fc) { fc.check("aten::mul_"); })) << c.dump();
+  EXPECT_TRUE(c.rejectedWith("which may alias it")) << c.dump();
+  runPipelineOn(g);
+  EXPECT_TRUE(sameOutputs(ref, g, inputs(12)));
+}
+
 TEST(CanonicalizeIR, InPlaceOnIntermediateHeldByAListIsKept) {
   auto g = graphOf(R"IR(
   %s : Tensor = aten::sub(%a, %b, %one)

@@ -35,6 +35,9 @@ EXPECT = {
     # halves), union and the rest are three pairwise ops; no [B,N,M,2] value is stored.
     "mmdet_iou": (3, 0, ["aten::clamp", "aten::div"]),
     "mmdet_giou": (3, 0, ["aten::clamp", "aten::div"]),
+    # clamp_ on the [N,M,2] intermediate becomes out-of-place; each prod(2) is a tsfuse::reduce;
+    # `inter` ([N,M], a reduction result used twice) is stored and read by the final pairwise op.
+    "yolo_box_iou": (1, 3, ["aten::clamp", "aten::min(", "aten::max(", "aten::prod"]),
     "yolo_iou": (1, 0, ["aten::clamp", "aten::div", "aten::minimum", "aten::maximum"]),
     "yolo_giou_xyxy": (1, 0, ["aten::clamp", "aten::div", "aten::minimum", "aten::maximum"]),
     "yolo_diou": (1, 0, ["aten::clamp", "aten::div", "aten::minimum", "aten::maximum", "aten::pow"]),
