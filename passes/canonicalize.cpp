@@ -92,6 +92,32 @@ struct CanonicalizeImpl {
     return false;
   }
 
+  // Why x.op_(args) and x.op(args) could differ in dtype or shape, or "". The in-place form keeps
+  // x's dtype and shape (or raises); the functional one promotes and broadcasts. They agree when
+  // every other argument is a constant scalar and the promotion cannot change x's dtype: with a
+  // float scalar or a float-valued op, x must be floating (its producer always returns floats);
+  // with int scalars, x must not be bool (its producer never returns bool).
+  static std::string dtypeHazard(const ElementwiseMatch& fm, Op producer) {
+    static const std::unordered_set<Op> kAllowed = {Op::Add, Op::AddAlpha, Op::Sub, Op::SubAlpha, Op::Mul, Op::Div,
+                                                    Op::Clamp, Op::Pow, Op::Neg, Op::Abs, Op::Relu, Op::Sqrt,
+                                                    Op::Exp, Op::Log, Op::Sigmoid};
+    static const std::unordered_set<Op> kFloatValued = {Op::Div, Op::Sqrt, Op::Exp, Op::Log, Op::Sigmoid};
+    static const std::unordered_set<Op> kNeverBool = {Op::Sub, Op::SubAlpha, Op::Neg, Op::Div, Op::Sqrt,
+                                                      Op::Exp, Op::Log, Op::Sigmoid};
+    if (!kAllowed.count(fm.op)) return "its out-of-place form returns another dtype";
+    bool floatScalar = kFloatValued.count(fm.op) > 0;
+    for (size_t i = 1; i < fm.args.size(); ++i) {
+      const MatchedArg& a = fm.args[i];
+      if (a.tensor) return "a tensor argument could change the result's dtype or shape";
+      if (a.constant.kind == Arg::Kind::Float) floatScalar = true;
+      else if (a.constant.kind == Arg::Kind::Bool) return "a bool argument could change the result's dtype";
+    }
+    if (floatScalar && !kFloatValued.count(producer))
+      return "the mutated value may be an integer tensor (the out-of-place result would be float)";
+    if (!kNeverBool.count(producer)) return "the mutated value may be a bool tensor (promotion could change its dtype)";
+    return "";
+  }
+
   // x.op_(args) -> y = x.op(args); uses of the result and later uses of x -> y
   // NB: the rewrite is exact only if no one but the uses we rename can see x's memory: x must be
   // the fresh output of an elementwise op in n's block (not an input, not a view or alias of
@@ -125,6 +151,8 @@ struct CanonicalizeImpl {
         producer->kind() == c10::aten::to)
       return reject("%" + x->debugName() + " is not a fresh elementwise result in the same block (an input, a view, "
                     "or a value from another block may be visible elsewhere)");
+    std::string why = dtypeHazard(fm, pm.op);
+    if (!why.empty()) return reject(why);
     for (const auto& use : x->uses()) {
       if (use.user == n || use.user == functional) continue;  // functional: not inserted yet
       Node* at = ancestorIn(use.user, n->owningBlock());

@@ -53,15 +53,38 @@ TEST(CanonicalizeIR, InPlaceResultAndLaterUsesSeeTheNewValue) {
   %s : Tensor = aten::sub(%a, %b, %one)
   %r : Tensor = aten::abs(%s)
   %c : Tensor = aten::mul_(%s, %two)
-  %d : Tensor = aten::add_(%c, %b, %one)
+  %t : Tensor = aten::div(%a, %b)
+  %e : Tensor = aten::exp_(%t)
   %m : Tensor = aten::mul(%s, %r)
-  return (%m, %d, %s)
+  return (%m, %c, %s, %e, %t)
 )IR");
   auto ref = g->copy();
   PassRun c = runCanonicalize(g);
   EXPECT_EQ(c.rewrites(), 2) << c.dump();
-  EXPECT_TRUE(fileCheck(c.ir, [](FileCheck& fc) { fc.check_not("aten::mul_")->check_not("aten::add_"); }));
+  EXPECT_TRUE(fileCheck(c.ir, [](FileCheck& fc) { fc.check_not("aten::mul_")->check_not("aten::exp_"); }));
   EXPECT_TRUE(sameOutputs(ref, g, inputs(3)));
+}
+
+TEST(CanonicalizeIR, InPlaceWhoseOutOfPlaceFormCouldChangeDtypeOrShapeIsKept) {
+  // div_ on a possibly-integer sum (eager raises; div would return floats), mul_ on a possibly-bool
+  // product (bool * 2 promotes), add_ of a tensor (could broadcast or promote), lt_ (keeps dtype).
+  auto g = graphOf(R"IR(
+  %s : Tensor = aten::add(%a, %b, %one)
+  %c : Tensor = aten::div_(%s, %two)
+  %p : Tensor = aten::mul(%a, %b)
+  %d : Tensor = aten::mul_(%p, %two)
+  %q : Tensor = aten::sub(%a, %b, %one)
+  %e : Tensor = aten::add_(%q, %b, %one)
+  %u : Tensor = aten::sub(%a, %b, %one)
+  %f : Tensor = aten::lt_(%u, %one)
+  return (%c, %d, %e, %f)
+)IR");
+  PassRun c = runCanonicalize(g);
+  EXPECT_EQ(c.rewrites(), 0) << c.dump();
+  EXPECT_TRUE(c.rejectedWith("may be an integer tensor")) << c.dump();
+  EXPECT_TRUE(c.rejectedWith("may be a bool tensor")) << c.dump();
+  EXPECT_TRUE(c.rejectedWith("a tensor argument could change")) << c.dump();
+  EXPECT_TRUE(fileCheck(c.ir, [](FileCheck& fc) { fc.check("aten::div_")->check("aten::mul_")->check("aten::add_")->check("aten::lt_"); }));
 }
 
 TEST(CanonicalizeIR, InPlaceOnGraphInputIsKept) {
