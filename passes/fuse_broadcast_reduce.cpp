@@ -58,6 +58,36 @@ struct FuseBroadcastReduceImpl {
     return false;
   }
 
+  // True when every use of v is a reduction of v (e.g. a minimum along each dim, as in Chamfer).
+  static bool onlyReductions(Value* v) {
+    for (const auto& use : v->uses()) {
+      ReductionMatch m;
+      if (use.offset != 0 || use.user->owningBlock() != v->node()->owningBlock() ||
+          !matchReduction(use.user, m, nullptr))
+        return false;
+    }
+    return true;
+  }
+
+  // reduction_k(f(x)), reduction_j(f(x))  =>  reduction_k(f'(x)), reduction_j(f(x))
+  // Clones the region producing v for `reduction` alone, so each reduction fuses on its own and
+  // the shared broadcast value is never stored. Returns the clone of v's producer.
+  Node* duplicateFor(Node* reduction, Value* v, const Region& r) {
+    std::unordered_map<Value*, Value*> map;
+    torch::jit::WithInsertPoint guard(reduction);
+    for (Node* n : r.nodes) {
+      Node* c = graph->insertNode(graph->createClone(n, [&](Value* in) {
+        auto it = map.find(in);
+        return it == map.end() ? in : it->second;
+      }));
+      c->setSourceRange(n->sourceRange());
+      map[n->output()] = c->output();
+    }
+    reduction->replaceInputWith(v, map.at(v));
+    aliasDb.reset();
+    return map.at(v)->node();
+  }
+
   // reduce: reduction((elementwise op)+)  =>  tsfuse::reduce(operands, expr, kind, dim, keepdim, dtype)
   bool tryFuse(Node* reduction, const ReductionMatch& rm) {
     Node* producer = rm.input->node();
@@ -65,7 +95,7 @@ struct FuseBroadcastReduceImpl {
     std::string why;
     if (producer->owningBlock() != reduction->owningBlock() || !matchElementwise(producer, m, &why))
       return false;  // reducing a value no elementwise op made here: not a candidate
-    if (rm.input->uses().size() != 1)
+    if (rm.input->uses().size() != 1 && !onlyReductions(rm.input))
       return notifyMatchFailure(reduction, {describeNode(producer)}, {nodeId(producer)},
                                 "the reduced value %" + rm.input->debugName() +
                                     " is also used elsewhere, so it is materialised anyway");
@@ -73,6 +103,12 @@ struct FuseBroadcastReduceImpl {
     if (!aliasDb) aliasDb = std::make_unique<AliasDb>(graph);
     std::string hazard = regionHazard(r, *aliasDb);
     if (!hazard.empty()) return notifyMatchFailure(reduction, r.describe(), r.ids(), hazard);
+    std::string dup;
+    if (rm.input->uses().size() != 1) {  // several reductions: this one gets its own copy
+      dup = "; the elementwise region is recomputed for each of the " +
+            std::to_string(rm.input->uses().size()) + " reductions of %" + rm.input->debugName();
+      r = growRegion(duplicateFor(reduction, rm.input, r));
+    }
 
     FusionEvent e;
     e.kind = FusionEvent::Kind::Rewrite;
@@ -86,6 +122,7 @@ struct FuseBroadcastReduceImpl {
     e.reason = "fused " + std::to_string(r.nodes.size()) + " elementwise ops and " +
                reduction->kind().toQualString();
     for (const auto& b : r.boundary) e.reason += "; " + b;
+    e.reason += dup;
 
     c10::IValue dims;  // None: all dims
     if (rm.spec.dims) dims = c10::IValue(c10::List<int64_t>(*rm.spec.dims));

@@ -251,4 +251,11 @@ bool matchReduction(Node* n, ReductionMatch& out, std::string* why) {
   return true;
 }
 
+bool isFreshReader(Node* n) {
+  ElementwiseMatch m;
+  ReductionMatch r;
+  if (matchElementwise(n, m, nullptr)) return n->kind() != c10::aten::to;
+  return matchReduction(n, r, nullptr);
+}
+
 }  // namespace tsfuse

@@ -39,4 +39,9 @@ struct ReductionMatch {
 
 bool matchReduction(Node* n, ReductionMatch& out, std::string* why);
 
+// True when `n` only reads its tensor inputs and returns fresh tensors: a matched elementwise op
+// other than to() (which may return its input), or a matched reduction. Such a use can neither
+// observe a later write to its input nor let one escape.
+bool isFreshReader(Node* n);
+
 }  // namespace tsfuse

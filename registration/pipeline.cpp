@@ -1,7 +1,9 @@
 #include "registration/pipeline.h"
 
+#include "passes/canonicalize.h"
 #include "passes/fuse_broadcast_reduce.h"
 #include "passes/fuse_pairwise.h"
+#include "passes/sink_views.h"
 #include "tsfuse/log.h"
 
 #include <torch/csrc/jit/api/function_impl.h>
@@ -21,6 +23,10 @@ const std::vector<PassInfo>& pipelinePasses() {
          torch::jit::Inline(*g);
          return true;
        }},
+      {"canonicalize", "lower tuples, fold constants, in-place -> out-of-place, identity slices, values-only max/min(dim)",
+       Canonicalize},
+      {"sink_views", "select/slice/unsqueeze of an elementwise intermediate -> the same ops on views of its leaves",
+       SinkViews},
       {"fuse_broadcast_reduce", "reduction of an elementwise region -> tsfuse::reduce", FuseBroadcastReduce},
       {"fuse_pairwise", "elementwise region of >= 2 ops -> tsfuse::pairwise", FusePairwise},
       {"cleanup", "dead code elimination",
@@ -78,7 +84,7 @@ bool runPipeline(std::shared_ptr<torch::jit::Graph>& graph, const PipelineOption
     bool c = pass.run(graph);
     if (options.observe) options.observe(graphName, pass.name, *graph);
     TSFUSE_LOG(registration, debug, "pass ", pass.name, " on '", graphName, "': ", c ? "changed" : "unchanged");
-    changed |= c && pass.name != "inline";
+    changed |= c && pass.name != "inline" && pass.name != "canonicalize";
   }
   return changed;
 }

@@ -1,9 +1,11 @@
 // The tsfuse pipeline: an explicit, ordered list of named passes, each one switchable.
 //
 //   1. inline                 prim::CallMethod / prim::CallFunction -> their bodies
-//   2. fuse_broadcast_reduce  reduction(elementwise region) -> tsfuse::reduce
-//   3. fuse_pairwise          elementwise region (>= 2 ops)  -> tsfuse::pairwise
-//   4. cleanup                dead code elimination
+//   2. canonicalize           tuples, constants, in-place -> out-of-place, identity slices, ...
+//   3. sink_views             view(elementwise intermediate) -> elementwise(views of its leaves)
+//   4. fuse_broadcast_reduce  reduction(elementwise region) -> tsfuse::reduce
+//   5. fuse_pairwise          elementwise region (>= 2 ops)  -> tsfuse::pairwise
+//   6. cleanup                dead code elimination
 //
 // Reductions go first so their elementwise input is claimed whole by tsfuse::reduce.
 #pragma once

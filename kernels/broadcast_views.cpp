@@ -1,0 +1,108 @@
+// View-only helper ops for the sink_views pass (passes/sink_views.h).
+//
+// sink_views rewrites a view of an elementwise intermediate X = f(l_0, ..., l_k) into the same
+// elementwise expression over views of the leaves l_i, so the fusion passes see one region and
+// the intermediate is never stored:
+//
+//   select(f(l...), dim, i)          ->  f(tsfuse::broadcast_select([l...], dim, i)...)
+//   slice(f(l...), dim, s, e, step)  ->  f(tsfuse::broadcast_slice([l...], dim, s, e, step)...)
+//   unsqueeze(f(l...), dim)          ->  f(tsfuse::broadcast_unsqueeze([l...], dim)...)
+//
+// `dim` is relative to X, i.e. to the broadcast shape of the leaves, which scripted graphs
+// rarely know statically. These ops resolve it at call time against the actual broadcast shape,
+// so no static rank assumption can pick a wrong dim. Per leaf of rank r in a broadcast of rank R
+// (leaves are aligned at the right), with d the wrapped dim and S = broadcast size at d:
+//   * the leaf lacks d (d < R - r), or is 0-dim     -> unchanged (it broadcasts as before)
+//   * its size at d equals S                        -> the view itself (same dim, shifted)
+//   * its size at d is 1 != S (a broadcast dim)     -> slice: unchanged; select: index 0
+//                                                      (the leaf of size S checks the index)
+//   * unsqueeze when every leaf is 0-dim (R == 0)   -> every leaf becomes [1]
+//   * select would turn a 1-D leaf into a 0-dim one -> a [1] view instead, because 0-dim
+//     tensors take part in type promotion with a lower priority than dimensioned ones (the
+//     pass guarantees the result has rank >= 1, so a trailing [1] only broadcasts)
+// Every result is a view of its leaf (autograd sees ordinary select/slice/unsqueeze).
+//
+// NB: like aten::broadcast_tensors, the schemas carry no alias annotation although the outputs
+// are views; sink_views only emits them when neither the leaves nor the outputs are written.
+#include <ATen/ATen.h>
+#include <ATen/ExpandUtils.h>
+#include <ATen/WrapDimUtils.h>
+#include <torch/library.h>
+
+#include <optional>
+#include <vector>
+
+namespace tsfuse {
+namespace {
+
+std::vector<int64_t> broadcastShape(at::TensorList leaves) {
+  std::vector<int64_t> shape;
+  for (const auto& t : leaves) shape = at::infer_size(shape, t.sizes());
+  return shape;
+}
+
+// The leaf's own dim for broadcast dim d, or -1 when the leaf does not reach it.
+int64_t leafDim(int64_t d, int64_t R, const at::Tensor& leaf) { return d - (R - leaf.dim()); }
+
+std::vector<at::Tensor> broadcastSelect(at::TensorList leaves, int64_t dim, int64_t index) {
+  auto shape = broadcastShape(leaves);
+  const int64_t R = static_cast<int64_t>(shape.size());
+  const int64_t d = at::maybe_wrap_dim(dim, R);
+  const int64_t S = shape[d];
+  TORCH_CHECK_INDEX(index >= -S && index < S, "select(): index ", index, " out of range for tensor of size ",
+                    at::IntArrayRef(shape), " at dimension ", d);
+  std::vector<at::Tensor> out;
+  for (const auto& leaf : leaves) {
+    int64_t ld = leafDim(d, R, leaf);
+    if (leaf.dim() == 0 || ld < 0) {
+      out.push_back(leaf);
+      continue;
+    }
+    at::Tensor v = leaf.select(ld, leaf.size(ld) == S ? index : 0);
+    out.push_back(leaf.dim() == 1 && R >= 2 ? v.unsqueeze(0) : v);  // sink_views proves R >= 2
+  }
+  return out;
+}
+
+std::vector<at::Tensor> broadcastSlice(at::TensorList leaves, int64_t dim, std::optional<int64_t> start,
+                                       std::optional<int64_t> end, int64_t step) {
+  auto shape = broadcastShape(leaves);
+  const int64_t R = static_cast<int64_t>(shape.size());
+  const int64_t d = at::maybe_wrap_dim(dim, R);
+  const int64_t S = shape[d];
+  TORCH_CHECK(step > 0, "slice step must be positive");
+  std::vector<at::Tensor> out;
+  for (const auto& leaf : leaves) {
+    int64_t ld = leafDim(d, R, leaf);
+    if (leaf.dim() == 0 || ld < 0 || leaf.size(ld) != S) {
+      out.push_back(leaf);
+      continue;
+    }
+    out.push_back(leaf.slice(ld, start, end, step));
+  }
+  return out;
+}
+
+std::vector<at::Tensor> broadcastUnsqueeze(at::TensorList leaves, int64_t dim) {
+  auto shape = broadcastShape(leaves);
+  const int64_t R = static_cast<int64_t>(shape.size());
+  const int64_t d = at::maybe_wrap_dim(dim, R + 1);
+  std::vector<at::Tensor> out;
+  for (const auto& leaf : leaves) {
+    int64_t ld = leafDim(d, R, leaf);
+    // All leaves 0-dim (R == 0): each becomes [1], so all stay alike for type promotion.
+    if (R == 0) out.push_back(leaf.unsqueeze(0));
+    else out.push_back(leaf.dim() == 0 || ld < 0 ? leaf : leaf.unsqueeze(ld));
+  }
+  return out;
+}
+
+}  // namespace
+}  // namespace tsfuse
+
+TORCH_LIBRARY_FRAGMENT(tsfuse, m) {
+  m.def("broadcast_select(Tensor[] leaves, int dim, int index) -> Tensor[]", tsfuse::broadcastSelect);
+  m.def("broadcast_slice(Tensor[] leaves, int dim=0, int? start=None, int? end=None, int step=1) -> Tensor[]",
+        tsfuse::broadcastSlice);
+  m.def("broadcast_unsqueeze(Tensor[] leaves, int dim) -> Tensor[]", tsfuse::broadcastUnsqueeze);
+}

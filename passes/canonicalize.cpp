@@ -1,0 +1,228 @@
+#include "passes/canonicalize.h"
+
+#include "passes/events.h"
+#include "passes/op_table.h"
+
+#include <torch/csrc/jit/ir/alias_analysis.h>
+#include <torch/csrc/jit/ir/constants.h>
+#include <torch/csrc/jit/passes/constant_propagation.h>
+#include <torch/csrc/jit/passes/dead_code_elimination.h>
+
+#include <limits>
+#include <unordered_set>
+
+namespace tsfuse {
+namespace {
+
+using torch::jit::AliasDb;
+using torch::jit::Block;
+using torch::jit::Graph;
+using torch::jit::toIValue;
+
+constexpr const char* kPass = "canonicalize";
+
+// The node of `n`'s ancestry (n itself or a node owning one of its blocks) that lies in `block`.
+Node* ancestorIn(Node* n, Block* block) {
+  while (n && n->owningBlock() != block) n = n->owningBlock()->owningNode();
+  return n;
+}
+
+bool isIntConstant(Value* v, int64_t want) {
+  auto iv = toIValue(v);
+  return iv && iv->isInt() && iv->toInt() == want;
+}
+
+struct CanonicalizeImpl {
+  std::shared_ptr<Graph> graph;
+  std::unique_ptr<AliasDb> aliasDb;
+  std::unordered_set<Node*> rejected;  // in-place nodes already reported (the walk restarts)
+  bool changed = false;
+
+  explicit CanonicalizeImpl(std::shared_ptr<Graph> g) : graph(std::move(g)) {}
+
+  AliasDb& aliases() {
+    if (!aliasDb) aliasDb = std::make_unique<AliasDb>(graph);
+    return *aliasDb;
+  }
+
+  void emit(FusionEvent::Kind kind, Node* n, std::string reason, std::string into = "") {
+    FusionEvent e;
+    e.kind = kind;
+    e.fusedOp = std::move(into);
+    e.pass = kPass;
+    e.nodes = {describeNode(n)};
+    e.reason = std::move(reason);
+    emitEvent(std::move(e));
+  }
+
+  bool run() {
+    changed |= forwardTuples(graph->block());
+    changed |= torch::jit::ConstantPropagation(graph);
+    // Each rewrite invalidates the alias database; rewrites are rare, so restart the walk.
+    while (rewriteOne(graph->block())) {
+      aliasDb.reset();
+      changed = true;
+    }
+    if (changed) torch::jit::EliminateDeadCode(graph);
+    return changed;
+  }
+
+  // TupleUnpack(TupleConstruct(a, b)) -> a, b (inlined helpers returning tuples). Tuples are
+  // immutable, so this is exact. NB: torch's LowerSimpleTuples is not used: its clean-up dropped
+  // an in-place op on a tensor held by a returned list (see CanonicalizeIR tests).
+  bool forwardTuples(Block* block) {
+    bool any = false;
+    for (Node* n : block->nodes()) {
+      for (Block* sub : n->blocks()) any |= forwardTuples(sub);
+      if (n->kind() != c10::prim::TupleUnpack || n->input()->node()->kind() != c10::prim::TupleConstruct) continue;
+      Node* tuple = n->input()->node();
+      if (tuple->inputs().size() != n->outputs().size()) continue;
+      for (size_t i = 0; i < n->outputs().size(); ++i) n->output(i)->replaceAllUsesWith(tuple->input(i));
+      any = true;
+    }
+    return any;
+  }
+
+  bool rewriteOne(Block* block) {
+    for (Node* n : block->nodes()) {
+      for (Block* sub : n->blocks())
+        if (rewriteOne(sub)) return true;
+      if (tryInPlace(n) || tryIdentitySlice(n) || tryValuesOnlyMinMax(n)) return true;
+    }
+    return false;
+  }
+
+  // Why x.op_(args) and x.op(args) could differ in dtype or shape, or "". The in-place form keeps
+  // x's dtype and shape (or raises); the functional one promotes and broadcasts. They agree when
+  // every other argument is a constant scalar and the promotion cannot change x's dtype: with a
+  // float scalar or a float-valued op, x must be floating (its producer always returns floats);
+  // with int scalars, x must not be bool (its producer never returns bool).
+  static std::string dtypeHazard(const ElementwiseMatch& fm, Op producer) {
+    static const std::unordered_set<Op> kAllowed = {Op::Add, Op::AddAlpha, Op::Sub, Op::SubAlpha, Op::Mul, Op::Div,
+                                                    Op::Clamp, Op::Pow, Op::Neg, Op::Abs, Op::Relu, Op::Sqrt,
+                                                    Op::Exp, Op::Log, Op::Sigmoid};
+    static const std::unordered_set<Op> kFloatValued = {Op::Div, Op::Sqrt, Op::Exp, Op::Log, Op::Sigmoid};
+    static const std::unordered_set<Op> kNeverBool = {Op::Sub, Op::SubAlpha, Op::Neg, Op::Div, Op::Sqrt,
+                                                      Op::Exp, Op::Log, Op::Sigmoid};
+    if (!kAllowed.count(fm.op)) return "its out-of-place form returns another dtype";
+    bool floatScalar = kFloatValued.count(fm.op) > 0;
+    for (size_t i = 1; i < fm.args.size(); ++i) {
+      const MatchedArg& a = fm.args[i];
+      if (a.tensor) return "a tensor argument could change the result's dtype or shape";
+      if (a.constant.kind == Arg::Kind::Float) floatScalar = true;
+      else if (a.constant.kind == Arg::Kind::Bool) return "a bool argument could change the result's dtype";
+    }
+    if (floatScalar && !kFloatValued.count(producer))
+      return "the mutated value may be an integer tensor (the out-of-place result would be float)";
+    if (!kNeverBool.count(producer)) return "the mutated value may be a bool tensor (promotion could change its dtype)";
+    return "";
+  }
+
+  // x.op_(args) -> y = x.op(args); uses of the result and later uses of x -> y
+  // NB: the rewrite is exact only if no one but the uses we rename can see x's memory: x must be
+  // the fresh output of an elementwise op in n's block (not an input, not a view or alias of
+  // anything), and every use of x before n must be a fresh reader (an elementwise op or a
+  // reduction: it cannot create an alias that would observe the write later). Uses after n
+  // (views, returns, other in-place ops) see y instead, which holds what x would have held.
+  bool tryInPlace(Node* n) {
+    if (rejected.count(n)) return false;
+    const std::string name = n->kind().toUnqualString();
+    if (!n->kind().is_aten() || name.size() < 2 || name.back() != '_' || name[name.size() - 2] == '_') return false;
+    if (n->inputs().empty() || n->outputs().size() != 1) return false;
+    Value* x = n->input(0);
+    if (!x->type()->isSubtypeOf(*c10::TensorType::get())) return false;
+    // The functional form must exist and be fusible, or the rewrite buys nothing.
+    Node* functional = graph->create(c10::Symbol::aten(name.substr(0, name.size() - 1)), n->inputs(), 1);
+    ElementwiseMatch fm;
+    bool fusible = functional->maybeSchema() && matchElementwise(functional, fm, nullptr);
+    if (!fusible) {
+      functional->destroy();
+      return false;
+    }
+    auto reject = [&](const std::string& why) {
+      functional->destroy();
+      rejected.insert(n);
+      emit(FusionEvent::Kind::Reject, n, "in-place " + std::string(n->kind().toQualString()) + " kept: " + why);
+      return false;
+    };
+    Node* producer = x->node();
+    ElementwiseMatch pm;
+    if (producer->owningBlock() != n->owningBlock() || !matchElementwise(producer, pm, nullptr) ||
+        producer->kind() == c10::aten::to)
+      return reject("%" + x->debugName() + " is not a fresh elementwise result in the same block (an input, a view, "
+                    "or a value from another block may be visible elsewhere)");
+    std::string why = dtypeHazard(fm, pm.op);
+    if (!why.empty()) return reject(why);
+    for (const auto& use : x->uses()) {
+      if (use.user == n || use.user == functional) continue;  // functional: not inserted yet
+      Node* at = ancestorIn(use.user, n->owningBlock());
+      if (at && at->isAfter(n)) continue;
+      if (!isFreshReader(use.user))
+        return reject("%" + x->debugName() + " is used before the write by " + describeNode(use.user) +
+                      ", which may alias it");
+    }
+    if (aliases().mayContainAlias(x, graph->inputs()))
+      return reject("%" + x->debugName() + " may alias a graph input");
+    functional->output()->setType(n->output()->type());
+    functional->insertBefore(n);
+    functional->setSourceRange(n->sourceRange());
+    Value* y = functional->output();
+    n->output()->replaceAllUsesWith(y);
+    x->replaceAllUsesAfterNodeWith(n, y);
+    emit(FusionEvent::Kind::Rewrite, n,
+         std::string("in-place ") + n->kind().toQualString() + " on a fresh intermediate -> " +
+             functional->kind().toQualString(),
+         functional->kind().toQualString());
+    n->destroy();
+    return true;
+  }
+
+  // slice(x, d, None|0, None|INT64_MAX, 1) -> x, when the slice is only read
+  // NB: the slice is the same memory as x; replacing it is exact when nothing writes either and
+  // its uses only read values (so no identity or aliasing of the slice is observable).
+  bool tryIdentitySlice(Node* n) {
+    if (n->kind() != c10::aten::slice || n->inputs().size() != 5) return false;
+    if (!n->input(0)->type()->isSubtypeOf(*c10::TensorType::get())) return false;
+    auto start = toIValue(n->input(2));
+    auto end = toIValue(n->input(3));
+    bool fromStart = start && (start->isNone() || (start->isInt() && start->toInt() == 0));
+    bool toEnd = end && (end->isNone() || (end->isInt() && end->toInt() == std::numeric_limits<int64_t>::max()));
+    if (!fromStart || !toEnd || !isIntConstant(n->input(4), 1) || !toIValue(n->input(1))) return false;
+    Value* out = n->output();
+    for (const auto& use : out->uses()) {
+      Node* u = use.user;
+      bool view = u->kind() == c10::aten::select || u->kind() == c10::aten::slice || u->kind() == c10::aten::unsqueeze;
+      if (!(isFreshReader(u) || (view && use.offset == 0))) return false;
+    }
+    if (aliases().hasWriters(out) || aliases().hasWriters(n->input(0))) return false;
+    out->replaceAllUsesWith(n->input(0));
+    n->destroy();
+    return true;
+  }
+
+  // values, indices = max|min(x, dim, keepdim) with indices unused -> amax|amin(x, [dim], keepdim)
+  // (the same values, NaN propagation and empty-dim error as eager's max/min with dim)
+  bool tryValuesOnlyMinMax(Node* n) {
+    bool isMax = n->kind() == c10::aten::max, isMin = n->kind() == c10::aten::min;
+    if (!(isMax || isMin) || n->outputs().size() != 2 || n->inputs().size() != 3) return false;
+    const c10::FunctionSchema* s = n->maybeSchema();
+    if (!s || s->overload_name() != "dim" || n->output(1)->hasUses()) return false;
+    torch::jit::WithInsertPoint guard(n);
+    Value* dims = graph->insertNode(graph->createList(c10::IntType::get(), {n->input(1)}))->output();
+    Node* r = graph->insertNode(graph->create(isMax ? c10::aten::amax : c10::aten::amin, {n->input(0), dims, n->input(2)}, 1));
+    r->output()->setType(n->output(0)->type());
+    r->setSourceRange(n->sourceRange());
+    n->output(0)->replaceAllUsesWith(r->output());
+    emit(FusionEvent::Kind::Rewrite, n,
+         std::string(isMax ? "max" : "min") + "(dim) whose indices are unused -> " + (isMax ? "amax" : "amin"),
+         r->kind().toQualString());
+    n->destroy();
+    return true;
+  }
+};
+
+}  // namespace
+
+bool Canonicalize(std::shared_ptr<Graph>& graph) { return CanonicalizeImpl(graph).run(); }
+
+}  // namespace tsfuse

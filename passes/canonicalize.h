@@ -1,0 +1,20 @@
+// Canonicalization, the first pipeline pass after inlining: rewrites the spellings real code uses
+// into the one form the matchers know, so matchers stay small.
+//
+//   1. tuples built and immediately unpacked (inlined helpers returning tuples) are lowered, and
+//      constants propagated (flags such as `mode == "giou"` or `GIoU=False` fold their branches)
+//   2. x.op_(...) on a fresh elementwise intermediate      -> y = x.op(...), later uses of x -> y
+//      (only when alias analysis shows nothing else can observe x: see canonicalize.cpp)
+//   3. slice(x, d, None|0, None|INT64_MAX, 1) read only    -> x   (identity views, common in traces)
+//   4. values, _ = max|min(x, dim, keepdim) (indices dead) -> amax|amin(x, [dim], keepdim)
+#pragma once
+
+#include <torch/csrc/jit/ir/ir.h>
+
+#include <memory>
+
+namespace tsfuse {
+
+bool Canonicalize(std::shared_ptr<torch::jit::Graph>& graph);
+
+}  // namespace tsfuse

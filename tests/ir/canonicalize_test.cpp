@@ -1,0 +1,229 @@
+// IR-string tests of the canonicalize pass: in-place ops on fresh intermediates become
+// out-of-place (and then fuse), in-place ops whose target is visible elsewhere (an input, a view
+// read later, a list, an output of another block) stay, values-only max/min(dim) become amax/amin,
+// and identity slices disappear. Every case also runs before/after through the interpreter.
+#include "ir_util.h"
+
+#include "passes/canonicalize.h"
+
+namespace {
+
+using namespace tsfuse_test;
+
+const char* kConsts = R"IR(
+  %none : NoneType = prim::Constant()
+  %false : bool = prim::Constant[value=0]()
+  %zero : int = prim::Constant[value=0]()
+  %one : int = prim::Constant[value=1]()
+  %two : int = prim::Constant[value=2]()
+  %big : int = prim::Constant[value=9223372036854775807]()
+)IR";
+
+std::shared_ptr<Graph> graphOf(const std::string& body) {
+  return parseGraph("graph(%a : Tensor, %b : Tensor):" + std::string(kConsts) + body);
+}
+
+std::vector<c10::IValue> inputs(uint64_t seed) {
+  Gen g(seed);
+  return {g.tensor({6, 1}, at::kFloat), g.tensor({1, 5}, at::kFloat)};
+}
+
+PassRun runCanonicalize(std::shared_ptr<Graph>& g) { return runPass(g, tsfuse::Canonicalize); }
+
+TEST(CanonicalizeIR, InPlaceClampOfIntermediateBecomesOutOfPlaceAndFuses) {
+  auto g = graphOf(R"IR(
+  %s : Tensor = aten::sub(%a, %b, %one)
+  %c : Tensor = aten::clamp_(%s, %zero, %none)
+  %m : Tensor = aten::mul(%s, %b)
+  return (%m)
+)IR");
+  auto ref = g->copy();
+  PassRun c = runCanonicalize(g);
+  EXPECT_TRUE(c.changed) << c.dump();
+  EXPECT_TRUE(fileCheck(c.ir, [](FileCheck& fc) { fc.check_not("aten::clamp_")->check("aten::clamp("); }));
+  EXPECT_TRUE(sameOutputs(ref, g, inputs(1)));
+  PassRun p = runPipelineOn(g);
+  EXPECT_EQ(findNodes(g, "tsfuse::pairwise").size(), 1u) << p.dump();
+  EXPECT_TRUE(sameOutputs(ref, g, inputs(2)));
+}
+
+TEST(CanonicalizeIR, InPlaceResultAndLaterUsesSeeTheNewValue) {
+  // The in-place result and the mutated tensor are both returned after the write.
+  auto g = graphOf(R"IR(
+  %s : Tensor = aten::sub(%a, %b, %one)
+  %r : Tensor = aten::abs(%s)
+  %c : Tensor = aten::mul_(%s, %two)
+  %t : Tensor = aten::div(%a, %b)
+  %e : Tensor = aten::exp_(%t)
+  %m : Tensor = aten::mul(%s, %r)
+  return (%m, %c, %s, %e, %t)
+)IR");
+  auto ref = g->copy();
+  PassRun c = runCanonicalize(g);
+  EXPECT_EQ(c.rewrites(), 2) << c.dump();
+  EXPECT_TRUE(fileCheck(c.ir, [](FileCheck& fc) { fc.check_not("aten::mul_")->check_not("aten::exp_"); }));
+  EXPECT_TRUE(sameOutputs(ref, g, inputs(3)));
+}
+
+TEST(CanonicalizeIR, InPlaceWhoseOutOfPlaceFormCouldChangeDtypeOrShapeIsKept) {
+  // div_ on a possibly-integer sum (eager raises; div would return floats), mul_ on a possibly-bool
+  // product (bool * 2 promotes), add_ of a tensor (could broadcast or promote), lt_ (keeps dtype).
+  auto g = graphOf(R"IR(
+  %s : Tensor = aten::add(%a, %b, %one)
+  %c : Tensor = aten::div_(%s, %two)
+  %p : Tensor = aten::mul(%a, %b)
+  %d : Tensor = aten::mul_(%p, %two)
+  %q : Tensor = aten::sub(%a, %b, %one)
+  %e : Tensor = aten::add_(%q, %b, %one)
+  %u : Tensor = aten::sub(%a, %b, %one)
+  %f : Tensor = aten::lt_(%u, %one)
+  return (%c, %d, %e, %f)
+)IR");
+  PassRun c = runCanonicalize(g);
+  EXPECT_EQ(c.rewrites(), 0) << c.dump();
+  EXPECT_TRUE(c.rejectedWith("may be an integer tensor")) << c.dump();
+  EXPECT_TRUE(c.rejectedWith("may be a bool tensor")) << c.dump();
+  EXPECT_TRUE(c.rejectedWith("a tensor argument could change")) << c.dump();
+  EXPECT_TRUE(fileCheck(c.ir, [](FileCheck& fc) { fc.check("aten::div_")->check("aten::mul_")->check("aten::add_")->check("aten::lt_"); }));
+}
+
+TEST(CanonicalizeIR, InPlaceOnGraphInputIsKept) {
+  auto g = graphOf(R"IR(
+  %c : Tensor = aten::clamp_(%a, %zero, %none)
+  %s : Tensor = aten::sub(%a, %b, %one)
+  return (%s)
+)IR");
+  auto ref = g->copy();
+  PassRun c = runCanonicalize(g);
+  EXPECT_TRUE(fileCheck(c.ir, [](FileCheck& fc) { fc.check("aten::clamp_"); }));
+  EXPECT_TRUE(c.rejectedWith("is not a fresh elementwise result")) << c.dump();
+  EXPECT_TRUE(sameOutputs(ref, g, inputs(4)));
+}
+
+TEST(CanonicalizeIR, InPlaceOnIntermediateWithAViewReadLaterIsKept) {
+  // %v aliases %s; it is read after the write, so it must see the clamped values.
+  auto g = graphOf(R"IR(
+  %s : Tensor = aten::sub(%a, %b, %one)
+  %v : Tensor = aten::select(%s, %zero, %zero)
+  %c : Tensor = aten::clamp_(%s, %zero, %none)
+  %m : Tensor = aten::mul(%v, %two)
+  return (%m)
+)IR");
+  auto ref = g->copy();
+  PassRun c = runCanonicalize(g);
+  EXPECT_TRUE(fileCheck(c.ir, [](FileCheck& fc) { fc.check("aten::clamp_"); }));
+  EXPECT_TRUE(c.rejectedWith("which may alias it")) << c.dump();
+  EXPECT_TRUE(sameOutputs(ref, g, inputs(5)));
+  runPipelineOn(g);
+  EXPECT_TRUE(sameOutputs(ref, g, inputs(6)));
+}
+
+TEST(CanonicalizeIR, InPlaceOnIntermediateWhoseViewIsAGraphOutputIsKept) {
+  // The returned %v aliases %s: the caller must see the doubled values.
+  auto g = graphOf(R"IR(
+  %s : Tensor = aten::sub(%a, %b, %one)
+  %v : Tensor = aten::unsqueeze(%s, %zero)
+  %c : Tensor = aten::mul_(%s, %two)
+  %m : Tensor = aten::abs(%c)
+  return (%v, %m)
+)IR");
+  auto ref = g->copy();
+  PassRun c = runCanonicalize(g);
+  EXPECT_TRUE(fileCheck(c.ir, [](FileCheck& fc) { fc.check("aten::mul_"); })) << c.dump();
+  EXPECT_TRUE(c.rejectedWith("which may alias it")) << c.dump();
+  runPipelineOn(g);
+  EXPECT_TRUE(sameOutputs(ref, g, inputs(12)));
+}
+
+TEST(CanonicalizeIR, InPlaceOnIntermediateHeldByAListIsKept) {
+  auto g = graphOf(R"IR(
+  %s : Tensor = aten::sub(%a, %b, %one)
+  %l : Tensor[] = prim::ListConstruct(%s)
+  %c : Tensor = aten::mul_(%s, %two)
+  return (%l)
+)IR");
+  auto ref = g->copy();
+  PassRun c = runCanonicalize(g);
+  EXPECT_TRUE(fileCheck(c.ir, [](FileCheck& fc) { fc.check("aten::mul_"); })) << c.dump();
+  EXPECT_TRUE(sameOutputs(ref, g, inputs(7)));
+}
+
+TEST(CanonicalizeIR, InPlaceInsideABranchIsKept) {
+  auto g = parseGraph(R"IR(
+graph(%a : Tensor, %b : Tensor, %flag : bool):
+  %one : int = prim::Constant[value=1]()
+  %two : int = prim::Constant[value=2]()
+  %s : Tensor = aten::sub(%a, %b, %one)
+  %r : Tensor = prim::If(%flag)
+    block0():
+      %c : Tensor = aten::mul_(%s, %two)
+      -> (%c)
+    block1():
+      -> (%s)
+  %m : Tensor = aten::add(%s, %r, %one)
+  return (%m)
+)IR");
+  auto ref = g->copy();
+  PassRun c = runCanonicalize(g);
+  EXPECT_TRUE(fileCheck(c.ir, [](FileCheck& fc) { fc.check("aten::mul_"); }));
+  for (bool flag : {true, false}) {
+    auto in = inputs(8);
+    in.emplace_back(flag);
+    EXPECT_TRUE(sameOutputs(ref, g, in));
+  }
+}
+
+TEST(CanonicalizeIR, ValuesOnlyMaxWithDimBecomesAmaxAndFuses) {
+  auto g = graphOf(R"IR(
+  %s : Tensor = aten::sub(%a, %b, %one)
+  %d : Tensor = aten::abs(%s)
+  %v : Tensor, %i : Tensor = aten::max(%d, %one, %false)
+  return (%v)
+)IR");
+  auto ref = g->copy();
+  PassRun p = runPipelineOn(g);
+  EXPECT_EQ(findNodes(g, "tsfuse::reduce").size(), 1u) << p.dump();
+  EXPECT_TRUE(fileCheck(p.ir, [](FileCheck& fc) { fc.check_not("aten::max")->check_not("aten::sub"); }));
+  EXPECT_TRUE(sameOutputs(ref, g, inputs(9)));
+}
+
+TEST(CanonicalizeIR, MaxWithDimWhoseIndicesAreUsedStays) {
+  auto g = graphOf(R"IR(
+  %s : Tensor = aten::sub(%a, %b, %one)
+  %v : Tensor, %i : Tensor = aten::max(%s, %one, %false)
+  return (%v, %i)
+)IR");
+  PassRun c = runCanonicalize(g);
+  EXPECT_TRUE(fileCheck(c.ir, [](FileCheck& fc) { fc.check("aten::max")->check_not("aten::amax"); }));
+}
+
+TEST(CanonicalizeIR, IdentitySlicesOfReadOnlyValuesDisappear) {
+  auto g = graphOf(R"IR(
+  %s0 : Tensor = aten::slice(%a, %zero, %zero, %big, %one)
+  %s1 : Tensor = aten::slice(%b, %one, %none, %none, %one)
+  %d : Tensor = aten::sub(%s0, %s1, %one)
+  %e : Tensor = aten::slice(%a, %zero, %one, %big, %one)
+  return (%d, %e)
+)IR");
+  auto ref = g->copy();
+  PassRun c = runCanonicalize(g);
+  // The two identity slices go; the real one (start 1) stays.
+  EXPECT_TRUE(fileCheck(c.ir, [](FileCheck& fc) { fc.check_count("aten::slice", 1, true); }));
+  EXPECT_TRUE(sameOutputs(ref, g, inputs(10)));
+}
+
+TEST(CanonicalizeIR, IdentitySliceThatIsReturnedOrWrittenStays) {
+  auto g = graphOf(R"IR(
+  %s0 : Tensor = aten::slice(%a, %zero, %none, %none, %one)
+  %s1 : Tensor = aten::slice(%b, %zero, %none, %none, %one)
+  %w : Tensor = aten::mul_(%s1, %two)
+  %d : Tensor = aten::sub(%s1, %a, %one)
+  return (%s0, %d)
+)IR");
+  auto ref = g->copy();
+  PassRun c = runCanonicalize(g);
+  EXPECT_TRUE(fileCheck(c.ir, [](FileCheck& fc) { fc.check_count("aten::slice", 2, true); }));
+  EXPECT_TRUE(sameOutputs(ref, g, inputs(11)));
+}
+
+}  // namespace

@@ -1,0 +1,150 @@
+"""optimize-ts end to end on library-style detection / kernel-method helpers
+(examples/detection_models.py), scripted (forward -> prim::CallFunction) and traced (forward ->
+prim::CallMethod of a torch.jit.trace'd submodule).
+
+For every model: `optimize-ts --check` passes, the optimized module's outputs equal the EAGER
+function's on several input sizes (including 0 and 1 boxes), the graph holds the expected number of
+tsfuse ops, and no op that would produce a broadcast [N, M, ...] intermediate is left.
+"""
+import json
+
+import pytest
+import torch
+
+from optimize_ts_util import run_tool
+
+import detection_models  # examples/, put on sys.path by optimize_ts_util
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+# name -> (tsfuse::pairwise count, tsfuse::reduce count, ops that must be gone from the graph).
+# "gone" lists the ops that built [N,M,...] values in the original; ops of the per-box [N]/[M]
+# vectors outside a region may legitimately stay.
+EXPECT = {
+    "box_iou": (1, 0, ["aten::clamp", "aten::div", "aten::max", "aten::min"]),
+    # Scripted, _upcast's `if t.is_floating_point()` returns rb - lt from a prim::If: that
+    # [N,M,2] value is stored (one pairwise op makes it, one consumes it). Traced, it is resolved.
+    "box_iou_upcast": (2, 0, ["aten::clamp", "aten::div"]),
+    "box_iou_upcast_traced": (1, 0, ["aten::clamp", "aten::div", "aten::max", "aten::min"]),
+    "generalized_box_iou": (1, 0, ["aten::clamp", "aten::div", "aten::max", "aten::min"]),
+    "distance_box_iou": (1, 0, ["aten::clamp", "aten::div", "aten::pow", "aten::max", "aten::min"]),
+    # atan of the per-box aspect ratios ([N,1] and [M]) is no fusible op: two small pairwise
+    # regions compute its [N]/[M] arguments, everything [N,M] is the one large region.
+    "complete_box_iou": (3, 0, ["aten::clamp", "aten::max(", "aten::min("]),
+    # union.new_tensor([eps]) reads `union`, which therefore is stored: overlap (used by both
+    # halves), union and the rest are three pairwise ops; no [B,N,M,2] value is stored.
+    "mmdet_iou": (3, 0, ["aten::clamp", "aten::div"]),
+    "mmdet_giou": (3, 0, ["aten::clamp", "aten::div"]),
+    # clamp_ on the [N,M,2] intermediate becomes out-of-place; each prod(2) is a tsfuse::reduce;
+    # `inter` ([N,M], a reduction result used twice) is stored and read by the final pairwise op.
+    "yolo_box_iou": (1, 3, ["aten::clamp", "aten::min(", "aten::max(", "aten::prod"]),
+    "yolo_iou": (1, 0, ["aten::clamp", "aten::div", "aten::minimum", "aten::maximum"]),
+    "yolo_giou_xyxy": (1, 0, ["aten::clamp", "aten::div", "aten::minimum", "aten::maximum"]),
+    "yolo_diou": (1, 0, ["aten::clamp", "aten::div", "aten::minimum", "aten::maximum", "aten::pow"]),
+    "cdist_l1": (0, 1, ["aten::sub", "aten::abs", "aten::sum"]),
+    "cdist_l2": (0, 1, ["aten::sub", "aten::pow", "aten::sum"]),  # sqrt of the [N,M] result stays
+    "gaussian_kernel_sum": (0, 1, ["aten::sub", "aten::pow", "aten::exp", "aten::sum"]),
+    "nearest_neighbour": (0, 1, ["aten::sub", "aten::pow", "aten::argmin"]),
+    "chamfer": (0, 2, ["aten::sub", "aten::pow", "aten::min"]),
+    "anchor_best_iou": (0, 1, ["aten::clamp", "aten::div", "aten::amax"]),
+    # max(dim=0) returning values AND indices is not a tsfuse reduction yet: the IoU matrix is
+    # one pairwise op and stored; the final where() over [A] vectors is a second one.
+    "anchor_matching": (2, 0, ["aten::clamp", "aten::div("]),
+}
+
+VARIANTS = [(name, traced) for name in detection_models.FUNCTIONS for traced in (False, True)]
+
+
+def _stem(name, traced):
+    return name + ("_traced" if traced else "")
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    """Saves every model (both variants) and runs optimize-ts --check --report on each."""
+    d = tmp_path_factory.mktemp("detection")
+    paths = detection_models.save_all(d)
+    return d, paths
+
+
+def _optimize(models, optimize_ts, name, traced):
+    d, paths = models
+    stem = _stem(name, traced)
+    out, report = d / f"{stem}.opt.pt", d / f"{stem}.json"
+    if not out.exists():
+        proc = run_tool(optimize_ts, "--check", "--report", report, paths[stem], out)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    return torch.jit.load(str(out)), json.loads(report.read_text())
+
+
+def _sizes(key):
+    if key == "xyxy":
+        return [((n,), (m,)) for n, m in ((13, 7), (1, 5), (4, 1), (0, 3))]
+    if key == "batched_xyxy":
+        return [((2, n), (2, m)) for n, m in ((6, 4), (1, 3), (3, 0))]
+    if key == "xywh":
+        return [((n,), (m,)) for n, m in ((9, 6), (1, 1), (0, 2))]
+    return [((n,), (m,)) for n, m in ((11, 7), (1, 4), (5, 1))]
+
+
+def _inputs(key, sizes, seed):
+    (a, b) = sizes
+    g = torch.Generator().manual_seed(seed)
+    if key in ("xyxy", "batched_xyxy"):
+        def boxes(shape):
+            xy = torch.rand(*shape, 2, generator=g) * 50
+            return torch.cat([xy, xy + torch.rand(*shape, 2, generator=g) * 20 + 0.5], dim=-1)
+        return boxes(a), boxes(b)
+    if key == "xywh":
+        def boxes(shape):
+            return torch.cat([torch.rand(*shape, 2, generator=g) * 50, torch.rand(*shape, 2, generator=g) * 20 + 0.5], -1)
+        return boxes(a), boxes(b)
+    dim = {"points2": 2, "points3": 3, "points8": 8}[key]
+    x, y = torch.randn(*a, dim, generator=g), torch.randn(*b, dim, generator=g)
+    if key == "points2":
+        return x, y, torch.rand(*b, generator=g)
+    return x, y
+
+
+def _same(expected, actual):
+    if isinstance(expected, (tuple, list)):
+        assert len(expected) == len(actual)
+        for e, a in zip(expected, actual):
+            _same(e, a)
+        return
+    assert expected.dtype == actual.dtype and expected.shape == actual.shape, (expected, actual)
+    if expected.dtype.is_floating_point:
+        torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-5, equal_nan=True)
+    else:
+        assert torch.equal(expected, actual)
+
+
+@pytest.mark.parametrize("name,traced", VARIANTS, ids=[_stem(n, t) for n, t in VARIANTS])
+def test_outputs_equal_eager(models, optimize_ts, tsfuse_lib, name, traced):
+    opt, _ = _optimize(models, optimize_ts, name, traced)
+    fn, key = detection_models.FUNCTIONS[name]
+    with torch.no_grad():
+        for i, sizes in enumerate(_sizes(key)):
+            args = _inputs(key, sizes, 100 + i)
+            try:
+                want = fn(*args)
+            except (RuntimeError, IndexError):  # e.g. amax over 0 anchors: the optimized one raises too
+                with pytest.raises(Exception):
+                    opt(*args)
+                continue
+            _same(want, opt(*args))
+
+
+@pytest.mark.parametrize("name,traced", VARIANTS, ids=[_stem(n, t) for n, t in VARIANTS])
+def test_fused_ops_and_no_broadcast_producer_left(models, optimize_ts, tsfuse_lib, name, traced):
+    opt, report = _optimize(models, optimize_ts, name, traced)
+    graph = str(opt.forward.graph)
+    pairwise, reduce, gone = EXPECT.get(_stem(name, traced), EXPECT[name])
+    assert graph.count("tsfuse::pairwise(") == pairwise, graph
+    assert graph.count("tsfuse::reduce(") == reduce, graph
+    for op in gone:
+        assert op not in graph, (op, graph)
+    assert "prim::CallFunction" not in graph and "prim::CallMethod" not in graph
+    # every rejected candidate says why
+    for e in report["events"]:
+        assert e["reason"], e
