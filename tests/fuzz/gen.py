@@ -200,7 +200,9 @@ class Generator:
             return 1
         if r < 0.85:
             return self.rng.randint(2, 9)
-        return self.rng.randint(10, 40)
+        if r < 0.97:
+            return self.rng.randint(10, 40)
+        return self.rng.randint(100, 300)  # outer products past the kernels' parallel grain
 
     def fresh(self):
         self.counter += 1

@@ -65,6 +65,27 @@ BOUND_CONTRACTS = {
 MINMAX_RE = re.compile(r"torch\.(min|max|minimum|maximum|clamp)\(|clamp_min\(|clamp_max\(|\.clamp\(")
 
 
+# Forms whose own op can be checked in the executed graph: the form counts as fused in a program
+# only when no such ATen node is left (it was absorbed into a tsfuse:: op).
+FORM_OPS = {
+    "reduce:sum": r"aten::sum\(", "reduce:mean": r"aten::mean\(", "reduce:prod": r"aten::prod\(",
+    "reduce:amax": r"aten::amax\(", "reduce:amin": r"aten::amin\(", "reduce:argmax": r"aten::argmax\(",
+    "reduce:argmin": r"aten::argmin\(", "reduce:any": r"aten::any\(", "reduce:all": r"aten::all\(",
+    "reduce:max_dim": r"aten::max\(%[\w.]+, %[\w.]+, %[\w.]+\)",
+    "reduce:min_dim": r"aten::min\(%[\w.]+, %[\w.]+, %[\w.]+\)",
+    "reduce:max_idx": r"aten::(max|min)\(%[\w.]+, %[\w.]+, %[\w.]+\)",
+    "reduce:logsumexp": r"aten::logsumexp\(", "reduce:norm": r"aten::norm\(",
+    "reduce:vector_norm": r"aten::linalg_vector_norm\(",
+    "inplace": r"aten::\w+_\(", "where": r"aten::where\(",
+}
+
+
+def form_fused(form, fused, graph):
+    """Whether `form` was fused in a program: its op absorbed (FORM_OPS), else the program fused."""
+    pattern = FORM_OPS.get(form)
+    return fused and (pattern is None or re.search(pattern, graph) is None)
+
+
 def float_bits(t):
     return t.view({torch.float32: torch.int32, torch.float64: torch.int64, torch.float16: torch.int16,
                    torch.bfloat16: torch.int16}[t.dtype])
@@ -169,10 +190,12 @@ def run_eager(program, fn):
     return out, exc, args
 
 
-def run_script(program, fn):
+def run_script(program, fn, graph_out=None):
     args = program.make_inputs()
     out, exc = call(fn, args)
     graph = str(torch.jit.last_executed_optimized_graph())
+    if graph_out is not None:
+        graph_out.append(graph)
     return (out, exc, args), "tsfuse::" in graph
 
 
@@ -310,7 +333,7 @@ def worker(task):
     torch.ops.load_library(str(LIB))
     warnings.simplefilter("ignore")
     stats = collections.Counter()
-    per_form = collections.defaultdict(lambda: [0, 0])
+    per_form = collections.defaultdict(lambda: [0, 0, 0])
     failures, knowns, ts_divergences, unscriptable = [], [], [], []
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="tsfuse-fuzz-"))
 
@@ -361,9 +384,11 @@ def worker(task):
             else:
                 continue
             eager = run_eager(p, scope[p.name])
-            opt, fused = run_script(p, fn)
+            graphs = []
+            opt, fused = run_script(p, fn, graphs)
+            graph = graphs[0]
             if mode == "optimize_ts":
-                fused = fused_static
+                fused, graph = fused_static, str(fn.graph)
             stats["programs"] += 1
             fused_any = record(p, mode, eager, opt, fused)
             if p.trace:
@@ -381,6 +406,7 @@ def worker(task):
             for f in p.forms | {"all"}:
                 per_form[f][0] += 1
                 per_form[f][1] += bool(fused_any)
+                per_form[f][2] += form_fused(f, fused, graph)
     return {"stats": dict(stats), "per_form": dict(per_form), "failures": failures, "known": knowns,
             "ts_divergences": ts_divergences, "unscriptable": unscriptable}
 
@@ -426,19 +452,21 @@ def main():
     chunks = [list(range(w, a.programs, jobs)) for w in range(jobs)]
     # Smaller tasks than one chunk per worker keep both workers busy until the end.
     tasks = [(a.seed, c[s:s + a.batch * 2], opts) for c in chunks for s in range(0, len(c), a.batch * 2)]
+    # Every other task runs with 2 intra-op threads, so ATen's and tsfuse's parallel paths are hit too.
+    tasks = [(sd, idx, dict(o, threads=o["threads"] + (k % 2))) for k, (sd, idx, o) in enumerate(tasks)]
     if jobs == 1:
         results = [worker(t) for t in tasks]
     else:
         with multiprocessing.get_context("spawn").Pool(jobs) as pool:
             results = pool.map(worker, tasks, chunksize=1)
     stats = collections.Counter()
-    per_form = collections.defaultdict(lambda: [0, 0])
+    per_form = collections.defaultdict(lambda: [0, 0, 0])
     failures, knowns, tsd, unscriptable = [], [], [], []
     for r in results:
         stats.update(r["stats"])
-        for f, (n, k) in r["per_form"].items():
-            per_form[f][0] += n
-            per_form[f][1] += k
+        for f, counts in r["per_form"].items():
+            for j, c in enumerate(counts):
+                per_form[f][j] += c
         failures += r["failures"]
         knowns += r["known"]
         tsd += r["ts_divergences"]
@@ -455,10 +483,12 @@ def main():
           f"by path: script {stats['fused_script']}/{stats['runs_script']}, trace {stats['fused_trace']}/{stats['runs_trace']}, "
           f"optimize-ts {stats['fused_optimize_ts']}/{stats['runs_optimize_ts']}; "
           f"{stats['error_programs']} programs raise in eager (and must raise optimized)")
-    print("fused share per form (programs containing the form):")
+    print("fused share per form: programs containing the form / with any tsfuse op / with the form's own op fused")
+    print("  (own op: for reductions, in-place ops and where, no such ATen node left in the scripted graph)")
     for f in sorted(per_form, key=lambda f: (f != "all", f)):
-        tot, fu = per_form[f]
-        print(f"  {f:28s} {fu:6d}/{tot:<6d} {100 * fu / max(tot, 1):5.1f}%")
+        tot, fu, own = per_form[f]
+        own_s = f"{own:6d} {100 * own / max(tot, 1):5.1f}%" if f in FORM_OPS else ""
+        print(f"  {f:28s} {tot:6d} {fu:6d} {100 * fu / max(tot, 1):5.1f}%  {own_s}")
     if unscriptable:
         print(f"{len(unscriptable)} generated programs TorchScript does not compile (generator bug; not run):")
         for u in unscriptable[:5]:
@@ -493,7 +523,7 @@ def main():
     if a.json:
         pathlib.Path(a.json).write_text(json.dumps({
             "seed": a.seed, "programs": n, "seconds": elapsed, "cpu_seconds": cpu, "stats": dict(stats),
-            "per_form": {f: {"programs": t, "fused": k} for f, (t, k) in per_form.items()},
+            "per_form": {f: {"programs": t, "fused": k, "own_op_fused": o} for f, (t, k, o) in per_form.items()},
             "mismatches": failures, "known": knowns, "torchscript_divergences": tsd,
             "unscriptable": unscriptable}, indent=1))
     return 1 if failures or unscriptable else 0
