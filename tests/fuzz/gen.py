@@ -316,7 +316,7 @@ class Generator:
                 layout = self.rng.choice(["transposed", "strided", "expanded"])
                 self.forms.add("noncontig_input")
             spec = InputSpec(shape, dt, layout, self.rng.randrange(1 << 30),
-                             specials=self.rng.random() < 0.15, ties=self.rng.random() < 0.2)
+                             specials=self.rng.random() < 0.25, ties=self.rng.random() < 0.2)
             name = f"x{i}"
             params.append((name, "Tensor"))
             inputs.append(spec)
