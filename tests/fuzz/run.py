@@ -15,6 +15,7 @@ tsfuse's; it is reported separately. Exit status 1 on any mismatch.
 """
 import argparse
 import collections
+import copy
 import importlib.util
 import json
 import math
@@ -265,7 +266,6 @@ def write_reference(program, mode, path):
 def minimize(program, mode, problem):
     """Drops statements (and all outputs but the failing one) while the mismatch persists and the
     kept outputs' eager values are unchanged (so their error bounds still apply)."""
-    import copy
     best = copy.deepcopy(program)
     m = re.match(r"output (\d+)", problem)
     base = check_one(best, mode)[3]
@@ -329,6 +329,7 @@ def optimize_ts_batch(programs, tmp):
 
 def worker(task):
     seed, indices, opts = task
+    progress = opts.get("progress")
     torch.set_num_threads(opts["threads"])
     torch.ops.load_library(str(LIB))
     warnings.simplefilter("ignore")
@@ -376,6 +377,8 @@ def worker(task):
         if via_ts:
             module = optimize_ts_batch(via_ts, tmp)
         for p in progs:
+            if progress:  # which program this worker is on, should it die (see run_tasks)
+                pathlib.Path(progress).write_text(p.name[1:])
             if p in via_ts:
                 fn, mode = getattr(module, p.name), "optimize_ts"
                 fused_static = "tsfuse::" in str(fn.graph)
@@ -409,6 +412,48 @@ def worker(task):
                 per_form[f][2] += form_fused(f, fused, graph)
     return {"stats": dict(stats), "per_form": dict(per_form), "failures": failures, "known": knowns,
             "ts_divergences": ts_divergences, "unscriptable": unscriptable}
+
+
+def run_tasks(tasks, jobs, seed):
+    """Runs the tasks on `jobs` worker processes. A worker that dies (a crash in native code)
+    breaks the pool: the program each unfinished task was on is then re-run alone in a fresh
+    process; one that dies there is a failure ("crash"), and the tasks are resubmitted without it."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+    results, crashes, seen = [], [], {}
+    progress_dir = pathlib.Path(tempfile.mkdtemp(prefix="tsfuse-fuzz-progress-"))
+    pending = {k: (sd, list(idx), dict(o, progress=str(progress_dir / f"task{k}"))) for k, (sd, idx, o) in enumerate(tasks)}
+    while pending:
+        broken = False
+        with ProcessPoolExecutor(max(1, jobs), mp_context=multiprocessing.get_context("spawn")) as ex:
+            futures = {ex.submit(worker, t): k for k, t in pending.items()}
+            for f in as_completed(futures):
+                k = futures[f]
+                try:
+                    results.append(f.result())
+                    del pending[k]
+                except BrokenProcessPool:
+                    broken = True
+        if not broken:
+            break
+        for k, (sd, idx, o) in list(pending.items()):
+            where = pathlib.Path(o["progress"])
+            if not where.exists():
+                continue
+            i = int(where.read_text())
+            where.unlink()
+            r = subprocess.run([sys.executable, str(HERE / "run.py"), "--seed", str(seed), "--only", str(i)],
+                               capture_output=True, text=True)
+            again = seen.get((k, i), 0)
+            seen[(k, i)] = again + 1
+            died = r.returncode < 0 or r.returncode > 128
+            if died or again:  # twice in the middle of a broken pool: not reproducible alone
+                p = gen.generate(seed, i)
+                why = (f"the process died (signal {-r.returncode if r.returncode < 0 else r.returncode - 128})" if died
+                       else "a worker died on it twice (does not reproduce alone)")
+                crashes.append({"index": i, "mode": "script", "source": p.source(), "problem": why})
+                pending[k] = (sd, [j for j in idx if j != i], o)
+    return results, crashes
 
 
 def main():
@@ -454,11 +499,7 @@ def main():
     tasks = [(a.seed, c[s:s + a.batch * 2], opts) for c in chunks for s in range(0, len(c), a.batch * 2)]
     # Every other task runs with 2 intra-op threads, so ATen's and tsfuse's parallel paths are hit too.
     tasks = [(sd, idx, dict(o, threads=o["threads"] + (k % 2))) for k, (sd, idx, o) in enumerate(tasks)]
-    if jobs == 1:
-        results = [worker(t) for t in tasks]
-    else:
-        with multiprocessing.get_context("spawn").Pool(jobs) as pool:
-            results = pool.map(worker, tasks, chunksize=1)
+    results, crashes = run_tasks(tasks, jobs, a.seed)
     stats = collections.Counter()
     per_form = collections.defaultdict(lambda: [0, 0, 0])
     failures, knowns, tsd, unscriptable = [], [], [], []
@@ -471,6 +512,7 @@ def main():
         knowns += r["known"]
         tsd += r["ts_divergences"]
         unscriptable += r["unscriptable"]
+    failures += crashes
     elapsed = time.time() - t0
     ru_self, ru_child = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = ru_self.ru_utime + ru_self.ru_stime + ru_child.ru_utime + ru_child.ru_stime
@@ -512,7 +554,7 @@ def main():
         main._loaded = True
         mode = "trace" if f["mode"] == "trace" else "script"
         try:
-            small = minimize(p, mode, f["problem"])
+            small = p if "died" in f["problem"] else minimize(p, mode, f["problem"])
         except Exception as exc:  # noqa: BLE001
             print(f"(minimization failed: {exc})")
             small = p
