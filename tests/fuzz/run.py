@@ -24,6 +24,7 @@ import os
 import pathlib
 import re
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -328,6 +329,14 @@ def optimize_ts_batch(programs, tmp):
 
 
 def worker(task):
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="tsfuse-fuzz-"))
+    try:
+        return _worker(task, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _worker(task, tmp):
     seed, indices, opts = task
     progress = opts.get("progress")
     torch.set_num_threads(opts["threads"])
@@ -336,7 +345,6 @@ def worker(task):
     stats = collections.Counter()
     per_form = collections.defaultdict(lambda: [0, 0, 0])
     failures, knowns, ts_divergences, unscriptable = [], [], [], []
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix="tsfuse-fuzz-"))
 
     def record(p, mode, eager, opt, fused):
         problem, known = compare_results(p, eager, opt)
@@ -453,6 +461,7 @@ def run_tasks(tasks, jobs, seed):
                        else "a worker died on it twice (does not reproduce alone)")
                 crashes.append({"index": i, "mode": "script", "source": p.source(), "problem": why})
                 pending[k] = (sd, [j for j in idx if j != i], o)
+    shutil.rmtree(progress_dir, ignore_errors=True)
     return results, crashes
 
 
