@@ -425,7 +425,7 @@ class Generator:
             "logical": (f"torch.logical_{rng.choice(['and', 'or', 'xor'])}({A}, {B})", disc),
             # alpha != 1 runs ATen's kernel on each tile: eager's vectorized loop fuses a + alpha*b
             # (FMA) where its broadcasting scalar loop rounds twice, so the contract is 1 ulp, as
-            # for the transcendental ops (KNOWN_DIVERGENCES["aten_on_tile_1ulp"] in run.py).
+            # for the transcendental ops (BOUND_CONTRACTS in compare.py).
             "pow_t": (f"torch.pow({A}, {B})", trans), "sub_alpha": (f"torch.sub({A}, {B}, alpha=2)", alpha(2)),
             "add_alpha": (f"torch.add({A}, {B}, alpha={al})", alpha(float(al))),
             "floordiv": (f"torch.div({A}, {B}, rounding_mode='floor')", disc),

@@ -10,7 +10,7 @@ from conftest import SOURCE
 
 sys.path.insert(0, str(SOURCE / "tests" / "fuzz"))
 import gen  # noqa: E402
-import run  # noqa: E402
+import compare as run  # noqa: E402 - the comparison rules
 
 
 def nextafter_up(t):
