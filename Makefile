@@ -55,3 +55,11 @@ fuzz-expr: setup
 
 clean:
 	rm -rf $(BUILD)
+
+# The differential fuzzer, longer than CI's 2000 programs: `make fuzz N=100000 SEED=3`.
+.PHONY: fuzz
+N ?= 20000
+SEED ?= 0
+fuzz: build
+	TSFUSE_BUILD=$(abspath $(BUILD)) TSFUSE_LIB=$(abspath $(BUILD))/lib/libtsfuse.so \
+	  $(PY) tests/fuzz/run.py --programs $(N) --seed $(SEED) --jobs $(JOBS)

@@ -1,0 +1,80 @@
+"""The differential fuzzer's own checks (tests/fuzz): its comparator must catch what it claims to,
+its generator must be deterministic and produce programs TorchScript compiles."""
+import math
+import sys
+
+import pytest
+import torch
+
+from conftest import SOURCE
+
+sys.path.insert(0, str(SOURCE / "tests" / "fuzz"))
+import gen  # noqa: E402
+import compare as run  # noqa: E402 - the comparison rules
+
+
+def nextafter_up(t):
+    return torch.nextafter(t, torch.full_like(t, math.inf))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_bit_exact_comparison_rejects_one_ulp(dtype):
+    e = torch.linspace(-3, 3, 37, dtype=torch.float64).to(dtype)
+    assert run.compare_tensor(e, e.clone(), 0.0) is None
+    o = e.clone()
+    o[5] = nextafter_up(o[5:6].float()).to(dtype)[0] if dtype in (torch.float16, torch.bfloat16) else nextafter_up(o[5:6])[0]
+    if torch.equal(o, e):  # the float step rounded back: take the dtype's own next value
+        o[5] = torch.nextafter(e[5:6], torch.tensor([math.inf], dtype=dtype))[0]
+    assert "not bit-exact" in run.compare_tensor(e, o, 0.0)
+
+
+def test_signed_zero_and_nan_payload():
+    e = torch.tensor([0.0, 1.0, math.nan])
+    o = torch.tensor([-0.0, 1.0, -math.nan])
+    # -0.0 differs bitwise from 0.0; a NaN's sign/payload does not matter, its position does.
+    assert "not bit-exact" in run.compare_tensor(e, o, 0.0)
+    assert run.compare_tensor(e, torch.tensor([0.0, 1.0, -math.nan]), 0.0) is None
+    assert "NaN mask" in run.compare_tensor(e, torch.tensor([0.0, math.nan, 1.0]), 1.0)
+
+
+def test_layout_dtype_shape_and_bound():
+    e = torch.arange(6.0).view(2, 3)
+    assert "strides" in run.compare_tensor(e, e.t().contiguous().t(), 0.0)
+    assert "dtype" in run.compare_tensor(e, e.double(), 0.0)
+    assert "shape" in run.compare_tensor(e, e.view(3, 2), 0.0)
+    assert run.compare_tensor(e, e + 1e-3, 2e-3) is None
+    assert "exceeds the bound" in run.compare_tensor(e, e + 1e-2, 2e-3)
+    assert "infinities" in run.compare_tensor(torch.tensor([math.inf]), torch.tensor([-math.inf]), 1.0)
+    assert "values differ" in run.compare_tensor(torch.tensor([1, 2]), torch.tensor([1, 3]), 0.0)
+    # Empty tensors still compare layouts.
+    z = torch.empty(0, 3)
+    assert "strides" in run.compare_tensor(z, torch.empty(3, 0).t(), 0.0)
+
+
+def test_error_rules():
+    p = gen.generate(0, 1)
+    ok = ((torch.ones(1),), None, [])
+    err = (None, RuntimeError("The size of tensor a (2) must match"), [])
+    idx = (None, IndexError("index 5 is out of bounds"), [])
+    assert "did not" in run.compare_results(p, err, ok)[0]
+    assert "optimized raised" in run.compare_results(p, ok, err)[0]
+    assert run.compare_results(p, err, err)[0] is None
+    assert "error class" in run.compare_results(p, idx, err)[0]
+
+
+def test_generation_is_deterministic_and_scripts():
+    a = [gen.generate(5, i) for i in range(40)]
+    b = [gen.generate(5, i) for i in range(40)]
+    assert [p.source() for p in a] == [p.source() for p in b]
+    for p, q in zip(a, b):
+        for x, y in zip(p.make_inputs(), q.make_inputs()):
+            if isinstance(x, torch.Tensor):
+                assert x.stride() == y.stride() and torch.equal(x.nan_to_num(7), y.nan_to_num(7))
+    torch.jit.CompilationUnit("\n".join(p.source() for p in a))  # all of them compile
+
+
+def test_generated_layouts():
+    assert not gen.make_input((3, 4), torch.float32, "transposed").is_contiguous()
+    assert gen.make_input((3, 4), torch.int64, "strided").stride() == (8, 2)
+    assert gen.make_input((3, 4), torch.bool, "expanded").stride()[0] == 0
+    assert gen.make_input((0, 4), torch.float16, "strided").shape == (0, 4)

@@ -1,0 +1,26 @@
+"""Regression tests for what the differential fuzzer (tests/fuzz) found, minimized."""
+import sys
+
+import torch
+
+from conftest import SOURCE
+
+sys.path.insert(0, str(SOURCE / "tests" / "fuzz"))
+from gen import make_input  # noqa: E402
+
+
+def test_add_alpha_matches_eagers_vectorized_kernel_within_one_ulp(tsfuse_lib):
+    # Fuzzer seed 1, program 1795 (before the alpha contract): torch.add(a, b, alpha=3) on
+    # broadcast operands. Eager itself is layout-dependent here: its vectorized loop computes
+    # a + 3*b with one rounding (fmadd), its broadcasting loop with two. tsfuse runs ATen's kernel
+    # on contiguous tiles, so it equals eager on contiguous operands and is within 1 ulp otherwise.
+    x0 = make_input((18, 1, 1), torch.float32, "contiguous", seed=974283442)
+    x1 = make_input((6,), torch.float32, "contiguous", seed=933904222, ties=True)
+    a = x1[:, None][None]
+    broadcast = torch.add(a, x0, alpha=3)
+    contiguous = torch.add(a.expand(18, 6, 1).contiguous(), x0.expand(18, 6, 1).contiguous(), alpha=3)
+    fused = torch.ops.tsfuse.pairwise([a, x0], "v1: add_alpha($0, $1, 3)")
+    assert torch.equal(fused, contiguous)
+    ulp = torch.finfo(torch.float32).eps * (broadcast.abs() + 3 * x0.abs())
+    assert bool(((fused - broadcast).abs() <= ulp).all())
+
