@@ -6,7 +6,7 @@ PY := .venv/bin/python
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all setup configure build test demo clean
+.PHONY: all setup configure build test demo bench clean
 
 all: build
 
@@ -29,6 +29,12 @@ test: build
 
 demo: build
 	@bash scripts/demo.sh $(BUILD)
+
+# Benchmarks: `make bench` (full suite, regenerates docs/benchmarks.md), `make bench QUICK=1` (the
+# small CI run, report in build/bench/), `DEVICE=cuda` on a GPU machine.
+bench: build
+	cmake --build $(BUILD) -j $(JOBS) --target tsfuse_microbench
+	@QUICK=$(QUICK) DEVICE=$(DEVICE) PY=$(PY) bash scripts/bench.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD)
