@@ -6,7 +6,7 @@ PY := .venv/bin/python
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all setup configure build test demo clean test-asan test-tsan fuzz-expr
+.PHONY: all setup configure build test demo bench clean test-asan test-tsan fuzz-expr
 
 all: build
 
@@ -52,6 +52,12 @@ test-tsan: setup
 FUZZ_SECONDS ?= 60
 fuzz-expr: setup
 	@bash fuzz/run.sh $(FUZZ_SECONDS)
+
+# Benchmarks: `make bench` (full suite, regenerates docs/benchmarks.md), `make bench QUICK=1` (the
+# small CI run, report in build/bench/), `DEVICE=cuda` on a GPU machine.
+bench: build
+	cmake --build $(BUILD) -j $(JOBS) --target tsfuse_microbench
+	@QUICK=$(QUICK) DEVICE=$(DEVICE) PY=$(PY) bash scripts/bench.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD)

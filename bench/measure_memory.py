@@ -56,6 +56,23 @@ def proc_status_kib(field):
     raise RuntimeError(f"{field} not in /proc/self/status")
 
 
+def rss_peak_begin():
+    """Resets the kernel's peak-RSS counter (VmHWM) to the current RSS; returns VmRSS in KiB."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    return proc_status_kib("VmRSS")
+
+
+def rss_peak_bytes(before_kib):
+    """Peak RSS growth since rss_peak_begin() returned before_kib, in bytes."""
+    return (proc_status_kib("VmHWM") - before_kib) * 1024
+
+
+def optimize_ts(build, src, dst):
+    """Runs BUILD/bin/optimize-ts on src, writing dst."""
+    subprocess.run([str(pathlib.Path(build) / "bin" / "optimize-ts"), "-q", str(src), str(dst)], check=True)
+
+
 def make_inputs(workload):
     import torch
     import seed_models
@@ -79,18 +96,16 @@ def child(args):
     fn = eager_fn if args.impl == "eager" else torch.jit.load(args.model)
     inputs = make_inputs(args.workload)
 
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")  # resets VmHWM to the current RSS
-    before = proc_status_kib("VmRSS")
+    before = rss_peak_begin()
     t0 = time.perf_counter()
     out = fn(*inputs)
     elapsed = time.perf_counter() - t0
-    hwm = proc_status_kib("VmHWM")
+    peak = rss_peak_bytes(before)
 
     reference = eager_fn(*inputs)
     result = {
         "impl": args.impl,
-        "peak_mib": (hwm - before) / 1024.0,
+        "peak_mib": peak / MIB,
         "output_mib": out.numel() * out.element_size() / MIB,
         "time_ms": elapsed * 1e3,
         "matches_eager": bool(out.dtype == reference.dtype and torch.equal(out, reference)),
@@ -115,7 +130,7 @@ def prepare_models(build, workdir):
     optimized = {}
     for workload, (name, _, _) in WORKLOADS.items():
         out = pathlib.Path(workdir) / f"{name}.opt.pt"
-        subprocess.run([str(build / "bin" / "optimize-ts"), "-q", str(paths[name]), str(out)], check=True)
+        optimize_ts(build, paths[name], out)
         optimized[workload] = (paths[name], out)
     return optimized
 

@@ -40,21 +40,92 @@ std::vector<int64_t> iota(int64_t n) {
   return v;
 }
 
+// Where one operand's tile comes from in the map path.
+enum class LeafSource : uint8_t {
+  InPlace,  // contiguous along the tile: the slot points into the operand
+  Packed,   // varies along the inner dim only: its row is packed once, the slot points into it
+  Gather,   // copied (strided / broadcast) into the slot's buffer
+};
+
+// Rows of at least this many elements are tiled row by row (tiles never cross a row), so that
+// operands can be read in place or from a packed row; shorter rows use linear tiles.
+constexpr int64_t kMinRowTile = 128;
+
 void runMap(const TileProgram& prog, const std::vector<BroadcastView>& views, at::IntArrayRef shape,
             const std::vector<int64_t>& order, at::Tensor& out) {
   SubSpace space = SubSpace::select(views, shape, order);
   space.coalesce();
   const int64_t numel = out.numel();
-  const int64_t ntiles = (numel + kTile - 1) / kTile;
   char* outData = static_cast<char*>(out.data_ptr());
   const int64_t esz = out.element_size();
-  at::parallel_for(0, ntiles, std::max<int64_t>(1, 16384 / kTile), [&](int64_t b, int64_t e) {
+  const int L = prog.numLeaves;
+  // The output is dense in `order`, so linear index i of the space is element i of its memory.
+  const bool resultInPlace = prog.resultWrittenLast() && prog.slotType[prog.result] == out.scalar_type();
+  const int64_t inner = space.size.empty() ? 1 : space.size.back();
+
+  if (space.size.empty() || inner < kMinRowTile) {
+    const int64_t ntiles = (numel + kTile - 1) / kTile;
+    at::parallel_for(0, ntiles, std::max<int64_t>(1, 16384 / kTile), [&](int64_t b, int64_t e) {
+      auto scratch = prog.makeScratch();
+      for (int64_t t = b; t < e; ++t) {
+        const int64_t start = t * kTile, n = std::min(kTile, numel - start);
+        for (int i = 0; i < L; ++i) space.gatherInto(i, views[i], 0, start, n, scratch.slot[i]);
+        if (resultInPlace) scratch.slot[prog.result] = outData + start * esz;
+        prog.run(scratch, n);
+        if (!resultInPlace) std::memcpy(outData + start * esz, scratch.slot[prog.result], n * esz);
+      }
+    });
+    return;
+  }
+
+  // Row tiles: row r, elements [start, start + n) of the inner dim.
+  const int64_t rows = numel / inner, tilesPerRow = (inner + kTile - 1) / kTile;
+  std::vector<LeafSource> source(L, LeafSource::Gather);
+  std::vector<std::vector<char>> packed(L);
+  for (int i = 0; i < L; ++i) {
+    const auto& st = space.stride[i];
+    const int64_t innerStride = st.back();
+    const bool rowInvariant = std::all_of(st.begin(), st.end() - 1, [](int64_t x) { return x == 0; });
+    if (innerStride == views[i].elemSize) {
+      source[i] = LeafSource::InPlace;
+    } else if (innerStride != 0 && rowInvariant) {
+      source[i] = LeafSource::Packed;
+      packed[i].resize(inner * views[i].elemSize);
+      gather(views[i].data, views[i].elemSize, &inner, &innerStride, 1, 0, inner, packed[i].data());
+    }
+  }
+  SubSpace outer = space;
+  outer.size.pop_back();
+  for (auto& st : outer.stride) st.pop_back();
+  at::parallel_for(0, rows * tilesPerRow, std::max<int64_t>(1, 16384 / kTile), [&](int64_t b, int64_t e) {
     auto scratch = prog.makeScratch();
-    for (int64_t t = b; t < e; ++t) {
-      const int64_t start = t * kTile, n = std::min(kTile, numel - start);
-      for (int i = 0; i < prog.numLeaves; ++i) space.gatherInto(i, views[i], 0, start, n, scratch.slot[i]);
+    std::vector<const char*> rowBase(L);
+    int64_t row = -1;
+    for (int64_t w = b; w < e; ++w) {
+      const int64_t r = w / tilesPerRow, start = (w % tilesPerRow) * kTile;
+      const int64_t n = std::min(kTile, inner - start);
+      if (r != row) {
+        row = r;
+        for (int i = 0; i < L; ++i) rowBase[i] = views[i].data + outer.offset(i, r);
+      }
+      for (int i = 0; i < L; ++i) {
+        const int64_t s = space.stride[i].back();
+        switch (source[i]) {
+          case LeafSource::InPlace:
+            scratch.slot[i] = const_cast<char*>(rowBase[i] + start * s);
+            break;
+          case LeafSource::Packed:
+            scratch.slot[i] = packed[i].data() + start * views[i].elemSize;
+            break;
+          case LeafSource::Gather:
+            gather(rowBase[i], views[i].elemSize, &inner, &s, 1, start, n, scratch.slot[i] = scratch.buffer[i]);
+            break;
+        }
+      }
+      char* dst = outData + (r * inner + start) * esz;
+      if (resultInPlace) scratch.slot[prog.result] = dst;
       prog.run(scratch, n);
-      std::memcpy(outData + start * esz, scratch.slot[prog.result], n * esz);
+      if (!resultInPlace) std::memcpy(dst, scratch.slot[prog.result], n * esz);
     }
   });
 }
@@ -129,8 +200,12 @@ void runReduceTyped(const TileProgram& prog, const std::vector<BroadcastView>& v
         for (int64_t r = 0; r < count; ++r) {
           for (int i = 0; i < L; ++i) {
             int64_t off = base[i] + plan.reduced.offset(i, r);
-            gather(views[i].data + off, views[i].elemSize, &inner, &plan.kept.stride[i].back(), 1, 0, n,
-                   scratch.slot[i]);
+            const int64_t s = plan.kept.stride[i].back();
+            if (s == views[i].elemSize)  // contiguous along the tile: read in place
+              scratch.slot[i] = const_cast<char*>(views[i].data + off);
+            else
+              gather(views[i].data + off, views[i].elemSize, &inner, &s, 1, 0, n,
+                     scratch.slot[i] = scratch.buffer[i]);
           }
           prog.run(scratch, n);
           const T* v = reinterpret_cast<const T*>(scratch.slot[prog.result]);

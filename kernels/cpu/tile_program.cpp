@@ -2,6 +2,7 @@
 
 #include "kernels/elementwise.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <map>
 
@@ -27,21 +28,6 @@ void dispatchNative(c10::ScalarType t, F&& f) {
     case c10::ScalarType::Double: return f(Tag<double>{});
     default: TORCH_CHECK(false, "tsfuse: dtype ", t, " has no native CPU evaluation");
   }
-}
-
-template <typename T, typename F>
-void map1(const char* a, char* o, int64_t n, F f) {
-  auto A = reinterpret_cast<const T*>(a);
-  auto O = reinterpret_cast<T*>(o);
-  for (int64_t i = 0; i < n; ++i) O[i] = f(A[i]);
-}
-
-template <typename T, typename R, typename F>
-void map2(const char* a, const char* b, char* o, int64_t n, F f) {
-  auto A = reinterpret_cast<const T*>(a);
-  auto B = reinterpret_cast<const T*>(b);
-  auto O = reinterpret_cast<R*>(o);
-  for (int64_t i = 0; i < n; ++i) O[i] = f(A[i], B[i]);
 }
 
 bool isFloating(c10::ScalarType t) { return t == c10::ScalarType::Float || t == c10::ScalarType::Double; }
@@ -193,6 +179,34 @@ struct Lowering {
   }
 };
 
+// The native op loops, compiled twice: for the baseline ISA (SSE2 on x86-64) and, on x86-64, for
+// AVX2 (chosen at run time). Only the vector width differs: no FMA (-ffp-contract=off and no
+// "fma" target), and IEEE add/sub/mul/div/compare are exact in every width, so both give the
+// same bits.
+using ExecFn = void (*)(const LInstr&, c10::ScalarType, char*, const char*, const char*, const char*, int64_t);
+namespace base {
+#include "kernels/cpu/tile_ops.inc"
+}  // namespace base
+#if defined(__x86_64__) && defined(__GNUC__)
+#define TSFUSE_HAVE_AVX2_OPS 1
+#pragma GCC push_options
+#pragma GCC target("avx2")
+namespace avx2 {
+#include "kernels/cpu/tile_ops.inc"
+}  // namespace avx2
+#pragma GCC pop_options
+#endif
+
+ExecFn chooseExec() {
+  const char* isa = std::getenv("TSFUSE_CPU_ISA");  // "baseline" forces the SSE2 loops (tests, benchmarks)
+  const bool baseline = isa && std::string(isa) == "baseline";
+#ifdef TSFUSE_HAVE_AVX2_OPS
+  if (!baseline && __builtin_cpu_supports("avx2")) return avx2::exec;
+#endif
+  (void)baseline;
+  return base::exec;
+}
+
 }  // namespace
 
 bool isNativeDtype(c10::ScalarType t) {
@@ -242,6 +256,7 @@ TileProgram::Scratch TileProgram::makeScratch() const {
   s.slot.resize(slotType.size());
   for (size_t i = 0; i < slotType.size(); ++i)
     s.slot[i] = reinterpret_cast<char*>(s.storage.data() + i * kTile);
+  s.buffer = s.slot;
   for (const Literal& lit : literals) {
     dispatchNative(slotType[lit.slot], [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -258,22 +273,12 @@ TileProgram::Scratch TileProgram::makeScratch() const {
 }
 
 void TileProgram::run(Scratch& s, int64_t n) const {
+  static const ExecFn exec = chooseExec();
   for (const LInstr& li : code) {
     char* o = s.slot[li.out];
     const char* a = li.a >= 0 ? s.slot[li.a] : nullptr;
     const char* b = li.b >= 0 ? s.slot[li.b] : nullptr;
-    if (li.op == LOp::Cast) {
-      dispatchNative(slotType[li.a], [&](auto from) {
-        using F = typename decltype(from)::type;
-        dispatchNative(li.ct, [&](auto to) {
-          using T = typename decltype(to)::type;
-          auto A = reinterpret_cast<const F*>(a);
-          auto O = reinterpret_cast<T*>(o);
-          for (int64_t i = 0; i < n; ++i) O[i] = ew::cast<T>(A[i]);
-        });
-      });
-      continue;
-    }
+    const char* c = li.c >= 0 ? s.slot[li.c] : nullptr;
     if (li.op == LOp::Aten) {
       std::vector<at::Tensor> tiles;
       tiles.reserve(li.atenSlots.size());
@@ -285,42 +290,7 @@ void TileProgram::run(Scratch& s, int64_t n) const {
       std::memcpy(o, r.const_data_ptr(), n * r.element_size());
       continue;
     }
-    dispatchNative(li.ct, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      switch (li.op) {
-        case LOp::Add: map2<T, T>(a, b, o, n, [](T x, T y) { return static_cast<T>(x + y); }); break;
-        case LOp::Sub: map2<T, T>(a, b, o, n, [](T x, T y) { return static_cast<T>(x - y); }); break;
-        case LOp::Mul: map2<T, T>(a, b, o, n, [](T x, T y) { return static_cast<T>(x * y); }); break;
-        case LOp::Div: map2<T, T>(a, b, o, n, [](T x, T y) { return static_cast<T>(x / y); }); break;
-        case LOp::Minimum: map2<T, T>(a, b, o, n, [](T x, T y) { return ew::minimum(x, y); }); break;
-        case LOp::Maximum: map2<T, T>(a, b, o, n, [](T x, T y) { return ew::maximum(x, y); }); break;
-        case LOp::ClampMin: map2<T, T>(a, b, o, n, [](T x, T y) { return ew::clampMin(x, y); }); break;
-        case LOp::ClampMax: map2<T, T>(a, b, o, n, [](T x, T y) { return ew::clampMax(x, y); }); break;
-        case LOp::Eq: map2<T, bool>(a, b, o, n, [](T x, T y) { return x == y; }); break;
-        case LOp::Ne: map2<T, bool>(a, b, o, n, [](T x, T y) { return x != y; }); break;
-        case LOp::Lt: map2<T, bool>(a, b, o, n, [](T x, T y) { return x < y; }); break;
-        case LOp::Le: map2<T, bool>(a, b, o, n, [](T x, T y) { return x <= y; }); break;
-        case LOp::Gt: map2<T, bool>(a, b, o, n, [](T x, T y) { return x > y; }); break;
-        case LOp::Ge: map2<T, bool>(a, b, o, n, [](T x, T y) { return x >= y; }); break;
-        case LOp::And: map2<bool, bool>(a, b, o, n, [](bool x, bool y) { return x && y; }); break;
-        case LOp::Or: map2<bool, bool>(a, b, o, n, [](bool x, bool y) { return x || y; }); break;
-        case LOp::Xor: map2<bool, bool>(a, b, o, n, [](bool x, bool y) { return x != y; }); break;
-        case LOp::Not: map1<bool>(a, o, n, [](bool x) { return !x; }); break;
-        case LOp::Neg:
-          if constexpr (!std::is_same_v<T, bool>) map1<T>(a, o, n, [](T x) { return static_cast<T>(-x); });
-          break;
-        case LOp::Abs: map1<T>(a, o, n, [](T x) { return ew::abs_(x); }); break;
-        case LOp::Where: {
-          auto C = reinterpret_cast<const bool*>(a);
-          auto X = reinterpret_cast<const T*>(b);
-          auto Y = reinterpret_cast<const T*>(s.slot[li.c]);
-          auto O = reinterpret_cast<T*>(o);
-          for (int64_t i = 0; i < n; ++i) O[i] = C[i] ? X[i] : Y[i];
-          break;
-        }
-        case LOp::Cast: case LOp::Aten: break;
-      }
-    });
+    exec(li, li.op == LOp::Cast ? slotType[li.a] : li.ct, o, a, b, c, n);
   }
 }
 

@@ -56,10 +56,17 @@ struct TileProgram {
   struct Scratch {
     std::vector<int64_t> storage;  // 8-byte aligned
     std::vector<char*> slot;
+    // Each slot's own buffer. A caller may point slot[i] elsewhere for one tile (a leaf read in
+    // place from the operand, the result written in place into the output); it gathers into
+    // buffer[i], never into slot[i].
+    std::vector<char*> buffer;
   };
   Scratch makeScratch() const;
   // Evaluates n <= kTile elements; leaf slots must already hold the gathered operands.
   void run(Scratch& s, int64_t n) const;
+  // The result may be written straight into the destination (Scratch::slot[result] pointed there)
+  // when the last instruction produces it: no other instruction reads or writes that slot.
+  bool resultWrittenLast() const { return !code.empty() && code.back().out == result; }
 };
 
 bool isNativeDtype(c10::ScalarType t);

@@ -1,0 +1,282 @@
+"""Side-by-side benchmark: every workload x size x implementation, one fresh process per cell.
+
+    .venv/bin/python bench/suite.py [--quick] [--device cpu|cuda] [--workloads a,b] [--impls x,y]
+                                    [--build build] [--out build/bench/results.json]
+
+Implementations (impl):
+  eager                 the nn.Module, eager PyTorch
+  torchscript           the scripted module saved and loaded, TorchScript's default (profiling)
+                        executor, no libtsfuse in the process: first_call_ms is its first
+                        (unoptimized, profiled) call, time_ms the steady state after warm-up
+  compile               torch.compile(module), default mode; its first call includes compiling,
+                        from an empty inductor cache (a fresh TORCHINDUCTOR_CACHE_DIR per cell)
+  compile-max-autotune  torch.compile(module, mode="max-autotune"), likewise
+  keops                 the workload written with pykeops LazyTensors, where KeOps can express it
+                        (KeOps caches its compiled formulas on disk: first_call_ms includes
+                        compiling only when the formula was never built on this machine)
+  tsfuse-optimize-ts    the optimize-ts output of the scripted module, libtsfuse loaded
+  tsfuse-load-time      the unmodified scripted module with libtsfuse loaded (the executor
+                        pre-pass fuses at the first call)
+
+Each cell runs in a fresh process: build the inputs (fixed seed), time the FIRST call, run two
+warm-up calls, measure the peak memory of one steady-state call, then time repeats and report the
+median wall time (time_ms) and the median process CPU time of a call, all threads (cpu_ms; on a
+shared, oversubscribed machine it is the steadier of the two). Peak memory: CPU = growth of the peak RSS during the call (VmHWM after a clear_refs reset,
+minus VmRSS before; glibc is told to mmap every allocation >= 64 KiB so that freed buffers leave
+the RSS), CUDA = the caching allocator's peak above the memory allocated before the call. The
+output is part of the peak. first_call_peak_bytes is the same for the first call (for
+torch.compile it includes the compiler's own memory). The result is checked against eager's on
+the same inputs (matches: exact / close / differs).
+
+Results: a list of {"workload", "size", "impl", "device", "time_ms", "first_call_ms",
+"peak_bytes", ...} in --out (merged with the cells already there, so subsets can be re-run).
+bench/report.py turns it into docs/benchmarks.md.
+"""
+import argparse
+import json
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+IMPLS = ("eager", "torchscript", "compile", "compile-max-autotune", "keops", "tsfuse-optimize-ts",
+         "tsfuse-load-time")
+MMAP_THRESHOLD = str(64 * 1024)
+
+
+def count_ops(graph):
+    """(tsfuse ops, other aten ops) in a graph, nested blocks included."""
+    fused = other = 0
+    stack = [graph.nodes()]
+    while stack:
+        for n in stack.pop():
+            kind = n.kind()
+            if kind.startswith("tsfuse::"):
+                fused += 1
+            elif kind.startswith("aten::"):
+                other += 1
+            stack.extend(n.blocks())
+    return fused, other
+
+
+def compare(out, ref):
+    import torch
+
+    if isinstance(out, torch.Tensor) and out.dtype == ref.dtype and out.shape == ref.shape:
+        if torch.equal(out.cpu(), ref.cpu()):
+            return "exact"
+    try:
+        if torch.allclose(out.cpu().to(ref.dtype), ref.cpu(), rtol=1e-4, atol=1e-5, equal_nan=True):
+            return "close"
+    except (RuntimeError, TypeError):
+        pass
+    return "differs"
+
+
+def child(a):
+    """Measures one cell in this fresh process; prints one JSON line."""
+    import torch
+    from measure_memory import rss_peak_begin, rss_peak_bytes
+    from workloads import BY_NAME
+
+    torch.set_grad_enabled(False)
+    w = BY_NAME[a.workload]
+    size = tuple(int(s) for s in a.size.split("x"))
+    device = torch.device(a.device)
+    cuda = device.type == "cuda"
+    if a.impl.startswith("tsfuse"):
+        torch.ops.load_library(a.lib)
+    module = w.module().eval()
+    if a.impl == "eager":
+        fn = module
+    elif a.impl in ("torchscript", "tsfuse-load-time"):
+        fn = torch.jit.load(a.model, map_location=device)
+    elif a.impl == "tsfuse-optimize-ts":
+        fn = torch.jit.load(a.opt_model, map_location=device)
+    elif a.impl == "compile":
+        fn = torch.compile(module)
+    elif a.impl == "compile-max-autotune":
+        fn = torch.compile(module, mode="max-autotune")
+    elif a.impl == "keops":
+        fn = w.keops
+    else:
+        raise SystemExit(f"unknown impl {a.impl}")
+    inputs = w.make_inputs(size, device)
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize(device)
+
+    def mem_begin():
+        if cuda:
+            sync()
+            torch.cuda.reset_peak_memory_stats(device)
+            return torch.cuda.memory_allocated(device)
+        return rss_peak_begin()
+
+    def mem_end(before):
+        if cuda:
+            sync()
+            return torch.cuda.max_memory_allocated(device) - before
+        return rss_peak_bytes(before)
+
+    sync()
+    before = mem_begin()
+    t0 = time.perf_counter()
+    out = fn(*inputs)
+    sync()
+    first_ms = (time.perf_counter() - t0) * 1e3
+    first_peak = mem_end(before)
+    for _ in range(2):
+        out = fn(*inputs)
+    del out
+    before = mem_begin()
+    out = fn(*inputs)
+    peak = mem_end(before)
+    times, cpu_times = [], []
+    budget_end = time.perf_counter() + a.min_time
+    while len(times) < a.max_reps and (len(times) < a.reps or time.perf_counter() < budget_end):
+        t0, c0 = time.perf_counter(), time.process_time()
+        out = fn(*inputs)
+        sync()
+        times.append((time.perf_counter() - t0) * 1e3)
+        cpu_times.append((time.process_time() - c0) * 1e3)
+    fused = other = None
+    if isinstance(fn, torch.jit.ScriptModule):
+        fused, other = count_ops(torch.jit.last_executed_optimized_graph())
+    ref = module(*inputs)
+    row = {
+        "workload": w.name, "size": a.size, "impl": a.impl, "device": a.device,
+        "time_ms": statistics.median(times), "first_call_ms": first_ms, "peak_bytes": peak,
+        "first_call_peak_bytes": first_peak, "output_bytes": out.numel() * out.element_size(),
+        "reps": len(times), "min_ms": min(times),
+        "cpu_ms": statistics.median(cpu_times), "tsfuse_ops": fused, "aten_ops": other,
+        "matches": compare(out, ref), "threads": torch.get_num_threads(), "status": "ok",
+    }
+    if a.impl.startswith("compile"):
+        row["compile_ms"] = max(0.0, first_ms - row["time_ms"])
+    print(json.dumps(row))
+    return 0
+
+
+def run_cell(args, w, size, impl, models):
+    from workloads import size_str
+
+    base = {"workload": w.name, "size": size_str(size), "impl": impl, "device": args.device,
+            "time_ms": None, "first_call_ms": None, "peak_bytes": None}
+    if impl == "keops" and w.keops is None:
+        return dict(base, status="n/a", reason=w.keops_why)
+    cmd = [sys.executable, __file__, "--child", impl, "--workload", w.name, "--size", size_str(size),
+           "--device", args.device, "--model", str(models[w.name][0]), "--opt-model", str(models[w.name][1]),
+           "--lib", str(args.lib), "--reps", str(args.reps), "--max-reps", str(args.max_reps),
+           "--min-time", str(args.min_time)]
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_=MMAP_THRESHOLD, PYTHONDONTWRITEBYTECODE="1")
+    with tempfile.TemporaryDirectory(prefix="tsfuse-inductor-") as cache:
+        if impl.startswith("compile"):
+            env["TORCHINDUCTOR_CACHE_DIR"] = cache
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout)
+        except subprocess.TimeoutExpired:
+            return dict(base, status="error", reason=f"timed out after {args.timeout} s")
+    if p.returncode != 0:
+        lines = [l for l in p.stderr.strip().splitlines() if l.strip()]
+        reason = lines[-1] if lines else f"exit {p.returncode}"
+        if impl == "keops":
+            return dict(base, status="n/a", reason=f"KeOps failed: {reason}"[:300])
+        return dict(base, status="error", reason=reason[:300])
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def prepare_models(build, workdir, workloads):
+    """Scripts each workload's module to WORKDIR/<name>.pt and optimizes it to <name>.opt.pt."""
+    import torch
+    from measure_memory import optimize_ts
+
+    models = {}
+    for w in workloads:
+        src, dst = workdir / f"{w.name}.pt", workdir / f"{w.name}.opt.pt"
+        torch.jit.script(w.module()).save(str(src))
+        optimize_ts(build, src, dst)
+        models[w.name] = (src, dst)
+    return models
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true",
+                    help="the small CI run: one small size, three workloads, torch.compile on one")
+    ap.add_argument("--device", default=os.environ.get("DEVICE", "cpu"), choices=["cpu", "cuda"])
+    ap.add_argument("--workloads", help="comma-separated subset")
+    ap.add_argument("--impls", help="comma-separated subset of " + ",".join(IMPLS))
+    ap.add_argument("--sizes", help="comma-separated sizes like 4096x500 (default: the workload's)")
+    ap.add_argument("--build", default=os.environ.get("TSFUSE_BUILD", str(ROOT / "build")))
+    ap.add_argument("--out", help="results JSON (default: BUILD/bench/results.json)")
+    ap.add_argument("--fresh", action="store_true", help="drop the cells already in --out")
+    ap.add_argument("--reps", type=int, default=None)
+    ap.add_argument("--max-reps", type=int, default=30)
+    ap.add_argument("--min-time", type=float, default=None, help="seconds of repeats per cell")
+    ap.add_argument("--timeout", type=int, default=1800, help="seconds per cell")
+    for hidden in ("--child", "--workload", "--size", "--model", "--opt-model", "--lib"):
+        ap.add_argument(hidden, help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.reps is None:
+        a.reps = 3 if a.quick else 5
+    if a.min_time is None:
+        a.min_time = 0.0 if a.quick else 1.0
+    if a.child:
+        a.impl = a.child
+        a.min_time = float(a.min_time)
+        return child(a)
+
+    from workloads import WORKLOADS, size_str
+
+    build = pathlib.Path(a.build).resolve()
+    a.lib = pathlib.Path(os.environ.get("TSFUSE_LIB", build / "lib" / "libtsfuse.so"))
+    out = pathlib.Path(a.out) if a.out else build / "bench" / "results.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    chosen = a.workloads.split(",") if a.workloads else None
+    workloads = [w for w in WORKLOADS if (chosen is None or w.name in chosen) and (not a.quick or w.quick)]
+    impls = a.impls.split(",") if a.impls else list(IMPLS)
+    if a.quick and not a.impls:
+        impls = list(IMPLS)
+    rows = [] if a.fresh or not out.exists() else json.loads(out.read_text())
+    t_start = time.time()
+    models = prepare_models(build, out.parent, workloads)
+    for w in workloads:
+        sizes = [w.quick] if a.quick else w.sizes
+        if a.sizes:
+            sizes = [tuple(int(x) for x in s.split("x")) for s in a.sizes.split(",")]
+        for size in sizes:
+            for impl in impls:
+                # torch.compile compiles from an empty cache for tens of seconds per cell: the quick
+                # run exercises both modes on one workload only.
+                if a.quick and impl.startswith("compile") and w.name != "seed_similarity":
+                    continue
+                t0 = time.time()
+                row = run_cell(a, w, size, impl, models)
+                key = (row["workload"], row["size"], row["impl"], row["device"])
+                rows = [r for r in rows if (r["workload"], r["size"], r["impl"], r["device"]) != key]
+                rows.append(row)
+                out.write_text(json.dumps(rows, indent=1) + "\n")
+                t = row.get("time_ms")
+                detail = (f"{t:10.3f} ms  first {row['first_call_ms']:10.1f} ms  peak "
+                          f"{row['peak_bytes'] / 2**20:8.1f} MiB  tsfuse ops {row.get('tsfuse_ops')}  "
+                          f"{row.get('matches')}") if t is not None else f"{row['status']}: {row.get('reason')}"
+                print(f"{w.name:<20} {size_str(size):>11} {impl:<21} {detail}  ({time.time() - t0:.0f} s)",
+                      flush=True)
+    print(f"{len(rows)} cells in {out} ({time.time() - t_start:.0f} s)")
+    errors = [r for r in rows if r.get("status") == "error"]
+    for r in errors:
+        print(f"ERROR {r['workload']} {r['size']} {r['impl']}: {r.get('reason')}", file=sys.stderr)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

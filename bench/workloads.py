@@ -1,0 +1,233 @@
+"""The benchmark workloads: TorchScript-able modules, their inputs per size, and KeOps forms.
+
+Every workload is an nn.Module (so it can be scripted, saved for optimize-ts, compiled and run
+eagerly from one definition). `make_inputs(size, device)` builds deterministic inputs (fixed seed).
+`keops` is a function of the inputs computing the same result with pykeops LazyTensors, or None
+with the reason in `keops_why` when KeOps cannot express the workload: KeOps evaluates
+reductions over one of the two indices of a symbolic [N, M] matrix, so a workload whose output IS
+the dense pairwise matrix has no KeOps form.
+"""
+import sys
+import pathlib
+from dataclasses import dataclass, field
+from typing import Callable, List, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "examples"))
+import seed_models  # noqa: E402
+
+DENSE = "the output is the dense pairwise matrix; KeOps only returns reductions over i or j"
+
+
+# --- modules -------------------------------------------------------------------------------------
+
+def box_iou(boxes1: Tensor, boxes2: Tensor) -> Tensor:
+    """IoU matrix [N, M], written as torchvision's box_iou (views of the [N, M, 2] intermediate)."""
+    area1 = (boxes1[:, 2] - boxes1[:, 0]) * (boxes1[:, 3] - boxes1[:, 1])
+    area2 = (boxes2[:, 2] - boxes2[:, 0]) * (boxes2[:, 3] - boxes2[:, 1])
+    lt = torch.max(boxes1[:, None, :2], boxes2[:, :2])
+    rb = torch.min(boxes1[:, None, 2:], boxes2[:, 2:])
+    wh = (rb - lt).clamp(min=0)
+    inter = wh[:, :, 0] * wh[:, :, 1]
+    return inter / (area1[:, None] + area2 - inter)
+
+
+class SeedIntersection(torch.nn.Module):
+    def forward(self, boxes1: Tensor, boxes2: Tensor) -> Tensor:
+        return seed_models.intersection(boxes1, boxes2)
+
+
+class SeedSimilarity(torch.nn.Module):
+    def forward(self, x: Tensor, y: Tensor) -> Tensor:
+        return seed_models.similarity(x, y)
+
+
+class IoU(torch.nn.Module):
+    def forward(self, boxes1: Tensor, boxes2: Tensor) -> Tensor:
+        return box_iou(boxes1, boxes2)
+
+
+class GIoU(torch.nn.Module):
+    """Generalized IoU matrix (torchvision's generalized_box_iou form)."""
+
+    def forward(self, boxes1: Tensor, boxes2: Tensor) -> Tensor:
+        area1 = (boxes1[:, 2] - boxes1[:, 0]) * (boxes1[:, 3] - boxes1[:, 1])
+        area2 = (boxes2[:, 2] - boxes2[:, 0]) * (boxes2[:, 3] - boxes2[:, 1])
+        lt = torch.max(boxes1[:, None, :2], boxes2[:, :2])
+        rb = torch.min(boxes1[:, None, 2:], boxes2[:, 2:])
+        wh = (rb - lt).clamp(min=0)
+        inter = wh[:, :, 0] * wh[:, :, 1]
+        union = area1[:, None] + area2 - inter
+        iou = inter / union
+        lti = torch.min(boxes1[:, None, :2], boxes2[:, :2])
+        rbi = torch.max(boxes1[:, None, 2:], boxes2[:, 2:])
+        whi = (rbi - lti).clamp(min=0)
+        areai = whi[:, :, 0] * whi[:, :, 1]
+        return iou - (areai - union) / areai
+
+
+class L1Distance(torch.nn.Module):
+    def forward(self, x: Tensor, y: Tensor) -> Tensor:
+        return (x[:, None, :] - y[None, :, :]).abs().sum(-1)
+
+
+class L2Distance(torch.nn.Module):
+    def forward(self, x: Tensor, y: Tensor) -> Tensor:
+        return ((x[:, None, :] - y[None, :, :]) ** 2).sum(-1).sqrt()
+
+
+class GaussianKernelSum(torch.nn.Module):
+    """sum_j exp(-|x_i - y_j|^2 / (2 sigma^2)) b_j -> [N] (sigma = 0.5)."""
+
+    def forward(self, x: Tensor, y: Tensor, b: Tensor) -> Tensor:
+        d2 = ((x[:, None, :] - y[None, :, :]) ** 2).sum(-1)
+        return (torch.exp(d2 * -2.0) * b[None, :]).sum(1)
+
+
+class NearestNeighbour(torch.nn.Module):
+    def forward(self, x: Tensor, y: Tensor) -> Tensor:
+        return ((x[:, None, :] - y[None, :, :]) ** 2).sum(-1).argmin(dim=1)
+
+
+class Chamfer(torch.nn.Module):
+    def forward(self, x: Tensor, y: Tensor) -> Tensor:
+        d2 = ((x[:, None, :] - y[None, :, :]) ** 2).sum(-1)
+        return torch.min(d2, dim=1)[0].mean() + torch.min(d2, dim=0)[0].mean()
+
+
+class AnchorMatching(torch.nn.Module):
+    """Index of the best ground-truth box per anchor, -1 below IoU 0.5 -> int64 [N]."""
+
+    def forward(self, anchors: Tensor, gt: Tensor) -> Tensor:
+        iou = box_iou(anchors, gt)
+        vals, idx = iou.max(dim=1)
+        return idx.masked_fill(vals < 0.5, -1)
+
+
+# --- inputs --------------------------------------------------------------------------------------
+
+def _gen(device):
+    return torch.Generator().manual_seed(0)
+
+
+def boxes_inputs(size, device):
+    g = _gen(device)
+    n, m = size
+    return (seed_models.random_boxes(n, g).to(device), seed_models.random_boxes(m, g).to(device))
+
+
+def similarity_inputs(size, device):
+    g = _gen(device)
+    s, d = size
+    return (torch.randn(s, d, generator=g).to(device), torch.randn(s, d, generator=g).to(device))
+
+
+def points_inputs(dim):
+    def make(size, device):
+        g = _gen(device)
+        n, m = size
+        return (torch.randn(n, dim, generator=g).to(device), torch.randn(m, dim, generator=g).to(device))
+    return make
+
+
+def gaussian_inputs(size, device):
+    g = _gen(device)
+    n, m = size
+    return (torch.randn(n, 3, generator=g).to(device), torch.randn(m, 3, generator=g).to(device),
+            torch.randn(m, generator=g).to(device))
+
+
+# --- KeOps forms ---------------------------------------------------------------------------------
+
+def _lazy(t):
+    from pykeops.torch import LazyTensor
+
+    return LazyTensor(t)
+
+
+def _keops_d2(x, y):
+    return ((_lazy(x[:, None, :].contiguous()) - _lazy(y[None, :, :].contiguous())) ** 2).sum(-1)
+
+
+def keops_gaussian(x, y, b):
+    d2 = _keops_d2(x, y)
+    return ((d2 * -2.0).exp() * _lazy(b[None, :, None].contiguous())).sum(dim=1).view(-1)
+
+
+def keops_nearest(x, y):
+    return _keops_d2(x, y).argmin(dim=1).view(-1).long()
+
+
+def keops_chamfer(x, y):
+    d2 = _keops_d2(x, y)
+    return d2.min(dim=1).mean() + d2.min(dim=0).mean()
+
+
+def keops_anchor_matching(anchors, gt):
+    a = _lazy(anchors[:, None, :].contiguous())
+    g = _lazy(gt[None, :, :].contiguous())
+    area_a = _lazy(((anchors[:, 2] - anchors[:, 0]) * (anchors[:, 3] - anchors[:, 1]))[:, None, None].contiguous())
+    area_g = _lazy(((gt[:, 2] - gt[:, 0]) * (gt[:, 3] - gt[:, 1]))[None, :, None].contiguous())
+
+    def mn(p, q):
+        return p - (p - q).relu()
+
+    def mx(p, q):
+        return p + (q - p).relu()
+
+    w = (mn(a.elem(2), g.elem(2)) - mx(a.elem(0), g.elem(0))).relu()
+    h = (mn(a.elem(3), g.elem(3)) - mx(a.elem(1), g.elem(1))).relu()
+    inter = w * h
+    iou = inter / (area_a + area_g - inter)
+    vals, idx = iou.max_argmax(dim=1)
+    return idx.view(-1).long().masked_fill(vals.view(-1) < 0.5, -1)
+
+
+# --- registry ------------------------------------------------------------------------------------
+
+@dataclass
+class Workload:
+    name: str
+    title: str
+    module: Callable[[], torch.nn.Module]
+    make_inputs: Callable
+    sizes: List[Tuple[int, int]]
+    quick: Optional[Tuple[int, int]]  # size in `make bench QUICK=1` (None: not in the quick run)
+    size_label: str
+    keops: Optional[Callable] = None
+    keops_why: str = DENSE
+    seed: bool = False
+    notes: str = ""
+
+
+WORKLOADS = [
+    Workload("seed_intersection", "Seed: IoU intersection areas [N, M]", SeedIntersection, boxes_inputs,
+             [(4096, 500), (30000, 500), (121496, 500)], (2048, 100), "N x M boxes", seed=True),
+    Workload("seed_similarity", "Seed: similarity |x_i - y_j| < 1 counted over samples [D, D]", SeedSimilarity,
+             similarity_inputs, [(128, 250), (128, 500), (128, 1000)], (32, 128), "S x D", seed=True),
+    Workload("iou", "IoU matrix (torchvision form)", IoU, boxes_inputs, [(4096, 500), (30000, 500)], None,
+             "N x M boxes"),
+    Workload("giou", "Generalized IoU matrix", GIoU, boxes_inputs, [(4096, 500), (30000, 500)], None,
+             "N x M boxes"),
+    Workload("l1_distance", "Pairwise L1 distances, D = 8", L1Distance, points_inputs(8),
+             [(1024, 1024), (4096, 4096)], None, "N x M points"),
+    Workload("l2_distance", "Pairwise L2 distances, D = 8", L2Distance, points_inputs(8),
+             [(1024, 1024), (4096, 4096)], None, "N x M points"),
+    Workload("gaussian_kernel_sum", "Gaussian kernel sum, D = 3", GaussianKernelSum, gaussian_inputs,
+             [(1024, 1024), (4096, 4096)], None, "N x M points", keops=keops_gaussian, keops_why=""),
+    Workload("nearest_neighbour", "Nearest neighbour (argmin of squared L2), D = 3", NearestNeighbour,
+             points_inputs(3), [(1024, 1024), (4096, 4096)], (256, 256), "N x M points",
+             keops=keops_nearest, keops_why=""),
+    Workload("chamfer", "Chamfer distance, D = 3", Chamfer, points_inputs(3), [(1024, 1024), (4096, 4096)],
+             None, "N x M points", keops=keops_chamfer, keops_why=""),
+    Workload("anchor_matching", "Anchor matching (IoU, max with index, threshold)", AnchorMatching,
+             boxes_inputs, [(4096, 500), (30000, 500)], None, "N x M boxes", keops=keops_anchor_matching,
+             keops_why=""),
+]
+BY_NAME = {w.name: w for w in WORKLOADS}
+
+
+def size_str(size) -> str:
+    return "x".join(str(s) for s in size)
