@@ -125,9 +125,14 @@ TEST(HostileArgs, BadReductionDimsRaise) {
 
 TEST(HostileArgs, BogusReductionNamesRaise) {
   T ops = {at::rand({3, 1}), at::rand({1, 4})};
-  for (const std::string& name : std::vector<std::string>{"", "SUM", "sum ", "median", "max", std::string("sum\0x", 5), std::string(4096, 'a')}) {
+  for (const std::string& name : std::vector<std::string>{"", "SUM", "sum ", "median", "maximum", std::string("sum\0x", 5), std::string(4096, 'a')}) {
     std::string err = errorOf([&] { tsfuse::reduce(ops, "v1: sub($0, $1)", name); });
     EXPECT_NE(err.find("unknown reduction"), std::string::npos) << err;
+  }
+  for (const std::string& name : {"max:2", "sum:1", "norm:", "norm:2x"}) {
+    std::string err = errorOf([&] { tsfuse::reduce(ops, "v1: sub($0, $1)", name); });
+    EXPECT_TRUE(err.find("only norm takes a parameter") != std::string::npos ||
+                err.find("malformed norm order") != std::string::npos) << err;
   }
 }
 
