@@ -51,6 +51,7 @@ struct CanonicalizeImpl {
     e.fusedOp = std::move(into);
     e.pass = kPass;
     e.nodes = {describeNode(n)};
+    e.nodeIds = {nodeId(n)};  // the viewer badges / links the node by it
     e.reason = std::move(reason);
     emitEvent(std::move(e));
   }

@@ -40,7 +40,8 @@ void printEventNodes(std::ostream& os, const FusionEvent& e, const MethodGraphs*
     }
     std::string code = r->code.substr(std::min(r->code.size(), r->code.find_first_not_of(" \t")));
     os << "        " << std::left << std::setw(16) << r->kind << std::setw(26) << r->id
-       << std::setw(22) << (baseName(r->file) + ":" + std::to_string(r->line)) << std::right << code << "\n";
+       << std::setw(22) << (baseName(r->file) + ":" + std::to_string(r->line)) << std::right << "  " << code
+       << "\n";
   }
 }
 

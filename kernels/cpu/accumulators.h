@@ -180,9 +180,15 @@ struct NormAcc {
     else s += o.s;
   }
   Out get(int64_t) const {
-    if (mode == Mode::Two) return ew::cast<T>(std::sqrt(s));
-    if (mode == Mode::General) return ew::cast<T>(std::pow(s, 1.0 / p));
-    return ew::cast<T>(s);
+    // NB: eager sums |x|^p in float for float inputs; every term is >= 0, so its sum overflows to
+    // inf exactly when ours (in double) exceeds float's range — reproduce that before the root.
+    double sum = s;
+    if constexpr (!std::is_same_v<T, double>)
+      if (mode != Mode::Max && mode != Mode::Min && sum > std::numeric_limits<float>::max())
+        sum = std::numeric_limits<double>::infinity();
+    if (mode == Mode::Two) return ew::cast<T>(std::sqrt(sum));
+    if (mode == Mode::General) return ew::cast<T>(std::pow(sum, 1.0 / p));
+    return ew::cast<T>(sum);
   }
 };
 

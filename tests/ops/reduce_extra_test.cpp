@@ -121,6 +121,27 @@ TEST(ReduceExtra, EmptyReductionsAndErrorsAsEager) {
   EXPECT_THROW(tsfuse::reduce(ints, kSum, "sum:2"), c10::Error);
 }
 
+// Eager accumulates |x|^p of a float input in float: the sum overflows to inf exactly when it
+// exceeds float's range, although each term and the root are finite (fuzzer program 1641).
+TEST(ReduceExtra, FloatNormOverflowsLikeEager) {
+  CheckOpts o;
+  o.exact = false;
+  for (double big : {3e19, 1e19, 2e38}) {
+    T ops = {at::full({2, 1}, big, at::kFloat), at::zeros({1, 3}, at::kFloat)};
+    for (const std::string red : {"norm:2.0", "norm:3.0", "norm:1.0", "norm:inf", "norm:-1.0"})
+      for (int64_t d : {0, 1})
+        EXPECT_TRUE(checkExtra(kSum, sum2, ops, red, std::vector<int64_t>{d}, false, std::nullopt, o))
+            << red << " " << big;
+    // In double the same sum is finite, as in eager.
+    EXPECT_TRUE(checkExtra(kSum, sum2, ops, "norm:2.0", std::vector<int64_t>{0}, false, at::kDouble, o));
+  }
+  // Vertical plan (innermost kept dim >= 16) and a long split reduction take the same rule.
+  T wide = {at::full({4, 1, 1}, 3e19, at::kFloat), at::zeros({1, 1, 20}, at::kFloat)};
+  EXPECT_TRUE(checkExtra(kSum, sum2, wide, "norm:2.0", std::vector<int64_t>{0}, false, std::nullopt, o));
+  T longer = {at::full({1, 700}, 3e18, at::kFloat), at::zeros({2, 1}, at::kFloat)};
+  EXPECT_TRUE(checkExtra(kSum, sum2, longer, "norm:2.0", std::vector<int64_t>{1}, false, std::nullopt, o));
+}
+
 // ---- max/min with indices ----
 
 ::testing::AssertionResult checkIndices(const std::string& expr, const EagerFn& eager, const T& ops,

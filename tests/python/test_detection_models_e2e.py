@@ -36,8 +36,8 @@ EXPECT = {
     "mmdet_iou": (3, 0, ["aten::clamp", "aten::div"]),
     "mmdet_giou": (3, 0, ["aten::clamp", "aten::div"]),
     # clamp_ on the [N,M,2] intermediate becomes out-of-place; each prod(2) is a tsfuse::reduce;
-    # `inter` ([N,M], a reduction result used twice) is stored and read by the final pairwise op.
-    "yolo_box_iou": (1, 3, ["aten::clamp", "aten::min(", "aten::max(", "aten::prod"]),
+    # the final division joins the `inter` reduction as its epilogue (areas are operands).
+    "yolo_box_iou": (0, 3, ["aten::clamp", "aten::min(", "aten::max(", "aten::prod", "aten::div"]),
     "yolo_iou": (1, 0, ["aten::clamp", "aten::div", "aten::minimum", "aten::maximum"]),
     "yolo_giou_xyxy": (1, 0, ["aten::clamp", "aten::div", "aten::minimum", "aten::maximum"]),
     "yolo_diou": (1, 0, ["aten::clamp", "aten::div", "aten::minimum", "aten::maximum", "aten::pow"]),
@@ -47,9 +47,9 @@ EXPECT = {
     "nearest_neighbour": (0, 1, ["aten::sub", "aten::pow", "aten::argmin"]),
     "chamfer": (0, 2, ["aten::sub", "aten::pow", "aten::min"]),
     "anchor_best_iou": (0, 1, ["aten::clamp", "aten::div", "aten::amax"]),
-    # max(dim=0) returning values AND indices is not a tsfuse reduction yet: the IoU matrix is
-    # one pairwise op and stored; the final where() over [A] vectors is a second one.
-    "anchor_matching": (2, 0, ["aten::clamp", "aten::div("]),
+    # max(dim=0) returning values AND indices: one tsfuse::reduce_with_indices, the IoU matrix is
+    # never stored; the final where() over [A] vectors is a small pairwise op.
+    "anchor_matching": (1, 0, ["aten::clamp", "aten::div(", "aten::max("]),
 }
 
 VARIANTS = [(name, traced) for name in detection_models.FUNCTIONS for traced in (False, True)]
@@ -142,6 +142,7 @@ def test_fused_ops_and_no_broadcast_producer_left(models, optimize_ts, tsfuse_li
     pairwise, reduce, gone = EXPECT.get(_stem(name, traced), EXPECT[name])
     assert graph.count("tsfuse::pairwise(") == pairwise, graph
     assert graph.count("tsfuse::reduce(") == reduce, graph
+    assert graph.count("tsfuse::reduce_with_indices(") == (name == "anchor_matching"), graph
     for op in gone:
         assert op not in graph, (op, graph)
     assert "prim::CallFunction" not in graph and "prim::CallMethod" not in graph

@@ -174,7 +174,10 @@ def test_explain_says_why_not(rejected, optimize_ts):
     assert proc.returncode == 0, proc.stderr
     assert "KEEP  3 node(s) unfused (fuse_pairwise" in proc.stdout
     assert "why not: operand" in proc.stdout and "in-place" in proc.stdout
-    assert "0 fusion(s), 1 rejected candidate(s)" in proc.stdout
+    # canonicalize also explains why it keeps the in-place add_ on the input
+    assert "KEEP  1 node(s) unfused (canonicalize, test_optimize_ts_viewer.py:" in proc.stdout
+    assert "a.add_(1)" in proc.stdout  # the kept node's source line
+    assert "0 fusion(s), 2 rejected candidate(s)" in proc.stdout
 
 
 def test_dry_run_writes_no_model(seeds, optimize_ts, tmp_path):
@@ -360,9 +363,11 @@ def test_html_lists_rejected_candidates(rejected, optimize_ts, tmp_path):
     assert proc.returncode == 0, proc.stderr
     dom, _ = rendered(page)
     items = list(dom.all(lambda e: e["tag"] == "li" and "data-rejection" in e["attrs"]))
-    assert len(items) == 1 and "in-place" in items[0]["text"] and "fuse_pairwise" in items[0]["text"]
+    assert len(items) == 2  # canonicalize keeps a_.add_(1); fuse_pairwise rejects the region
+    assert any("in-place" in i["text"] and "fuse_pairwise" in i["text"] for i in items)
+    assert any("aten::add_ kept" in i["text"] and "canonicalize" in i["text"] for i in items)
     badges = list(dom.all(has_class("rejbadge", "span")))
-    assert len(badges) == 3  # on each of the candidate's nodes
+    assert len(badges) == 4  # on each of the candidates' nodes: 3 + 1
     assert not list(dom.all(has_class("role-fused", "td")))
 
 
