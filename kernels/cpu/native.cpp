@@ -42,6 +42,7 @@ std::vector<int64_t> iota(int64_t n) {
 
 // Where one operand's tile comes from in the map path.
 enum class LeafSource : uint8_t {
+  Uniform,  // constant along the row: the slot points at its one element (no copies)
   InPlace,  // contiguous along the tile: the slot points into the operand
   Packed,   // varies along the inner dim only: its row is packed once, the slot points into it
   Gather,   // copied (strided / broadcast) into the slot's buffer
@@ -63,16 +64,28 @@ void runMap(const TileProgram& prog, const std::vector<BroadcastView>& views, at
   const bool resultInPlace = prog.resultWrittenLast() && prog.slotType[prog.result] == out.scalar_type();
   const int64_t inner = space.size.empty() ? 1 : space.size.back();
 
+  // An operand with no stride at all (a 0-dim tensor, or broadcast along every dim) is one value.
+  std::vector<char> constant(L);
+  for (int i = 0; i < L; ++i)
+    constant[i] = std::all_of(space.stride[i].begin(), space.stride[i].end(), [](int64_t x) { return x == 0; });
+
   if (space.size.empty() || inner < kMinRowTile) {
     const int64_t ntiles = (numel + kTile - 1) / kTile;
     at::parallel_for(0, ntiles, std::max<int64_t>(1, 16384 / kTile), [&](int64_t b, int64_t e) {
       auto scratch = prog.makeScratch();
       for (int64_t t = b; t < e; ++t) {
         const int64_t start = t * kTile, n = std::min(kTile, numel - start);
-        for (int i = 0; i < L; ++i) space.gatherInto(i, views[i], 0, start, n, scratch.slot[i]);
+        for (int i = 0; i < L; ++i) {
+          if (constant[i]) {
+            scratch.uniformLeaf(i, views[i].data);
+          } else {
+            space.gatherInto(i, views[i], 0, start, n, scratch.buffer[i]);
+            scratch.vectorLeaf(i, scratch.buffer[i]);
+          }
+        }
         if (resultInPlace) scratch.slot[prog.result] = outData + start * esz;
-        prog.run(scratch, n);
-        if (!resultInPlace) std::memcpy(outData + start * esz, scratch.slot[prog.result], n * esz);
+        const char* r = prog.run(scratch, n);
+        if (!resultInPlace) std::memcpy(outData + start * esz, r, n * esz);
       }
     });
     return;
@@ -86,7 +99,9 @@ void runMap(const TileProgram& prog, const std::vector<BroadcastView>& views, at
     const auto& st = space.stride[i];
     const int64_t innerStride = st.back();
     const bool rowInvariant = std::all_of(st.begin(), st.end() - 1, [](int64_t x) { return x == 0; });
-    if (innerStride == views[i].elemSize) {
+    if (innerStride == 0) {
+      source[i] = LeafSource::Uniform;
+    } else if (innerStride == views[i].elemSize) {
       source[i] = LeafSource::InPlace;
     } else if (innerStride != 0 && rowInvariant) {
       source[i] = LeafSource::Packed;
@@ -111,21 +126,25 @@ void runMap(const TileProgram& prog, const std::vector<BroadcastView>& views, at
       for (int i = 0; i < L; ++i) {
         const int64_t s = space.stride[i].back();
         switch (source[i]) {
+          case LeafSource::Uniform:
+            scratch.uniformLeaf(i, rowBase[i]);
+            break;
           case LeafSource::InPlace:
-            scratch.slot[i] = const_cast<char*>(rowBase[i] + start * s);
+            scratch.vectorLeaf(i, rowBase[i] + start * s);
             break;
           case LeafSource::Packed:
-            scratch.slot[i] = packed[i].data() + start * views[i].elemSize;
+            scratch.vectorLeaf(i, packed[i].data() + start * views[i].elemSize);
             break;
           case LeafSource::Gather:
-            gather(rowBase[i], views[i].elemSize, &inner, &s, 1, start, n, scratch.slot[i] = scratch.buffer[i]);
+            gather(rowBase[i], views[i].elemSize, &inner, &s, 1, start, n, scratch.buffer[i]);
+            scratch.vectorLeaf(i, scratch.buffer[i]);
             break;
         }
       }
       char* dst = outData + (r * inner + start) * esz;
       if (resultInPlace) scratch.slot[prog.result] = dst;
-      prog.run(scratch, n);
-      if (!resultInPlace) std::memcpy(dst, scratch.slot[prog.result], n * esz);
+      const char* res = prog.run(scratch, n);
+      if (!resultInPlace) std::memcpy(dst, res, n * esz);
     }
   });
 }
@@ -155,12 +174,73 @@ struct Finisher {
     }
     std::memcpy(es->slot[0], vals, n * reducedSize);
     for (size_t i = 0; i < views.size(); ++i) space.gatherInto(i, views[i], 0, o0, n, es->slot[i + 1]);
-    epilogue->run(*es, n);
-    std::memcpy(out + o0 * outSize, es->slot[epilogue->result], n * outSize);
+    std::memcpy(out + o0 * outSize, epilogue->run(*es, n), n * outSize);
   }
   std::optional<TileProgram::Scratch> scratch() const {
     if (!epilogue) return std::nullopt;
     return epilogue->makeScratch();
+  }
+};
+
+template <typename Acc>
+struct IsSumLike : std::false_type {};
+template <typename T>
+struct IsSumLike<SumAcc<T>> : std::true_type {};
+template <typename T>
+struct IsSumLike<MeanAcc<T>> : std::true_type {};
+
+// Whether every value of dtype `from` converts to `to` exactly.
+bool convertsExactly(c10::ScalarType from, c10::ScalarType to) {
+  if (from == to || from == c10::ScalarType::Bool) return true;
+  if (to == c10::ScalarType::Bool) return false;
+  const bool fromInt = c10::isIntegralType(from, false), toInt = c10::isIntegralType(to, false);
+  const int64_t fs = c10::elementSize(from), ts = c10::elementSize(to);
+  if (fromInt && toInt) {
+    if (from == c10::ScalarType::Byte) return to == c10::ScalarType::Byte || ts > 1;
+    return to != c10::ScalarType::Byte && ts >= fs;  // signed into a signed type at least as wide
+  }
+  if (fromInt) return fs <= (to == c10::ScalarType::Float ? 2 : 4);  // 24 / 53 mantissa bits
+  return !toInt && ts >= fs;  // float -> double
+}
+
+// The instructions a sum runs before accumulating: all but a final cast of the result that
+// cannot change a value (its wide accumulation then converts the source directly, same result).
+size_t sumPrefix(const TileProgram& prog) {
+  if (prog.code.empty()) return 0;
+  const LInstr& last = prog.code.back();
+  if (last.op == LOp::Cast && last.out == prog.result && last.a >= 0 &&
+      convertsExactly(prog.slotType[last.a], prog.slotType[last.out]))
+    return prog.code.size() - 1;
+  return prog.code.size();
+}
+
+// The kTile lane sums of a vertical sum/mean in their wide type W (int64 or double), added with
+// the op loops' instruction set. Bool values (a count: sum(lt(..))) go through byte counters, 32
+// lanes an instruction, flushed into the sums every 255 rows: integer adds, so the same result.
+template <typename W>
+struct SumLanes {
+  static constexpr int64_t kFlushEvery = 255;
+  c10::ScalarType type;  // of the values added
+  std::vector<W> sums = std::vector<W>(kTile);
+  std::vector<uint8_t> counts;  // bools only
+  int64_t pending = 0;          // rows in counts
+
+  explicit SumLanes(c10::ScalarType t) : type(t), counts(t == c10::ScalarType::Bool ? kTile : 0) {}
+  void reset(int64_t n) {
+    std::fill(sums.begin(), sums.begin() + n, W(0));
+    std::fill(counts.begin(), counts.begin() + std::min<int64_t>(n, counts.size()), uint8_t(0));
+    pending = 0;
+  }
+  void add(const char* values, int64_t n) {
+    if (counts.empty()) return accumulateSum(type, values, sums.data(), n);
+    countFlags(values, counts.data(), n);
+    if (++pending == kFlushEvery) flush(n);
+  }
+  void flush(int64_t n) {
+    if (pending == 0) return;
+    accumulateSum(c10::ScalarType::Byte, reinterpret_cast<const char*>(counts.data()), sums.data(), n);
+    std::fill(counts.begin(), counts.begin() + n, uint8_t(0));
+    pending = 0;
   }
 };
 
@@ -186,30 +266,48 @@ void runReduceTyped(const TileProgram& prog, const std::vector<BroadcastView>& v
     outer.size.pop_back();
     for (auto& st : outer.stride) st.pop_back();
     const int64_t work = outer.numel() * tilesPerRow;
+    // Sums read the value before the program's final cast when that cast cannot change it.
+    constexpr bool kSum = IsSumLike<Acc>::value;
+    const size_t prefix = kSum ? sumPrefix(prog) : prog.code.size();
+    const int source = prefix == prog.code.size() ? prog.result : prog.code[prefix].a;
     at::parallel_for(0, work, 1, [&](int64_t b, int64_t e) {
       auto scratch = prog.makeScratch();
       auto es = finish.scratch();
       std::vector<Acc> acc(kTile, proto);
+      std::optional<SumLanes<Wide<T>>> lanes;
+      if constexpr (kSum) lanes.emplace(prog.slotType[source]);
       std::unique_ptr<Out[]> vals(new Out[kTile]);
       std::vector<int64_t> base(L);
       for (int64_t w = b; w < e; ++w) {
         const int64_t o = w / tilesPerRow, start = (w % tilesPerRow) * kTile;
         const int64_t n = std::min(kTile, inner - start);
-        std::fill(acc.begin(), acc.begin() + n, proto);
+        if constexpr (kSum) lanes->reset(n);
+        else std::fill(acc.begin(), acc.begin() + n, proto);
         for (int i = 0; i < L; ++i) base[i] = outer.offset(i, o) + start * plan.kept.stride[i].back();
         for (int64_t r = 0; r < count; ++r) {
           for (int i = 0; i < L; ++i) {
-            int64_t off = base[i] + plan.reduced.offset(i, r);
+            const char* p = views[i].data + base[i] + plan.reduced.offset(i, r);
             const int64_t s = plan.kept.stride[i].back();
-            if (s == views[i].elemSize)  // contiguous along the tile: read in place
-              scratch.slot[i] = const_cast<char*>(views[i].data + off);
-            else
-              gather(views[i].data + off, views[i].elemSize, &inner, &s, 1, 0, n,
-                     scratch.slot[i] = scratch.buffer[i]);
+            if (s == 0) {  // the same element for the whole tile
+              scratch.uniformLeaf(i, p);
+            } else if (s == views[i].elemSize) {  // contiguous along the tile: read in place
+              scratch.vectorLeaf(i, p);
+            } else {
+              gather(p, views[i].elemSize, &inner, &s, 1, 0, n, scratch.buffer[i]);
+              scratch.vectorLeaf(i, scratch.buffer[i]);
+            }
           }
-          prog.run(scratch, n);
-          const T* v = reinterpret_cast<const T*>(scratch.slot[prog.result]);
-          for (int64_t j = 0; j < n; ++j) acc[j].add(v[j], r);
+          if constexpr (kSum) {
+            prog.runPrefix(scratch, n, prefix);
+            lanes->add(prog.vectorOf(scratch, source, n), n);
+          } else {
+            const T* v = reinterpret_cast<const T*>(prog.run(scratch, n));
+            for (int64_t j = 0; j < n; ++j) acc[j].add(v[j], r);
+          }
+        }
+        if constexpr (kSum) {
+          lanes->flush(n);
+          for (int64_t j = 0; j < n; ++j) acc[j].v = lanes->sums[j];
         }
         const int64_t o0 = o * inner + start;
         for (int64_t j = 0; j < n; ++j) vals[j] = acc[j].get(count);
@@ -228,6 +326,10 @@ void runReduceTyped(const TileProgram& prog, const std::vector<BroadcastView>& v
   const int64_t parts = numOut >= want ? 1 : std::min(tilesPerOut, (want + numOut - 1) / numOut);
   const int64_t tilesPerPart = (tilesPerOut + parts - 1) / parts;
   std::vector<Acc> partial(numOut * parts, proto);
+  std::vector<char> constant(L);  // operands constant over the reduced space
+  for (int i = 0; i < L; ++i)
+    constant[i] = std::all_of(plan.reduced.stride[i].begin(), plan.reduced.stride[i].end(),
+                              [](int64_t x) { return x == 0; });
   at::parallel_for(0, numOut * parts, 1, [&](int64_t b, int64_t e) {
     auto scratch = prog.makeScratch();
     std::vector<int64_t> base(L);
@@ -239,9 +341,15 @@ void runReduceTyped(const TileProgram& prog, const std::vector<BroadcastView>& v
       const int64_t last = std::min(count, (part + 1) * tilesPerPart * kTile);
       for (int64_t start = first; start < last; start += kTile) {
         const int64_t n = std::min(kTile, last - start);
-        for (int i = 0; i < L; ++i) plan.reduced.gatherInto(i, views[i], base[i], start, n, scratch.slot[i]);
-        prog.run(scratch, n);
-        const T* v = reinterpret_cast<const T*>(scratch.slot[prog.result]);
+        for (int i = 0; i < L; ++i) {
+          if (constant[i]) {
+            scratch.uniformLeaf(i, views[i].data + base[i]);
+          } else {
+            plan.reduced.gatherInto(i, views[i], base[i], start, n, scratch.buffer[i]);
+            scratch.vectorLeaf(i, scratch.buffer[i]);
+          }
+        }
+        const T* v = reinterpret_cast<const T*>(prog.run(scratch, n));
         for (int64_t j = 0; j < n; ++j) acc.add(v[j], start + j);
       }
       partial[w] = acc;

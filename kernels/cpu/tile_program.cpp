@@ -182,8 +182,13 @@ struct Lowering {
 // The native op loops, compiled twice: for the baseline ISA (SSE2 on x86-64) and, on x86-64, for
 // AVX2 (chosen at run time). Only the vector width differs: no FMA (-ffp-contract=off and no
 // "fma" target), and IEEE add/sub/mul/div/compare are exact in every width, so both give the
-// same bits.
-using ExecFn = void (*)(const LInstr&, c10::ScalarType, char*, const char*, const char*, const char*, int64_t);
+// same bits. (An AVX-512 copy measured no faster on this project's Zen 4 machine: the loops are
+// bound by L1 stores, not by instruction count.)
+using ExecFn = void (*)(const LInstr&, c10::ScalarType, char*, const char*, const char*, const char*, int64_t,
+                       unsigned);
+using AccLongFn = void (*)(c10::ScalarType, const char*, int64_t*, int64_t);
+using AccDoubleFn = void (*)(c10::ScalarType, const char*, double*, int64_t);
+using CountFn = void (*)(const char*, uint8_t*, int64_t);
 namespace base {
 #include "kernels/cpu/tile_ops.inc"
 }  // namespace base
@@ -197,14 +202,46 @@ namespace avx2 {
 #pragma GCC pop_options
 #endif
 
-ExecFn chooseExec() {
+struct IsaOps {
+  ExecFn exec;
+  AccLongFn accLong;
+  AccDoubleFn accDouble;
+  CountFn count;
+};
+
+#define TSFUSE_ISA_OPS(ns) IsaOps{ns::exec, ns::accumulateLong, ns::accumulateDouble, ns::countFlags}
+
+IsaOps chooseIsa() {
   const char* isa = std::getenv("TSFUSE_CPU_ISA");  // "baseline" forces the SSE2 loops (tests, benchmarks)
   const bool baseline = isa && std::string(isa) == "baseline";
 #ifdef TSFUSE_HAVE_AVX2_OPS
-  if (!baseline && __builtin_cpu_supports("avx2")) return avx2::exec;
+  if (!baseline && __builtin_cpu_supports("avx2")) return TSFUSE_ISA_OPS(avx2);
 #endif
   (void)baseline;
-  return base::exec;
+  return TSFUSE_ISA_OPS(base);
+}
+#undef TSFUSE_ISA_OPS
+
+const IsaOps& isaOps() {
+  static const IsaOps ops = chooseIsa();
+  return ops;
+}
+
+// Copies the element at `from` into n lanes at `to` (which may start at `from`).
+void broadcastFill(const char* from, char* to, int64_t elemSize, int64_t n) {
+  auto fill = [&](auto tag) {
+    using U = decltype(tag);
+    U v;
+    std::memcpy(&v, from, sizeof(U));
+    std::fill(reinterpret_cast<U*>(to), reinterpret_cast<U*>(to) + n, v);
+  };
+  switch (elemSize) {
+    case 1: return fill(uint8_t{});
+    case 2: return fill(uint16_t{});
+    case 4: return fill(uint32_t{});
+    case 8: return fill(uint64_t{});
+    default: TORCH_CHECK(false, "tsfuse: unsupported element size ", elemSize);
+  }
 }
 
 }  // namespace
@@ -251,12 +288,17 @@ void TileProgram::castResultTo(c10::ScalarType dtype) {
 }
 
 TileProgram::Scratch TileProgram::makeScratch() const {
+  // NB: slots 4096 bytes apart would put a loop's loads and stores at the same address modulo
+  // 4 KiB, which the CPU treats as a possible store-to-load dependency (4K aliasing, ~2x slower
+  // tile loops): consecutive slots are staggered by three cache lines.
+  constexpr int64_t kSlotStride = kTile + 3 * 64 / 8;  // in int64 elements
   Scratch s;
-  s.storage.resize(slotType.size() * kTile);
+  s.storage.resize(slotType.size() * kSlotStride);
   s.slot.resize(slotType.size());
   for (size_t i = 0; i < slotType.size(); ++i)
-    s.slot[i] = reinterpret_cast<char*>(s.storage.data() + i * kTile);
+    s.slot[i] = reinterpret_cast<char*>(s.storage.data() + i * kSlotStride);
   s.buffer = s.slot;
+  s.fill.assign(slotType.size(), Fill::Vector);
   for (const Literal& lit : literals) {
     dispatchNative(slotType[lit.slot], [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -268,30 +310,84 @@ TileProgram::Scratch TileProgram::makeScratch() const {
       T* dst = reinterpret_cast<T*>(s.slot[lit.slot]);
       for (int64_t i = 0; i < kTile; ++i) dst[i] = v;
     });
+    s.fill[lit.slot] = Fill::Both;
   }
   return s;
 }
 
-void TileProgram::run(Scratch& s, int64_t n) const {
-  static const ExecFn exec = chooseExec();
-  for (const LInstr& li : code) {
-    char* o = s.slot[li.out];
-    const char* a = li.a >= 0 ? s.slot[li.a] : nullptr;
-    const char* b = li.b >= 0 ? s.slot[li.b] : nullptr;
-    const char* c = li.c >= 0 ? s.slot[li.c] : nullptr;
+namespace {
+
+// Gives slot i n elements: a uniform value is broadcast into the slot's own buffer (a uniform
+// leaf points into the operand, which is never written).
+void expand(const TileProgram& p, TileProgram::Scratch& s, int i, int64_t n) {
+  if (i < 0 || s.fill[i] != TileProgram::Fill::Uniform) return;
+  broadcastFill(s.slot[i], s.buffer[i], c10::elementSize(p.slotType[i]), n);
+  s.slot[i] = s.buffer[i];
+  s.fill[i] = TileProgram::Fill::Both;
+}
+
+bool uniform(const TileProgram::Scratch& s, int i) { return i < 0 || s.fill[i] != TileProgram::Fill::Vector; }
+
+}  // namespace
+
+void TileProgram::runPrefix(Scratch& s, int64_t n, size_t count) const {
+  const ExecFn exec = isaOps().exec;
+  for (size_t k = 0; k < count; ++k) {
+    const LInstr& li = code[k];
     if (li.op == LOp::Aten) {
+      // NB: ATen runs on n lanes even for uniform operands: its vectorized and scalar loops may
+      // round transcendental results differently, and eager ran the vectorized one.
       std::vector<at::Tensor> tiles;
       tiles.reserve(li.atenSlots.size());
-      for (int sl : li.atenSlots)
+      for (int sl : li.atenSlots) {
+        expand(*this, s, sl, n);
         tiles.push_back(at::from_blob(s.slot[sl], {n}, at::TensorOptions().dtype(slotType[sl])));
+      }
       at::Tensor r = evalInstr(li.aten, {}, tiles);
       TORCH_INTERNAL_ASSERT(r.scalar_type() == slotType[li.out] && r.numel() == n && r.is_contiguous(),
                             "tsfuse: ATen tile op returned an unexpected layout");
-      std::memcpy(o, r.const_data_ptr(), n * r.element_size());
+      std::memcpy(s.slot[li.out], r.const_data_ptr(), n * r.element_size());
+      s.fill[li.out] = Fill::Vector;
       continue;
     }
-    exec(li, li.op == LOp::Cast ? slotType[li.a] : li.ct, o, a, b, c, n);
+    // Native ops compute each lane alone, so a value computed once is the value of every lane.
+    const bool allUniform = uniform(s, li.a) && uniform(s, li.b) && uniform(s, li.c);
+    unsigned scalar = 0;
+    if (!allUniform) {
+      if (li.op == LOp::Where) {
+        expand(*this, s, li.a, n), expand(*this, s, li.b, n), expand(*this, s, li.c, n);
+      } else {
+        scalar = (uniform(s, li.a) ? 1u : 0u) | (li.b >= 0 && uniform(s, li.b) ? 2u : 0u);
+      }
+    }
+    auto ptr = [&](int i) -> const char* { return i >= 0 ? s.slot[i] : nullptr; };
+    exec(li, li.op == LOp::Cast ? slotType[li.a] : li.ct, s.slot[li.out], ptr(li.a), ptr(li.b), ptr(li.c),
+         allUniform ? 1 : n, scalar);
+    s.fill[li.out] = allUniform ? Fill::Uniform : Fill::Vector;
   }
 }
+
+const char* TileProgram::vectorOf(Scratch& s, int i, int64_t n) const {
+  expand(*this, s, i, n);
+  return s.slot[i];
+}
+
+const char* TileProgram::run(Scratch& s, int64_t n) const {
+  runPrefix(s, n, code.size());
+  if (s.fill[result] == Fill::Uniform && result >= numLeaves) {
+    // An instruction's slot: its buffer, or the output the caller pointed it at (filled there).
+    broadcastFill(s.slot[result], s.slot[result], c10::elementSize(slotType[result]), n);
+    s.fill[result] = Fill::Vector;
+  }
+  return vectorOf(s, result, n);  // a uniform leaf points into its operand: expanded into the buffer
+}
+
+void accumulateSum(c10::ScalarType srcType, const char* src, int64_t* dst, int64_t n) {
+  isaOps().accLong(srcType, src, dst, n);
+}
+void accumulateSum(c10::ScalarType srcType, const char* src, double* dst, int64_t n) {
+  isaOps().accDouble(srcType, src, dst, n);
+}
+void countFlags(const char* flags, uint8_t* counts, int64_t n) { isaOps().count(flags, counts, n); }
 
 }  // namespace tsfuse::cpu

@@ -52,6 +52,12 @@ struct TileProgram {
   // Appends a cast of the result to `dtype` (no-op when it already has it).
   void castResultTo(c10::ScalarType dtype);
 
+  // What a slot holds for the current tile.
+  enum class Fill : uint8_t {
+    Vector,   // n elements
+    Uniform,  // one element, the same for all n lanes (slot[i][0])
+    Both,     // one value, also expanded to kTile elements (literals)
+  };
   // Scratch for one thread: one kTile-sized buffer per slot, literals filled in.
   struct Scratch {
     std::vector<int64_t> storage;  // 8-byte aligned
@@ -60,15 +66,43 @@ struct TileProgram {
     // place from the operand, the result written in place into the output); it gathers into
     // buffer[i], never into slot[i].
     std::vector<char*> buffer;
+    std::vector<Fill> fill;
+    // Leaf i for the next tile: n elements at p (gathered into buffer[i], or read in place).
+    void vectorLeaf(int i, const char* p) {
+      slot[i] = const_cast<char*>(p);
+      fill[i] = Fill::Vector;
+    }
+    // Leaf i for the next tile: the one element at p, broadcast along the tile (read in place,
+    // never expanded unless an instruction needs n copies).
+    void uniformLeaf(int i, const char* p) {
+      slot[i] = const_cast<char*>(p);
+      fill[i] = Fill::Uniform;
+    }
   };
   Scratch makeScratch() const;
-  // Evaluates n <= kTile elements; leaf slots must already hold the gathered operands.
-  void run(Scratch& s, int64_t n) const;
+  // Evaluates n <= kTile elements; leaf slots must already be set for the tile (vectorLeaf /
+  // uniformLeaf). Native ops whose operands are all uniform run once and stay uniform; the
+  // result slot always ends up holding n elements. Returns the result slot's data.
+  const char* run(Scratch& s, int64_t n) const;
+  // Evaluates the first `count` instructions only; every slot keeps the fill it ends with (a
+  // uniform value is not expanded). For consumers that read a value before the program's end (a
+  // sum folding the final widening cast into its accumulation).
+  void runPrefix(Scratch& s, int64_t n, size_t count) const;
+  // Slot i's n elements after runPrefix (a uniform value is expanded into the slot's buffer).
+  const char* vectorOf(Scratch& s, int i, int64_t n) const;
   // The result may be written straight into the destination (Scratch::slot[result] pointed there)
   // when the last instruction produces it: no other instruction reads or writes that slot.
   bool resultWrittenLast() const { return !code.empty() && code.back().out == result; }
 };
 
 bool isNativeDtype(c10::ScalarType t);
+
+// dst[i] += W(src[i]) for i < n, src of dtype srcType (native): the per-lane accumulation of
+// sum/mean in their wide type (int64 or double), with the op loops' instruction set.
+void accumulateSum(c10::ScalarType srcType, const char* src, int64_t* dst, int64_t n);
+void accumulateSum(c10::ScalarType srcType, const char* src, double* dst, int64_t n);
+// counts[i] += flags[i] for n bools: 32 lanes an instruction with AVX2. Exact while no count
+// passes 255: callers flush into int64 (accumulateSum from Byte) at least every 255 adds.
+void countFlags(const char* flags, uint8_t* counts, int64_t n);
 
 }  // namespace tsfuse::cpu

@@ -1,0 +1,115 @@
+// The tile evaluator's fast paths against eager:
+//  * uniform leaves: an operand constant along a tile is read as one value (0-dim and fully
+//    broadcast operands in linear tiles, [N, 1] columns in row tiles, the shared leading dim of a
+//    vertical reduction, operands constant over a horizontal reduction);
+//  * values computed once from uniform operands (a result that is uniform is expanded, also when
+//    it is written in place into the output), `where` and ATen tile ops on uniform operands;
+//  * the vertical sum: the program's final widening cast folded into the accumulation, and bools
+//    counted in byte lanes flushed every 255 rows.
+// The same tests run with TSFUSE_CPU_ISA=baseline (ctest tsfuse_row_tiles_sse2).
+#include "test_util.h"
+
+namespace {
+
+using namespace tsfuse_test;
+using T = std::vector<at::Tensor>;
+
+int specialsFor(at::ScalarType dt) { return at::isFloatingType(dt) ? kNaNInf : 0; }
+
+TEST(TileFastPaths, UniformOperandsInEveryMapTiling) {
+  Gen g(5);
+  const char* expr = "v1: sub($0, $1); mul(%0, $2); maximum(%1, $1)";
+  auto eager = [](const T& o) { return at::maximum((o[0] - o[1]) * o[2], o[1]); };
+  for (at::ScalarType dt : {at::kFloat, at::kDouble, at::kInt, at::kLong}) {
+    const int sp = specialsFor(dt);
+    // Linear tiles (short rows): a 0-dim operand and a [1, 1] one are constant everywhere.
+    EXPECT_TRUE(checkPairwise(expr, {g.tensor({7, 9}, dt, sp), g.tensor({}, dt, sp), g.tensor({1, 1}, dt, sp)}, eager));
+    // Row tiles (rows >= 128): a [N, 1] column is constant along each row, in first or later place.
+    for (int64_t m : {128, 700, 1025}) {
+      EXPECT_TRUE(checkPairwise(expr, {g.tensor({3, 1}, dt, sp), g.tensor({3, m}, dt, sp), g.tensor({}, dt, sp)}, eager));
+      EXPECT_TRUE(checkPairwise(expr, {g.tensor({1, m}, dt, sp), g.tensor({5, 1}, dt, sp), g.tensor({5, 1}, dt, sp)}, eager));
+    }
+  }
+}
+
+TEST(TileFastPaths, ResultComputedOnceFromUniformOperands) {
+  Gen g(6);
+  // Every operand constant: the value is computed once and expanded into the whole output.
+  const char* expr = "v1: add($0, $1); mul(%0, 3)";
+  auto eager = [](const T& o) { return (o[0] + o[1]) * 3; };
+  for (at::ScalarType dt : {at::kFloat, at::kInt, at::kBool})
+    for (auto shapes : std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>>{
+             {{}, {1, 1}}, {{1}, {1, 1, 1}}, {{1, 1}, {}}})
+      EXPECT_TRUE(checkPairwise(expr, {g.tensor(shapes.first, dt), g.tensor(shapes.second, dt)}, eager));
+  // A uniform comparison feeding where() next to a varying operand (mixed uniform/vector slots).
+  const char* sel = "v1: gt($0, $1); where(%0, $0, $2)";
+  auto selEager = [](const T& o) { return at::where(o[0] > o[1], o[0], o[2]); };
+  for (int64_t m : {9, 300})
+    EXPECT_TRUE(checkPairwise(sel, {g.tensor({4, 1}, at::kFloat, kNaNInf), g.tensor({}, at::kFloat),
+                                    g.tensor({4, m}, at::kFloat, kNaNInf)}, selEager));
+}
+
+TEST(TileFastPaths, AtenTileOpsSeeVectorsEvenForUniformOperands) {
+  Gen g(7);
+  // exp of a [N, 1] column is uniform along each row; it still runs on the whole tile, so it is
+  // eager's vectorized kernel (eager computes exp over the N-element column with it too).
+  const char* expr = "v1: exp($0); add(%0, $1)";
+  auto eager = [](const T& o) { return at::exp(o[0]) + o[1]; };
+  CheckOpts o;
+  o.exact = false;  // eager's scalar tail loop may differ from its vector loop by 1 ulp
+  o.rtol = 3e-7;
+  o.atol = 0;
+  for (int64_t m : {16, 600})
+    EXPECT_TRUE(checkPairwise(expr, {g.tensor({64, 1}, at::kFloat), g.tensor({1, m}, at::kFloat)}, eager, o));
+}
+
+TEST(TileFastPaths, ReductionsWithUniformOperands) {
+  Gen g(8);
+  // Vertical (innermost kept dim >= 16): x[r, i] is one value along the tile of j.
+  const char* sim = "v1: sub($0, $1); abs(%0); lt(%1, 1)";
+  auto simEager = [](const T& o) { return (o[0] - o[1]).abs().lt(1); };
+  for (at::ScalarType dt : {at::kFloat, at::kDouble, at::kInt})
+    for (int64_t n : {16, 513})
+      EXPECT_TRUE(checkReduce(sim, {g.tensor({6, 5, 1}, dt), g.tensor({6, 1, n}, dt)}, simEager,
+                              {"sum", std::vector<int64_t>{0}}));
+  // Horizontal (few outputs): a [M, 1] operand is constant over the reduced dim.
+  const char* mul = "v1: mul($0, $1)";
+  auto mulEager = [](const T& o) { return o[0] * o[1]; };
+  for (const char* red : {"sum", "amax", "argmin", "prod"})
+    EXPECT_TRUE(checkReduce(mul, {g.tensor({5, 1}, at::kDouble), g.tensor({5, 700}, at::kDouble)}, mulEager,
+                            {red, std::vector<int64_t>{-1}}, CheckOpts{false}));
+}
+
+TEST(TileFastPaths, VerticalCountsAcrossByteCounterFlushes) {
+  Gen g(9);
+  const char* expr = "v1: sub($0, $1); abs(%0); lt(%1, 1)";
+  auto eager = [](const T& o) { return (o[0] - o[1]).abs().lt(1); };
+  // Rows around the flush period (255): the byte counters never wrap.
+  for (int64_t rows : {1, 254, 255, 256, 510, 511, 777}) {
+    // All true: every counter reaches its maximum between flushes.
+    T same = {at::zeros({rows, 1, 1}), at::zeros({rows, 1, 40})};
+    EXPECT_TRUE(checkReduce(expr, same, eager, {"sum", std::vector<int64_t>{0}})) << rows;
+    T ops = {g.tensor({rows, 3, 1}, at::kFloat), g.tensor({rows, 1, 40}, at::kFloat)};
+    EXPECT_TRUE(checkReduce(expr, ops, eager, {"sum", std::vector<int64_t>{0}})) << rows;
+    EXPECT_TRUE(checkReduce(expr, ops, eager, {"sum", std::vector<int64_t>{0}, true, at::kFloat})) << rows;
+    EXPECT_TRUE(checkReduce(expr, ops, eager, {"mean", std::vector<int64_t>{0}, false, at::kDouble}, CheckOpts{false}))
+        << rows;
+  }
+}
+
+TEST(TileFastPaths, VerticalSumFoldsOnlyExactWideningCasts) {
+  Gen g(10);
+  const char* expr = "v1: sub($0, $1)";
+  auto eager = [](const T& o) { return o[0] - o[1]; };
+  // int8 wraps in int8 before the sum widens it (folded: int8 -> int64 is exact).
+  for (at::ScalarType dt : {at::kChar, at::kByte, at::kShort, at::kInt, at::kBool}) {
+    T ops = {g.tensor({300, 1, 1}, dt), g.tensor({300, 2, 33}, dt)};
+    if (dt == at::kBool) continue;  // sub of bools raises in eager (tested elsewhere)
+    EXPECT_TRUE(checkReduce(expr, ops, eager, {"sum", std::vector<int64_t>{0}})) << dt;
+    // int32 -> float is not exact: the cast stays, the float values are summed.
+    EXPECT_TRUE(checkReduce(expr, ops, eager, {"sum", std::vector<int64_t>{0}, false, at::kFloat}, CheckOpts{false}))
+        << dt;
+  }
+}
+
+}  // namespace
