@@ -105,12 +105,27 @@ struct SinkViewsImpl {
     return r;
   }
 
+  // Why the layout of `view` could be observed, or "": it, or a view of it (transitively), is
+  // used by something other than an elementwise read (a graph output, a call, a matmul, ...).
+  // NB: sinking makes the view's result a fresh dense tensor where eager returns a strided view.
+  std::string layoutObserver(Value* view, int depth = 0) {
+    for (const auto& use : view->uses()) {
+      if (isFreshReader(use.user)) continue;
+      if (viewKind(use.user) != ViewKind::None && use.offset == 0 && depth < 64) {
+        std::string why = layoutObserver(use.user->output(), depth + 1);
+        if (!why.empty()) return why;
+        continue;
+      }
+      return std::string(depth ? "a view of it" : "the view") + " is used by " + describeNode(use.user) +
+             ", which may observe its layout or identity";
+    }
+    return "";
+  }
+
   // Why view v of intermediate x cannot be sunk, or "".
   std::string viewHazard(Node* v, Value* x) {
     if (v->owningBlock() != x->node()->owningBlock()) return describeNode(v) + " is in another block";
-    for (const auto& use : v->output()->uses())
-      if (!isFreshReader(use.user) && viewKind(use.user) == ViewKind::None)
-        return "the view is used by " + describeNode(use.user) + ", which may observe its layout or identity";
+    if (std::string why = layoutObserver(v->output()); !why.empty()) return why;
     ViewKind k = viewKind(v);
     int64_t d = constInt(v->input(1));
     if (k == ViewKind::Select && std::max(minRank(x), rankFor(d)) < 2)

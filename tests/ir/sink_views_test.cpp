@@ -7,6 +7,8 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <regex>
+
 namespace {
 
 using namespace tsfuse_test;
@@ -132,6 +134,34 @@ graph(%a : Tensor, %b : Tensor):
   PassRun r = runPass(g, tsfuse::SinkViews);
   EXPECT_FALSE(r.changed) << r.dump();
   EXPECT_TRUE(r.rejectedWith("may observe its layout or identity")) << r.dump();
+}
+
+// Fuzzer seed 23, program 1074: out = (v < x1)[:, -1][None, :]. Sinking the select would return
+// a dense [1, N] where eager returns a strided view of the comparison (strides (3N, 3), not
+// contiguous): a view chain is only sunk when every view in it is read elementwise.
+TEST(SinkViewsIR, ViewChainReturnedAsOutputIsNotSunk) {
+  const char* ir = R"IR(
+graph(%a : Tensor, %b : Tensor):
+  %zero : int = prim::Constant[value=0]()
+  %one : int = prim::Constant[value=1]()
+  %m1 : int = prim::Constant[value=-1]()
+  %d : Tensor = aten::lt(%a, %b)
+  %x : Tensor = aten::select(%d, %one, %m1)
+  %y : Tensor = aten::unsqueeze(%x, %zero)
+  %z : Tensor = aten::mul(%y, %one)
+  return (%RET)
+)IR";
+  auto returned = parseGraph(std::regex_replace(ir, std::regex("%RET"), "%y"));
+  auto ref = returned->copy();
+  PassRun r = runPass(returned, tsfuse::SinkViews);
+  EXPECT_FALSE(r.changed) << r.dump();
+  EXPECT_TRUE(r.rejectedWith("a view of it is used by prim::Return")) << r.dump();
+  Gen gen(7);
+  std::vector<c10::IValue> in = {gen.tensor({6, 3}, at::kInt), gen.tensor({1, 3}, at::kInt)};
+  EXPECT_TRUE(sameOutputs(ref, returned, in));
+  // Read elementwise at the end of the chain, the layout is not observable: sunk.
+  auto read = parseGraph(std::regex_replace(ir, std::regex("%RET"), "%z"));
+  EXPECT_TRUE(runPass(read, tsfuse::SinkViews).changed);
 }
 
 TEST(SinkViewsIR, WrittenViewOrLeafIsNotSunk) {

@@ -37,6 +37,26 @@ def test_signed_zero_and_nan_payload():
     assert "NaN mask" in run.compare_tensor(e, torch.tensor([0.0, math.nan, 1.0]), 1.0)
 
 
+class _Source:
+    def __init__(self, text):
+        self.text = text
+
+    def source(self):
+        return self.text
+
+
+def test_signed_zero_tie_classification_is_narrow():
+    clamped = _Source("v = torch.clamp(a, min=b)")
+    e, o = torch.tensor([0.0, 2.0, math.inf]), torch.tensor([-0.0, 2.0, -math.inf])
+    # The other zero, and the other infinity (a reciprocal of the tie), in a program with clamp.
+    assert run.known_divergence(clamped, e[:2], o[:2]) == "signed_zero_tie"
+    assert run.known_divergence(clamped, e, o) == "signed_zero_tie"
+    # Not without min/max/clamp, not for a finite difference, not for inf vs a finite value.
+    assert run.known_divergence(_Source("v = a - b"), e, o) is None
+    assert run.known_divergence(clamped, e, torch.tensor([-0.0, 3.0, -math.inf])) is None
+    assert run.known_divergence(clamped, e, torch.tensor([-0.0, 2.0, 1e30])) is None
+
+
 def test_layout_dtype_shape_and_bound():
     e = torch.arange(6.0).view(2, 3)
     assert "strides" in run.compare_tensor(e, e.t().contiguous().t(), 0.0)
