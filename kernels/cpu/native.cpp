@@ -344,9 +344,10 @@ void runReduceTyped(const TileProgram& prog, const std::vector<BroadcastView>& v
   }
 
   // Horizontal: tiles run along the (linearised) reduced space. With few outputs, each output's
-  // reduced space is split into parts whose partial accumulators are merged in order.
+  // reduced space is split into parts whose partial accumulators are merged in order. NB: the
+  // split does not depend on the thread count, so neither do the bits of a float sum.
   const int64_t tilesPerOut = std::max<int64_t>(1, (count + kTile - 1) / kTile);
-  const int64_t want = 4 * at::get_num_threads();
+  constexpr int64_t want = 64;  // work items: enough for 64 threads
   const int64_t parts = numOut >= want ? 1 : std::min(tilesPerOut, (want + numOut - 1) / numOut);
   const int64_t tilesPerPart = (tilesPerOut + parts - 1) / parts;
   std::vector<Acc> partial(numOut * parts, proto);

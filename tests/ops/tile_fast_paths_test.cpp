@@ -9,6 +9,8 @@
 // The same tests run with TSFUSE_CPU_ISA=baseline (ctest tsfuse_row_tiles_sse2).
 #include "test_util.h"
 
+#include <ATen/Parallel.h>
+
 namespace {
 
 using namespace tsfuse_test;
@@ -109,6 +111,40 @@ TEST(TileFastPaths, VerticalSumFoldsOnlyExactWideningCasts) {
     // int32 -> float is not exact: the cast stays, the float values are summed.
     EXPECT_TRUE(checkReduce(expr, ops, eager, {"sum", std::vector<int64_t>{0}, false, at::kFloat}, CheckOpts{false}))
         << dt;
+  }
+}
+
+// The tiles run on torch's intra-op threads (at::parallel_for): shapes large enough to be split
+// give the same bits with 1 and 4 threads, and eager's (reductions merge their parts in order).
+TEST(TileFastPaths, ResultsDoNotDependOnTheThreadCount) {
+  struct Restore {
+    int n = at::get_num_threads();
+    ~Restore() { at::set_num_threads(n); }
+  } restore;
+  Gen g(12);
+  const char* sim = "v1: sub($0, $1); abs(%0); lt(%1, 1)";
+  auto simEager = [](const T& o) { return (o[0] - o[1]).abs().lt(1); };
+  const char* mapExpr = "v1: minimum($0, $1); sub(%0, $2); clamp(%1, 0, None); mul(%2, $1)";
+  auto mapEager = [](const T& o) { return at::clamp(at::minimum(o[0], o[1]) - o[2], 0) * o[1]; };
+  T mapOps = {g.tensor({300, 1}, at::kFloat, kNaNInf), g.tensor({1, 700}, at::kFloat, kNaNInf), g.tensor({300, 1}, at::kFloat)};
+  T simOps = {g.tensor({300, 90, 1}, at::kFloat), g.tensor({300, 1, 600}, at::kFloat)};
+  T horOps = {g.tensor({3, 1}, at::kDouble), g.tensor({3, 70000}, at::kDouble)};
+  std::vector<at::Tensor> first;
+  for (int threads : {1, 4}) {
+    at::set_num_threads(threads);
+    EXPECT_TRUE(checkPairwise(mapExpr, mapOps, mapEager)) << threads;
+    EXPECT_TRUE(checkReduce(sim, simOps, simEager, {"sum", std::vector<int64_t>{0}})) << threads;
+    EXPECT_TRUE(checkReduce("v1: mul($0, $1)", horOps, [](const T& o) { return o[0] * o[1]; },
+                            {"sum", std::vector<int64_t>{-1}}, CheckOpts{false}))
+        << threads;
+    std::vector<at::Tensor> got = {tsfuse::pairwise(mapOps, mapExpr),
+                                   tsfuse::reduce(simOps, sim, "sum", std::vector<int64_t>{0}),
+                                   tsfuse::reduce(horOps, "v1: mul($0, $1)", "sum", std::vector<int64_t>{-1})};
+    if (first.empty()) {
+      first = got;
+      continue;
+    }
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(sameTensor(first[i], got[i], true)) << i;
   }
 }
 
