@@ -36,16 +36,38 @@ Report optimize(torch::jit::Module& module, const PipelineOptions& options) {
   return optimizeModule(module, options);
 }
 
+torch::jit::Module loadModuleFile(const std::string& path) {
+  auto fail = [&](const std::string& why) {
+    TORCH_CHECK(false, "cannot load '", path, "' as a TorchScript module: ", firstLine(why));
+  };
+  try {
+    torch::jit::Module m = torch::jit::load(path);
+    // NB: a damaged .debug_pkl loads fine; its ranges are unpickled at the first lookup.
+    for (torch::jit::Function* fn : m.type()->compilation_unit()->get_functions()) {
+      auto* graphFn = tryToGraphFunction(*fn);
+      if (!graphFn) continue;
+      std::vector<torch::jit::Block*> blocks{graphFn->graph()->block()};
+      while (!blocks.empty()) {
+        torch::jit::Block* b = blocks.back();
+        blocks.pop_back();
+        for (torch::jit::Node* n : b->nodes()) {
+          (void)n->sourceRange().findSourceRangeThatGenerated();
+          for (torch::jit::Block* sub : n->blocks()) blocks.push_back(sub);
+        }
+      }
+    }
+    return m;
+  } catch (const c10::Error& e) {
+    fail(e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    fail(e.what());
+  }
+  return {};
+}
+
 torch::jit::Module load(const std::string& path, const PipelineOptions& options) {
   checkModuleFile(path);
-  torch::jit::Module m;
-  try {
-    m = torch::jit::load(path);
-  } catch (const c10::Error& e) {
-    TORCH_CHECK(false, "cannot load '", path, "' as a TorchScript module: ", firstLine(e.what_without_backtrace()));
-  } catch (const std::exception& e) {
-    TORCH_CHECK(false, "cannot load '", path, "' as a TorchScript module: ", firstLine(e.what()));
-  }
+  torch::jit::Module m = loadModuleFile(path);
   optimizeModule(m, options);
   return m;
 }

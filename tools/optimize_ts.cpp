@@ -127,11 +127,9 @@ std::optional<int> parseArgs(int argc, char** argv, Options& o) {
 
 torch::jit::Module loadModule(const std::string& path) {
   try {
-    return torch::jit::load(path);
+    return tsfuse::loadModuleFile(path);  // its message names the path and says what failed
   } catch (const c10::Error& e) {
-    throw ioError("cannot load '" + path + "' as a TorchScript module: " + firstLine(e.what_without_backtrace()));
-  } catch (const std::exception& e) {
-    throw ioError("cannot load '" + path + "' as a TorchScript module: " + firstLine(e.what()));
+    throw ioError(firstLine(e.what_without_backtrace()));
   }
 }
 

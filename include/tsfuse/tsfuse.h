@@ -30,6 +30,12 @@ torch::jit::Module load(const std::string& path, const PipelineOptions& options 
 // regular file. load() checks this first; optimize-ts too.
 void checkModuleFile(const std::string& path);
 
+// torch::jit::load, plus what it leaves for later: the debug info (source ranges, read lazily on
+// the first graph print or source lookup) of every function is resolved now, so a corrupt file
+// fails here rather than in a pass. Throws c10::Error "cannot load '<path>' as a TorchScript
+// module: ..." (one line). load() and optimize-ts use it.
+torch::jit::Module loadModuleFile(const std::string& path);
+
 // Keeps the library linked (an app that calls it cannot lose the load-time registration to
 // --as-needed) and reports whether the executor pass was registered at load (1) or not (0).
 int initialize();

@@ -129,6 +129,26 @@ def test_torchscript_with_garbled_code(optimize_ts, work, model):
     assert_failed_cleanly(proc, IO, out, [(bad, before)], "cannot load")
 
 
+def test_torchscript_with_damaged_debug_info(optimize_ts, work, model):
+    """The source ranges (code/*.debug_pkl) load lazily: torch.jit.load succeeds and the first graph
+    print unpickles them. A damaged one is an input error (3) found at load, not an internal error
+    (found as mutant 19 of the test below on another checkout path)."""
+    bad = work / "debug_info.pt"
+    with zipfile.ZipFile(model) as zin, zipfile.ZipFile(bad, "w") as zout:
+        damaged = 0
+        for info in zin.infolist():
+            data = zin.read(info.filename)
+            if info.filename.endswith(".debug_pkl"):
+                data = data[:2] + b"\x01" * (len(data) - 2)  # protocol header, then unknown opcodes
+                damaged += 1
+            zout.writestr(info, data)
+    assert damaged >= 1
+    before = sha256(bad)
+    out = work / "out.pt"
+    proc = run_tool(optimize_ts, bad, out)
+    assert_failed_cleanly(proc, IO, out, [(bad, before)], "cannot load", "unpickling")
+
+
 MUTANTS = 30
 
 
