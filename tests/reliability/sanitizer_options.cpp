@@ -16,7 +16,13 @@ TSFUSE_SANITIZER_HOOK const char* __ubsan_default_options() { return "print_stac
 // Leak suppressions: none. (Each one must be proven to be inside libtorch and documented here.)
 TSFUSE_SANITIZER_HOOK const char* __lsan_default_suppressions() { return ""; }
 
-TSFUSE_SANITIZER_HOOK const char* __tsan_default_options() { return "halt_on_error=1:second_deadlock_stack=1"; }
+// allocator_may_return_null as for ASan: TSan's allocator also refuses requests above 1 TiB, and
+// without it the first huge-output test (HostileArgs.OutputsWhoseSizeOverflowsRaise, 2^62 bytes
+// through c10::alloc_cpu) aborted the run with "allocation-size-too-big" instead of letting c10
+// raise its "can't allocate memory" error like an uninstrumented build does.
+TSFUSE_SANITIZER_HOOK const char* __tsan_default_options() {
+  return "halt_on_error=1:second_deadlock_stack=1:allocator_may_return_null=1";
+}
 
 // ThreadSanitizer suppressions: none yet (each must be proven to be inside libtorch, documented).
 TSFUSE_SANITIZER_HOOK const char* __tsan_default_suppressions() { return ""; }
