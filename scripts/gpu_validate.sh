@@ -26,18 +26,18 @@ log "1. build"
 ( time make build JOBS="$(nproc)" ) > "$OUT/build.log" 2>&1
 
 log "2. GPU tests"
-TSFUSE_CUDA_KERNELS=1 "$BUILD/tests/tsfuse_tests" --gtest_filter='CudaKernels.*:Bytecode.*' \
+TSFUSE_CUDA_KERNELS=1 "$BUILD/bin/tsfuse_tests" --gtest_filter='CudaKernels.*:Bytecode.*' \
   > "$OUT/gpu_tests.log" 2>&1
 grep -q "SKIPPED" "$OUT/gpu_tests.log" && grep "SKIPPED" "$OUT/gpu_tests.log" | tee -a "$OUT/summary.txt" || true
 
 log "3. memcheck"
 TSFUSE_CUDA_KERNELS=1 "$SAN" --tool memcheck --error-exitcode 9 \
-  "$BUILD/tests/tsfuse_tests" --gtest_filter='CudaKernels.*:-CudaKernels.SixtyFourBitIndexing' \
+  "$BUILD/bin/tsfuse_tests" --gtest_filter='CudaKernels.*:-CudaKernels.SixtyFourBitIndexing' \
   > "$OUT/memcheck.log" 2>&1
 
 log "4. racecheck"
 TSFUSE_CUDA_KERNELS=1 "$SAN" --tool racecheck --error-exitcode 9 \
-  "$BUILD/tests/tsfuse_tests" --gtest_filter='CudaKernels.PairwiseIoU*:CudaKernels.Similarity*:CudaKernels.GenericReduce*' \
+  "$BUILD/bin/tsfuse_tests" --gtest_filter='CudaKernels.PairwiseIoU*:CudaKernels.Similarity*:CudaKernels.GenericReduce*' \
   > "$OUT/racecheck.log" 2>&1
 
 log "5. full test suite (CPU + default CUDA path)"
