@@ -122,6 +122,10 @@ struct SubSpace {
       }
     }
   }
+  // Whether operand o has no stride here: one element for the whole sub-space.
+  bool constantFor(size_t o) const {
+    return std::all_of(stride[o].begin(), stride[o].end(), [](int64_t x) { return x == 0; });
+  }
   // Byte offset of linear index `lin` (row-major) for operand o.
   int64_t offset(size_t o, int64_t lin) const {
     int64_t off = 0;

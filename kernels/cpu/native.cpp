@@ -90,8 +90,7 @@ void runMap(const TileProgram& prog, const std::vector<BroadcastView>& views, at
 
   // An operand with no stride at all (a 0-dim tensor, or broadcast along every dim) is one value.
   std::vector<char> constant(L);
-  for (int i = 0; i < L; ++i)
-    constant[i] = std::all_of(space.stride[i].begin(), space.stride[i].end(), [](int64_t x) { return x == 0; });
+  for (int i = 0; i < L; ++i) constant[i] = space.constantFor(i);
 
   if (space.size.empty() || inner < kMinRowTile) {
     const int64_t ntiles = (numel + kTile - 1) / kTile;
@@ -352,9 +351,7 @@ void runReduceTyped(const TileProgram& prog, const std::vector<BroadcastView>& v
   const int64_t tilesPerPart = (tilesPerOut + parts - 1) / parts;
   std::vector<Acc> partial(numOut * parts, proto);
   std::vector<char> constant(L);  // operands constant over the reduced space
-  for (int i = 0; i < L; ++i)
-    constant[i] = std::all_of(plan.reduced.stride[i].begin(), plan.reduced.stride[i].end(),
-                              [](int64_t x) { return x == 0; });
+  for (int i = 0; i < L; ++i) constant[i] = plan.reduced.constantFor(i);
   at::parallel_for(0, numOut * parts, 1, [&](int64_t b, int64_t e) {
     auto scratch = prog.makeScratch();
     std::vector<int64_t> base(L);

@@ -1,5 +1,7 @@
 #include "kernels/cpu/tile_program.h"
 
+#include "kernels/cpu/gather.h"
+
 #include "kernels/elementwise.h"
 
 #include <cstdlib>
@@ -227,21 +229,10 @@ const IsaOps& isaOps() {
   return ops;
 }
 
-// Copies the element at `from` into n lanes at `to` (which may start at `from`).
+// Copies the element at `from` into n lanes at `to` (which may start at `from`): a gather over a
+// 0-dim sub-space.
 void broadcastFill(const char* from, char* to, int64_t elemSize, int64_t n) {
-  auto fill = [&](auto tag) {
-    using U = decltype(tag);
-    U v;
-    std::memcpy(&v, from, sizeof(U));
-    std::fill(reinterpret_cast<U*>(to), reinterpret_cast<U*>(to) + n, v);
-  };
-  switch (elemSize) {
-    case 1: return fill(uint8_t{});
-    case 2: return fill(uint16_t{});
-    case 4: return fill(uint32_t{});
-    case 8: return fill(uint64_t{});
-    default: TORCH_CHECK(false, "tsfuse: unsupported element size ", elemSize);
-  }
+  gather(from, elemSize, nullptr, nullptr, 0, 0, n, to);
 }
 
 }  // namespace
