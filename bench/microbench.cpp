@@ -2,8 +2,11 @@
 // the distance reductions through tsfuse::pairwise / tsfuse::reduce, next to the same expression
 // evaluated op by op with eager ATen (what the unfused graph runs). items_per_second counts
 // elements of the broadcast iteration space. `make bench` runs it twice: with the AVX2 tile loops
-// (default on a machine that has AVX2) and with TSFUSE_CPU_ISA=baseline (the SSE2 loops).
+// (default on a machine that has AVX2; vertical sums then run compiled kernels) and with
+// TSFUSE_CPU_ISA=baseline (the SSE2 loops, no compiled kernels).
 #include <tsfuse/ops.h>
+
+#include "kernels/cpu/jit.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -64,6 +67,14 @@ void BM_Similarity_tsfuse(benchmark::State& state) {
   setUp(state, s * d * d);
 }
 
+// The same with the compiled sums off (kernels/cpu/jit.h): the tile interpreter alone.
+void BM_Similarity_tsfuse_interpreted(benchmark::State& state) {
+  const bool was = tsfuse::cpu::jit::enabled();
+  tsfuse::cpu::jit::setEnabled(false);
+  BM_Similarity_tsfuse(state);
+  tsfuse::cpu::jit::setEnabled(was);
+}
+
 void BM_Similarity_eager(benchmark::State& state) {
   const int64_t s = 128, d = state.range(0);
   auto o = similarityOperands(s, d);
@@ -103,6 +114,7 @@ void BM_Intersection_tiny_tsfuse(benchmark::State& state) {
 BENCHMARK(BM_Intersection_tsfuse)->Arg(4096)->Arg(30000)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Intersection_eager)->Arg(4096)->Arg(30000)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Similarity_tsfuse)->Arg(250)->Arg(500)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Similarity_tsfuse_interpreted)->Arg(250)->Arg(500)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Similarity_eager)->Arg(250)->Arg(500)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_L1Distance_tsfuse)->Arg(1024)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_L1Distance_eager)->Arg(1024)->Unit(benchmark::kMillisecond);

@@ -5,6 +5,7 @@
 
 #include "kernels/cpu/accumulators.h"
 #include "kernels/cpu/gather.h"
+#include "kernels/cpu/jit.h"
 #include "kernels/cpu/tile_program.h"
 
 #include <ATen/Parallel.h>
@@ -91,8 +92,16 @@ void runMap(const TileProgram& prog, const std::vector<BroadcastView>& views, at
   // An operand with no stride at all (a 0-dim tensor, or broadcast along every dim) is one value.
   std::vector<char> constant(L);
   for (int i = 0; i < L; ++i) constant[i] = space.constantFor(i);
+  // A compiled kernel runs the whole program per tile with its values in registers (jit.h), if one
+  // applies: every operand reaches it as one value or as contiguous elements.
+  auto compile = [&](auto uniform) {
+    std::vector<jit::Leaf> leaves(L);
+    for (int i = 0; i < L; ++i) leaves[i] = uniform(i) ? jit::Leaf::Uniform : jit::Leaf::Contiguous;
+    return jit::CompiledMap::make(prog, out.scalar_type(), leaves);
+  };
 
   if (space.size.empty() || inner < kMinRowTile) {
+    const auto compiled = compile([&](int i) { return constant[i] != 0; });
     const int64_t ntiles = (numel + kTile - 1) / kTile;
     at::parallel_for(0, ntiles, std::max<int64_t>(1, 16384 / kTile), [&](int64_t b, int64_t e) {
       auto scratch = prog.makeScratch();
@@ -105,6 +114,10 @@ void runMap(const TileProgram& prog, const std::vector<BroadcastView>& views, at
             space.gatherInto(i, views[i], 0, start, n, scratch.buffer[i]);
             scratch.vectorLeaf(i, scratch.buffer[i]);
           }
+        }
+        if (compiled) {
+          compiled->run(scratch.slot.data(), n, outData + start * esz);
+          continue;
         }
         if (resultInPlace) scratch.slot[prog.result] = outData + start * esz;
         const char* r = prog.run(scratch, n);
@@ -135,6 +148,7 @@ void runMap(const TileProgram& prog, const std::vector<BroadcastView>& views, at
   SubSpace outer = space;
   outer.size.pop_back();
   for (auto& st : outer.stride) st.pop_back();
+  const auto compiled = compile([&](int i) { return source[i] == LeafSource::Uniform; });
   at::parallel_for(0, rows * tilesPerRow, std::max<int64_t>(1, 16384 / kTile), [&](int64_t b, int64_t e) {
     auto scratch = prog.makeScratch();
     std::vector<const char*> rowBase(L);
@@ -165,6 +179,10 @@ void runMap(const TileProgram& prog, const std::vector<BroadcastView>& views, at
         }
       }
       char* dst = outData + (r * inner + start) * esz;
+      if (compiled) {
+        compiled->run(scratch.slot.data(), n, dst);
+        continue;
+      }
       if (resultInPlace) scratch.slot[prog.result] = dst;
       const char* res = prog.run(scratch, n);
       if (!resultInPlace) std::memcpy(dst, res, n * esz);
@@ -293,6 +311,11 @@ void runReduceTyped(const TileProgram& prog, const std::vector<BroadcastView>& v
     constexpr bool kSum = IsSumLike<Acc>::value;
     const size_t prefix = kSum ? sumPrefix(prog) : prog.code.size();
     const int source = prefix == prog.code.size() ? prog.result : prog.code[prefix].a;
+    // A compiled kernel sums the tile with its values in registers (jit.h), if one applies.
+    std::optional<jit::VerticalSum> compiled;
+    if constexpr (kSum)
+      compiled = jit::VerticalSum::make(prog, prefix, source, std::is_floating_point_v<Wide<T>>, views,
+                                        plan.kept, plan.reduced);
     at::parallel_for(0, work, 1, [&](int64_t b, int64_t e) {
       auto scratch = prog.makeScratch();
       auto es = finish.scratch();
@@ -307,7 +330,9 @@ void runReduceTyped(const TileProgram& prog, const std::vector<BroadcastView>& v
         if constexpr (kSum) lanes->reset(n);
         else std::fill(acc.begin(), acc.begin() + n, proto);
         for (int i = 0; i < L; ++i) base[i] = outer.offset(i, o) + start * plan.kept.stride[i].back();
-        for (int64_t r = 0; r < count; ++r) {
+        if constexpr (kSum)
+          if (compiled) compiled->run(base, n, lanes->sums.data());
+        for (int64_t r = 0; r < (compiled ? 0 : count); ++r) {
           for (int i = 0; i < L; ++i) {
             const char* p = views[i].data + base[i] + plan.reduced.offset(i, r);
             const int64_t s = plan.kept.stride[i].back();

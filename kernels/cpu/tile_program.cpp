@@ -205,22 +205,23 @@ namespace avx2 {
 #endif
 
 struct IsaOps {
+  bool avx2;
   ExecFn exec;
   AccLongFn accLong;
   AccDoubleFn accDouble;
   CountFn count;
 };
 
-#define TSFUSE_ISA_OPS(ns) IsaOps{ns::exec, ns::accumulateLong, ns::accumulateDouble, ns::countFlags}
+#define TSFUSE_ISA_OPS(ns, isAvx2) IsaOps{isAvx2, ns::exec, ns::accumulateLong, ns::accumulateDouble, ns::countFlags}
 
 IsaOps chooseIsa() {
   const char* isa = std::getenv("TSFUSE_CPU_ISA");  // "baseline" forces the SSE2 loops (tests, benchmarks)
   const bool baseline = isa && std::string(isa) == "baseline";
 #ifdef TSFUSE_HAVE_AVX2_OPS
-  if (!baseline && __builtin_cpu_supports("avx2")) return TSFUSE_ISA_OPS(avx2);
+  if (!baseline && __builtin_cpu_supports("avx2")) return TSFUSE_ISA_OPS(avx2, true);
 #endif
   (void)baseline;
-  return TSFUSE_ISA_OPS(base);
+  return TSFUSE_ISA_OPS(base, false);
 }
 #undef TSFUSE_ISA_OPS
 
@@ -380,5 +381,6 @@ void accumulateSum(c10::ScalarType srcType, const char* src, double* dst, int64_
   isaOps().accDouble(srcType, src, dst, n);
 }
 void countFlags(const char* flags, uint8_t* counts, int64_t n) { isaOps().count(flags, counts, n); }
+bool usingAvx2() { return isaOps().avx2; }
 
 }  // namespace tsfuse::cpu

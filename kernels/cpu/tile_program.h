@@ -96,6 +96,8 @@ struct TileProgram {
 };
 
 bool isNativeDtype(c10::ScalarType t);
+// Whether the op loops run their AVX2 copy (the CPU has it and TSFUSE_CPU_ISA is not "baseline").
+bool usingAvx2();
 
 // dst[i] += W(src[i]) for i < n, src of dtype srcType (native): the per-lane accumulation of
 // sum/mean in their wide type (int64 or double), with the op loops' instruction set.

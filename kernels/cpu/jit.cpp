@@ -1,0 +1,223 @@
+// Compiled tile programs: the kernel cache and the tile drivers (code generation: jit_codegen.cpp).
+#include "kernels/cpu/jit.h"
+
+#include "kernels/cpu/jit_codegen.h"
+#include "tsfuse/log.h"
+
+#include <xbyak/xbyak.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <unordered_map>
+
+namespace tsfuse::cpu::jit {
+
+struct Kernel::Code {
+  std::shared_ptr<Xbyak::CodeGenerator> gen;
+};
+
+namespace {
+
+// AVX2 (the op loops' choice, which TSFUSE_CPU_ISA=baseline turns off) and BMI2 (pdep).
+bool supported() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  return usingAvx2() && __builtin_cpu_supports("bmi2");
+#else
+  return false;
+#endif
+}
+
+std::atomic<bool>& switchState() {
+  static std::atomic<bool> on = [] {
+    const char* v = std::getenv("TSFUSE_CPU_JIT");
+    return !(v && std::string(v) == "0") && supported();
+  }();
+  return on;
+}
+
+std::atomic<int64_t> tiles{0};
+
+// Kernels by Plan::key, declined programs included (as nullptr with the reason). Bounded: past
+// kMaxEntries new programs are compiled per call and not kept.
+struct Cache {
+  static constexpr size_t kMaxEntries = 512;
+  struct Entry {
+    std::shared_ptr<const Kernel> kernel;
+    std::string why;
+  };
+  std::mutex mu;
+  std::unordered_map<std::string, Entry> entries;
+};
+
+Cache& cache() {
+  static Cache* c = new Cache();  // NB: leaked on purpose: kernels may run during static destruction
+  return *c;
+}
+
+Cache::Entry compile(const Plan& plan) {
+  // The widest block that fits in the 16 registers, literals in registers if they fit too; the
+  // masked single vector for the tail.
+  for (bool inMemory : {false, true})
+  for (int vectors : {4, 2, 1}) {
+    std::shared_ptr<Xbyak::CodeGenerator> block = generate(plan, {vectors, false, inMemory});
+    if (!block) continue;
+    std::shared_ptr<Xbyak::CodeGenerator> tail = generate(plan, {1, true, inMemory});
+    if (!tail) tail = generate(plan, {1, true, true});
+    if (!tail) break;
+    const int64_t esz = plan.f64 ? 8 : 4, lanes = 32 / esz;
+    // int32 count lanes (float32 compares) hold up to 2^31 - 1 rows per call.
+    const int64_t maxRows = plan.sums() && plan.boolValue && !plan.f64 ? std::numeric_limits<int32_t>::max()
+                                                                       : std::numeric_limits<int64_t>::max();
+    const int64_t outBytes = plan.sums() ? 8 : plan.boolValue ? 1 : esz;
+    auto code = [](std::shared_ptr<Xbyak::CodeGenerator> g) { return std::make_shared<Kernel::Code>(Kernel::Code{std::move(g)}); };
+    TSFUSE_LOG(kernel, debug, "compiled ", plan.sums() ? "sum" : "map", ": ", plan.code.size(), " instructions, ",
+               vectors, " x ", lanes, " lanes per row, ", block->getSize(), " + ", tail->getSize(), " bytes of code");
+    return {std::make_shared<Kernel>(code(block), code(tail), Kernel::Layout{lanes, lanes * vectors, maxRows, esz, outBytes}),
+            ""};
+  }
+  return {nullptr, "more live values than vector registers"};
+}
+
+}  // namespace
+
+Kernel::Kernel(std::shared_ptr<Code> block, std::shared_ptr<Code> vector, const Layout& l)
+    : blockCode_(std::move(block)), vectorCode_(std::move(vector)), vectorLanes_(l.vectorLanes),
+      blockLanes_(l.blockLanes), maxRows_(l.maxRows), elemSize_(l.elemSize), outBytes_(l.outBytes) {
+  block_ = blockCode_->gen->getCode<Fn>();
+  vector_ = vectorCode_->gen->getCode<Fn>();
+}
+
+void Kernel::fillMask(int64_t n, void* mask) const {
+  std::memset(mask, 0, 32);
+  std::memset(mask, 0xFF, static_cast<size_t>(std::min(n, vectorLanes_) * elemSize_));
+}
+
+std::shared_ptr<const Kernel> Kernel::get(const TileProgram& p, size_t prefix, int source, Sink sink,
+                                          const std::vector<Leaf>& leaves, std::string* why) {
+  std::optional<Plan> plan = Plan::make(p, prefix, source, sink, leaves, why);
+  if (!plan) return nullptr;
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  auto it = c.entries.find(plan->key);
+  if (it == c.entries.end()) {
+    Cache::Entry e = compile(*plan);
+    if (c.entries.size() >= Cache::kMaxEntries) {
+      if (why) *why = e.why;
+      return e.kernel;
+    }
+    it = c.entries.emplace(plan->key, std::move(e)).first;
+  }
+  if (why) *why = it->second.why;
+  return it->second.kernel;
+}
+
+std::optional<VerticalSum> VerticalSum::make(const TileProgram& p, size_t prefix, int source, bool doubleSums,
+                                             const std::vector<BroadcastView>& views, const SubSpace& kept,
+                                             const SubSpace& reduced) {
+  if (!enabled() || kept.size.empty()) return std::nullopt;
+  VerticalSum v;
+  v.views_ = &views;
+  for (size_t i = 0; i < views.size(); ++i) {
+    const int64_t s = kept.stride[i].back();
+    v.leaves_.push_back(s == 0 ? Leaf::Uniform : s == views[i].elemSize ? Leaf::Contiguous : Leaf::Strided);
+  }
+  v.outer_ = reduced;
+  v.rowStride_.assign(views.size(), 0);
+  if (!reduced.size.empty()) {
+    v.rows_ = reduced.size.back();
+    v.outer_.size.pop_back();
+    for (size_t i = 0; i < views.size(); ++i) {
+      v.rowStride_[i] = reduced.stride[i].back();
+      v.outer_.stride[i].pop_back();
+    }
+  }
+  std::string why;
+  v.kernel_ = Kernel::get(p, prefix, source, doubleSums ? Sink::SumDouble : Sink::SumInt64, v.leaves_, &why);
+  if (!v.kernel_) {
+    TSFUSE_LOG(kernel, debug, "vertical sum interpreted, not compiled: ", why);
+    return std::nullopt;
+  }
+  return v;
+}
+
+void VerticalSum::run(const std::vector<int64_t>& base, int64_t n, void* sums) const {
+  const Kernel& k = *kernel_;
+  const auto& views = *views_;
+  const int64_t outerCount = outer_.numel(), maxRows = k.maxRows();
+  alignas(32) char mask[32];
+  Args a;
+  a.mask = mask;
+  for (size_t i = 0; i < views.size(); ++i) a.rowStride[i] = rowStride_[i];
+  for (int64_t v0 = 0; v0 < n;) {
+    const bool full = v0 + k.lanesPerBlock() <= n;
+    const int64_t lanes = full ? k.lanesPerBlock() : std::min(k.lanesPerVector(), n - v0);
+    if (!full) k.fillMask(lanes, mask);
+    a.out = static_cast<char*>(sums) + v0 * 8;  // int64 or double lanes
+    for (int64_t ro = 0; ro < outerCount; ++ro) {
+      for (int64_t r0 = 0; r0 < rows_; r0 += maxRows) {
+        for (size_t i = 0; i < views.size(); ++i) {
+          const int64_t lane = leaves_[i] == Leaf::Contiguous ? v0 * views[i].elemSize : 0;
+          a.leaf[i] = views[i].data + base[i] + outer_.offset(i, ro) + r0 * rowStride_[i] + lane;
+        }
+        a.rows = std::min(maxRows, rows_ - r0);
+        full ? k.block(a) : k.vector(a);
+      }
+    }
+    v0 += lanes;
+  }
+  tiles.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::optional<CompiledMap> CompiledMap::make(const TileProgram& p, c10::ScalarType out,
+                                             const std::vector<Leaf>& leaves) {
+  if (!enabled() || p.slotType[p.result] != out) return std::nullopt;
+  CompiledMap m;
+  std::string why;
+  m.kernel_ = Kernel::get(p, p.code.size(), p.result, Sink::Store, leaves, &why);
+  if (!m.kernel_) {
+    TSFUSE_LOG(kernel, debug, "map interpreted, not compiled: ", why);
+    return std::nullopt;
+  }
+  m.leaves_ = leaves;
+  for (int i = 0; i < p.numLeaves; ++i) m.elemSize_.push_back(c10::elementSize(p.slotType[i]));
+  return m;
+}
+
+void CompiledMap::run(char* const* leaf, int64_t n, char* dst) const {
+  const Kernel& k = *kernel_;
+  const size_t L = leaves_.size();
+  const int64_t outBytes = k.outBytesPerLane();
+  Args a;
+  // Whole blocks in one call: each contiguous operand steps one block per row.
+  const int64_t blocks = n / k.lanesPerBlock();
+  for (size_t i = 0; i < L; ++i) {
+    a.leaf[i] = leaf[i];
+    a.rowStride[i] = leaves_[i] == Leaf::Contiguous ? k.lanesPerBlock() * elemSize_[i] : 0;
+  }
+  a.rows = blocks;
+  a.out = dst;
+  if (blocks > 0) k.block(a);
+  // The rest a vector at a time, loads masked, values through a vector-sized buffer.
+  alignas(32) char mask[32], values[32];
+  a.mask = mask;
+  a.out = values;
+  a.rows = 1;
+  for (int64_t v0 = blocks * k.lanesPerBlock(); v0 < n; v0 += k.lanesPerVector()) {
+    const int64_t lanes = std::min(k.lanesPerVector(), n - v0);
+    k.fillMask(lanes, mask);
+    for (size_t i = 0; i < L; ++i)
+      if (leaves_[i] == Leaf::Contiguous) a.leaf[i] = leaf[i] + v0 * elemSize_[i];
+    k.vector(a);
+    std::memcpy(dst + v0 * outBytes, values, lanes * outBytes);
+  }
+  tiles.fetch_add(1, std::memory_order_relaxed);
+}
+
+bool enabled() { return switchState().load(std::memory_order_relaxed); }
+void setEnabled(bool on) { switchState().store(on && supported(), std::memory_order_relaxed); }
+int64_t tilesRun() { return tiles.load(std::memory_order_relaxed); }
+
+}  // namespace tsfuse::cpu::jit

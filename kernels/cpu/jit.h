@@ -1,0 +1,139 @@
+// Compiled tile programs: a TileProgram generated as x86-64 AVX2 machine code (Xbyak) with every
+// value in a vector register.
+//
+// The interpreter (TileProgram::run) stores each instruction's tile to L1 and loads it back for
+// the next one; for short programs those loads and stores are most of the cost. A compiled kernel
+// evaluates the program on registers, a block of lanes at a time:
+//  * vertical sums (VerticalSum): the block's accumulators stay in registers while the kernel walks
+//    the reduced rows; per row, one broadcast of each uniform operand, one load of each contiguous
+//    operand vector, the ops, one add into the accumulator (the seed similarity: |x - y| < 1
+//    counted over a shared leading dim);
+//  * maps (CompiledMap): per block, the operands are loaded, the ops run, the result is stored
+//    straight into the output (the seed intersection and the IoU/GIoU matrices).
+//
+// Exactness: each op is the instruction whose result the interpreter's loop computes, in the same
+// order (min/max/clamp operand order, NaN propagation to the same quiet NaN, compares, casts); no
+// FMA. Counts add 0/1 in int32 lanes widened at the end of each call (a call covers at most
+// maxRows rows); float sums add each row's value in double, in row order, starting from the lanes'
+// running sums: the interpreter's exact sequence of additions. So both give the interpreter's bits.
+//
+// Scope: programs over float32 or float64 values (one of them per program) and bools, with native
+// ops only (no ATen tile ops, no integers); operands constant along the lanes or contiguous along
+// them. Anything else is declined and the interpreter runs it. Needs AVX2 and BMI2.
+#pragma once
+
+#include "kernels/cpu/gather.h"
+#include "kernels/cpu/tile_program.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tsfuse::cpu::jit {
+
+constexpr int kMaxLeaves = 12;
+
+// How a kernel reads one operand along the lanes of a block.
+enum class Leaf : uint8_t {
+  Unused,      // no instruction reads it
+  Uniform,     // one element for every lane (stride 0): broadcast
+  Contiguous,  // consecutive elements: vector loads
+  Strided,     // neither: a kernel cannot read it (declined if an instruction does)
+};
+
+// Where a kernel's value goes.
+enum class Sink : uint8_t {
+  SumInt64,   // added into int64 lane sums (a bool value counts)
+  SumDouble,  // added into double lane sums
+  Store,      // written to consecutive lanes (its dtype: float32/float64, or bool bytes)
+};
+
+// One call. Sums: rows [0, rows) of the reduced space's innermost dim for one block of lanes.
+// Store: `rows` consecutive blocks of lanes (rowStride is then the operand's step per block).
+struct Args {
+  const char* leaf[kMaxLeaves] = {};   // each operand's element at row 0, first lane of the block
+  int64_t rowStride[kMaxLeaves] = {};  // bytes from one row (block) to the next
+  int64_t rows = 0;
+  void* out = nullptr;                 // the block's lane sums, or where the values go
+  const void* mask = nullptr;          // vector(): 32 bytes, all-ones for the lanes to load
+};
+
+class Kernel {
+ public:
+  // The kernels for code[0, prefix) of `p`, sinking slot `source`. Compiled once per program and
+  // operand layout, then shared. nullptr, with the reason in *why, where the scope above ends.
+  static std::shared_ptr<const Kernel> get(const TileProgram& p, size_t prefix, int source, Sink sink,
+                                           const std::vector<Leaf>& leaves, std::string* why);
+
+  int64_t lanesPerVector() const { return vectorLanes_; }
+  int64_t lanesPerBlock() const { return blockLanes_; }
+  int64_t maxRows() const { return maxRows_; }
+  // Bytes a Store kernel writes per lane (sums: 8).
+  int64_t outBytesPerLane() const { return outBytes_; }
+  // blockLanes_ lanes, all in range.
+  void block(const Args& a) const { block_(&a); }
+  // vectorLanes_ lanes of which those set in a.mask are loaded (the others are computed on zeros:
+  // callers use only the masked lanes' sums or values; a Store writes the whole vector).
+  void vector(const Args& a) const { vector_(&a); }
+  // Fills the 32-byte mask of a vector() call for its first n lanes.
+  void fillMask(int64_t n, void* mask) const;
+
+  struct Code;  // the generated code, kept alive with the kernel
+  struct Layout {
+    int64_t vectorLanes, blockLanes, maxRows, elemSize, outBytes;
+  };
+  Kernel(std::shared_ptr<Code> block, std::shared_ptr<Code> vector, const Layout& layout);
+
+ private:
+  using Fn = void (*)(const Args*);
+  std::shared_ptr<Code> blockCode_, vectorCode_;
+  Fn block_ = nullptr, vector_ = nullptr;
+  int64_t vectorLanes_ = 0, blockLanes_ = 0, maxRows_ = 0, elemSize_ = 0, outBytes_ = 0;
+};
+
+// Runs a vertical sum tile through a Kernel: the tile's lanes in blocks, the reduced space's outer
+// dims and row chunks in order, so each lane adds its rows in the interpreter's order.
+class VerticalSum {
+ public:
+  // nullopt where no kernel applies (disabled, an operand strided along the lanes, or Kernel::get
+  // declined); the reason goes to the kernel log. doubleSums: the lanes' sums are double.
+  static std::optional<VerticalSum> make(const TileProgram& p, size_t prefix, int source, bool doubleSums,
+                                         const std::vector<BroadcastView>& views, const SubSpace& kept,
+                                         const SubSpace& reduced);
+  // Adds the reduced rows of n lanes into sums[0, n): lane j of the tile whose operand i starts at
+  // byte offset base[i] (row 0).
+  void run(const std::vector<int64_t>& base, int64_t n, void* sums) const;
+
+ private:
+  std::shared_ptr<const Kernel> kernel_;
+  const std::vector<BroadcastView>* views_ = nullptr;
+  std::vector<Leaf> leaves_;
+  SubSpace outer_;  // the reduced space without its innermost dim
+  int64_t rows_ = 1;
+  std::vector<int64_t> rowStride_;
+};
+
+// Runs a map tile through a Kernel: the whole program, its result written to the output.
+class CompiledMap {
+ public:
+  // nullopt where no kernel applies (see VerticalSum::make) or the result's dtype is not `out`'s.
+  static std::optional<CompiledMap> make(const TileProgram& p, c10::ScalarType out,
+                                         const std::vector<Leaf>& leaves);
+  // n lanes: operand i at leaf[i] (Contiguous: its n elements; Uniform: its one element); the n
+  // results go to dst.
+  void run(char* const* leaf, int64_t n, char* dst) const;
+
+ private:
+  std::shared_ptr<const Kernel> kernel_;
+  std::vector<Leaf> leaves_;
+  std::vector<int64_t> elemSize_;
+};
+
+// Process-wide switch (TSFUSE_CPU_JIT=0 turns it off at load; TSFUSE_CPU_ISA=baseline too).
+bool enabled();
+void setEnabled(bool on);
+// Tiles run by compiled kernels so far (tests check that the kernels ran).
+int64_t tilesRun();
+
+}  // namespace tsfuse::cpu::jit

@@ -1,0 +1,361 @@
+// Code generation for jit::Kernel (kernels/cpu/jit.h): the AVX2 code of a Plan (jit_plan.cpp).
+// Registers: ymm0-15 hold, for the whole call, the accumulators (sums), the literals, the
+// constants some ops need and one scratch register; the rest are allocated per row (block) in
+// program order, each value freed after its last use.
+#include "kernels/cpu/jit_codegen.h"
+
+#include "tsfuse/log.h"
+
+#include <xbyak/xbyak.h>
+
+#include <array>
+#include <cstddef>
+#include <cstring>
+#include <limits>
+
+namespace tsfuse::cpu::jit {
+namespace {
+
+struct OutOfRegisters {};
+
+// Compare predicates (VCMPPS imm8): ordered-quiet, except != which is true for NaN, like C++.
+constexpr uint8_t kEq = 0x00, kUnord = 0x03, kNe = 0x04, kLt = 0x11, kLe = 0x12, kGe = 0x1D, kGt = 0x1E;
+
+class Gen : public Xbyak::CodeGenerator {
+ public:
+  Gen(const Plan& plan, const Shape& shape, size_t codeSize)
+      : CodeGenerator(codeSize, Xbyak::DontSetProtectRWE), P(plan), U(shape.vectors), masked(shape.masked),
+        literalsInMemory(shape.literalsInMemory), reg(plan.type.size(), {-1, -1, -1, -1}) {
+    emitKernel();
+  }
+
+ private:
+  const Plan& P;
+  const int U;
+  const bool masked;
+  const bool literalsInMemory;  // else each literal holds a register for the whole call
+  Xbyak::Label pool;            // literalsInMemory: the literals' bits, 8 bytes each
+  std::vector<int> poolIndex;   // per slot
+  std::vector<std::array<int, 4>> reg;  // per slot: the ymm of each block vector (one, if uniform)
+  uint32_t freeRegs = 0xFFFF;
+  int T = -1, mask = -1, absMask = -1, sign = -1, nan = -1, ones = -1, one = -1, zero = -1;
+  std::vector<int> acc;  // per vector (f32 float sums: lo, hi per vector)
+
+  static Xbyak::Ymm y(int r) { return Xbyak::Ymm(r); }
+  static Xbyak::Xmm x(int r) { return Xbyak::Xmm(r); }
+  int take() {
+    if (!freeRegs) throw OutOfRegisters();
+    const int r = __builtin_ctz(freeRegs);
+    freeRegs &= ~(1u << r);
+    return r;
+  }
+  void give(int r) { freeRegs |= 1u << r; }
+  const Xbyak::Reg64& gpr(int leaf) const {
+    static const Xbyak::Reg64 table[kMaxLeaves] = {
+        Xbyak::util::rsi, Xbyak::util::rdx, Xbyak::util::r8,  Xbyak::util::r9,  Xbyak::util::r10, Xbyak::util::r11,
+        Xbyak::util::rax, Xbyak::util::rbx, Xbyak::util::rbp, Xbyak::util::r12, Xbyak::util::r13, Xbyak::util::r14};
+    return table[leaf];
+  }
+
+  // A register holding `bits` in every lane (uses rax: before the operand pointers are loaded).
+  int constant(uint64_t bits, bool boolLanes = false) {
+    const int r = take();
+    if (boolLanes || bits == 0) {
+      if (bits) vpcmpeqd(y(r), y(r), y(r));
+      else vpxor(y(r), y(r), y(r));
+    } else if (P.f64) {
+      mov(rax, bits);
+      vmovq(x(r), rax);
+      vpbroadcastq(y(r), x(r));
+    } else {
+      mov(eax, static_cast<uint32_t>(bits));
+      vmovd(x(r), eax);
+      vpbroadcastd(y(r), x(r));
+    }
+    return r;
+  }
+
+  Xbyak::Address at(const Xbyak::Reg64& base, int64_t disp) { return ptr[base + static_cast<int>(disp)]; }
+
+  void emitKernel() {
+    using namespace Xbyak::util;
+    static const Xbyak::Reg64 saved[] = {rbx, rbp, r12, r13, r14, r15};
+    for (const auto& r : saved) push(r);
+    const uint64_t sgn = P.f64 ? uint64_t(1) << 63 : uint64_t(1) << 31;
+    const uint64_t qnan = P.f64 ? 0x7ff8000000000000ull : 0x7fc00000ull;
+    const uint64_t onev = P.f64 ? 0x3ff0000000000000ull : 0x3f800000ull;
+    if (P.needAbs) absMask = constant(sgn - 1);
+    if (P.needSign) sign = constant(sgn);
+    if (P.needNaN) nan = constant(qnan);
+    if (P.needOnes) ones = constant(~uint64_t(0), true);
+    if (P.needOne) one = constant(onev);
+    if (P.needZero) zero = constant(0);
+    poolIndex.assign(P.literal.size(), -1);
+    std::vector<uint64_t> poolBits;
+    for (size_t s = 0; s < P.literal.size(); ++s) {
+      if (!P.literal[s]) continue;
+      if (literalsInMemory) {
+        poolIndex[s] = static_cast<int>(poolBits.size());
+        poolBits.push_back(*P.literal[s]);
+        continue;
+      }
+      const int r = constant(*P.literal[s], P.type[s] == c10::ScalarType::Bool);
+      reg[s].fill(r);
+    }
+    for (int i = 0; i < static_cast<int>(P.leaves.size()); ++i)
+      if (P.leaves[i] != Leaf::Unused) mov(gpr(i), at(rdi, offsetof(Args, leaf) + 8 * i));
+    mov(rcx, at(rdi, offsetof(Args, rows)));
+    if (masked) {
+      mask = take();
+      mov(r15, at(rdi, offsetof(Args, mask)));
+      vmovdqu(y(mask), ptr[r15]);
+    }
+    mov(r15, at(rdi, offsetof(Args, out)));
+    if (P.sums()) {
+      // Accumulators: counts start at 0 (int32 lanes added to the sums at the end); float sums
+      // start from the running sums, so each lane adds its rows in the interpreter's order.
+      const int perVector = !P.boolValue && !P.f64 ? 2 : 1;
+      for (int u = 0; u < U; ++u)
+        for (int h = 0; h < perVector; ++h) {
+          const int a = take();
+          acc.push_back(a);
+          if (P.boolValue) vpxor(y(a), y(a), y(a));
+          else vmovupd(y(a), at(r15, 32 * (u * perVector + h)));
+        }
+    } else if (P.boolValue) {
+      mov(r13, 0x0101010101010101ull);  // pdep: one bit per byte
+    }
+    T = take();
+    const uint32_t persistent = freeRegs;
+    const auto persistentReg = reg;
+
+    Xbyak::Label loop, done;
+    test(rcx, rcx);
+    jz(done, T_NEAR);
+    L(loop);
+    for (size_t k = 0; k < P.code.size(); ++k) instruction(k);
+    if (P.sums()) {
+      accumulate();
+    } else {
+      store();
+      add(r15, U * (P.boolValue ? 32 / (P.f64 ? 8 : 4) : 32));
+    }
+    freeRegs = persistent;
+    reg = persistentReg;
+    for (int i = 0; i < static_cast<int>(P.leaves.size()); ++i)
+      if (P.leaves[i] != Leaf::Unused) add(gpr(i), at(rdi, offsetof(Args, rowStride) + 8 * i));
+    dec(rcx);
+    jnz(loop, T_NEAR);
+    L(done);
+    if (P.sums()) storeSums();
+    vzeroupper();
+    for (int i = 5; i >= 0; --i) pop(saved[i]);
+    ret();
+    align(8);
+    L(pool);
+    for (uint64_t bits : poolBits) dq(bits);
+  }
+
+  void load(int s) {
+    if (reg[s][0] >= 0) return;
+    if (poolIndex[s] >= 0) {  // a literal, broadcast from the pool for this row
+      const int r = take();
+      const auto bits = ptr[Xbyak::util::rip + pool + 8 * poolIndex[s]];
+      if (P.f64) vbroadcastsd(y(r), bits);
+      else vbroadcastss(y(r), bits);
+      reg[s].fill(r);
+      return;
+    }
+    TORCH_INTERNAL_ASSERT(s < static_cast<int>(P.leaves.size()) && P.leaves[s] != Leaf::Unused,
+                          "tsfuse: compiled kernel reads slot ", s, " before it is computed");
+    if (P.leaves[s] == Leaf::Uniform) {
+      const int r = take();
+      if (P.f64) vbroadcastsd(y(r), ptr[gpr(s)]);
+      else vbroadcastss(y(r), ptr[gpr(s)]);
+      reg[s].fill(r);
+      return;
+    }
+    for (int u = 0; u < U; ++u) {
+      const int r = take();
+      if (masked && P.f64) vmaskmovpd(y(r), y(mask), at(gpr(s), 32 * u));
+      else if (masked) vmaskmovps(y(r), y(mask), at(gpr(s), 32 * u));
+      else vmovups(y(r), at(gpr(s), 32 * u));
+      reg[s][u] = r;
+    }
+  }
+
+  void release(int s) {
+    if ((P.literal[s] && poolIndex[s] < 0) || reg[s][0] < 0) return;
+    give(reg[s][0]);
+    if (!P.uniform[s])
+      for (int u = 1; u < U; ++u) give(reg[s][u]);
+    reg[s].fill(-1);
+  }
+
+  void instruction(size_t k) {
+    const LInstr& li = P.code[k];
+    const auto ops = operandsOf(li);
+    for (int s : ops)
+      if (s >= 0) load(s);
+    std::array<std::array<int, 4>, 3> in{};
+    for (int j = 0; j < 3; ++j)
+      if (ops[j] >= 0) in[j] = reg[ops[j]];
+    // NB: a dying operand's registers may be reused for the result only lane-block by lane-block
+    // (same uniformity): each vector's result is written after its own operands are read. A
+    // dying uniform operand of a vector result is freed after all vectors are computed.
+    const bool outUniform = P.uniform[li.out];
+    std::vector<int> later;
+    for (int j = 0; j < 3; ++j) {
+      const int s = ops[j];
+      if (s < 0 || P.lastUse[s] != static_cast<int>(k) || (j > 0 && (s == ops[0] || (j > 1 && s == ops[1]))))
+        continue;
+      if (static_cast<bool>(P.uniform[s]) == outUniform) release(s);
+      else later.push_back(s);
+    }
+    const int n = outUniform ? 1 : U;
+    for (int u = 0; u < n; ++u) reg[li.out][u] = take();
+    if (outUniform) reg[li.out].fill(reg[li.out][0]);
+    for (int u = 0; u < n; ++u) op(li, y(reg[li.out][u]), y(in[0][u]), y(in[1][u]), y(in[2][u]));
+    for (int s : later) release(s);
+    if (P.lastUse[li.out] < 0) release(li.out);  // computed, never read
+  }
+
+  void op(const LInstr& li, const Xbyak::Ymm& d, const Xbyak::Ymm& a, const Xbyak::Ymm& b, const Xbyak::Ymm& c) {
+    const bool f64 = P.f64;
+    auto cmp = [&](const Xbyak::Ymm& dst, const Xbyak::Ymm& l, const Xbyak::Ymm& r, uint8_t pred) {
+      if (f64) vcmppd(dst, l, r, pred);
+      else vcmpps(dst, l, r, pred);
+    };
+    auto blend = [&](const Xbyak::Ymm& dst, const Xbyak::Ymm& no, const Xbyak::Ymm& yes, const Xbyak::Ymm& sel) {
+      if (f64) vblendvpd(dst, no, yes, sel);
+      else vblendvps(dst, no, yes, sel);
+    };
+    // ew::minimum / ew::maximum: NaN if either operand is NaN, else minps/maxps(a, b), which
+    // return b when the two compare equal or unordered.
+    auto minmax = [&](bool isMin) {
+      cmp(y(T), a, b, kUnord);
+      if (isMin) f64 ? vminpd(d, a, b) : vminps(d, a, b);
+      else f64 ? vmaxpd(d, a, b) : vmaxps(d, a, b);
+      blend(d, d, y(nan), y(T));
+    };
+    const bool boolCompare = li.ct == c10::ScalarType::Bool;
+    switch (li.op) {
+      case LOp::Add: f64 ? vaddpd(d, a, b) : vaddps(d, a, b); break;
+      case LOp::Sub: f64 ? vsubpd(d, a, b) : vsubps(d, a, b); break;
+      case LOp::Mul: f64 ? vmulpd(d, a, b) : vmulps(d, a, b); break;
+      case LOp::Div: f64 ? vdivpd(d, a, b) : vdivps(d, a, b); break;
+      case LOp::Minimum: minmax(true); break;
+      case LOp::Maximum: minmax(false); break;
+      case LOp::ClampMin: f64 ? vmaxpd(d, b, a) : vmaxps(d, b, a); break;  // lo > a ? lo : a
+      case LOp::ClampMax: f64 ? vminpd(d, b, a) : vminps(d, b, a); break;  // hi < a ? hi : a
+      case LOp::Eq:
+        if (boolCompare) vxorps(d, a, b), vxorps(d, d, y(ones));
+        else cmp(d, a, b, kEq);
+        break;
+      case LOp::Ne: boolCompare ? vxorps(d, a, b) : cmp(d, a, b, kNe); break;
+      case LOp::Lt: cmp(d, a, b, kLt); break;
+      case LOp::Le: cmp(d, a, b, kLe); break;
+      case LOp::Gt: cmp(d, a, b, kGt); break;
+      case LOp::Ge: cmp(d, a, b, kGe); break;
+      case LOp::And: vandps(d, a, b); break;
+      case LOp::Or: vorps(d, a, b); break;
+      case LOp::Xor: vxorps(d, a, b); break;
+      case LOp::Not: vxorps(d, a, y(ones)); break;
+      case LOp::Neg: vxorps(d, a, y(sign)); break;
+      case LOp::Abs: vandps(d, a, y(absMask)); break;
+      case LOp::Where: blend(d, c, b, a); break;  // a ? b : c
+      case LOp::Cast:
+        if (P.type[li.a] == c10::ScalarType::Bool) vandps(d, a, y(one));  // 1.0 / 0.0
+        else cmp(d, a, y(zero), kNe);                                     // x != 0 (NaN: true)
+        break;
+      case LOp::Aten: TORCH_INTERNAL_ASSERT(false, "tsfuse: ATen op in a compiled kernel");
+    }
+  }
+
+  void accumulate() {
+    load(P.source);
+    for (int u = 0; u < U; ++u) {
+      const int s = reg[P.source][u];
+      if (P.boolValue) {
+        P.f64 ? vpsubq(y(acc[u]), y(acc[u]), y(s)) : vpsubd(y(acc[u]), y(acc[u]), y(s));  // true is -1
+      } else if (P.f64) {
+        vaddpd(y(acc[u]), y(acc[u]), y(s));
+      } else {
+        vcvtps2pd(y(T), x(s));
+        vaddpd(y(acc[2 * u]), y(acc[2 * u]), y(T));
+        vextractf128(x(T), y(s), 1);
+        vcvtps2pd(y(T), x(T));
+        vaddpd(y(acc[2 * u + 1]), y(acc[2 * u + 1]), y(T));
+      }
+    }
+  }
+
+  // The value of each vector to out: its elements, or bools as bytes (the compare mask's sign bits,
+  // one bit deposited per byte).
+  void store() {
+    using namespace Xbyak::util;
+    load(P.source);
+    for (int u = 0; u < U; ++u) {
+      const int s = reg[P.source][u];
+      if (!P.boolValue) {
+        vmovups(at(r15, 32 * u), y(s));
+      } else if (P.f64) {
+        vmovmskpd(r14d, y(s));
+        pdep(r14d, r14d, r13d);
+        mov(dword[r15 + 4 * u], r14d);
+      } else {
+        vmovmskps(r14d, y(s));
+        pdep(r14, r14, r13);
+        mov(qword[r15 + 8 * u], r14);
+      }
+    }
+  }
+
+  void storeSums() {
+    using namespace Xbyak::util;
+    for (int u = 0; u < U; ++u) {
+      if (!P.boolValue) {
+        const int per = P.f64 ? 1 : 2;
+        for (int h = 0; h < per; ++h) vmovupd(at(r15, 32 * (u * per + h)), y(acc[u * per + h]));
+        continue;
+      }
+      // Counts: 64-bit lanes already (f64), or two halves of int32 lanes widened (f32).
+      const int halves = P.f64 ? 1 : 2;
+      for (int h = 0; h < halves; ++h) {
+        const auto sum = at(r15, 32 * (u * halves + h));
+        if (P.f64) {
+          vpaddq(y(T), y(acc[u]), sum);  // int64 sums only (Plan::make)
+        } else {
+          const Xbyak::Xmm half = h == 0 ? x(acc[u]) : x(T);
+          if (h == 1) vextracti128(x(T), y(acc[u]), 1);
+          if (P.sink == Sink::SumDouble) {
+            vcvtdq2pd(y(T), half);  // exact: a count below 2^31
+            vaddpd(y(T), y(T), sum);
+          } else {
+            vpmovzxdq(y(T), half);
+            vpaddq(y(T), y(T), sum);
+          }
+        }
+        vmovdqu(sum, y(T));
+      }
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Xbyak::CodeGenerator> generate(const Plan& plan, const Shape& shape) {
+  const size_t size = 4096 + (plan.code.size() + plan.literal.size()) * static_cast<size_t>(shape.vectors) * 128;
+  try {
+    auto g = std::make_unique<Gen>(plan, shape, size);
+    g->setProtectModeRE();
+    return g;
+  } catch (const OutOfRegisters&) {
+    return nullptr;
+  } catch (const std::exception& e) {  // Xbyak::Error: code buffer too small, protection refused
+    TSFUSE_LOG(kernel, debug, "compiled kernel: code generation failed: ", e.what());
+    return nullptr;
+  }
+}
+
+}  // namespace tsfuse::cpu::jit

@@ -1,0 +1,53 @@
+// Internal to the compiled tile programs (kernels/cpu/jit.h): the analysed program and the generator.
+#pragma once
+
+#include "kernels/cpu/jit.h"
+
+#include <array>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace Xbyak {
+class CodeGenerator;
+}
+
+namespace tsfuse::cpu::jit {
+
+// Operand slots of an instruction (-1 where absent).
+inline std::array<int, 3> operandsOf(const LInstr& li) { return {li.a, li.b, li.c}; }
+
+// A program prefix that a compiled kernel can run, with what code generation needs to know.
+struct Plan {
+  bool f64 = false;         // the program's floating dtype: float64 (else float32)
+  Sink sink = Sink::Store;
+  bool boolValue = false;   // the sunk value is a bool (sums: a count; Store: bytes)
+  size_t prefix = 0;
+  int source = -1;
+  std::vector<LInstr> code;              // code[0, prefix)
+  std::vector<c10::ScalarType> type;     // per slot
+  std::vector<Leaf> leaves;              // per operand (Unused where no instruction reads it)
+  std::vector<std::optional<uint64_t>> literal;  // per slot: a used literal's bits (bools: 0 or ~0)
+  std::vector<char> uniform;             // per slot: one value for every lane of a row
+  std::vector<int> lastUse;              // per slot: the last instruction reading it (-1: none)
+  bool needAbs = false, needSign = false, needNaN = false, needOnes = false, needOne = false, needZero = false;
+  std::string key;                       // identifies the generated code
+
+  bool sums() const { return sink != Sink::Store; }
+  static std::optional<Plan> make(const TileProgram& p, size_t prefix, int source, Sink sink,
+                                  const std::vector<Leaf>& layout, std::string* why);
+};
+
+// How a kernel is laid out: `vectors` vectors of lanes per row (masked: one vector, loads under
+// Args::mask); literals in registers for the whole call, or broadcast from memory where used.
+struct Shape {
+  int vectors = 1;
+  bool masked = false;
+  bool literalsInMemory = false;
+};
+
+// The kernel, executable; nullptr when the program needs more registers than there are.
+std::unique_ptr<Xbyak::CodeGenerator> generate(const Plan& plan, const Shape& shape);
+
+}  // namespace tsfuse::cpu::jit

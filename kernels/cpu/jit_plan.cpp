@@ -1,0 +1,143 @@
+// Which tile programs a compiled kernel can run (jit::Plan, kernels/cpu/jit_codegen.h): dtypes,
+// ops, operand layouts, literals, and what each value needs (uniformity, last use, constants).
+#include "kernels/cpu/jit_codegen.h"
+
+#include <cstring>
+
+namespace tsfuse::cpu::jit {
+namespace {
+
+bool isBool(c10::ScalarType t) { return t == c10::ScalarType::Bool; }
+
+bool fail(std::string* why, const std::string& reason) {
+  if (why) *why = reason;
+  return false;
+}
+
+}  // namespace
+
+std::optional<Plan> Plan::make(const TileProgram& p, size_t prefix, int source, Sink sink,
+                               const std::vector<Leaf>& layout, std::string* why) {
+  Plan P;
+  P.prefix = prefix;
+  P.source = source;
+  P.sink = sink;
+  const int S = static_cast<int>(p.slotType.size());
+  P.type = p.slotType;
+  P.code.assign(p.code.begin(), p.code.begin() + prefix);
+  if (p.numLeaves > kMaxLeaves) return fail(why, "more than 12 operands"), std::nullopt;
+  if (static_cast<int>(layout.size()) != p.numLeaves) return fail(why, "operand layouts missing"), std::nullopt;
+
+  std::vector<char> used(S, 0);
+  used[source] = 1;
+  for (const LInstr& li : P.code) {
+    used[li.out] = 1;
+    for (int x : operandsOf(li))
+      if (x >= 0) used[x] = 1;
+  }
+  // The one floating dtype of the program; every used slot has it or is a bool.
+  bool haveE = false;
+  for (int s = 0; s < S; ++s) {
+    if (!used[s]) continue;
+    const c10::ScalarType t = P.type[s];
+    if (isBool(t)) continue;
+    if (t != c10::ScalarType::Float && t != c10::ScalarType::Double)
+      return fail(why, std::string("dtype ") + c10::toString(t)), std::nullopt;
+    if (!haveE) P.f64 = t == c10::ScalarType::Double, haveE = true;
+    if ((t == c10::ScalarType::Double) != P.f64) return fail(why, "float32 and float64 mixed"), std::nullopt;
+  }
+  if (!haveE) return fail(why, "no float32/float64 value"), std::nullopt;
+  const c10::ScalarType E = P.f64 ? c10::ScalarType::Double : c10::ScalarType::Float;
+  P.boolValue = isBool(P.type[source]);
+  if (sink == Sink::SumInt64 && !P.boolValue) return fail(why, "float values summed into integer lanes"), std::nullopt;
+  if (sink == Sink::SumDouble && P.boolValue && P.f64)
+    return fail(why, "float64 compares counted into double sums"), std::nullopt;
+  // NB: a Store of bools uses the last two operand registers (r13, r14) for packing the bytes.
+  if (sink == Sink::Store && P.boolValue && p.numLeaves > kMaxLeaves - 2)
+    return fail(why, "more than 10 operands"), std::nullopt;
+
+  P.leaves.assign(p.numLeaves, Leaf::Unused);
+  for (int i = 0; i < p.numLeaves; ++i) {
+    if (!used[i]) continue;
+    if (isBool(P.type[i])) return fail(why, "bool operand"), std::nullopt;
+    if (layout[i] == Leaf::Strided) return fail(why, "operand strided along the lanes"), std::nullopt;
+    P.leaves[i] = layout[i];
+  }
+
+  // Literals: their bits as the interpreter's scratch holds them (converted once, like ATen).
+  P.literal.assign(S, std::nullopt);
+  TileProgram::Scratch scratch = p.makeScratch();
+  for (const auto& lit : p.literals) {
+    if (!used[lit.slot]) continue;
+    uint64_t bits = 0;
+    if (isBool(P.type[lit.slot])) bits = scratch.slot[lit.slot][0] ? ~uint64_t(0) : 0;
+    else std::memcpy(&bits, scratch.slot[lit.slot], P.f64 ? 8 : 4);
+    P.literal[lit.slot] = bits;
+  }
+
+  P.uniform.assign(S, 0);
+  for (int i = 0; i < p.numLeaves; ++i) P.uniform[i] = P.leaves[i] == Leaf::Uniform;
+  for (int s = 0; s < S; ++s)
+    if (P.literal[s]) P.uniform[s] = 1;
+  P.lastUse.assign(S, -1);
+  for (size_t k = 0; k < P.code.size(); ++k) {
+    const LInstr& li = P.code[k];
+    bool allUniform = true;
+    for (int x : operandsOf(li)) {
+      if (x < 0) continue;
+      P.lastUse[x] = static_cast<int>(k);
+      allUniform &= P.uniform[x] != 0;
+    }
+    P.uniform[li.out] = allUniform;
+    // What each op needs, checked against the dtypes the interpreter's loops assume.
+    const c10::ScalarType ta = P.type[li.a];
+    switch (li.op) {
+      case LOp::Add: case LOp::Sub: case LOp::Mul: case LOp::Div: case LOp::Minimum: case LOp::Maximum:
+      case LOp::ClampMin: case LOp::ClampMax: case LOp::Neg: case LOp::Abs:
+        if (li.ct != E) return fail(why, "arithmetic on bools"), std::nullopt;
+        P.needAbs |= li.op == LOp::Abs;
+        P.needSign |= li.op == LOp::Neg;
+        P.needNaN |= li.op == LOp::Minimum || li.op == LOp::Maximum;
+        break;
+      case LOp::Eq: case LOp::Ne: case LOp::Lt: case LOp::Le: case LOp::Gt: case LOp::Ge:
+        if (isBool(li.ct) && li.op != LOp::Eq && li.op != LOp::Ne)
+          return fail(why, "ordering of bools"), std::nullopt;
+        P.needOnes |= isBool(li.ct) && li.op == LOp::Eq;
+        break;
+      case LOp::And: case LOp::Or: case LOp::Xor: case LOp::Not:
+        for (int x : operandsOf(li))
+          if (x >= 0 && !isBool(P.type[x])) return fail(why, "logical op on non-bools"), std::nullopt;
+        P.needOnes |= li.op == LOp::Not;
+        break;
+      case LOp::Where:
+        if (!isBool(ta)) return fail(why, "where() condition is not a bool"), std::nullopt;
+        break;
+      case LOp::Cast:
+        if (isBool(ta) == isBool(li.ct)) return fail(why, "cast between equal kinds"), std::nullopt;
+        P.needOne |= isBool(ta);
+        P.needZero |= isBool(li.ct);
+        break;
+      case LOp::Aten:
+        return fail(why, "op runs through ATen"), std::nullopt;
+    }
+  }
+  P.lastUse[source] = static_cast<int>(P.code.size());
+
+  // The cache key: everything the generated code depends on.
+  std::string& key = P.key;
+  auto put = [&](int64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  put(P.f64), put(static_cast<int64_t>(sink)), put(source), put(p.numLeaves);
+  for (Leaf l : P.leaves) put(static_cast<int64_t>(l));
+  for (const LInstr& li : P.code) {
+    put(static_cast<int64_t>(li.op)), put(static_cast<int64_t>(li.ct));
+    put(li.out), put(li.a), put(li.b), put(li.c);
+  }
+  for (int s = 0; s < S; ++s) {
+    if (!used[s]) continue;
+    put(s), put(static_cast<int64_t>(P.type[s]));
+    if (P.literal[s]) put(static_cast<int64_t>(*P.literal[s]));
+  }
+  return P;
+}
+
+}  // namespace tsfuse::cpu::jit

@@ -1,0 +1,400 @@
+// Compiled tile programs (kernels/cpu/jit.h) against eager and against the interpreter. Sums:
+//  * every op the code generator emits, on float32 and float64, with NaN/inf/signed zeros, each
+//    checked bit for bit (counts) or to eager's tolerance and bit for bit against the
+//    interpreter (float sums: the same additions in the same order);
+//  * lane tails (masked vectors), blocks, several reduced dims, uniform and contiguous operands;
+//  * what the generator declines (strided operands, integers, ATen ops, too many live values)
+//    still gives eager's result through the interpreter.
+// Maps: the same ops stored into float and bool outputs, every tiling of the map path, random
+// programs bit for bit against eager.
+// tilesRun() tells whether the compiled kernels ran; they need AVX2 and BMI2 (skipped without).
+#include "test_util.h"
+
+#include "kernels/aten_eval.h"
+#include "kernels/cpu/jit.h"
+
+namespace {
+
+using namespace tsfuse_test;
+using T = std::vector<at::Tensor>;
+namespace jit = tsfuse::cpu::jit;
+
+struct JitOn {
+  bool was = jit::enabled();
+  explicit JitOn(bool on) { jit::setEnabled(on); }
+  ~JitOn() { jit::setEnabled(was); }
+};
+
+bool haveJit() {
+  JitOn on(true);
+  return jit::enabled();
+}
+
+// Runs the reduction with the compiled kernels and with the interpreter: both must match eager
+// (checkReduce) and each other bit for bit; `compiled` says whether the kernels must have run.
+::testing::AssertionResult checkBoth(const std::string& expr, const T& ops, const EagerFn& eager, const ReduceArgs& a,
+                                     bool compiled, CheckOpts o = {}) {
+  at::Tensor withJit, without;
+  {
+    JitOn on(true);
+    const int64_t before = jit::tilesRun();
+    auto r = checkReduce(expr, ops, eager, a, o);
+    if (!r) return r << "\n  (compiled kernels on)";
+    const bool ran = jit::tilesRun() > before;
+    if (ran != compiled)
+      return ::testing::AssertionFailure() << "compiled kernels " << (ran ? "ran" : "did not run") << " for "
+                                           << expr << " on " << describeOperands(ops);
+    withJit = tsfuse::reduce(ops, expr, a.reduction, a.dim, a.keepdim, a.dtype);
+  }
+  {
+    JitOn off(false);
+    auto r = checkReduce(expr, ops, eager, a, o);
+    if (!r) return r << "\n  (interpreter)";
+    without = tsfuse::reduce(ops, expr, a.reduction, a.dim, a.keepdim, a.dtype);
+  }
+  auto same = sameTensor(without, withJit, true);
+  if (!same) same << "\n  compiled vs interpreted: " << expr << " on " << describeOperands(ops);
+  return same;
+}
+
+const ReduceArgs kSum0{"sum", std::vector<int64_t>{0}};
+
+TEST(JitSum, EveryOpOnBothFloatDtypes) {
+  if (!haveJit()) GTEST_SKIP() << "no AVX2/BMI2: the compiled kernels are off";
+  Gen g(31);
+  struct Case {
+    const char* expr;
+    EagerFn eager;
+  };
+  // Counts (bool values) and float sums of every op the generator emits.
+  const std::vector<Case> cases = {
+      {"v1: sub($0, $1); abs(%0); lt(%1, 1)", [](const T& o) { return (o[0] - o[1]).abs().lt(1); }},
+      {"v1: sub($0, $1); abs(%0)", [](const T& o) { return (o[0] - o[1]).abs(); }},
+      {"v1: add($0, $1); mul(%0, $1); div(%1, 3)", [](const T& o) { return (o[0] + o[1]) * o[1] / 3; }},
+      {"v1: minimum($0, $1); sub($0, $1); maximum(%0, %1)",
+       [](const T& o) { return at::maximum(at::minimum(o[0], o[1]), o[0] - o[1]); }},
+      {"v1: clamp($0, -1, 2); sub(%0, $1)", [](const T& o) { return at::clamp(o[0], -1, 2) - o[1]; }},
+      {"v1: clamp($0, None, 0.25); neg(%0); mul(%1, $1)", [](const T& o) { return -at::clamp(o[0], c10::nullopt, 0.25) * o[1]; }},
+      {"v1: clamp($0, $1, None)", [](const T& o) { return at::clamp(o[0], o[1], c10::nullopt); }},
+      {"v1: gt($0, $1); le($0, 0); logical_or(%0, %1)", [](const T& o) { return at::logical_or(o[0] > o[1], o[0] <= 0); }},
+      {"v1: ge($0, $1); ne($1, 0); logical_and(%0, %1); eq($0, $1); logical_xor(%2, %3); logical_not(%4)",
+       [](const T& o) { return at::logical_not(at::logical_xor(at::logical_and(o[0] >= o[1], o[1] != 0), o[0] == o[1])); }},
+      {"v1: lt($0, $1); eq(%0, True); ne(%0, %1)", [](const T& o) { return (o[0] < o[1]) != ((o[0] < o[1]) == true); }},
+      {"v1: gt($0, $1); where(%0, $0, $1)", [](const T& o) { return at::where(o[0] > o[1], o[0], o[1]); }},
+      {"v1: lt($0, $1); to(%0, float32); mul(%1, $1)", [](const T& o) { return (o[0] < o[1]).to(at::kFloat) * o[1]; }},
+      {"v1: sub($0, $1); to(%0, bool)", [](const T& o) { return (o[0] - o[1]).to(at::kBool); }},
+  };
+  for (at::ScalarType dt : {at::kFloat, at::kDouble}) {
+    for (const Case& c : cases) {
+      if (std::string(c.expr).find("to(%0, float32)") != std::string::npos && dt == at::kDouble) continue;
+      // [rows, N, 1] against [rows, 1, M]: x uniform along the lanes, y contiguous; M (>= 16: a
+      // vertical sum) covers blocks with masked tails (17, 25), exact blocks (32), several tiles.
+      // Few rows keep most sums free of NaN (one NaN row makes a lane's float sum NaN).
+      for (int64_t rows : {2, 37})
+        for (int64_t m : {17, 25, 32, 1100}) {
+          T ops = {g.tensor({rows, 3, 1}, dt, kAllSpecials), g.tensor({rows, 1, m}, dt, kAllSpecials)};
+          EXPECT_TRUE(checkBoth(c.expr, ops, c.eager, kSum0, true, CheckOpts{false, 1e-5, 1e-6}))
+              << dt << " rows=" << rows << " m=" << m;
+        }
+    }
+  }
+}
+
+TEST(JitSum, CountsAndSumsKeepEagerDtypes) {
+  if (!haveJit()) GTEST_SKIP() << "no AVX2/BMI2: the compiled kernels are off";
+  Gen g(32);
+  const char* sim = "v1: sub($0, $1); abs(%0); lt(%1, 1)";
+  auto eager = [](const T& o) { return (o[0] - o[1]).abs().lt(1); };
+  T ops = {g.tensor({300, 4, 1}, at::kFloat), g.tensor({300, 1, 70}, at::kFloat)};
+  // int64 counts, a count into double lanes (dtype float64), mean, keepdim.
+  EXPECT_TRUE(checkBoth(sim, ops, eager, kSum0, true));
+  EXPECT_TRUE(checkBoth(sim, ops, eager, {"sum", std::vector<int64_t>{0}, true, at::kDouble}, true));
+  EXPECT_TRUE(checkBoth(sim, ops, eager, {"mean", std::vector<int64_t>{0}, false, at::kFloat}, true, CheckOpts{false}));
+  // A float sum widened to float64 (the final cast is folded into the double lanes).
+  const char* l1 = "v1: sub($0, $1); abs(%0)";
+  auto l1Eager = [](const T& o) { return (o[0] - o[1]).abs(); };
+  EXPECT_TRUE(checkBoth(l1, ops, l1Eager, {"sum", std::vector<int64_t>{0}, false, at::kDouble}, true, CheckOpts{false}));
+  EXPECT_TRUE(checkBoth(l1, ops, l1Eager, {"mean", std::vector<int64_t>{0}}, true, CheckOpts{false, 1e-5, 1e-5}));
+  // Every lane true in every row: counts reach the row count exactly.
+  T same = {at::zeros({600, 2, 1}), at::zeros({600, 1, 50})};
+  EXPECT_TRUE(checkBoth(sim, same, eager, kSum0, true));
+}
+
+TEST(JitSum, ReducedSpacesAndLayouts) {
+  if (!haveJit()) GTEST_SKIP() << "no AVX2/BMI2: the compiled kernels are off";
+  Gen g(33);
+  const char* sim = "v1: sub($0, $1); abs(%0); lt(%1, 1)";
+  auto eager = [](const T& o) { return (o[0] - o[1]).abs().lt(1); };
+  // Two reduced dims (outer dim x inner rows), reduced dims in the middle, a 0-dim operand.
+  T three = {g.tensor({5, 6, 3, 1}, at::kFloat), g.tensor({5, 6, 1, 40}, at::kFloat)};
+  EXPECT_TRUE(checkBoth(sim, three, eager, {"sum", std::vector<int64_t>{0, 1}}, true));
+  T mid = {g.tensor({3, 9, 1}, at::kFloat), g.tensor({1, 9, 45}, at::kFloat)};
+  EXPECT_TRUE(checkBoth(sim, mid, eager, {"sum", std::vector<int64_t>{1}}, true));
+  T scalar = {g.tensor({}, at::kFloat), g.tensor({8, 3, 50}, at::kFloat)};
+  EXPECT_TRUE(checkBoth(sim, scalar, eager, kSum0, true));
+  // Operands transposed in memory: the lanes' operand is contiguous again after the kept dims are
+  // ordered by the output; a strided one is interpreted.
+  at::Tensor y = g.tensor({40, 20}, at::kFloat).t().contiguous().t();  // [40, 20] column-major
+  T strided = {g.tensor({40, 1}, at::kFloat), y};
+  EXPECT_TRUE(checkBoth(sim, strided, eager, kSum0, false));
+  // The reduced operand is a step-2 slice: rows are 2 rows apart (row stride), lanes contiguous.
+  at::Tensor big = g.tensor({80, 1, 33}, at::kFloat);
+  T sliced = {g.tensor({40, 5, 1}, at::kFloat), big.slice(0, 0, 80, 2)};
+  EXPECT_TRUE(checkBoth(sim, sliced, eager, kSum0, true));
+}
+
+TEST(JitSum, DeclinedProgramsAreInterpreted) {
+  if (!haveJit()) GTEST_SKIP() << "no AVX2/BMI2: the compiled kernels are off";
+  Gen g(34);
+  // Integers, an ATen tile op, a float32/float64 mix: interpreted, still eager's result.
+  T ints = {g.tensor({20, 3, 1}, at::kInt), g.tensor({20, 1, 40}, at::kInt)};
+  EXPECT_TRUE(checkBoth("v1: sub($0, $1); abs(%0)", ints, [](const T& o) { return (o[0] - o[1]).abs(); }, kSum0, false));
+  T floats = {g.tensor({20, 3, 1}, at::kFloat), g.tensor({20, 1, 40}, at::kFloat)};
+  EXPECT_TRUE(checkBoth("v1: sub($0, $1); exp(%0)", floats, [](const T& o) { return (o[0] - o[1]).exp(); }, kSum0,
+                        false, CheckOpts{false, 1e-5, 1e-4}));
+  T mixed = {g.tensor({20, 3, 1}, at::kFloat), g.tensor({20, 1, 40}, at::kDouble)};
+  EXPECT_TRUE(checkBoth("v1: sub($0, $1)", mixed, [](const T& o) { return o[0] - o[1]; }, kSum0, false, CheckOpts{false}));
+  // k products live at once, each with its own literal: with 8, narrower blocks and literals read
+  // from memory fit the 16 registers; with 12 nothing does and the interpreter runs it.
+  auto chain = [](int k) {
+    std::string e = "v1: ";
+    for (int i = 0; i < k; ++i) e += "mul($" + std::to_string(i % 2) + ", " + std::to_string(i + 2) + "); ";
+    for (int i = 0; i + 1 < k; ++i)
+      e += "add(%" + std::to_string(i == 0 ? 0 : k - 1 + i) + ", %" + std::to_string(i + 1) + (i + 2 < k ? "); " : ")");
+    return e;
+  };
+  auto chainEager = [](int k) {
+    return [k](const T& o) {
+      std::vector<at::Tensor> v;
+      for (int i = 0; i < k; ++i) v.push_back(o[i % 2] * (i + 2));
+      at::Tensor s = v[0];
+      for (int i = 1; i < k; ++i) s = s + v[i];
+      return s;
+    };
+  };
+  EXPECT_TRUE(checkBoth(chain(8), floats, chainEager(8), kSum0, true, CheckOpts{false, 1e-5, 1e-3}));
+  EXPECT_TRUE(checkBoth(chain(12), floats, chainEager(12), kSum0, false, CheckOpts{false, 1e-5, 1e-3}));
+}
+
+}  // namespace
+
+namespace {
+
+// Random float/bool programs over the ops the generator emits: operand mixes of uniform and
+// contiguous leaves, values reused far apart (long live ranges, register pressure), dying
+// operands reused for results. Each is summed with the compiled kernels and with the interpreter
+// (bit for bit the same) and checked against eager (evalAten, then at::sum).
+struct ProgramGen {
+  std::mt19937_64 rng;
+  explicit ProgramGen(uint64_t seed) : rng(seed) {}
+  int pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); }
+
+  std::string make(int numInputs, bool f64, bool boolResult) {
+    std::vector<std::string> floats, bools, instrs;
+    for (int i = 0; i < numInputs; ++i) floats.push_back("$" + std::to_string(i));
+    const char* lits[] = {"0", "1", "-0.5", "2.5", "inf", "nan", "-3"};
+    auto fv = [&] { return floats[pick(static_cast<int>(floats.size()))]; };  // a tensor value
+    auto f = [&] { return pick(5) == 0 ? std::string(lits[pick(7)]) : fv(); };  // or a literal
+    auto b = [&] { return bools[pick(static_cast<int>(bools.size()))]; };
+    auto emit = [&](const std::string& ins, bool isBool) {
+      (isBool ? bools : floats).push_back("%" + std::to_string(instrs.size()));
+      instrs.push_back(ins);
+    };
+    const char* bin[] = {"add", "sub", "mul", "div", "minimum", "maximum"};
+    const char* cmp[] = {"lt", "le", "gt", "ge", "eq", "ne"};
+    const char* logic[] = {"logical_and", "logical_or", "logical_xor", "eq", "ne"};
+    const int n = 2 + pick(9);
+    for (int k = 0; k < n; ++k) {
+      switch (bools.empty() ? pick(6) : pick(10)) {
+        case 0: case 1: case 2: emit(std::string(bin[pick(6)]) + "(" + fv() + ", " + f() + ")", false); break;
+        case 3: emit(std::string(pick(2) ? "abs(" : "neg(") + fv() + ")", false); break;
+        case 4: {
+          const bool lo = pick(2), hi = !lo || pick(2);
+          emit("clamp(" + fv() + ", " + (lo ? "-1" : "None") + ", " + (hi ? "1.5" : "None") + ")", false);
+          break;
+        }
+        case 5: emit(std::string(cmp[pick(6)]) + "(" + fv() + ", " + f() + ")", true); break;
+        case 6: emit("where(" + b() + ", " + fv() + ", " + fv() + ")", false); break;
+        case 7: emit(std::string(logic[pick(5)]) + "(" + b() + ", " + b() + ")", true); break;
+        case 8: emit("logical_not(" + b() + ")", true); break;
+        default:
+          if (pick(2)) emit("to(" + b() + (f64 ? ", float64)" : ", float32)"), false);
+          else emit("to(" + fv() + ", bool)", true);
+          break;
+      }
+    }
+    // The result, of the requested kind, from the newest values (so most of the program is used).
+    if (boolResult) {
+      const std::string prev = bools.empty() ? "" : b();
+      emit("gt(" + floats.back() + ", 0)", true);
+      if (!prev.empty()) emit("logical_xor(" + prev + ", " + bools.back() + ")", true);
+    } else {
+      emit("add(" + floats.back() + ", " + fv() + ")", false);
+    }
+    std::string e = "v1: ";
+    for (size_t k = 0; k < instrs.size(); ++k) e += (k ? "; " : "") + instrs[k];
+    return e;
+  }
+};
+
+TEST(JitSum, RandomProgramsMatchTheInterpreterBitForBit) {
+  if (!haveJit()) GTEST_SKIP() << "no AVX2/BMI2: the compiled kernels are off";
+  ProgramGen pg(35);
+  Gen g(36);
+  FailureLog log;
+  int compiled = 0, total = 0;
+  for (int i = 0; i < 300; ++i) {
+    const bool f64 = pg.pick(3) == 0, boolResult = pg.pick(2) == 0;
+    const at::ScalarType dt = f64 ? at::kDouble : at::kFloat;
+    const int numInputs = 1 + pg.pick(4);
+    const std::string expr = pg.make(numInputs, f64, boolResult);
+    // Operands: [R, N, 1] (uniform along the lanes), [R, 1, M] / [R, N, M] (contiguous), [] (0-dim).
+    const int64_t rows = 1 + pg.pick(40), nOut = 1 + pg.pick(3), m = 16 + pg.pick(60);
+    T ops;
+    for (int k = 0; k < numInputs; ++k) {
+      switch (pg.pick(4)) {
+        case 0: ops.push_back(g.tensor({rows, nOut, 1}, dt, kAllSpecials)); break;
+        case 1: ops.push_back(g.tensor({rows, 1, m}, dt, kAllSpecials)); break;
+        case 2: ops.push_back(g.tensor({rows, nOut, m}, dt, kAllSpecials)); break;
+        default: ops.push_back(g.tensor({}, dt, kAllSpecials)); break;
+      }
+    }
+    ops[0] = g.tensor({rows, 1, m}, dt, kAllSpecials);  // the lanes' dim is m (a vertical sum)
+    ops.resize(tsfuse::Expr::parse(expr).numInputs);     // operands past the last one read go
+    auto eager = [&](const T& o) { return tsfuse::evalAten(tsfuse::Expr::parse(expr), o); };
+    at::Tensor viaJit, viaInterpreter;
+    const int64_t before = jit::tilesRun();
+    {
+      JitOn on(true);
+      log.add(checkReduce(expr, ops, eager, kSum0, CheckOpts{false, 1e-5, 1e-5}), expr + " [compiled] ");
+      viaJit = tsfuse::reduce(ops, expr, "sum", std::vector<int64_t>{0});
+    }
+    compiled += jit::tilesRun() > before;
+    ++total;
+    {
+      JitOn off(false);
+      viaInterpreter = tsfuse::reduce(ops, expr, "sum", std::vector<int64_t>{0});
+    }
+    log.add(sameTensor(viaInterpreter, viaJit, true), expr + " [compiled vs interpreted] ");
+  }
+  EXPECT_TRUE(log.result());
+  // Most programs fit the registers (the rest are interpreted, which the checks above cover too).
+  EXPECT_GT(compiled, total * 8 / 10) << compiled << " of " << total << " programs ran compiled";
+}
+
+}  // namespace
+
+namespace {
+
+// Maps (CompiledMap): the whole program per tile, the result stored into the output, float or
+// bool (bytes packed from the compare masks). Bit for bit eager's and the interpreter's. NB: no
+// signed zeros among the map operands: which zero eager's min/max returns on a -0/+0 tie depends
+// on whether the element fell into its vectorized loop or its scalar tail (the known divergence
+// of PairwiseSpecial.SignedZeroTiesInMinimumMaximum); tsfuse follows the vectorized loop.
+::testing::AssertionResult checkMapBoth(const std::string& expr, const T& ops, const EagerFn& eager, bool compiled) {
+  at::Tensor withJit, without;
+  {
+    JitOn on(true);
+    const int64_t before = jit::tilesRun();
+    auto r = checkPairwise(expr, ops, eager);
+    if (!r) return r << "\n  (compiled kernels on)";
+    if ((jit::tilesRun() > before) != compiled)
+      return ::testing::AssertionFailure() << "compiled kernels " << (compiled ? "did not run" : "ran") << " for "
+                                           << expr << " on " << describeOperands(ops);
+    withJit = tsfuse::pairwise(ops, expr);
+  }
+  {
+    JitOn off(false);
+    without = tsfuse::pairwise(ops, expr);
+  }
+  auto same = sameTensor(without, withJit, true);
+  if (!same) same << "\n  compiled vs interpreted: " << expr << " on " << describeOperands(ops);
+  return same;
+}
+
+TEST(JitMap, SeedIntersectionAndBoolResultsInEveryTiling) {
+  if (!haveJit()) GTEST_SKIP() << "no AVX2/BMI2: the compiled kernels are off";
+  Gen g(41);
+  const char* inter =
+      "v1: minimum($0, $1); maximum($2, $3); sub(%0, %1); clamp(%2, 0, None); minimum($0, $3); "
+      "maximum($2, $1); sub(%4, %5); clamp(%6, 0, None); mul(%3, %7)";
+  auto interEager = [](const T& o) {
+    return at::clamp(at::minimum(o[0], o[1]) - at::maximum(o[2], o[3]), 0) *
+           at::clamp(at::minimum(o[0], o[3]) - at::maximum(o[2], o[1]), 0);
+  };
+  const char* flags = "v1: sub($0, $1); abs(%0); lt(%1, 1); gt($0, $1); logical_and(%2, %3)";
+  auto flagsEager = [](const T& o) { return at::logical_and((o[0] - o[1]).abs() < 1, o[0] > o[1]); };
+  for (at::ScalarType dt : {at::kFloat, at::kDouble}) {
+    // Row tiles (rows >= 128 lanes: operands in place, packed or uniform) and linear tiles (short
+    // rows, 0-dim operands), lane counts with and without a masked tail.
+    for (int64_t m : {128, 131, 700, 1024, 5, 37}) {
+      T ops = {g.tensor({9, 1}, dt, kNaNInf), g.tensor({1, m}, dt, kNaNInf),
+               g.tensor({9, 1}, dt, kNaNInf), g.tensor({1, m}, dt, kNaNInf)};
+      EXPECT_TRUE(checkMapBoth(inter, ops, interEager, true)) << dt << " m=" << m;
+      T two = {g.tensor({9, 1}, dt, kNaNInf), g.tensor({1, m}, dt, kNaNInf)};
+      EXPECT_TRUE(checkMapBoth(flags, two, flagsEager, true)) << dt << " m=" << m;
+    }
+    // Strided columns (packed once per call), a 0-dim operand, a full [N, M] operand.
+    at::Tensor boxes = g.tensor({300, 4}, dt, kNaNInf);
+    T cols = {g.tensor({6, 1}, dt), boxes.select(1, 2).unsqueeze(0), g.tensor({}, dt), g.tensor({6, 300}, dt, kNaNInf)};
+    EXPECT_TRUE(checkMapBoth(inter, cols, interEager, true)) << dt;
+  }
+}
+
+TEST(JitMap, DeclinedProgramsAreInterpreted) {
+  if (!haveJit()) GTEST_SKIP() << "no AVX2/BMI2: the compiled kernels are off";
+  Gen g(42);
+  T ints = {g.tensor({5, 1}, at::kInt), g.tensor({1, 200}, at::kInt)};
+  EXPECT_TRUE(checkMapBoth("v1: sub($0, $1); abs(%0)", ints, [](const T& o) { return (o[0] - o[1]).abs(); }, false));
+  T bools = {g.tensor({5, 1}, at::kBool), g.tensor({1, 200}, at::kBool)};
+  EXPECT_TRUE(checkMapBoth("v1: logical_xor($0, $1)", bools, [](const T& o) { return at::logical_xor(o[0], o[1]); }, false));
+  // A float result stored into an int64 output? No: the result's dtype is the output's. A compare
+  // of int32 operands mixes dtypes the kernels do not cover.
+  T mixed = {g.tensor({5, 1}, at::kFloat), g.tensor({1, 200}, at::kInt)};
+  EXPECT_TRUE(checkMapBoth("v1: lt($0, $1)", mixed, [](const T& o) { return o[0] < o[1]; }, false));
+}
+
+TEST(JitMap, RandomProgramsMatchEagerBitForBit) {
+  if (!haveJit()) GTEST_SKIP() << "no AVX2/BMI2: the compiled kernels are off";
+  ProgramGen pg(43);
+  Gen g(44);
+  FailureLog log;
+  int compiled = 0;
+  const int total = 300;
+  for (int i = 0; i < total; ++i) {
+    const bool f64 = pg.pick(3) == 0;
+    const at::ScalarType dt = f64 ? at::kDouble : at::kFloat;
+    const int numInputs = 1 + pg.pick(4);
+    const std::string expr = pg.make(numInputs, f64, pg.pick(2) == 0);
+    const int64_t n = 1 + pg.pick(6), m = pg.pick(2) ? 1 + pg.pick(60) : 128 + pg.pick(500);
+    T ops;
+    for (int k = 0; k < numInputs; ++k) {
+      switch (pg.pick(4)) {
+        case 0: ops.push_back(g.tensor({n, 1}, dt, kNaNInf)); break;
+        case 1: ops.push_back(g.tensor({1, m}, dt, kNaNInf)); break;
+        case 2: ops.push_back(g.tensor({n, m}, dt, kNaNInf)); break;
+        default: ops.push_back(g.tensor({}, dt, kNaNInf)); break;
+      }
+    }
+    ops[0] = g.tensor({n, m}, dt, kNaNInf);
+    ops.resize(tsfuse::Expr::parse(expr).numInputs);
+    auto eager = [&](const T& o) { return tsfuse::evalAten(tsfuse::Expr::parse(expr), o); };
+    const int64_t before = jit::tilesRun();
+    at::Tensor viaJit, viaInterpreter;
+    {
+      JitOn on(true);
+      log.add(checkPairwise(expr, ops, eager), expr + " [compiled] ");
+      viaJit = tsfuse::pairwise(ops, expr);
+    }
+    compiled += jit::tilesRun() > before;
+    {
+      JitOn off(false);
+      viaInterpreter = tsfuse::pairwise(ops, expr);
+    }
+    log.add(sameTensor(viaInterpreter, viaJit, true), expr + " [compiled vs interpreted] ");
+  }
+  EXPECT_TRUE(log.result());
+  EXPECT_GT(compiled, total * 8 / 10) << compiled << " of " << total << " programs ran compiled";
+}
+
+}  // namespace
