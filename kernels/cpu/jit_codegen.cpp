@@ -18,8 +18,11 @@ namespace {
 
 struct OutOfRegisters {};
 
-// Compare predicates (VCMPPS imm8): ordered-quiet, except != which is true for NaN, like C++.
-constexpr uint8_t kEq = 0x00, kUnord = 0x03, kNe = 0x04, kLt = 0x11, kLe = 0x12, kGe = 0x1D, kGt = 0x1E;
+// Compare predicates (VCMPPS imm8), false for NaN except != (like C++). Only the SSE ones (0-7):
+// a > b is b < a and a >= b is b <= a (same results; the signaling forms only differ in the FP
+// exception flags, which nothing reads), so tools that know SSE but not every AVX predicate
+// (valgrind) run the code as the CPU does.
+constexpr uint8_t kEq = 0x00, kLt = 0x01, kLe = 0x02, kUnord = 0x03, kNe = 0x04;
 
 class Gen : public Xbyak::CodeGenerator {
  public:
@@ -255,8 +258,8 @@ class Gen : public Xbyak::CodeGenerator {
       case LOp::Ne: boolCompare ? vxorps(d, a, b) : cmp(d, a, b, kNe); break;
       case LOp::Lt: cmp(d, a, b, kLt); break;
       case LOp::Le: cmp(d, a, b, kLe); break;
-      case LOp::Gt: cmp(d, a, b, kGt); break;
-      case LOp::Ge: cmp(d, a, b, kGe); break;
+      case LOp::Gt: cmp(d, b, a, kLt); break;
+      case LOp::Ge: cmp(d, b, a, kLe); break;
       case LOp::And: vandps(d, a, b); break;
       case LOp::Or: vorps(d, a, b); break;
       case LOp::Xor: vxorps(d, a, b); break;

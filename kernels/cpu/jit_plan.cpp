@@ -28,6 +28,9 @@ std::optional<Plan> Plan::make(const TileProgram& p, size_t prefix, int source, 
   if (p.numLeaves > kMaxLeaves) return fail(why, "more than 12 operands"), std::nullopt;
   if (static_cast<int>(layout.size()) != p.numLeaves) return fail(why, "operand layouts missing"), std::nullopt;
 
+  // NB: an ATen tile op keeps its operands in atenSlots (li.a is -1): declined before any look.
+  for (const LInstr& li : P.code)
+    if (li.op == LOp::Aten) return fail(why, "op runs through ATen"), std::nullopt;
   std::vector<char> used(S, 0);
   used[source] = 1;
   for (const LInstr& li : P.code) {
@@ -118,7 +121,7 @@ std::optional<Plan> Plan::make(const TileProgram& p, size_t prefix, int source, 
         P.needZero |= isBool(li.ct);
         break;
       case LOp::Aten:
-        return fail(why, "op runs through ATen"), std::nullopt;
+        break;  // declined above
     }
   }
   P.lastUse[source] = static_cast<int>(P.code.size());
