@@ -57,37 +57,61 @@ Cache& cache() {
   return *c;
 }
 
+// The block and masked-vector kernels of one shape (the vector's literals move to memory if it
+// is one register short); nullptr where the registers do not suffice.
+std::vector<std::shared_ptr<Kernel::Code>> kernelsOf(const Plan& plan, int rows, int vectors, bool inMemory) {
+  std::shared_ptr<Xbyak::CodeGenerator> block = generate(plan, {vectors, false, inMemory, rows});
+  if (!block) return {};
+  std::shared_ptr<Xbyak::CodeGenerator> tail = generate(plan, {1, true, inMemory, rows});
+  if (!tail) tail = generate(plan, {1, true, true, rows});
+  if (!tail) return {};
+  auto code = [](std::shared_ptr<Xbyak::CodeGenerator> g) { return std::make_shared<Kernel::Code>(Kernel::Code{std::move(g)}); };
+  return {code(block), code(tail)};
+}
+
 Cache::Entry compile(const Plan& plan) {
-  // The widest block that fits in the 16 registers, literals in registers if they fit too; the
-  // masked single vector for the tail.
+  // The widest block that fits in the 16 registers, literals in registers if they fit too. Where
+  // an operand changes per output row (sums), blocks of several rows come first: each load of the
+  // other operands then serves every row (and the single-row kernels take the rows left over).
+  const bool perRow = plan.sums() && std::any_of(plan.perRow.begin(), plan.perRow.begin() + plan.leaves.size(),
+                                                 [](char c) { return c != 0; });
+  static const std::pair<int, int> kShapes[] = {{4, 2}, {2, 4}, {2, 2}, {4, 1}, {2, 1}, {1, 4}, {1, 2}, {1, 1}};
   for (bool inMemory : {false, true})
-  for (int vectors : {4, 2, 1}) {
-    std::shared_ptr<Xbyak::CodeGenerator> block = generate(plan, {vectors, false, inMemory});
-    if (!block) continue;
-    std::shared_ptr<Xbyak::CodeGenerator> tail = generate(plan, {1, true, inMemory});
-    if (!tail) tail = generate(plan, {1, true, true});
-    if (!tail) break;
-    const int64_t esz = plan.f64 ? 8 : 4, lanes = 32 / esz;
-    // int32 count lanes (float32 compares) hold up to 2^31 - 1 rows per call.
-    const int64_t maxRows = plan.sums() && plan.boolValue && !plan.f64 ? std::numeric_limits<int32_t>::max()
-                                                                       : std::numeric_limits<int64_t>::max();
-    const int64_t outBytes = plan.sums() ? 8 : plan.boolValue ? 1 : esz;
-    auto code = [](std::shared_ptr<Xbyak::CodeGenerator> g) { return std::make_shared<Kernel::Code>(Kernel::Code{std::move(g)}); };
-    TSFUSE_LOG(kernel, debug, "compiled ", plan.sums() ? "sum" : "map", ": ", plan.code.size(), " instructions, ",
-               vectors, " x ", lanes, " lanes per row, ", block->getSize(), " + ", tail->getSize(), " bytes of code");
-    return {std::make_shared<Kernel>(code(block), code(tail), Kernel::Layout{lanes, lanes * vectors, maxRows, esz, outBytes}),
-            ""};
-  }
+    for (auto [rows, vectors] : kShapes) {
+      if (rows > 1 && !perRow) continue;
+      std::vector<std::shared_ptr<Kernel::Code>> code = kernelsOf(plan, rows, vectors, inMemory);
+      if (code.empty()) continue;
+      if (rows > 1) {  // the rows left over: single-row kernels with the same lanes per block
+        std::vector<std::shared_ptr<Kernel::Code>> one = kernelsOf(plan, 1, vectors, inMemory);
+        if (one.empty()) one = kernelsOf(plan, 1, vectors, true);
+        if (one.empty()) continue;
+        code.insert(code.begin(), one.begin(), one.end());
+      }
+      const int64_t esz = plan.f64 ? 8 : 4, lanes = 32 / esz;
+      // int32 count lanes (float32 compares) hold up to 2^31 - 1 rows per call.
+      const int64_t maxRows = plan.sums() && plan.boolValue && !plan.f64 ? std::numeric_limits<int32_t>::max()
+                                                                         : std::numeric_limits<int64_t>::max();
+      const int64_t outBytes = plan.sums() ? 8 : plan.boolValue ? 1 : esz;
+      TSFUSE_LOG(kernel, debug, "compiled ", plan.sums() ? "sum" : "map", ": ", plan.code.size(), " instructions, ",
+                 rows, " row(s) x ", vectors, " x ", lanes, " lanes per block, ", code.back()->gen->getSize(),
+                 " bytes of code per kernel");
+      return {std::make_shared<Kernel>(std::move(code),
+                                       Kernel::Layout{lanes, lanes * vectors, maxRows, esz, outBytes, rows}),
+              ""};
+    }
   return {nullptr, "more live values than vector registers"};
 }
 
 }  // namespace
 
-Kernel::Kernel(std::shared_ptr<Code> block, std::shared_ptr<Code> vector, const Layout& l)
-    : blockCode_(std::move(block)), vectorCode_(std::move(vector)), vectorLanes_(l.vectorLanes),
-      blockLanes_(l.blockLanes), maxRows_(l.maxRows), elemSize_(l.elemSize), outBytes_(l.outBytes) {
-  block_ = blockCode_->gen->getCode<Fn>();
-  vector_ = vectorCode_->gen->getCode<Fn>();
+Kernel::Kernel(std::vector<std::shared_ptr<Code>> code, const Layout& l)
+    : code_(std::move(code)), vectorLanes_(l.vectorLanes), blockLanes_(l.blockLanes), maxRows_(l.maxRows),
+      elemSize_(l.elemSize), outBytes_(l.outBytes), rowsPerBlock_(l.rowsPerBlock) {
+  for (int all = 0; all < 2; ++all)
+    for (int v = 0; v < 2; ++v) {
+      const size_t i = (all && rowsPerBlock_ > 1 ? 2 : 0) + v;
+      fn_[all][v] = code_[i]->gen->getCode<Fn>();
+    }
 }
 
 void Kernel::fillMask(int64_t n, void* mask) const {
@@ -96,8 +120,9 @@ void Kernel::fillMask(int64_t n, void* mask) const {
 }
 
 std::shared_ptr<const Kernel> Kernel::get(const TileProgram& p, size_t prefix, int source, Sink sink,
-                                          const std::vector<Leaf>& leaves, std::string* why) {
-  std::optional<Plan> plan = Plan::make(p, prefix, source, sink, leaves, why);
+                                          const std::vector<Leaf>& leaves, const std::vector<char>& perRow,
+                                          std::string* why) {
+  std::optional<Plan> plan = Plan::make(p, prefix, source, sink, leaves, perRow, why);
   if (!plan) return nullptr;
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
@@ -124,6 +149,18 @@ std::optional<VerticalSum> VerticalSum::make(const TileProgram& p, size_t prefix
     const int64_t s = kept.stride[i].back();
     v.leaves_.push_back(s == 0 ? Leaf::Uniform : s == views[i].elemSize ? Leaf::Contiguous : Leaf::Strided);
   }
+  // Output rows along the kept dim next to the lanes' dim: operands that move along it change per
+  // row; the others are read once for a tile's rows.
+  const size_t kd = kept.size.size();
+  std::vector<char> perRow(views.size(), 0);
+  v.outerStride_.assign(views.size(), 0);
+  if (kd >= 2) {
+    v.line_ = kept.size[kd - 2];
+    for (size_t i = 0; i < views.size(); ++i) {
+      v.outerStride_[i] = kept.stride[i][kd - 2];
+      perRow[i] = v.outerStride_[i] != 0;
+    }
+  }
   v.outer_ = reduced;
   v.rowStride_.assign(views.size(), 0);
   if (!reduced.size.empty()) {
@@ -135,7 +172,7 @@ std::optional<VerticalSum> VerticalSum::make(const TileProgram& p, size_t prefix
     }
   }
   std::string why;
-  v.kernel_ = Kernel::get(p, prefix, source, doubleSums ? Sink::SumDouble : Sink::SumInt64, v.leaves_, &why);
+  v.kernel_ = Kernel::get(p, prefix, source, doubleSums ? Sink::SumDouble : Sink::SumInt64, v.leaves_, perRow, &why);
   if (!v.kernel_) {
     TSFUSE_LOG(kernel, debug, "vertical sum interpreted, not compiled: ", why);
     return std::nullopt;
@@ -143,14 +180,31 @@ std::optional<VerticalSum> VerticalSum::make(const TileProgram& p, size_t prefix
   return v;
 }
 
-void VerticalSum::run(const std::vector<int64_t>& base, int64_t n, void* sums) const {
+void VerticalSum::run(const std::vector<int64_t>& base, int64_t rows, int64_t n, void* sums) const {
+  const Kernel& k = *kernel_;
+  if (rows != k.rowsPerBlock()) {  // fewer rows than a block takes: one row at a time
+    std::vector<int64_t> rowBase(base);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (size_t i = 0; i < rowBase.size(); ++i) rowBase[i] = base[i] + r * outerStride_[i];
+      runRows(rowBase, false, n, static_cast<char*>(sums) + r * kSumsRowBytes);
+    }
+  } else {
+    runRows(base, rows > 1, n, sums);
+  }
+  tiles.fetch_add(1, std::memory_order_relaxed);
+}
+
+void VerticalSum::runRows(const std::vector<int64_t>& base, bool allRows, int64_t n, void* sums) const {
   const Kernel& k = *kernel_;
   const auto& views = *views_;
   const int64_t outerCount = outer_.numel(), maxRows = k.maxRows();
   alignas(32) char mask[32];
   Args a;
   a.mask = mask;
-  for (size_t i = 0; i < views.size(); ++i) a.rowStride[i] = rowStride_[i];
+  for (size_t i = 0; i < views.size(); ++i) {
+    a.rowStride[i] = rowStride_[i];
+    a.outerStride[i] = outerStride_[i];
+  }
   for (int64_t v0 = 0; v0 < n;) {
     const bool full = v0 + k.lanesPerBlock() <= n;
     const int64_t lanes = full ? k.lanesPerBlock() : std::min(k.lanesPerVector(), n - v0);
@@ -163,12 +217,11 @@ void VerticalSum::run(const std::vector<int64_t>& base, int64_t n, void* sums) c
           a.leaf[i] = views[i].data + base[i] + outer_.offset(i, ro) + r0 * rowStride_[i] + lane;
         }
         a.rows = std::min(maxRows, rows_ - r0);
-        full ? k.block(a) : k.vector(a);
+        full ? k.block(a, allRows) : k.vector(a, allRows);
       }
     }
     v0 += lanes;
   }
-  tiles.fetch_add(1, std::memory_order_relaxed);
 }
 
 std::optional<CompiledMap> CompiledMap::make(const TileProgram& p, c10::ScalarType out,
@@ -176,7 +229,7 @@ std::optional<CompiledMap> CompiledMap::make(const TileProgram& p, c10::ScalarTy
   if (!enabled() || p.slotType[p.result] != out) return std::nullopt;
   CompiledMap m;
   std::string why;
-  m.kernel_ = Kernel::get(p, p.code.size(), p.result, Sink::Store, leaves, &why);
+  m.kernel_ = Kernel::get(p, p.code.size(), p.result, Sink::Store, leaves, {}, &why);
   if (!m.kernel_) {
     TSFUSE_LOG(kernel, debug, "map interpreted, not compiled: ", why);
     return std::nullopt;

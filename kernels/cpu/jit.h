@@ -49,11 +49,18 @@ enum class Sink : uint8_t {
   Store,      // written to consecutive lanes (its dtype: float32/float64, or bool bytes)
 };
 
-// One call. Sums: rows [0, rows) of the reduced space's innermost dim for one block of lanes.
-// Store: `rows` consecutive blocks of lanes (rowStride is then the operand's step per block).
+// A block of sums covers several output rows (the same lanes of consecutive outputs along the
+// kept dim next to the lanes' dim): each row's lane sums lie in its own kTile-lane buffer, this
+// many bytes after the previous row's.
+constexpr int64_t kSumsRowBytes = kTile * 8;
+
+// One call. Sums: rows [0, rows) of the reduced space's innermost dim for one block of lanes (of
+// one or several output rows). Store: `rows` consecutive blocks of lanes (rowStride is then the
+// operand's step per block).
 struct Args {
-  const char* leaf[kMaxLeaves] = {};   // each operand's element at row 0, first lane of the block
-  int64_t rowStride[kMaxLeaves] = {};  // bytes from one row (block) to the next
+  const char* leaf[kMaxLeaves] = {};     // each operand's element at row 0, first lane of the block
+  int64_t rowStride[kMaxLeaves] = {};    // bytes from one row (block) to the next
+  int64_t outerStride[kMaxLeaves] = {};  // bytes from one output row to the next (sums)
   int64_t rows = 0;
   void* out = nullptr;                 // the block's lane sums, or where the values go
   const void* mask = nullptr;          // vector(): 32 bytes, all-ones for the lanes to load
@@ -61,39 +68,46 @@ struct Args {
 
 class Kernel {
  public:
-  // The kernels for code[0, prefix) of `p`, sinking slot `source`. Compiled once per program and
-  // operand layout, then shared. nullptr, with the reason in *why, where the scope above ends.
+  // The kernels for code[0, prefix) of `p`, sinking slot `source`. perRow (sums; empty: none):
+  // which operands change from one output row to the next (their outerStride), so that a block
+  // can cover several rows and reuse the others' loads. Compiled once per program and operand
+  // layout, then shared. nullptr, with the reason in *why, where the scope above ends.
   static std::shared_ptr<const Kernel> get(const TileProgram& p, size_t prefix, int source, Sink sink,
-                                           const std::vector<Leaf>& leaves, std::string* why);
+                                           const std::vector<Leaf>& leaves, const std::vector<char>& perRow,
+                                           std::string* why);
 
   int64_t lanesPerVector() const { return vectorLanes_; }
   int64_t lanesPerBlock() const { return blockLanes_; }
+  // Output rows per block of the `allRows` calls (1: the kernels cover one row only).
+  int64_t rowsPerBlock() const { return rowsPerBlock_; }
   int64_t maxRows() const { return maxRows_; }
   // Bytes a Store kernel writes per lane (sums: 8).
   int64_t outBytesPerLane() const { return outBytes_; }
-  // blockLanes_ lanes, all in range.
-  void block(const Args& a) const { block_(&a); }
+  // blockLanes_ lanes, all in range, of one output row (or rowsPerBlock() rows: allRows).
+  void block(const Args& a, bool allRows = false) const { fn_[allRows][0](&a); }
   // vectorLanes_ lanes of which those set in a.mask are loaded (the others are computed on zeros:
   // callers use only the masked lanes' sums or values; a Store writes the whole vector).
-  void vector(const Args& a) const { vector_(&a); }
+  void vector(const Args& a, bool allRows = false) const { fn_[allRows][1](&a); }
   // Fills the 32-byte mask of a vector() call for its first n lanes.
   void fillMask(int64_t n, void* mask) const;
 
   struct Code;  // the generated code, kept alive with the kernel
   struct Layout {
-    int64_t vectorLanes, blockLanes, maxRows, elemSize, outBytes;
+    int64_t vectorLanes, blockLanes, maxRows, elemSize, outBytes, rowsPerBlock;
   };
-  Kernel(std::shared_ptr<Code> block, std::shared_ptr<Code> vector, const Layout& layout);
+  // code: block and vector kernels of one row, then (rowsPerBlock > 1) of rowsPerBlock rows.
+  Kernel(std::vector<std::shared_ptr<Code>> code, const Layout& layout);
 
  private:
   using Fn = void (*)(const Args*);
-  std::shared_ptr<Code> blockCode_, vectorCode_;
-  Fn block_ = nullptr, vector_ = nullptr;
-  int64_t vectorLanes_ = 0, blockLanes_ = 0, maxRows_ = 0, elemSize_ = 0, outBytes_ = 0;
+  std::vector<std::shared_ptr<Code>> code_;
+  Fn fn_[2][2] = {};  // [all rows][vector]
+  int64_t vectorLanes_ = 0, blockLanes_ = 0, maxRows_ = 0, elemSize_ = 0, outBytes_ = 0, rowsPerBlock_ = 1;
 };
 
-// Runs a vertical sum tile through a Kernel: the tile's lanes in blocks, the reduced space's outer
-// dims and row chunks in order, so each lane adds its rows in the interpreter's order.
+// Runs vertical sum tiles through a Kernel: the tile's lanes in blocks, the reduced space's outer
+// dims and row chunks in order, so each lane adds its rows in the interpreter's order. A tile
+// covers up to rowsPerBlock() consecutive outputs along the kept dim next to the lanes' dim.
 class VerticalSum {
  public:
   // nullopt where no kernel applies (disabled, an operand strided along the lanes, or Kernel::get
@@ -101,14 +115,22 @@ class VerticalSum {
   static std::optional<VerticalSum> make(const TileProgram& p, size_t prefix, int source, bool doubleSums,
                                          const std::vector<BroadcastView>& views, const SubSpace& kept,
                                          const SubSpace& reduced);
-  // Adds the reduced rows of n lanes into sums[0, n): lane j of the tile whose operand i starts at
-  // byte offset base[i] (row 0).
-  void run(const std::vector<int64_t>& base, int64_t n, void* sums) const;
+  // Output rows a tile may cover, and the length of the kept dim they run along (a tile's rows
+  // must not cross its end).
+  int64_t rowsPerTile() const { return kernel_->rowsPerBlock(); }
+  int64_t lineLength() const { return line_; }
+  // Adds the reduced rows of n lanes of `rows` (<= rowsPerTile()) consecutive outputs into their
+  // sums: output r's lane j at sums + r * kSumsRowBytes + 8 j, whose operand i starts at byte
+  // offset base[i] + r * (its stride along that kept dim) at reduced row 0.
+  void run(const std::vector<int64_t>& base, int64_t rows, int64_t n, void* sums) const;
 
  private:
+  void runRows(const std::vector<int64_t>& base, bool allRows, int64_t n, void* sums) const;
   std::shared_ptr<const Kernel> kernel_;
   const std::vector<BroadcastView>* views_ = nullptr;
   std::vector<Leaf> leaves_;
+  std::vector<int64_t> outerStride_;  // per operand: bytes from one output row to the next
+  int64_t line_ = 1;
   SubSpace outer_;  // the reduced space without its innermost dim
   int64_t rows_ = 1;
   std::vector<int64_t> rowStride_;

@@ -27,25 +27,36 @@ constexpr uint8_t kEq = 0x00, kLt = 0x01, kLe = 0x02, kUnord = 0x03, kNe = 0x04;
 class Gen : public Xbyak::CodeGenerator {
  public:
   Gen(const Plan& plan, const Shape& shape, size_t codeSize)
-      : CodeGenerator(codeSize, Xbyak::DontSetProtectRWE), P(plan), U(shape.vectors), masked(shape.masked),
-        literalsInMemory(shape.literalsInMemory), reg(plan.type.size(), {-1, -1, -1, -1}) {
+      : CodeGenerator(codeSize, Xbyak::DontSetProtectRWE), P(plan), U(shape.vectors), R(shape.rows),
+        masked(shape.masked), literalsInMemory(shape.literalsInMemory) {
+    TORCH_INTERNAL_ASSERT(U * R <= kMaxBlock, "tsfuse: compiled kernel block too large");
+    reg.assign(plan.type.size(), {});
+    for (auto& r : reg) r.fill(-1);
     emitKernel();
   }
 
  private:
+  static constexpr int kMaxBlock = 8;  // vectors x rows of one block
   const Plan& P;
-  const int U;
+  const int U;  // vectors of lanes per block
+  const int R;  // output rows per block (sums): operands with a per-row stride get R pointers
   const bool masked;
   const bool literalsInMemory;  // else each literal holds a register for the whole call
   Xbyak::Label pool;            // literalsInMemory: the literals' bits, 8 bytes each
   std::vector<int> poolIndex;   // per slot
-  std::vector<std::array<int, 4>> reg;  // per slot: the ymm of each block vector (one, if uniform)
+  // Per slot, the ymm of each (row, vector) of the block, at row * U + vector; a value the same
+  // for every row (vector) uses row (vector) 0 only: see at().
+  std::vector<std::array<int, kMaxBlock>> reg;
+  std::vector<std::vector<Xbyak::Reg64>> leafPtr;  // per operand: one pointer per row it varies in
   uint32_t freeRegs = 0xFFFF;
   int T = -1, mask = -1, absMask = -1, sign = -1, nan = -1, ones = -1, one = -1, zero = -1;
-  std::vector<int> acc;  // per vector (f32 float sums: lo, hi per vector)
+  std::vector<int> acc;  // per (row, vector) (f32 float sums: lo, hi each)
 
   static Xbyak::Ymm y(int r) { return Xbyak::Ymm(r); }
   static Xbyak::Xmm x(int r) { return Xbyak::Xmm(r); }
+  int rowsOf(int s) const { return P.perRow[s] ? R : 1; }
+  int vectorsOf(int s) const { return P.uniform[s] ? 1 : U; }
+  int& regAt(int s, int r, int u) { return reg[s][(P.perRow[s] ? r : 0) * U + (P.uniform[s] ? 0 : u)]; }
   int take() {
     if (!freeRegs) throw OutOfRegisters();
     const int r = __builtin_ctz(freeRegs);
@@ -53,12 +64,6 @@ class Gen : public Xbyak::CodeGenerator {
     return r;
   }
   void give(int r) { freeRegs |= 1u << r; }
-  const Xbyak::Reg64& gpr(int leaf) const {
-    static const Xbyak::Reg64 table[kMaxLeaves] = {
-        Xbyak::util::rsi, Xbyak::util::rdx, Xbyak::util::r8,  Xbyak::util::r9,  Xbyak::util::r10, Xbyak::util::r11,
-        Xbyak::util::rax, Xbyak::util::rbx, Xbyak::util::rbp, Xbyak::util::r12, Xbyak::util::r13, Xbyak::util::r14};
-    return table[leaf];
-  }
 
   // A register holding `bits` in every lane (uses rax: before the operand pointers are loaded).
   int constant(uint64_t bits, bool boolLanes = false) {
@@ -79,6 +84,37 @@ class Gen : public Xbyak::CodeGenerator {
   }
 
   Xbyak::Address at(const Xbyak::Reg64& base, int64_t disp) { return ptr[base + static_cast<int>(disp)]; }
+
+  // Operand pointers: one general register per operand and row. NB: a Store of bools keeps r13 and
+  // r14 for packing bytes; r15 holds out, rcx the row count, rdi the arguments.
+  void assignPointers() {
+    using namespace Xbyak::util;
+    std::vector<Xbyak::Reg64> pool = {rsi, rdx, r8, r9, r10, r11, rax, rbx, rbp, r12};
+    if (!(P.sink == Sink::Store && P.boolValue)) pool.insert(pool.end(), {r13, r14});
+    size_t next = 0;
+    leafPtr.assign(P.leaves.size(), {});
+    for (int i = 0; i < static_cast<int>(P.leaves.size()); ++i) {
+      if (P.leaves[i] == Leaf::Unused) continue;
+      for (int r = 0; r < rowsOf(i); ++r) {
+        if (next == pool.size()) throw OutOfRegisters();
+        leafPtr[i].push_back(pool[next++]);
+      }
+      const auto& g = leafPtr[i];
+      mov(g[0], at(rdi, offsetof(Args, leaf) + 8 * i));
+      for (int r = 1; r < rowsOf(i); ++r) {
+        mov(g[r], g[r - 1]);
+        add(g[r], at(rdi, offsetof(Args, outerStride) + 8 * i));
+      }
+    }
+  }
+
+  // Where the sums of (row, vector, half) live: rows kSumsRowBytes apart, 8-byte lanes.
+  int64_t sumOffset(int r, int u, int h) const {
+    const int64_t lanes = P.f64 ? 4 : 8;
+    return r * kSumsRowBytes + u * lanes * 8 + h * 32;
+  }
+  int halvesPerVector() const { return P.f64 ? 1 : 2; }  // 32-byte halves of 8-byte lanes
+  int accsPerVector() const { return P.boolValue ? 1 : halvesPerVector(); }
 
   void emitKernel() {
     using namespace Xbyak::util;
@@ -105,8 +141,7 @@ class Gen : public Xbyak::CodeGenerator {
       const int r = constant(*P.literal[s], P.type[s] == c10::ScalarType::Bool);
       reg[s].fill(r);
     }
-    for (int i = 0; i < static_cast<int>(P.leaves.size()); ++i)
-      if (P.leaves[i] != Leaf::Unused) mov(gpr(i), at(rdi, offsetof(Args, leaf) + 8 * i));
+    assignPointers();
     mov(rcx, at(rdi, offsetof(Args, rows)));
     if (masked) {
       mask = take();
@@ -117,14 +152,14 @@ class Gen : public Xbyak::CodeGenerator {
     if (P.sums()) {
       // Accumulators: counts start at 0 (int32 lanes added to the sums at the end); float sums
       // start from the running sums, so each lane adds its rows in the interpreter's order.
-      const int perVector = !P.boolValue && !P.f64 ? 2 : 1;
-      for (int u = 0; u < U; ++u)
-        for (int h = 0; h < perVector; ++h) {
-          const int a = take();
-          acc.push_back(a);
-          if (P.boolValue) vpxor(y(a), y(a), y(a));
-          else vmovupd(y(a), at(r15, 32 * (u * perVector + h)));
-        }
+      for (int r = 0; r < R; ++r)
+        for (int u = 0; u < U; ++u)
+          for (int h = 0; h < accsPerVector(); ++h) {
+            const int a = take();
+            acc.push_back(a);
+            if (P.boolValue) vpxor(y(a), y(a), y(a));
+            else vmovupd(y(a), at(r15, sumOffset(r, u, h)));
+          }
     } else if (P.boolValue) {
       mov(r13, 0x0101010101010101ull);  // pdep: one bit per byte
     }
@@ -146,7 +181,7 @@ class Gen : public Xbyak::CodeGenerator {
     freeRegs = persistent;
     reg = persistentReg;
     for (int i = 0; i < static_cast<int>(P.leaves.size()); ++i)
-      if (P.leaves[i] != Leaf::Unused) add(gpr(i), at(rdi, offsetof(Args, rowStride) + 8 * i));
+      for (const auto& g : leafPtr[i]) add(g, at(rdi, offsetof(Args, rowStride) + 8 * i));
     dec(rcx);
     jnz(loop, T_NEAR);
     L(done);
@@ -171,27 +206,22 @@ class Gen : public Xbyak::CodeGenerator {
     }
     TORCH_INTERNAL_ASSERT(s < static_cast<int>(P.leaves.size()) && P.leaves[s] != Leaf::Unused,
                           "tsfuse: compiled kernel reads slot ", s, " before it is computed");
-    if (P.leaves[s] == Leaf::Uniform) {
-      const int r = take();
-      if (P.f64) vbroadcastsd(y(r), ptr[gpr(s)]);
-      else vbroadcastss(y(r), ptr[gpr(s)]);
-      reg[s].fill(r);
-      return;
-    }
-    for (int u = 0; u < U; ++u) {
-      const int r = take();
-      if (masked && P.f64) vmaskmovpd(y(r), y(mask), at(gpr(s), 32 * u));
-      else if (masked) vmaskmovps(y(r), y(mask), at(gpr(s), 32 * u));
-      else vmovups(y(r), at(gpr(s), 32 * u));
-      reg[s][u] = r;
+    for (int r = 0; r < rowsOf(s); ++r) {
+      const Xbyak::Reg64& g = leafPtr[s][r];
+      for (int u = 0; u < vectorsOf(s); ++u) {
+        const int v = take();
+        if (P.leaves[s] == Leaf::Uniform) P.f64 ? vbroadcastsd(y(v), ptr[g]) : vbroadcastss(y(v), ptr[g]);
+        else if (masked) P.f64 ? vmaskmovpd(y(v), y(mask), at(g, 32 * u)) : vmaskmovps(y(v), y(mask), at(g, 32 * u));
+        else vmovups(y(v), at(g, 32 * u));
+        regAt(s, r, u) = v;
+      }
     }
   }
 
   void release(int s) {
     if ((P.literal[s] && poolIndex[s] < 0) || reg[s][0] < 0) return;
-    give(reg[s][0]);
-    if (!P.uniform[s])
-      for (int u = 1; u < U; ++u) give(reg[s][u]);
+    for (int r = 0; r < rowsOf(s); ++r)
+      for (int u = 0; u < vectorsOf(s); ++u) give(regAt(s, r, u));
     reg[s].fill(-1);
   }
 
@@ -200,27 +230,30 @@ class Gen : public Xbyak::CodeGenerator {
     const auto ops = operandsOf(li);
     for (int s : ops)
       if (s >= 0) load(s);
-    std::array<std::array<int, 4>, 3> in{};
+    std::array<std::array<int, kMaxBlock>, 3> in{};
     for (int j = 0; j < 3; ++j)
-      if (ops[j] >= 0) in[j] = reg[ops[j]];
-    // NB: a dying operand's registers may be reused for the result only lane-block by lane-block
-    // (same uniformity): each vector's result is written after its own operands are read. A
-    // dying uniform operand of a vector result is freed after all vectors are computed.
-    const bool outUniform = P.uniform[li.out];
+      if (ops[j] >= 0)
+        for (int r = 0; r < R; ++r)
+          for (int u = 0; u < U; ++u) in[j][r * U + u] = regAt(ops[j], r, u);
+    // NB: a dying operand's registers may be reused for the result only when it has the result's
+    // shape (varies in the same rows and vectors): each (row, vector) of the result is written
+    // after its own operands are read. Any other dying operand is freed after the whole block.
+    const int out = li.out;
     std::vector<int> later;
     for (int j = 0; j < 3; ++j) {
       const int s = ops[j];
       if (s < 0 || P.lastUse[s] != static_cast<int>(k) || (j > 0 && (s == ops[0] || (j > 1 && s == ops[1]))))
         continue;
-      if (static_cast<bool>(P.uniform[s]) == outUniform) release(s);
+      if (P.perRow[s] == P.perRow[out] && P.uniform[s] == P.uniform[out]) release(s);
       else later.push_back(s);
     }
-    const int n = outUniform ? 1 : U;
-    for (int u = 0; u < n; ++u) reg[li.out][u] = take();
-    if (outUniform) reg[li.out].fill(reg[li.out][0]);
-    for (int u = 0; u < n; ++u) op(li, y(reg[li.out][u]), y(in[0][u]), y(in[1][u]), y(in[2][u]));
+    for (int r = 0; r < rowsOf(out); ++r)
+      for (int u = 0; u < vectorsOf(out); ++u) regAt(out, r, u) = take();
+    for (int r = 0; r < rowsOf(out); ++r)
+      for (int u = 0; u < vectorsOf(out); ++u)
+        op(li, y(regAt(out, r, u)), y(in[0][r * U + u]), y(in[1][r * U + u]), y(in[2][r * U + u]));
     for (int s : later) release(s);
-    if (P.lastUse[li.out] < 0) release(li.out);  // computed, never read
+    if (P.lastUse[out] < 0) release(out);  // computed, never read
   }
 
   void op(const LInstr& li, const Xbyak::Ymm& d, const Xbyak::Ymm& a, const Xbyak::Ymm& b, const Xbyak::Ymm& c) {
@@ -277,20 +310,22 @@ class Gen : public Xbyak::CodeGenerator {
 
   void accumulate() {
     load(P.source);
-    for (int u = 0; u < U; ++u) {
-      const int s = reg[P.source][u];
-      if (P.boolValue) {
-        P.f64 ? vpsubq(y(acc[u]), y(acc[u]), y(s)) : vpsubd(y(acc[u]), y(acc[u]), y(s));  // true is -1
-      } else if (P.f64) {
-        vaddpd(y(acc[u]), y(acc[u]), y(s));
-      } else {
-        vcvtps2pd(y(T), x(s));
-        vaddpd(y(acc[2 * u]), y(acc[2 * u]), y(T));
-        vextractf128(x(T), y(s), 1);
-        vcvtps2pd(y(T), x(T));
-        vaddpd(y(acc[2 * u + 1]), y(acc[2 * u + 1]), y(T));
+    for (int r = 0; r < R; ++r)
+      for (int u = 0; u < U; ++u) {
+        const int s = regAt(P.source, r, u);
+        const int a = ((r * U + u) * accsPerVector());
+        if (P.boolValue) {
+          P.f64 ? vpsubq(y(acc[a]), y(acc[a]), y(s)) : vpsubd(y(acc[a]), y(acc[a]), y(s));  // true is -1
+        } else if (P.f64) {
+          vaddpd(y(acc[a]), y(acc[a]), y(s));
+        } else {
+          vcvtps2pd(y(T), x(s));
+          vaddpd(y(acc[a]), y(acc[a]), y(T));
+          vextractf128(x(T), y(s), 1);
+          vcvtps2pd(y(T), x(T));
+          vaddpd(y(acc[a + 1]), y(acc[a + 1]), y(T));
+        }
       }
-    }
   }
 
   // The value of each vector to out: its elements, or bools as bytes (the compare mask's sign bits,
@@ -299,7 +334,7 @@ class Gen : public Xbyak::CodeGenerator {
     using namespace Xbyak::util;
     load(P.source);
     for (int u = 0; u < U; ++u) {
-      const int s = reg[P.source][u];
+      const int s = regAt(P.source, 0, u);
       if (!P.boolValue) {
         vmovups(at(r15, 32 * u), y(s));
       } else if (P.f64) {
@@ -316,39 +351,40 @@ class Gen : public Xbyak::CodeGenerator {
 
   void storeSums() {
     using namespace Xbyak::util;
-    for (int u = 0; u < U; ++u) {
-      if (!P.boolValue) {
-        const int per = P.f64 ? 1 : 2;
-        for (int h = 0; h < per; ++h) vmovupd(at(r15, 32 * (u * per + h)), y(acc[u * per + h]));
-        continue;
-      }
-      // Counts: 64-bit lanes already (f64), or two halves of int32 lanes widened (f32).
-      const int halves = P.f64 ? 1 : 2;
-      for (int h = 0; h < halves; ++h) {
-        const auto sum = at(r15, 32 * (u * halves + h));
-        if (P.f64) {
-          vpaddq(y(T), y(acc[u]), sum);  // int64 sums only (Plan::make)
-        } else {
-          const Xbyak::Xmm half = h == 0 ? x(acc[u]) : x(T);
-          if (h == 1) vextracti128(x(T), y(acc[u]), 1);
-          if (P.sink == Sink::SumDouble) {
-            vcvtdq2pd(y(T), half);  // exact: a count below 2^31
-            vaddpd(y(T), y(T), sum);
-          } else {
-            vpmovzxdq(y(T), half);
-            vpaddq(y(T), y(T), sum);
-          }
+    for (int r = 0; r < R; ++r)
+      for (int u = 0; u < U; ++u) {
+        const int a = (r * U + u) * accsPerVector();
+        if (!P.boolValue) {
+          for (int h = 0; h < halvesPerVector(); ++h) vmovupd(at(r15, sumOffset(r, u, h)), y(acc[a + h]));
+          continue;
         }
-        vmovdqu(sum, y(T));
+        // Counts: 64-bit lanes already (f64), or two halves of int32 lanes widened (f32).
+        for (int h = 0; h < halvesPerVector(); ++h) {
+          const auto sum = at(r15, sumOffset(r, u, h));
+          if (P.f64) {
+            vpaddq(y(T), y(acc[a]), sum);  // int64 sums only (Plan::make)
+          } else {
+            const Xbyak::Xmm half = h == 0 ? x(acc[a]) : x(T);
+            if (h == 1) vextracti128(x(T), y(acc[a]), 1);
+            if (P.sink == Sink::SumDouble) {
+              vcvtdq2pd(y(T), half);  // exact: a count below 2^31
+              vaddpd(y(T), y(T), sum);
+            } else {
+              vpmovzxdq(y(T), half);
+              vpaddq(y(T), y(T), sum);
+            }
+          }
+          vmovdqu(sum, y(T));
+        }
       }
-    }
   }
 };
 
 }  // namespace
 
 std::unique_ptr<Xbyak::CodeGenerator> generate(const Plan& plan, const Shape& shape) {
-  const size_t size = 4096 + (plan.code.size() + plan.literal.size()) * static_cast<size_t>(shape.vectors) * 128;
+  const size_t size =
+      4096 + (plan.code.size() + plan.literal.size()) * static_cast<size_t>(shape.vectors * shape.rows) * 128;
   try {
     auto g = std::make_unique<Gen>(plan, shape, size);
     g->setProtectModeRE();

@@ -30,13 +30,15 @@ struct Plan {
   std::vector<Leaf> leaves;              // per operand (Unused where no instruction reads it)
   std::vector<std::optional<uint64_t>> literal;  // per slot: a used literal's bits (bools: 0 or ~0)
   std::vector<char> uniform;             // per slot: one value for every lane of a row
+  std::vector<char> perRow;              // per slot: changes from one output row to the next
   std::vector<int> lastUse;              // per slot: the last instruction reading it (-1: none)
   bool needAbs = false, needSign = false, needNaN = false, needOnes = false, needOne = false, needZero = false;
   std::string key;                       // identifies the generated code
 
   bool sums() const { return sink != Sink::Store; }
   static std::optional<Plan> make(const TileProgram& p, size_t prefix, int source, Sink sink,
-                                  const std::vector<Leaf>& layout, std::string* why);
+                                  const std::vector<Leaf>& layout, const std::vector<char>& perRowLeaves,
+                                  std::string* why);
 };
 
 // How a kernel is laid out: `vectors` vectors of lanes per row (masked: one vector, loads under
@@ -45,6 +47,7 @@ struct Shape {
   int vectors = 1;
   bool masked = false;
   bool literalsInMemory = false;
+  int rows = 1;  // output rows (sums)
 };
 
 // The kernel, executable; nullptr when the program needs more registers than there are.

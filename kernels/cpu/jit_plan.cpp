@@ -17,7 +17,8 @@ bool fail(std::string* why, const std::string& reason) {
 }  // namespace
 
 std::optional<Plan> Plan::make(const TileProgram& p, size_t prefix, int source, Sink sink,
-                               const std::vector<Leaf>& layout, std::string* why) {
+                               const std::vector<Leaf>& layout, const std::vector<char>& perRowLeaves,
+                               std::string* why) {
   Plan P;
   P.prefix = prefix;
   P.source = source;
@@ -79,19 +80,25 @@ std::optional<Plan> Plan::make(const TileProgram& p, size_t prefix, int source, 
   }
 
   P.uniform.assign(S, 0);
-  for (int i = 0; i < p.numLeaves; ++i) P.uniform[i] = P.leaves[i] == Leaf::Uniform;
+  P.perRow.assign(S, 0);
+  for (int i = 0; i < p.numLeaves; ++i) {
+    P.uniform[i] = P.leaves[i] == Leaf::Uniform;
+    P.perRow[i] = P.leaves[i] != Leaf::Unused && i < static_cast<int>(perRowLeaves.size()) && perRowLeaves[i];
+  }
   for (int s = 0; s < S; ++s)
     if (P.literal[s]) P.uniform[s] = 1;
   P.lastUse.assign(S, -1);
   for (size_t k = 0; k < P.code.size(); ++k) {
     const LInstr& li = P.code[k];
-    bool allUniform = true;
+    bool allUniform = true, anyPerRow = false;
     for (int x : operandsOf(li)) {
       if (x < 0) continue;
       P.lastUse[x] = static_cast<int>(k);
       allUniform &= P.uniform[x] != 0;
+      anyPerRow |= P.perRow[x] != 0;
     }
     P.uniform[li.out] = allUniform;
+    P.perRow[li.out] = anyPerRow;
     // What each op needs, checked against the dtypes the interpreter's loops assume.
     const c10::ScalarType ta = P.type[li.a];
     switch (li.op) {
@@ -130,7 +137,7 @@ std::optional<Plan> Plan::make(const TileProgram& p, size_t prefix, int source, 
   std::string& key = P.key;
   auto put = [&](int64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
   put(P.f64), put(static_cast<int64_t>(sink)), put(source), put(p.numLeaves);
-  for (Leaf l : P.leaves) put(static_cast<int64_t>(l));
+  for (size_t i = 0; i < P.leaves.size(); ++i) put(static_cast<int64_t>(P.leaves[i])), put(P.perRow[i]);
   for (const LInstr& li : P.code) {
     put(static_cast<int64_t>(li.op)), put(static_cast<int64_t>(li.ct));
     put(li.out), put(li.a), put(li.b), put(li.c);

@@ -6,6 +6,7 @@
 #include "kernels/cpu/accumulators.h"
 #include "kernels/cpu/gather.h"
 #include "kernels/cpu/jit.h"
+#include "kernels/cpu/reduce_parts.h"
 #include "kernels/cpu/tile_program.h"
 
 #include <ATen/Parallel.h>
@@ -22,6 +23,8 @@
 
 namespace tsfuse::cpu {
 namespace {
+
+using namespace reduce_parts;
 
 // Dims of `t` (a dense tensor) ordered outermost-first in memory, size-1 dims dropped. Returns
 // false when `t` is not a dense permutation of its shape.
@@ -190,100 +193,6 @@ void runMap(const TileProgram& prog, const std::vector<BroadcastView>& views, at
   });
 }
 
-struct ReducePlan {
-  SubSpace kept;     // output dims in memory order (size-1 dims dropped)
-  SubSpace reduced;  // reduced dims in their original order (index semantics of argmax)
-  bool vertical = false;
-};
-
-// Writes finished reduction values to the output: as they are, or through the epilogue, which
-// runs on the same tile of outputs with its operands gathered in the output's memory order.
-struct Finisher {
-  const TileProgram* epilogue = nullptr;
-  std::vector<BroadcastView> views;  // epilogue operands $1.. over the output shape
-  SubSpace space;                    // output dims in memory order, for those views
-  char* out = nullptr;
-  int64_t outSize = 0;      // output element size
-  int64_t reducedSize = 0;  // element size of the reduction's values
-  int64_t* indices = nullptr;
-
-  // vals: n reduced values of outputs [o0, o0 + n) (linear in the output's memory order).
-  void operator()(TileProgram::Scratch* es, const void* vals, int64_t o0, int64_t n) const {
-    if (!epilogue) {
-      std::memcpy(out + o0 * outSize, vals, n * outSize);
-      return;
-    }
-    std::memcpy(es->slot[0], vals, n * reducedSize);
-    for (size_t i = 0; i < views.size(); ++i) space.gatherInto(i, views[i], 0, o0, n, es->slot[i + 1]);
-    std::memcpy(out + o0 * outSize, epilogue->run(*es, n), n * outSize);
-  }
-  std::optional<TileProgram::Scratch> scratch() const {
-    if (!epilogue) return std::nullopt;
-    return epilogue->makeScratch();
-  }
-};
-
-template <typename Acc>
-struct IsSumLike : std::false_type {};
-template <typename T>
-struct IsSumLike<SumAcc<T>> : std::true_type {};
-template <typename T>
-struct IsSumLike<MeanAcc<T>> : std::true_type {};
-
-// Whether every value of dtype `from` converts to `to` exactly.
-bool convertsExactly(c10::ScalarType from, c10::ScalarType to) {
-  if (from == to || from == c10::ScalarType::Bool) return true;
-  if (to == c10::ScalarType::Bool) return false;
-  const bool fromInt = c10::isIntegralType(from, false), toInt = c10::isIntegralType(to, false);
-  const int64_t fs = c10::elementSize(from), ts = c10::elementSize(to);
-  if (fromInt && toInt) {
-    if (from == c10::ScalarType::Byte) return to == c10::ScalarType::Byte || ts > 1;
-    return to != c10::ScalarType::Byte && ts >= fs;  // signed into a signed type at least as wide
-  }
-  if (fromInt) return fs <= (to == c10::ScalarType::Float ? 2 : 4);  // 24 / 53 mantissa bits
-  return !toInt && ts >= fs;  // float -> double
-}
-
-// The instructions a sum runs before accumulating: all but a final cast of the result that
-// cannot change a value (its wide accumulation then converts the source directly, same result).
-size_t sumPrefix(const TileProgram& prog) {
-  if (prog.code.empty()) return 0;
-  const LInstr& last = prog.code.back();
-  if (last.op == LOp::Cast && last.out == prog.result && last.a >= 0 &&
-      convertsExactly(prog.slotType[last.a], prog.slotType[last.out]))
-    return prog.code.size() - 1;
-  return prog.code.size();
-}
-
-// The kTile lane sums of a vertical sum/mean in their wide type W (int64 or double), added with
-// the op loops' instruction set. Bool values (a count: sum(lt(..))) go through byte counters, 32
-// lanes an instruction, flushed into the sums every 255 rows: integer adds, so the same result.
-template <typename W>
-struct SumLanes {
-  static constexpr int64_t kFlushEvery = 255;
-  c10::ScalarType type;  // of the values added
-  std::vector<W> sums = std::vector<W>(kTile);
-  std::vector<uint8_t> counts;  // bools only
-  int64_t pending = 0;          // rows in counts
-
-  explicit SumLanes(c10::ScalarType t) : type(t), counts(t == c10::ScalarType::Bool ? kTile : 0) {}
-  void reset(int64_t n) {
-    std::fill(sums.begin(), sums.begin() + n, W(0));
-    std::fill(counts.begin(), counts.begin() + std::min<int64_t>(n, counts.size()), uint8_t(0));
-    pending = 0;
-  }
-  void add(const char* values, int64_t n) {
-    if (counts.empty()) return accumulateSum(type, values, sums.data(), n);
-    countFlags(values, counts.data(), n);
-    if (++pending == kFlushEvery) flush(n);
-  }
-  void flush(int64_t n) {
-    if (pending == 0) return;
-    accumulateSum(c10::ScalarType::Byte, reinterpret_cast<const char*>(counts.data()), sums.data(), n);
-    std::fill(counts.begin(), counts.begin() + n, uint8_t(0));
-    pending = 0;
-  }
-};
 
 template <typename Acc>
 void runReduceTyped(const TileProgram& prog, const std::vector<BroadcastView>& views,
@@ -312,10 +221,11 @@ void runReduceTyped(const TileProgram& prog, const std::vector<BroadcastView>& v
     const size_t prefix = kSum ? sumPrefix(prog) : prog.code.size();
     const int source = prefix == prog.code.size() ? prog.result : prog.code[prefix].a;
     // A compiled kernel sums the tile with its values in registers (jit.h), if one applies.
-    std::optional<jit::VerticalSum> compiled;
-    if constexpr (kSum)
-      compiled = jit::VerticalSum::make(prog, prefix, source, std::is_floating_point_v<Wide<T>>, views,
-                                        plan.kept, plan.reduced);
+    if constexpr (kSum) {
+      auto compiled = jit::VerticalSum::make(prog, prefix, source, std::is_floating_point_v<Wide<T>>, views,
+                                             plan.kept, plan.reduced);
+      if (compiled) return runCompiledVerticalSum(*compiled, plan, outer, count, proto, finish);
+    }
     at::parallel_for(0, work, 1, [&](int64_t b, int64_t e) {
       auto scratch = prog.makeScratch();
       auto es = finish.scratch();
@@ -330,9 +240,7 @@ void runReduceTyped(const TileProgram& prog, const std::vector<BroadcastView>& v
         if constexpr (kSum) lanes->reset(n);
         else std::fill(acc.begin(), acc.begin() + n, proto);
         for (int i = 0; i < L; ++i) base[i] = outer.offset(i, o) + start * plan.kept.stride[i].back();
-        if constexpr (kSum)
-          if (compiled) compiled->run(base, n, lanes->sums.data());
-        for (int64_t r = 0; r < (compiled ? 0 : count); ++r) {
+        for (int64_t r = 0; r < count; ++r) {
           for (int i = 0; i < L; ++i) {
             const char* p = views[i].data + base[i] + plan.reduced.offset(i, r);
             const int64_t s = plan.kept.stride[i].back();

@@ -99,9 +99,10 @@ TEST(JitSum, EveryOpOnBothFloatDtypes) {
       // [rows, N, 1] against [rows, 1, M]: x uniform along the lanes, y contiguous; M (>= 16: a
       // vertical sum) covers blocks with masked tails (17, 25), exact blocks (32), several tiles.
       // Few rows keep most sums free of NaN (one NaN row makes a lane's float sum NaN).
+      // Outputs per line 3 and 7: blocks of several output rows plus single rows left over.
       for (int64_t rows : {2, 37})
         for (int64_t m : {17, 25, 32, 1100}) {
-          T ops = {g.tensor({rows, 3, 1}, dt, kAllSpecials), g.tensor({rows, 1, m}, dt, kAllSpecials)};
+          T ops = {g.tensor({rows, m == 25 ? 7 : 3, 1}, dt, kAllSpecials), g.tensor({rows, 1, m}, dt, kAllSpecials)};
           EXPECT_TRUE(checkBoth(c.expr, ops, c.eager, kSum0, true, CheckOpts{false, 1e-5, 1e-6}))
               << dt << " rows=" << rows << " m=" << m;
         }
@@ -134,6 +135,14 @@ TEST(JitSum, ReducedSpacesAndLayouts) {
   Gen g(33);
   const char* sim = "v1: sub($0, $1); abs(%0); lt(%1, 1)";
   auto eager = [](const T& o) { return (o[0] - o[1]).abs().lt(1); };
+  // Output rows in blocks: both operands changing per row (their strides differ), lines shorter
+  // than a block, outputs with several outer dims (a block never crosses a line's end).
+  T both = {g.tensor({30, 9, 1}, at::kFloat), g.tensor({30, 9, 70}, at::kFloat)};
+  EXPECT_TRUE(checkBoth(sim, both, eager, kSum0, true));
+  T lines = {g.tensor({20, 3, 5, 1}, at::kFloat), g.tensor({20, 1, 1, 40}, at::kFloat)};
+  EXPECT_TRUE(checkBoth(sim, lines, eager, kSum0, true));
+  T shortLines = {g.tensor({20, 4, 1, 1}, at::kFloat), g.tensor({20, 1, 1, 40}, at::kFloat)};
+  EXPECT_TRUE(checkBoth(sim, shortLines, eager, kSum0, true));
   // Two reduced dims (outer dim x inner rows), reduced dims in the middle, a 0-dim operand.
   T three = {g.tensor({5, 6, 3, 1}, at::kFloat), g.tensor({5, 6, 1, 40}, at::kFloat)};
   EXPECT_TRUE(checkBoth(sim, three, eager, {"sum", std::vector<int64_t>{0, 1}}, true));
@@ -258,7 +267,7 @@ TEST(JitSum, RandomProgramsMatchTheInterpreterBitForBit) {
     const int numInputs = 1 + pg.pick(4);
     const std::string expr = pg.make(numInputs, f64, boolResult);
     // Operands: [R, N, 1] (uniform along the lanes), [R, 1, M] / [R, N, M] (contiguous), [] (0-dim).
-    const int64_t rows = 1 + pg.pick(40), nOut = 1 + pg.pick(3), m = 16 + pg.pick(60);
+    const int64_t rows = 1 + pg.pick(40), nOut = 1 + pg.pick(9), m = 16 + pg.pick(60);
     T ops;
     for (int k = 0; k < numInputs; ++k) {
       switch (pg.pick(4)) {

@@ -1,0 +1,150 @@
+// The parts of the native reduction shared by its paths (kernels/cpu/native.cpp): the plan, the
+// finisher that writes outputs (through the epilogue), and the vertical sum's lanes, its folded
+// final cast, and its compiled path (jit::VerticalSum). Internal to native.cpp.
+#pragma once
+
+#include "kernels/cpu/accumulators.h"
+#include "kernels/cpu/gather.h"
+#include "kernels/cpu/jit.h"
+#include "kernels/cpu/tile_program.h"
+
+#include <ATen/Parallel.h>
+
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <type_traits>
+
+namespace tsfuse::cpu::reduce_parts {
+
+struct ReducePlan {
+  SubSpace kept;     // output dims in memory order (size-1 dims dropped)
+  SubSpace reduced;  // reduced dims in their original order (index semantics of argmax)
+  bool vertical = false;
+};
+
+// Writes finished reduction values to the output: as they are, or through the epilogue, which
+// runs on the same tile of outputs with its operands gathered in the output's memory order.
+struct Finisher {
+  const TileProgram* epilogue = nullptr;
+  std::vector<BroadcastView> views;  // epilogue operands $1.. over the output shape
+  SubSpace space;                    // output dims in memory order, for those views
+  char* out = nullptr;
+  int64_t outSize = 0;      // output element size
+  int64_t reducedSize = 0;  // element size of the reduction's values
+  int64_t* indices = nullptr;
+
+  // vals: n reduced values of outputs [o0, o0 + n) (linear in the output's memory order).
+  void operator()(TileProgram::Scratch* es, const void* vals, int64_t o0, int64_t n) const {
+    if (!epilogue) {
+      std::memcpy(out + o0 * outSize, vals, n * outSize);
+      return;
+    }
+    std::memcpy(es->slot[0], vals, n * reducedSize);
+    for (size_t i = 0; i < views.size(); ++i) space.gatherInto(i, views[i], 0, o0, n, es->slot[i + 1]);
+    std::memcpy(out + o0 * outSize, epilogue->run(*es, n), n * outSize);
+  }
+  std::optional<TileProgram::Scratch> scratch() const {
+    if (!epilogue) return std::nullopt;
+    return epilogue->makeScratch();
+  }
+};
+
+template <typename Acc>
+struct IsSumLike : std::false_type {};
+template <typename T>
+struct IsSumLike<SumAcc<T>> : std::true_type {};
+template <typename T>
+struct IsSumLike<MeanAcc<T>> : std::true_type {};
+
+// Whether every value of dtype `from` converts to `to` exactly.
+inline bool convertsExactly(c10::ScalarType from, c10::ScalarType to) {
+  if (from == to || from == c10::ScalarType::Bool) return true;
+  if (to == c10::ScalarType::Bool) return false;
+  const bool fromInt = c10::isIntegralType(from, false), toInt = c10::isIntegralType(to, false);
+  const int64_t fs = c10::elementSize(from), ts = c10::elementSize(to);
+  if (fromInt && toInt) {
+    if (from == c10::ScalarType::Byte) return to == c10::ScalarType::Byte || ts > 1;
+    return to != c10::ScalarType::Byte && ts >= fs;  // signed into a signed type at least as wide
+  }
+  if (fromInt) return fs <= (to == c10::ScalarType::Float ? 2 : 4);  // 24 / 53 mantissa bits
+  return !toInt && ts >= fs;  // float -> double
+}
+
+// The instructions a sum runs before accumulating: all but a final cast of the result that
+// cannot change a value (its wide accumulation then converts the source directly, same result).
+inline size_t sumPrefix(const TileProgram& prog) {
+  if (prog.code.empty()) return 0;
+  const LInstr& last = prog.code.back();
+  if (last.op == LOp::Cast && last.out == prog.result && last.a >= 0 &&
+      convertsExactly(prog.slotType[last.a], prog.slotType[last.out]))
+    return prog.code.size() - 1;
+  return prog.code.size();
+}
+
+// The kTile lane sums of a vertical sum/mean in their wide type W (int64 or double), added with
+// the op loops' instruction set. Bool values (a count: sum(lt(..))) go through byte counters, 32
+// lanes an instruction, flushed into the sums every 255 rows: integer adds, so the same result.
+template <typename W>
+struct SumLanes {
+  static constexpr int64_t kFlushEvery = 255;
+  c10::ScalarType type;  // of the values added
+  std::vector<W> sums = std::vector<W>(kTile);
+  std::vector<uint8_t> counts;  // bools only
+  int64_t pending = 0;          // rows in counts
+
+  explicit SumLanes(c10::ScalarType t) : type(t), counts(t == c10::ScalarType::Bool ? kTile : 0) {}
+  void reset(int64_t n) {
+    std::fill(sums.begin(), sums.begin() + n, W(0));
+    std::fill(counts.begin(), counts.begin() + std::min<int64_t>(n, counts.size()), uint8_t(0));
+    pending = 0;
+  }
+  void add(const char* values, int64_t n) {
+    if (counts.empty()) return accumulateSum(type, values, sums.data(), n);
+    countFlags(values, counts.data(), n);
+    if (++pending == kFlushEvery) flush(n);
+  }
+  void flush(int64_t n) {
+    if (pending == 0) return;
+    accumulateSum(c10::ScalarType::Byte, reinterpret_cast<const char*>(counts.data()), sums.data(), n);
+    std::fill(counts.begin(), counts.begin() + n, uint8_t(0));
+    pending = 0;
+  }
+};
+
+// A vertical sum through compiled kernels (jit::VerticalSum): tiles of up to rowsPerTile()
+// consecutive outputs along the kept dim next to the lanes' dim, each output's lane sums in its
+// own kTile-lane row of the sums buffer; then the accumulator's value and the finisher, per row.
+template <typename Acc>
+void runCompiledVerticalSum(const jit::VerticalSum& compiled, const ReducePlan& plan, const SubSpace& outer,
+                            int64_t count, const Acc& proto, const Finisher& finish) {
+  using Out = typename Acc::Out;
+  const int L = static_cast<int>(outer.stride.size());
+  const int64_t inner = plan.kept.size.back(), tilesPerRow = (inner + kTile - 1) / kTile;
+  const int64_t R = compiled.rowsPerTile(), line = compiled.lineLength();
+  const int64_t groups = (line + R - 1) / R, lines = outer.numel() / line;
+  at::parallel_for(0, lines * groups * tilesPerRow, 1, [&](int64_t b, int64_t e) {
+    auto es = finish.scratch();
+    std::vector<decltype(proto.v)> sums(R * kTile);  // int64 or double: kSumsRowBytes per row
+    static_assert(sizeof(sums[0]) * kTile == jit::kSumsRowBytes, "sums rows are kSumsRowBytes apart");
+    std::unique_ptr<Out[]> vals(new Out[kTile]);
+    std::vector<int64_t> base(L);
+    for (int64_t w = b; w < e; ++w) {
+      const int64_t start = (w % tilesPerRow) * kTile, n = std::min(kTile, inner - start);
+      const int64_t g = (w / tilesPerRow) % groups, o0 = (w / (tilesPerRow * groups)) * line + g * R;
+      const int64_t rows = std::min(R, line - g * R);
+      for (int i = 0; i < L; ++i) base[i] = outer.offset(i, o0) + start * plan.kept.stride[i].back();
+      for (int64_t r = 0; r < rows; ++r) std::fill_n(sums.begin() + r * kTile, n, 0);
+      compiled.run(base, rows, n, sums.data());
+      for (int64_t r = 0; r < rows; ++r) {
+        Acc acc = proto;
+        for (int64_t j = 0; j < n; ++j) {
+          acc.v = sums[r * kTile + j];
+          vals[j] = acc.get(count);
+        }
+        finish(es ? &*es : nullptr, vals.get(), (o0 + r) * inner + start, n);
+      }
+    }
+  });
+}
+}  // namespace tsfuse::cpu::reduce_parts
