@@ -6,6 +6,7 @@
 
 #include <xbyak/xbyak.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
