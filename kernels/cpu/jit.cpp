@@ -146,9 +146,22 @@ std::optional<VerticalSum> VerticalSum::make(const TileProgram& p, size_t prefix
   if (!enabled() || kept.size.empty()) return std::nullopt;
   VerticalSum v;
   v.views_ = &views;
+  v.inner_ = kept.size.back();
+  v.packed_.resize(views.size());
   for (size_t i = 0; i < views.size(); ++i) {
-    const int64_t s = kept.stride[i].back();
-    v.leaves_.push_back(s == 0 ? Leaf::Uniform : s == views[i].elemSize ? Leaf::Contiguous : Leaf::Strided);
+    const int64_t s = kept.stride[i].back(), esz = views[i].elemSize;
+    Leaf kind = s == 0 ? Leaf::Uniform : s == esz ? Leaf::Contiguous : Leaf::Strided;
+    const bool sameForEveryOutput =
+        std::all_of(kept.stride[i].begin(), kept.stride[i].end() - 1, [](int64_t x) { return x == 0; });
+    if (kind == Leaf::Strided && sameForEveryOutput && reduced.numel() * v.inner_ * esz <= kMaxPackBytes) {
+      // Reduced rows (in the reduced space's row-major order) by lanes, contiguous.
+      std::vector<char>& pk = v.packed_[i];
+      pk.resize(reduced.numel() * v.inner_ * esz);
+      for (int64_t r = 0; r < reduced.numel(); ++r)
+        gather(views[i].data + reduced.offset(i, r), esz, &v.inner_, &s, 1, 0, v.inner_, pk.data() + r * v.inner_ * esz);
+      kind = Leaf::Contiguous;
+    }
+    v.leaves_.push_back(kind);
   }
   // Output rows along the kept dim next to the lanes' dim: operands that move along it change per
   // row; the others are read once for a tile's rows.
@@ -168,7 +181,7 @@ std::optional<VerticalSum> VerticalSum::make(const TileProgram& p, size_t prefix
     v.rows_ = reduced.size.back();
     v.outer_.size.pop_back();
     for (size_t i = 0; i < views.size(); ++i) {
-      v.rowStride_[i] = reduced.stride[i].back();
+      v.rowStride_[i] = v.packed_[i].empty() ? reduced.stride[i].back() : v.inner_ * views[i].elemSize;
       v.outer_.stride[i].pop_back();
     }
   }
@@ -181,21 +194,22 @@ std::optional<VerticalSum> VerticalSum::make(const TileProgram& p, size_t prefix
   return v;
 }
 
-void VerticalSum::run(const std::vector<int64_t>& base, int64_t rows, int64_t n, void* sums) const {
+void VerticalSum::run(const std::vector<int64_t>& base, int64_t start, int64_t rows, int64_t n, void* sums) const {
   const Kernel& k = *kernel_;
   if (rows != k.rowsPerBlock()) {  // fewer rows than a block takes: one row at a time
     std::vector<int64_t> rowBase(base);
     for (int64_t r = 0; r < rows; ++r) {
       for (size_t i = 0; i < rowBase.size(); ++i) rowBase[i] = base[i] + r * outerStride_[i];
-      runRows(rowBase, false, n, static_cast<char*>(sums) + r * kSumsRowBytes);
+      runRows(rowBase, start, false, n, static_cast<char*>(sums) + r * kSumsRowBytes);
     }
   } else {
-    runRows(base, rows > 1, n, sums);
+    runRows(base, start, rows > 1, n, sums);
   }
   tiles.fetch_add(1, std::memory_order_relaxed);
 }
 
-void VerticalSum::runRows(const std::vector<int64_t>& base, bool allRows, int64_t n, void* sums) const {
+void VerticalSum::runRows(const std::vector<int64_t>& base, int64_t start, bool allRows, int64_t n,
+                          void* sums) const {
   const Kernel& k = *kernel_;
   const auto& views = *views_;
   const int64_t outerCount = outer_.numel(), maxRows = k.maxRows();
@@ -214,8 +228,11 @@ void VerticalSum::runRows(const std::vector<int64_t>& base, bool allRows, int64_
     for (int64_t ro = 0; ro < outerCount; ++ro) {
       for (int64_t r0 = 0; r0 < rows_; r0 += maxRows) {
         for (size_t i = 0; i < views.size(); ++i) {
-          const int64_t lane = leaves_[i] == Leaf::Contiguous ? v0 * views[i].elemSize : 0;
-          a.leaf[i] = views[i].data + base[i] + outer_.offset(i, ro) + r0 * rowStride_[i] + lane;
+          const int64_t esz = views[i].elemSize, lane = leaves_[i] == Leaf::Contiguous ? v0 * esz : 0;
+          if (packed_[i].empty())
+            a.leaf[i] = views[i].data + base[i] + outer_.offset(i, ro) + r0 * rowStride_[i] + lane;
+          else  // packed: [outer reduced][rows][lanes]
+            a.leaf[i] = packed_[i].data() + ((ro * rows_ + r0) * inner_ + start) * esz + lane;
         }
         a.rows = std::min(maxRows, rows_ - r0);
         full ? k.block(a, allRows) : k.vector(a, allRows);

@@ -119,18 +119,25 @@ class VerticalSum {
   // must not cross its end).
   int64_t rowsPerTile() const { return kernel_->rowsPerBlock(); }
   int64_t lineLength() const { return line_; }
-  // Adds the reduced rows of n lanes of `rows` (<= rowsPerTile()) consecutive outputs into their
-  // sums: output r's lane j at sums + r * kSumsRowBytes + 8 j, whose operand i starts at byte
-  // offset base[i] + r * (its stride along that kept dim) at reduced row 0.
-  void run(const std::vector<int64_t>& base, int64_t rows, int64_t n, void* sums) const;
+  // Adds the reduced rows of lanes [start, start + n) of `rows` (<= rowsPerTile()) consecutive
+  // outputs into their sums: output r's lane j at sums + r * kSumsRowBytes + 8 j, whose operand i
+  // starts at byte offset base[i] + r * (its stride along that kept dim) at reduced row 0.
+  void run(const std::vector<int64_t>& base, int64_t start, int64_t rows, int64_t n, void* sums) const;
+
+  // An operand strided along the lanes but the same for every output (`y[j, d]` summed over d)
+  // is packed once per call, reduced rows by lanes, when that takes at most this many bytes (the
+  // operand's own elements: a bounded copy, never of the broadcast shape).
+  static constexpr int64_t kMaxPackBytes = int64_t(1) << 20;
 
  private:
-  void runRows(const std::vector<int64_t>& base, bool allRows, int64_t n, void* sums) const;
+  void runRows(const std::vector<int64_t>& base, int64_t start, bool allRows, int64_t n, void* sums) const;
   std::shared_ptr<const Kernel> kernel_;
   const std::vector<BroadcastView>* views_ = nullptr;
   std::vector<Leaf> leaves_;
   std::vector<int64_t> outerStride_;  // per operand: bytes from one output row to the next
   int64_t line_ = 1;
+  int64_t inner_ = 0;                      // lanes of the kept innermost dim
+  std::vector<std::vector<char>> packed_;  // per operand: its packed copy, or empty
   SubSpace outer_;  // the reduced space without its innermost dim
   int64_t rows_ = 1;
   std::vector<int64_t> rowStride_;

@@ -135,7 +135,7 @@ void runCompiledVerticalSum(const jit::VerticalSum& compiled, const ReducePlan& 
       const int64_t rows = std::min(R, line - g * R);
       for (int i = 0; i < L; ++i) base[i] = outer.offset(i, o0) + start * plan.kept.stride[i].back();
       for (int64_t r = 0; r < rows; ++r) std::fill_n(sums.begin() + r * kTile, n, 0);
-      compiled.run(base, rows, n, sums.data());
+      compiled.run(base, start, rows, n, sums.data());
       for (int64_t r = 0; r < rows; ++r) {
         Acc acc = proto;
         for (int64_t j = 0; j < n; ++j) {

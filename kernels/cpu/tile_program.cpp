@@ -154,7 +154,18 @@ struct Lowering {
         break;
       }
       case Op::To: out = slotFor(A[0], rt); break;
-      case Op::Sqrt: case Op::Exp: case Op::Log: case Op::Sigmoid: case Op::Pow: case Op::DivFloor:
+      case Op::Pow:
+        // ATen squares a floating tensor for a scalar exponent of 2 (PowKernel.cpp: base * base in
+        // its vectorized and scalar loops alike), so a native multiply gives the same bits.
+        if (isFloating(ct) && A[0].isTensor() &&
+            ((A[1].kind == Arg::Kind::Int && A[1].i == 2) || (A[1].kind == Arg::Kind::Float && A[1].f == 2.0))) {
+          const int x = slotFor(A[0], ct);
+          out = newSlot(rt);
+          emit(LOp::Mul, ct, out, x, x);
+          break;
+        }
+        [[fallthrough]];
+      case Op::Sqrt: case Op::Exp: case Op::Log: case Op::Sigmoid: case Op::DivFloor:
       case Op::DivTrunc: case Op::AddAlpha: case Op::SubAlpha: {
         LInstr li{LOp::Aten, ct};
         li.aten.op = ins.op;

@@ -150,11 +150,22 @@ TEST(JitSum, ReducedSpacesAndLayouts) {
   EXPECT_TRUE(checkBoth(sim, mid, eager, {"sum", std::vector<int64_t>{1}}, true));
   T scalar = {g.tensor({}, at::kFloat), g.tensor({8, 3, 50}, at::kFloat)};
   EXPECT_TRUE(checkBoth(sim, scalar, eager, kSum0, true));
-  // Operands transposed in memory: the lanes' operand is contiguous again after the kept dims are
-  // ordered by the output; a strided one is interpreted.
+  // An operand strided along the lanes but the same for every output is packed once per call
+  // (a column-major y; the distance forms' y[j, d] summed over d); one that also changes per
+  // output row is interpreted.
   at::Tensor y = g.tensor({40, 20}, at::kFloat).t().contiguous().t();  // [40, 20] column-major
   T strided = {g.tensor({40, 1}, at::kFloat), y};
-  EXPECT_TRUE(checkBoth(sim, strided, eager, kSum0, false));
+  EXPECT_TRUE(checkBoth(sim, strided, eager, kSum0, true));
+  const ReduceArgs lastDim{"sum", std::vector<int64_t>{-1}};
+  auto l2Eager = [](const T& o) { return at::pow(o[0] - o[1], 2); };
+  for (at::ScalarType dt : {at::kFloat, at::kDouble}) {
+    T points = {g.tensor({37, 1, 8}, dt, kNaNInf), g.tensor({1, 301, 8}, dt, kNaNInf)};
+    EXPECT_TRUE(checkBoth("v1: sub($0, $1); pow(%0, 2)", points, l2Eager, lastDim, true, CheckOpts{false})) << dt;
+    EXPECT_TRUE(checkBoth(sim, points, eager, lastDim, true)) << dt;
+  }
+  at::Tensor perOutput = g.tensor({6, 40, 3}, at::kFloat).transpose(1, 2);  // [6, 3, 40], strided lanes
+  T notPacked = {perOutput, g.tensor({6, 3, 1}, at::kFloat)};
+  EXPECT_TRUE(checkBoth(sim, notPacked, eager, kSum0, false));
   // The reduced operand is a step-2 slice: rows are 2 rows apart (row stride), lanes contiguous.
   at::Tensor big = g.tensor({80, 1, 33}, at::kFloat);
   T sliced = {g.tensor({40, 5, 1}, at::kFloat), big.slice(0, 0, 80, 2)};
