@@ -19,7 +19,9 @@
 //
 // Scope: programs over float32 or float64 values (one of them per program) and bools, with native
 // ops only (no ATen tile ops, no integers); operands constant along the lanes or contiguous along
-// them. Anything else is declined and the interpreter runs it. Needs AVX2 and BMI2.
+// them (a vertical sum packs an operand strided along the lanes that is the same for every output,
+// see VerticalSum::kMaxPackBytes). Anything else is declined and the interpreter runs it. Needs
+// AVX2 and BMI2.
 #pragma once
 
 #include "kernels/cpu/gather.h"
