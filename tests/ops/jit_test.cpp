@@ -68,6 +68,10 @@ bool haveJit() {
 
 const ReduceArgs kSum0{"sum", std::vector<int64_t>{0}};
 
+// The seed similarity's value, counted by most of the sum tests.
+const char* kSim = "v1: sub($0, $1); abs(%0); lt(%1, 1)";
+at::Tensor simEager(const T& o) { return (o[0] - o[1]).abs().lt(1); }
+
 TEST(JitSum, EveryOpOnBothFloatDtypes) {
   if (!haveJit()) GTEST_SKIP() << "no AVX2/BMI2: the compiled kernels are off";
   Gen g(31);
@@ -113,13 +117,11 @@ TEST(JitSum, EveryOpOnBothFloatDtypes) {
 TEST(JitSum, CountsAndSumsKeepEagerDtypes) {
   if (!haveJit()) GTEST_SKIP() << "no AVX2/BMI2: the compiled kernels are off";
   Gen g(32);
-  const char* sim = "v1: sub($0, $1); abs(%0); lt(%1, 1)";
-  auto eager = [](const T& o) { return (o[0] - o[1]).abs().lt(1); };
   T ops = {g.tensor({300, 4, 1}, at::kFloat), g.tensor({300, 1, 70}, at::kFloat)};
   // int64 counts, a count into double lanes (dtype float64), mean, keepdim.
-  EXPECT_TRUE(checkBoth(sim, ops, eager, kSum0, true));
-  EXPECT_TRUE(checkBoth(sim, ops, eager, {"sum", std::vector<int64_t>{0}, true, at::kDouble}, true));
-  EXPECT_TRUE(checkBoth(sim, ops, eager, {"mean", std::vector<int64_t>{0}, false, at::kFloat}, true, CheckOpts{false}));
+  EXPECT_TRUE(checkBoth(kSim, ops, simEager, kSum0, true));
+  EXPECT_TRUE(checkBoth(kSim, ops, simEager, {"sum", std::vector<int64_t>{0}, true, at::kDouble}, true));
+  EXPECT_TRUE(checkBoth(kSim, ops, simEager, {"mean", std::vector<int64_t>{0}, false, at::kFloat}, true, CheckOpts{false}));
   // A float sum widened to float64 (the final cast is folded into the double lanes).
   const char* l1 = "v1: sub($0, $1); abs(%0)";
   auto l1Eager = [](const T& o) { return (o[0] - o[1]).abs(); };
@@ -127,49 +129,47 @@ TEST(JitSum, CountsAndSumsKeepEagerDtypes) {
   EXPECT_TRUE(checkBoth(l1, ops, l1Eager, {"mean", std::vector<int64_t>{0}}, true, CheckOpts{false, 1e-5, 1e-5}));
   // Every lane true in every row: counts reach the row count exactly.
   T same = {at::zeros({600, 2, 1}), at::zeros({600, 1, 50})};
-  EXPECT_TRUE(checkBoth(sim, same, eager, kSum0, true));
+  EXPECT_TRUE(checkBoth(kSim, same, simEager, kSum0, true));
 }
 
 TEST(JitSum, ReducedSpacesAndLayouts) {
   if (!haveJit()) GTEST_SKIP() << "no AVX2/BMI2: the compiled kernels are off";
   Gen g(33);
-  const char* sim = "v1: sub($0, $1); abs(%0); lt(%1, 1)";
-  auto eager = [](const T& o) { return (o[0] - o[1]).abs().lt(1); };
   // Output rows in blocks: both operands changing per row (their strides differ), lines shorter
   // than a block, outputs with several outer dims (a block never crosses a line's end).
   T both = {g.tensor({30, 9, 1}, at::kFloat), g.tensor({30, 9, 70}, at::kFloat)};
-  EXPECT_TRUE(checkBoth(sim, both, eager, kSum0, true));
+  EXPECT_TRUE(checkBoth(kSim, both, simEager, kSum0, true));
   T lines = {g.tensor({20, 3, 5, 1}, at::kFloat), g.tensor({20, 1, 1, 40}, at::kFloat)};
-  EXPECT_TRUE(checkBoth(sim, lines, eager, kSum0, true));
+  EXPECT_TRUE(checkBoth(kSim, lines, simEager, kSum0, true));
   T shortLines = {g.tensor({20, 4, 1, 1}, at::kFloat), g.tensor({20, 1, 1, 40}, at::kFloat)};
-  EXPECT_TRUE(checkBoth(sim, shortLines, eager, kSum0, true));
+  EXPECT_TRUE(checkBoth(kSim, shortLines, simEager, kSum0, true));
   // Two reduced dims (outer dim x inner rows), reduced dims in the middle, a 0-dim operand.
   T three = {g.tensor({5, 6, 3, 1}, at::kFloat), g.tensor({5, 6, 1, 40}, at::kFloat)};
-  EXPECT_TRUE(checkBoth(sim, three, eager, {"sum", std::vector<int64_t>{0, 1}}, true));
+  EXPECT_TRUE(checkBoth(kSim, three, simEager, {"sum", std::vector<int64_t>{0, 1}}, true));
   T mid = {g.tensor({3, 9, 1}, at::kFloat), g.tensor({1, 9, 45}, at::kFloat)};
-  EXPECT_TRUE(checkBoth(sim, mid, eager, {"sum", std::vector<int64_t>{1}}, true));
+  EXPECT_TRUE(checkBoth(kSim, mid, simEager, {"sum", std::vector<int64_t>{1}}, true));
   T scalar = {g.tensor({}, at::kFloat), g.tensor({8, 3, 50}, at::kFloat)};
-  EXPECT_TRUE(checkBoth(sim, scalar, eager, kSum0, true));
+  EXPECT_TRUE(checkBoth(kSim, scalar, simEager, kSum0, true));
   // An operand strided along the lanes but the same for every output is packed once per call
   // (a column-major y; the distance forms' y[j, d] summed over d); one that also changes per
   // output row is interpreted.
   at::Tensor y = g.tensor({40, 20}, at::kFloat).t().contiguous().t();  // [40, 20] column-major
   T strided = {g.tensor({40, 1}, at::kFloat), y};
-  EXPECT_TRUE(checkBoth(sim, strided, eager, kSum0, true));
+  EXPECT_TRUE(checkBoth(kSim, strided, simEager, kSum0, true));
   const ReduceArgs lastDim{"sum", std::vector<int64_t>{-1}};
   auto l2Eager = [](const T& o) { return at::pow(o[0] - o[1], 2); };
   for (at::ScalarType dt : {at::kFloat, at::kDouble}) {
     T points = {g.tensor({37, 1, 8}, dt, kNaNInf), g.tensor({1, 301, 8}, dt, kNaNInf)};
     EXPECT_TRUE(checkBoth("v1: sub($0, $1); pow(%0, 2)", points, l2Eager, lastDim, true, CheckOpts{false})) << dt;
-    EXPECT_TRUE(checkBoth(sim, points, eager, lastDim, true)) << dt;
+    EXPECT_TRUE(checkBoth(kSim, points, simEager, lastDim, true)) << dt;
   }
   at::Tensor perOutput = g.tensor({6, 40, 3}, at::kFloat).transpose(1, 2);  // [6, 3, 40], strided lanes
   T notPacked = {perOutput, g.tensor({6, 3, 1}, at::kFloat)};
-  EXPECT_TRUE(checkBoth(sim, notPacked, eager, kSum0, false));
+  EXPECT_TRUE(checkBoth(kSim, notPacked, simEager, kSum0, false));
   // The reduced operand is a step-2 slice: rows are 2 rows apart (row stride), lanes contiguous.
   at::Tensor big = g.tensor({80, 1, 33}, at::kFloat);
   T sliced = {g.tensor({40, 5, 1}, at::kFloat), big.slice(0, 0, 80, 2)};
-  EXPECT_TRUE(checkBoth(sim, sliced, eager, kSum0, true));
+  EXPECT_TRUE(checkBoth(kSim, sliced, simEager, kSum0, true));
 }
 
 TEST(JitSum, DeclinedProgramsAreInterpreted) {
