@@ -13,6 +13,8 @@
 #include "kernels/aten_eval.h"
 #include "kernels/cpu/jit.h"
 
+#include <functional>
+
 namespace {
 
 using namespace tsfuse_test;
@@ -39,31 +41,55 @@ bool haveJit() {
   return jit::enabled();
 }
 
-// Runs the reduction with the compiled kernels and with the interpreter: both must match eager
-// (checkReduce) and each other bit for bit; `compiled` says whether the kernels must have run.
-::testing::AssertionResult checkBoth(const std::string& expr, const T& ops, const EagerFn& eager, const ReduceArgs& a,
-                                     bool compiled, CheckOpts o = {}) {
+// Runs a fused op with the compiled kernels on, then with the interpreter: `check` (the op against
+// eager; skipped where null) must hold both times and `run`'s two results must be the same bits.
+// `ran`: whether the compiled kernels ran.
+struct BothRuns {
+  ::testing::AssertionResult result = ::testing::AssertionSuccess();
+  bool ran = false;
+};
+BothRuns runBoth(const std::function<::testing::AssertionResult()>& check, const std::function<at::Tensor()>& run,
+                 const std::string& what) {
+  BothRuns b;
   at::Tensor withJit, without;
   {
     JitOn on(true);
     const int64_t before = jit::tilesRun();
-    auto r = checkReduce(expr, ops, eager, a, o);
-    if (!r) return r << "\n  (compiled kernels on)";
-    const bool ran = jit::tilesRun() > before;
-    if (ran != compiled)
-      return ::testing::AssertionFailure() << "compiled kernels " << (ran ? "ran" : "did not run") << " for "
-                                           << expr << " on " << describeOperands(ops);
-    withJit = tsfuse::reduce(ops, expr, a.reduction, a.dim, a.keepdim, a.dtype);
+    if (check && !(b.result = check())) {
+      b.result << "\n  (compiled kernels on)";
+      return b;
+    }
+    withJit = run();
+    b.ran = jit::tilesRun() > before;
   }
   {
     JitOn off(false);
-    auto r = checkReduce(expr, ops, eager, a, o);
-    if (!r) return r << "\n  (interpreter)";
-    without = tsfuse::reduce(ops, expr, a.reduction, a.dim, a.keepdim, a.dtype);
+    if (check && !(b.result = check())) {
+      b.result << "\n  (interpreter)";
+      return b;
+    }
+    without = run();
   }
-  auto same = sameTensor(without, withJit, true);
-  if (!same) same << "\n  compiled vs interpreted: " << expr << " on " << describeOperands(ops);
-  return same;
+  b.result = sameTensor(without, withJit, true);
+  if (!b.result) b.result << "\n  compiled vs interpreted: " << what;
+  return b;
+}
+
+// runBoth, and the compiled kernels must have run (`compiled`) or not.
+::testing::AssertionResult expectBoth(const BothRuns& b, bool compiled, const std::string& what) {
+  if (!b.result) return b.result;
+  if (b.ran != compiled)
+    return ::testing::AssertionFailure() << "compiled kernels " << (b.ran ? "ran" : "did not run") << " for " << what;
+  return ::testing::AssertionSuccess();
+}
+
+// A reduction through both paths (runBoth), each against eager.
+::testing::AssertionResult checkBoth(const std::string& expr, const T& ops, const EagerFn& eager, const ReduceArgs& a,
+                                     bool compiled, CheckOpts o = {}) {
+  const std::string what = expr + " on " + describeOperands(ops);
+  return expectBoth(runBoth([&] { return checkReduce(expr, ops, eager, a, o); },
+                            [&] { return tsfuse::reduce(ops, expr, a.reduction, a.dim, a.keepdim, a.dtype); }, what),
+                    compiled, what);
 }
 
 const ReduceArgs kSum0{"sum", std::vector<int64_t>{0}};
@@ -291,21 +317,12 @@ TEST(JitSum, RandomProgramsMatchTheInterpreterBitForBit) {
     ops[0] = g.tensor({rows, 1, m}, dt, kAllSpecials);  // the lanes' dim is m (a vertical sum)
     ops.resize(tsfuse::Expr::parse(expr).numInputs);     // operands past the last one read go
     auto eager = [&](const T& o) { return tsfuse::evalAten(tsfuse::Expr::parse(expr), o); };
-    at::Tensor viaJit, viaInterpreter;
-    const int64_t before = jit::tilesRun();
-    {
-      JitOn on(true);
-      if (!underMemcheck())
-        log.add(checkReduce(expr, ops, eager, kSum0, CheckOpts{false, 1e-5, 1e-5}), expr + " [compiled] ");
-      viaJit = tsfuse::reduce(ops, expr, "sum", std::vector<int64_t>{0});
-    }
-    compiled += jit::tilesRun() > before;
+    std::function<::testing::AssertionResult()> check;
+    if (!underMemcheck()) check = [&] { return checkReduce(expr, ops, eager, kSum0, CheckOpts{false, 1e-5, 1e-5}); };
+    const BothRuns both = runBoth(check, [&] { return tsfuse::reduce(ops, expr, "sum", std::vector<int64_t>{0}); }, expr);
+    log.add(both.result, expr + " ");
+    compiled += both.ran;
     ++total;
-    {
-      JitOn off(false);
-      viaInterpreter = tsfuse::reduce(ops, expr, "sum", std::vector<int64_t>{0});
-    }
-    log.add(sameTensor(viaInterpreter, viaJit, true), expr + " [compiled vs interpreted] ");
   }
   EXPECT_TRUE(log.result());
   // Most programs fit the registers (the rest are interpreted, which the checks above cover too).
@@ -322,24 +339,10 @@ namespace {
 // on whether the element fell into its vectorized loop or its scalar tail (the known divergence
 // of PairwiseSpecial.SignedZeroTiesInMinimumMaximum); tsfuse follows the vectorized loop.
 ::testing::AssertionResult checkMapBoth(const std::string& expr, const T& ops, const EagerFn& eager, bool compiled) {
-  at::Tensor withJit, without;
-  {
-    JitOn on(true);
-    const int64_t before = jit::tilesRun();
-    auto r = checkPairwise(expr, ops, eager);
-    if (!r) return r << "\n  (compiled kernels on)";
-    if ((jit::tilesRun() > before) != compiled)
-      return ::testing::AssertionFailure() << "compiled kernels " << (compiled ? "did not run" : "ran") << " for "
-                                           << expr << " on " << describeOperands(ops);
-    withJit = tsfuse::pairwise(ops, expr);
-  }
-  {
-    JitOn off(false);
-    without = tsfuse::pairwise(ops, expr);
-  }
-  auto same = sameTensor(without, withJit, true);
-  if (!same) same << "\n  compiled vs interpreted: " << expr << " on " << describeOperands(ops);
-  return same;
+  const std::string what = expr + " on " + describeOperands(ops);
+  return expectBoth(runBoth([&] { return checkPairwise(expr, ops, eager); },
+                            [&] { return tsfuse::pairwise(ops, expr); }, what),
+                    compiled, what);
 }
 
 TEST(JitMap, SeedIntersectionAndBoolResultsInEveryTiling) {
@@ -409,19 +412,11 @@ TEST(JitMap, RandomProgramsMatchEagerBitForBit) {
     ops[0] = g.tensor({n, m}, dt, kNaNInf);
     ops.resize(tsfuse::Expr::parse(expr).numInputs);
     auto eager = [&](const T& o) { return tsfuse::evalAten(tsfuse::Expr::parse(expr), o); };
-    const int64_t before = jit::tilesRun();
-    at::Tensor viaJit, viaInterpreter;
-    {
-      JitOn on(true);
-      if (!underMemcheck()) log.add(checkPairwise(expr, ops, eager), expr + " [compiled] ");
-      viaJit = tsfuse::pairwise(ops, expr);
-    }
-    compiled += jit::tilesRun() > before;
-    {
-      JitOn off(false);
-      viaInterpreter = tsfuse::pairwise(ops, expr);
-    }
-    log.add(sameTensor(viaInterpreter, viaJit, true), expr + " [compiled vs interpreted] ");
+    std::function<::testing::AssertionResult()> check;
+    if (!underMemcheck()) check = [&] { return checkPairwise(expr, ops, eager); };
+    const BothRuns both = runBoth(check, [&] { return tsfuse::pairwise(ops, expr); }, expr);
+    log.add(both.result, expr + " ");
+    compiled += both.ran;
   }
   EXPECT_TRUE(log.result());
   EXPECT_GT(compiled, total * 8 / 10) << compiled << " of " << total << " programs ran compiled";
