@@ -68,14 +68,13 @@ std::optional<Plan> Plan::make(const TileProgram& p, size_t prefix, int source, 
     P.leaves[i] = layout[i];
   }
 
-  // Literals: their bits as the interpreter's scratch holds them (converted once, like ATen).
+  // Literals: their bits as the interpreter holds them (TileProgram::literalValue).
   P.literal.assign(S, std::nullopt);
-  TileProgram::Scratch scratch = p.makeScratch();
   for (const auto& lit : p.literals) {
     if (!used[lit.slot]) continue;
     uint64_t bits = 0;
-    if (isBool(P.type[lit.slot])) bits = scratch.slot[lit.slot][0] ? ~uint64_t(0) : 0;
-    else std::memcpy(&bits, scratch.slot[lit.slot], P.f64 ? 8 : 4);
+    p.literalValue(lit, &bits);
+    if (isBool(P.type[lit.slot])) bits = bits ? ~uint64_t(0) : 0;
     P.literal[lit.slot] = bits;
   }
 

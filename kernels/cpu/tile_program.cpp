@@ -303,19 +303,23 @@ TileProgram::Scratch TileProgram::makeScratch() const {
   s.buffer = s.slot;
   s.fill.assign(slotType.size(), Fill::Vector);
   for (const Literal& lit : literals) {
-    dispatchNative(slotType[lit.slot], [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      // Converted like ATen converts a Python number to the op's dtype (wrapping, unchecked).
-      T v;
-      if (lit.value.isFloatingPoint()) v = ew::cast<T>(lit.value.toDouble());
-      else if (lit.value.isBoolean()) v = ew::cast<T>(lit.value.toBool());
-      else v = ew::cast<T>(lit.value.toLong());
-      T* dst = reinterpret_cast<T*>(s.slot[lit.slot]);
-      for (int64_t i = 0; i < kTile; ++i) dst[i] = v;
-    });
+    literalValue(lit, s.slot[lit.slot]);
+    broadcastFill(s.slot[lit.slot], s.slot[lit.slot], c10::elementSize(slotType[lit.slot]), kTile);
     s.fill[lit.slot] = Fill::Both;
   }
   return s;
+}
+
+void TileProgram::literalValue(const Literal& lit, void* dst) const {
+  dispatchNative(slotType[lit.slot], [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    // Converted like ATen converts a Python number to the op's dtype (wrapping, unchecked).
+    T v;
+    if (lit.value.isFloatingPoint()) v = ew::cast<T>(lit.value.toDouble());
+    else if (lit.value.isBoolean()) v = ew::cast<T>(lit.value.toBool());
+    else v = ew::cast<T>(lit.value.toLong());
+    std::memcpy(dst, &v, sizeof v);
+  });
 }
 
 namespace {

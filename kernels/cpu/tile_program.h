@@ -49,6 +49,8 @@ struct TileProgram {
   // nullopt (with the reason in *why) when some dtype or op has no native form.
   static std::optional<TileProgram> lower(const Expr& e, const Analysis& a, at::TensorList operands,
                                           std::string* why);
+  // The literal's one element, converted to its slot's dtype as ATen converts a Python number.
+  void literalValue(const Literal& lit, void* dst) const;
   // Appends a cast of the result to `dtype` (no-op when it already has it).
   void castResultTo(c10::ScalarType dtype);
 
