@@ -1,6 +1,6 @@
 // The expression decoder's fuzz property (tests/expr_fuzz.h) over N seeded mutants, for builds
 // without libFuzzer: CMake builds it with g++ under AddressSanitizer + UndefinedBehaviorSanitizer
-// as tsfuse_expr_asan (kernels/expr.cpp instrumented, c10 as shipped), and ctest `expr_asan` runs
+// as tsfuse_expr_asan (kernels/ir/expr.cpp instrumented, c10 as shipped), and ctest `expr_asan` runs
 // it in every `make test` — the sanitizer subset CI can afford (docs/reliability.md).
 //
 //   tsfuse_expr_asan [N=100000] [SEED=1]

@@ -1,4 +1,4 @@
-// libFuzzer target for the expression decoder (kernels/expr.cpp): every input must satisfy the
+// libFuzzer target for the expression decoder (kernels/ir/expr.cpp): every input must satisfy the
 // property in tests/expr_fuzz.h (rejected with a tsfuse expr c10::Error, or accepted, valid and
 // round-tripping). Built and run by fuzz/run.sh (`make fuzz-expr`; needs clang++).
 #include "tests/expr_fuzz.h"

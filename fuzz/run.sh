@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds fuzz/expr_fuzzer.cpp + kernels/expr.cpp with clang++ -fsanitize=fuzzer,address,undefined
+# Builds fuzz/expr_fuzzer.cpp + kernels/ir/expr.cpp with clang++ -fsanitize=fuzzer,address,undefined
 # against the wheel's libc10 and runs it for N seconds (default 60) from a seed corpus written
 # from tests/expr_fuzz.h's seeds. Optional: without clang++ it says so and exits 0.
 set -euo pipefail
@@ -15,7 +15,7 @@ mkdir -p "$OUT/corpus"
 TORCH=$(.venv/bin/python -c 'import torch, os; print(os.path.dirname(torch.__file__))')
 ABI=$(.venv/bin/python -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')
 clang++ -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -D_GLIBCXX_USE_CXX11_ABI="$ABI" \
-  -I. -Iinclude -isystem "$TORCH/include" fuzz/expr_fuzzer.cpp kernels/expr.cpp \
+  -I. -Iinclude -isystem "$TORCH/include" fuzz/expr_fuzzer.cpp kernels/ir/expr.cpp kernels/ir/op_registry.cpp \
   -L"$TORCH/lib" -lc10 -Wl,-rpath,"$TORCH/lib" -o "$OUT/expr_fuzzer"
 # Seed corpus: the valid expressions of tests/expr_fuzz.h, one file each.
 grep -o '"v1: [^"]*"' tests/expr_fuzz.h | sed 's/^"//; s/"$//' | nl -nln | while read -r n e; do

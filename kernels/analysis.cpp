@@ -1,5 +1,7 @@
 #include "kernels/analysis.h"
 
+#include "kernels/ir/op_registry.h"
+
 #include "tsfuse/log.h"
 
 #include <ATen/ExpandUtils.h>
@@ -76,14 +78,10 @@ c10::ScalarType computeTypeOf(const Instr& ins, const at::Tensor& result,
     if (a.kind == Arg::Kind::Value) return values[a.i];
     return wrappedLiteral(a, c10::kCPU);
   };
-  switch (ins.op) {
-    case Op::Eq: case Op::Ne: case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge:
-      return at::result_type(operand(0), operand(1));
-    case Op::LogicalAnd: case Op::LogicalOr: case Op::LogicalXor: case Op::LogicalNot:
-      return c10::ScalarType::Bool;  // operands are tested for truth
-    default:
-      return result.scalar_type();
-  }
+  const OpDef& def = opDef(ins.op);
+  if (def.has(kCompare)) return at::result_type(operand(0), operand(1));
+  if (def.has(kLogical)) return c10::ScalarType::Bool;
+  return result.scalar_type();
 }
 
 // Shapes (instruction by instruction, from the real sizes; literals are 0-dim) and dtypes (from

@@ -25,69 +25,35 @@ void checkOperandCount(const Expr& e, size_t n) {
               e.numInputs, " operands, got ", n);
 }
 
+at::Tensor RefArgs::T(size_t k) const {
+  const Arg& arg = ins_.args[k];
+  if (arg.kind == Arg::Kind::Input) return inputs_[arg.i];
+  if (arg.kind == Arg::Kind::Value) return values_[arg.i];
+  return wrappedLiteral(arg, c10::kCPU);
+}
+
+std::optional<at::Tensor> RefArgs::optT(size_t k) const {
+  if (ins_.args[k].kind == Arg::Kind::None) return std::nullopt;
+  return T(k);
+}
+
+std::optional<c10::Scalar> RefArgs::optS(size_t k) const {
+  if (ins_.args[k].kind == Arg::Kind::None) return std::nullopt;
+  return S(k);
+}
+
+namespace {
+
+using Reference = at::Tensor (*)(const RefArgs&);
+const Reference kReferences[] = {
+#define TSFUSE_OP(Id, text, signature, traits, rule, prim, ...) [](const RefArgs& a) -> at::Tensor __VA_ARGS__,
+#include "kernels/ir/ops.def"
+};
+
+}  // namespace
+
 at::Tensor evalInstr(const Instr& ins, const std::vector<at::Tensor>& values, at::TensorList inputs) {
-  const auto& a = ins.args;
-  auto T = [&](size_t k) -> at::Tensor {
-    const Arg& arg = a[k];
-    if (arg.kind == Arg::Kind::Input) return inputs[arg.i];
-    if (arg.kind == Arg::Kind::Value) return values[arg.i];
-    // A Python number is a CPU wrapped scalar in eager, whatever the tensors' device: ATen's
-    // CUDA kernels read it on the host (in float for float16/bfloat16 ops), so it stays on the CPU.
-    return wrappedLiteral(arg, c10::kCPU);
-  };
-  auto S = [&](size_t k) { return literalScalar(a[k]); };
-  auto optS = [&](size_t k) -> std::optional<c10::Scalar> {
-    if (a[k].kind == Arg::Kind::None) return std::nullopt;
-    return S(k);
-  };
-  auto optT = [&](size_t k) -> std::optional<at::Tensor> {
-    if (a[k].kind == Arg::Kind::None) return std::nullopt;
-    return T(k);
-  };
-  switch (ins.op) {
-    case Op::Add: return at::add(T(0), T(1));
-    case Op::AddAlpha: return at::add(T(0), T(1), S(2));
-    case Op::Sub: return at::sub(T(0), T(1));
-    case Op::SubAlpha: return at::sub(T(0), T(1), S(2));
-    case Op::Mul: return at::mul(T(0), T(1));
-    case Op::Div: return at::div(T(0), T(1));
-    case Op::DivFloor: return at::div(T(0), T(1), "floor");
-    case Op::DivTrunc: return at::div(T(0), T(1), "trunc");
-    case Op::Minimum: return at::minimum(T(0), T(1));
-    case Op::Maximum: return at::maximum(T(0), T(1));
-    case Op::Pow:
-      // pow's Scalar overloads run other kernels than pow(Tensor, Tensor): keep them apart.
-      if (a[1].isLiteral()) return at::pow(T(0), S(1));
-      if (a[0].isLiteral()) return at::pow(S(0), T(1));
-      return at::pow(T(0), T(1));
-    case Op::Eq: return a[1].isLiteral() ? at::eq(T(0), S(1)) : at::eq(T(0), T(1));
-    case Op::Ne: return a[1].isLiteral() ? at::ne(T(0), S(1)) : at::ne(T(0), T(1));
-    case Op::Lt: return a[1].isLiteral() ? at::lt(T(0), S(1)) : at::lt(T(0), T(1));
-    case Op::Le: return a[1].isLiteral() ? at::le(T(0), S(1)) : at::le(T(0), T(1));
-    case Op::Gt: return a[1].isLiteral() ? at::gt(T(0), S(1)) : at::gt(T(0), T(1));
-    case Op::Ge: return a[1].isLiteral() ? at::ge(T(0), S(1)) : at::ge(T(0), T(1));
-    case Op::LogicalAnd: return at::logical_and(T(0), T(1));
-    case Op::LogicalOr: return at::logical_or(T(0), T(1));
-    case Op::LogicalXor: return at::logical_xor(T(0), T(1));
-    case Op::LogicalNot: return at::logical_not(T(0));
-    case Op::Neg: return at::neg(T(0));
-    case Op::Abs: return at::abs(T(0));
-    case Op::Relu: return at::relu(T(0));
-    case Op::Sqrt: return at::sqrt(T(0));
-    case Op::Exp: return at::exp(T(0));
-    case Op::Log: return at::log(T(0));
-    case Op::Sigmoid: return at::sigmoid(T(0));
-    case Op::Clamp:
-      if (a[1].isTensor() || a[2].isTensor()) return at::clamp(T(0), optT(1), optT(2));
-      return at::clamp(T(0), optS(1), optS(2));
-    case Op::Where:
-      if (a[1].isLiteral() && a[2].isLiteral()) return at::where(T(0), S(1), S(2));
-      if (a[1].isLiteral()) return at::where(T(0), S(1), T(2));
-      if (a[2].isLiteral()) return at::where(T(0), T(1), S(2));
-      return at::where(T(0), T(1), T(2));
-    case Op::To: return T(0).to(a[1].dtype);
-  }
-  TORCH_CHECK(false, "tsfuse: unhandled op ", opInfo(ins.op).name);
+  return kReferences[static_cast<size_t>(ins.op)](RefArgs(ins, values, inputs));
 }
 
 std::vector<at::Tensor> evalAtenAll(const Expr& e, at::TensorList inputs) {

@@ -5,7 +5,7 @@
 // chunked path. Everything the fast kernels do is defined as "what this function returns".
 #pragma once
 
-#include "tsfuse/expr.h"
+#include "kernels/ir/expr.h"
 
 #include <ATen/ATen.h>
 
@@ -35,7 +35,28 @@ c10::Scalar literalScalar(const Arg& arg);
 // Throws c10::Error unless `n` is the number of operands `e` takes.
 void checkOperandCount(const Expr& e, size_t n);
 
-// Evaluates instruction `k` given its already evaluated arguments.
+// An instruction's arguments as its registry reference (kernels/ir/ops.def) reads them.
+class RefArgs {
+ public:
+  RefArgs(const Instr& ins, const std::vector<at::Tensor>& values, at::TensorList inputs)
+      : ins_(ins), values_(values), inputs_(inputs) {}
+  // Argument k as a tensor: an operand, a value, or a literal as ATen sees a Python number (a
+  // 0-dim CPU wrapped number whatever the tensors' device: ATen's CUDA kernels read it on the host).
+  at::Tensor T(size_t k) const;
+  c10::Scalar S(size_t k) const { return literalScalar(ins_.args[k]); }
+  std::optional<at::Tensor> optT(size_t k) const;
+  std::optional<c10::Scalar> optS(size_t k) const;
+  bool literal(size_t k) const { return ins_.args[k].isLiteral(); }
+  bool tensor(size_t k) const { return ins_.args[k].isTensor(); }
+  c10::ScalarType dtype(size_t k) const { return ins_.args[k].dtype; }
+
+ private:
+  const Instr& ins_;
+  const std::vector<at::Tensor>& values_;
+  at::TensorList inputs_;
+};
+
+// Evaluates instruction `k` given its already evaluated arguments (its registry reference).
 at::Tensor evalInstr(const Instr& ins, const std::vector<at::Tensor>& values, at::TensorList inputs);
 
 // Value of every instruction (for analysis); keeps all of them alive.

@@ -3,18 +3,18 @@
 // device, and tests/ops/bytecode_test.cpp instantiates the very same code on the host and checks
 // it against eager (CI has no GPU).
 //
-// A Program is compiled once per call (kernels/bytecode.cpp) from the parsed expression and the
-// call's Analysis: ATen's implicit casts become explicit Cast instructions, literals and 0-dim CPU
-// operands become preloaded registers, and the op semantics follow the target's ATen kernels
-// (Flavour): e.g. CUDA's true division by a CPU scalar multiplies by its reciprocal, CUDA's
-// minimum/maximum order signed zeros, and float16/bfloat16 ops compute in float ("opmath") with
-// a CPU-scalar operand kept in float, exactly as ATen's CUDA kernels do.
+// A Program is the typed program of the one lowering (kernels/lower/program.h) encoded once per
+// call (kernels/bytecode.cpp): literals and 0-dim CPU operands become preloaded registers. The
+// lowering applied the target's ATen rules (CUDA's true division by a CPU scalar multiplies by
+// its reciprocal, float16/bfloat16 ops keep a CPU-scalar operand in float); the evaluator follows
+// the rest per Flavour (CUDA's minimum/maximum order signed zeros; half types compute in float).
 //
 // Registers hold one value in their own dtype (float16 results are rounded after every op, as
 // eager rounds every intermediate tensor).
 #pragma once
 
 #include "kernels/elementwise.h"
+#include "kernels/ir/prim.h"
 
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
@@ -35,22 +35,13 @@ namespace tsfuse::bc {
 enum class DT : uint8_t { Bool, U8, I8, I16, I32, I64, F16, BF16, F32, F64 };
 enum class Flavour : uint8_t { Cpu, Cuda };
 
-enum class BOp : uint8_t {
-  Add, Sub, Mul, Div, Minimum, Maximum,
-  ClampMin, ClampMax,  // scalar bound: NaN input passes, a NaN bound is ignored
-  Clamp3,              // clamp(x, lo, hi) as ATen's CUDA clamp kernel (NaN of any operand wins)
-  Eq, Ne, Lt, Le, Gt, Ge,
-  And, Or, Xor, Not,
-  Neg, Abs, Where, Cast,
-  Exp, Log, Sqrt, Sigmoid,
-};
 
 constexpr int kMaxIns = 48;
 constexpr int kMaxRegs = 48;
 constexpr int kMaxLeaves = 12;
 
 struct Ins {
-  BOp op;
+  Prim op;  // a primitive of kernels/ir/prims.def with the kDevice flag
   DT ct;  // compute dtype (Cast: the target dtype); the op computes in MathT<ct>
   uint8_t out, a, b, c;
 };
@@ -226,7 +217,7 @@ template <typename T>
 C10_HOST_DEVICE inline void step(const Program& p, const Ins& in, Reg* r) {
   using M = MathT<T>;
   Reg& out = r[in.out];
-  if (in.op == BOp::Cast) {
+  if (in.op == Prim::Cast) {
     withType(p.type[in.a], [&](auto from) {
       using F = decltype(from);
       set<T>(out, ew::cast<T>(get<F>(r[in.a])));
@@ -238,17 +229,17 @@ C10_HOST_DEVICE inline void step(const Program& p, const Ins& in, Reg* r) {
   auto put = [&](M v) { set<T>(out, ew::cast<T>(v)); };
   const bool cuda = p.flavour == Flavour::Cuda;
   switch (in.op) {
-    case BOp::Add: put(wrapping(a, b(), [](auto x, auto y) { return x + y; })); return;
-    case BOp::Sub: put(wrapping(a, b(), [](auto x, auto y) { return x - y; })); return;
-    case BOp::Mul: put(wrapping(a, b(), [](auto x, auto y) { return x * y; })); return;
-    case BOp::Div:
+    case Prim::Add: put(wrapping(a, b(), [](auto x, auto y) { return x + y; })); return;
+    case Prim::Sub: put(wrapping(a, b(), [](auto x, auto y) { return x - y; })); return;
+    case Prim::Mul: put(wrapping(a, b(), [](auto x, auto y) { return x * y; })); return;
+    case Prim::Div:
       if constexpr (kFloating<T>) put(a / b());
       return;
-    case BOp::Minimum: put(cuda ? cudaMinMax(a, b(), false) : ew::minimum(a, b())); return;
-    case BOp::Maximum: put(cuda ? cudaMinMax(a, b(), true) : ew::maximum(a, b())); return;
-    case BOp::ClampMin: put(ew::clampMin(a, b())); return;
-    case BOp::ClampMax: put(ew::clampMax(a, b())); return;
-    case BOp::Clamp3: {
+    case Prim::Minimum: put(cuda ? cudaMinMax(a, b(), false) : ew::minimum(a, b())); return;
+    case Prim::Maximum: put(cuda ? cudaMinMax(a, b(), true) : ew::maximum(a, b())); return;
+    case Prim::ClampMin: put(ew::clampMin(a, b())); return;
+    case Prim::ClampMax: put(ew::clampMax(a, b())); return;
+    case Prim::Clamp3: {
       const M lo = b(), hi = loadAs<M>(r[in.c], p.type[in.c]);
       M v = a < lo ? lo : a;
       v = hi < v ? hi : v;
@@ -258,39 +249,39 @@ C10_HOST_DEVICE inline void step(const Program& p, const Ins& in, Reg* r) {
       put(v);
       return;
     }
-    case BOp::Eq: set<bool>(out, a == b()); return;
-    case BOp::Ne: set<bool>(out, a != b()); return;
-    case BOp::Lt: set<bool>(out, a < b()); return;
-    case BOp::Le: set<bool>(out, a <= b()); return;
-    case BOp::Gt: set<bool>(out, a > b()); return;
-    case BOp::Ge: set<bool>(out, a >= b()); return;
-    case BOp::And: set<bool>(out, bool(a) && bool(b())); return;
-    case BOp::Or: set<bool>(out, bool(a) || bool(b())); return;
-    case BOp::Xor: set<bool>(out, bool(a) != bool(b())); return;
-    case BOp::Not: set<bool>(out, !bool(a)); return;
-    case BOp::Neg:
+    case Prim::Eq: set<bool>(out, a == b()); return;
+    case Prim::Ne: set<bool>(out, a != b()); return;
+    case Prim::Lt: set<bool>(out, a < b()); return;
+    case Prim::Le: set<bool>(out, a <= b()); return;
+    case Prim::Gt: set<bool>(out, a > b()); return;
+    case Prim::Ge: set<bool>(out, a >= b()); return;
+    case Prim::And: set<bool>(out, bool(a) && bool(b())); return;
+    case Prim::Or: set<bool>(out, bool(a) || bool(b())); return;
+    case Prim::Xor: set<bool>(out, bool(a) != bool(b())); return;
+    case Prim::Not: set<bool>(out, !bool(a)); return;
+    case Prim::Neg:
       if constexpr (std::is_floating_point_v<M>) put(-a);  // -(+0.0) is -0.0, unlike 0 - x
       else if constexpr (!std::is_same_v<M, bool>) put(wrapping(M(0), a, [](auto x, auto y) { return x - y; }));
       return;
-    case BOp::Abs: put(ew::abs_(a)); return;
-    case BOp::Where: {
+    case Prim::Abs: put(ew::abs_(a)); return;
+    case Prim::Where: {
       const bool c = r[in.a].b;  // the condition register is bool (lowering casts it)
       put(c ? b() : loadAs<M>(r[in.c], p.type[in.c]));
       return;
     }
-    case BOp::Exp:
+    case Prim::Exp:
       if constexpr (kFloating<T>) put(std::exp(a));
       return;
-    case BOp::Log:
+    case Prim::Log:
       if constexpr (kFloating<T>) put(std::log(a));
       return;
-    case BOp::Sqrt:
+    case Prim::Sqrt:
       if constexpr (kFloating<T>) put(std::sqrt(a));
       return;
-    case BOp::Sigmoid:
+    case Prim::Sigmoid:
       if constexpr (kFloating<T>) put(M(1) / (M(1) + std::exp(-a)));
       return;
-    case BOp::Cast: return;
+    default: return;  // Cast above; the lowering emits only kDevice primitives
   }
 }
 

@@ -3,6 +3,7 @@
 
 #include "kernels/analysis.h"
 #include "kernels/bytecode.h"
+#include "kernels/lower/program.h"
 
 #include <optional>
 #include <string>

@@ -3,6 +3,8 @@
 #include "passes/events.h"
 #include "passes/op_table.h"
 
+#include "kernels/ir/op_registry.h"
+
 #include <torch/csrc/jit/ir/alias_analysis.h>
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/passes/constant_propagation.h>
@@ -99,23 +101,19 @@ struct CanonicalizeImpl {
   // float scalar or a float-valued op, x must be floating (its producer always returns floats);
   // with int scalars, x must not be bool (its producer never returns bool).
   static std::string dtypeHazard(const ElementwiseMatch& fm, Op producer) {
-    static const std::unordered_set<Op> kAllowed = {Op::Add, Op::AddAlpha, Op::Sub, Op::SubAlpha, Op::Mul, Op::Div,
-                                                    Op::Clamp, Op::Pow, Op::Neg, Op::Abs, Op::Relu, Op::Sqrt,
-                                                    Op::Exp, Op::Log, Op::Sigmoid};
-    static const std::unordered_set<Op> kFloatValued = {Op::Div, Op::Sqrt, Op::Exp, Op::Log, Op::Sigmoid};
-    static const std::unordered_set<Op> kNeverBool = {Op::Sub, Op::SubAlpha, Op::Neg, Op::Div, Op::Sqrt,
-                                                      Op::Exp, Op::Log, Op::Sigmoid};
-    if (!kAllowed.count(fm.op)) return "its out-of-place form returns another dtype";
-    bool floatScalar = kFloatValued.count(fm.op) > 0;
+    const OpDef& op = opDef(fm.op);
+    const OpDef& made = opDef(producer);
+    if (!op.has(kInPlace)) return "its out-of-place form returns another dtype";
+    bool floatScalar = op.has(kFloatValued);
     for (size_t i = 1; i < fm.args.size(); ++i) {
       const MatchedArg& a = fm.args[i];
       if (a.tensor) return "a tensor argument could change the result's dtype or shape";
       if (a.constant.kind == Arg::Kind::Float) floatScalar = true;
       else if (a.constant.kind == Arg::Kind::Bool) return "a bool argument could change the result's dtype";
     }
-    if (floatScalar && !kFloatValued.count(producer))
+    if (floatScalar && !made.has(kFloatValued))
       return "the mutated value may be an integer tensor (the out-of-place result would be float)";
-    if (!kNeverBool.count(producer)) return "the mutated value may be a bool tensor (promotion could change its dtype)";
+    if (!made.has(kNeverBool)) return "the mutated value may be a bool tensor (promotion could change its dtype)";
     return "";
   }
 

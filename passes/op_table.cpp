@@ -1,5 +1,7 @@
 #include "passes/op_table.h"
 
+#include "kernels/ir/op_registry.h"
+
 #include <torch/csrc/jit/ir/constants.h>
 
 #include <unordered_map>
@@ -9,51 +11,13 @@ namespace {
 
 using torch::jit::toIValue;
 
-// How a node's inputs become the instruction's arguments.
-enum class Form : uint8_t {
-  Plain,      // inputs in order
-  Alpha,      // (a, b, alpha): alpha == 1 drops it, else the *_alpha op
-  RevAlpha,   // rsub: (self, other, alpha) -> other - alpha * self
-  DivMode,    // (a, b, rounding_mode)
-  ClampMin,   // (self, min) -> clamp(self, min, None)
-  ClampMax,   // (self, max) -> clamp(self, None, max)
-  ToDtype,    // (self, dtype, non_blocking, copy, memory_format)
-};
-
-struct Entry {
-  Op op;
-  Form form = Form::Plain;
-};
-
-// Keyed by "<schema name>.<overload name>".
-const std::unordered_map<std::string, Entry>& table() {
-  static const std::unordered_map<std::string, Entry> t = {
-      {"aten::add.Tensor", {Op::Add, Form::Alpha}},      {"aten::add.Scalar", {Op::Add, Form::Alpha}},
-      {"aten::sub.Tensor", {Op::Sub, Form::Alpha}},      {"aten::sub.Scalar", {Op::Sub, Form::Alpha}},
-      {"aten::rsub.Tensor", {Op::Sub, Form::RevAlpha}},  {"aten::rsub.Scalar", {Op::Sub, Form::RevAlpha}},
-      {"aten::mul.Tensor", {Op::Mul}},                   {"aten::mul.Scalar", {Op::Mul}},
-      {"aten::div.Tensor", {Op::Div}},                   {"aten::div.Scalar", {Op::Div}},
-      {"aten::div.Tensor_mode", {Op::Div, Form::DivMode}}, {"aten::div.Scalar_mode", {Op::Div, Form::DivMode}},
-      {"aten::minimum.", {Op::Minimum}},                 {"aten::min.other", {Op::Minimum}},
-      {"aten::maximum.", {Op::Maximum}},                 {"aten::max.other", {Op::Maximum}},
-      {"aten::pow.Tensor_Scalar", {Op::Pow}},            {"aten::pow.Tensor_Tensor", {Op::Pow}},
-      {"aten::pow.Scalar", {Op::Pow}},
-      {"aten::eq.Tensor", {Op::Eq}}, {"aten::eq.Scalar", {Op::Eq}}, {"aten::ne.Tensor", {Op::Ne}},
-      {"aten::ne.Scalar", {Op::Ne}}, {"aten::lt.Tensor", {Op::Lt}}, {"aten::lt.Scalar", {Op::Lt}},
-      {"aten::le.Tensor", {Op::Le}}, {"aten::le.Scalar", {Op::Le}}, {"aten::gt.Tensor", {Op::Gt}},
-      {"aten::gt.Scalar", {Op::Gt}}, {"aten::ge.Tensor", {Op::Ge}}, {"aten::ge.Scalar", {Op::Ge}},
-      {"aten::logical_and.", {Op::LogicalAnd}},          {"aten::logical_or.", {Op::LogicalOr}},
-      {"aten::logical_xor.", {Op::LogicalXor}},          {"aten::logical_not.", {Op::LogicalNot}},
-      {"aten::neg.", {Op::Neg}},   {"aten::abs.", {Op::Abs}},   {"aten::relu.", {Op::Relu}},
-      {"aten::sqrt.", {Op::Sqrt}}, {"aten::exp.", {Op::Exp}},   {"aten::log.", {Op::Log}},
-      {"aten::sigmoid.", {Op::Sigmoid}},
-      {"aten::clamp.", {Op::Clamp}},                     {"aten::clamp.Tensor", {Op::Clamp}},
-      {"aten::clamp_min.", {Op::Clamp, Form::ClampMin}}, {"aten::clamp_min.Tensor", {Op::Clamp, Form::ClampMin}},
-      {"aten::clamp_max.", {Op::Clamp, Form::ClampMax}}, {"aten::clamp_max.Tensor", {Op::Clamp, Form::ClampMax}},
-      {"aten::where.self", {Op::Where}},                 {"aten::where.ScalarSelf", {Op::Where}},
-      {"aten::where.ScalarOther", {Op::Where}},          {"aten::where.Scalar", {Op::Where}},
-      {"aten::to.dtype", {Op::To, Form::ToDtype}},
-  };
+// The registry's ATen overloads (kernels/ir/ops.def), keyed by "<schema name>.<overload name>".
+const std::unordered_map<std::string, AtenOverload>& table() {
+  static const std::unordered_map<std::string, AtenOverload> t = [] {
+    std::unordered_map<std::string, AtenOverload> m;
+    for (const AtenOverload& o : atenOverloads()) m.emplace(o.schema, o);
+    return m;
+  }();
   return t;
 }
 
@@ -117,7 +81,7 @@ bool matchElementwise(Node* n, ElementwiseMatch& out, std::string* why) {
     if (why) *why = std::string(n->kind().toQualString()) + " is not a fusible elementwise op";
     return false;
   }
-  const Entry& entry = it->second;
+  const AtenOverload& entry = it->second;
   auto inputs = n->inputs();
   out.op = entry.op;
   out.args.clear();
@@ -129,15 +93,15 @@ bool matchElementwise(Node* n, ElementwiseMatch& out, std::string* why) {
   };
   auto constant = [&](size_t i, Arg& a) { return constantArg(inputs[i], a, why); };
   switch (entry.form) {
-    case Form::Plain:
+    case AtenForm::Plain:
       for (size_t i = 0; i < inputs.size(); ++i)
         if (!take(i)) return false;
       return true;
-    case Form::Alpha:
-    case Form::RevAlpha: {
+    case AtenForm::Alpha:
+    case AtenForm::RevAlpha: {
       Arg alpha;
       if (!constant(2, alpha)) return false;
-      bool rev = entry.form == Form::RevAlpha;
+      bool rev = entry.form == AtenForm::RevAlpha;
       if (!take(rev ? 1 : 0) || !take(rev ? 0 : 1)) return false;
       if (!isOne(alpha)) {
         out.op = entry.op == Op::Add ? Op::AddAlpha : Op::SubAlpha;
@@ -145,7 +109,7 @@ bool matchElementwise(Node* n, ElementwiseMatch& out, std::string* why) {
       }
       return true;
     }
-    case Form::DivMode: {
+    case AtenForm::DivMode: {
       auto mode = toIValue(inputs[2]);
       if (!mode || !(mode->isNone() || mode->isString())) {
         if (why) *why = "rounding_mode is not a constant";
@@ -161,13 +125,13 @@ bool matchElementwise(Node* n, ElementwiseMatch& out, std::string* why) {
       }
       return take(0) && take(1);
     }
-    case Form::ClampMin:
-    case Form::ClampMax: {
+    case AtenForm::ClampMin:
+    case AtenForm::ClampMax: {
       if (!take(0) || !take(1)) return false;
-      out.args.insert(out.args.begin() + (entry.form == Form::ClampMin ? 2 : 1), MatchedArg{nullptr, Arg::none()});
+      out.args.insert(out.args.begin() + (entry.form == AtenForm::ClampMin ? 2 : 1), MatchedArg{nullptr, Arg::none()});
       return true;
     }
-    case Form::ToDtype: {
+    case AtenForm::ToDtype: {
       auto dtype = toIValue(inputs[1]);
       auto nb = toIValue(inputs[2]);
       auto fmt = toIValue(inputs[4]);
@@ -254,7 +218,7 @@ bool matchReduction(Node* n, ReductionMatch& out, std::string* why) {
 bool isFreshReader(Node* n) {
   ElementwiseMatch m;
   ReductionMatch r;
-  if (matchElementwise(n, m, nullptr)) return n->kind() != c10::aten::to;
+  if (matchElementwise(n, m, nullptr)) return !opDef(m.op).has(kMayAlias);
   return matchReduction(n, r, nullptr);
 }
 

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "kernels/aten_eval.h"
-#include "tsfuse/expr.h"
+#include "kernels/ir/expr.h"
 
 #include <torch/csrc/jit/ir/ir.h>
 

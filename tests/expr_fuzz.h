@@ -9,7 +9,7 @@
 // Plus the mutation generator both use to turn valid expressions into hostile ones.
 #pragma once
 
-#include "tsfuse/expr.h"
+#include "kernels/ir/expr.h"
 
 #include <c10/util/Exception.h>
 

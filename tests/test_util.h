@@ -3,7 +3,7 @@
 // positions; bit patterns), compare error messages, and generate seeded random inputs.
 #pragma once
 
-#include "tsfuse/expr.h"
+#include "kernels/ir/expr.h"
 #include "tsfuse/ops.h"
 
 #include <ATen/ATen.h>

@@ -13,7 +13,7 @@
 // reduce([a, b, w], "v1: sub($0, $1); pow(%0, 2)", "sum", [-1], False, None, "v1: sqrt($0); mul(%0, $1)")
 // computes sqrt(((a - b) ** 2).sum(-1)) * w.
 //
-// `expr` is the text form of tsfuse::Expr (include/tsfuse/expr.h). The result is exactly what
+// `expr` is the text form of tsfuse::Expr (kernels/ir/expr.h). The result is exactly what
 // evaluating the expression with eager ATen ops (then the reduction) returns: same dtype, shape,
 // strides, values (float elementwise ops bit-identical; reductions within rounding), same errors.
 #pragma once

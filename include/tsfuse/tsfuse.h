@@ -8,7 +8,7 @@
 
 #include "registration/executor_hook.h"
 #include "registration/pipeline.h"
-#include "tsfuse/expr.h"
+#include "kernels/ir/expr.h"
 #include "tsfuse/log.h"
 #include "tsfuse/ops.h"
 

@@ -7,7 +7,7 @@
 #pragma once
 
 #include "kernels/elementwise.h"
-#include "tsfuse/expr.h"
+#include "kernels/ir/expr.h"
 
 #include <c10/core/ScalarType.h>
 #include <c10/util/Exception.h>

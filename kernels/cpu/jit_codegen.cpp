@@ -226,7 +226,7 @@ class Gen : public Xbyak::CodeGenerator {
   }
 
   void instruction(size_t k) {
-    const LInstr& li = P.code[k];
+    const lower::Instr& li = P.code[k];
     const auto ops = operandsOf(li);
     for (int s : ops)
       if (s >= 0) load(s);
@@ -256,7 +256,7 @@ class Gen : public Xbyak::CodeGenerator {
     if (P.lastUse[out] < 0) release(out);  // computed, never read
   }
 
-  void op(const LInstr& li, const Xbyak::Ymm& d, const Xbyak::Ymm& a, const Xbyak::Ymm& b, const Xbyak::Ymm& c) {
+  void op(const lower::Instr& li, const Xbyak::Ymm& d, const Xbyak::Ymm& a, const Xbyak::Ymm& b, const Xbyak::Ymm& c) {
     const bool f64 = P.f64;
     auto cmp = [&](const Xbyak::Ymm& dst, const Xbyak::Ymm& l, const Xbyak::Ymm& r, uint8_t pred) {
       if (f64) vcmppd(dst, l, r, pred);
@@ -276,35 +276,35 @@ class Gen : public Xbyak::CodeGenerator {
     };
     const bool boolCompare = li.ct == c10::ScalarType::Bool;
     switch (li.op) {
-      case LOp::Add: f64 ? vaddpd(d, a, b) : vaddps(d, a, b); break;
-      case LOp::Sub: f64 ? vsubpd(d, a, b) : vsubps(d, a, b); break;
-      case LOp::Mul: f64 ? vmulpd(d, a, b) : vmulps(d, a, b); break;
-      case LOp::Div: f64 ? vdivpd(d, a, b) : vdivps(d, a, b); break;
-      case LOp::Minimum: minmax(true); break;
-      case LOp::Maximum: minmax(false); break;
-      case LOp::ClampMin: f64 ? vmaxpd(d, b, a) : vmaxps(d, b, a); break;  // lo > a ? lo : a
-      case LOp::ClampMax: f64 ? vminpd(d, b, a) : vminps(d, b, a); break;  // hi < a ? hi : a
-      case LOp::Eq:
+      case Prim::Add: f64 ? vaddpd(d, a, b) : vaddps(d, a, b); break;
+      case Prim::Sub: f64 ? vsubpd(d, a, b) : vsubps(d, a, b); break;
+      case Prim::Mul: f64 ? vmulpd(d, a, b) : vmulps(d, a, b); break;
+      case Prim::Div: f64 ? vdivpd(d, a, b) : vdivps(d, a, b); break;
+      case Prim::Minimum: minmax(true); break;
+      case Prim::Maximum: minmax(false); break;
+      case Prim::ClampMin: f64 ? vmaxpd(d, b, a) : vmaxps(d, b, a); break;  // lo > a ? lo : a
+      case Prim::ClampMax: f64 ? vminpd(d, b, a) : vminps(d, b, a); break;  // hi < a ? hi : a
+      case Prim::Eq:
         if (boolCompare) vxorps(d, a, b), vxorps(d, d, y(ones));
         else cmp(d, a, b, kEq);
         break;
-      case LOp::Ne: boolCompare ? vxorps(d, a, b) : cmp(d, a, b, kNe); break;
-      case LOp::Lt: cmp(d, a, b, kLt); break;
-      case LOp::Le: cmp(d, a, b, kLe); break;
-      case LOp::Gt: cmp(d, b, a, kLt); break;
-      case LOp::Ge: cmp(d, b, a, kLe); break;
-      case LOp::And: vandps(d, a, b); break;
-      case LOp::Or: vorps(d, a, b); break;
-      case LOp::Xor: vxorps(d, a, b); break;
-      case LOp::Not: vxorps(d, a, y(ones)); break;
-      case LOp::Neg: vxorps(d, a, y(sign)); break;
-      case LOp::Abs: vandps(d, a, y(absMask)); break;
-      case LOp::Where: blend(d, c, b, a); break;  // a ? b : c
-      case LOp::Cast:
+      case Prim::Ne: boolCompare ? vxorps(d, a, b) : cmp(d, a, b, kNe); break;
+      case Prim::Lt: cmp(d, a, b, kLt); break;
+      case Prim::Le: cmp(d, a, b, kLe); break;
+      case Prim::Gt: cmp(d, b, a, kLt); break;
+      case Prim::Ge: cmp(d, b, a, kLe); break;
+      case Prim::And: vandps(d, a, b); break;
+      case Prim::Or: vorps(d, a, b); break;
+      case Prim::Xor: vxorps(d, a, b); break;
+      case Prim::Not: vxorps(d, a, y(ones)); break;
+      case Prim::Neg: vxorps(d, a, y(sign)); break;
+      case Prim::Abs: vandps(d, a, y(absMask)); break;
+      case Prim::Where: blend(d, c, b, a); break;  // a ? b : c
+      case Prim::Cast:
         if (P.type[li.a] == c10::ScalarType::Bool) vandps(d, a, y(one));  // 1.0 / 0.0
         else cmp(d, a, y(zero), kNe);                                     // x != 0 (NaN: true)
         break;
-      case LOp::Aten: TORCH_INTERNAL_ASSERT(false, "tsfuse: ATen op in a compiled kernel");
+      default: TORCH_INTERNAL_ASSERT(false, "tsfuse: ", primName(li.op), " in a compiled kernel (Plan::make declines it)");
     }
   }
 

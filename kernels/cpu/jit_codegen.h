@@ -16,7 +16,7 @@ class CodeGenerator;
 namespace tsfuse::cpu::jit {
 
 // Operand slots of an instruction (-1 where absent).
-inline std::array<int, 3> operandsOf(const LInstr& li) { return {li.a, li.b, li.c}; }
+inline std::array<int, 3> operandsOf(const lower::Instr& li) { return {li.a, li.b, li.c}; }
 
 // A program prefix that a compiled kernel can run, with what code generation needs to know.
 struct Plan {
@@ -25,7 +25,7 @@ struct Plan {
   bool boolValue = false;   // the sunk value is a bool (sums: a count; Store: bytes)
   size_t prefix = 0;
   int source = -1;
-  std::vector<LInstr> code;              // code[0, prefix)
+  std::vector<lower::Instr> code;              // code[0, prefix)
   std::vector<c10::ScalarType> type;     // per slot
   std::vector<Leaf> leaves;              // per operand (Unused where no instruction reads it)
   std::vector<std::optional<uint64_t>> literal;  // per slot: a used literal's bits (bools: 0 or ~0)

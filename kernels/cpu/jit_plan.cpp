@@ -29,12 +29,15 @@ std::optional<Plan> Plan::make(const TileProgram& p, size_t prefix, int source, 
   if (p.numLeaves > kMaxLeaves) return fail(why, "more than 12 operands"), std::nullopt;
   if (static_cast<int>(layout.size()) != p.numLeaves) return fail(why, "operand layouts missing"), std::nullopt;
 
-  // NB: an ATen tile op keeps its operands in atenSlots (li.a is -1): declined before any look.
-  for (const LInstr& li : P.code)
-    if (li.op == LOp::Aten) return fail(why, "op runs through ATen"), std::nullopt;
+  // The primitives the code generator has (prims.def kJit). NB: an ATen tile op keeps its
+  // operands in atenSlots (li.a is -1): declined before any look.
+  for (const lower::Instr& li : P.code)
+    if (!primHas(li.op, kJit))
+      return fail(why, li.op == Prim::Aten ? "op runs through ATen" : std::string("no code for ") + primName(li.op)),
+             std::nullopt;
   std::vector<char> used(S, 0);
   used[source] = 1;
-  for (const LInstr& li : P.code) {
+  for (const lower::Instr& li : P.code) {
     used[li.out] = 1;
     for (int x : operandsOf(li))
       if (x >= 0) used[x] = 1;
@@ -88,7 +91,7 @@ std::optional<Plan> Plan::make(const TileProgram& p, size_t prefix, int source, 
     if (P.literal[s]) P.uniform[s] = 1;
   P.lastUse.assign(S, -1);
   for (size_t k = 0; k < P.code.size(); ++k) {
-    const LInstr& li = P.code[k];
+    const lower::Instr& li = P.code[k];
     bool allUniform = true, anyPerRow = false;
     for (int x : operandsOf(li)) {
       if (x < 0) continue;
@@ -101,32 +104,32 @@ std::optional<Plan> Plan::make(const TileProgram& p, size_t prefix, int source, 
     // What each op needs, checked against the dtypes the interpreter's loops assume.
     const c10::ScalarType ta = P.type[li.a];
     switch (li.op) {
-      case LOp::Add: case LOp::Sub: case LOp::Mul: case LOp::Div: case LOp::Minimum: case LOp::Maximum:
-      case LOp::ClampMin: case LOp::ClampMax: case LOp::Neg: case LOp::Abs:
+      case Prim::Add: case Prim::Sub: case Prim::Mul: case Prim::Div: case Prim::Minimum: case Prim::Maximum:
+      case Prim::ClampMin: case Prim::ClampMax: case Prim::Neg: case Prim::Abs:
         if (li.ct != E) return fail(why, "arithmetic on bools"), std::nullopt;
-        P.needAbs |= li.op == LOp::Abs;
-        P.needSign |= li.op == LOp::Neg;
-        P.needNaN |= li.op == LOp::Minimum || li.op == LOp::Maximum;
+        P.needAbs |= li.op == Prim::Abs;
+        P.needSign |= li.op == Prim::Neg;
+        P.needNaN |= li.op == Prim::Minimum || li.op == Prim::Maximum;
         break;
-      case LOp::Eq: case LOp::Ne: case LOp::Lt: case LOp::Le: case LOp::Gt: case LOp::Ge:
-        if (isBool(li.ct) && li.op != LOp::Eq && li.op != LOp::Ne)
+      case Prim::Eq: case Prim::Ne: case Prim::Lt: case Prim::Le: case Prim::Gt: case Prim::Ge:
+        if (isBool(li.ct) && li.op != Prim::Eq && li.op != Prim::Ne)
           return fail(why, "ordering of bools"), std::nullopt;
-        P.needOnes |= isBool(li.ct) && li.op == LOp::Eq;
+        P.needOnes |= isBool(li.ct) && li.op == Prim::Eq;
         break;
-      case LOp::And: case LOp::Or: case LOp::Xor: case LOp::Not:
+      case Prim::And: case Prim::Or: case Prim::Xor: case Prim::Not:
         for (int x : operandsOf(li))
           if (x >= 0 && !isBool(P.type[x])) return fail(why, "logical op on non-bools"), std::nullopt;
-        P.needOnes |= li.op == LOp::Not;
+        P.needOnes |= li.op == Prim::Not;
         break;
-      case LOp::Where:
+      case Prim::Where:
         if (!isBool(ta)) return fail(why, "where() condition is not a bool"), std::nullopt;
         break;
-      case LOp::Cast:
+      case Prim::Cast:
         if (isBool(ta) == isBool(li.ct)) return fail(why, "cast between equal kinds"), std::nullopt;
         P.needOne |= isBool(ta);
         P.needZero |= isBool(li.ct);
         break;
-      case LOp::Aten:
+      default:
         break;  // declined above
     }
   }
@@ -137,7 +140,7 @@ std::optional<Plan> Plan::make(const TileProgram& p, size_t prefix, int source, 
   auto put = [&](int64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
   put(P.f64), put(static_cast<int64_t>(sink)), put(source), put(p.numLeaves);
   for (size_t i = 0; i < P.leaves.size(); ++i) put(static_cast<int64_t>(P.leaves[i])), put(P.perRow[i]);
-  for (const LInstr& li : P.code) {
+  for (const lower::Instr& li : P.code) {
     put(static_cast<int64_t>(li.op)), put(static_cast<int64_t>(li.ct));
     put(li.out), put(li.a), put(li.b), put(li.c);
   }

@@ -75,8 +75,8 @@ inline bool convertsExactly(c10::ScalarType from, c10::ScalarType to) {
 // cannot change a value (its wide accumulation then converts the source directly, same result).
 inline size_t sumPrefix(const TileProgram& prog) {
   if (prog.code.empty()) return 0;
-  const LInstr& last = prog.code.back();
-  if (last.op == LOp::Cast && last.out == prog.result && last.a >= 0 &&
+  const lower::Instr& last = prog.code.back();
+  if (last.op == Prim::Cast && last.out == prog.result && last.a >= 0 &&
       convertsExactly(prog.slotType[last.a], prog.slotType[last.out]))
     return prog.code.size() - 1;
   return prog.code.size();

@@ -1,14 +1,15 @@
-// A fused expression lowered to a typed program over fixed-size tiles.
+// The CPU tile interpreter: runs a typed program (kernels/lower/program.h, lowered with
+// Target::cpuTiles) over fixed-size tiles.
 //
 // Every value lives in a "slot": a buffer of kTile elements of one dtype. Slots [0, numLeaves) hold
 // the gathered operands (in their own dtypes), then the literals (converted once), then each
-// instruction's result. Lowering inserts the casts ATen performs implicitly (type promotion), so
-// each native op runs on operands of one dtype; ops without a bit-exact native form (exp, log, pow,
-// floor division, alpha-scaled add) run through ATen on the tile, which is the same kernel eager
-// uses (ATen's vectorized sqrt is not correctly rounded either, so sqrt is among them). Scratch is slots x kTile elements per thread: O(tile), independent of the problem size.
+// instruction's result. Ops without a bit-exact native form (exp, log, sqrt, pow, floor division,
+// alpha-scaled add, ...: the registry's Aten rules and the primitives the interpreter lacks) run
+// through ATen on the tile, the same kernel eager uses. Scratch is slots x kTile elements per
+// thread: O(tile), independent of the problem size.
 #pragma once
 
-#include "kernels/analysis.h"
+#include "kernels/lower/program.h"
 
 #include <optional>
 #include <string>
@@ -18,41 +19,11 @@ namespace tsfuse::cpu {
 
 constexpr int64_t kTile = 512;
 
-enum class LOp : uint8_t {
-  Add, Sub, Mul, Div, Minimum, Maximum, ClampMin, ClampMax,
-  Eq, Ne, Lt, Le, Gt, Ge, Where, And, Or, Xor, Not, Neg, Abs, Cast,
-  Aten,  // evaluate the original instruction with ATen on the tile
-};
-
-struct LInstr {
-  LOp op;
-  c10::ScalarType ct;  // compute dtype (for Cast: the target dtype)
-  int out = -1;
-  int a = -1, b = -1, c = -1;
-  // LOp::Aten: the original instruction with its tensor arguments renumbered $0..$k-1, which
-  // refer to the slots in atenSlots (already cast to the compute dtype).
-  Instr aten{Op::Add, {}};
-  std::vector<int> atenSlots;
-};
-
-struct TileProgram {
-  std::vector<c10::ScalarType> slotType;
-  int numLeaves = 0;
-  struct Literal {
-    int slot;
-    c10::Scalar value;
-  };
-  std::vector<Literal> literals;
-  std::vector<LInstr> code;
-  int result = -1;
-
-  // nullopt (with the reason in *why) when some dtype or op has no native form.
+// The typed program (kernels/lower/program.h) lowered for CPU tiles, and its interpreter.
+struct TileProgram : lower::Program {
+  // nullopt (with the reason in *why) when some dtype has no native form.
   static std::optional<TileProgram> lower(const Expr& e, const Analysis& a, at::TensorList operands,
                                           std::string* why);
-  // The literal's one element, converted to its slot's dtype as ATen converts a Python number.
-  void literalValue(const Literal& lit, void* dst) const;
-  // Appends a cast of the result to `dtype` (no-op when it already has it).
-  void castResultTo(c10::ScalarType dtype);
 
   // What a slot holds for the current tile.
   enum class Fill : uint8_t {
@@ -92,12 +63,8 @@ struct TileProgram {
   void runPrefix(Scratch& s, int64_t n, size_t count) const;
   // Slot i's n elements after runPrefix (a uniform value is expanded into the slot's buffer).
   const char* vectorOf(Scratch& s, int i, int64_t n) const;
-  // The result may be written straight into the destination (Scratch::slot[result] pointed there)
-  // when the last instruction produces it: no other instruction reads or writes that slot.
-  bool resultWrittenLast() const { return !code.empty() && code.back().out == result; }
 };
 
-bool isNativeDtype(c10::ScalarType t);
 // Whether the op loops run their AVX2 copy (the CPU has it and TSFUSE_CPU_ISA is not "baseline").
 bool usingAvx2();
 

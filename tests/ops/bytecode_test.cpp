@@ -229,12 +229,12 @@ TEST(Bytecode, CudaFlavourClampWithTensorBounds) {
   EXPECT_TRUE(sameTensor(r, got.value, true));
 }
 
-TEST(Bytecode, DeclinesOpsWithoutABytecodeForm) {
+TEST(Bytecode, DeclinesOpsWithoutADevicePrimitive) {
   at::Tensor x = at::rand({3}), y = at::rand({3}) + 1;
   for (const char* e : {"v1: pow($0, $1)", "v1: div_floor($0, $1)", "v1: add_alpha($0, $1, 2)"}) {
     Outcome o = evalExpr(e, {x, y}, Flavour::Cuda);
     EXPECT_FALSE(o.compiled) << e;
-    EXPECT_NE(o.why.find("no bytecode form"), std::string::npos) << o.why;
+    EXPECT_NE(o.why.find("no native form"), std::string::npos) << o.why;
   }
   Outcome h = evalExpr("v1: add($0, $1)", {x.to(at::kHalf), y.to(at::kHalf)}, Flavour::Cpu);
   EXPECT_FALSE(h.compiled);

@@ -1,4 +1,4 @@
-// Bounded, deterministic fuzzing of the expression decoder (kernels/expr.cpp) and of the fused ops
+// Bounded, deterministic fuzzing of the expression decoder (kernels/ir/expr.cpp) and of the fused ops
 // on the expressions it accepts. The property is in tests/expr_fuzz.h (shared with the libFuzzer
 // target fuzz/expr_fuzzer.cpp). Seeds are fixed: a failure reproduces with the printed input.
 #include "expr_fuzz.h"

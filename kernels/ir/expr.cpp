@@ -1,4 +1,6 @@
-#include "tsfuse/expr.h"
+#include "kernels/ir/expr.h"
+
+#include "kernels/ir/op_registry.h"
 
 #include <c10/util/Exception.h>
 
@@ -11,25 +13,6 @@
 
 namespace tsfuse {
 namespace {
-
-// clang-format off
-constexpr OpInfo kOps[] = {
-    {Op::Add, "add", 2, 2},          {Op::AddAlpha, "add_alpha", 3, 3},
-    {Op::Sub, "sub", 2, 2},          {Op::SubAlpha, "sub_alpha", 3, 3},
-    {Op::Mul, "mul", 2, 2},          {Op::Div, "div", 2, 2},
-    {Op::DivFloor, "div_floor", 2, 2}, {Op::DivTrunc, "div_trunc", 2, 2},
-    {Op::Minimum, "minimum", 2, 2},  {Op::Maximum, "maximum", 2, 2},
-    {Op::Pow, "pow", 2, 2},
-    {Op::Eq, "eq", 2, 2}, {Op::Ne, "ne", 2, 2}, {Op::Lt, "lt", 2, 2},
-    {Op::Le, "le", 2, 2}, {Op::Gt, "gt", 2, 2}, {Op::Ge, "ge", 2, 2},
-    {Op::LogicalAnd, "logical_and", 2, 2}, {Op::LogicalOr, "logical_or", 2, 2},
-    {Op::LogicalXor, "logical_xor", 2, 2}, {Op::LogicalNot, "logical_not", 1, 1},
-    {Op::Neg, "neg", 1, 1}, {Op::Abs, "abs", 1, 1}, {Op::Relu, "relu", 1, 1},
-    {Op::Sqrt, "sqrt", 1, 1}, {Op::Exp, "exp", 1, 1}, {Op::Log, "log", 1, 1},
-    {Op::Sigmoid, "sigmoid", 1, 1},
-    {Op::Clamp, "clamp", 3, 3}, {Op::Where, "where", 3, 3}, {Op::To, "to", 2, 2},
-};
-// clang-format on
 
 struct DTypeName {
   c10::ScalarType type;
@@ -229,22 +212,6 @@ bool Arg::operator==(const Arg& o) const {
   }
 }
 
-const OpInfo& opInfo(Op op) {
-  for (const auto& info : kOps)
-    if (info.op == op) return info;
-  TORCH_CHECK(false, "tsfuse expr: op id ", static_cast<int>(op), " is not in the op table");
-}
-
-bool opFromName(const std::string& name, Op& out) {
-  for (const auto& info : kOps) {
-    if (name == info.name) {
-      out = info.op;
-      return true;
-    }
-  }
-  return false;
-}
-
 Expr Expr::parse(const std::string& text) { return Parser(text).run(); }
 
 std::string Expr::str() const {
@@ -252,7 +219,7 @@ std::string Expr::str() const {
   os << "v" << kExprVersion << ":";
   for (size_t k = 0; k < instrs.size(); ++k) {
     const Instr& ins = instrs[k];
-    os << (k ? "; " : " ") << opInfo(ins.op).name << "(";
+    os << (k ? "; " : " ") << opName(ins.op) << "(";
     for (size_t a = 0; a < ins.args.size(); ++a) {
       const Arg& arg = ins.args[a];
       if (a) os << ", ";
@@ -276,10 +243,10 @@ void Expr::validate() const {
   int64_t maxInput = -1;
   for (size_t k = 0; k < instrs.size(); ++k) {
     const Instr& ins = instrs[k];
-    const OpInfo& info = opInfo(ins.op);
-    int n = static_cast<int>(ins.args.size());
-    TORCH_CHECK(n >= info.minArgs && n <= info.maxArgs, "tsfuse expr: instruction %", k, " ",
-                info.name, " takes ", info.minArgs, " arguments, got ", n);
+    const OpDef& def = opDef(ins.op);
+    const int n = static_cast<int>(ins.args.size());
+    TORCH_CHECK(n == def.arity(), "tsfuse expr: instruction %", k, " ", def.name, " takes ", def.arity(),
+                " arguments, got ", n);
     bool anyTensor = false;
     for (size_t a = 0; a < ins.args.size(); ++a) {
       const Arg& arg = ins.args[a];
@@ -290,14 +257,16 @@ void Expr::validate() const {
         TORCH_CHECK(arg.i >= 0, "tsfuse expr: instruction %", k, " has a negative reference");
       if (arg.kind == Arg::Kind::Input) maxInput = std::max<int64_t>(maxInput, arg.i);
       anyTensor |= arg.isTensor();
-      bool dtypeSlot = ins.op == Op::To && a == 1;
+      const char want = def.signature[a];
+      const bool dtypeSlot = want == 'd';
       TORCH_CHECK((arg.kind == Arg::Kind::DType) == dtypeSlot, "tsfuse expr: instruction %", k,
-                  " ", info.name, ": argument ", a, (dtypeSlot ? " must" : " must not"), " be a dtype");
-      bool noneAllowed = ins.op == Op::Clamp && a > 0;
-      TORCH_CHECK(arg.kind != Arg::Kind::None || noneAllowed, "tsfuse expr: instruction %", k, " ",
-                  info.name, ": argument ", a, " may not be None");
+                  " ", def.name, ": argument ", a, (dtypeSlot ? " must" : " must not"), " be a dtype");
+      TORCH_CHECK(arg.kind != Arg::Kind::None || want == 'o', "tsfuse expr: instruction %", k, " ",
+                  def.name, ": argument ", a, " may not be None");
+      TORCH_CHECK(want != 's' || arg.isLiteral(), "tsfuse expr: instruction %", k, " ", def.name,
+                  ": argument ", a, " must be a number");
     }
-    TORCH_CHECK(anyTensor, "tsfuse expr: instruction %", k, " ", info.name,
+    TORCH_CHECK(anyTensor, "tsfuse expr: instruction %", k, " ", def.name,
                 " has no tensor argument");
     if (ins.op == Op::Clamp) {
       TORCH_CHECK(ins.args[0].isTensor(), "tsfuse expr: clamp's first argument must be a tensor");

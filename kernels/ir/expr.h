@@ -25,31 +25,11 @@ namespace tsfuse {
 
 constexpr int kExprVersion = 1;
 
+// The expression's ops: one per entry of the registry (kernels/ir/ops.def; names, arities,
+// traits and lowering rules are read through kernels/ir/op_registry.h).
 enum class Op : uint8_t {
-  // binary arithmetic / min-max (Tensor|Scalar operands, PyTorch type promotion)
-  Add,       // add(a, b)            alpha = 1
-  AddAlpha,  // add(a, b, alpha)     a + alpha * b (ATen kernel, may use FMA like eager does)
-  Sub,       // sub(a, b)
-  SubAlpha,  // sub(a, b, alpha)
-  Mul,
-  Div,       // true division
-  DivFloor,  // div(a, b, rounding_mode='floor')
-  DivTrunc,  // div(a, b, rounding_mode='trunc')
-  Minimum,
-  Maximum,
-  Pow,  // pow(a, b): b a Tensor or Scalar
-  // comparisons -> bool
-  Eq, Ne, Lt, Le, Gt, Ge,
-  // logical -> bool
-  LogicalAnd, LogicalOr, LogicalXor, LogicalNot,
-  // unary
-  Neg, Abs, Relu, Sqrt, Exp, Log, Sigmoid,
-  // clamp(x, min?, max?): Scalar bounds (literals or None) or Tensor bounds
-  Clamp,
-  // where(cond, a, b)
-  Where,
-  // to(x, dtype)
-  To,
+#define TSFUSE_OP(Id, text, signature, traits, rule, prim, ...) Id,
+#include "kernels/ir/ops.def"
 };
 
 struct Arg {
@@ -77,14 +57,8 @@ struct Instr {
   std::vector<Arg> args;
 };
 
-struct OpInfo {
-  Op op;
-  const char* name;
-  int minArgs;
-  int maxArgs;
-};
-const OpInfo& opInfo(Op op);
-// Looks an op up by its text name; returns false when unknown.
+// The op's text name (its registry entry's), and the op of a text name (false when unknown).
+const char* opName(Op op);
 bool opFromName(const std::string& name, Op& out);
 
 struct Expr {
