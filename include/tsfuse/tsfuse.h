@@ -8,7 +8,6 @@
 
 #include "registration/executor_hook.h"
 #include "registration/pipeline.h"
-#include "kernels/ir/expr.h"
 #include "tsfuse/log.h"
 #include "tsfuse/ops.h"
 

@@ -1,0 +1,88 @@
+// Every TorchScript schema the registry (kernels/ir/ops.def) lists, generated from the schema
+// itself: a graph computes d = a - b over broadcast operands, then calls the overload on d with
+// constants for its other arguments; the pass must fuse both nodes into one tsfuse::pairwise
+// (FileCheck: the overload is gone) with the registry's op in the expression, and the fused graph
+// must return what the original returns, bit for bit.
+#include "ir_util.h"
+
+#include "kernels/ir/op_registry.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+namespace {
+
+using namespace tsfuse_test;
+
+// The IR value for one schema argument: tensors read d (the first) or b (the others), bool
+// conditions and masks read m = a > b; other arguments are constants of their type.
+std::string argumentValue(const c10::Argument& arg, bool& firstTensor) {
+  const std::string& name = arg.name();
+  const c10::TypePtr& t = arg.type();
+  if (name == "condition" || name == "mask") return "%m";
+  if (name == "dtype") return "%f64";  // a ScalarType is an int in TorchScript
+  if (t->kind() == c10::TypeKind::TensorType) {
+    const bool first = firstTensor;
+    firstTensor = false;
+    return first ? "%d" : "%b";
+  }
+  if (auto opt = t->cast<c10::OptionalType>()) {
+    const c10::TypePtr& inner = opt->getElementType();
+    if (inner->kind() == c10::TypeKind::TensorType) return "%b";
+    if (inner->kind() == c10::TypeKind::NumberType) return "%half";
+    if (inner->kind() == c10::TypeKind::StringType) return "%floor";
+    return "%none";  // memory_format
+  }
+  if (t->kind() == c10::TypeKind::NumberType) return name == "alpha" ? "%two" : (firstTensor ? "%two" : "%half");
+  if (t->kind() == c10::TypeKind::StringType) return "%floor";
+  if (t->kind() == c10::TypeKind::BoolType) return "%false";
+  ADD_FAILURE() << "no test value for argument '" << name << "' of type " << t->str();
+  return "%none";
+}
+
+TEST(RegistryOverloads, EveryListedSchemaFusesAndKeepsItsResults) {
+  for (const tsfuse::AtenOverload& o : tsfuse::atenOverloads()) {
+    const std::string key = o.schema;
+    SCOPED_TRACE(key);
+    const auto dot = key.rfind('.');
+    auto handle = c10::Dispatcher::singleton().findSchema({key.substr(0, dot), key.substr(dot + 1)});
+    ASSERT_TRUE(handle.has_value());
+    const c10::FunctionSchema& schema = handle->schema();
+    std::string call = schema.name() + "(";
+    bool firstTensor = true;
+    for (size_t i = 0; i < schema.arguments().size(); ++i)
+      call += (i ? ", " : "") + argumentValue(schema.arguments()[i], firstTensor);
+    call += ")";
+    const std::string ir = R"IR(
+graph(%a : Tensor, %b : Tensor):
+  %none : NoneType = prim::Constant()
+  %false : bool = prim::Constant[value=0]()
+  %one : int = prim::Constant[value=1]()
+  %two : int = prim::Constant[value=2]()
+  %half : float = prim::Constant[value=0.5]()
+  %f64 : int = prim::Constant[value=7]()
+  %floor : str = prim::Constant[value="floor"]()
+  %d : Tensor = aten::sub(%a, %b, %one)
+  )IR" + std::string(call.find("%m") != std::string::npos ? "%m : Tensor = aten::gt(%a, %b)\n  " : "") +
+                           "%r : Tensor = " + call + "\n" +
+                           // An op that may return its input is never a region's root (fused, it
+                           // would return a copy): a consumer takes that place.
+                           (tsfuse::opDef(o.op).has(tsfuse::kMayAlias) ? "  %r2 : Tensor = aten::mul(%r, %two)\n  return (%r2)\n"
+                                                                         : "  return (%r)\n");
+    SCOPED_TRACE(ir);
+    auto g = parseGraph(ir);
+    auto ref = g->copy();
+    PassRun r = runPairwise(g);
+    ASSERT_EQ(r.rewrites(), 1) << r.dump();
+    const auto fused = findNodes(g, "tsfuse::pairwise");
+    ASSERT_EQ(fused.size(), 1u) << r.ir;
+    // An instruction after the first is the registry's op (or its form's variant: add_alpha).
+    const std::string expr = exprOf(fused[0]);
+    EXPECT_NE(expr.find(std::string("; ") + tsfuse::opName(o.op)), std::string::npos) << expr;
+    EXPECT_TRUE(fileCheck(r.ir, [&](FileCheck& fc) { fc.check_not(schema.name() + "("); }));
+    Gen gen(std::hash<std::string>()(key));
+    EXPECT_TRUE(sameOutputs(ref, g, {gen.tensor({4, 1}, at::kFloat, kNaNInf), gen.tensor({1, 5}, at::kFloat, kNaNInf)}));
+    EXPECT_TRUE(sameOutputs(ref, g, {gen.tensor({3, 1, 2}, at::kDouble), gen.tensor({4, 2}, at::kDouble)}));
+  }
+}
+
+}  // namespace
