@@ -2,6 +2,7 @@
 
 #include "kernels/cpu/gather.h"
 
+#include "kernels/dtype_dispatch.h"
 #include "kernels/elementwise.h"
 
 #include <cstdlib>
@@ -10,27 +11,6 @@
 
 namespace tsfuse::cpu {
 namespace {
-
-template <typename T>
-struct Tag {
-  using type = T;
-};
-
-// Calls f(Tag<T>{}) for the C++ type of a native dtype.
-template <typename F>
-void dispatchNative(c10::ScalarType t, F&& f) {
-  switch (t) {
-    case c10::ScalarType::Bool: return f(Tag<bool>{});
-    case c10::ScalarType::Byte: return f(Tag<uint8_t>{});
-    case c10::ScalarType::Char: return f(Tag<int8_t>{});
-    case c10::ScalarType::Short: return f(Tag<int16_t>{});
-    case c10::ScalarType::Int: return f(Tag<int32_t>{});
-    case c10::ScalarType::Long: return f(Tag<int64_t>{});
-    case c10::ScalarType::Float: return f(Tag<float>{});
-    case c10::ScalarType::Double: return f(Tag<double>{});
-    default: TORCH_CHECK(false, "tsfuse: dtype ", t, " has no native CPU evaluation");
-  }
-}
 
 // The native op loops, compiled twice: for the baseline ISA (SSE2 on x86-64) and, on x86-64, for
 // AVX2 (chosen at run time). Only the vector width differs: no FMA (-ffp-contract=off and no

@@ -9,11 +9,9 @@
 // never re-derives PyTorch's rules; each op's rule comes from the registry (kernels/ir/ops.def).
 #include "kernels/lower/program.h"
 
+#include "kernels/dtype_dispatch.h"
 #include "kernels/elementwise.h"
 #include "kernels/ir/op_registry.h"
-
-#include <c10/util/BFloat16.h>
-#include <c10/util/Half.h>
 
 #include <cstring>
 #include <map>
@@ -206,29 +204,6 @@ struct Lowering {
     return x;
   }
 };
-
-template <typename T>
-struct Tag {
-  using type = T;
-};
-
-// Calls f(Tag<T>{}) for the C++ type of a dtype a program can hold.
-template <typename F>
-void dispatchHeld(c10::ScalarType t, F&& f) {
-  switch (t) {
-    case c10::ScalarType::Bool: return f(Tag<bool>{});
-    case c10::ScalarType::Byte: return f(Tag<uint8_t>{});
-    case c10::ScalarType::Char: return f(Tag<int8_t>{});
-    case c10::ScalarType::Short: return f(Tag<int16_t>{});
-    case c10::ScalarType::Int: return f(Tag<int32_t>{});
-    case c10::ScalarType::Long: return f(Tag<int64_t>{});
-    case c10::ScalarType::Half: return f(Tag<c10::Half>{});
-    case c10::ScalarType::BFloat16: return f(Tag<c10::BFloat16>{});
-    case c10::ScalarType::Float: return f(Tag<float>{});
-    case c10::ScalarType::Double: return f(Tag<double>{});
-    default: TORCH_CHECK(false, "tsfuse: a lowered program holds no ", t, " values");
-  }
-}
 
 }  // namespace
 

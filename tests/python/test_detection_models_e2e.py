@@ -28,9 +28,9 @@ EXPECT = {
     "box_iou_upcast_traced": (1, 0, ["aten::clamp", "aten::div", "aten::max", "aten::min"]),
     "generalized_box_iou": (1, 0, ["aten::clamp", "aten::div", "aten::max", "aten::min"]),
     "distance_box_iou": (1, 0, ["aten::clamp", "aten::div", "aten::pow", "aten::max", "aten::min"]),
-    # atan of the per-box aspect ratios ([N,1] and [M]) is no fusible op: two small pairwise
-    # regions compute its [N]/[M] arguments, everything [N,M] is the one large region.
-    "complete_box_iou": (3, 0, ["aten::clamp", "aten::max(", "aten::min("]),
+    # atan of the per-box aspect ratios ([N,1] and [M]) is a registry op: the whole function,
+    # aspect-ratio term included, is one pairwise region.
+    "complete_box_iou": (1, 0, ["aten::clamp", "aten::max(", "aten::min(", "aten::atan"]),
     # union.new_tensor([eps]) reads `union`, which therefore is stored: overlap (used by both
     # halves), union and the rest are three pairwise ops; no [B,N,M,2] value is stored.
     "mmdet_iou": (3, 0, ["aten::clamp", "aten::div"]),

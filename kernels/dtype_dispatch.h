@@ -1,0 +1,42 @@
+// Dtype -> C++ type dispatch, once for every host-side user: f(Tag<T>{}) with T the element type.
+#pragma once
+
+#include <c10/core/ScalarType.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Exception.h>
+#include <c10/util/Half.h>
+
+#include <cstdint>
+
+namespace tsfuse {
+
+template <typename T>
+struct Tag {
+  using type = T;
+};
+
+// The dtypes the CPU kernels compute in natively (bool, integers, float32, float64).
+template <typename F>
+decltype(auto) dispatchNative(c10::ScalarType t, F&& f) {
+  switch (t) {
+    case c10::ScalarType::Bool: return f(Tag<bool>{});
+    case c10::ScalarType::Byte: return f(Tag<uint8_t>{});
+    case c10::ScalarType::Char: return f(Tag<int8_t>{});
+    case c10::ScalarType::Short: return f(Tag<int16_t>{});
+    case c10::ScalarType::Int: return f(Tag<int32_t>{});
+    case c10::ScalarType::Long: return f(Tag<int64_t>{});
+    case c10::ScalarType::Float: return f(Tag<float>{});
+    case c10::ScalarType::Double: return f(Tag<double>{});
+    default: TORCH_CHECK(false, "tsfuse: dtype ", t, " has no native CPU evaluation");
+  }
+}
+
+// The native dtypes and the half types a device program holds.
+template <typename F>
+decltype(auto) dispatchHeld(c10::ScalarType t, F&& f) {
+  if (t == c10::ScalarType::Half) return f(Tag<c10::Half>{});
+  if (t == c10::ScalarType::BFloat16) return f(Tag<c10::BFloat16>{});
+  return dispatchNative(t, f);
+}
+
+}  // namespace tsfuse
