@@ -382,12 +382,13 @@ class Generator:
                 self.forms.add("same_operand")
             op = rng.choice(["sub", "add", "mul", "div", "min", "max", "minimum", "maximum", "cmp", "cmp",
                              "where", "clamp_t", "clamp2_t", "clamp_min_t", "logical", "pow_t", "sub_alpha",
-                             "floordiv", "truncdiv", "rsub_s", "add_alpha"])
+                             "floordiv", "truncdiv", "rsub_s", "add_alpha", "hypot"])
         else:
             b = None
             op = rng.choice(["abs", "neg", "neg_op", "relu", "sqrt", "exp", "log", "sigmoid", "lnot", "pow_s",
                              "sq", "clamp_s", "clamp_min_s", "clamp_max_s", "sub_s", "mul_s", "div_s",
-                             "cmp_s", "where_s", "to", "add_s", "rsub_s1", "zero_dim_const"])
+                             "cmp_s", "where_s", "to", "add_s", "rsub_s1", "zero_dim_const",
+                             "atan", "rsqrt", "log1p", "square", "masked_fill"])
         A, B = a.name, b.name if b else None
         s = self.scalar()
         cmp = rng.choice(["<", "<=", ">", ">=", "==", "!="])
@@ -435,6 +436,9 @@ class Generator:
             "relu": (f"torch.relu({A})", mx), "sqrt": (f"{A}.sqrt()", trans), "exp": (f"torch.exp({A})", trans),
             "log": (f"{A}.log()", trans), "sigmoid": (f"torch.sigmoid({A})", trans),
             "lnot": (f"torch.logical_not({A})", disc),
+            "atan": (f"torch.atan({A})", trans), "rsqrt": (f"{A}.rsqrt()", trans), "log1p": (f"torch.log1p({A})", trans),
+            "square": (f"torch.square({A})", trans), "hypot": (f"torch.hypot({A}, {B})", trans),
+            "masked_fill": (None, None),
             "pow_s": (f"{A}.pow({rng.choice(['2', '0.5', '3', '-1', '2.5'])})", trans),
             "sq": (f"{A} ** 2", trans), "clamp_s": (f"{A}.clamp({rng.choice(['0, 1', '-0.5, 0.5', 'min=0.0', 'max=2'])})", mx),
             "clamp_min_s": (f"{A}.clamp_min({s})", mx), "clamp_max_s": (f"torch.clamp_max({A}, {s})", mx),
@@ -451,6 +455,14 @@ class Generator:
             # Eager itself dies of SIGFPE on INT_MIN // -1 (ATen's integer div_trunc kernel, torch
             # 2.11); there is no result to compare, so the program is not generated.
             return None
+        if op == "hypot" and not (a.t.is_floating_point() and b.t.is_floating_point()):
+            return None  # ATen's hypot has float kernels only: nothing to compare
+        if op == "masked_fill":
+            conds = [v for v in self.vals if v.t.dtype == torch.bool and not v.err]
+            if not conds:
+                return None
+            expr, f = f"{A}.masked_fill({rng.choice(conds).name}, {s})", mx
+            self.forms.add("masked_fill")
         if op in ("where", "where_s"):
             conds = [v for v in self.vals if v.t.dtype == torch.bool and not v.err]
             if not conds:
