@@ -1,4 +1,4 @@
-"""GPU benchmark of the seed workloads (issue 5): eager CUDA, TorchScript (first call and steady
+"""GPU benchmark of the seed workloads: eager CUDA, TorchScript (first call and steady
 state), torch.compile(mode="max-autotune") (compile time separately) and tsfuse (CUDA kernels
 opted in), with each workload's bandwidth / compute bound. Needs a CUDA device.
 

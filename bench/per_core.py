@@ -6,7 +6,7 @@ One thread (torch.set_num_threads(1)), process CPU time of a call, median of --r
 call: on a shared 2-core machine CPU time is steadier than wall time. Every cell runs in a fresh
 process (tsfuse and torch.compile never share one). torch.compile uses its default mode; its first
 call (compiling) is reported separately. Prints a markdown table with the ratio tsfuse / compile
-(issue 6's acceptance: <= 0.75x). The results are checked against eager (torch.equal).
+(the acceptance bar: <= 0.75x). The results are checked against eager (torch.equal).
 """
 import argparse
 import json

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU validation of the CUDA kernels (issue 5), for a machine with a CUDA device, nvcc and the
+# GPU validation of the CUDA kernels, for a machine with a CUDA device, nvcc and the
 # repository's .venv (torch 2.11+cu130). No internet needed when build/ was configured before or
 # the Debian build dependencies (spdlog, fmt, gtest, CLI11, nlohmann-json, xbyak) are installed or
 # unpacked (`dpkg -x pkg.deb /opt/deps` and CMAKE_FLAGS=-DCMAKE_PREFIX_PATH=/opt/deps/usr).

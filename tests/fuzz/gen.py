@@ -1,4 +1,4 @@
-"""Random program generator for the differential fuzzer (issue 3).
+"""Random program generator for the differential fuzzer.
 
 A program is a TorchScript-compatible Python function over a few input tensors (and sometimes a
 scalar argument) built from the forms tsfuse fuses: operand views (x[:, None], unsqueeze, slices,

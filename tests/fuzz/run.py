@@ -1,4 +1,4 @@
-"""Differential fuzzer (issue 3): random programs, scripted (and sometimes traced, or saved and run
+"""Differential fuzzer: random programs, scripted (and sometimes traced, or saved and run
 through optimize-ts), executed with libtsfuse loaded, compared with eager PyTorch.
 
     python tests/fuzz/run.py                      # TSFUSE_FUZZ_PROGRAMS (default 2000) programs

@@ -1,4 +1,4 @@
-"""Load-time optimization (issue: loading libtsfuse optimizes every TorchScript model).
+"""Load-time optimization: loading libtsfuse optimizes every TorchScript model.
 
 Each scenario runs in a fresh subprocess: the executor registration happens once per process at
 load, and the graph executor caches plans per function.

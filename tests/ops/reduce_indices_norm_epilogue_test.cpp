@@ -59,7 +59,7 @@ std::vector<Dims> dimChoices() {
           std::vector<int64_t>{0, 2}, std::vector<int64_t>{-1, -2}, std::vector<int64_t>{0, 1, 2}, std::nullopt};
 }
 
-TEST(ReduceExtra, LogsumexpAndNormRandom) {
+TEST(ReduceIndicesNormEpilogue, LogsumexpAndNormRandom) {
   Gen g(7);
   FailureLog log;
   const std::vector<std::string> reds = {"logsumexp", "norm:2.0", "norm:1.0", "norm:inf", "norm:-inf",
@@ -84,7 +84,7 @@ TEST(ReduceExtra, LogsumexpAndNormRandom) {
   EXPECT_GT(log.cases, 800);
 }
 
-TEST(ReduceExtra, LogsumexpSpecialValuesNativeAndChunked) {
+TEST(ReduceIndicesNormEpilogue, LogsumexpSpecialValuesNativeAndChunked) {
   const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
   // Rows: NaN wins, +inf, all -inf, +inf with -inf, large finite (max shift), plain.
   at::Tensor x = at::tensor({nan, 1.0, 2.0, inf, 1.0, 0.0, -inf, -inf, -inf, inf, -inf, 3.0,
@@ -103,7 +103,7 @@ TEST(ReduceExtra, LogsumexpSpecialValuesNativeAndChunked) {
   }
 }
 
-TEST(ReduceExtra, EmptyReductionsAndErrorsAsEager) {
+TEST(ReduceIndicesNormEpilogue, EmptyReductionsAndErrorsAsEager) {
   CheckOpts o;
   o.exact = false;
   T ops = {at::randn({3, 0}), at::randn({1, 0})};
@@ -123,7 +123,7 @@ TEST(ReduceExtra, EmptyReductionsAndErrorsAsEager) {
 
 // Eager accumulates |x|^p of a float input in float: the sum overflows to inf exactly when it
 // exceeds float's range, although each term and the root are finite (fuzzer program 1641).
-TEST(ReduceExtra, FloatNormOverflowsLikeEager) {
+TEST(ReduceIndicesNormEpilogue, FloatNormOverflowsLikeEager) {
   CheckOpts o;
   o.exact = false;
   for (double big : {3e19, 1e19, 2e38}) {
@@ -165,7 +165,7 @@ TEST(ReduceExtra, FloatNormOverflowsLikeEager) {
   return r;
 }
 
-TEST(ReduceExtra, MaxMinWithIndicesRandom) {
+TEST(ReduceIndicesNormEpilogue, MaxMinWithIndicesRandom) {
   Gen g(11);
   FailureLog log;
   for (const std::string red : {"max", "min"})
@@ -186,7 +186,7 @@ TEST(ReduceExtra, MaxMinWithIndicesRandom) {
   EXPECT_GT(log.cases, 100);
 }
 
-TEST(ReduceExtra, MaxMinNaNWinsAtItsFirstIndexAndEmptyDimRaises) {
+TEST(ReduceIndicesNormEpilogue, MaxMinNaNWinsAtItsFirstIndexAndEmptyDimRaises) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   at::Tensor x = at::tensor({1.0, nan, 5.0, nan, 5.0, 5.0, 2.0, 2.0, -1.0}, at::kFloat).view({3, 3});
   T ops = {x, at::zeros({1}, at::kFloat)};
@@ -201,7 +201,7 @@ TEST(ReduceExtra, MaxMinNaNWinsAtItsFirstIndexAndEmptyDimRaises) {
   EXPECT_THROW(tsfuse::reduceWithIndices(ops, kSum, "sum", 0), c10::Error);
 }
 
-TEST(ReduceExtra, MaxWithIndicesChunkedSlabs) {
+TEST(ReduceIndicesNormEpilogue, MaxWithIndicesChunkedSlabs) {
   // float16 has no native form: the exact chunked path, with several slabs (> 2^18 elements).
   Gen g(5);
   T ops = {g.tensor({300, 1, 40}, at::kHalf), g.tensor({1, 200, 40}, at::kHalf)};
@@ -237,7 +237,7 @@ struct EpiCase {
   return r;
 }
 
-TEST(ReduceExtra, EpilogueRandomPromotionAndLayouts) {
+TEST(ReduceIndicesNormEpilogue, EpilogueRandomPromotionAndLayouts) {
   Gen g(3);
   FailureLog log;
   const std::vector<EpiCase> cases = {
@@ -283,7 +283,7 @@ TEST(ReduceExtra, EpilogueRandomPromotionAndLayouts) {
   EXPECT_GT(log.cases, 200);
 }
 
-TEST(ReduceExtra, EpilogueThatGrowsTheShapeRunsAfterTheReduction) {
+TEST(ReduceIndicesNormEpilogue, EpilogueThatGrowsTheShapeRunsAfterTheReduction) {
   Gen g(9);
   T ops = {g.tensor({5, 1, 3}, at::kFloat), g.tensor({1, 4, 3}, at::kFloat)};
   EpiCase c{"sum", std::vector<int64_t>{-1}, false, "v1: mul($0, $1)",
@@ -301,7 +301,7 @@ TEST(ReduceExtra, EpilogueThatGrowsTheShapeRunsAfterTheReduction) {
                               std::string("v1: mul($0, $1)")), c10::Error);
 }
 
-TEST(ReduceExtra, EpilogueChunkedSlabs) {
+TEST(ReduceIndicesNormEpilogue, EpilogueChunkedSlabs) {
   Gen g(4);
   T ops = {g.tensor({400, 1, 30}, at::kHalf), g.tensor({1, 300, 30}, at::kHalf)};
   for (bool keepdim : {false, true}) {
@@ -312,7 +312,7 @@ TEST(ReduceExtra, EpilogueChunkedSlabs) {
   }
 }
 
-TEST(ReduceExtra, AutogradFallsBackToEager) {
+TEST(ReduceIndicesNormEpilogue, AutogradFallsBackToEager) {
   at::Tensor a = at::randn({4, 1, 3}).requires_grad_(), b = at::randn({1, 5, 3});
   at::Tensor w = at::rand({5}).requires_grad_();
   at::Tensor y = tsfuse::reduce({a, b, w}, kDiff2, "sum", std::vector<int64_t>{-1}, false, std::nullopt,
@@ -338,7 +338,7 @@ TEST(ReduceExtra, AutogradFallsBackToEager) {
   EXPECT_TRUE(at::allclose(a5.grad(), a6.grad()));
 }
 
-TEST(ReduceExtra, MetaKernelsGiveEagerShapes) {
+TEST(ReduceIndicesNormEpilogue, MetaKernelsGiveEagerShapes) {
   T ops = {at::empty({4, 1, 3}, at::device(at::kMeta)), at::empty({1, 5, 3}, at::device(at::kMeta))};
   auto [v, i] = tsfuse::reduceWithIndices(ops, kSum, "min", 1, true);
   EXPECT_EQ(v.sizes(), (std::vector<int64_t>{4, 1, 3}));

@@ -42,7 +42,7 @@ std::vector<c10::IValue> inputs(uint64_t seed, at::ScalarType t = at::kFloat) {
   return {g.tensor({3, 1, 4}, t), g.tensor({5, 4}, t), (g.tensor({5}, at::kFloat).abs() + 0.5)};
 }
 
-TEST(ReduceExtraFormsIR, MaxDimValuesAndIndices) {
+TEST(ReduceIndicesNormEpilogueIR, MaxDimValuesAndIndices) {
   Fused f = fuse(R"IR(
   %s : Tensor = aten::sub(%a, %b, %one)
   %d : Tensor = aten::abs(%s)
@@ -64,7 +64,7 @@ TEST(ReduceExtraFormsIR, MaxDimValuesAndIndices) {
   EXPECT_TRUE(sameOutputs(f.ref, f.g, inputs(2, at::kInt)));  // ties: the first index, as eager
 }
 
-TEST(ReduceExtraFormsIR, MinDimKeepdimOnlyIndicesUsed) {
+TEST(ReduceIndicesNormEpilogueIR, MinDimKeepdimOnlyIndicesUsed) {
   Fused f = fuse(R"IR(
   %s : Tensor = aten::mul(%a, %b)
   %v : Tensor, %i : Tensor = aten::min(%s, %m1, %true)
@@ -75,7 +75,7 @@ TEST(ReduceExtraFormsIR, MinDimKeepdimOnlyIndicesUsed) {
   EXPECT_TRUE(sameOutputs(f.ref, f.g, inputs(3)));
 }
 
-TEST(ReduceExtraFormsIR, LogsumexpKeepdim) {
+TEST(ReduceIndicesNormEpilogueIR, LogsumexpKeepdim) {
   Fused f = fuse(R"IR(
   %s : Tensor = aten::sub(%a, %b, %one)
   %q : Tensor = aten::mul(%s, %s)
@@ -90,7 +90,7 @@ TEST(ReduceExtraFormsIR, LogsumexpKeepdim) {
   EXPECT_TRUE(sameOutputs(f.ref, f.g, inputs(4), /*exact=*/false));
 }
 
-TEST(ReduceExtraFormsIR, NormSchemasCarryTheirOrder) {
+TEST(ReduceIndicesNormEpilogueIR, NormSchemasCarryTheirOrder) {
   struct Case {
     std::string node, reduction;
   };
@@ -117,7 +117,7 @@ TEST(ReduceExtraFormsIR, NormSchemasCarryTheirOrder) {
 }
 
 // reduce |> sqrt |> mul(w) |> exp(-x / 0.5): one tsfuse::reduce with the epilogue.
-TEST(ReduceExtraFormsIR, EpilogueChainIsAbsorbed) {
+TEST(ReduceIndicesNormEpilogueIR, EpilogueChainIsAbsorbed) {
   Fused f = fuse(R"IR(
   %s : Tensor = aten::sub(%a, %b, %one)
   %q : Tensor = aten::pow(%s, %two)
@@ -142,7 +142,7 @@ TEST(ReduceExtraFormsIR, EpilogueChainIsAbsorbed) {
 
 // Negative: the reduced value is also returned, so it is materialised anyway; the epilogue
 // stays unfused (and sqrt stays an aten op).
-TEST(ReduceExtraFormsIR, NegativeEpilogueWhenReducedValueEscapes) {
+TEST(ReduceIndicesNormEpilogueIR, NegativeEpilogueWhenReducedValueEscapes) {
   Fused f = fuse(R"IR(
   %s : Tensor = aten::sub(%a, %b, %one)
   %q : Tensor = aten::mul(%s, %s)
@@ -160,7 +160,7 @@ TEST(ReduceExtraFormsIR, NegativeEpilogueWhenReducedValueEscapes) {
 
 // Negative: the epilogue operand is written in place after its use; moving the computation to
 // the chain's end could read the new values, so the epilogue is not absorbed (reason logged).
-TEST(ReduceExtraFormsIR, NegativeEpilogueOperandWrittenInPlace) {
+TEST(ReduceIndicesNormEpilogueIR, NegativeEpilogueOperandWrittenInPlace) {
   Fused f = fuse(R"IR(
   %s : Tensor = aten::sub(%a, %b, %one)
   %q : Tensor = aten::mul(%s, %s)
@@ -179,7 +179,7 @@ TEST(ReduceExtraFormsIR, NegativeEpilogueOperandWrittenInPlace) {
 }
 
 // Negative: a non-constant dim / norm order is not matched; the graph is left unchanged.
-TEST(ReduceExtraFormsIR, NegativeNonConstantDimOrOrder) {
+TEST(ReduceIndicesNormEpilogueIR, NegativeNonConstantDimOrOrder) {
   const std::string ir = R"IR(
 graph(%a : Tensor, %b : Tensor, %k : int, %p : float):
   %false : bool = prim::Constant[value=0]()
