@@ -24,14 +24,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
-DTYPE_WEIGHTS = [(torch.float32, 34), (torch.float64, 9), (torch.float16, 7), (torch.bfloat16, 7),
-                 (torch.int32, 8), (torch.int64, 12), (torch.uint8, 6), (torch.bool, 10)]
-DTYPE_NAME = {torch.float32: "torch.float32", torch.float64: "torch.float64", torch.float16: "torch.float16",
-              torch.bfloat16: "torch.bfloat16", torch.int32: "torch.int32", torch.int64: "torch.int64",
-              torch.uint8: "torch.uint8", torch.bool: "torch.bool"}
-# Relative rounding unit (1 ulp at the value's magnitude, as a fraction of it).
-ULP = {torch.float32: 2.0 ** -23, torch.float64: 2.0 ** -52, torch.float16: 2.0 ** -10, torch.bfloat16: 2.0 ** -7}
+from gen_common import DTYPE_NAME, DTYPE_WEIGHTS, ULP, Reject, Val, _finite_max, _is_float
+from gen_elementwise import ElementwiseForms
+from gen_reduce import ReductionForms
 
 
 # ---------------------------------------------------------------------------------------------
@@ -149,32 +144,9 @@ class Program:
         ])
 
 
-class Reject(Exception):
-    pass
 
 
-def _finite_max(t):
-    """max |t| over finite elements (0 when none), as a float."""
-    if not isinstance(t, torch.Tensor):
-        t = torch.tensor(t)
-    if t.dtype == torch.bool or t.numel() == 0:
-        return 0.0
-    d = t.detach().double().abs()
-    d = d[torch.isfinite(d)]
-    return float(d.max()) if d.numel() else 0.0
-
-
-def _is_float(t):
-    return isinstance(t, float) or (isinstance(t, torch.Tensor) and t.dtype.is_floating_point)
-
-
-class Val:
-    def __init__(self, name, t, err=0.0, param=False, root=None):
-        self.name, self.t, self.err, self.param = name, t, err, param
-        self.root = root  # the param this value may alias (views of params), else None
-
-
-class Generator:
+class Generator(ElementwiseForms, ReductionForms):
     def __init__(self, seed, index=0):
         self.rng = random.Random(seed)
         self.seed = seed
@@ -371,154 +343,6 @@ class Generator:
             form = "view_of_intermediate"
         return self.emit(expr, form, lambda out: v.err, root=v.root)
 
-    def elementwise(self, a=None):
-        rng = self.rng
-        a = a or self.operand()
-        kind = rng.random()
-        if kind < 0.6:  # binary, tensor-tensor (the pairwise core)
-            b = self.operand(exclude=a, prefer_recent=False)
-            if rng.random() < 0.07:
-                b = a
-                self.forms.add("same_operand")
-            op = rng.choice(["sub", "add", "mul", "div", "min", "max", "minimum", "maximum", "cmp", "cmp",
-                             "where", "clamp_t", "clamp2_t", "clamp_min_t", "logical", "pow_t", "sub_alpha",
-                             "floordiv", "truncdiv", "rsub_s", "add_alpha", "hypot"])
-        else:
-            b = None
-            op = rng.choice(["abs", "neg", "neg_op", "relu", "sqrt", "exp", "log", "sigmoid", "lnot", "pow_s",
-                             "sq", "clamp_s", "clamp_min_s", "clamp_max_s", "sub_s", "mul_s", "div_s",
-                             "cmp_s", "where_s", "to", "add_s", "rsub_s1", "zero_dim_const",
-                             "atan", "rsqrt", "log1p", "square", "masked_fill"])
-        A, B = a.name, b.name if b else None
-        s = self.scalar()
-        cmp = rng.choice(["<", "<=", ">", ">=", "==", "!="])
-        lin = lambda out: self._lin(a, b, out)  # noqa: E731
-        mx = lambda out: max(a.err, b.err if b else 0.0)  # noqa: E731
-
-        def disc(out):
-            self.need_exact(a, b)
-            return 0.0
-
-        def cmpf(out):
-            self.margin(a, b if b else float(eval(s, {}, self.env)))
-            return 0.0
-
-        def trans(out):
-            self.need_exact(a, b)
-            return self.ulp_err(out)
-
-        def alpha(k):
-            # a + k*b rounded once (FMA) or twice: they differ by up to 1 ulp of k*b and of the sum.
-            def f(out):
-                self.need_exact(a, b)
-                return ULP[out.dtype] * (_finite_max(out) + abs(k) * _finite_max(b.t)) if _is_float(out) else 0.0
-            return f
-
-        al = rng.choice(["-1", "3", "0.5"])
-        table = {
-            "sub": (f"{A} - {B}", lin), "add": (f"{A} + {B}", lin), "mul": (f"{A} * {B}", lambda o: self._mul(a, b, o)),
-            "div": (f"{A} / {B}", lambda o: self._div(a, b, o)),
-            "min": (f"torch.min({A}, {B})", mx), "max": (f"torch.max({A}, {B})", mx),
-            "minimum": (f"torch.minimum({A}, {B})", mx), "maximum": (f"torch.maximum({A}, {B})", mx),
-            "cmp": (f"{A} {cmp} {B}", cmpf), "where": (None, None),
-            "clamp_t": (f"torch.clamp({A}, min={B})", mx), "clamp2_t": (f"torch.clamp({A}, {B}, {B} + 1)", mx),
-            "clamp_min_t": (f"{A}.clamp_min({B})", mx),
-            "logical": (f"torch.logical_{rng.choice(['and', 'or', 'xor'])}({A}, {B})", disc),
-            # alpha != 1 runs ATen's kernel on each tile: eager's vectorized loop fuses a + alpha*b
-            # (FMA) where its broadcasting scalar loop rounds twice, so the contract is 1 ulp, as
-            # for the transcendental ops (BOUND_CONTRACTS in compare.py).
-            "pow_t": (f"torch.pow({A}, {B})", trans), "sub_alpha": (f"torch.sub({A}, {B}, alpha=2)", alpha(2)),
-            "add_alpha": (f"torch.add({A}, {B}, alpha={al})", alpha(float(al))),
-            "floordiv": (f"torch.div({A}, {B}, rounding_mode='floor')", disc),
-            "truncdiv": (f"torch.div({A}, {B}, rounding_mode='trunc')", disc),
-            "rsub_s": (f"{s} - {A}", lin), "rsub_s1": (f"{s} - {A}", lin),
-            "abs": (f"{A}.abs()", mx), "neg": (f"torch.neg({A})", mx), "neg_op": (f"-{A}", mx),
-            "relu": (f"torch.relu({A})", mx), "sqrt": (f"{A}.sqrt()", trans), "exp": (f"torch.exp({A})", trans),
-            "log": (f"{A}.log()", trans), "sigmoid": (f"torch.sigmoid({A})", trans),
-            "lnot": (f"torch.logical_not({A})", disc),
-            "atan": (f"torch.atan({A})", trans), "rsqrt": (f"{A}.rsqrt()", trans), "log1p": (f"torch.log1p({A})", trans),
-            "square": (f"torch.square({A})", trans), "hypot": (f"torch.hypot({A}, {B})", trans),
-            "masked_fill": (None, None),
-            "pow_s": (f"{A}.pow({rng.choice(['2', '0.5', '3', '-1', '2.5'])})", trans),
-            "sq": (f"{A} ** 2", trans), "clamp_s": (f"{A}.clamp({rng.choice(['0, 1', '-0.5, 0.5', 'min=0.0', 'max=2'])})", mx),
-            "clamp_min_s": (f"{A}.clamp_min({s})", mx), "clamp_max_s": (f"torch.clamp_max({A}, {s})", mx),
-            "sub_s": (f"{A} - {s}", lin), "add_s": (f"{A} + {s}", lin),
-            "mul_s": (f"{A} * {s}", lambda o: self._mul(a, float(eval(s, {}, self.env)), o)),
-            "div_s": (f"{A} / {s}", lambda o: self._div(a, float(eval(s, {}, self.env)), o)),
-            "cmp_s": (f"{A} {cmp} {s}", cmpf),
-            "where_s": (None, None),
-            "to": (f"{A}.to({DTYPE_NAME[self.pick_dtype()]})", lambda o: self._cast(a, o)),
-            "zero_dim_const": (f"{A} * torch.tensor({rng.choice(['0.5', '2', '-1.5'])})", lambda o: self._mul(a, 2.0, o)),
-        }
-        expr, f = table[op]
-        if op in ("floordiv", "truncdiv") and self.int_min_by_minus_one(a.t, b.t):
-            # Eager itself dies of SIGFPE on INT_MIN // -1 (ATen's integer div_trunc kernel, torch
-            # 2.11); there is no result to compare, so the program is not generated.
-            return None
-        if op == "hypot" and not (a.t.is_floating_point() and b.t.is_floating_point()):
-            return None  # ATen's hypot has float kernels only: nothing to compare
-        if op == "masked_fill":
-            conds = [v for v in self.vals if v.t.dtype == torch.bool and not v.err]
-            if not conds:
-                return None
-            expr, f = f"{A}.masked_fill({rng.choice(conds).name}, {s})", mx
-            self.forms.add("masked_fill")
-        if op in ("where", "where_s"):
-            conds = [v for v in self.vals if v.t.dtype == torch.bool and not v.err]
-            if not conds:
-                return None
-            c = rng.choice(conds).name
-            other = B if op == "where" else s
-            expr = f"torch.where({c}, {A}, {other})" if rng.random() < 0.5 else f"torch.where({c}, {other}, {A})"
-            f = mx
-            self.forms.add("where")
-        if op == "zero_dim_const":
-            self.forms.add("constant")
-        return self.emit(expr, "elementwise", f)
-
-    @staticmethod
-    def int_min_by_minus_one(a, b):
-        try:
-            rt = torch.result_type(a, b)
-            if rt.is_floating_point or rt == torch.bool:
-                return False
-            lo = torch.iinfo(rt).min
-            return bool(((a.to(rt) == lo) & (b.to(rt) == -1)).any())
-        except RuntimeError:
-            return False  # does not broadcast: eager raises, a regular error program
-
-    # error-bound propagation for arithmetic (values, max over elements, float64 math)
-    def _lin(self, a, b, out):
-        e = a.err + (b.err if b else 0.0)
-        return (e + self.ulp_err(out)) if e else 0.0
-
-    def _mul(self, a, b, out):
-        eb = b.err if isinstance(b, Val) else 0.0
-        if not (a.err or eb):
-            return 0.0
-        ma = _finite_max(a.t)
-        mb = _finite_max(b.t) if isinstance(b, Val) else abs(b)
-        return a.err * mb + eb * ma + a.err * eb + self.ulp_err(out)
-
-    def _div(self, a, b, out):
-        eb = b.err if isinstance(b, Val) else 0.0
-        if not (a.err or eb):
-            return 0.0
-        tb = b.t if isinstance(b, Val) else torch.tensor(float(b))
-        d = tb.double().abs()
-        d = d[torch.isfinite(d)]
-        mn = float(d.min()) if d.numel() else 0.0
-        if mn <= 4 * eb or mn == 0.0:
-            raise Reject()
-        return (a.err + _finite_max(out) * eb) / (mn - eb) + self.ulp_err(out)
-
-    def _cast(self, a, out):
-        if not a.err:
-            return 0.0
-        if not out.dtype.is_floating_point:
-            raise Reject()
-        return a.err + self.ulp_err(out)
-
     def inplace(self):
         """An in-place op on an intermediate (or, rarely, on a view of an input)."""
         cands = [v for v in self.vals if not v.param and (v.root is None or self.rng.random() < 0.15)]
@@ -543,104 +367,6 @@ class Generator:
         self.lines.append(f"{v.name}.{op}")
         self.forms.add("inplace_on_input_view" if v.root else "inplace")
         return v
-
-    def reduction(self, v=None):
-        rng = self.rng
-        v = v or self.operand()
-        t = v.t
-        r = t.dim()
-        n = v.name
-        dims = None
-        if r >= 1 and rng.random() < 0.8:
-            k = rng.randint(1, min(r, 2))
-            dims = sorted(rng.sample(range(r), k))
-            dims = [d - r if rng.random() < 0.4 else d for d in dims]
-        keep = rng.random() < 0.3
-        ks = ", keepdim=True" if keep else ""
-        dl = f"[{', '.join(map(str, dims))}]" if dims else None
-        one = str(dims[0]) if dims else "-1"
-        dt = ""
-        if rng.random() < 0.15:
-            dt = f", dtype={rng.choice(['torch.float64', 'torch.float32', 'torch.int64'])}"
-        kind = rng.choice(["sum", "sum", "mean", "prod", "amax", "amin", "argmax", "argmin", "any", "all",
-                           "max_dim", "min_dim", "max_idx", "logsumexp", "norm", "vector_norm"])
-        red = set(range(r)) if dims is None else {d % r for d in dims}
-        nred = math.prod(t.shape[d] for d in red) if r else 1
-        if kind == "sum":
-            expr = f"torch.sum({n}, {dl}{ks}{dt})" if dl else f"{n}.sum({dt[2:]})"
-        elif kind == "mean":
-            expr = f"{n}.mean({dl}{ks}{dt})" if dl else f"torch.mean({n}{dt})"
-        elif kind == "prod":
-            expr = f"{n}.prod({one}{ks}{dt})"
-            red = {int(one) % r} if r else set()
-            nred = t.shape[int(one)] if r else 1
-        elif kind in ("amax", "amin"):
-            expr = f"{n}.{kind}({dl or '[]'}{ks})" if rng.random() < 0.5 else f"torch.{kind}({n}, dim={dl or '[]'}{ks})"
-        elif kind in ("argmax", "argmin"):
-            expr = f"{n}.{kind}({one}{ks})" if dims else f"torch.{kind}({n})"
-        elif kind in ("any", "all"):
-            expr = f"{n}.{kind}({one}{ks})" if dims else f"torch.{kind}({n})"
-        elif kind in ("max_dim", "min_dim"):
-            expr = f"torch.{kind[:3]}({n}, {one}{ks})[0]"
-        elif kind == "max_idx":
-            expr = f"{n}.{rng.choice(['max', 'min'])}(dim={one}{ks})[1]"
-        elif kind == "logsumexp":
-            expr = f"torch.logsumexp({n}, {dl or '[' + one + ']'}{ks})"
-        elif kind == "norm":
-            expr = f"{n}.norm({rng.choice(['2.0', '1.0'])}, {dl or '[' + one + ']'}{ks})"
-        else:
-            order = rng.choice(["2.0", "1.0", 'float("inf")'])
-            expr = f"torch.linalg.vector_norm({n}, {order}, {dl}{ks}{dt})"
-        if kind in ("argmax", "argmin", "max_dim", "min_dim", "max_idx") and dims:
-            red, nred = {int(one) % r}, t.shape[int(one)]
-
-        def err(out):
-            if kind in ("argmax", "argmin", "max_idx", "any", "all"):
-                self.need_exact(v)
-                return 0.0
-            if kind in ("amax", "amin", "max_dim", "min_dim"):
-                return v.err
-            if not out.dtype.is_floating_point:
-                self.need_exact(v)
-                return 0.0
-            if nred == 0:
-                return v.err
-            if not t.dtype.is_floating_point and out.dtype == torch.float64:
-                return 0.0 if nred < 2 ** 20 else self.ulp_err(out)
-            x = t.double()
-            dd = sorted(red)
-            eps = ULP[out.dtype]
-            if kind in ("sum", "mean"):
-                s = x.abs().sum(dd) if dd else x.abs()
-                S = _finite_max(s)
-                if S * 2 > torch.finfo(out.dtype).max * 0.25:
-                    raise Reject()
-                e = 2 * nred * eps * S + nred * v.err
-                return (e / nred if kind == "mean" else e) + self.ulp_err(out)
-            if kind == "prod":
-                self.need_exact(v)
-                # Partial products must stay in range in any order (else overflow/underflow
-                # meets a zero or not depending on the order): bound them in log space over
-                # the finite, non-zero factors.
-                ax = x.abs()
-                ok = torch.isfinite(ax) & (ax != 0)
-                la = torch.where(ok, ax.log(), torch.zeros_like(ax))
-                hi = la.clamp(min=0).sum(dd[0]) if dd else la.clamp(min=0)
-                lo = la.clamp(max=0).sum(dd[0]) if dd else la.clamp(max=0)
-                info = torch.finfo(out.dtype)
-                if hi.numel() and (float(hi.max()) > math.log(info.max * 0.25)
-                                   or float(lo.min()) < math.log(info.tiny * 1e6)):
-                    raise Reject()
-                return 2 * (nred + 1) * eps * _finite_max(out)
-            if kind == "logsumexp":
-                return 4 * eps * (nred + 2 + _finite_max(out)) + v.err
-            # norms
-            return 2 * (nred + 1) * eps * (_finite_max(out) + _finite_max(x)) + nred * v.err
-
-        out = self.emit(expr, f"reduce:{kind}", err)
-        if out is not None and not v.param:
-            self.forms.add("pairwise_then_reduce")
-        return out
 
     def build(self):
         params, inputs = self.params()

@@ -1,0 +1,107 @@
+"""The program generator's reduction forms (a mixin of gen.Generator): dims, keepdim, dtype,
+indices, norms, and pairwise-then-reduce, each with its error bound against eager."""
+import math
+
+import torch
+
+from gen_common import ULP, Reject, _finite_max
+
+
+class ReductionForms:
+    def reduction(self, v=None):
+        rng = self.rng
+        v = v or self.operand()
+        t = v.t
+        r = t.dim()
+        n = v.name
+        dims = None
+        if r >= 1 and rng.random() < 0.8:
+            k = rng.randint(1, min(r, 2))
+            dims = sorted(rng.sample(range(r), k))
+            dims = [d - r if rng.random() < 0.4 else d for d in dims]
+        keep = rng.random() < 0.3
+        ks = ", keepdim=True" if keep else ""
+        dl = f"[{', '.join(map(str, dims))}]" if dims else None
+        one = str(dims[0]) if dims else "-1"
+        dt = ""
+        if rng.random() < 0.15:
+            dt = f", dtype={rng.choice(['torch.float64', 'torch.float32', 'torch.int64'])}"
+        kind = rng.choice(["sum", "sum", "mean", "prod", "amax", "amin", "argmax", "argmin", "any", "all",
+                           "max_dim", "min_dim", "max_idx", "logsumexp", "norm", "vector_norm"])
+        red = set(range(r)) if dims is None else {d % r for d in dims}
+        nred = math.prod(t.shape[d] for d in red) if r else 1
+        if kind == "sum":
+            expr = f"torch.sum({n}, {dl}{ks}{dt})" if dl else f"{n}.sum({dt[2:]})"
+        elif kind == "mean":
+            expr = f"{n}.mean({dl}{ks}{dt})" if dl else f"torch.mean({n}{dt})"
+        elif kind == "prod":
+            expr = f"{n}.prod({one}{ks}{dt})"
+            red = {int(one) % r} if r else set()
+            nred = t.shape[int(one)] if r else 1
+        elif kind in ("amax", "amin"):
+            expr = f"{n}.{kind}({dl or '[]'}{ks})" if rng.random() < 0.5 else f"torch.{kind}({n}, dim={dl or '[]'}{ks})"
+        elif kind in ("argmax", "argmin"):
+            expr = f"{n}.{kind}({one}{ks})" if dims else f"torch.{kind}({n})"
+        elif kind in ("any", "all"):
+            expr = f"{n}.{kind}({one}{ks})" if dims else f"torch.{kind}({n})"
+        elif kind in ("max_dim", "min_dim"):
+            expr = f"torch.{kind[:3]}({n}, {one}{ks})[0]"
+        elif kind == "max_idx":
+            expr = f"{n}.{rng.choice(['max', 'min'])}(dim={one}{ks})[1]"
+        elif kind == "logsumexp":
+            expr = f"torch.logsumexp({n}, {dl or '[' + one + ']'}{ks})"
+        elif kind == "norm":
+            expr = f"{n}.norm({rng.choice(['2.0', '1.0'])}, {dl or '[' + one + ']'}{ks})"
+        else:
+            order = rng.choice(["2.0", "1.0", 'float("inf")'])
+            expr = f"torch.linalg.vector_norm({n}, {order}, {dl}{ks}{dt})"
+        if kind in ("argmax", "argmin", "max_dim", "min_dim", "max_idx") and dims:
+            red, nred = {int(one) % r}, t.shape[int(one)]
+
+        def err(out):
+            if kind in ("argmax", "argmin", "max_idx", "any", "all"):
+                self.need_exact(v)
+                return 0.0
+            if kind in ("amax", "amin", "max_dim", "min_dim"):
+                return v.err
+            if not out.dtype.is_floating_point:
+                self.need_exact(v)
+                return 0.0
+            if nred == 0:
+                return v.err
+            if not t.dtype.is_floating_point and out.dtype == torch.float64:
+                return 0.0 if nred < 2 ** 20 else self.ulp_err(out)
+            x = t.double()
+            dd = sorted(red)
+            eps = ULP[out.dtype]
+            if kind in ("sum", "mean"):
+                s = x.abs().sum(dd) if dd else x.abs()
+                S = _finite_max(s)
+                if S * 2 > torch.finfo(out.dtype).max * 0.25:
+                    raise Reject()
+                e = 2 * nred * eps * S + nred * v.err
+                return (e / nred if kind == "mean" else e) + self.ulp_err(out)
+            if kind == "prod":
+                self.need_exact(v)
+                # Partial products must stay in range in any order (else overflow/underflow
+                # meets a zero or not depending on the order): bound them in log space over
+                # the finite, non-zero factors.
+                ax = x.abs()
+                ok = torch.isfinite(ax) & (ax != 0)
+                la = torch.where(ok, ax.log(), torch.zeros_like(ax))
+                hi = la.clamp(min=0).sum(dd[0]) if dd else la.clamp(min=0)
+                lo = la.clamp(max=0).sum(dd[0]) if dd else la.clamp(max=0)
+                info = torch.finfo(out.dtype)
+                if hi.numel() and (float(hi.max()) > math.log(info.max * 0.25)
+                                   or float(lo.min()) < math.log(info.tiny * 1e6)):
+                    raise Reject()
+                return 2 * (nred + 1) * eps * _finite_max(out)
+            if kind == "logsumexp":
+                return 4 * eps * (nred + 2 + _finite_max(out)) + v.err
+            # norms
+            return 2 * (nred + 1) * eps * (_finite_max(out) + _finite_max(x)) + nred * v.err
+
+        out = self.emit(expr, f"reduce:{kind}", err)
+        if out is not None and not v.param:
+            self.forms.add("pairwise_then_reduce")
+        return out
