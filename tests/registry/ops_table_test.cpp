@@ -1,0 +1,96 @@
+// docs/ops.md, the table of every fusible op, is generated from the registry (kernels/ir/ops.def)
+// and from what the one lowering (kernels/lower/lower.cpp) actually emits for each op over float32
+// operands on each target. This test fails when the page is out of date; regenerate it with
+//   TSFUSE_UPDATE_DOCS=1 build/bin/tsfuse_tests --gtest_filter=RegistryTable.*
+#include "test_util.h"
+
+#include "kernels/ir/op_registry.h"
+#include "kernels/lower/program.h"
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+namespace {
+
+using tsfuse::Arg;
+namespace lower = tsfuse::lower;
+
+// The op over float32 operands with numbers where its signature wants them.
+tsfuse::Expr sampleOf(const tsfuse::OpDef& def) {
+  tsfuse::Expr e;
+  std::vector<Arg> args;
+  for (size_t k = 0; k < static_cast<size_t>(def.arity()); ++k) {
+    const char c = def.signature[k];
+    if (c == 'd') args.push_back(Arg::scalarType(at::kDouble));
+    else if (c == 's') args.push_back(Arg::integer(2));
+    else args.push_back(Arg::input(e.numInputs++));
+  }
+  e.instrs.push_back({def.op, args});
+  return e;
+}
+
+// How the op runs on a target, as the lowering decides it.
+std::string howItRuns(const tsfuse::Expr& e, const std::vector<at::Tensor>& ops, const tsfuse::Analysis& an,
+                      const lower::Target& target, tsfuse::PrimFlag emitter) {
+  std::string why;
+  auto p = lower::lowerExpr(e, an, ops, target, &why);
+  if (!p) return "—";
+  bool aten = false, all = true;
+  for (const auto& li : p->code) {
+    aten |= li.op == tsfuse::Prim::Aten;
+    all &= tsfuse::primHas(li.op, emitter);
+  }
+  if (aten) return "ATen on tiles";
+  return all ? "native" : "—";
+}
+
+std::string renderTable() {
+  std::map<tsfuse::Op, std::vector<std::string>> schemas;
+  for (const auto& o : tsfuse::atenOverloads()) schemas[o.op].push_back(o.schema);
+  std::ostringstream os;
+  os << "# Fusible elementwise ops\n\n"
+     << "Generated from the op registry ([kernels/ir/ops.def](../kernels/ir/ops.def)) and from what the\n"
+     << "typed lowering emits for each op over float32 operands (`tests/registry/ops_table_test.cpp`\n"
+     << "checks that this page is current). *native*: the target's own primitives; *ATen on tiles*: the\n"
+     << "CPU runs ATen's kernel on each 512-element tile (eager's bits); *—*: the target declines and the\n"
+     << "call takes the exact chunked ATen path. Other dtypes can differ (e.g. `square` of an integer\n"
+     << "tensor runs through ATen). How to add an op: [adding-an-op.md](adding-an-op.md).\n\n"
+     << "| op | TorchScript schemas | CPU interpreter | CPU JIT (AVX2) | CUDA bytecode |\n"
+     << "| --- | --- | --- | --- | --- |\n";
+  for (const tsfuse::OpDef& def : tsfuse::allOps()) {
+    tsfuse::Expr e = sampleOf(def);
+    std::vector<at::Tensor> ops;
+    for (int i = 0; i < e.numInputs; ++i) ops.push_back(at::ones({2}, at::kFloat));
+    if (def.op == tsfuse::Op::Where) ops[0] = ops[0].to(at::kBool);
+    if (def.op == tsfuse::Op::MaskedFill) ops[1] = ops[1].to(at::kBool);
+    auto an = tsfuse::analyze(e, ops, nullptr);
+    std::string names;
+    for (const auto& s : schemas[def.op]) names += (names.empty() ? "" : ", ") + std::string("`") + s + "`";
+    if (names.empty()) names = "(the `alpha` / `rounding_mode` form of a schema above)";
+    os << "| `" << def.name << "` | " << names << " | ";
+    if (!an) {
+      os << "? | ? | ? |\n";
+      continue;
+    }
+    const std::string cpu = howItRuns(e, ops, *an, lower::Target::cpuTiles(), tsfuse::kInterp);
+    const std::string jit = cpu == "native" ? howItRuns(e, ops, *an, lower::Target::cpuTiles(), tsfuse::kJit) : "—";
+    os << cpu << " | " << jit << " | " << howItRuns(e, ops, *an, lower::Target::device(), tsfuse::kDevice) << " |\n";
+  }
+  return os.str();
+}
+
+TEST(RegistryTable, DocsOpsPageIsCurrent) {
+  const std::string path = std::string(TSFUSE_SOURCE_DIR) + "/docs/ops.md";
+  const std::string want = renderTable();
+  if (const char* u = std::getenv("TSFUSE_UPDATE_DOCS"); u && std::string(u) == "1") {
+    std::ofstream(path) << want;
+    GTEST_SKIP() << "wrote " << path;
+  }
+  std::ifstream in(path);
+  std::stringstream have;
+  have << in.rdbuf();
+  EXPECT_EQ(have.str(), want) << path << " is out of date: regenerate it with TSFUSE_UPDATE_DOCS=1 (see the file's test)";
+}
+
+}  // namespace
