@@ -169,6 +169,14 @@ struct Lowering {
         }
         break;
       }
+      case LowerRule::Bitwise:  // on bools the logical primitive (0/1 bytes); on integers ATen's
+        if (ct == c10::ScalarType::Bool && native(*def.prim(), ct)) {
+          const int a = slotFor(A[0], ct);
+          out = A.size() == 1 ? emit(*def.prim(), ct, rt, a) : emit(*def.prim(), ct, rt, a, slotFor(A[1], ct));
+        } else if (!fallback(ins, ct, rt, out)) {
+          return false;
+        }
+        break;
       case LowerRule::Aten:
         if (!fallback(ins, ct, rt, out)) return false;
         break;

@@ -18,13 +18,13 @@ class ElementwiseForms:
                 self.forms.add("same_operand")
             op = rng.choice(["sub", "add", "mul", "div", "min", "max", "minimum", "maximum", "cmp", "cmp",
                              "where", "clamp_t", "clamp2_t", "clamp_min_t", "logical", "pow_t", "sub_alpha",
-                             "floordiv", "truncdiv", "rsub_s", "add_alpha", "hypot"])
+                             "floordiv", "truncdiv", "rsub_s", "add_alpha", "hypot", "bitwise"])
         else:
             b = None
             op = rng.choice(["abs", "neg", "neg_op", "relu", "sqrt", "exp", "log", "sigmoid", "lnot", "pow_s",
                              "sq", "clamp_s", "clamp_min_s", "clamp_max_s", "sub_s", "mul_s", "div_s",
                              "cmp_s", "where_s", "to", "add_s", "rsub_s1", "zero_dim_const",
-                             "atan", "rsqrt", "log1p", "square", "masked_fill"])
+                             "atan", "rsqrt", "log1p", "square", "masked_fill", "invert"])
         A, B = a.name, b.name if b else None
         s = self.scalar()
         cmp = rng.choice(["<", "<=", ">", ">=", "==", "!="])
@@ -75,6 +75,7 @@ class ElementwiseForms:
             "atan": (f"torch.atan({A})", trans), "rsqrt": (f"{A}.rsqrt()", trans), "log1p": (f"torch.log1p({A})", trans),
             "square": (f"torch.square({A})", trans), "hypot": (f"torch.hypot({A}, {B})", trans),
             "masked_fill": (None, None),
+            "bitwise": (f"{A} {rng.choice(['&', '|', '^'])} {B}", disc), "invert": (f"~{A}", disc),
             "pow_s": (f"{A}.pow({rng.choice(['2', '0.5', '3', '-1', '2.5'])})", trans),
             "sq": (f"{A} ** 2", trans), "clamp_s": (f"{A}.clamp({rng.choice(['0, 1', '-0.5, 0.5', 'min=0.0', 'max=2'])})", mx),
             "clamp_min_s": (f"{A}.clamp_min({s})", mx), "clamp_max_s": (f"torch.clamp_max({A}, {s})", mx),
@@ -93,6 +94,10 @@ class ElementwiseForms:
             return None
         if op == "hypot" and not (a.t.is_floating_point() and b.t.is_floating_point()):
             return None  # ATen's hypot has float kernels only: nothing to compare
+        if op in ("bitwise", "invert") and any(v.t.dtype.is_floating_point for v in (a, b) if v is not None):
+            return None  # ATen's bitwise ops take bools and integers only
+        if op in ("bitwise", "invert"):
+            self.forms.add("bool_mask_algebra" if a.t.dtype == torch.bool else "bitwise_int")
         if op == "masked_fill":
             conds = [v for v in self.vals if v.t.dtype == torch.bool and not v.err]
             if not conds:

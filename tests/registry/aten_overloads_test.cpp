@@ -5,7 +5,7 @@
 // must return what the original returns, bit for bit.
 #include "ir_util.h"
 
-#include "kernels/ir/op_registry.h"
+#include "registry/registry_util.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
@@ -13,9 +13,10 @@ namespace {
 
 using namespace tsfuse_test;
 
-// The IR value for one schema argument: tensors read d (the first) or b (the others), bool
+// The IR value for one schema argument: tensors read d (the first) or b (e for bool ops), bool
 // conditions and masks read m = a > b; other arguments are constants of their type.
-std::string argumentValue(const c10::Argument& arg, bool& firstTensor) {
+std::string argumentValue(const c10::Argument& arg, bool& firstTensor, bool boolOps) {
+  const std::string other = boolOps ? "%e" : "%b", number = boolOps ? "%two" : "%half";
   const std::string& name = arg.name();
   const c10::TypePtr& t = arg.type();
   if (name == "condition" || name == "mask") return "%m";
@@ -23,16 +24,16 @@ std::string argumentValue(const c10::Argument& arg, bool& firstTensor) {
   if (t->kind() == c10::TypeKind::TensorType) {
     const bool first = firstTensor;
     firstTensor = false;
-    return first ? "%d" : "%b";
+    return first ? "%d" : other;
   }
   if (auto opt = t->cast<c10::OptionalType>()) {
     const c10::TypePtr& inner = opt->getElementType();
-    if (inner->kind() == c10::TypeKind::TensorType) return "%b";
+    if (inner->kind() == c10::TypeKind::TensorType) return other;
     if (inner->kind() == c10::TypeKind::NumberType) return "%half";
     if (inner->kind() == c10::TypeKind::StringType) return "%floor";
     return "%none";  // memory_format
   }
-  if (t->kind() == c10::TypeKind::NumberType) return name == "alpha" ? "%two" : (firstTensor ? "%two" : "%half");
+  if (t->kind() == c10::TypeKind::NumberType) return name == "alpha" || firstTensor ? "%two" : number;
   if (t->kind() == c10::TypeKind::StringType) return "%floor";
   if (t->kind() == c10::TypeKind::BoolType) return "%false";
   ADD_FAILURE() << "no test value for argument '" << name << "' of type " << t->str();
@@ -47,10 +48,13 @@ TEST(RegistryOverloads, EveryListedSchemaFusesAndKeepsItsResults) {
     auto handle = c10::Dispatcher::singleton().findSchema({key.substr(0, dot), key.substr(dot + 1)});
     ASSERT_TRUE(handle.has_value());
     const c10::FunctionSchema& schema = handle->schema();
+    // Tensors of the op's sample dtype: float (d = a - b, then b), or bool for the bitwise ops
+    // (d = a > b, then e = a < b).
+    const bool boolOps = sampleDtype(tsfuse::opDef(o.op)) == at::kBool;
     std::string call = schema.name() + "(";
     bool firstTensor = true;
     for (size_t i = 0; i < schema.arguments().size(); ++i)
-      call += (i ? ", " : "") + argumentValue(schema.arguments()[i], firstTensor);
+      call += (i ? ", " : "") + argumentValue(schema.arguments()[i], firstTensor, boolOps);
     call += ")";
     const std::string ir = R"IR(
 graph(%a : Tensor, %b : Tensor):
@@ -61,8 +65,9 @@ graph(%a : Tensor, %b : Tensor):
   %half : float = prim::Constant[value=0.5]()
   %f64 : int = prim::Constant[value=7]()
   %floor : str = prim::Constant[value="floor"]()
-  %d : Tensor = aten::sub(%a, %b, %one)
-  )IR" + std::string(call.find("%m") != std::string::npos ? "%m : Tensor = aten::gt(%a, %b)\n  " : "") +
+  )IR" + std::string(boolOps ? "%d : Tensor = aten::gt(%a, %b)\n  %e : Tensor = aten::lt(%a, %b)\n  "
+                                        : "%d : Tensor = aten::sub(%a, %b, %one)\n  ") +
+                           std::string(call.find("%m") != std::string::npos ? "%m : Tensor = aten::gt(%a, %b)\n  " : "") +
                            "%r : Tensor = " + call + "\n" +
                            // An op that may return its input is never a region's root (fused, it
                            // would return a copy): a consumer takes that place.

@@ -4,8 +4,8 @@
 //   TSFUSE_UPDATE_DOCS=1 build/bin/tsfuse_tests --gtest_filter=RegistryTable.*
 #include "test_util.h"
 
-#include "kernels/ir/op_registry.h"
 #include "kernels/lower/program.h"
+#include "registry/registry_util.h"
 
 #include <fstream>
 #include <map>
@@ -13,22 +13,9 @@
 
 namespace {
 
-using tsfuse::Arg;
+using tsfuse_test::sampleDtype;
+using tsfuse_test::sampleOf;
 namespace lower = tsfuse::lower;
-
-// The op over float32 operands with numbers where its signature wants them.
-tsfuse::Expr sampleOf(const tsfuse::OpDef& def) {
-  tsfuse::Expr e;
-  std::vector<Arg> args;
-  for (size_t k = 0; k < static_cast<size_t>(def.arity()); ++k) {
-    const char c = def.signature[k];
-    if (c == 'd') args.push_back(Arg::scalarType(at::kDouble));
-    else if (c == 's') args.push_back(Arg::integer(2));
-    else args.push_back(Arg::input(e.numInputs++));
-  }
-  e.instrs.push_back({def.op, args});
-  return e;
-}
 
 // How the op runs on a target, as the lowering decides it.
 std::string howItRuns(const tsfuse::Expr& e, const std::vector<at::Tensor>& ops, const tsfuse::Analysis& an,
@@ -51,7 +38,8 @@ std::string renderTable() {
   std::ostringstream os;
   os << "# Fusible elementwise ops\n\n"
      << "Generated from the op registry ([kernels/ir/ops.def](../kernels/ir/ops.def)) and from what the\n"
-     << "typed lowering emits for each op over float32 operands (`tests/registry/ops_table_test.cpp`\n"
+     << "typed lowering emits for each op over float32 operands (bool where marked: ATen has the bitwise\n"
+     << "ops for bools and integers only; `tests/registry/ops_table_test.cpp`\n"
      << "checks that this page is current). *native*: the target's own primitives; *ATen on tiles*: the\n"
      << "CPU runs ATen's kernel on each 512-element tile (eager's bits); *—*: the target declines and the\n"
      << "call takes the exact chunked ATen path. Other dtypes can differ (e.g. `square` of an integer\n"
@@ -60,15 +48,16 @@ std::string renderTable() {
      << "| --- | --- | --- | --- | --- |\n";
   for (const tsfuse::OpDef& def : tsfuse::allOps()) {
     tsfuse::Expr e = sampleOf(def);
+    const at::ScalarType dtype = sampleDtype(def);
     std::vector<at::Tensor> ops;
-    for (int i = 0; i < e.numInputs; ++i) ops.push_back(at::ones({2}, at::kFloat));
+    for (int i = 0; i < e.numInputs; ++i) ops.push_back(at::ones({2}, dtype));
     if (def.op == tsfuse::Op::Where) ops[0] = ops[0].to(at::kBool);
     if (def.op == tsfuse::Op::MaskedFill) ops[1] = ops[1].to(at::kBool);
     auto an = tsfuse::analyze(e, ops, nullptr);
     std::string names;
     for (const auto& s : schemas[def.op]) names += (names.empty() ? "" : ", ") + std::string("`") + s + "`";
     if (names.empty()) names = "(the `alpha` / `rounding_mode` form of a schema above)";
-    os << "| `" << def.name << "` | " << names << " | ";
+    os << "| `" << def.name << "`" << (dtype == at::kBool ? " (bool)" : "") << " | " << names << " | ";
     if (!an) {
       os << "? | ? | ? |\n";
       continue;

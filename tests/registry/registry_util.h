@@ -1,0 +1,37 @@
+// Helpers of the tests generated from the op registry (tests/registry/*.cpp).
+#pragma once
+
+#include "kernels/analysis.h"
+#include "kernels/ir/op_registry.h"
+
+#include <ATen/ATen.h>
+
+namespace tsfuse_test {
+
+// The op once, over tensor operands where its signature takes values, the number 2 and float64
+// where it wants a number or a dtype.
+inline tsfuse::Expr sampleOf(const tsfuse::OpDef& def) {
+  tsfuse::Expr e;
+  std::vector<tsfuse::Arg> args;
+  for (size_t k = 0; k < static_cast<size_t>(def.arity()); ++k) {
+    const char c = def.signature[k];
+    if (c == 'd') args.push_back(tsfuse::Arg::scalarType(at::kDouble));
+    else if (c == 's') args.push_back(tsfuse::Arg::integer(2));
+    else args.push_back(tsfuse::Arg::input(e.numInputs++));
+  }
+  e.instrs.push_back({def.op, args});
+  return e;
+}
+
+// The dtype the op's sample is shown and tested with: float32, or bool for an op ATen defines on
+// bools and integers only (bitwise ops). Conditions and masks are bool either way.
+inline at::ScalarType sampleDtype(const tsfuse::OpDef& def) {
+  tsfuse::Expr e = sampleOf(def);
+  std::vector<at::Tensor> ops;
+  for (int i = 0; i < e.numInputs; ++i) ops.push_back(at::ones({2}, at::kFloat));
+  if (def.op == tsfuse::Op::Where) ops[0] = ops[0].to(at::kBool);
+  if (def.op == tsfuse::Op::MaskedFill) ops[1] = ops[1].to(at::kBool);
+  return tsfuse::analyze(e, ops, nullptr) ? at::kFloat : at::kBool;
+}
+
+}  // namespace tsfuse_test
