@@ -3,7 +3,7 @@
 // registers; what differs is how operands reach the registers and how results leave:
 //
 //   mapKernel      generic map: grid-stride over the output in memory order, 32- or 64-bit index,
-//                  any strides/broadcasts (<= kMaxDims coalesced dims).
+//                  any strides/broadcasts (<= kMaxKernelDims coalesced dims).
 //   pair2Kernel    (a) 2-D pairwise map [N, M]: a block stages the row operands of its 16 rows and
 //                  the column operands of its 128 columns in shared memory once, then writes 16
 //                  coalesced output rows; each output element is written exactly once.
