@@ -25,7 +25,7 @@ Outputs runChunked(const Expr& e, at::TensorList operands, const ReduceSpec* red
   const bool epilogue = reduce && reduce->epilogue;
   if (epilogue && !an.epilogueKeepsShape) return oneSlab();
 
-  const std::vector<int64_t>& rdims = plan.reducedDims;
+  const DimVector& rdims = plan.reducedDims;
   const int64_t slabDim = plan.slabDim(), total = plan.numel();
   if (slabDim < 0 || total <= kSlabElements) {
     if (total > kSlabElements)

@@ -6,15 +6,17 @@ namespace tsfuse {
 
 BroadcastView::BroadcastView(const at::Tensor& t, at::IntArrayRef shape, bool bindData)
     : data(bindData ? static_cast<const char*>(t.const_data_ptr()) : nullptr), elemSize(t.element_size()) {
-  const int64_t R = static_cast<int64_t>(shape.size()), r = t.dim();
+  const at::IntArrayRef sizes = t.sizes(), strides = t.strides();
+  const int64_t R = static_cast<int64_t>(shape.size()), r = static_cast<int64_t>(sizes.size());
   stride.assign(R, 0);
-  for (int64_t d = 0; d < r; ++d) stride[R - r + d] = t.size(d) == 1 ? 0 : t.stride(d) * elemSize;
+  for (int64_t d = 0; d < r; ++d) stride[R - r + d] = sizes[d] == 1 ? 0 : strides[d] * elemSize;
 }
 
-SubSpace SubSpace::select(const std::vector<BroadcastView>& views, at::IntArrayRef shape,
-                          const std::vector<int64_t>& dims) {
+SubSpace SubSpace::select(const std::vector<BroadcastView>& views, at::IntArrayRef shape, at::IntArrayRef dims) {
   SubSpace s;
+  s.size.reserve(dims.size());
   s.stride.resize(views.size());
+  for (auto& st : s.stride) st.reserve(dims.size());
   for (int64_t d : dims) {
     s.size.push_back(shape[d]);
     for (size_t o = 0; o < views.size(); ++o) s.stride[o].push_back(views[o].stride[d]);
@@ -72,7 +74,7 @@ namespace {
 
 // The dims of a tensor of these sizes/strides with more than one index, outermost first in
 // memory; false when it is not a dense permutation of its shape.
-bool memoryOrder(at::IntArrayRef sizes, at::IntArrayRef strides, std::vector<int64_t>& order) {
+bool memoryOrder(at::IntArrayRef sizes, at::IntArrayRef strides, DimVector& order) {
   order.clear();
   for (int64_t d = 0; d < static_cast<int64_t>(sizes.size()); ++d)
     if (sizes[d] != 1) order.push_back(d);
@@ -85,8 +87,8 @@ bool memoryOrder(at::IntArrayRef sizes, at::IntArrayRef strides, std::vector<int
   return true;
 }
 
-std::vector<Access> accessOf(const SubSpace& s, const std::vector<BroadcastView>& views) {
-  std::vector<Access> a(views.size());
+c10::SmallVector<Access, 16> accessOf(const SubSpace& s, const std::vector<BroadcastView>& views) {
+  c10::SmallVector<Access, 16> a(views.size());
   for (size_t o = 0; o < views.size(); ++o) a[o] = s.access(o, views[o].elemSize);
   return a;
 }
@@ -96,21 +98,24 @@ std::vector<Access> accessOf(const SubSpace& s, const std::vector<BroadcastView>
 IterationPlan IterationPlan::make(const Expr& e, at::TensorList operands, const ReduceSpec* reduce,
                                   const Analysis& an, bool bindData) {
   IterationPlan p;
-  p.shape = an.shape;
+  p.shape.assign(an.shape.begin(), an.shape.end());
   const int64_t R = static_cast<int64_t>(p.shape.size());
   if (R == 0) p.unsupported = "0-dim value";
   else if (R > kMaxDims) p.unsupported = "rank above 25";
   else if (an.valueShape != an.shape) p.unsupported = "expression value is not the operands' broadcast";
   // Nothing to walk (a 0-dim value), or the reduction's dims refer to another shape.
   if (R == 0 || an.valueShape != an.shape) return p;
-  if (reduce) p.reducedDims = tsfuse::reducedDims(*reduce, R);
+  if (reduce) {
+    const std::vector<int64_t> dims = tsfuse::reducedDims(*reduce, R);
+    p.reducedDims.assign(dims.begin(), dims.end());
+  }
 
   if (!memoryOrder(an.outSizes, an.outStrides, p.outOrder)) {
     if (!p.unsupported) p.unsupported = "output layout is not dense";
     return p;
   }
   // The output's dims are the kept dims in order, or all dims where keepdim keeps the reduced ones.
-  std::vector<int64_t> outToShape;
+  DimVector outToShape;
   for (int64_t d = 0; d < R; ++d)
     if (!p.isReduced(d) || (reduce && reduce->keepdim)) outToShape.push_back(d);
   for (int64_t d : p.outOrder) p.keptOrder.push_back(outToShape[d]);
@@ -118,6 +123,7 @@ IterationPlan IterationPlan::make(const Expr& e, at::TensorList operands, const 
     if (p.shape[d] != 1) p.reducedOrder.push_back(d);
 
   const at::TensorList main = mainOperands(e, operands);
+  p.views.reserve(main.size());
   for (const auto& t : main) p.views.emplace_back(t, p.shape, bindData);
   p.kept = SubSpace::select(p.views, p.shape, p.keptOrder);
   p.merged = p.kept;

@@ -14,6 +14,7 @@
 #include "kernels/analysis.h"
 
 #include <ATen/ATen.h>
+#include <c10/util/DimVector.h>
 
 #include <cstdint>
 #include <vector>
@@ -24,13 +25,17 @@ namespace tsfuse {
 // sub-space with an index array of this size. Larger ranks take the chunked path.
 constexpr int kMaxDims = 25;
 
+// Dims and per-dim strides hold their first few entries inline (c10::DimVector), so making a plan
+// allocates little more than one vector per space: it runs once per call, tiny calls included.
+using c10::DimVector;
+
 // An operand seen through the broadcast shape: byte strides per dim of that shape (0 where the
 // operand is broadcast). `data` is null where the plan was made without binding data (paths
 // that only read the geometry, e.g. the chunked path on a device without native kernels).
 struct BroadcastView {
   const char* data = nullptr;
   int64_t elemSize = 0;
-  std::vector<int64_t> stride;
+  DimVector stride;
 
   BroadcastView() = default;
   BroadcastView(const at::Tensor& t, at::IntArrayRef shape, bool bindData = true);
@@ -47,11 +52,10 @@ enum class Access : uint8_t {
 
 // A list of dims of the broadcast shape, walked row-major, with each operand's strides along them.
 struct SubSpace {
-  std::vector<int64_t> size;
-  std::vector<std::vector<int64_t>> stride;  // [operand][dim], bytes
+  DimVector size;
+  std::vector<DimVector> stride;  // [operand][dim], bytes
 
-  static SubSpace select(const std::vector<BroadcastView>& views, at::IntArrayRef shape,
-                         const std::vector<int64_t>& dims);
+  static SubSpace select(const std::vector<BroadcastView>& views, at::IntArrayRef shape, at::IntArrayRef dims);
   int64_t numel() const;
   // Merges neighbouring dims that every operand walks as one (outer stride == inner stride *
   // size). The row-major linear index, and so the walk's order, is unchanged.
@@ -76,12 +80,12 @@ struct SubSpace {
 };
 
 struct IterationPlan {
-  std::vector<int64_t> shape;        // the broadcast shape
-  std::vector<int64_t> reducedDims;  // every reduced dim of it, sorted (size-1 dims included)
+  DimVector shape;        // the broadcast shape
+  DimVector reducedDims;  // every reduced dim of it, sorted (size-1 dims included)
   // Kept dims of more than one index, outermost first in the output's memory, and the same dims
   // numbered as the output's own (they differ where keepdim=false drops the reduced dims).
-  std::vector<int64_t> keptOrder, outOrder;
-  std::vector<int64_t> reducedOrder;  // reduced dims of more than one index, in dim order
+  DimVector keptOrder, outOrder;
+  DimVector reducedOrder;  // reduced dims of more than one index, in dim order
 
   std::vector<BroadcastView> views;  // the expression's operands
   // Kept dims: one per entry of keptOrder (not merged: the CPU reduction tiles along the output's
@@ -89,7 +93,7 @@ struct IterationPlan {
   SubSpace kept, merged;
   SubSpace reduced;  // coalesced
   // Per operand: how tiles along the innermost dim of `kept` / of `merged` read it.
-  std::vector<Access> keptAccess, mergedAccess;
+  c10::SmallVector<Access, 16> keptAccess, mergedAccess;
 
   // Epilogue operands ($1, $2, ... of the epilogue) over the output's shape and its dims in
   // memory order; only when the epilogue keeps the reduced shape (it then runs per output tile).
