@@ -88,8 +88,9 @@ struct IterationPlan {
   DimVector reducedOrder;  // reduced dims of more than one index, in dim order
 
   std::vector<BroadcastView> views;  // the expression's operands
-  // Kept dims: one per entry of keptOrder (not merged: the CPU reduction tiles along the output's
-  // innermost dim). `merged`: the same space coalesced (maps and the CUDA kernels walk it).
+  // Kept dims: one per entry of keptOrder, not merged, because the CPU reduction picks its tiling
+  // from the output's innermost dim (kernels/cpu/reduce.cpp) and the tiling decides how a float
+  // sum's partials combine. `merged`: the same space coalesced (maps and the CUDA kernels walk it).
   SubSpace kept, merged;
   SubSpace reduced;  // coalesced
   // Per operand: how tiles along the innermost dim of `kept` / of `merged` read it.
