@@ -13,8 +13,9 @@ constexpr int64_t kSlabElements = int64_t(1) << 18;
 
 }  // namespace
 
-Outputs runChunked(const Expr& e, at::TensorList operands, const ReduceSpec* reduce, const Analysis& an) {
-  const at::IntArrayRef shape(an.shape);
+Outputs runChunked(const Expr& e, at::TensorList operands, const ReduceSpec* reduce, const Analysis& an,
+                   const IterationPlan& plan) {
+  const at::IntArrayRef shape(plan.shape);
   const int64_t R = static_cast<int64_t>(shape.size());
   auto oneSlab = [&] {  // small, 0-dim or nothing to slice along: the whole output at once
     setLastPath("chunked");
@@ -24,16 +25,8 @@ Outputs runChunked(const Expr& e, at::TensorList operands, const ReduceSpec* red
   const bool epilogue = reduce && reduce->epilogue;
   if (epilogue && !an.epilogueKeepsShape) return oneSlab();
 
-  std::vector<int64_t> rdims;
-  if (reduce) rdims = reducedDims(*reduce, R);
-  auto isReduced = [&](int64_t d) { return std::find(rdims.begin(), rdims.end(), d) != rdims.end(); };
-
-  // The slab dim: the outermost kept dim with more than one index.
-  int64_t slabDim = -1;
-  for (int64_t d = 0; d < R && slabDim < 0; ++d)
-    if (!isReduced(d) && shape[d] > 1) slabDim = d;
-  int64_t total = 1;
-  for (int64_t s : shape) total *= s;
+  const DimVector& rdims = plan.reducedDims;
+  const int64_t slabDim = plan.slabDim(), total = plan.numel();
   if (slabDim < 0 || total <= kSlabElements) {
     if (total > kSlabElements)
       TSFUSE_LOG(kernel, info, "chunked path: no dim to slice, evaluating ", total, " elements at once");

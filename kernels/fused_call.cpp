@@ -125,9 +125,11 @@ Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const Re
     setLastPath(path);
     return r;
   }
+  // Data pointers only where a native path reads them (no other device need have any).
+  const IterationPlan plan = IterationPlan::make(*e, operands, reduce, *an, /*bindData=*/bool(native));
   if (native) {
     std::string why;
-    Outputs out = native(*e, operands, reduce, *an, &why);
+    Outputs out = native(*e, operands, reduce, *an, plan, &why);
     if (!out.empty()) {
       setLastPath("native");
       return out;
@@ -135,7 +137,7 @@ Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const Re
     TSFUSE_LOG(kernel, debug, "native path declined (", why, "); chunked ATen path for ", exprText);
   }
   setLastPath("chunked");
-  return runChunked(*e, operands, reduce, *an);
+  return runChunked(*e, operands, reduce, *an, plan);
 }
 
 }  // namespace tsfuse

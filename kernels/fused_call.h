@@ -4,10 +4,12 @@
 //   2. analyse on meta tensors: dtypes, shapes, strides — or "eager would raise", in which case
 //      eager runs and raises its own error (never a different one);
 //   3. empty output: allocate and return;
-//   4. the backend's native path (`native`, may decline), else the chunked ATen path.
+//   4. the call's IterationPlan (kernels/plan/iteration.h), computed once for both paths;
+//   5. the backend's native path (`native`, may decline), else the chunked ATen path.
 #pragma once
 
 #include "kernels/analysis.h"
+#include "kernels/plan/iteration.h"
 
 #include <functional>
 
@@ -18,7 +20,7 @@ using Outputs = std::vector<at::Tensor>;
 
 // Returns no outputs (and the reason in *why) when it declines.
 using NativePath = std::function<Outputs(const Expr&, at::TensorList, const ReduceSpec*,
-                                         const Analysis&, std::string* why)>;
+                                         const Analysis&, const IterationPlan&, std::string* why)>;
 
 Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const ReduceSpec* reduce,
                     const NativePath& native);
@@ -42,7 +44,7 @@ Outputs evalFused(const Expr& e, at::TensorList operands, const ReduceSpec* redu
 // The exact, device-generic path: evaluates the expression with ATen on slabs of the output whose
 // intermediates stay below a fixed element budget, writing each slab into the output.
 Outputs runChunked(const Expr& e, at::TensorList operands, const ReduceSpec* reduce,
-                   const Analysis& an);
+                   const Analysis& an, const IterationPlan& plan);
 
 void setLastPath(const char* path);
 

@@ -1,13 +1,12 @@
-// Accumulators of the native reductions. Each one folds values in index order (merge() takes a
-// later partial), with ATen's semantics: NaN propagates through amax/amin, argmax/argmin return
-// the first extremum (a NaN counts as the extremum), sums of floats accumulate in double and of
-// integers in int64 (wrapping), any/all test truth. max/min with indices keep the first extremum
-// and its index (ATen's CPU kernel: a NaN wins at its first position). logsumexp and norm work in
-// double (within reduction tolerance of eager, which works in the value's dtype).
+// Accumulators of the native CPU reductions. Each one folds values in index order (merge() takes
+// a later partial) with the rules of kernels/reduction_rules.h (ATen's semantics, shared with the
+// CUDA kernels). logsumexp and norm work in double (within reduction tolerance of eager, which
+// works in the value's dtype).
 #pragma once
 
 #include "kernels/elementwise.h"
 #include "kernels/ir/expr.h"
+#include "kernels/reduction_rules.h"
 
 #include <c10/core/ScalarType.h>
 #include <c10/util/Exception.h>
@@ -19,34 +18,23 @@
 
 namespace tsfuse::cpu {
 
-template <typename T>
-using Wide = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
-
-template <typename T>
-constexpr T lowestOf() {
-  if constexpr (std::numeric_limits<T>::has_infinity) return -std::numeric_limits<T>::infinity();
-  return std::numeric_limits<T>::lowest();
-}
-template <typename T>
-constexpr T highestOf() {
-  if constexpr (std::numeric_limits<T>::has_infinity) return std::numeric_limits<T>::infinity();
-  return std::numeric_limits<T>::max();
-}
+namespace rules = reduce_rules;
+using rules::Wide;
 
 template <typename T>
 struct SumAcc {
   using Value = T;
   using Out = T;
   Wide<T> v = 0;
-  void add(T x, int64_t) { v += static_cast<Wide<T>>(x); }
-  void merge(const SumAcc& o) { v += o.v; }
+  void add(T x, int64_t) { v = rules::sumStep(v, static_cast<Wide<T>>(x)); }
+  void merge(const SumAcc& o) { v = rules::sumStep(v, o.v); }
   Out get(int64_t) const { return ew::cast<T>(v); }
 };
 
 template <typename T>
 struct MeanAcc : SumAcc<T> {
-  void merge(const MeanAcc& o) { this->v += o.v; }
-  T get(int64_t count) const { return ew::cast<T>(static_cast<double>(this->v) / static_cast<double>(count)); }
+  void merge(const MeanAcc& o) { this->v = rules::sumStep(this->v, o.v); }
+  T get(int64_t count) const { return ew::cast<T>(rules::meanOf(static_cast<double>(this->v), count)); }
 };
 
 template <typename T>
@@ -54,8 +42,8 @@ struct ProdAcc {
   using Value = T;
   using Out = T;
   Wide<T> v = 1;
-  void add(T x, int64_t) { v *= static_cast<Wide<T>>(x); }
-  void merge(const ProdAcc& o) { v *= o.v; }
+  void add(T x, int64_t) { v = rules::prodStep(v, static_cast<Wide<T>>(x)); }
+  void merge(const ProdAcc& o) { v = rules::prodStep(v, o.v); }
   Out get(int64_t) const { return ew::cast<T>(v); }
 };
 
@@ -63,9 +51,9 @@ template <typename T, bool IsMax>
 struct ExtremumAcc {
   using Value = T;
   using Out = T;
-  T v = IsMax ? lowestOf<T>() : highestOf<T>();
+  T v = IsMax ? rules::lowestOf<T>() : rules::highestOf<T>();
   void add(T x, int64_t) {
-    if (ew::isnan_(x) || (IsMax ? x > v : x < v)) v = x;
+    if (rules::extremumTakes(x, v, IsMax)) v = x;
   }
   void merge(const ExtremumAcc& o) { add(o.v, 0); }
   Out get(int64_t) const { return v; }
@@ -77,8 +65,8 @@ struct TruthAcc {
   using Out = bool;
   bool v = !IsAny;
   void add(T x, int64_t) {
-    if constexpr (IsAny) v = v || (x != T(0));
-    else v = v && (x != T(0));
+    if constexpr (IsAny) v = v || rules::truthOf(x);
+    else v = v && rules::truthOf(x);
   }
   void merge(const TruthAcc& o) { v = IsAny ? (v || o.v) : (v && o.v); }
   Out get(int64_t) const { return v; }
@@ -91,7 +79,7 @@ struct ArgAcc {
   T best{};
   int64_t idx = -1;
   void add(T x, int64_t i) {
-    if (idx < 0 || (!ew::isnan_(best) && (ew::isnan_(x) || (IsMax ? x > best : x < best)))) {
+    if (idx < 0 || rules::laterBeats(x, best, IsMax)) {
       best = x;
       idx = i;
     }
@@ -168,8 +156,8 @@ struct NormAcc {
     switch (mode) {
       case Mode::Two: s += a * a; break;
       case Mode::One: s += a; break;
-      case Mode::Max: if (a != a || a > s) s = a; break;
-      case Mode::Min: if (a != a || a < s) s = a; break;
+      case Mode::Max: if (rules::extremumTakes(a, s, true)) s = a; break;
+      case Mode::Min: if (rules::extremumTakes(a, s, false)) s = a; break;
       case Mode::Zero: s += (a != 0.0); break;
       case Mode::General: s += std::pow(a, p); break;
     }

@@ -1,6 +1,7 @@
 // Compiled tile programs: the kernel cache and the tile drivers (code generation: jit_codegen.cpp).
 #include "kernels/cpu/jit.h"
 
+#include "kernels/cpu/gather.h"
 #include "kernels/cpu/jit_codegen.h"
 #include "tsfuse/log.h"
 
@@ -141,8 +142,9 @@ std::shared_ptr<const Kernel> Kernel::get(const TileProgram& p, size_t prefix, i
 }
 
 std::optional<VerticalSum> VerticalSum::make(const TileProgram& p, size_t prefix, int source, bool doubleSums,
-                                             const std::vector<BroadcastView>& views, const SubSpace& kept,
-                                             const SubSpace& reduced) {
+                                             const IterationPlan& plan) {
+  const auto& views = plan.views;
+  const SubSpace &kept = plan.kept, &reduced = plan.reduced;
   if (!enabled() || kept.size.empty()) return std::nullopt;
   VerticalSum v;
   v.views_ = &views;
@@ -150,10 +152,9 @@ std::optional<VerticalSum> VerticalSum::make(const TileProgram& p, size_t prefix
   v.packed_.resize(views.size());
   for (size_t i = 0; i < views.size(); ++i) {
     const int64_t s = kept.stride[i].back(), esz = views[i].elemSize;
-    Leaf kind = s == 0 ? Leaf::Uniform : s == esz ? Leaf::Contiguous : Leaf::Strided;
-    const bool sameForEveryOutput =
-        std::all_of(kept.stride[i].begin(), kept.stride[i].end() - 1, [](int64_t x) { return x == 0; });
-    if (kind == Leaf::Strided && sameForEveryOutput && reduced.numel() * v.inner_ * esz <= kMaxPackBytes) {
+    const Access access = plan.keptAccess[i];
+    Leaf kind = access == Access::Uniform ? Leaf::Uniform : access == Access::InPlace ? Leaf::Contiguous : Leaf::Strided;
+    if (access == Access::Packed && reduced.numel() * v.inner_ * esz <= kMaxPackBytes) {
       // Reduced rows (in the reduced space's row-major order) by lanes, contiguous.
       std::vector<char>& pk = v.packed_[i];
       pk.resize(reduced.numel() * v.inner_ * esz);

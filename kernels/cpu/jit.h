@@ -24,7 +24,7 @@
 // AVX2 and BMI2.
 #pragma once
 
-#include "kernels/cpu/gather.h"
+#include "kernels/plan/iteration.h"
 #include "kernels/cpu/tile_program.h"
 
 #include <memory>
@@ -112,11 +112,11 @@ class Kernel {
 // covers up to rowsPerBlock() consecutive outputs along the kept dim next to the lanes' dim.
 class VerticalSum {
  public:
-  // nullopt where no kernel applies (disabled, an operand strided along the lanes, or Kernel::get
+  // Lanes along the innermost of the plan's kept dims, rows along its reduced space. nullopt
+  // where no kernel applies (disabled, an operand gathered along the lanes, or Kernel::get
   // declined); the reason goes to the kernel log. doubleSums: the lanes' sums are double.
   static std::optional<VerticalSum> make(const TileProgram& p, size_t prefix, int source, bool doubleSums,
-                                         const std::vector<BroadcastView>& views, const SubSpace& kept,
-                                         const SubSpace& reduced);
+                                         const IterationPlan& plan);
   // Output rows a tile may cover, and the length of the kept dim they run along (a tile's rows
   // must not cross its end).
   int64_t rowsPerTile() const { return kernel_->rowsPerBlock(); }
@@ -126,9 +126,9 @@ class VerticalSum {
   // starts at byte offset base[i] + r * (its stride along that kept dim) at reduced row 0.
   void run(const std::vector<int64_t>& base, int64_t start, int64_t rows, int64_t n, void* sums) const;
 
-  // An operand strided along the lanes but the same for every output (`y[j, d]` summed over d)
-  // is packed once per call, reduced rows by lanes, when that takes at most this many bytes (the
-  // operand's own elements: a bounded copy, never of the broadcast shape).
+  // An operand the plan marks Packed (strided along the lanes but the same for every output:
+  // `y[j, d]` summed over d) is packed once per call, reduced rows by lanes, when that takes at
+  // most this many bytes (the operand's own elements: a bounded copy, never of the broadcast shape).
   static constexpr int64_t kMaxPackBytes = int64_t(1) << 20;
 
  private:

@@ -1,6 +1,6 @@
-// The parts of the native reduction shared by its paths (kernels/cpu/native.cpp): the plan, the
-// finisher that writes outputs (through the epilogue), and the vertical sum's lanes, its folded
-// final cast, and its compiled path (jit::VerticalSum). Internal to native.cpp.
+// The parts of the native reduction shared by its tilings (kernels/cpu/reduce.cpp): the finisher
+// that writes outputs (through the epilogue), and the vertical sum's lanes, its folded final cast,
+// and its compiled path (jit::VerticalSum). Internal to reduce.cpp.
 #pragma once
 
 #include "kernels/cpu/accumulators.h"
@@ -17,18 +17,12 @@
 
 namespace tsfuse::cpu::reduce_parts {
 
-struct ReducePlan {
-  SubSpace kept;     // output dims in memory order (size-1 dims dropped)
-  SubSpace reduced;  // reduced dims in their original order (index semantics of argmax)
-  bool vertical = false;
-};
-
 // Writes finished reduction values to the output: as they are, or through the epilogue, which
 // runs on the same tile of outputs with its operands gathered in the output's memory order.
 struct Finisher {
   const TileProgram* epilogue = nullptr;
-  std::vector<BroadcastView> views;  // epilogue operands $1.. over the output shape
-  SubSpace space;                    // output dims in memory order, for those views
+  const std::vector<BroadcastView>* views = nullptr;  // epilogue operands $1.. over the output shape
+  const SubSpace* space = nullptr;                    // output dims in memory order, for those views
   char* out = nullptr;
   int64_t outSize = 0;      // output element size
   int64_t reducedSize = 0;  // element size of the reduction's values
@@ -41,7 +35,7 @@ struct Finisher {
       return;
     }
     std::memcpy(es->slot[0], vals, n * reducedSize);
-    for (size_t i = 0; i < views.size(); ++i) space.gatherInto(i, views[i], 0, o0, n, es->slot[i + 1]);
+    for (size_t i = 0; i < views->size(); ++i) gatherInto(*space, i, (*views)[i], 0, o0, n, es->slot[i + 1]);
     std::memcpy(out + o0 * outSize, epilogue->run(*es, n), n * outSize);
   }
   std::optional<TileProgram::Scratch> scratch() const {
@@ -116,7 +110,7 @@ struct SumLanes {
 // consecutive outputs along the kept dim next to the lanes' dim, each output's lane sums in its
 // own kTile-lane row of the sums buffer; then the accumulator's value and the finisher, per row.
 template <typename Acc>
-void runCompiledVerticalSum(const jit::VerticalSum& compiled, const ReducePlan& plan, const SubSpace& outer,
+void runCompiledVerticalSum(const jit::VerticalSum& compiled, const IterationPlan& plan, const SubSpace& outer,
                             int64_t count, const Acc& proto, const Finisher& finish) {
   using Out = typename Acc::Out;
   const int L = static_cast<int>(outer.stride.size());

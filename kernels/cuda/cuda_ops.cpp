@@ -1,13 +1,13 @@
 // CUDA kernels of the fused ops: the host side. Compiles the call's bytecode (Flavour::Cuda),
-// describes the iteration space with the same coalesced sub-spaces the CPU path uses
-// (kernels/cpu/gather.h), picks a kernel (kernels/cuda/kernels.cu) and enqueues it on the current
-// stream. Anything it does not cover declines to the exact chunked ATen path.
+// describes the call's IterationPlan (kernels/plan/iteration.h: its coalesced kept and reduced
+// spaces, each operand's access) as kernel parameters, picks a kernel (kernels/cuda/kernels.cu)
+// and enqueues it on the current stream. Anything it does not cover declines to the exact chunked
+// ATen path.
 //
 // NB: opt-in. The kernels have not been run on a GPU yet, so CUDA calls take them only when
 // TSFUSE_CUDA_KERNELS=1; by default the chunked path runs (docs/cuda.md says how to flip this
 // after a validated GPU run).
 #include "kernels/bytecode_compile.h"
-#include "kernels/cpu/gather.h"
 #include "kernels/cuda/params.h"
 #include "kernels/fused_call.h"
 #include "tsfuse/log.h"
@@ -18,39 +18,35 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <numeric>
 
 namespace tsfuse::cuda {
 namespace {
-
-using cpu::BroadcastView;
-using cpu::SubSpace;
 
 bool enabled() {
   const char* v = std::getenv("TSFUSE_CUDA_KERNELS");
   return v && std::strcmp(v, "1") == 0;
 }
 
-// Dims of `t` (rank = shape's) with size > 1, outermost-first by stride (dense outputs only).
-std::vector<int64_t> memoryOrder(const at::Tensor& t, const std::vector<int64_t>& dims) {
-  std::vector<int64_t> order;
-  for (int64_t d : dims)
-    if (t.size(d) != 1) order.push_back(d);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return t.stride(x) > t.stride(y); });
-  return order;
-}
-
-bool toSpace(const SubSpace& s, const std::vector<BroadcastView>& views, Space& out) {
-  if (s.size.size() > static_cast<size_t>(kMaxDims)) return false;
+// One of the plan's coalesced spaces as a kernel's Space: element strides per operand, and the
+// output's in slot kMaxLeaves. The output is dense in the plan's kept order, so over the kept space
+// its strides are row-major (`outputDims`) and over the reduced space 0.
+bool toSpace(const SubSpace& s, const std::vector<BroadcastView>& views, bool outputDims, Space& out) {
+  if (s.size.size() > static_cast<size_t>(kMaxKernelDims)) return false;
   out.nd = static_cast<int>(s.size.size());
-  for (int d = 0; d < out.nd; ++d) {
+  int64_t outStride = 1;
+  for (int d = out.nd - 1; d >= 0; --d) {
     out.size[d] = s.size[d];
-    for (size_t v = 0; v < views.size(); ++v) {
-      const int slot = v + 1 == views.size() ? bc::kMaxLeaves : static_cast<int>(v);
-      out.stride[slot][d] = views[v].elemSize ? s.stride[v][d] / views[v].elemSize : 0;
-    }
+    for (size_t v = 0; v < views.size(); ++v) out.stride[v][d] = s.stride[v][d] / views[v].elemSize;
+    out.stride[bc::kMaxLeaves][d] = outputDims ? outStride : 0;
+    outStride *= s.size[d];
   }
   return true;
+}
+
+// How a 2-D kernel (lanes along the second of the plan's two coalesced kept dims) reads operand l.
+Kind2 kind2(const IterationPlan& plan, int l) {
+  const bool uniform = plan.mergedAccess[l] == Access::Uniform, sameRows = plan.merged.rowInvariant(l);
+  return uniform ? (sameRows ? Kind2::Scalar : Kind2::Row) : (sameRows ? Kind2::Col : Kind2::Full);
 }
 
 RedSpec redSpecOf(const ReduceSpec& r, const bc::Program& p, c10::ScalarType outDtype, int64_t count) {
@@ -67,17 +63,14 @@ RedSpec redSpecOf(const ReduceSpec& r, const bc::Program& p, c10::ScalarType out
 
 void check(cudaError_t err) { TORCH_CHECK(err == cudaSuccess, "tsfuse CUDA launch: ", cudaGetErrorString(err)); }
 
-at::Tensor runCudaOne(const Expr& e, at::TensorList operands, const ReduceSpec* reduce,
-                      const Analysis& an, std::string* why) {
+at::Tensor runCudaOne(const Expr& e, at::TensorList operands, const ReduceSpec* reduce, const Analysis& an,
+                      const IterationPlan& plan, std::string* why) {
   auto no = [&](const std::string& reason) {
     if (why) *why = reason;
     return at::Tensor();
   };
   if (!enabled()) return no("TSFUSE_CUDA_KERNELS is not 1 (CUDA kernels are opt-in until validated on a GPU)");
-  at::IntArrayRef shape(an.shape);
-  const int64_t R = static_cast<int64_t>(shape.size());
-  if (R == 0 || R > cpu::kMaxDims) return no("0-dim value or rank above 25");
-  if (an.valueShape != an.shape) return no("expression value is not the operands' broadcast");
+  if (plan.unsupported) return no(plan.unsupported);
   const c10::Device device = mainDevice(operands);
   if (!device.is_cuda()) return no("main device is not CUDA");
   for (int i = 0; i < e.numInputs; ++i)
@@ -90,32 +83,15 @@ at::Tensor runCudaOne(const Expr& e, at::TensorList operands, const ReduceSpec* 
   if (!prog) return at::Tensor();
 
   c10::cuda::CUDAGuard guard(device);
-  at::Tensor out = an.allocOut(device);
-  std::vector<BroadcastView> views;  // operands, then the output (with reduced dims kept as 1)
-  for (int i = 0; i < e.numInputs; ++i) {
-    if (bc::isCpuScalar(operands[i])) views.emplace_back();  // preloaded: no data, no strides
-    else views.emplace_back(operands[i], shape);
-    if (views.back().stride.empty()) views.back().stride.assign(R, 0);
-  }
-  at::Tensor keep = out;
-  std::vector<int64_t> rdims, kdims;
-  if (reduce) {
-    rdims = reducedDims(*reduce, R);
-    if (!reduce->keepdim)
-      for (int64_t d : rdims) keep = keep.unsqueeze(d);
-  }
-  for (int64_t d = 0; d < R; ++d)
-    if (!std::binary_search(rdims.begin(), rdims.end(), d)) kdims.push_back(d);
-  views.emplace_back(keep, shape);
   const auto stream = at::cuda::getCurrentCUDAStream(device.index()).stream();
   const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   auto dataOf = [&](int i) { return bc::isCpuScalar(operands[i]) ? nullptr : static_cast<const char*>(operands[i].const_data_ptr()); };
 
-  SubSpace kept = SubSpace::select(views, shape, memoryOrder(keep, kdims));
-  kept.coalesce();
   Space ks;
-  if (!toSpace(kept, views, ks)) return no("more than 6 dims after coalescing");
-  const bool rowMajor2 = ks.nd == 2 && ks.stride[bc::kMaxLeaves][1] == 1 && ks.stride[bc::kMaxLeaves][0] == ks.size[1];
+  if (!toSpace(plan.merged, plan.views, true, ks)) return no("more than 6 dims after coalescing");
+  at::Tensor out = an.allocOut(device);
+  // Two kept dims: the output is row-major [N, M] (dense in the plan's order).
+  const bool rowMajor2 = ks.nd == 2;
 
   if (!reduce) {
     if (rowMajor2) {  // (a) pairwise [N, M]
@@ -129,7 +105,7 @@ at::Tensor runCudaOne(const Expr& e, at::TensorList operands, const ReduceSpec* 
         P.data[l] = dataOf(l);
         P.sn[l] = ks.stride[l][0];
         P.sm[l] = ks.stride[l][1];
-        P.kind[l] = P.sn[l] == 0 ? (P.sm[l] == 0 ? Kind2::Scalar : Kind2::Col) : (P.sm[l] == 0 ? Kind2::Row : Kind2::Full);
+        P.kind[l] = kind2(plan, l);
       }
       check(launchPair2(P, stream));
       return out;
@@ -145,14 +121,9 @@ at::Tensor runCudaOne(const Expr& e, at::TensorList operands, const ReduceSpec* 
     return out;
   }
 
-  std::vector<int64_t> rorder;
-  for (int64_t d : rdims)
-    if (shape[d] != 1) rorder.push_back(d);
-  SubSpace red = SubSpace::select(views, shape, rorder);
-  red.coalesce();
   Space rs;
-  if (!toSpace(red, views, rs)) return no("more than 6 reduced dims after coalescing");
-  const int64_t count = red.numel(), numOut = kept.numel();
+  if (!toSpace(plan.reduced, plan.views, false, rs)) return no("more than 6 reduced dims after coalescing");
+  const int64_t count = plan.reduced.numel(), numOut = plan.merged.numel();
   const RedSpec spec = redSpecOf(*reduce, *prog, an.outDtype, count);
 
   // (b) [K] x [N, M] with operands of (k, n) / (k, m) / (k): GEMM-style tiles.
@@ -165,10 +136,10 @@ at::Tensor runCudaOne(const Expr& e, at::TensorList operands, const ReduceSpec* 
       P.sk[l] = rs.stride[l][0];
       P.sn[l] = ks.stride[l][0];
       P.sm[l] = ks.stride[l][1];
-      if (bc::isCpuScalar(operands[l]) || (P.sn[l] == 0 && P.sm[l] == 0)) P.kind[l] = Kind2::Scalar;
-      else if (P.sm[l] == 0) P.kind[l] = Kind2::Row, ok = ++rows <= 2;
-      else if (P.sn[l] == 0) P.kind[l] = Kind2::Col, ok = ++cols <= 2;
-      else ok = false;  // depends on (k, n, m): nothing to reuse
+      P.kind[l] = kind2(plan, l);
+      if (P.kind[l] == Kind2::Row) ok = ++rows <= 2;
+      else if (P.kind[l] == Kind2::Col) ok = ++cols <= 2;
+      else if (P.kind[l] == Kind2::Full) ok = false;  // depends on (k, n, m): nothing to reuse
     }
     if (ok) {
       P.prog = *prog;
@@ -213,14 +184,14 @@ at::Tensor runCudaOne(const Expr& e, at::TensorList operands, const ReduceSpec* 
 // The CUDA NativePath: the kernels cover one-output reductions without an epilogue; logsumexp,
 // norm, max/min with indices and epilogues take the exact chunked path on CUDA.
 Outputs runCuda(const Expr& e, at::TensorList operands, const ReduceSpec* reduce, const Analysis& an,
-                std::string* why) {
+                const IterationPlan& plan, std::string* why) {
   if (reduce && (reduce->epilogue || reduce->withIndices() || reduce->kind == Reduction::Logsumexp ||
                  reduce->kind == Reduction::Norm)) {
     if (why) *why = std::string("no CUDA kernel for ") + reductionName(reduce->kind) +
                     (reduce->epilogue ? " with an epilogue" : "");
     return {};
   }
-  at::Tensor out = runCudaOne(e, operands, reduce, an, why);
+  at::Tensor out = runCudaOne(e, operands, reduce, an, plan, why);
   if (!out.defined()) return {};
   return {out};
 }

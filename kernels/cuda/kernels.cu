@@ -3,7 +3,7 @@
 // registers; what differs is how operands reach the registers and how results leave:
 //
 //   mapKernel      generic map: grid-stride over the output in memory order, 32- or 64-bit index,
-//                  any strides/broadcasts (<= kMaxDims coalesced dims).
+//                  any strides/broadcasts (<= kMaxKernelDims coalesced dims).
 //   pair2Kernel    (a) 2-D pairwise map [N, M]: a block stages the row operands of its 16 rows and
 //                  the column operands of its 128 columns in shared memory once, then writes 16
 //                  coalesced output rows; each output element is written exactly once.
@@ -18,11 +18,7 @@
 // the elementwise ops are the ones ATen's CUDA kernels produce. No allocation, no host sync: the
 // launchers only enqueue on the given stream.
 #include "kernels/cuda/params.h"
-
-#include <math_constants.h>
-
-#include <cfloat>
-#include <climits>
+#include "kernels/reduction_rules.h"
 
 namespace tsfuse::cuda {
 namespace {
@@ -31,6 +27,10 @@ using bc::DT;
 using bc::Reg;
 
 // ---------------------------------------------------------------- accumulators (wide domain)
+// One struct for every kind (the kernels pick the kind at run time); the rules of each step are
+// kernels/reduction_rules.h, shared with the CPU accumulators.
+
+namespace rules = reduce_rules;
 
 struct Acc {
   int64_t i;
@@ -44,52 +44,37 @@ __device__ __forceinline__ void accInit(const RedSpec& s, Acc& a) {
   a.d = 0.0;
   switch (s.kind) {
     case RKind::Prod: a.i = 1; a.d = 1.0; break;
-    case RKind::Max: a.i = LLONG_MIN; a.d = -CUDART_INF; break;
-    case RKind::Min: a.i = LLONG_MAX; a.d = CUDART_INF; break;
+    case RKind::Max: a.i = rules::lowestOf<int64_t>(); a.d = rules::lowestOf<double>(); break;
+    case RKind::Min: a.i = rules::highestOf<int64_t>(); a.d = rules::highestOf<double>(); break;
     case RKind::All: a.i = 1; break;
     default: break;
   }
 }
 
-// x (wide) beats the current best at index ix < or > ib (first extremum wins, NaN is extremal).
-__device__ __forceinline__ bool beatsD(double x, int64_t ix, double best, int64_t ib, bool isMax) {
-  if (ib < 0) return true;
-  const bool xn = x != x, bn = best != best;
-  if (bn) return xn && ix < ib;
-  if (xn) return true;
-  if (x == best) return ix < ib;
-  return isMax ? x > best : x < best;
-}
-__device__ __forceinline__ bool beatsI(int64_t x, int64_t ix, int64_t best, int64_t ib, bool isMax) {
-  if (ib < 0) return true;
-  if (x == best) return ix < ib;
-  return isMax ? x > best : x < best;
-}
-
+// Folds one value (its wide form: xi for integers, xd for floating values) at `index`; arg
+// partials may come in any index order (their indices break ties).
 __device__ __forceinline__ void accAddWide(const RedSpec& s, Acc& a, int64_t xi, double xd, int64_t index) {
   const bool f = s.floating;
   switch (s.kind) {
     case RKind::Sum: case RKind::Mean:
-      if (f) a.d += xd;
-      else a.i = int64_t(uint64_t(a.i) + uint64_t(xi));
+      if (f) a.d = rules::sumStep(a.d, xd);
+      else a.i = rules::sumStep(a.i, xi);
       break;
     case RKind::Prod:
-      if (f) a.d *= xd;
-      else a.i = int64_t(uint64_t(a.i) * uint64_t(xi));
+      if (f) a.d = rules::prodStep(a.d, xd);
+      else a.i = rules::prodStep(a.i, xi);
       break;
-    case RKind::Max:
-      if (f) { if (xd != xd || xd > a.d) a.d = xd; }
-      else if (xi > a.i) a.i = xi;
+    case RKind::Max: case RKind::Min: {
+      const bool mx = s.kind == RKind::Max;
+      if (f) { if (rules::extremumTakes(xd, a.d, mx)) a.d = xd; }
+      else if (rules::extremumTakes(xi, a.i, mx)) a.i = xi;
       break;
-    case RKind::Min:
-      if (f) { if (xd != xd || xd < a.d) a.d = xd; }
-      else if (xi < a.i) a.i = xi;
-      break;
-    case RKind::Any: a.i = a.i || (f ? xd != 0.0 : xi != 0); break;
-    case RKind::All: a.i = a.i && (f ? xd != 0.0 : xi != 0); break;
+    }
+    case RKind::Any: a.i = a.i || (f ? rules::truthOf(xd) : rules::truthOf(xi)); break;
+    case RKind::All: a.i = a.i && (f ? rules::truthOf(xd) : rules::truthOf(xi)); break;
     case RKind::ArgMax: case RKind::ArgMin: {
       const bool mx = s.kind == RKind::ArgMax;
-      if (f ? beatsD(xd, index, a.d, a.idx, mx) : beatsI(xi, index, a.i, a.idx, mx)) {
+      if (f ? rules::beats(xd, index, a.d, a.idx, mx) : rules::beats(xi, index, a.i, a.idx, mx)) {
         a.d = xd;
         a.i = xi;
         a.idx = index;
@@ -107,17 +92,11 @@ __device__ __forceinline__ void accAdd(const RedSpec& s, Acc& a, const Reg& v, D
 // Merges a partial accumulator (any index order: arg ties compare indices).
 __device__ __forceinline__ void accMerge(const RedSpec& s, Acc& a, const Acc& o) {
   switch (s.kind) {
-    case RKind::Sum: case RKind::Mean:
-      if (s.floating) a.d += o.d;
-      else a.i = int64_t(uint64_t(a.i) + uint64_t(o.i));
-      break;
-    case RKind::Prod:
-      if (s.floating) a.d *= o.d;
-      else a.i = int64_t(uint64_t(a.i) * uint64_t(o.i));
+    case RKind::Sum: case RKind::Mean: case RKind::Prod: case RKind::Max: case RKind::Min:
+      accAddWide(s, a, o.i, o.d, 0);
       break;
     case RKind::Any: a.i = a.i || o.i; break;
     case RKind::All: a.i = a.i && o.i; break;
-    case RKind::Max: case RKind::Min: accAddWide(s, a, o.i, o.d, 0); break;
     case RKind::ArgMax: case RKind::ArgMin:
       if (o.idx >= 0) accAddWide(s, a, o.i, o.d, o.idx);
       break;
@@ -132,7 +111,7 @@ __device__ __forceinline__ void accStore(const RedSpec& s, const Acc& a, char* o
     case RKind::ArgMax: case RKind::ArgMin: r.i64 = a.idx; bc::storeElem(out, DT::I64, r); return;
     default: break;
   }
-  const double d = s.kind == RKind::Mean ? a.d / double(s.count) : a.d;
+  const double d = s.kind == RKind::Mean ? rules::meanOf(a.d, s.count) : a.d;
   bc::withType(s.outType, [&](auto tag) {
     using T = decltype(tag);
     bc::set<T>(r, s.floating ? ew::cast<T>(d) : ew::cast<T>(a.i));

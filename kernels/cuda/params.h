@@ -12,14 +12,17 @@
 
 namespace tsfuse::cuda {
 
-constexpr int kMaxDims = 6;  // after coalescing; more declines to the chunked path
+// The dims a kernel parameter's Space holds: the plan's coalesced spaces (of rank up to kMaxDims,
+// kernels/plan/iteration.h) fit when they have at most this many; more declines to the chunked
+// path. Bounded by the 4 KiB a kernel parameter may take (ReduceParams holds two Spaces).
+constexpr int kMaxKernelDims = 6;
 
 // One iteration space: dims outermost first; per operand and for the output, element strides
 // (0 where broadcast). Operands that are host scalars (Program::constLeaves) have no data.
 struct Space {
   int nd = 0;
-  int64_t size[kMaxDims] = {};
-  int64_t stride[bc::kMaxLeaves + 1][kMaxDims] = {};  // [operand][dim]; the output is kMaxLeaves
+  int64_t size[kMaxKernelDims] = {};
+  int64_t stride[bc::kMaxLeaves + 1][kMaxKernelDims] = {};  // [operand][dim]; the output is kMaxLeaves
 };
 
 struct MapParams {
@@ -90,6 +93,10 @@ struct Reduce2Params {
   int64_t numOut = 0;
   bool warpPerOutput = true;
 };
+
+static_assert(sizeof(MapParams) < 4096 && sizeof(Pair2Params) < 4096 && sizeof(ReduceParams) < 4096 &&
+                  sizeof(Gemm3Params) < 4096 && sizeof(Reduce2Params) < 4096,
+              "kernel parameters are limited to 4 KiB");
 
 // Launchers (kernels.cu). Each enqueues on `stream` and returns the launch error code (no sync).
 cudaError_t launchMap(const MapParams& p, cudaStream_t stream, int smCount);

@@ -1,0 +1,26 @@
+// The native CPU drivers behind runNative (kernels/cpu/native.cpp): the output's allocation, the
+// map driver (map.cpp) and the reduce driver (reduce.cpp). Each walks the call's IterationPlan in
+// tiles of kTile elements; nothing of the broadcast shape's size is ever allocated. Internal.
+#pragma once
+
+#include "kernels/cpu/tile_program.h"
+#include "kernels/fused_call.h"
+#include "kernels/plan/iteration.h"
+
+#include <string>
+
+namespace tsfuse::cpu {
+
+// The output, laid out as the analysis says, backed by transparent huge pages when large.
+at::Tensor allocOutput(const Analysis& an);
+
+// Writes the value of `prog` at every element of `out` (dense in plan.keptOrder).
+void runMap(const TileProgram& prog, const IterationPlan& plan, at::Tensor& out);
+
+// Reduces the value of `prog` into `out` (and its indices where the reduction returns them),
+// through the reduction's epilogue if it has one. No outputs, with the reason in *why, where the
+// epilogue does not lower.
+Outputs runReduce(TileProgram& prog, const Expr& e, at::TensorList operands, const ReduceSpec& reduce,
+                  const Analysis& an, const IterationPlan& plan, const at::Tensor& out, std::string* why);
+
+}  // namespace tsfuse::cpu

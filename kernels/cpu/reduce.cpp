@@ -1,0 +1,215 @@
+// The CPU reduce driver (tsfuse::reduce): the value of the TileProgram folded into one
+// accumulator per output (kernels/cpu/accumulators.h), then written through the finisher (and the
+// reduction's epilogue). Two tilings:
+//  * vertical, where the output's innermost dim has at least kVerticalMin elements: tiles run
+//    along it and walk the whole reduced space, each lane accumulating one output in order;
+//  * horizontal otherwise: tiles run along the reduced space of one output.
+// Either way each output's values are folded in the reduced space's order, whatever the thread
+// count, so the bits of a float sum do not depend on it.
+#include "kernels/cpu/accumulators.h"
+#include "kernels/cpu/drivers.h"
+#include "kernels/cpu/gather.h"
+#include "kernels/cpu/jit.h"
+#include "kernels/cpu/reduce_parts.h"
+
+#include <ATen/Parallel.h>
+
+#include <memory>
+#include <optional>
+#include <type_traits>
+
+namespace tsfuse::cpu {
+namespace {
+
+using namespace reduce_parts;
+
+constexpr int64_t kVerticalMin = 16;
+
+bool isVertical(const IterationPlan& plan) {
+  return !plan.kept.size.empty() && plan.kept.size.back() >= kVerticalMin;
+}
+
+template <typename Acc>
+void runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Acc& proto, const Finisher& finish) {
+  using T = typename Acc::Value;
+  using Out = typename Acc::Out;
+  constexpr bool kIndexed = std::is_base_of_v<IndexedTag, Acc>;
+  const int64_t numOut = plan.kept.numel();
+  const int64_t count = plan.reduced.numel();
+  const int L = prog.numLeaves;
+  const auto& views = plan.views;
+  TORCH_INTERNAL_ASSERT(static_cast<int64_t>(sizeof(Out)) == finish.reducedSize,
+                        "tsfuse: native reduction writes ", sizeof(Out), "-byte values to a ",
+                        finish.reducedSize, "-byte dtype");
+
+  if (isVertical(plan)) {
+    // Tiles run along the innermost output dim; the reduced space is walked once per tile, so
+    // each lane accumulates one output element in order.
+    const int64_t inner = plan.kept.size.back();
+    const int64_t tilesPerRow = (inner + kTile - 1) / kTile;
+    const SubSpace outer = plan.kept.outer();
+    const int64_t work = outer.numel() * tilesPerRow;
+    // Sums read the value before the program's final cast when that cast cannot change it.
+    constexpr bool kSum = IsSumLike<Acc>::value;
+    const size_t prefix = kSum ? sumPrefix(prog) : prog.code.size();
+    const int source = prefix == prog.code.size() ? prog.result : prog.code[prefix].a;
+    // A compiled kernel sums the tile with its values in registers (jit.h), if one applies.
+    if constexpr (kSum) {
+      auto compiled = jit::VerticalSum::make(prog, prefix, source, std::is_floating_point_v<Wide<T>>, plan);
+      if (compiled) return runCompiledVerticalSum(*compiled, plan, outer, count, proto, finish);
+    }
+    at::parallel_for(0, work, 1, [&](int64_t b, int64_t e) {
+      auto scratch = prog.makeScratch();
+      auto es = finish.scratch();
+      std::vector<Acc> acc(kTile, proto);
+      std::optional<SumLanes<Wide<T>>> lanes;
+      if constexpr (kSum) lanes.emplace(prog.slotType[source]);
+      std::unique_ptr<Out[]> vals(new Out[kTile]);
+      std::vector<int64_t> base(L);
+      for (int64_t w = b; w < e; ++w) {
+        const int64_t o = w / tilesPerRow, start = (w % tilesPerRow) * kTile;
+        const int64_t n = std::min(kTile, inner - start);
+        if constexpr (kSum) lanes->reset(n);
+        else std::fill(acc.begin(), acc.begin() + n, proto);
+        for (int i = 0; i < L; ++i) base[i] = outer.offset(i, o) + start * plan.kept.stride[i].back();
+        for (int64_t r = 0; r < count; ++r) {
+          for (int i = 0; i < L; ++i) {
+            const char* p = views[i].data + base[i] + plan.reduced.offset(i, r);
+            switch (plan.keptAccess[i]) {
+              case Access::Uniform:
+                scratch.uniformLeaf(i, p);
+                break;
+              case Access::InPlace:
+                scratch.vectorLeaf(i, p);
+                break;
+              case Access::Packed:  // per tile here: only the compiled sums pack once per call
+              case Access::Gathered:
+                gather(p, views[i].elemSize, &inner, &plan.kept.stride[i].back(), 1, 0, n, scratch.buffer[i]);
+                scratch.vectorLeaf(i, scratch.buffer[i]);
+                break;
+            }
+          }
+          if constexpr (kSum) {
+            prog.runPrefix(scratch, n, prefix);
+            lanes->add(prog.vectorOf(scratch, source, n), n);
+          } else {
+            const T* v = reinterpret_cast<const T*>(prog.run(scratch, n));
+            for (int64_t j = 0; j < n; ++j) acc[j].add(v[j], r);
+          }
+        }
+        if constexpr (kSum) {
+          lanes->flush(n);
+          for (int64_t j = 0; j < n; ++j) acc[j].v = lanes->sums[j];
+        }
+        const int64_t o0 = o * inner + start;
+        for (int64_t j = 0; j < n; ++j) vals[j] = acc[j].get(count);
+        if constexpr (kIndexed)
+          for (int64_t j = 0; j < n; ++j) finish.indices[o0 + j] = acc[j].index();
+        finish(es ? &*es : nullptr, vals.get(), o0, n);
+      }
+    });
+    return;
+  }
+
+  // Horizontal: tiles run along the (linearised) reduced space. With few outputs, each output's
+  // reduced space is split into parts whose partial accumulators are merged in order. NB: the
+  // split does not depend on the thread count, so neither do the bits of a float sum.
+  const int64_t tilesPerOut = std::max<int64_t>(1, (count + kTile - 1) / kTile);
+  constexpr int64_t want = 64;  // work items: enough for 64 threads
+  const int64_t parts = numOut >= want ? 1 : std::min(tilesPerOut, (want + numOut - 1) / numOut);
+  const int64_t tilesPerPart = (tilesPerOut + parts - 1) / parts;
+  std::vector<Acc> partial(numOut * parts, proto);
+  std::vector<char> constant(L);  // operands constant over the reduced space
+  for (int i = 0; i < L; ++i) constant[i] = plan.reduced.constantFor(i);
+  at::parallel_for(0, numOut * parts, 1, [&](int64_t b, int64_t e) {
+    auto scratch = prog.makeScratch();
+    std::vector<int64_t> base(L);
+    for (int64_t w = b; w < e; ++w) {
+      const int64_t o = w / parts, part = w % parts;
+      for (int i = 0; i < L; ++i) base[i] = plan.kept.offset(i, o);
+      Acc acc = proto;
+      const int64_t first = part * tilesPerPart * kTile;
+      const int64_t last = std::min(count, (part + 1) * tilesPerPart * kTile);
+      for (int64_t start = first; start < last; start += kTile) {
+        const int64_t n = std::min(kTile, last - start);
+        for (int i = 0; i < L; ++i) {
+          if (constant[i]) {
+            scratch.uniformLeaf(i, views[i].data + base[i]);
+          } else {
+            gatherInto(plan.reduced, i, views[i], base[i], start, n, scratch.buffer[i]);
+            scratch.vectorLeaf(i, scratch.buffer[i]);
+          }
+        }
+        const T* v = reinterpret_cast<const T*>(prog.run(scratch, n));
+        for (int64_t j = 0; j < n; ++j) acc.add(v[j], start + j);
+      }
+      partial[w] = acc;
+    }
+  });
+  const int64_t chunks = (numOut + kTile - 1) / kTile;
+  at::parallel_for(0, chunks, 1, [&](int64_t b, int64_t e) {
+    auto es = finish.scratch();
+    std::unique_ptr<Out[]> vals(new Out[kTile]);
+    for (int64_t c = b; c < e; ++c) {
+      const int64_t o0 = c * kTile, n = std::min(kTile, numOut - o0);
+      for (int64_t j = 0; j < n; ++j) {
+        const int64_t o = o0 + j;
+        Acc acc = partial[o * parts];
+        for (int64_t p = 1; p < parts; ++p) acc.merge(partial[o * parts + p]);
+        vals[j] = acc.get(count);
+        if constexpr (kIndexed) finish.indices[o] = acc.index();
+      }
+      finish(es ? &*es : nullptr, vals.get(), o0, n);
+    }
+  });
+}
+
+template <typename Acc>
+Acc prototype(const ReduceSpec& r) {
+  if constexpr (std::is_same_v<Acc, NormAcc<typename Acc::Value>>) return Acc(r.p);
+  else return Acc();
+}
+
+}  // namespace
+
+Outputs runReduce(TileProgram& prog, const Expr& e, at::TensorList operands, const ReduceSpec& reduce,
+                  const Analysis& an, const IterationPlan& plan, const at::Tensor& out, std::string* why) {
+  const Reduction kind = reduce.kind;
+  // These reduce the value converted to their result dtype (sum/mean/prod/norm's dtype argument,
+  // logsumexp's float for integers).
+  if (kind == Reduction::Sum || kind == Reduction::Mean || kind == Reduction::Prod ||
+      kind == Reduction::Logsumexp || kind == Reduction::Norm)
+    prog.castResultTo(an.reducedDtype);
+  Outputs outs{out};
+  Finisher finish;
+  finish.out = static_cast<char*>(out.data_ptr());
+  finish.outSize = out.element_size();
+  finish.reducedSize = c10::elementSize(an.reducedDtype);
+  if (reduce.withIndices()) {
+    outs.push_back(an.allocIndices(c10::kCPU));
+    finish.indices = outs[1].data_ptr<int64_t>();
+  }
+  std::optional<TileProgram> epilogue;
+  if (reduce.epilogue) {
+    // The reduced value is the epilogue's leaf 0: only its dtype matters for lowering.
+    std::vector<at::Tensor> leaves{at::empty({0}, at::TensorOptions().dtype(an.reducedDtype))};
+    const at::TensorList epiOps = epilogueOperands(e, operands);
+    leaves.insert(leaves.end(), epiOps.begin(), epiOps.end());
+    std::string epiWhy;
+    epilogue = TileProgram::lower(*reduce.epilogue, *an.epilogue, leaves, &epiWhy);
+    if (!epilogue) {
+      if (why) *why = "epilogue: " + epiWhy;
+      return {};
+    }
+    finish.epilogue = &*epilogue;
+    finish.views = &plan.epilogueViews;
+    finish.space = &plan.epilogueSpace;
+  }
+  dispatchAccumulator(kind, prog.slotType[prog.result], [&](auto accTag) {
+    using Acc = typename decltype(accTag)::type;
+    runReduceTyped<Acc>(prog, plan, prototype<Acc>(reduce), finish);
+  });
+  return outs;
+}
+
+}  // namespace tsfuse::cpu

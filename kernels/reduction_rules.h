@@ -1,0 +1,77 @@
+// The rules of the native reductions, shared by every backend: the CPU accumulators
+// (kernels/cpu/accumulators.h) and the CUDA kernels (kernels/cuda/kernels.cu) fold values with
+// these functions, so both follow ATen's semantics the same way. __host__ __device__ where CUDA
+// compiles them (C10_HOST_DEVICE), plain C++ everywhere else.
+//
+//  * sum, mean, prod accumulate in a wide domain: double for floating values, int64 for integers
+//    and bool, wrapping on overflow like ATen's int64 accumulation;
+//  * amax/amin: a NaN replaces the running extremum, so NaN propagates;
+//  * argmax/argmin and max/min with indices: the first extremum wins, and NaN counts as the
+//    extremum (the first NaN wins);
+//  * any/all test x != 0.
+#pragma once
+
+#include "kernels/elementwise.h"
+
+#include <c10/macros/Macros.h>
+
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+namespace tsfuse::reduce_rules {
+
+template <typename T>
+using Wide = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+
+// The identities of max and min.
+template <typename T>
+C10_HOST_DEVICE constexpr T lowestOf() {
+  if constexpr (std::numeric_limits<T>::has_infinity) return -std::numeric_limits<T>::infinity();
+  return std::numeric_limits<T>::lowest();
+}
+template <typename T>
+C10_HOST_DEVICE constexpr T highestOf() {
+  if constexpr (std::numeric_limits<T>::has_infinity) return std::numeric_limits<T>::infinity();
+  return std::numeric_limits<T>::max();
+}
+
+// Sum and product steps in the wide domain W (integers wrap).
+template <typename W>
+C10_HOST_DEVICE inline W sumStep(W acc, W x) {
+  if constexpr (std::is_integral_v<W>) return W(std::make_unsigned_t<W>(acc) + std::make_unsigned_t<W>(x));
+  else return acc + x;
+}
+template <typename W>
+C10_HOST_DEVICE inline W prodStep(W acc, W x) {
+  if constexpr (std::is_integral_v<W>) return W(std::make_unsigned_t<W>(acc) * std::make_unsigned_t<W>(x));
+  else return acc * x;
+}
+
+C10_HOST_DEVICE inline double meanOf(double sum, int64_t count) { return sum / static_cast<double>(count); }
+
+// amax/amin: whether x replaces the running extremum v.
+template <typename T>
+C10_HOST_DEVICE inline bool extremumTakes(T x, T v, bool isMax) {
+  return ew::isnan_(x) || (isMax ? x > v : x < v);
+}
+
+template <typename T>
+C10_HOST_DEVICE inline bool truthOf(T x) {
+  return x != T(0);
+}
+
+// argmax/argmin: whether x, at an index after best's, replaces it.
+template <typename T>
+C10_HOST_DEVICE inline bool laterBeats(T x, T best, bool isMax) {
+  return !ew::isnan_(best) && (ew::isnan_(x) || (isMax ? x > best : x < best));
+}
+// The same rule for values met in any index order (partials merged across threads): x at index
+// ix replaces best at index ib (ib < 0: none yet).
+template <typename T>
+C10_HOST_DEVICE inline bool beats(T x, int64_t ix, T best, int64_t ib, bool isMax) {
+  if (ib < 0) return true;
+  return ix < ib ? !laterBeats(best, x, isMax) : laterBeats(x, best, isMax);
+}
+
+}  // namespace tsfuse::reduce_rules
