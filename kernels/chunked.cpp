@@ -2,7 +2,7 @@
 // fixed element budget. The output is computed slab by slab along one of its (kept) dims; each
 // operand is narrowed along that dim only where it is not broadcast, so 0-dim operands stay 0-dim
 // and type promotion is unchanged.
-#include "kernels/fused_call.h"
+#include "kernels/backend.h"
 
 #include "tsfuse/log.h"
 

@@ -1,6 +1,11 @@
-// Schemas of the fused ops, and their backend-independent kernels: autograd, meta, and the
-// device-generic chunked path (used on devices without a native kernel).
+// Schemas of the fused ops and the kernel of every dispatch key: autograd (unfused when a gradient
+// is needed), Meta, CPU (the native tile path), CUDA (the opt-in CUDA kernels) and every other
+// device (the chunked ATen path). Each native path falls back to the chunked one where it declines.
+#include "kernels/cpu/native.h"
 #include "kernels/fused_call.h"
+#if defined(TSFUSE_WITH_CUDA)
+#include "kernels/cuda/cuda_ops.h"
+#endif
 #include "tsfuse/ops.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -66,20 +71,28 @@ std::tuple<at::Tensor, at::Tensor> indicesAutograd(at::TensorList ops, c10::stri
   return indicesOp().call(ops, expr, reduction, dim, keepdim);
 }
 
-at::Tensor pairwiseGeneric(at::TensorList ops, c10::string_view expr) {
-  return runFused(ops, expr, nullptr, nullptr);
-}
-at::Tensor reduceGeneric(at::TensorList ops, c10::string_view expr, c10::string_view reduction,
-                         at::OptionalIntArrayRef dim, bool keepdim, std::optional<c10::ScalarType> dtype,
-                         std::optional<c10::string_view> epilogue) {
-  ReduceSpec spec = makeReduceSpec(reduction, dim, keepdim, dtype, epilogue);
-  return runFused(ops, expr, &spec, nullptr);
-}
-std::tuple<at::Tensor, at::Tensor> indicesGeneric(at::TensorList ops, c10::string_view expr,
-                                                  c10::string_view reduction, int64_t dim, bool keepdim) {
-  ReduceSpec spec = makeIndicesSpec(reduction, dim, keepdim);
-  return pair(runFusedAll(ops, expr, &spec, nullptr));
-}
+// The backend kernels of a dispatch key, over its native path (none: the chunked path alone).
+template <const NativePath* Native>
+struct Backend {
+  static at::Tensor pairwise(at::TensorList ops, c10::string_view expr) { return runFused(ops, expr, nullptr, *Native); }
+  static at::Tensor reduce(at::TensorList ops, c10::string_view expr, c10::string_view reduction,
+                           at::OptionalIntArrayRef dim, bool keepdim, std::optional<c10::ScalarType> dtype,
+                           std::optional<c10::string_view> epilogue) {
+    ReduceSpec spec = makeReduceSpec(reduction, dim, keepdim, dtype, epilogue);
+    return runFused(ops, expr, &spec, *Native);
+  }
+  static std::tuple<at::Tensor, at::Tensor> indices(at::TensorList ops, c10::string_view expr,
+                                                    c10::string_view reduction, int64_t dim, bool keepdim) {
+    ReduceSpec spec = makeIndicesSpec(reduction, dim, keepdim);
+    return pair(runFusedAll(ops, expr, &spec, *Native));
+  }
+};
+
+const NativePath kNoNative = nullptr;
+const NativePath kCpuNative = cpu::runNative;
+#if defined(TSFUSE_WITH_CUDA)
+const NativePath kCudaNative = cuda::runCuda;
+#endif
 
 at::Tensor pairwiseMeta(at::TensorList ops, c10::string_view expr) {
   return evalAten(*cachedExpr(std::string(expr)), ops);
@@ -142,10 +155,27 @@ TORCH_LIBRARY_IMPL(tsfuse, Meta, m) {
   m.impl("reduce_with_indices", tsfuse::indicesMeta);
 }
 
-// Devices without a native kernel (CUDA until kernels/cuda lands, and any other backend) get the
-// exact chunked ATen path: bounded intermediates, same results as eager.
+TORCH_LIBRARY_IMPL(tsfuse, CPU, m) {
+  using B = tsfuse::Backend<&tsfuse::kCpuNative>;
+  m.impl("pairwise", B::pairwise);
+  m.impl("reduce", B::reduce);
+  m.impl("reduce_with_indices", B::indices);
+}
+
+#if defined(TSFUSE_WITH_CUDA)
+// max/min with indices have no CUDA kernel: reduce_with_indices takes the generic kernel below.
+TORCH_LIBRARY_IMPL(tsfuse, CUDA, m) {
+  using B = tsfuse::Backend<&tsfuse::kCudaNative>;
+  m.impl("pairwise", B::pairwise);
+  m.impl("reduce", B::reduce);
+}
+#endif
+
+// Devices without a native kernel get the exact chunked ATen path: bounded intermediates, same
+// results as eager.
 TORCH_LIBRARY_IMPL(tsfuse, CompositeExplicitAutograd, m) {
-  m.impl("pairwise", tsfuse::pairwiseGeneric);
-  m.impl("reduce", tsfuse::reduceGeneric);
-  m.impl("reduce_with_indices", tsfuse::indicesGeneric);
+  using B = tsfuse::Backend<&tsfuse::kNoNative>;
+  m.impl("pairwise", B::pairwise);
+  m.impl("reduce", B::reduce);
+  m.impl("reduce_with_indices", B::indices);
 }

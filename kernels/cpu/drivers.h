@@ -4,7 +4,7 @@
 #pragma once
 
 #include "kernels/cpu/tile_program.h"
-#include "kernels/fused_call.h"
+#include "kernels/backend.h"
 #include "kernels/plan/iteration.h"
 
 #include <string>

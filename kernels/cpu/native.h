@@ -1,6 +1,6 @@
 #pragma once
 
-#include "kernels/fused_call.h"
+#include "kernels/backend.h"
 
 #include <string>
 

@@ -9,12 +9,11 @@
 // after a validated GPU run).
 #include "kernels/bytecode_compile.h"
 #include "kernels/cuda/params.h"
-#include "kernels/fused_call.h"
+#include "kernels/cuda/cuda_ops.h"
 #include "tsfuse/log.h"
 
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
-#include <torch/library.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -181,6 +180,8 @@ at::Tensor runCudaOne(const Expr& e, at::TensorList operands, const ReduceSpec* 
   return out;
 }
 
+}  // namespace
+
 // The CUDA NativePath: the kernels cover one-output reductions without an epilogue; logsumexp,
 // norm, max/min with indices and epilogues take the exact chunked path on CUDA.
 Outputs runCuda(const Expr& e, at::TensorList operands, const ReduceSpec* reduce, const Analysis& an,
@@ -196,19 +197,4 @@ Outputs runCuda(const Expr& e, at::TensorList operands, const ReduceSpec* reduce
   return {out};
 }
 
-at::Tensor pairwiseCuda(at::TensorList ops, c10::string_view expr) { return runFused(ops, expr, nullptr, runCuda); }
-
-at::Tensor reduceCuda(at::TensorList ops, c10::string_view expr, c10::string_view reduction,
-                      at::OptionalIntArrayRef dim, bool keepdim, std::optional<c10::ScalarType> dtype,
-                      std::optional<c10::string_view> epilogue) {
-  ReduceSpec spec = makeReduceSpec(reduction, dim, keepdim, dtype, epilogue);
-  return runFused(ops, expr, &spec, runCuda);
-}
-
-}  // namespace
 }  // namespace tsfuse::cuda
-
-TORCH_LIBRARY_IMPL(tsfuse, CUDA, m) {
-  m.impl("pairwise", tsfuse::cuda::pairwiseCuda);
-  m.impl("reduce", tsfuse::cuda::reduceCuda);
-}

@@ -1,0 +1,46 @@
+#include "kernels/backend.h"
+
+#include "tsfuse/ops.h"
+
+namespace tsfuse {
+namespace {
+
+thread_local const char* tlsLastPath = "none";
+
+}  // namespace
+
+std::optional<c10::Device> commonDevice(at::TensorList ops) {
+  std::optional<c10::Device> dev;
+  for (const auto& t : ops) {
+    if (t.dim() == 0 && t.device().is_cpu()) continue;
+    if (dev && *dev != t.device()) return std::nullopt;
+    dev = t.device();
+  }
+  return dev ? dev : std::optional<c10::Device>(c10::Device(c10::kCPU));
+}
+
+c10::Device mainDevice(at::TensorList ops) {
+  auto d = commonDevice(ops);
+  return d ? *d : c10::Device(c10::kCPU);
+}
+
+void setLastPath(const char* path) { tlsLastPath = path; }
+const char* lastPath() { return tlsLastPath; }
+
+void checkFusedOperandCount(const Expr& e, const ReduceSpec* reduce, size_t n) {
+  if (!reduce || !reduce->epilogue) return checkOperandCount(e, n);
+  const size_t want = e.numInputs + std::max(reduce->epilogue->numInputs - 1, 0);
+  TORCH_CHECK(n == want, "tsfuse: expression '", e.str(), "' with epilogue '", reduce->epilogue->str(),
+              "' takes ", want, " operands, got ", n);
+}
+
+Outputs evalFused(const Expr& e, at::TensorList operands, const ReduceSpec* reduce) {
+  checkFusedOperandCount(e, reduce, operands.size());
+  at::Tensor v = evalAten(e, mainOperands(e, operands));
+  if (!reduce) return {v};
+  Outputs outs = applyReductionAll(*reduce, v);
+  if (reduce->epilogue) outs[0] = applyEpilogue(*reduce, outs[0], epilogueOperands(e, operands));
+  return outs;
+}
+
+}  // namespace tsfuse

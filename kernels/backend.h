@@ -1,0 +1,42 @@
+// What every backend of the fused ops shares: the shape of a native path, the exact chunked ATen
+// path, the reference evaluation, and the record of which path a call took. Backends (kernels/cpu,
+// kernels/cuda, kernels/chunked.cpp) include this; the routine that picks among them is
+// kernels/fused_call.h, one layer up.
+#pragma once
+
+#include "kernels/analysis.h"
+#include "kernels/plan/iteration.h"
+
+#include <functional>
+
+namespace tsfuse {
+
+// The op's outputs: one tensor, or (values, indices) for max/min with indices.
+using Outputs = std::vector<at::Tensor>;
+
+// Returns no outputs (and the reason in *why) when it declines.
+using NativePath = std::function<Outputs(const Expr&, at::TensorList, const ReduceSpec*,
+                                         const Analysis&, const IterationPlan&, std::string* why)>;
+
+// Throws c10::Error unless n is the number of operands of the expression and then of the
+// reduction's epilogue (its $1, $2, ...).
+void checkFusedOperandCount(const Expr& e, const ReduceSpec* reduce, size_t n);
+
+// Unfused evaluation with ATen ops, without recording a path (the reference: the chunked path's
+// single slab, Meta, autograd and error paths). Checks the operand count first.
+Outputs evalFused(const Expr& e, at::TensorList operands, const ReduceSpec* reduce);
+
+// The exact, device-generic path: evaluates the expression with ATen on slabs of the output whose
+// intermediates stay below a fixed element budget, writing each slab into the output.
+Outputs runChunked(const Expr& e, at::TensorList operands, const ReduceSpec* reduce,
+                   const Analysis& an, const IterationPlan& plan);
+
+// Records the path of the current call on this thread (tsfuse::lastPath(), include/tsfuse/ops.h).
+void setLastPath(const char* path);
+
+// The device of the operands, ignoring 0-dim CPU tensors (which eager lets mix with any device);
+// nullopt when the operands mix devices otherwise.
+std::optional<c10::Device> commonDevice(at::TensorList operands);
+c10::Device mainDevice(at::TensorList operands);
+
+}  // namespace tsfuse
