@@ -4,6 +4,7 @@
 // works in the value's dtype).
 #pragma once
 
+#include "kernels/dtype_dispatch.h"
 #include "kernels/elementwise.h"
 #include "kernels/ir/expr.h"
 #include "kernels/reduction_rules.h"
@@ -180,43 +181,28 @@ struct NormAcc {
   }
 };
 
-template <typename T>
-struct AccTag {
-  using type = T;
-};
-
-// Calls f(AccTag<Acc>{}) with the accumulator for `kind` over values of dtype `t`.
+// Calls f(Tag<Acc>{}) with the accumulator for `kind` over values of dtype `t`.
 template <typename F>
 void dispatchAccumulator(Reduction kind, c10::ScalarType t, F&& f) {
   auto withType = [&](auto typeTag) {
     using T = typename decltype(typeTag)::type;
     switch (kind) {
-      case Reduction::Sum: return f(AccTag<SumAcc<T>>{});
-      case Reduction::Mean: return f(AccTag<MeanAcc<T>>{});
-      case Reduction::Prod: return f(AccTag<ProdAcc<T>>{});
-      case Reduction::Amax: return f(AccTag<ExtremumAcc<T, true>>{});
-      case Reduction::Amin: return f(AccTag<ExtremumAcc<T, false>>{});
-      case Reduction::Any: return f(AccTag<TruthAcc<T, true>>{});
-      case Reduction::All: return f(AccTag<TruthAcc<T, false>>{});
-      case Reduction::Argmax: return f(AccTag<ArgAcc<T, true>>{});
-      case Reduction::Argmin: return f(AccTag<ArgAcc<T, false>>{});
-      case Reduction::Max: return f(AccTag<ValueIndexAcc<T, true>>{});
-      case Reduction::Min: return f(AccTag<ValueIndexAcc<T, false>>{});
-      case Reduction::Logsumexp: return f(AccTag<LogsumexpAcc<T>>{});
-      case Reduction::Norm: return f(AccTag<NormAcc<T>>{});
+      case Reduction::Sum: return f(Tag<SumAcc<T>>{});
+      case Reduction::Mean: return f(Tag<MeanAcc<T>>{});
+      case Reduction::Prod: return f(Tag<ProdAcc<T>>{});
+      case Reduction::Amax: return f(Tag<ExtremumAcc<T, true>>{});
+      case Reduction::Amin: return f(Tag<ExtremumAcc<T, false>>{});
+      case Reduction::Any: return f(Tag<TruthAcc<T, true>>{});
+      case Reduction::All: return f(Tag<TruthAcc<T, false>>{});
+      case Reduction::Argmax: return f(Tag<ArgAcc<T, true>>{});
+      case Reduction::Argmin: return f(Tag<ArgAcc<T, false>>{});
+      case Reduction::Max: return f(Tag<ValueIndexAcc<T, true>>{});
+      case Reduction::Min: return f(Tag<ValueIndexAcc<T, false>>{});
+      case Reduction::Logsumexp: return f(Tag<LogsumexpAcc<T>>{});
+      case Reduction::Norm: return f(Tag<NormAcc<T>>{});
     }
   };
-  switch (t) {
-    case c10::ScalarType::Bool: return withType(AccTag<bool>{});
-    case c10::ScalarType::Byte: return withType(AccTag<uint8_t>{});
-    case c10::ScalarType::Char: return withType(AccTag<int8_t>{});
-    case c10::ScalarType::Short: return withType(AccTag<int16_t>{});
-    case c10::ScalarType::Int: return withType(AccTag<int32_t>{});
-    case c10::ScalarType::Long: return withType(AccTag<int64_t>{});
-    case c10::ScalarType::Float: return withType(AccTag<float>{});
-    case c10::ScalarType::Double: return withType(AccTag<double>{});
-    default: TORCH_CHECK(false, "tsfuse: no native reduction over ", t);
-  }
+  dispatchNative(t, withType);
 }
 
 }  // namespace tsfuse::cpu
