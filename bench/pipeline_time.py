@@ -48,7 +48,11 @@ def main():
     build = pathlib.Path(a.build).resolve()
     sys.path.insert(0, str(pathlib.Path(a.deps) if a.deps else build / "bench-deps"))
     import torch
-    import torchvision
+    try:
+        import torchvision
+    except ImportError:
+        sys.exit(f"torchvision not found in {sys.path[0]}: .venv/bin/pip install --no-deps --target "
+                 f"{sys.path[0]} torchvision==<the release matching torch {torch.__version__}>")
 
     subprocess.run(["cmake", "--build", str(build), "--target", "tsfuse_pipeline_time"], check=True,
                    stdout=subprocess.DEVNULL)
