@@ -50,20 +50,20 @@ void Rewriter::erase(Node* n) {
   n->destroy();
 }
 
-void Rewriter::walk(torch::jit::Block* block, Pattern& pattern) {
-  if (pattern.nested() == NestedBlocks::First)
+void Rewriter::walk(torch::jit::Block* block) {
+  if (pattern_.nested() == NestedBlocks::First)
     for (Node* n : block->nodes())
-      for (torch::jit::Block* sub : n->blocks()) walk(sub, pattern);
-  const bool forward = pattern.order() == WalkOrder::Forward;
+      for (torch::jit::Block* sub : n->blocks()) walk(sub);
+  const bool forward = pattern_.order() == WalkOrder::Forward;
   // A block's nodes lie between its param node and its return node, which end the walk.
   Node* end = forward ? block->return_node() : block->param_node();
   cursors_.push_back(forward ? block->param_node()->next() : block->return_node()->prev());
   while (cursors_.back() != end) {
     Node* n = cursors_.back();
-    if (pattern.nested() == NestedBlocks::AtOwner)
-      for (torch::jit::Block* sub : n->blocks()) walk(sub, pattern);
+    if (pattern_.nested() == NestedBlocks::AtOwner)
+      for (torch::jit::Block* sub : n->blocks()) walk(sub);
     cursors_.back() = forward ? n->next() : n->prev();
-    if (pattern.matchAndRewrite(n, *this)) {
+    if (pattern_.matchAndRewrite(n, *this)) {
       aliasDb_.reset();  // the one invalidation: any rewrite may change what aliases what
       changed_ = true;
     }
@@ -73,7 +73,7 @@ void Rewriter::walk(torch::jit::Block* block, Pattern& pattern) {
 
 bool runPattern(std::shared_ptr<torch::jit::Graph>& graph, Pattern& pattern) {
   Rewriter rw(graph, pattern);
-  rw.walk(graph->block(), pattern);
+  rw.walk(graph->block());
   return rw.changed_;
 }
 

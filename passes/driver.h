@@ -94,11 +94,11 @@ class Rewriter {
 
  private:
   friend bool runPattern(std::shared_ptr<torch::jit::Graph>& graph, Pattern& pattern);
-  Rewriter(std::shared_ptr<torch::jit::Graph> graph, const Pattern& pattern) : graph_(std::move(graph)), pattern_(pattern) {}
-  void walk(torch::jit::Block* block, Pattern& pattern);
+  Rewriter(std::shared_ptr<torch::jit::Graph> graph, Pattern& pattern) : graph_(std::move(graph)), pattern_(pattern) {}
+  void walk(torch::jit::Block* block);
 
   std::shared_ptr<torch::jit::Graph> graph_;
-  const Pattern& pattern_;
+  Pattern& pattern_;
   std::unique_ptr<torch::jit::AliasDb> aliasDb_;
   std::vector<Node*> cursors_;  // per block being walked (nested walks stack): the next node to offer
   bool changed_ = false;
