@@ -6,8 +6,8 @@
 // rejected, or declines silently (not a candidate). Each node is offered once: after a rewrite the
 // walk goes on from the next node not yet offered instead of restarting, so a pass costs one walk
 // plus its rewrites. For that, patterns remove nodes only through Rewriter::erase, which moves the
-// cursor off a node it removes. Nodes a rewrite inserts after the cursor are offered too; nodes it
-// inserts before the cursor are not.
+// cursor off a node it removes. Nodes a rewrite inserts ahead of the cursor (in the walk's
+// direction) are offered too; nodes it inserts behind it are not.
 //
 // The alias database is built when a pattern first asks for it and dropped after every successful
 // rewrite (runPattern, the one place). So a pattern asks all its alias questions before it edits
