@@ -128,7 +128,7 @@ struct CanonicalizePattern : Pattern {
     e.reason = std::string("in-place ") + n->kind().toQualString() + " on a fresh intermediate -> " +
                functional->kind().toQualString();
     e.fusedOp = functional->kind().toQualString();
-    rw.notifyRewrite(std::move(e));
+    rw.notifyRewrite(std::move(e), functional);
     rw.erase(n);
     return true;
   }
@@ -174,7 +174,7 @@ struct CanonicalizePattern : Pattern {
     e.add(n);
     e.reason = std::string(isMax ? "max" : "min") + "(dim) whose indices are unused -> " + (isMax ? "amax" : "amin");
     e.fusedOp = r->kind().toQualString();
-    rw.notifyRewrite(std::move(e));
+    rw.notifyRewrite(std::move(e), r);
     rw.erase(n);
     return true;
   }

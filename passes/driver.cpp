@@ -40,7 +40,7 @@ void Rewriter::notifyRewrite(RewriteEvent r, const Node* fused) {
   e.fusedOp = std::move(r.fusedOp);
   e.nodes = std::move(r.nodes_);
   e.nodeIds = std::move(r.nodeIds_);
-  if (fused) e.fusedNode = nodeId(fused);
+  e.fusedNode = nodeId(fused);
   emitEvent(std::move(e));
 }
 

@@ -86,8 +86,9 @@ class Rewriter {
 
   // Records a rejected candidate (its nodes, why) and returns false, for `return rw.notifyMatchFailure(...)`.
   bool notifyMatchFailure(const std::vector<Node*>& nodes, std::string reason);
-  // Records a rewrite; `fused` (if any) is the node that now computes what the event's nodes did.
-  void notifyRewrite(RewriteEvent e, const Node* fused = nullptr);
+  // Records a rewrite; `fused` is the node that now computes what the event's nodes did (the
+  // viewer links the replaced nodes to it).
+  void notifyRewrite(RewriteEvent e, const Node* fused);
 
   // Destroys `n` (no uses left), moving the walk's cursor off it first.
   void erase(Node* n);

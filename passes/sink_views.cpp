@@ -200,7 +200,7 @@ struct SinkViewsPattern : Pattern {
                std::to_string(leaves.size()) + " leaves (" + std::to_string(nodes.size()) +
                " elementwise ops recomputed on the views)";
     v->output()->replaceAllUsesWith(result);
-    rw.notifyRewrite(std::move(e));
+    rw.notifyRewrite(std::move(e), views->node());
     rw.erase(v);
     return true;
   }

@@ -75,16 +75,17 @@ struct PassRun {
   }
 };
 
-// Every event names each of its nodes with an id ("%x"), in the same order as their descriptions:
-// the HTML viewer pairs nodes[i] with nodeIds[i] to link a node to its fused op. The run helpers
-// below check it for every event of every IR test.
+// Every event names each of its nodes with an id ("%x"), in the same order as their descriptions,
+// and every rewrite the node that replaced them: the HTML viewer pairs nodes[i] with nodeIds[i] to
+// link a node to that one. The run helpers below check it for every event of every IR test.
 inline ::testing::AssertionResult eventsNameTheirNodes(const std::vector<tsfuse::FusionEvent>& events) {
   for (const auto& e : events) {
-    bool ok = e.nodes.size() == e.nodeIds.size();
+    bool ok = e.nodes.size() == e.nodeIds.size() &&
+              (e.kind == tsfuse::FusionEvent::Kind::Reject || e.fusedNode.rfind("%", 0) == 0);
     for (size_t i = 0; ok && i < e.nodeIds.size(); ++i) ok = e.nodeIds[i].size() > 1 && e.nodeIds[i][0] == '%';
     if (!ok) {
-      auto failure = ::testing::AssertionFailure() << e.pass << " event \"" << e.reason << "\" has " << e.nodes.size()
-                                                   << " nodes and ids";
+      auto failure = ::testing::AssertionFailure() << e.pass << " event \"" << e.reason << "\" (fused node '"
+                                                   << e.fusedNode << "') has " << e.nodes.size() << " nodes and ids";
       for (const auto& id : e.nodeIds) failure << " '" << id << "'";
       return failure;
     }
