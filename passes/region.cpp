@@ -20,6 +20,8 @@ Region growRegion(Node* root) {
     r.boundary.clear();
     std::vector<Node*> members;
     for (auto& kv : in) members.push_back(kv.first);
+    // In node order, so the boundary notes read the same on every run (not in address-hash order).
+    std::sort(members.begin(), members.end(), [](Node* a, Node* b) { return a->isBefore(b); });
     for (Node* member : members) {
       for (const MatchedArg& a : in.at(member).args) {
         if (!a.tensor) continue;
