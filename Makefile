@@ -61,6 +61,12 @@ bench: build
 	cmake --build $(BUILD) -j $(JOBS) --target tsfuse_microbench
 	@QUICK=$(QUICK) DEVICE=$(DEVICE) PY=$(PY) bash scripts/bench.sh $(BUILD)
 
+# The pass pipeline's own time on scripted torchvision models (not in `make test`; torchvision goes
+# into build/bench-deps, see bench/pipeline_time.py).
+.PHONY: bench-pipeline
+bench-pipeline: build
+	$(PY) bench/pipeline_time.py --build $(BUILD)
+
 clean:
 	rm -rf $(BUILD)
 

@@ -1,27 +1,22 @@
 #include "passes/canonicalize.h"
 
-#include "passes/events.h"
+#include "passes/driver.h"
 #include "passes/op_table.h"
 
 #include "kernels/ir/op_registry.h"
 
-#include <torch/csrc/jit/ir/alias_analysis.h>
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/passes/constant_propagation.h>
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
 
 #include <limits>
-#include <unordered_set>
 
 namespace tsfuse {
 namespace {
 
-using torch::jit::AliasDb;
 using torch::jit::Block;
 using torch::jit::Graph;
 using torch::jit::toIValue;
-
-constexpr const char* kPass = "canonicalize";
 
 // The node of `n`'s ancestry (n itself or a node owning one of its blocks) that lies in `block`.
 Node* ancestorIn(Node* n, Block* block) {
@@ -34,65 +29,28 @@ bool isIntConstant(Value* v, int64_t want) {
   return iv && iv->isInt() && iv->toInt() == want;
 }
 
-struct CanonicalizeImpl {
-  std::shared_ptr<Graph> graph;
-  std::unique_ptr<AliasDb> aliasDb;
-  std::unordered_set<Node*> rejected;  // in-place nodes already reported (the walk restarts)
-  bool changed = false;
-
-  explicit CanonicalizeImpl(std::shared_ptr<Graph> g) : graph(std::move(g)) {}
-
-  AliasDb& aliases() {
-    if (!aliasDb) aliasDb = std::make_unique<AliasDb>(graph);
-    return *aliasDb;
+// TupleUnpack(TupleConstruct(a, b)) -> a, b (inlined helpers returning tuples). Tuples are
+// immutable, so this is exact. NB: torch's LowerSimpleTuples is not used: its clean-up dropped
+// an in-place op on a tensor held by a returned list (see CanonicalizeIR tests).
+bool forwardTuples(Block* block) {
+  bool any = false;
+  for (Node* n : block->nodes()) {
+    for (Block* sub : n->blocks()) any |= forwardTuples(sub);
+    if (n->kind() != c10::prim::TupleUnpack || n->input()->node()->kind() != c10::prim::TupleConstruct) continue;
+    Node* tuple = n->input()->node();
+    if (tuple->inputs().size() != n->outputs().size()) continue;
+    for (size_t i = 0; i < n->outputs().size(); ++i) n->output(i)->replaceAllUsesWith(tuple->input(i));
+    any = true;
   }
+  return any;
+}
 
-  void emit(FusionEvent::Kind kind, Node* n, std::string reason, std::string into = "") {
-    FusionEvent e;
-    e.kind = kind;
-    e.fusedOp = std::move(into);
-    e.pass = kPass;
-    e.nodes = {describeNode(n)};
-    e.nodeIds = {nodeId(n)};  // the viewer badges / links the node by it
-    e.reason = std::move(reason);
-    emitEvent(std::move(e));
-  }
+// The node-by-node rewrites (2-4 of canonicalize.h), each node's nested blocks first.
+struct CanonicalizePattern : Pattern {
+  CanonicalizePattern() : Pattern("canonicalize", WalkOrder::Forward, NestedBlocks::AtOwner) {}
 
-  bool run() {
-    changed |= forwardTuples(graph->block());
-    changed |= torch::jit::ConstantPropagation(graph);
-    // Each rewrite invalidates the alias database; rewrites are rare, so restart the walk.
-    while (rewriteOne(graph->block())) {
-      aliasDb.reset();
-      changed = true;
-    }
-    if (changed) torch::jit::EliminateDeadCode(graph);
-    return changed;
-  }
-
-  // TupleUnpack(TupleConstruct(a, b)) -> a, b (inlined helpers returning tuples). Tuples are
-  // immutable, so this is exact. NB: torch's LowerSimpleTuples is not used: its clean-up dropped
-  // an in-place op on a tensor held by a returned list (see CanonicalizeIR tests).
-  bool forwardTuples(Block* block) {
-    bool any = false;
-    for (Node* n : block->nodes()) {
-      for (Block* sub : n->blocks()) any |= forwardTuples(sub);
-      if (n->kind() != c10::prim::TupleUnpack || n->input()->node()->kind() != c10::prim::TupleConstruct) continue;
-      Node* tuple = n->input()->node();
-      if (tuple->inputs().size() != n->outputs().size()) continue;
-      for (size_t i = 0; i < n->outputs().size(); ++i) n->output(i)->replaceAllUsesWith(tuple->input(i));
-      any = true;
-    }
-    return any;
-  }
-
-  bool rewriteOne(Block* block) {
-    for (Node* n : block->nodes()) {
-      for (Block* sub : n->blocks())
-        if (rewriteOne(sub)) return true;
-      if (tryInPlace(n) || tryIdentitySlice(n) || tryValuesOnlyMinMax(n)) return true;
-    }
-    return false;
+  bool matchAndRewrite(Node* n, Rewriter& rw) override {
+    return tryInPlace(n, rw) || tryIdentitySlice(n, rw) || tryValuesOnlyMinMax(n, rw);
   }
 
   // Why x.op_(args) and x.op(args) could differ in dtype or shape, or "". The in-place form keeps
@@ -123,26 +81,23 @@ struct CanonicalizeImpl {
   // anything), and every use of x before n must be a fresh reader (an elementwise op or a
   // reduction: it cannot create an alias that would observe the write later). Uses after n
   // (views, returns, other in-place ops) see y instead, which holds what x would have held.
-  bool tryInPlace(Node* n) {
-    if (rejected.count(n)) return false;
+  bool tryInPlace(Node* n, Rewriter& rw) {
     const std::string name = n->kind().toUnqualString();
     if (!n->kind().is_aten() || name.size() < 2 || name.back() != '_' || name[name.size() - 2] == '_') return false;
     if (n->inputs().empty() || n->outputs().size() != 1) return false;
     Value* x = n->input(0);
     if (!x->type()->isSubtypeOf(*c10::TensorType::get())) return false;
     // The functional form must exist and be fusible, or the rewrite buys nothing.
-    Node* functional = graph->create(c10::Symbol::aten(name.substr(0, name.size() - 1)), n->inputs(), 1);
+    Node* functional = rw.graph().create(c10::Symbol::aten(name.substr(0, name.size() - 1)), n->inputs(), 1);
     ElementwiseMatch fm;
     bool fusible = functional->maybeSchema() && matchElementwise(functional, fm, nullptr);
     if (!fusible) {
-      functional->destroy();
+      rw.erase(functional);
       return false;
     }
     auto reject = [&](const std::string& why) {
-      functional->destroy();
-      rejected.insert(n);
-      emit(FusionEvent::Kind::Reject, n, "in-place " + std::string(n->kind().toQualString()) + " kept: " + why);
-      return false;
+      rw.erase(functional);
+      return rw.notifyMatchFailure({n}, "in-place " + std::string(n->kind().toQualString()) + " kept: " + why);
     };
     Node* producer = x->node();
     ElementwiseMatch pm;
@@ -160,7 +115,7 @@ struct CanonicalizeImpl {
         return reject("%" + x->debugName() + " is used before the write by " + describeNode(use.user) +
                       ", which may alias it");
     }
-    if (aliases().mayContainAlias(x, graph->inputs()))
+    if (rw.aliasDb().mayContainAlias(x, rw.graph().inputs()))
       return reject("%" + x->debugName() + " may alias a graph input");
     functional->output()->setType(n->output()->type());
     functional->insertBefore(n);
@@ -168,18 +123,20 @@ struct CanonicalizeImpl {
     Value* y = functional->output();
     n->output()->replaceAllUsesWith(y);
     x->replaceAllUsesAfterNodeWith(n, y);
-    emit(FusionEvent::Kind::Rewrite, n,
-         std::string("in-place ") + n->kind().toQualString() + " on a fresh intermediate -> " +
-             functional->kind().toQualString(),
-         functional->kind().toQualString());
-    n->destroy();
+    RewriteEvent e;
+    e.add(n);
+    e.reason = std::string("in-place ") + n->kind().toQualString() + " on a fresh intermediate -> " +
+               functional->kind().toQualString();
+    e.fusedOp = functional->kind().toQualString();
+    rw.notifyRewrite(std::move(e), functional);
+    rw.erase(n);
     return true;
   }
 
   // slice(x, d, None|0, None|INT64_MAX, 1) -> x, when the slice is only read
   // NB: the slice is the same memory as x; replacing it is exact when nothing writes either and
   // its uses only read values (so no identity or aliasing of the slice is observable).
-  bool tryIdentitySlice(Node* n) {
+  bool tryIdentitySlice(Node* n, Rewriter& rw) {
     if (n->kind() != c10::aten::slice || n->inputs().size() != 5) return false;
     if (!n->input(0)->type()->isSubtypeOf(*c10::TensorType::get())) return false;
     auto start = toIValue(n->input(2));
@@ -193,35 +150,45 @@ struct CanonicalizeImpl {
       bool view = u->kind() == c10::aten::select || u->kind() == c10::aten::slice || u->kind() == c10::aten::unsqueeze;
       if (!(isFreshReader(u) || (view && use.offset == 0))) return false;
     }
-    if (aliases().hasWriters(out) || aliases().hasWriters(n->input(0))) return false;
+    if (rw.aliasDb().hasWriters(out) || rw.aliasDb().hasWriters(n->input(0))) return false;
     out->replaceAllUsesWith(n->input(0));
-    n->destroy();
+    rw.erase(n);  // no event: the computation is unchanged
     return true;
   }
 
   // values, indices = max|min(x, dim, keepdim) with indices unused -> amax|amin(x, [dim], keepdim)
   // (the same values, NaN propagation and empty-dim error as eager's max/min with dim)
-  bool tryValuesOnlyMinMax(Node* n) {
+  bool tryValuesOnlyMinMax(Node* n, Rewriter& rw) {
     bool isMax = n->kind() == c10::aten::max, isMin = n->kind() == c10::aten::min;
     if (!(isMax || isMin) || n->outputs().size() != 2 || n->inputs().size() != 3) return false;
     const c10::FunctionSchema* s = n->maybeSchema();
     if (!s || s->overload_name() != "dim" || n->output(1)->hasUses()) return false;
+    Graph& graph = rw.graph();
     torch::jit::WithInsertPoint guard(n);
-    Value* dims = graph->insertNode(graph->createList(c10::IntType::get(), {n->input(1)}))->output();
-    Node* r = graph->insertNode(graph->create(isMax ? c10::aten::amax : c10::aten::amin, {n->input(0), dims, n->input(2)}, 1));
+    Value* dims = graph.insertNode(graph.createList(c10::IntType::get(), {n->input(1)}))->output();
+    Node* r = graph.insertNode(graph.create(isMax ? c10::aten::amax : c10::aten::amin, {n->input(0), dims, n->input(2)}, 1));
     r->output()->setType(n->output(0)->type());
     r->setSourceRange(n->sourceRange());
     n->output(0)->replaceAllUsesWith(r->output());
-    emit(FusionEvent::Kind::Rewrite, n,
-         std::string(isMax ? "max" : "min") + "(dim) whose indices are unused -> " + (isMax ? "amax" : "amin"),
-         r->kind().toQualString());
-    n->destroy();
+    RewriteEvent e;
+    e.add(n);
+    e.reason = std::string(isMax ? "max" : "min") + "(dim) whose indices are unused -> " + (isMax ? "amax" : "amin");
+    e.fusedOp = r->kind().toQualString();
+    rw.notifyRewrite(std::move(e), r);
+    rw.erase(n);
     return true;
   }
 };
 
 }  // namespace
 
-bool Canonicalize(std::shared_ptr<Graph>& graph) { return CanonicalizeImpl(graph).run(); }
+bool Canonicalize(std::shared_ptr<Graph>& graph) {
+  bool changed = forwardTuples(graph->block());
+  changed |= torch::jit::ConstantPropagation(graph);
+  CanonicalizePattern pattern;
+  changed |= runPattern(graph, pattern);
+  if (changed) torch::jit::EliminateDeadCode(graph);
+  return changed;
+}
 
 }  // namespace tsfuse

@@ -1,6 +1,8 @@
-// What the passes did and why: every rewrite and every rejected candidate is an event. The CLI
-// summary, the JSON report, the logs (and later the diff viewer) all read these.
+// How passes describe nodes in events (tsfuse/report.h), and where events go: the logs and the
+// sink in scope (the pipeline's Report). Passes record events through their Rewriter (driver.h).
 #pragma once
+
+#include "tsfuse/report.h"
 
 #include <functional>
 #include <optional>
@@ -12,21 +14,6 @@ struct Node;
 }
 
 namespace tsfuse {
-
-struct FusionEvent {
-  enum class Kind { Rewrite, Reject };
-  Kind kind = Kind::Reject;
-  std::string pass;    // e.g. "fuse_pairwise"
-  std::string graph;   // method name, when known
-  std::string reason;  // why rejected, or what was fused
-  std::string expr;    // the fused expression (rewrites)
-  std::string fusedOp; // e.g. "tsfuse::pairwise"
-  std::vector<std::string> nodes;   // the candidate's nodes, "aten::sub @ file.py:12"
-  // Parallel to `nodes`: each node's id (nodeId), which names the same node in the graph printed
-  // before the pass ran; the diff viewer links the nodes a rewrite replaced to `fusedNode`.
-  std::vector<std::string> nodeIds;
-  std::string fusedNode;  // rewrites: nodeId of the fused op in the graph after the pass
-};
 
 // Where a node came from: the range that generated it (the user's .py file, for a module loaded
 // with its debug info; else the serialized code/__torch__.py), its 1-based line and that line.

@@ -7,18 +7,6 @@
 
 namespace tsfuse {
 
-std::vector<std::string> Region::describe() const {
-  std::vector<std::string> out;
-  for (Node* n : nodes) out.push_back(describeNode(n));
-  return out;
-}
-
-std::vector<std::string> Region::ids() const {
-  std::vector<std::string> out;
-  for (Node* n : nodes) out.push_back(nodeId(n));
-  return out;
-}
-
 Region growRegion(Node* root) {
   std::unordered_map<Node*, ElementwiseMatch> in;
   ElementwiseMatch m;
@@ -32,6 +20,8 @@ Region growRegion(Node* root) {
     r.boundary.clear();
     std::vector<Node*> members;
     for (auto& kv : in) members.push_back(kv.first);
+    // In node order, so the boundary notes read the same on every run (not in address-hash order).
+    std::sort(members.begin(), members.end(), [](Node* a, Node* b) { return a->isBefore(b); });
     for (Node* member : members) {
       for (const MatchedArg& a : in.at(member).args) {
         if (!a.tensor) continue;
@@ -86,8 +76,9 @@ std::string regionHazard(const Region& r, AliasDb& aliasDb) {
   return "";
 }
 
-Node* rewriteRegion(Graph& g, Region& r, Node* consumer, const char* op,
+Node* rewriteRegion(Rewriter& rw, Region& r, Node* consumer, const char* op,
                     const std::vector<torch::jit::NamedValue>& extra) {
+  Graph& g = rw.graph();
   torch::jit::WithInsertPoint guard(consumer);
   Value* list = g.insertNode(g.createList(c10::TensorType::get(), r.operands))->output();
   std::vector<torch::jit::NamedValue> args = {list, r.expr.str()};
@@ -96,8 +87,8 @@ Node* rewriteRegion(Graph& g, Region& r, Node* consumer, const char* op,
   Node* fused = out->node();
   fused->setSourceRange(consumer->sourceRange());
   consumer->output()->replaceAllUsesWith(out);
-  if (consumer != r.root()) consumer->destroy();
-  for (auto it = r.nodes.rbegin(); it != r.nodes.rend(); ++it) (*it)->destroy();
+  if (consumer != r.root()) rw.erase(consumer);
+  for (auto it = r.nodes.rbegin(); it != r.nodes.rend(); ++it) rw.erase(*it);
   return fused;
 }
 

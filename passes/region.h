@@ -3,7 +3,7 @@
 // rewrite that replaces it by one tsfuse op. Shared by the fusion passes.
 #pragma once
 
-#include "passes/events.h"
+#include "passes/driver.h"
 #include "passes/op_table.h"
 
 #include <torch/csrc/jit/ir/alias_analysis.h>
@@ -26,8 +26,6 @@ struct Region {
   Expr expr;
 
   Node* root() const { return nodes.back(); }
-  std::vector<std::string> describe() const;
-  std::vector<std::string> ids() const;  // nodeId of each node, parallel to describe()
 };
 
 // Grows the maximal region whose value is `root`'s output (root must match as elementwise).
@@ -44,9 +42,9 @@ Region growRegion(Node* root);
 std::string regionHazard(const Region& r, AliasDb& aliasDb);
 
 // Replaces the region (and `consumer`, the node whose output becomes the fused op's output: the
-// root itself, or the reduction consuming it) with `op`(operands, expr, extra...). Returns the
-// fused node.
-Node* rewriteRegion(Graph& g, Region& r, Node* consumer, const char* op,
+// root itself, or the reduction consuming it) with `op`(operands, expr, extra...), inserted where
+// `consumer` was. Returns the fused node.
+Node* rewriteRegion(Rewriter& rw, Region& r, Node* consumer, const char* op,
                     const std::vector<torch::jit::NamedValue>& extra);
 
 }  // namespace tsfuse

@@ -1,9 +1,8 @@
 #include "passes/sink_views.h"
 
-#include "passes/events.h"
+#include "passes/driver.h"
 #include "passes/op_table.h"
 
-#include <torch/csrc/jit/ir/alias_analysis.h>
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
 
@@ -14,12 +13,9 @@
 namespace tsfuse {
 namespace {
 
-using torch::jit::AliasDb;
-using torch::jit::Block;
 using torch::jit::Graph;
 using torch::jit::toIValue;
 
-constexpr const char* kPass = "sink_views";
 // Sinking recomputes the intermediate's subexpression once per view; beyond this many recomputed
 // ops in all, storing the intermediate is the better trade.
 constexpr size_t kMaxRecomputed = 256;
@@ -45,36 +41,13 @@ int64_t constInt(Value* v) { return toIValue(v)->toInt(); }
 // The least rank a tensor must have for dim `d` to be valid in it.
 int64_t rankFor(int64_t d) { return d >= 0 ? d + 1 : -d; }
 
-struct SinkViewsImpl {
-  std::shared_ptr<Graph> graph;
-  std::unique_ptr<AliasDb> aliasDb;
+struct SinkViewsPattern : Pattern {
   std::unordered_map<Value*, int64_t> minRanks;
-  std::unordered_set<Node*> rejected;
-  bool changed = false;
 
-  explicit SinkViewsImpl(std::shared_ptr<Graph> g) : graph(std::move(g)) {}
+  SinkViewsPattern() : Pattern("sink_views", WalkOrder::Forward, NestedBlocks::AtOwner) {}
 
-  AliasDb& aliases() {
-    if (!aliasDb) aliasDb = std::make_unique<AliasDb>(graph);
-    return *aliasDb;
-  }
-
-  bool run() {
-    while (sinkOne(graph->block())) {
-      aliasDb.reset();
-      changed = true;
-    }
-    if (changed) torch::jit::EliminateDeadCode(graph);  // the intermediates whose views all moved
-    return changed;
-  }
-
-  bool sinkOne(Block* block) {
-    for (Node* n : block->nodes()) {
-      for (Block* sub : n->blocks())
-        if (sinkOne(sub)) return true;
-      if (!rejected.count(n) && viewKind(n) != ViewKind::None && trySink(n)) return true;
-    }
-    return false;
+  bool matchAndRewrite(Node* n, Rewriter& rw) override {
+    return viewKind(n) != ViewKind::None && trySink(n, rw);
   }
 
   // A lower bound of v's rank from its type, or from the view ops and elementwise ops that made it.
@@ -123,7 +96,7 @@ struct SinkViewsImpl {
   }
 
   // Why view v of intermediate x cannot be sunk, or "".
-  std::string viewHazard(Node* v, Value* x) {
+  std::string viewHazard(Node* v, Value* x, Rewriter& rw) {
     if (v->owningBlock() != x->node()->owningBlock()) return describeNode(v) + " is in another block";
     if (std::string why = layoutObserver(v->output()); !why.empty()) return why;
     ViewKind k = viewKind(v);
@@ -131,23 +104,21 @@ struct SinkViewsImpl {
     if (k == ViewKind::Select && std::max(minRank(x), rankFor(d)) < 2)
       return "cannot prove %" + x->debugName() +
              " has rank >= 2 (selecting from a 1-D value could change type promotion)";
-    if (aliases().hasWriters(v->output())) return "the view is written by an in-place op";
+    if (rw.aliasDb().hasWriters(v->output())) return "the view is written by an in-place op";
     return "";
   }
 
-  bool reject(Node* v, const std::string& why) {
-    rejected.insert(v);
-    FusionEvent e;
-    e.kind = FusionEvent::Kind::Reject;
-    e.pass = kPass;
-    e.nodes = {describeNode(v), describeNode(v->input(0)->node())};
-    e.reason = "view of intermediate %" + v->input(0)->debugName() + " not sunk: " + why;
-    emitEvent(std::move(e));
-    return false;
+  static bool reject(Node* v, const std::string& why, Rewriter& rw) {
+    return rw.notifyMatchFailure({v, v->input(0)->node()},
+                                 "view of intermediate %" + v->input(0)->debugName() + " not sunk: " + why);
   }
 
   // view(f(leaves...)) -> f(broadcast_view(leaves)...)
-  bool trySink(Node* v) {
+  //
+  //   %d = aten::sub(%a, %b)                %v = tsfuse::broadcast_select([%a, %b], 2, 0)
+  //   %s = aten::select(%d, 2, 0)     =>    %a0, %b0 = prim::ListUnpack(%v)
+  //                                         %s = aten::sub(%a0, %b0)
+  bool trySink(Node* v, Rewriter& rw) {
     Value* x = v->input(0);
     Node* producer = x->node();
     ElementwiseMatch pm;
@@ -156,11 +127,11 @@ struct SinkViewsImpl {
       return false;  // a view of a leaf (input, call result, ...): it simply becomes an operand
     for (const auto& use : x->uses()) {
       if (viewKind(use.user) == ViewKind::None || use.offset != 0)
-        return reject(v, "it is also used by " + describeNode(use.user) + ", so it is materialised anyway");
-      std::string why = viewHazard(use.user, x);
-      if (!why.empty()) return reject(v, why);
+        return reject(v, "it is also used by " + describeNode(use.user) + ", so it is materialised anyway", rw);
+      std::string why = viewHazard(use.user, x, rw);
+      if (!why.empty()) return reject(v, why, rw);
     }
-    if (aliases().hasWriters(x)) return reject(v, "it is written by an in-place op");
+    if (rw.aliasDb().hasWriters(x)) return reject(v, "it is written by an in-place op", rw);
 
     // The elementwise subexpression: grown from the producer through values used only inside it.
     std::vector<Node*> nodes = {producer};
@@ -186,7 +157,7 @@ struct SinkViewsImpl {
     if (nodes.size() * x->uses().size() > kMaxRecomputed)
       return reject(v, "its " + std::to_string(x->uses().size()) + " views would recompute " +
                            std::to_string(nodes.size()) + " elementwise ops each (limit " +
-                           std::to_string(kMaxRecomputed) + " in all)");
+                           std::to_string(kMaxRecomputed) + " in all)", rw);
     std::sort(nodes.begin(), nodes.end(), [](Node* a, Node* b) { return a->isBefore(b); });
     std::vector<Value*> leaves;
     for (Node* n : nodes)
@@ -195,24 +166,25 @@ struct SinkViewsImpl {
             std::find(leaves.begin(), leaves.end(), arg) == leaves.end())
           leaves.push_back(arg);
     for (Value* l : leaves)
-      if (aliases().hasWriters(l))
-        return reject(v, "its leaf %" + l->debugName() + " (or a tensor it may alias) is written by an in-place op");
+      if (rw.aliasDb().hasWriters(l))
+        return reject(v, "its leaf %" + l->debugName() + " (or a tensor it may alias) is written by an in-place op", rw);
 
     ViewKind kind = viewKind(v);
     int64_t rankX = minRank(x);
+    Graph& graph = rw.graph();
     torch::jit::WithInsertPoint guard(v);
-    Value* list = graph->insertNode(graph->createList(c10::TensorType::get(), leaves))->output();
+    Value* list = graph.insertNode(graph.createList(c10::TensorType::get(), leaves))->output();
     std::vector<torch::jit::NamedValue> args = {list};
     for (size_t i = 1; i < v->inputs().size(); ++i) args.emplace_back(v->input(i));
     const char* op = kind == ViewKind::Select ? "tsfuse::broadcast_select"
                      : kind == ViewKind::Slice ? "tsfuse::broadcast_slice"
                                                : "tsfuse::broadcast_unsqueeze";
-    Value* views = graph->insert(c10::Symbol::fromQualString(op), args, {}, v->sourceRange());
-    Node* unpack = graph->insertNode(graph->createListUnpack(views, leaves.size()));
+    Value* views = graph.insert(c10::Symbol::fromQualString(op), args, {}, v->sourceRange());
+    Node* unpack = graph.insertNode(graph.createListUnpack(views, leaves.size()));
     std::unordered_map<Value*, Value*> map;
     for (size_t i = 0; i < leaves.size(); ++i) map[leaves[i]] = unpack->output(i);
     for (Node* n : nodes) {
-      Node* c = graph->insertNode(graph->createClone(n, [&](Value* in) {
+      Node* c = graph.insertNode(graph.createClone(n, [&](Value* in) {
         auto it = map.find(in);
         return it == map.end() ? in : it->second;
       }));
@@ -221,24 +193,26 @@ struct SinkViewsImpl {
     }
     Value* result = map.at(x);
     minRanks[result] = kind == ViewKind::Select ? rankX - 1 : kind == ViewKind::Unsqueeze ? rankX + 1 : rankX;
-    FusionEvent e;
-    e.kind = FusionEvent::Kind::Rewrite;
-    e.pass = kPass;
+    RewriteEvent e;
+    e.add(v).add(nodes);
     e.fusedOp = op;
-    e.nodes = {describeNode(v)};
-    for (Node* n : nodes) e.nodes.push_back(describeNode(n));
     e.reason = std::string("pushed ") + v->kind().toQualString() + " of %" + x->debugName() + " to its " +
                std::to_string(leaves.size()) + " leaves (" + std::to_string(nodes.size()) +
                " elementwise ops recomputed on the views)";
     v->output()->replaceAllUsesWith(result);
-    v->destroy();
-    emitEvent(std::move(e));
+    rw.notifyRewrite(std::move(e), views->node());
+    rw.erase(v);
     return true;
   }
 };
 
 }  // namespace
 
-bool SinkViews(std::shared_ptr<Graph>& graph) { return SinkViewsImpl(graph).run(); }
+bool SinkViews(std::shared_ptr<Graph>& graph) {
+  SinkViewsPattern pattern;
+  bool changed = runPattern(graph, pattern);
+  if (changed) torch::jit::EliminateDeadCode(graph);  // the intermediates whose views all moved
+  return changed;
+}
 
 }  // namespace tsfuse

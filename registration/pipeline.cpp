@@ -1,6 +1,7 @@
 #include "registration/pipeline.h"
 
 #include "passes/canonicalize.h"
+#include "passes/events.h"
 #include "passes/fuse_broadcast_reduce.h"
 #include "passes/fuse_pairwise.h"
 #include "passes/sink_views.h"

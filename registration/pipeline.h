@@ -10,14 +10,14 @@
 // Reductions go first so their elementwise input is claimed whole by tsfuse::reduce.
 #pragma once
 
-#include "passes/events.h"
+#include "tsfuse/options.h"
+#include "tsfuse/report.h"
 
 #include <torch/csrc/jit/api/module.h>
 #include <torch/csrc/jit/ir/ir.h>
 
 #include <functional>
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -31,29 +31,6 @@ struct PassInfo {
 
 // The passes in pipeline order.
 const std::vector<PassInfo>& pipelinePasses();
-
-struct PipelineOptions {
-  std::set<std::string> disabled;  // pass names to skip
-  // Called with the graph as it enters the pipeline (stage "") and after each pass that ran
-  // (stage = the pass name); optimize-ts --diff/--html snapshot graphs with it.
-  std::function<void(const std::string& graphName, const std::string& stage, const torch::jit::Graph&)> observe;
-  // Throws std::invalid_argument naming the unknown pass, if any.
-  void validate() const;
-};
-
-struct PassStats {
-  std::string name;
-  int candidates = 0;
-  int rewrites = 0;
-  int rejections = 0;
-};
-
-struct Report {
-  std::vector<FusionEvent> events;
-  std::vector<std::string> graphs;  // names of the graphs the pipeline ran on
-  std::vector<PassStats> stats() const;
-  int rewrites() const;
-};
 
 // Runs the pipeline on one graph; events go to `report` (if given). Returns whether it changed.
 bool runPipeline(std::shared_ptr<torch::jit::Graph>& graph, const PipelineOptions& options,

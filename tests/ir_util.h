@@ -15,6 +15,7 @@
 #include <torch/csrc/jit/testing/file_check.h>
 
 #include <memory>
+#include <unordered_map>
 
 namespace tsfuse_test {
 
@@ -24,6 +25,17 @@ using torch::jit::testing::FileCheck;
 inline std::shared_ptr<Graph> parseGraph(const std::string& ir) {
   auto g = std::make_shared<Graph>();
   torch::jit::parseIR(ir, g.get());
+  g->lint();
+  return g;
+}
+
+// parseGraph, keeping the IR's value names (the parser numbers values afresh), so nodeId() of a
+// node is "%" + the name the test gave its output.
+inline std::shared_ptr<Graph> parseNamedGraph(const std::string& ir) {
+  auto g = std::make_shared<Graph>();
+  std::unordered_map<std::string, torch::jit::Value*> names;
+  torch::jit::parseIR(ir, g.get(), names);
+  for (const auto& [name, v] : names) v->setDebugName(name);
   g->lint();
   return g;
 }
@@ -63,6 +75,24 @@ struct PassRun {
   }
 };
 
+// Every event names each of its nodes with an id ("%x"), in the same order as their descriptions,
+// and every rewrite the node that replaced them: the HTML viewer pairs nodes[i] with nodeIds[i] to
+// link a node to that one. The run helpers below check it for every event of every IR test.
+inline ::testing::AssertionResult eventsNameTheirNodes(const std::vector<tsfuse::FusionEvent>& events) {
+  for (const auto& e : events) {
+    bool ok = e.nodes.size() == e.nodeIds.size() &&
+              (e.kind == tsfuse::FusionEvent::Kind::Reject || e.fusedNode.rfind("%", 0) == 0);
+    for (size_t i = 0; ok && i < e.nodeIds.size(); ++i) ok = e.nodeIds[i].size() > 1 && e.nodeIds[i][0] == '%';
+    if (!ok) {
+      auto failure = ::testing::AssertionFailure() << e.pass << " event \"" << e.reason << "\" (fused node '"
+                                                   << e.fusedNode << "') has " << e.nodes.size() << " nodes and ids";
+      for (const auto& id : e.nodeIds) failure << " '" << id << "'";
+      return failure;
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
 // Runs `pass` on `g` (in place) while collecting the events it emits.
 inline PassRun runPass(std::shared_ptr<Graph>& g,
                        const std::function<bool(std::shared_ptr<Graph>&)>& pass) {
@@ -71,6 +101,7 @@ inline PassRun runPass(std::shared_ptr<Graph>& g,
     tsfuse::ScopedEventSink sink([&](const tsfuse::FusionEvent& e) { r.events.push_back(e); });
     r.changed = pass(g);
   }
+  EXPECT_TRUE(eventsNameTheirNodes(r.events));
   g->lint();
   r.ir = g->toString();
   return r;
@@ -84,6 +115,7 @@ inline PassRun runPipelineOn(std::shared_ptr<Graph>& g, const tsfuse::PipelineOp
   tsfuse::Report rep;
   r.changed = tsfuse::runPipeline(g, opts, &rep, "forward");
   r.events = rep.events;
+  EXPECT_TRUE(eventsNameTheirNodes(r.events));
   g->lint();
   r.ir = g->toString();
   return r;

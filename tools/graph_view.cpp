@@ -1,5 +1,7 @@
 #include "tools/graph_view.h"
 
+#include "passes/events.h"
+
 #include <algorithm>
 #include <map>
 #include <sstream>

@@ -2,14 +2,15 @@
 //
 // Linking libtsfuse (find_package(tsfuse) + target_link_libraries(app tsfuse::tsfuse)) registers
 // the fused ops and the executor pass at load: every TorchScript model the app runs is optimized,
-// first call included (see registration/executor_hook.h for the mechanism and its trade-offs).
-// The functions below are for explicit use.
+// first call included (tsfuse/executor.h switches it; docs/registration.md has the mechanism and
+// its trade-offs). The functions below are for explicit use.
 #pragma once
 
-#include "registration/executor_hook.h"
-#include "registration/pipeline.h"
+#include "tsfuse/executor.h"
 #include "tsfuse/log.h"
 #include "tsfuse/ops.h"
+#include "tsfuse/options.h"
+#include "tsfuse/report.h"
 
 #include <torch/csrc/jit/api/module.h>
 

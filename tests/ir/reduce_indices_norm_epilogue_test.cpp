@@ -140,6 +140,29 @@ TEST(ReduceIndicesNormEpilogueIR, EpilogueChainIsAbsorbed) {
   EXPECT_TRUE(sameOutputs(f.ref, f.g, inputs(6), /*exact=*/false));
 }
 
+// The rewrite's event names every node it replaced, the epilogue's included, with its id, so the
+// HTML viewer links each of them to the fused op.
+TEST(ReduceIndicesNormEpilogueIR, EpilogueNodesAreNamedInTheEvent) {
+  auto g = parseNamedGraph(std::string(kHeader) + R"IR(
+  %s : Tensor = aten::sub(%a, %b, %one)
+  %q : Tensor = aten::mul(%s, %s)
+  %r : Tensor = aten::sum(%q, %dimsm1, %false, %none)
+  %d : Tensor = aten::sqrt(%r)
+  %y : Tensor = aten::mul(%d, %w)
+  return (%y)
+)IR");
+  PassRun r = runReduce(g);
+  ASSERT_EQ(r.rewrites(), 1) << r.dump();
+  const tsfuse::FusionEvent& e = *r.firstRewrite();
+  EXPECT_EQ(e.nodeIds, (std::vector<std::string>{"%s", "%q", "%r", "%d", "%y"}));
+  ASSERT_EQ(e.nodes.size(), 5u);
+  EXPECT_EQ(e.nodes[3].rfind("aten::sqrt", 0), 0u) << e.nodes[3];
+  EXPECT_EQ(e.nodes[4].rfind("aten::mul", 0), 0u) << e.nodes[4];
+  auto fused = findNodes(g, "tsfuse::reduce");
+  ASSERT_EQ(fused.size(), 1u);
+  EXPECT_EQ(e.fusedNode, tsfuse::nodeId(fused[0]));
+}
+
 // Negative: the reduced value is also returned, so it is materialised anyway; the epilogue
 // stays unfused (and sqrt stays an aten op).
 TEST(ReduceIndicesNormEpilogueIR, NegativeEpilogueWhenReducedValueEscapes) {

@@ -1,0 +1,80 @@
+#include "passes/driver.h"
+
+namespace tsfuse {
+
+RewriteEvent& RewriteEvent::add(const Node* n) {
+  nodes_.push_back(describeNode(n));
+  nodeIds_.push_back(nodeId(n));
+  return *this;
+}
+
+RewriteEvent& RewriteEvent::add(const std::vector<Node*>& nodes) {
+  for (const Node* n : nodes) add(n);
+  return *this;
+}
+
+torch::jit::AliasDb& Rewriter::aliasDb() {
+  if (!aliasDb_) aliasDb_ = std::make_unique<torch::jit::AliasDb>(graph_);
+  return *aliasDb_;
+}
+
+bool Rewriter::notifyMatchFailure(const std::vector<Node*>& nodes, std::string reason) {
+  RewriteEvent nodeList;
+  nodeList.add(nodes);
+  FusionEvent e;
+  e.kind = FusionEvent::Kind::Reject;
+  e.pass = pattern_.pass();
+  e.reason = std::move(reason);
+  e.nodes = std::move(nodeList.nodes_);
+  e.nodeIds = std::move(nodeList.nodeIds_);
+  emitEvent(std::move(e));
+  return false;
+}
+
+void Rewriter::notifyRewrite(RewriteEvent r, const Node* fused) {
+  FusionEvent e;
+  e.kind = FusionEvent::Kind::Rewrite;
+  e.pass = pattern_.pass();
+  e.reason = std::move(r.reason);
+  e.expr = std::move(r.expr);
+  e.fusedOp = std::move(r.fusedOp);
+  e.nodes = std::move(r.nodes_);
+  e.nodeIds = std::move(r.nodeIds_);
+  e.fusedNode = nodeId(fused);
+  emitEvent(std::move(e));
+}
+
+void Rewriter::erase(Node* n) {
+  for (Node*& c : cursors_)
+    if (c == n) c = pattern_.order() == WalkOrder::Forward ? n->next() : n->prev();
+  n->destroy();
+}
+
+void Rewriter::walk(torch::jit::Block* block) {
+  if (pattern_.nested() == NestedBlocks::First)
+    for (Node* n : block->nodes())
+      for (torch::jit::Block* sub : n->blocks()) walk(sub);
+  const bool forward = pattern_.order() == WalkOrder::Forward;
+  // A block's nodes lie between its param node and its return node, which end the walk.
+  Node* end = forward ? block->return_node() : block->param_node();
+  cursors_.push_back(forward ? block->param_node()->next() : block->return_node()->prev());
+  while (cursors_.back() != end) {
+    Node* n = cursors_.back();
+    if (pattern_.nested() == NestedBlocks::AtOwner)
+      for (torch::jit::Block* sub : n->blocks()) walk(sub);
+    cursors_.back() = forward ? n->next() : n->prev();
+    if (pattern_.matchAndRewrite(n, *this)) {
+      aliasDb_.reset();  // the one invalidation: any rewrite may change what aliases what
+      changed_ = true;
+    }
+  }
+  cursors_.pop_back();
+}
+
+bool runPattern(std::shared_ptr<torch::jit::Graph>& graph, Pattern& pattern) {
+  Rewriter rw(graph, pattern);
+  rw.walk(graph->block());
+  return rw.changed_;
+}
+
+}  // namespace tsfuse

@@ -1,0 +1,111 @@
+// The one walk every graph pass runs on, and the one place its rewrites and rejections are recorded
+// (in the manner of MLIR's pattern rewriter and PyTorch's concat_opt walk).
+//
+// A pass is a Pattern. The driver offers it each node of each block, nested blocks included, in
+// the pattern's direction; the pattern rewrites around the node, records why a candidate was
+// rejected, or declines silently (not a candidate). Each node is offered once: after a rewrite the
+// walk goes on from the next node not yet offered instead of restarting, so a pass costs one walk
+// plus its rewrites. For that, patterns remove nodes only through Rewriter::erase, which moves the
+// cursor off a node it removes. Nodes a rewrite inserts ahead of the cursor (in the walk's
+// direction) are offered too; nodes it inserts behind it are not.
+//
+// The alias database is built when a pattern first asks for it and dropped after every successful
+// rewrite (runPattern, the one place). So a pattern asks all its alias questions before it edits
+// the graph.
+//
+//   class Fuse : public Pattern { bool matchAndRewrite(Node* n, Rewriter& rw) override; };
+//   bool FusePass(std::shared_ptr<Graph>& g) { Fuse p; return runPattern(g, p); }
+#pragma once
+
+#include "passes/events.h"
+
+#include <torch/csrc/jit/ir/alias_analysis.h>
+#include <torch/csrc/jit/ir/ir.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tsfuse {
+
+using torch::jit::Node;
+
+enum class WalkOrder {
+  Forward,  // first node to last
+  Reverse,  // last node to first (a region grows from its final consumer)
+};
+
+// When a node's nested blocks (prim::If, prim::Loop) are walked.
+enum class NestedBlocks {
+  AtOwner,  // when the walk reaches their owner, before the owner is offered
+  First,    // all of a block's nested blocks, in node order, before the block's own walk
+};
+
+class Rewriter;
+
+class Pattern {
+ public:
+  Pattern(const char* pass, WalkOrder order, NestedBlocks nested) : pass_(pass), order_(order), nested_(nested) {}
+  virtual ~Pattern() = default;
+  // Tries to rewrite at `n`. Returns whether the graph changed; events go through `rw`.
+  virtual bool matchAndRewrite(Node* n, Rewriter& rw) = 0;
+
+  const char* pass() const { return pass_; }
+  WalkOrder order() const { return order_; }
+  NestedBlocks nested() const { return nested_; }
+
+ private:
+  const char* pass_;
+  WalkOrder order_;
+  NestedBlocks nested_;
+};
+
+// A rewrite's event, assembled by its pattern. A node enters with its description and its id
+// together, so the two lists the viewer pairs up by position cannot drift apart. Add the nodes a
+// rewrite replaces before it destroys them.
+class RewriteEvent {
+ public:
+  RewriteEvent& add(const Node* n);
+  RewriteEvent& add(const std::vector<Node*>& nodes);
+  size_t size() const { return nodes_.size(); }
+
+  std::string reason;   // what was rewritten into what
+  std::string expr;     // the fused expression, if any
+  std::string fusedOp;  // e.g. "tsfuse::pairwise"
+
+ private:
+  friend class Rewriter;
+  std::vector<std::string> nodes_, nodeIds_;
+};
+
+class Rewriter {
+ public:
+  torch::jit::Graph& graph() { return *graph_; }
+  // Valid until the pattern's rewrite returns.
+  torch::jit::AliasDb& aliasDb();
+
+  // Records a rejected candidate (its nodes, why) and returns false, for `return rw.notifyMatchFailure(...)`.
+  bool notifyMatchFailure(const std::vector<Node*>& nodes, std::string reason);
+  // Records a rewrite; `fused` is the node that now computes what the event's nodes did (the
+  // viewer links the replaced nodes to it).
+  void notifyRewrite(RewriteEvent e, const Node* fused);
+
+  // Destroys `n` (no uses left), moving the walk's cursor off it first.
+  void erase(Node* n);
+
+ private:
+  friend bool runPattern(std::shared_ptr<torch::jit::Graph>& graph, Pattern& pattern);
+  Rewriter(std::shared_ptr<torch::jit::Graph> graph, Pattern& pattern) : graph_(std::move(graph)), pattern_(pattern) {}
+  void walk(torch::jit::Block* block);
+
+  std::shared_ptr<torch::jit::Graph> graph_;
+  Pattern& pattern_;
+  std::unique_ptr<torch::jit::AliasDb> aliasDb_;
+  std::vector<Node*> cursors_;  // per block being walked (nested walks stack): the next node to offer
+  bool changed_ = false;
+};
+
+// Runs `pattern` over every block of `graph`. Returns whether any rewrite changed the graph.
+bool runPattern(std::shared_ptr<torch::jit::Graph>& graph, Pattern& pattern);
+
+}  // namespace tsfuse
