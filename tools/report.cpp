@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <iomanip>
+#include <set>
+#include <sstream>
 
 #ifndef TSFUSE_VERSION
 #define TSFUSE_VERSION "unknown"
@@ -43,6 +45,25 @@ void printEventNodes(std::ostream& os, const FusionEvent& e, const MethodGraphs*
        << std::setw(22) << (baseName(r->file) + ":" + std::to_string(r->line)) << std::right << "  " << code
        << "\n";
   }
+}
+
+// "1.42 ms", "502 ms", "25.1 us": three significant digits.
+std::string ms(double v) {
+  bool micro = v < 1;
+  double x = micro ? v * 1000 : v;
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(x < 10 ? 2 : x < 100 ? 1 : 0) << x << (micro ? " us" : " ms");
+  return os.str();
+}
+
+nlohmann::json timingJson(const CheckResult& c) {
+  if (c.timedCalls == 0) return nullptr;
+  return {{"warmup_calls", kWarmupCalls},
+          {"timed_calls", c.timedCalls},
+          {"original_median_ms", c.original.medianMs},
+          {"optimized_median_ms", c.optimized.medianMs},
+          {"original_first_call_ms", c.original.firstCallMs},
+          {"optimized_first_call_ms", c.optimized.firstCallMs}};
 }
 
 }  // namespace
@@ -105,10 +126,13 @@ void printCheck(std::ostream& os, const CheckResult& c, bool summary) {
     return;
   }
   if (c.passed) {
-    if (summary)
-      os << "check: passed (" << c.tensorsCompared << " tensor(s) from " << c.inputs.source << ", max abs diff "
-         << c.maxAbsDiff << "; original " << std::fixed << std::setprecision(1) << c.originalMs << " ms, optimized "
-         << c.optimizedMs << " ms)" << std::defaultfloat << "\n";
+    if (!summary) return;
+    os << "check: passed (" << c.tensorsCompared << " tensor(s) from " << c.inputs.source << ", max abs diff "
+       << c.maxAbsDiff << ")\n";
+    if (c.timedCalls > 0)
+      os << "  time: original " << ms(c.original.medianMs) << ", optimized " << ms(c.optimized.medianMs)
+         << " (median of " << c.timedCalls << " calls after " << kWarmupCalls << " warm-up calls); first call "
+         << ms(c.original.firstCallMs) << ", " << ms(c.optimized.firstCallMs) << "\n";
     return;
   }
   for (const Difference& d : c.differences) os << "optimize-ts: check failed: " << d.where << ": " << d.what << "\n";
@@ -147,8 +171,7 @@ nlohmann::json reportJson(const Report& report, const RunInfo& run, const CheckR
                   {"differences", diffs},
                   {"runs", check->runs},
                   {"device", check->device},
-                  {"original_ms", check->originalMs},
-                  {"optimized_ms", check->optimizedMs}};
+                  {"timing", timingJson(*check)}};
   }
   return j;
 }

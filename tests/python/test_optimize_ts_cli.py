@@ -1,6 +1,7 @@
 """optimize-ts options: --disable, --list-passes, --version, -q/-v/--log-level, --check inputs,
 tolerances and mismatches."""
 import json
+import re
 from typing import List, Tuple
 
 import pytest
@@ -164,6 +165,21 @@ def test_check_n_compares_n_input_sets(seeds, optimize_ts, tmp_path):
     assert proc.returncode == 1
     wheres = [l.split(": ")[2] for l in proc.stderr.splitlines()]
     assert wheres == ["output[1][0]", "run 1"], proc.stderr
+
+
+def test_check_reports_steady_state_medians(seeds, optimize_ts, tmp_path):
+    report = tmp_path / "r.json"
+    proc = run_tool(optimize_ts, "--check", "--dry-run", "--report", report, seeds["similarity"])
+    assert proc.returncode == 0, proc.stderr
+    timing = json.loads(report.read_text())["check"]["timing"]
+    assert timing["warmup_calls"] == 2 and 3 <= timing["timed_calls"] <= 10
+    assert all(timing[k] > 0 for k in ("original_median_ms", "optimized_median_ms", "original_first_call_ms",
+                                       "optimized_first_call_ms"))
+    line = [l for l in proc.stdout.splitlines() if l.startswith("  time: ")]
+    t = r"[\d.]+ [mu]s"
+    assert len(line) == 1 and re.fullmatch(
+        rf"  time: original {t}, optimized {t} \(median of {timing['timed_calls']} calls after 2 "
+        rf"warm-up calls\); first call {t}, {t}", line[0]), proc.stdout
 
 
 def test_check_tolerance_flags(optimize_ts, tmp_path):
