@@ -73,7 +73,9 @@ std::optional<int> parseArgs(int argc, char** argv, Options& o) {
   app.add_option("IN", o.input, "TorchScript module to optimize (IN.pt; only read)");
   app.add_option("OUT", o.output, "where to save the optimized module (OUT.pt)");
   app.add_flag("-q,--quiet", o.quiet, "print no summary (errors still go to stderr)");
-  auto* verbose = app.add_flag("-v,--verbose", o.verbose, "tsfuse log level debug (every rewrite and rejection)");
+  auto* verbose = app.add_flag("-v,--verbose", o.verbose,
+                               "the summary lists every event of every pass (also canonicalize's notes on in-place "
+                               "ops), and tsfuse log level debug");
   app.add_option("--log-level", o.logLevel, "tsfuse log level: trace|debug|info|warn|error|off (default warn)")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
       ->type_name("LEVEL")
@@ -266,7 +268,7 @@ int run(int argc, char** argv) {
   for (auto& f : files) f->commit();
 
   if (o.explain) printExplain(std::cout, report, graphs, info);
-  else if (!o.quiet) printSummary(std::cout, report, info);
+  else if (!o.quiet) printSummary(std::cout, report, info, o.verbose);
   if (check && (!o.quiet || o.explain)) printCheck(std::cout, *check, /*summary=*/true);
   if (o.diff) {
     bool color = useColor(o.color);

@@ -1,6 +1,7 @@
 """optimize-ts on models that need torchvision (installed from PyPI into BUILD/test-deps/ by
 pypi_deps.py): a model calling torchvision's C++ op torchvision::nms, which loads only with
---library (or TSFUSE_LIBRARIES) naming torchvision/_C.so."""
+--library (or TSFUSE_LIBRARIES) naming torchvision/_C.so, and a scripted ResNet-50, which has
+nothing to fuse and must say so in a few lines."""
 import json
 import pathlib
 import subprocess
@@ -62,3 +63,23 @@ def test_library_from_environment(models, tv_library, optimize_ts, tmp_path, mod
     assert proc.returncode == 0, proc.stdout + proc.stderr
     shown = page.read_text() if mode == "--html" else proc.stdout
     assert "tsfuse::pairwise" in shown  # the model loaded (its torchvision::nms known) and was fused
+
+
+# --- quiet by default -----------------------------------------------------------------------------
+
+def test_resnet50_summary_is_short(models, optimize_ts, tmp_path):
+    out = tmp_path / "r.pt"
+    proc = run_tool(optimize_ts, "--check", "--input-shape", "x:1,3,224,224", models["resnet50"], out, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) <= 5, proc.stdout
+    assert sum("nothing to fuse" in line for line in lines) == 1, proc.stdout
+    assert "check: passed" in proc.stdout and "median of" in proc.stdout
+    assert "relu_" not in proc.stdout and "canonicalize" in proc.stdout  # counted, not listed
+
+
+def test_resnet50_verbose_lists_in_place_notes(models, optimize_ts, tmp_path):
+    proc = run_tool(optimize_ts, "-v", "--dry-run", models["resnet50"], timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    notes = [line for line in proc.stdout.splitlines() if "in-place aten::relu_ kept" in line]
+    assert len(notes) > 10 and all("(canonicalize)" in n for n in notes)
