@@ -4,9 +4,11 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
+#include <ATen/DeviceAccelerator.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <optional>
@@ -148,6 +150,50 @@ struct Comparer {
   }
 };
 
+// forward on fresh copies of the inputs; `ms` is its wall time, the work it queued on `device` included.
+c10::IValue timedForward(torch::jit::Module& m, const CheckInputs& inputs, c10::Device device, double& ms) {
+  std::vector<c10::IValue> args;
+  for (const auto& a : inputs.args) args.push_back(deepClone(a));
+  torch::jit::Kwargs kwargs;
+  for (const auto& [k, v] : inputs.kwargs) kwargs[k] = deepClone(v);
+  auto t0 = std::chrono::steady_clock::now();
+  c10::IValue out = m.get_method("forward")(std::move(args), kwargs);
+  if (!device.is_cpu()) at::accelerator::synchronizeDevice(device.index());
+  ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Steady state after the compared first call: warm-up calls, then timed calls of the two modules
+// alternating, so that a slow spell of a shared machine hits both alike.
+void timeSteadyState(torch::jit::Module& original, torch::jit::Module& optimized, const CheckInputs& inputs,
+                     c10::Device device, CheckResult& r) {
+  at::NoGradGuard noGrad;
+  double ms = 0;
+  for (int i = 0; i < kWarmupCalls; ++i) {
+    timedForward(original, inputs, device, ms);
+    timedForward(optimized, inputs, device, ms);
+  }
+  std::vector<double> a, b;
+  double spent = 0;
+  for (int n = 0; n < kMaxTimedCalls && (n < kMinTimedCalls || spent < kTimingBudgetMs); ++n) {
+    timedForward(original, inputs, device, ms);
+    a.push_back(ms);
+    spent += ms;
+    timedForward(optimized, inputs, device, ms);
+    b.push_back(ms);
+    spent += ms;
+  }
+  r.original.medianMs = median(a);
+  r.optimized.medianMs = median(b);
+  r.timedCalls = static_cast<int>(a.size());
+}
+
 }  // namespace
 
 std::string dtypeName(c10::ScalarType t) {
@@ -255,25 +301,15 @@ CheckInputs makeCheckInputs(torch::jit::Module& module, const std::vector<InputS
   return in;
 }
 
-CheckResult runCheck(torch::jit::Module& original, torch::jit::Module& optimized, CheckInputs inputs, double rtol,
-                     double atol) {
+CheckResult runCheck(torch::jit::Module& original, torch::jit::Module& optimized, CheckInputs inputs,
+                     c10::Device device, double rtol, double atol) {
   at::NoGradGuard noGrad;
   CheckResult r;
   r.rtol = rtol;
   r.atol = atol;
-  auto call = [&](torch::jit::Module& m, double& ms) {
-    std::vector<c10::IValue> args;
-    for (const auto& a : inputs.args) args.push_back(deepClone(a));
-    torch::jit::Kwargs kwargs;
-    for (const auto& [k, v] : inputs.kwargs) kwargs[k] = deepClone(v);
-    auto t0 = std::chrono::steady_clock::now();
-    c10::IValue out = m.get_method("forward")(std::move(args), kwargs);
-    ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    return out;
-  };
   c10::IValue expected;
   try {
-    expected = call(original, r.originalMs);
+    expected = timedForward(original, inputs, device, r.original.firstCallMs);
   } catch (const std::exception& e) {
     std::string msg = "the original module's forward fails on the check inputs (" + inputs.source + "): " +
                       firstLine(e.what());
@@ -281,7 +317,7 @@ CheckResult runCheck(torch::jit::Module& original, torch::jit::Module& optimized
   }
   c10::IValue actual;
   try {
-    actual = call(optimized, r.optimizedMs);
+    actual = timedForward(optimized, inputs, device, r.optimized.firstCallMs);
   } catch (const std::exception& e) {
     r.optimizedError = firstLine(e.what());
     r.differences.push_back({"output", "the optimized module raised: " + r.optimizedError});
@@ -349,18 +385,18 @@ CheckResult runChecks(torch::jit::Module& original, torch::jit::Module& optimize
         return randomTensor(InputSpec{"", t.sizes().vec(), t.scalar_type()}, gen);
       });
     }
-    CheckResult r = runCheck(original, optimized, mapInputs(in, onDevice), rtol, atol);
+    CheckInputs onDev = mapInputs(in, onDevice);
+    CheckResult r = runCheck(original, optimized, onDev, device, rtol, atol);
     if (i == 0) {
       total = r;
       total.inputs = base;
+      if (r.optimizedError.empty()) timeSteadyState(original, optimized, onDev, device, total);
       continue;
     }
     for (auto& d : r.differences) total.differences.push_back({"run " + std::to_string(i) + ": " + d.where, d.what});
     total.tensorsCompared += r.tensorsCompared;
     if (std::isnan(r.maxAbsDiff) || r.maxAbsDiff > total.maxAbsDiff) total.maxAbsDiff = r.maxAbsDiff;
     if (total.optimizedError.empty()) total.optimizedError = r.optimizedError;
-    total.originalMs += r.originalMs;
-    total.optimizedMs += r.optimizedMs;
   }
   total.passed = total.differences.empty();
   total.runs = runs;

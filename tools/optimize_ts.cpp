@@ -10,6 +10,7 @@
 #include "tools/file_io.h"
 #include "tools/graph_view.h"
 #include "tools/html_report.h"
+#include "tools/libraries.h"
 #include "tools/line_diff.h"
 #include "tools/report.h"
 #include "tools/tool_error.h"
@@ -39,19 +40,20 @@ constexpr const char* kFooter =
     "  optimize-ts --diff model.pt model.opt.pt           unified diff of each method's graph\n"
     "  optimize-ts --dry-run --html view.html model.pt    side-by-side HTML viewer, no model written\n"
     "  optimize-ts --disable fuse_pairwise m.pt out.pt    skip a pass (see --list-passes)\n"
+    "  optimize-ts --library .../site-packages/torchvision/_C.so det.pt det.opt.pt   a model calling torchvision ops\n"
     "\n"
     "Exit codes:\n"
     "  0  success (and --check passed)\n"
     "  1  --check: the optimized module's outputs differ from the original's (OUT is not written)\n"
     "  2  usage error (unknown flag or pass, bad --input-shape or --device, missing input shapes, ...)\n"
-    "  3  input/output error (missing, unreadable, empty or non-TorchScript input; output folder\n"
-    "     missing or not writable; output is the input)\n"
+    "  3  input/output error (missing, unreadable, empty or non-TorchScript input; a --library that\n"
+    "     cannot be loaded; output folder missing or not writable; output is the input)\n"
     "  4  internal error\n"
     "See docs/optimize-ts.md.";
 
 struct Options {
   std::string input, output, report, html, logLevel, device = "cpu", color = "auto";
-  std::vector<std::string> disabled, enabled, inputShapes;
+  std::vector<std::string> disabled, enabled, inputShapes, libraries;
   bool quiet = false, verbose = false, listPasses = false, dryRun = false, explain = false, diff = false;
   int checkRuns = 0;  // 0: no --check
   double rtol = 1e-5, atol = 1e-6;
@@ -71,11 +73,18 @@ std::optional<int> parseArgs(int argc, char** argv, Options& o) {
   app.add_option("IN", o.input, "TorchScript module to optimize (IN.pt; only read)");
   app.add_option("OUT", o.output, "where to save the optimized module (OUT.pt)");
   app.add_flag("-q,--quiet", o.quiet, "print no summary (errors still go to stderr)");
-  auto* verbose = app.add_flag("-v,--verbose", o.verbose, "tsfuse log level debug (every rewrite and rejection)");
+  auto* verbose = app.add_flag("-v,--verbose", o.verbose,
+                               "the summary lists every event of every pass (also canonicalize's notes on in-place "
+                               "ops), and tsfuse log level debug");
   app.add_option("--log-level", o.logLevel, "tsfuse log level: trace|debug|info|warn|error|off (default warn)")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
       ->type_name("LEVEL")
       ->excludes(verbose);
+  app.add_option("--library", o.libraries,
+                 "load this extension op library (e.g. torchvision/_C.so) before the model (repeatable; "
+                 "also TSFUSE_LIBRARIES=PATH:PATH)")
+      ->allow_extra_args(false)
+      ->type_name("PATH");
   app.add_option("--report", o.report, "also write the summary as JSON to this file")->type_name("FILE");
   app.add_option("--html", o.html, "also write a self-contained HTML viewer of the graphs before/after")
       ->type_name("FILE");
@@ -129,7 +138,9 @@ torch::jit::Module loadModule(const std::string& path) {
   try {
     return tsfuse::loadModuleFile(path);  // its message names the path and says what failed
   } catch (const c10::Error& e) {
-    throw ioError(firstLine(e.what_without_backtrace()));
+    std::string msg = firstLine(e.what_without_backtrace());
+    if (std::string hint = unknownOpHint(msg); !hint.empty()) msg += (msg.back() == '.' ? " " : ". ") + hint;
+    throw ioError(msg);
   }
 }
 
@@ -213,6 +224,7 @@ int run(int argc, char** argv) {
 
   checkInputFile(o.input);
   checkOutputs(o);
+  loadLibraries(libraryPaths(o.libraries));  // before any model: their ops must be known to load it
 
   torch::jit::Module module = loadModule(o.input);
   std::optional<torch::jit::Module> original;
@@ -256,7 +268,7 @@ int run(int argc, char** argv) {
   for (auto& f : files) f->commit();
 
   if (o.explain) printExplain(std::cout, report, graphs, info);
-  else if (!o.quiet) printSummary(std::cout, report, info);
+  else if (!o.quiet) printSummary(std::cout, report, info, o.verbose);
   if (check && (!o.quiet || o.explain)) printCheck(std::cout, *check, /*summary=*/true);
   if (o.diff) {
     bool color = useColor(o.color);

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <iomanip>
+#include <set>
+#include <sstream>
 
 #ifndef TSFUSE_VERSION
 #define TSFUSE_VERSION "unknown"
@@ -43,6 +45,25 @@ void printEventNodes(std::ostream& os, const FusionEvent& e, const MethodGraphs*
        << std::setw(22) << (baseName(r->file) + ":" + std::to_string(r->line)) << std::right << "  " << code
        << "\n";
   }
+}
+
+// "1.42 ms", "502 ms", "25.1 us": three significant digits.
+std::string ms(double v) {
+  bool micro = v < 1;
+  double x = micro ? v * 1000 : v;
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(x < 10 ? 2 : x < 100 ? 1 : 0) << x << (micro ? " us" : " ms");
+  return os.str();
+}
+
+nlohmann::json timingJson(const CheckResult& c) {
+  if (c.timedCalls == 0) return nullptr;
+  return {{"warmup_calls", kWarmupCalls},
+          {"timed_calls", c.timedCalls},
+          {"original_median_ms", c.original.medianMs},
+          {"optimized_median_ms", c.optimized.medianMs},
+          {"original_first_call_ms", c.original.firstCallMs},
+          {"optimized_first_call_ms", c.optimized.firstCallMs}};
 }
 
 }  // namespace
@@ -85,17 +106,69 @@ void printExplain(std::ostream& os, const Report& report, const GraphRecorder& g
   printPassTable(os, report);
 }
 
-void printSummary(std::ostream& os, const Report& report, const RunInfo& run) {
-  os << "optimize-ts: " << run.input << " -> " << run.output << (run.outputWritten ? "" : " (not written)") << "\n";
-  printPassTable(os, report);
+std::vector<const FusionEvent*> candidateEvents(const Report& report) {
+  std::set<std::string> fusionPasses;
+  for (const PassStats& s : report.stats()) fusionPasses.insert(s.name);
+  std::set<std::pair<std::string, std::string>> candidateNodes;  // (graph, node id)
+  for (const FusionEvent& e : report.events)
+    if (fusionPasses.count(e.pass))
+      for (const std::string& id : e.nodeIds) candidateNodes.insert({e.graph, id});
+  std::vector<const FusionEvent*> out;
   for (const FusionEvent& e : report.events) {
-    if (e.kind == FusionEvent::Kind::Rewrite)
-      os << "  rewrite  " << e.graph << ": " << e.fusedOp << " <- " << e.nodes.size() << " nodes: " << e.expr << "\n";
+    bool blocksCandidate = e.pass == "sink_views" && e.kind == FusionEvent::Kind::Reject &&
+                           std::any_of(e.nodeIds.begin(), e.nodeIds.end(),
+                                       [&](const std::string& id) { return candidateNodes.count({e.graph, id}); });
+    if (fusionPasses.count(e.pass) || blocksCandidate) out.push_back(&e);
   }
+  return out;
+}
+
+void printSummary(std::ostream& os, const Report& report, const RunInfo& run, bool verbose) {
+  os << "optimize-ts: " << run.input << " -> " << run.output << (run.outputWritten ? "" : " (not written)") << "\n";
+  std::vector<const FusionEvent*> candidates = candidateEvents(report);
+  std::set<const FusionEvent*> isCandidate(candidates.begin(), candidates.end());
+  std::set<std::string> withCandidates, notedPasses;
+  for (const FusionEvent* e : candidates) withCandidates.insert(e->graph);
+  std::vector<const FusionEvent*> listed;
+  size_t notes = 0;  // events not listed
   for (const FusionEvent& e : report.events) {
-    if (e.kind == FusionEvent::Kind::Reject)
-      os << "  reject   " << e.graph << ": " << e.reason << " (at " << (e.nodes.empty() ? "?" : e.nodes.front())
-         << ")\n";
+    if (verbose || isCandidate.count(&e)) {
+      listed.push_back(&e);
+    } else {
+      ++notes;
+      notedPasses.insert(e.pass);
+    }
+  }
+
+  if (!withCandidates.empty() || verbose) printPassTable(os, report);
+  for (const FusionEvent* e : listed)
+    if (e->kind == FusionEvent::Kind::Rewrite)
+      os << "  rewrite  " << e->graph << ": " << e->fusedOp << " <- " << e->nodes.size()
+         << " nodes: " << (e->expr.empty() ? e->reason : e->expr) << "\n";
+  for (const FusionEvent* e : listed)
+    if (e->kind == FusionEvent::Kind::Reject)
+      os << "  reject   " << e->graph << " (" << e->pass << "): " << e->reason << " (at "
+         << (e->nodes.empty() ? "?" : e->nodes.front()) << ")\n";
+
+  // One line for all the methods without a candidate, however many (a scripted ResNet-50 has 88).
+  std::vector<std::string> idle;
+  for (const std::string& g : report.graphs)
+    if (!withCandidates.count(g)) idle.push_back(g);
+  if (withCandidates.empty()) {
+    os << "  nothing to fuse: no fusion candidate in " << (idle.size() == 1 ? "'" + idle[0] + "'" :
+                                                            std::to_string(idle.size()) + " methods")
+       << "\n";
+  } else if (!idle.empty()) {
+    constexpr size_t kNamed = 4;
+    os << "  nothing to fuse in " << idle.size() << " other method(s): ";
+    for (size_t i = 0; i < std::min(idle.size(), kNamed); ++i) os << (i ? ", " : "") << idle[i];
+    os << (idle.size() > kNamed ? ", ..." : "") << "\n";
+  }
+  if (notes > 0) {
+    os << "  " << notes << " note(s) from ";
+    for (auto it = notedPasses.begin(); it != notedPasses.end(); ++it)
+      os << (it == notedPasses.begin() ? "" : ", ") << *it;
+    os << " not listed (--verbose or --explain lists them)\n";
   }
 }
 
@@ -105,10 +178,13 @@ void printCheck(std::ostream& os, const CheckResult& c, bool summary) {
     return;
   }
   if (c.passed) {
-    if (summary)
-      os << "check: passed (" << c.tensorsCompared << " tensor(s) from " << c.inputs.source << ", max abs diff "
-         << c.maxAbsDiff << "; original " << std::fixed << std::setprecision(1) << c.originalMs << " ms, optimized "
-         << c.optimizedMs << " ms)" << std::defaultfloat << "\n";
+    if (!summary) return;
+    os << "check: passed (" << c.tensorsCompared << " tensor(s) from " << c.inputs.source << ", max abs diff "
+       << c.maxAbsDiff << ")\n";
+    if (c.timedCalls > 0)
+      os << "  time: original " << ms(c.original.medianMs) << ", optimized " << ms(c.optimized.medianMs)
+         << " (median of " << c.timedCalls << " calls after " << kWarmupCalls << " warm-up calls); first call "
+         << ms(c.original.firstCallMs) << ", " << ms(c.optimized.firstCallMs) << "\n";
     return;
   }
   for (const Difference& d : c.differences) os << "optimize-ts: check failed: " << d.where << ": " << d.what << "\n";
@@ -147,8 +223,7 @@ nlohmann::json reportJson(const Report& report, const RunInfo& run, const CheckR
                   {"differences", diffs},
                   {"runs", check->runs},
                   {"device", check->device},
-                  {"original_ms", check->originalMs},
-                  {"optimized_ms", check->optimizedMs}};
+                  {"timing", timingJson(*check)}};
   }
   return j;
 }

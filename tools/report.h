@@ -18,7 +18,15 @@ struct RunInfo {
   bool outputWritten = false;
 };
 
-void printSummary(std::ostream& os, const Report& report, const RunInfo& run);
+// The events the default summary lists: everything the fusion passes did with their candidates,
+// and the sink_views rejections that name a candidate's node. The rest (canonicalize's notes on
+// in-place ops, sink_views' rewrites and other rejections) prepare the graph for the fusion passes;
+// the summary lists them with verbose=true, and --explain always does.
+std::vector<const FusionEvent*> candidateEvents(const Report& report);
+
+// The pass table, the events (candidateEvents, or all with `verbose`), and one line for the
+// methods with nothing to fuse.
+void printSummary(std::ostream& os, const Report& report, const RunInfo& run, bool verbose);
 // summary=true: one line for the summary (passed, or FAILED with the count); summary=false: one
 // "optimize-ts: check failed: WHERE: WHAT" line per difference (for stderr), nothing if it passed.
 void printCheck(std::ostream& os, const CheckResult& check, bool summary);

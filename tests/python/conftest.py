@@ -5,6 +5,8 @@ import pathlib
 import pytest
 import torch
 
+import pypi_deps
+
 SOURCE = pathlib.Path(os.environ.get("TSFUSE_SOURCE", pathlib.Path(__file__).resolve().parents[2]))
 BUILD = pathlib.Path(os.environ.get("TSFUSE_BUILD", SOURCE / "build"))
 LIB = pathlib.Path(os.environ.get("TSFUSE_LIB", BUILD / "lib" / "libtsfuse.so"))
@@ -31,3 +33,9 @@ def tsfuse_lib():
 def optimize_ts():
     assert OPTIMIZE_TS.exists(), f"{OPTIMIZE_TS} not built"
     return OPTIMIZE_TS
+
+
+@pytest.fixture(scope="session")
+def torchvision_path():
+    """A folder holding torchvision (installed once from PyPI into BUILD/test-deps/, not .venv)."""
+    return pypi_deps.torchvision_dir()

@@ -1,6 +1,7 @@
 """optimize-ts options: --disable, --list-passes, --version, -q/-v/--log-level, --check inputs,
 tolerances and mismatches."""
 import json
+import re
 from typing import List, Tuple
 
 import pytest
@@ -113,6 +114,59 @@ def test_quiet_prints_nothing(seeds, optimize_ts, tmp_path):
     assert proc.returncode == 0 and proc.stdout == "" and proc.stderr == ""
 
 
+class InPlaceAndRejected(torch.nn.Module):
+    """fuse_pairwise rejects the broadcast region (its operand `a` is written in place), and
+    canonicalize notes that it keeps a.add_ (a graph input) in place."""
+
+    def forward(self, a: Tensor, b: Tensor) -> Tensor:
+        d = (a[:, None] - b[None, :]).abs() * 2
+        a.add_(1)
+        return d
+
+
+class ViewOfCandidate(torch.nn.Module):
+    """sink_views cannot move the select out of the broadcast region: d is also used whole."""
+
+    def forward(self, a: Tensor, b: Tensor) -> Tuple[Tensor, Tensor]:
+        d = (a[:, None] - b[None, :]).abs()
+        return d * 2, d.select(1, 0)
+
+
+def test_summary_lists_candidates_not_in_place_notes(optimize_ts, tmp_path):
+    model = script_and_save(InPlaceAndRejected(), tmp_path / "m.pt")
+    proc = run_tool(optimize_ts, "--dry-run", model)
+    assert proc.returncode == 0, proc.stderr
+    rejects = [line for line in proc.stdout.splitlines() if line.lstrip().startswith("reject")]
+    assert len(rejects) == 1 and "forward (fuse_pairwise): operand" in rejects[0], proc.stdout
+    assert "aten::add_ kept" not in proc.stdout
+    assert "  1 note(s) from canonicalize not listed (--verbose or --explain lists them)" in proc.stdout
+    verbose = run_tool(optimize_ts, "-v", "--dry-run", model)
+    assert "forward (canonicalize): in-place aten::add_ kept" in verbose.stdout
+    assert "not listed" not in verbose.stdout
+
+
+def test_summary_lists_views_that_block_a_candidate(optimize_ts, tmp_path):
+    model, report = script_and_save(ViewOfCandidate(), tmp_path / "m.pt"), tmp_path / "r.json"
+    proc = run_tool(optimize_ts, "--dry-run", "--report", report, model)
+    assert proc.returncode == 0, proc.stderr
+    events = json.loads(report.read_text())["events"]
+    sink = [e for e in events if e["pass"] == "sink_views" and e["kind"] == "reject"]
+    assert len(sink) == 1 and "also used by" in sink[0]["reason"]
+    if not sink[0]["node_ids"]:
+        pytest.skip("sink_views rejections carry no node_ids in this build: the summary cannot tie them to a candidate")
+    fused = [e for e in events if e["pass"] == "fuse_pairwise" and e["kind"] == "rewrite"]
+    assert set(sink[0]["node_ids"]) & set(fused[0]["node_ids"])  # d's producer is in the fused region
+    assert "forward (sink_views): " + sink[0]["reason"] in proc.stdout
+
+
+def test_nothing_to_fuse_is_one_line(seeds, optimize_ts):
+    proc = run_tool(optimize_ts, "--dry-run", seeds["nothing_to_fuse"])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[1:] == ["  nothing to fuse: no fusion candidate in 'forward'"]
+    proc = run_tool(optimize_ts, "--dry-run", seeds["intersection"])
+    assert "  nothing to fuse in 1 other method(s): example_inputs" in proc.stdout.splitlines()
+
+
 def test_verbose_logs_rewrites(seeds, optimize_ts, tmp_path):
     proc = run_tool(optimize_ts, "-q", "-v", seeds["intersection"], tmp_path / "o.pt")
     assert proc.returncode == 0
@@ -164,6 +218,21 @@ def test_check_n_compares_n_input_sets(seeds, optimize_ts, tmp_path):
     assert proc.returncode == 1
     wheres = [l.split(": ")[2] for l in proc.stderr.splitlines()]
     assert wheres == ["output[1][0]", "run 1"], proc.stderr
+
+
+def test_check_reports_steady_state_medians(seeds, optimize_ts, tmp_path):
+    report = tmp_path / "r.json"
+    proc = run_tool(optimize_ts, "--check", "--dry-run", "--report", report, seeds["similarity"])
+    assert proc.returncode == 0, proc.stderr
+    timing = json.loads(report.read_text())["check"]["timing"]
+    assert timing["warmup_calls"] == 2 and 3 <= timing["timed_calls"] <= 10
+    assert all(timing[k] > 0 for k in ("original_median_ms", "optimized_median_ms", "original_first_call_ms",
+                                       "optimized_first_call_ms"))
+    line = [l for l in proc.stdout.splitlines() if l.startswith("  time: ")]
+    t = r"[\d.]+ [mu]s"
+    assert len(line) == 1 and re.fullmatch(
+        rf"  time: original {t}, optimized {t} \(median of {timing['timed_calls']} calls after 2 "
+        rf"warm-up calls\); first call {t}, {t}", line[0]), proc.stdout
 
 
 def test_check_tolerance_flags(optimize_ts, tmp_path):

@@ -117,7 +117,26 @@ def test_torchscript_with_unknown_op(optimize_ts, work, model):
     before = sha256(bad)
     out = work / "out.pt"
     proc = run_tool(optimize_ts, bad, out)
-    assert_failed_cleanly(proc, IO, out, [(bad, before)], "cannot load", "tsfuse_nosuch::frobnicate")
+    line = assert_failed_cleanly(proc, IO, out, [(bad, before)], "cannot load", "tsfuse_nosuch::frobnicate",
+                                 "'tsfuse_nosuch' ops come from an extension library", "--library PATH")
+    assert "torchvision" not in line  # the pip location is said for torchvision's namespace only
+
+
+@pytest.mark.parametrize("kind", ["missing", "directory", "not_a_library", "missing_via_environment"])
+def test_library_that_cannot_be_loaded(optimize_ts, work, model, kind):
+    """Checked before the model is read: a bad --library (or TSFUSE_LIBRARIES entry) is an input error."""
+    (work / "dir.so").mkdir()
+    (work / "text.so").write_text("not a shared library\n" * 100)
+    path, fragment = {"missing": (work / "nope.so", "no such file"),
+                      "directory": (work / "dir.so", "not a regular file"),
+                      "not_a_library": (work / "text.so", "invalid ELF header"),
+                      "missing_via_environment": (work / "nope.so", "no such file")}[kind]
+    out = work / "out.pt"
+    if kind.endswith("environment"):
+        proc = run_tool(optimize_ts, model, out, env={"TSFUSE_LIBRARIES": f"::{path}"})
+    else:
+        proc = run_tool(optimize_ts, "--library", path, model, out)
+    assert_failed_cleanly(proc, IO, out, [(model, sha256(model))], str(path), fragment)
 
 
 def test_torchscript_with_garbled_code(optimize_ts, work, model):
