@@ -120,9 +120,11 @@ struct Lowering {
       return fail(std::string("dtype ") + c10::toString(holdsDtype(target, ct) ? rt : ct) + " in " + def.name);
     int out = -1;
     switch (def.rule) {
-      case LowerRule::Map: {
+      case LowerRule::Map:
+      case LowerRule::Bitwise: {
+        // A bitwise op is its logical primitive on bools only (0/1 bytes); on integers ATen's.
         const Prim prim = *def.prim();
-        if (!native(prim, ct)) {
+        if (!native(prim, ct) || (def.rule == LowerRule::Bitwise && ct != c10::ScalarType::Bool)) {
           if (!fallback(ins, ct, rt, out)) return false;
           break;
         }
@@ -169,14 +171,6 @@ struct Lowering {
         }
         break;
       }
-      case LowerRule::Bitwise:  // on bools the logical primitive (0/1 bytes); on integers ATen's
-        if (ct == c10::ScalarType::Bool && native(*def.prim(), ct)) {
-          const int a = slotFor(A[0], ct);
-          out = A.size() == 1 ? emit(*def.prim(), ct, rt, a) : emit(*def.prim(), ct, rt, a, slotFor(A[1], ct));
-        } else if (!fallback(ins, ct, rt, out)) {
-          return false;
-        }
-        break;
       case LowerRule::Aten:
         if (!fallback(ins, ct, rt, out)) return false;
         break;
