@@ -1,5 +1,6 @@
 #include "kernels/aten_eval.h"
 
+#include <cmath>
 #include <sstream>
 
 namespace tsfuse {
@@ -127,6 +128,18 @@ at::Tensor applyEpilogue(const ReduceSpec& r, const at::Tensor& reduced, at::Ten
   std::vector<at::Tensor> ops{reduced};
   ops.insert(ops.end(), epilogueOperands.begin(), epilogueOperands.end());
   return evalAten(*r.epilogue, ops);
+}
+
+bool ReduceSpec::roundsByOrder(c10::ScalarType valueType) const {
+  auto inexact = [](c10::ScalarType t) { return c10::isFloatingType(t) || c10::isComplexType(t); };
+  if (!inexact(valueType) && !(dtype && inexact(*dtype))) return false;
+  switch (kind) {
+    case Reduction::Sum: case Reduction::Mean: case Reduction::Prod: case Reduction::Logsumexp: return true;
+    case Reduction::Norm: return p != 0.0 && !std::isinf(p);  // order 0 counts, +-inf is an extremum
+    case Reduction::Amax: case Reduction::Amin: case Reduction::Any: case Reduction::All:
+    case Reduction::Argmax: case Reduction::Argmin: case Reduction::Max: case Reduction::Min: return false;
+  }
+  return true;
 }
 
 std::string reductionText(const ReduceSpec& r) {

@@ -26,6 +26,10 @@ struct ReduceSpec {
   std::shared_ptr<const Expr> epilogue;
 
   bool withIndices() const { return kind == Reduction::Max || kind == Reduction::Min; }
+  // Whether the result's bits depend on the order values are folded in: sums, means, products,
+  // logsumexp and norms of order other than 0 and +-inf, over floating (or complex) values.
+  // Extrema, counts, any/all and integer folds are exact in any order.
+  bool roundsByOrder(c10::ScalarType valueType) const;
 };
 
 // A literal as ATen sees a Python number: a 0-dim "wrapped number" tensor on `device`.

@@ -3,9 +3,36 @@
 #include "tsfuse/log.h"
 #include "tsfuse/ops.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
+#include <string>
 
 namespace tsfuse {
+
+namespace {
+
+// Whether the expression's value has more elements than its largest operand: only then does
+// fusing the reduction keep a broadcast intermediate from being stored.
+bool broadcastsBeyondOperands(const Analysis& an, at::TensorList operands) {
+  int64_t value = 1, largest = 0;
+  for (int64_t s : an.valueShape) value *= s;
+  for (const at::Tensor& t : operands) largest = std::max<int64_t>(largest, t.numel());
+  return value > largest;
+}
+
+std::atomic<bool>& keepOrderState() {
+  static std::atomic<bool> on = [] {
+    const char* v = std::getenv("TSFUSE_REDUCE_ORDER");
+    return !(v && std::string(v) == "any");
+  }();
+  return on;
+}
+
+}  // namespace
+
+bool keepsEagerOrder() { return keepOrderState().load(std::memory_order_relaxed); }
+void setKeepEagerOrder(bool on) { keepOrderState().store(on, std::memory_order_relaxed); }
 
 Outputs runEagerAll(const Expr& e, at::TensorList operands, const ReduceSpec* reduce) {
   setLastPath("eager");
@@ -67,6 +94,16 @@ Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const Re
     // Nothing to compute, and every intermediate is empty too: eager gives the exact layout.
     Outputs out = runEagerAll(*e, operands, reduce);
     setLastPath("empty");
+    return out;
+  }
+  if (reduce && keepsEagerOrder() && reduce->roundsByOrder(an->resultType.back()) &&
+      !broadcastsBeyondOperands(*an, mainOperands(*e, operands))) {
+    // Do no harm: folding in another order than eager changes a float result's bits, which only
+    // buys something when the value being reduced is a broadcast intermediate larger than every
+    // operand. Here it is not (e.g. `x.pow(2).sum(-1)` over one [N, D] tensor), so ATen computes
+    // it exactly as the unfused graph did, with intermediates no larger than an operand.
+    Outputs out = evalFused(*e, operands, reduce);
+    setLastPath("aten");
     return out;
   }
   if (reduce && reduce->epilogue && !an->epilogueKeepsShape) {

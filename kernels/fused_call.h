@@ -5,7 +5,9 @@
 //      eager runs and raises its own error (never a different one);
 //   3. empty output: allocate and return;
 //   4. the call's IterationPlan (kernels/plan/iteration.h), computed once for both paths;
-//   5. the backend's native path (`native`, may decline), else the chunked ATen path.
+//   5. a float sum-like reduction of a value no larger than its largest operand runs with ATen
+//      (eager's fold order, so eager's bits: fusing it would save no broadcast intermediate);
+//   6. the backend's native path (`native`, may decline), else the chunked ATen path.
 #pragma once
 
 #include "kernels/backend.h"
@@ -16,6 +18,12 @@ Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const Re
                     const NativePath& native);
 at::Tensor runFused(at::TensorList operands, c10::string_view exprText, const ReduceSpec* reduce,
                     const NativePath& native);
+
+// Step 5's policy, process-wide: on by default; TSFUSE_REDUCE_ORDER=any at load (or
+// setKeepEagerOrder(false)) lets the fused kernels fold such reductions too (kernel tests do, to
+// cover every layout).
+bool keepsEagerOrder();
+void setKeepEagerOrder(bool on);
 
 // `reduction` is the op's text ("sum", "norm:2.0", ...); `epilogue` an expression text or none.
 ReduceSpec makeReduceSpec(c10::string_view reduction, at::OptionalIntArrayRef dim, bool keepdim,

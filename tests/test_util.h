@@ -3,6 +3,7 @@
 // positions; bit patterns), compare error messages, and generate seeded random inputs.
 #pragma once
 
+#include "kernels/fused_call.h"
 #include "kernels/ir/expr.h"
 #include "tsfuse/ops.h"
 
@@ -212,6 +213,14 @@ inline std::vector<at::ScalarType> allDtypes() {
 
 // The eager reference of a fused op: the same expression written with ATen ops directly.
 using EagerFn = std::function<at::Tensor(const std::vector<at::Tensor>&)>;
+
+// Kernel tests cover every layout, so they let the fused kernels fold float sums of values that
+// broadcast nothing too (production runs those with ATen: kernels/fused_call.h, keepsEagerOrder).
+struct AnyReduceOrder {
+  bool was = tsfuse::keepsEagerOrder();
+  AnyReduceOrder() { tsfuse::setKeepEagerOrder(false); }
+  ~AnyReduceOrder() { tsfuse::setKeepEagerOrder(was); }
+};
 
 struct CheckOpts {
   bool exact = true;           // float results bit-identical (else allclose)

@@ -36,7 +36,9 @@ std::tuple<at::Tensor, at::Tensor> reduceWithIndices(at::TensorList operands, co
                                                      bool keepdim = false);
 
 // Which implementation the last fused call on this thread used: "native", "chunked", "eager"
-// (autograd or an error path) or "empty". For tests and the explain tooling.
+// (autograd or an error path), "empty", or "aten" (a float sum-like reduction of a value no
+// larger than its largest operand: ATen's own fold order, so eager's bits). For tests and the
+// explain tooling.
 const char* lastPath();
 
 }  // namespace tsfuse
