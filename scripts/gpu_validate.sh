@@ -25,6 +25,9 @@ log "device: $($PY -c 'import torch; print(torch.cuda.get_device_name())')"
 log "1. build"
 ( time make build JOBS="$(nproc)" ) > "$OUT/build.log" 2>&1
 
+log "1b. generated kernels: NVRTC for this device's arch family, PoCL, oclgrind (no GPU needed)"
+( cd "$BUILD" && ctest --output-on-failure -R 'GeneratedKernels|oclgrind' ) > "$OUT/generated_kernels.log" 2>&1
+
 log "2. GPU tests"
 TSFUSE_CUDA_KERNELS=1 "$BUILD/bin/tsfuse_tests" --gtest_filter='CudaKernels.*:Bytecode.*' \
   > "$OUT/gpu_tests.log" 2>&1

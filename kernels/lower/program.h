@@ -4,7 +4,8 @@
 // what the target's emitter has no primitive for runs through ATen on the tile (CPU) or makes
 // the lowering decline (device), and the device follows ATen's CUDA kernels where they differ.
 // Every emitter reads this: the CPU tile interpreter (kernels/cpu/tile_program.h), the CPU code
-// generator (kernels/cpu/jit.h) and the bytecode of the CUDA kernels (kernels/bytecode_compile.h).
+// generator (kernels/cpu/jit.h), the bytecode of the CUDA kernels (kernels/bytecode_compile.h) and
+// the generated GPU kernel texts (kernels/cuda/codegen/emit.h).
 #pragma once
 
 #include "kernels/analysis.h"

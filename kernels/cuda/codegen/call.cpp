@@ -1,0 +1,97 @@
+// Picks a call's skeleton and binds its index parameters (kernels/cuda/codegen/call.h).
+#include "kernels/cuda/codegen/call.h"
+
+#include <cstdlib>
+
+namespace tsfuse::gpu {
+namespace {
+
+// A coalesced space's sizes and element strides per operand; a space without dims (every dim of
+// size 1) is one dim of size 1.
+struct Dims {
+  std::vector<int64_t> size;
+  std::vector<std::vector<int64_t>> stride;  // [operand][dim], elements
+};
+
+Dims dimsOf(const SubSpace& s, const std::vector<BroadcastView>& views) {
+  Dims d;
+  d.size.assign(s.size.begin(), s.size.end());
+  d.stride.resize(views.size());
+  for (size_t v = 0; v < views.size(); ++v)
+    for (int64_t b : s.stride[v]) d.stride[v].push_back(b / views[v].elemSize);
+  if (d.size.empty()) {
+    d.size.push_back(1);
+    for (auto& st : d.stride) st.push_back(0);
+  }
+  return d;
+}
+
+// The largest element offset any operand reaches (strides are never negative in ATen).
+int64_t span(const Dims& d, size_t v) {
+  int64_t s = 0;
+  for (size_t j = 0; j < d.size.size(); ++j) s += (d.size[j] - 1) * d.stride[v][j];
+  return s;
+}
+
+}  // namespace
+
+std::optional<CallKernel> kernelForCall(const Expr& e, at::TensorList operands, const ReduceSpec* reduce,
+                                        const Analysis& an, const IterationPlan& plan, const CallOptions& opt,
+                                        std::string* why) {
+  auto no = [&](const std::string& reason) -> std::optional<CallKernel> {
+    if (why) *why = reason;
+    return std::nullopt;
+  };
+  if (plan.unsupported) return no(plan.unsupported);
+  if (reduce && reduce->epilogue) return no("no generated kernel for a reduction with an epilogue");
+  const auto target = opt.cudaRules ? lower::Target::device() : lower::Target::deviceWithCpuRules();
+  auto prog = lower::lowerExpr(e, an, mainOperands(e, operands), target, why);
+  if (!prog) return std::nullopt;
+  if (reduce && (reduce->kind == Reduction::Sum || reduce->kind == Reduction::Mean || reduce->kind == Reduction::Prod)) {
+    if (!tyOf(an.outDtype)) return no(std::string("output dtype ") + c10::toString(an.outDtype));
+    prog->castResultTo(an.outDtype);  // ATen accumulates in the output's dtype
+  }
+
+  CallKernel k;
+  k.program = std::move(*prog);
+  const Dims kept = dimsOf(plan.merged, plan.views);
+  Dims red;
+  k.numOut = plan.merged.numel();
+  k.spec.keptRank = static_cast<int>(kept.size.size());
+  k.spec.cudaRules = opt.cudaRules;
+  if (reduce) {
+    red = dimsOf(plan.reduced, plan.views);
+    k.count = plan.reduced.numel();
+    k.spec.reducedRank = static_cast<int>(red.size.size());
+    k.spec.reduction = reduce->kind;
+    k.spec.outDtype = an.outDtype;
+    // Few long rows: a block per output; otherwise a thread per output walking its row in order.
+    k.spec.kind = opt.reduceKind ? *opt.reduceKind
+                                 : (k.numOut <= 4096 && k.count >= 256 ? Kind::ReduceBlock : Kind::ReduceThread);
+  }
+  bool fits = k.numOut + kMaxGridThreads < (int64_t(1) << 31) && k.count + kMaxGridThreads < (int64_t(1) << 31);
+  for (size_t v = 0; v < plan.views.size(); ++v)
+    fits = fits && span(kept, v) + (reduce ? span(red, v) : 0) < (int64_t(1) << 31);
+  k.spec.index64 = opt.index64.value_or(!fits);
+  if (!k.spec.index64 && !fits) return no("32-bit indexing forced on a call that needs 64-bit offsets");
+
+  auto src = emitKernel(k.program, k.spec, why);
+  if (!src) return std::nullopt;
+  k.source = std::move(*src);
+
+  // The index parameters, in emit.h's order.
+  const int L = k.program.numLeaves;
+  k.index.push_back(k.numOut);
+  for (int64_t s : kept.size) k.index.push_back(s);
+  for (int l = 0; l < L; ++l)
+    if (!k.program.hostLeaf[l]) k.index.insert(k.index.end(), kept.stride[l].begin(), kept.stride[l].end());
+  if (reduce) {
+    k.index.push_back(k.count);
+    for (int64_t s : red.size) k.index.push_back(s);
+    for (int l = 0; l < L; ++l)
+      if (!k.program.hostLeaf[l]) k.index.insert(k.index.end(), red.stride[l].begin(), red.stride[l].end());
+  }
+  return k;
+}
+
+}  // namespace tsfuse::gpu

@@ -1,0 +1,36 @@
+// The generated kernel of one fused call: the typed program for the device (or, for the runs
+// against eager CPU on PoCL, with the CPU kernels' rules), the skeleton picked from the call's
+// iteration plan (kernels/plan/iteration.h), its text, and the values of its index parameters.
+// Shared by the CUDA runtime path and the OpenCL test driver, so both bind the same parameters.
+#pragma once
+
+#include "kernels/cuda/codegen/emit.h"
+#include "kernels/plan/iteration.h"
+
+namespace tsfuse::gpu {
+
+// 32-bit kernels need every offset, count and grid-stride step below 2^31: launchers keep a
+// grid's threads under this many.
+constexpr int64_t kMaxGridThreads = int64_t(1) << 24;
+
+struct CallKernel {
+  lower::Program program;
+  KernelSpec spec;
+  KernelSource source;
+  int64_t numOut = 0, count = 0;
+  std::vector<int64_t> index;  // the Index parameters, in the kernel's order (emit.h)
+};
+
+struct CallOptions {
+  bool cudaRules = true;           // false: the CPU kernels' rules (runs against eager CPU)
+  std::optional<bool> index64;     // force the index width (tests); default: 32-bit when it fits
+  std::optional<Kind> reduceKind;  // force a reduction skeleton (tests)
+};
+
+// nullopt (the reason in *why) when the call has no generated kernel: a dtype, primitive or
+// reduction without a device form, an epilogue, or a plan no native path walks.
+std::optional<CallKernel> kernelForCall(const Expr& e, at::TensorList operands, const ReduceSpec* reduce,
+                                        const Analysis& an, const IterationPlan& plan, const CallOptions& opt,
+                                        std::string* why);
+
+}  // namespace tsfuse::gpu

@@ -1,0 +1,80 @@
+// Kernel texts generated from the typed program (kernels/lower/program.h): one self-contained
+// plain-C kernel per (program, dtypes, kernel kind, ranks, index width), values in local
+// variables, spliced into a fixed skeleton. The same text compiles as CUDA under NVRTC (the
+// device path, kernels/cuda/nvrtc_runtime.h) and as OpenCL C (PoCL and oclgrind run it in CI:
+// tests/gpu). Each primitive's text comes from one table keyed by kernels/ir/prims.def
+// (kernels/cuda/codegen/prim_text.cpp), so a primitive without a device form fails to build.
+//
+//   v1: sub($0, $1); abs(%0); lt(%1, 1)   float32 [N, 1] x [1, M], map, rank 2, 32-bit
+//   =>  TSF_KERNEL tsf_map_r2_i32_<hash>(TSF_GLOBAL tsf_bool* out, TSF_GLOBAL const tsf_f32* in0, ...)
+//       { for (i = ...) { c1 = i % k1; c0 = i / k1;
+//           const tsf_f32 a0 = in0[c0 * s0_0 + c1 * s0_1]; const tsf_f32 a1 = ...;
+//           const tsf_f32 v2 = a0 - a1; const tsf_f32 v3 = TSF_FABS_F32(v2);
+//           const tsf_f32 v4 = TSF_F32_BITS(0x3f800000u); const tsf_bool v5 = (tsf_bool)(v3 < v4);
+//           out[i] = v5; } }
+#pragma once
+
+#include "kernels/ir/expr.h"
+#include "kernels/lower/program.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tsfuse::gpu {
+
+// The dtypes a generated kernel holds (float16/bfloat16 decline for now: the chunked path runs).
+enum class Ty : uint8_t { Bool, U8, I8, I16, I32, I64, F32, F64 };
+std::optional<Ty> tyOf(c10::ScalarType t);
+const char* tyName(Ty t);  // "tsf_f32"
+int tySize(Ty t);
+
+// The skeletons. The output is dense in the iteration plan's kept order (kernels/plan/iteration.h),
+// so output element o is at out[o].
+enum class Kind : uint8_t {
+  Map,           // grid-stride over the kept space, any strides (broadcasts are stride 0)
+  ReduceThread,  // a thread per output walks the reduced space in order (many outputs: vertical)
+  ReduceBlock,   // a block per output: threads stride the reduced space, merge in local memory
+};
+const char* kindName(Kind k);
+
+struct KernelSpec {
+  Kind kind = Kind::Map;
+  int keptRank = 1;       // coalesced kept dims (a map's whole space), >= 1
+  int reducedRank = 0;    // coalesced reduced dims (reductions), >= 1 there
+  bool index64 = false;   // 64-bit offsets; else every offset, count and grid-stride fits int32
+  bool cudaRules = true;  // ATen's CUDA kernels' rules; false: its CPU kernels' (run vs eager CPU)
+  Reduction reduction = Reduction::Sum;                     // reductions only
+  c10::ScalarType outDtype = c10::ScalarType::Undefined;    // reductions only
+  int blockSize = 256;    // ReduceBlock: the launch's block size (a power of two)
+};
+
+// The kernel's parameters, in order; launchers bind them so. Index parameters have the kernel's
+// index type (int32 or int64): numOut, keptSize[keptRank], then each data operand's element
+// strides over the kept dims; reductions add count, reducedSize[reducedRank] and the strides
+// over the reduced dims.
+struct Param {
+  enum Kind : uint8_t { Out, Data, HostValue, Index } kind;
+  int leaf = -1;  // Data / HostValue: the operand
+  Ty type = Ty::I64;
+};
+
+struct KernelSource {
+  std::string name;  // tsf_<kind>_r<kept>[x<reduced>]_i<32|64>_<hash>: what a profiler shows
+  std::string text;  // prelude + kernel
+  std::vector<Param> params;
+  uint64_t hash = 0;  // of the text (the cache key's first part)
+};
+
+// nullopt (the reason in *why) when a dtype, primitive or reduction has no device form.
+// Reductions: the program's result is the reduced value (sum/mean/prod: already cast to the
+// output dtype by the caller, as ATen accumulates in it).
+std::optional<KernelSource> emitKernel(const lower::Program& p, const KernelSpec& spec, std::string* why);
+
+// The macros every text starts with (prelude.cpp).
+const char* prelude();
+
+uint64_t fnv1a(const std::string& s);
+
+}  // namespace tsfuse::gpu

@@ -1,0 +1,80 @@
+// The prelude every generated kernel text starts with: a few macros that make one plain-C kernel
+// compile as CUDA C++ under NVRTC and as OpenCL C (PoCL and oclgrind run the same text in CI,
+// where there is no GPU). Nothing else is included: no headers, no templates, so NVRTC's compile
+// time stays at tens of milliseconds and the text is all a reader needs.
+//
+// Exactness: the CUDA side is compiled with -fmad=false (no contraction), the OpenCL side has
+// FP_CONTRACT OFF and is built with -cl-fp32-correctly-rounded-divide-sqrt (without them PoCL
+// contracts a*b+c into FMAs and divides to 2.5 ulp). Bit reinterpretation goes through macros, so
+// constants are written as exact bit patterns and NaN/sign tests need no math library.
+#include "kernels/cuda/codegen/emit.h"
+
+namespace tsfuse::gpu {
+
+const char* prelude() {
+  return R"TSF(/* tsfuse generated kernel: plain C, CUDA (NVRTC) or OpenCL C */
+#ifdef __OPENCL_VERSION__
+#pragma OPENCL FP_CONTRACT OFF
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+typedef uchar tsf_bool; typedef uchar tsf_u8; typedef char tsf_i8; typedef short tsf_i16;
+typedef ushort tsf_u16; typedef int tsf_i32; typedef uint tsf_u32; typedef long tsf_i64;
+typedef ulong tsf_u64; typedef float tsf_f32; typedef double tsf_f64;
+#define TSF_KERNEL __kernel void
+#define TSF_GLOBAL __global
+#define TSF_LOCAL __local
+#define TSF_RESTRICT restrict
+#define TSF_FN static inline
+#define TSF_BARRIER() barrier(CLK_LOCAL_MEM_FENCE)
+#define TSF_TID ((tsf_i32)get_local_id(0))
+#define TSF_BID ((tsf_i64)get_group_id(0))
+#define TSF_BDIM ((tsf_i32)get_local_size(0))
+#define TSF_GDIM ((tsf_i64)get_num_groups(0))
+#define TSF_U64(x) x##UL
+#define TSF_F32_BITS(u) as_float((uint)(u))
+#define TSF_F64_BITS(u) as_double((ulong)(u))
+#define TSF_BITS_F32(x) as_uint(x)
+#define TSF_BITS_F64(x) as_ulong(x)
+#define TSF_FABS_F32(x) fabs(x)
+#define TSF_FABS_F64(x) fabs(x)
+#define TSF_EXP_F32(x) exp(x)
+#define TSF_EXP_F64(x) exp(x)
+#define TSF_LOG_F32(x) log(x)
+#define TSF_LOG_F64(x) log(x)
+#define TSF_SQRT_F32(x) sqrt(x)
+#define TSF_SQRT_F64(x) sqrt(x)
+#else
+typedef unsigned char tsf_bool; typedef unsigned char tsf_u8; typedef signed char tsf_i8;
+typedef short tsf_i16; typedef unsigned short tsf_u16; typedef int tsf_i32; typedef unsigned int tsf_u32;
+typedef long long tsf_i64; typedef unsigned long long tsf_u64; typedef float tsf_f32; typedef double tsf_f64;
+#define TSF_KERNEL extern "C" __global__ void
+#define TSF_GLOBAL
+#define TSF_LOCAL __shared__
+#define TSF_RESTRICT __restrict__
+#define TSF_FN static __device__ __forceinline__
+#define TSF_BARRIER() __syncthreads()
+#define TSF_TID ((tsf_i32)threadIdx.x)
+#define TSF_BID ((tsf_i64)blockIdx.x)
+#define TSF_BDIM ((tsf_i32)blockDim.x)
+#define TSF_GDIM ((tsf_i64)gridDim.x)
+#define TSF_U64(x) x##ULL
+#define TSF_F32_BITS(u) __uint_as_float((unsigned int)(u))
+#define TSF_F64_BITS(u) __longlong_as_double((long long)(u))
+#define TSF_BITS_F32(x) __float_as_uint(x)
+#define TSF_BITS_F64(x) ((tsf_u64)__double_as_longlong(x))
+#define TSF_FABS_F32(x) fabsf(x)
+#define TSF_FABS_F64(x) fabs(x)
+#define TSF_EXP_F32(x) expf(x)
+#define TSF_EXP_F64(x) exp(x)
+#define TSF_LOG_F32(x) logf(x)
+#define TSF_LOG_F64(x) log(x)
+#define TSF_SQRT_F32(x) sqrtf(x)
+#define TSF_SQRT_F64(x) sqrt(x)
+#endif
+#define TSF_NAN_F32 TSF_F32_BITS(0x7fc00000u)
+#define TSF_NAN_F64 TSF_F64_BITS(TSF_U64(0x7ff8000000000000))
+#define TSF_SIGN_F32(x) (TSF_BITS_F32(x) >> 31)
+#define TSF_SIGN_F64(x) (TSF_BITS_F64(x) >> 63)
+)TSF";
+}
+
+}  // namespace tsfuse::gpu

@@ -1,0 +1,172 @@
+// The generated kernels (kernels/cuda/codegen) run as OpenCL C on PoCL against eager CPU: the
+// same texts NVRTC compiles for the GPU, generated with the CPU kernels' rules (Target::
+// deviceWithCpuRules, as the bytecode tests do) so that eager CPU is the reference. Exact ops
+// must match bit for bit; float sums/means/products accumulate in double (documented tolerance),
+// transcendentals within a few ulp. Every case also runs on a capped grid (the grid-stride loops)
+// and reductions on both skeletons. The small-shape test is what ctest runs under
+// `oclgrind --data-races` (tests/gpu/oclgrind_check.sh).
+#include "gpu_corpus.h"
+#include "opencl_driver.h"
+
+#include <cstdio>
+
+namespace {
+
+using namespace tsfuse_gpu;
+using tsfuse::gpu::Kind;
+
+ClDriver* driverOrFail() {
+  std::string why;
+  ClDriver* d = ClDriver::get(&why);
+  if (!d) ADD_FAILURE() << why;
+  return d;
+}
+
+bool inexact(const GpuCase& c, const at::Tensor& want) {
+  for (const char* f : {"exp(", "log(", "sigmoid("})
+    if (c.expr.find(f) != std::string::npos) return true;
+  if (!c.reduce || !at::isFloatingType(want.scalar_type())) return false;
+  using tsfuse::Reduction;
+  return c.reduce->kind == Reduction::Sum || c.reduce->kind == Reduction::Mean || c.reduce->kind == Reduction::Prod;
+}
+
+// A float -> integer cast of a value out of the integer's range (NaN and inf included) is
+// undefined in C++ and differs between ATen's CPU and CUDA kernels: not compared.
+bool castsNonFinite(const tsfuse::lower::Program& p, const GpuCase& c) {
+  bool floatToInt = false;
+  for (const auto& in : p.code)
+    if (in.op == tsfuse::Prim::Cast && in.ct != at::kBool && !at::isFloatingType(in.ct) && at::isFloatingType(p.slotType[in.a]))
+      floatToInt = true;
+  if (!floatToInt) return false;
+  for (const at::Tensor& t : c.ops)
+    if (at::isFloatingType(t.scalar_type()) && t.numel() && (!t.isfinite().all().item<bool>() || t.abs().max().item<double>() > 100))
+      return true;
+  return false;
+}
+
+// Which zero eager's CPU minimum/maximum return on a -0.0/+0.0 tie depends on its loop (the
+// vector body returns the second operand, the scalar tail the first: tests/ops/jit_test.cpp), so
+// with those primitives the sign of a zero result is not compared.
+bool zeroSignFree(const tsfuse::lower::Program& p) {
+  for (const auto& in : p.code)
+    if (in.op == tsfuse::Prim::Minimum || in.op == tsfuse::Prim::Maximum) return true;
+  return false;
+}
+
+at::Tensor unsignZeros(const at::Tensor& t) {
+  return at::isFloatingType(t.scalar_type()) ? at::where(t == 0, at::zeros_like(t), t) : t;
+}
+
+struct Tally {
+  int runs = 0, exact = 0, skipped = 0, declined = 0;
+};
+
+// Runs c's kernel(s) on PoCL; failures are added to the test.
+void check(ClDriver& drv, const GpuCase& c, Tally& tally, bool allVariants) {
+  Prepared p = prepare(c);
+  std::optional<at::Tensor> want = eagerOf(c);
+  if (!p.an || !want) {
+    ++tally.skipped;  // eager raises: the fused op runs eager, which raises
+    return;
+  }
+  std::vector<tsfuse::gpu::CallOptions> variants(1);
+  variants[0].cudaRules = false;
+  if (allVariants) {
+    auto o = variants[0];
+    o.index64 = true;
+    variants.push_back(o);
+    if (c.reduce) {
+      for (Kind k : {Kind::ReduceThread, Kind::ReduceBlock}) {
+        auto r = variants[0];
+        r.reduceKind = k;
+        variants.push_back(r);
+      }
+    }
+  }
+  for (const auto& o : variants) {
+    std::string why;
+    auto k = tsfuse::gpu::kernelForCall(*p.e, c.ops, c.reduce ? &*c.reduce : nullptr, *p.an, *p.plan, o, &why);
+    if (!k) {
+      ++tally.declined;
+      continue;
+    }
+    if (castsNonFinite(k->program, c)) {
+      ++tally.skipped;
+      continue;
+    }
+    const int bs = k->spec.kind == Kind::ReduceBlock ? k->spec.blockSize : 64;
+    const int64_t perBlock = k->spec.kind == Kind::ReduceBlock ? 1 : bs;
+    const int64_t full = std::max<int64_t>(1, (k->numOut + perBlock - 1) / perBlock);
+    for (int64_t blocks : {full, std::min<int64_t>(full, 3)}) {  // all outputs covered, then a capped grid
+      at::Tensor out = p.an->allocOut(at::kCPU);
+      out.zero_();
+      std::string err = drv.run(*k, c.ops, out, blocks, bs);
+      ++tally.runs;
+      const std::string where = c.label + " '" + c.expr + "'" + (c.reduce ? " " + tsfuse::describe(*c.reduce) : "") +
+                                " on " + tsfuse_test::describeOperands(c.ops) + ", " + k->source.name + " x" +
+                                std::to_string(blocks) + ": ";
+      if (!err.empty()) {
+        ADD_FAILURE() << where << err << "\n" << k->source.text;
+        return;
+      }
+      const bool exact = !inexact(c, *want);
+      tally.exact += exact;
+      auto r = tsfuse_test::sameTensor(*want, out, exact, 1e-5, 1e-6);
+      if (!r && exact && zeroSignFree(k->program))
+        r = tsfuse_test::sameTensor(unsignZeros(*want), unsignZeros(out), true);
+      if (!r) {
+        ADD_FAILURE() << where << r.message() << "\n" << k->source.text;
+        return;
+      }
+    }
+  }
+}
+
+TEST(GeneratedKernelsPocl, SeedWorkloadsExactVsEagerCpu) {
+  ClDriver* d = driverOrFail();
+  if (!d) return;
+  Tally t;
+  for (const GpuCase& c : seedCases(21)) check(*d, c, t, true);
+  std::printf("[pocl] %s: seed: %d runs (%d exact), %d skipped, %d declined, %d builds\n", d->deviceName.c_str(), t.runs,
+              t.exact, t.skipped, t.declined, d->builds);
+  EXPECT_GT(t.runs, 150);
+}
+
+TEST(GeneratedKernelsPocl, RegistryOpsExactVsEagerCpu) {
+  ClDriver* d = driverOrFail();
+  if (!d) return;
+  Tally t;
+  for (const GpuCase& c : registryCases(22)) check(*d, c, t, false);
+  std::printf("[pocl] registry ops: %d runs (%d exact), %d skipped, %d declined\n", t.runs, t.exact, t.skipped, t.declined);
+  EXPECT_GT(t.runs, 100);
+}
+
+TEST(GeneratedKernelsPocl, RandomRegistryProgramsVsEagerCpu) {
+  ClDriver* d = driverOrFail();
+  if (!d) return;
+  Tally t;
+  for (const GpuCase& c : randomCases(23, 150)) check(*d, c, t, false);
+  std::printf("[pocl] random programs: %d runs (%d exact), %d skipped, %d declined\n", t.runs, t.exact, t.skipped, t.declined);
+  EXPECT_GT(t.runs, 100);
+}
+
+// Small shapes of every skeleton (tails, a capped grid, a block reduction with fewer elements
+// than threads): what oclgrind --data-races checks in ctest.
+TEST(GeneratedKernelsPocl, SmallShapes) {
+  ClDriver* d = driverOrFail();
+  if (!d) return;
+  Gen g(24);
+  using tsfuse::Reduction;
+  std::vector<GpuCase> cs;
+  cs.push_back({"iou", kIoU, iouOperands(g, 5, 7, at::kFloat), {}});
+  const std::string dist = "v1: sub($0, $1); abs(%0)";
+  at::Tensor a = g.tensor({9, 1}, at::kFloat, tsfuse_test::kNaN), b = g.tensor({1, 300}, at::kFloat);
+  for (Reduction r : {Reduction::Argmin, Reduction::Sum, Reduction::Amax, Reduction::All})
+    for (int64_t dim : {0, 1}) cs.push_back({"nearest", dist, {a, b}, red(r, std::vector<int64_t>{dim})});
+  Tally t;
+  for (const GpuCase& c : cs) check(*d, c, t, true);
+  std::printf("[opencl] %s: small shapes: %d runs\n", d->deviceName.c_str(), t.runs);
+  EXPECT_GT(t.runs, 40);
+}
+
+}  // namespace
