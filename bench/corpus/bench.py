@@ -105,15 +105,21 @@ def optimize(build, env, folder, e, worker):
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200)
     if p.returncode != 0:
         return {"error": (p.stderr.strip().splitlines() or ["?"])[-1]}
-    doc = json.loads(pathlib.Path(f"{stem}.json").read_text())
+    return summarize(pathlib.Path(f"{stem}.json"))
+
+
+def summarize(report: pathlib.Path) -> dict:
+    """What an optimize-ts --report says of the forward graph: fused ops and rejection reasons."""
+    doc = json.loads(report.read_text())
     fused, rejected = {}, {}
     for ev in doc["events"]:
         if ev.get("graph") != "forward":
             continue
         if ev["kind"] == "rewrite":
-            op = ev["fused_op"].split("::")[-1]
-            if not op.startswith("broadcast_"):  # sink_views' view helpers
-                fused[op] = fused.get(op, 0) + 1
+            op = ev["fused_op"]
+            # tsfuse's fused ops only: not sink_views' view helpers, not canonicalize's rewrites
+            if op.startswith("tsfuse::") and not op.startswith("tsfuse::broadcast_"):
+                fused[op[len("tsfuse::"):]] = fused.get(op[len("tsfuse::"):], 0) + 1
         elif ev["kind"] == "reject":
             # the reason without value names and source locations, so equal reasons count together
             why = re.sub(r"%[\w.]+", "%v", ev["reason"].split(" (at ")[0])
@@ -183,6 +189,7 @@ def main(argv=None) -> int:
     ap.add_argument("--doc", help="update the generated sections of this markdown file (docs/corpus.md)")
     ap.add_argument("--workdir", help="keep the models here (default: a temporary folder)")
     ap.add_argument("--compile-timeout", type=int, default=600)
+    ap.add_argument("--from-json", help="no measuring: render --doc / the table from a --json file")
     ap.add_argument("--child", choices=IMPLS, help=argparse.SUPPRESS)
     ap.add_argument("--entry", help=argparse.SUPPRESS)
     ap.add_argument("--dir", help=argparse.SUPPRESS)
@@ -191,6 +198,13 @@ def main(argv=None) -> int:
     if a.child:
         a.impl = a.child
         return child(a)
+
+    if a.from_json:
+        doc = json.loads(pathlib.Path(a.from_json).read_text())
+        if a.doc:
+            write_doc(pathlib.Path(a.doc), doc["results"], doc["meta"])
+        print(table(doc["results"]))
+        return 0
 
     import pypi_deps
     import torch
