@@ -1,0 +1,158 @@
+"""Runs the corpus (entries.py) in two process phases; the test and the bench both drive it.
+
+    python bench/corpus/worker.py export   --size test|bench OUTDIR [NAME...]
+    python bench/corpus/worker.py loadtime --lib libtsfuse.so OUTDIR [NAME...]
+
+export (no libtsfuse in the process): for every entry, builds the eager callable, saves the
+scripted or traced module as OUTDIR/<slug>.pt (example_inputs() = the seed-0 inputs), and saves
+OUTDIR/<slug>.ref.pt: the inputs of seeds 0 and 1, eager's outputs and the unfused TorchScript
+module's outputs on them.
+
+loadtime (libtsfuse loaded first, so the executor's pre-pass fuses at the first call): loads every
+<slug>.pt, calls it on seed 0 then seed 1, and prints one JSON line per entry: whether the outputs
+are torch.equal to eager's, the largest difference to eager of the fused and of the unfused
+TorchScript run, and the tsfuse ops of the executed graph (and of <slug>.opt.pt, if present).
+
+The corpus libraries must be importable (PYTHONPATH: tests/python/pypi_deps.py's folders).
+"""
+import argparse
+import json
+import pathlib
+import re
+import sys
+import time
+import warnings
+
+import torch
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import entries  # noqa: E402
+
+SEEDS = (0, 1)
+
+
+def slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "_", name).strip("_")
+
+
+def tensors(out):
+    """The tensors of an output (tuples, lists and dicts flattened in order)."""
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, dict):
+        return [t for k in sorted(out) for t in tensors(out[k])]
+    if isinstance(out, (tuple, list)):
+        return [t for o in out for t in tensors(o)]
+    return [torch.tensor(out)]
+
+
+def max_diff(expected, actual) -> float:
+    """0 if every tensor is torch.equal (same dtype and shape too); inf on a dtype/shape mismatch;
+    else the largest absolute difference (NaN where only one side is NaN counts as inf)."""
+    e, a = tensors(expected), tensors(actual)
+    if len(e) != len(a):
+        return float("inf")
+    worst = 0.0
+    for x, y in zip(e, a):
+        if x.dtype != y.dtype or x.shape != y.shape:
+            return float("inf")
+        if torch.equal(x, y) or x.numel() == 0:
+            continue
+        if not x.dtype.is_floating_point:
+            return float("inf")
+        nan = x.isnan() | y.isnan()
+        if not torch.equal(x.isnan(), y.isnan()):
+            return float("inf")
+        d = (x.double() - y.double()).abs().masked_fill(nan, 0)
+        worst = max(worst, float(d.max()))
+    return worst
+
+
+def close(expected, actual, rtol: float, atol: float) -> bool:
+    try:
+        for x, y in zip(tensors(expected), tensors(actual), strict=True):
+            torch.testing.assert_close(y, x, rtol=rtol, atol=atol, equal_nan=True)
+        return True
+    except (AssertionError, ValueError):
+        return False
+
+
+def fused_ops(graph) -> dict:
+    """{'pairwise': n, 'reduce': n, ...}: the fused tsfuse:: nodes of a graph (the view helpers
+    tsfuse::broadcast_* that sink_views inserts are not counted)."""
+    counts = {}
+    for kind in re.findall(r"tsfuse::(\w+)\(", str(graph)):
+        if not kind.startswith("broadcast_"):
+            counts[kind] = counts.get(kind, 0) + 1
+    return counts
+
+
+def selected(names):
+    return [entries.BY_NAME[n] for n in names] if names else entries.ENTRIES
+
+
+def cmd_export(a) -> int:
+    out = pathlib.Path(a.outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.set_grad_enabled(False)
+    for e in selected(a.names):
+        start = time.perf_counter()
+        fn = entries.make(e)
+        ins = [entries.inputs(e, a.size, s) for s in SEEDS]
+        module = entries.export(e, fn, ins[0])
+        module.save(str(out / f"{slug(e.name)}.pt"))
+        loaded = torch.jit.load(str(out / f"{slug(e.name)}.pt"))
+        ref = {"inputs": ins, "eager": [fn(*i) for i in ins], "script": [loaded(*i) for i in ins]}
+        torch.save(ref, str(out / f"{slug(e.name)}.ref.pt"))
+        print(json.dumps({"name": e.name, "script_vs_eager": max(max_diff(x, y) for x, y in
+                                                                  zip(ref["eager"], ref["script"])),
+                          "seconds": round(time.perf_counter() - start, 2)}), flush=True)
+    return 0
+
+
+def cmd_loadtime(a) -> int:
+    out = pathlib.Path(a.outdir)
+    torch.ops.load_library(a.lib)
+    torch.set_grad_enabled(False)
+    if any(e.needs_torchvision_ops for e in selected(a.names)):
+        import torchvision  # noqa: F401  registers torchvision::nms, which the saved detectors call
+    for e in selected(a.names):
+        ref = torch.load(str(out / f"{slug(e.name)}.ref.pt"), weights_only=False)
+        model = torch.jit.load(str(out / f"{slug(e.name)}.pt"))
+        got, ops = [], []
+        for i in ref["inputs"]:
+            got.append(model(*i))
+            ops.append(fused_ops(torch.jit.last_executed_optimized_graph()))
+        row = {
+            "name": e.name,
+            "equal": all(max_diff(x, y) == 0 for x, y in zip(ref["eager"], got)),
+            "fused_vs_eager": max(max_diff(x, y) for x, y in zip(ref["eager"], got)),
+            "script_vs_eager": max(max_diff(x, y) for x, y in zip(ref["eager"], ref["script"])),
+            "loadtime_ops": ops[0],
+            "loadtime_ops_second_call": ops[1],
+        }
+        row["within_tolerance"] = all(close(x, y, *entries.TOLERANCE) for x, y in zip(ref["eager"], got))
+        opt = out / f"{slug(e.name)}.opt.pt"
+        if opt.exists():
+            row["optimize_ts_ops"] = fused_ops(torch.jit.load(str(opt)).forward.graph)
+        print(json.dumps(row), flush=True)
+    return 0
+
+
+def main(argv=None) -> int:
+    warnings.filterwarnings("ignore")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    ex = sub.add_parser("export")
+    ex.add_argument("--size", choices=("test", "bench"), default="test")
+    lt = sub.add_parser("loadtime")
+    lt.add_argument("--lib", required=True)
+    for p in (ex, lt):
+        p.add_argument("outdir")
+        p.add_argument("names", nargs="*")
+    a = ap.parse_args(argv)
+    return cmd_export(a) if a.cmd == "export" else cmd_loadtime(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

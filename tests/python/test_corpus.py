@@ -1,0 +1,115 @@
+"""The real-model corpus (bench/corpus/entries.py) end to end, at small sizes: torchvision models
+and box functions, and pairwise distance / kernel functions of seven other PyTorch libraries from
+PyPI (pinned in pypi_deps.py, installed into BUILD/test-deps/).
+
+For every entry:
+  * `optimize-ts --check` passes on the saved scripted/traced module (--library torchvision/_C.so
+    for the detectors), and the optimized graph holds the expected fused ops (entry.fused);
+  * load-time optimization (libtsfuse loaded, the unmodified .pt loaded and called twice) gives
+    outputs torch.equal to eager's, or, where a fused float reduction sums in another order
+    (entry.reorders / entry.violation), outputs within entries.TOLERANCE;
+  * do no harm: the fused run differs from eager no more than the unfused TorchScript run does,
+    except where a reordered reduction removes a broadcast intermediate (entry.reorders). Entries
+    whose fused reduction removes none (entry.violation) are known bugs: xfail, with the reason.
+
+The heavy lifting runs in two subprocesses of bench/corpus/worker.py (export without libtsfuse,
+then load-time with it) and one optimize-ts per entry, two at a time.
+"""
+import concurrent.futures
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+import pypi_deps
+from conftest import LIB
+from optimize_ts_util import SOURCE, run_tool
+
+sys.path.insert(0, str(SOURCE / "bench" / "corpus"))
+import entries  # noqa: E402
+import worker  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+NAMES = [e.name for e in entries.ENTRIES]
+
+
+def _worker(env, *args, timeout):
+    proc = subprocess.run([sys.executable, str(SOURCE / "bench" / "corpus" / "worker.py"), *map(str, args)],
+                          capture_output=True, text=True, env=env, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    return {r["name"]: r for r in rows}
+
+
+def _optimize(optimize_ts, tv_lib, folder, entry):
+    stem = folder / worker.slug(entry.name)
+    args = ["--check" if entry.check_runs == 1 else f"--check={entry.check_runs}",
+            "--report", f"{stem}.json", f"{stem}.pt", f"{stem}.opt.pt"]
+    if entry.needs_torchvision_ops:
+        args = ["--library", tv_lib] + args
+    return run_tool(optimize_ts, *args, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def corpus(torchvision_path, optimize_ts, tmp_path_factory):
+    env = pypi_deps.torchvision_env(torchvision_path, pypi_deps.corpus_dir())
+    folder = tmp_path_factory.mktemp("corpus")
+    exported = _worker(env, "export", "--size", "test", folder, timeout=900)
+    tv_lib = torchvision_path / "torchvision" / "_C.so"
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        procs = dict(zip(NAMES, pool.map(lambda e: _optimize(optimize_ts, tv_lib, folder, e), entries.ENTRIES)))
+    loadtime = _worker(env, "loadtime", "--lib", LIB, folder, timeout=900)
+    return exported, procs, loadtime
+
+
+def test_corpus_size():
+    """The issue asks for >= 20 functions from >= 4 libraries besides torchvision, and torchvision
+    models: a classifier, two detectors, a model with an IoU matcher; scripted and traced."""
+    others = [e for e in entries.ENTRIES if e.library != "torchvision"]
+    assert len(others) >= 20 and len({e.library for e in others}) >= 4
+    models = [e for e in entries.ENTRIES if e.library == "torchvision" and e.kind == "model"]
+    assert sum(e.needs_torchvision_ops for e in models) >= 2 and any("Matcher" in e.name for e in models)
+    assert {e.mode for e in entries.ENTRIES} == {"script", "trace"}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_optimize_ts_check(corpus, name):
+    proc = corpus[1][name]
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "check: passed" in proc.stdout
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_fused_ops(corpus, name):
+    e, row = entries.BY_NAME[name], corpus[2][name]
+    assert row["optimize_ts_ops"] == e.fused
+    want = e.fused if e.fused_loadtime is None else e.fused_loadtime
+    assert row["loadtime_ops"] == want and row["loadtime_ops_second_call"] == want
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_loadtime_outputs_equal_eager(corpus, name):
+    e, row = entries.BY_NAME[name], corpus[2][name]
+    assert corpus[0][name]["script_vs_eager"] == 0  # the unfused TorchScript run is eager's
+    if e.reorders or e.violation:
+        assert row["within_tolerance"], row
+    else:
+        assert row["equal"], row
+
+
+def _do_no_harm_params():
+    for e in entries.ENTRIES:
+        marks = [pytest.mark.xfail(reason=f"known do-no-harm violation: {e.violation}", strict=False)] \
+            if e.violation else []
+        yield pytest.param(e.name, marks=marks, id=e.name)
+
+
+@pytest.mark.parametrize("name", _do_no_harm_params())
+def test_no_worse_than_unfused_torchscript(corpus, name):
+    e, row = entries.BY_NAME[name], corpus[2][name]
+    if e.reorders and not e.violation:
+        pytest.skip(f"reordered reduction that removes a broadcast intermediate: {e.reorders}")
+    assert row["fused_vs_eager"] <= row["script_vs_eager"], row
