@@ -20,8 +20,6 @@ An entry says:
   reorders          -> None when the fused outputs are bit-identical to eager's; else why they
                        may differ within TOLERANCE: a fused float reduction sums in another order
                        than ATen, allowed where it removes a broadcast intermediate
-  violation         -> set where a fused float reduction removes NO broadcast intermediate (the
-                       issue's do-no-harm rule forbids it): a known bug, flagged by the test
   check_runs        -> optimize-ts --check=N (1 where the function validates its inputs, which
                        --check's random later runs would fail)
 """
@@ -45,7 +43,6 @@ class Entry:
     fused: Dict[str, int]
     note: str
     reorders: Optional[str] = None
-    violation: Optional[str] = None
     fused_loadtime: Optional[Dict[str, int]] = None
     needs_torchvision_ops: bool = False  # the scripted graph calls torchvision:: C++ ops
     kind: str = "function"               # "function" or "model"
@@ -203,8 +200,6 @@ TV, TM, GP, PML, KO, GL, KM, MO = ("torchvision", "torchmetrics", "gpytorch", "p
 
 # Why reordered reductions are allowed (broadcast intermediate removed) or not.
 _BROADCAST_SUM = "float sum over the broadcast [N,M,D] axis (the [N,M,D] intermediate is never stored)"
-_ROW_NORMS = ("fuses the row norms (x*x).sum(-1) / x.pow(2).sum(-1) of a plain [N,D] tensor: a float sum in "
-              "another order with no broadcast intermediate removed (matmul-expanded distance)")
 _UPCAST = ("torchvision's _upcast(rb - lt) is a prim::If on the dtype when scripted, so the [N,M,2] "
            "difference is stored between two pairwise ops")
 
@@ -242,17 +237,14 @@ ENTRIES: List[Entry] = [
     # torchmetrics.functional.pairwise (Literal/Optional arguments: traced)
     Entry("tm.pairwise_euclidean_distance", TM, _fn("torchmetrics.functional.pairwise", "pairwise_euclidean_distance"),
           EMB, "trace", {"reduce": 2},
-          "matmul expansion in float64: x_norm + y_norm - 2 x@y.T, then .to(float32).sqrt()",
-          violation=_ROW_NORMS + " (float64: equal at these sizes)"),
+          "matmul expansion in float64: x_norm + y_norm - 2 x@y.T, then .to(float32).sqrt()"),
     Entry("tm.pairwise_cosine_similarity", TM, _fn("torchmetrics.functional.pairwise", "pairwise_cosine_similarity"),
           EMB, "trace", {}, "torch.norm, divide, matmul: no elementwise region over a broadcast"),
     Entry("tm.pairwise_manhattan_distance", TM, _fn("torchmetrics.functional.pairwise", "pairwise_manhattan_distance"),
           EMB, "trace", {"reduce": 1},
           "|x.unsqueeze(1) - y.unsqueeze(0).repeat(N, 1, 1)|.sum(-1): sub/abs/sum fuse, the repeat is "
           "not a broadcast to tsfuse and still materializes [N,M,D]",
-          reorders=_BROADCAST_SUM,
-          violation="the repeat output is as large as the removed [N,M,D] intermediates: the reordered "
-                    "sum removes no broadcast intermediate until repeat is read as a broadcast"),
+          reorders=_BROADCAST_SUM),
     Entry("tm.pairwise_minkowski_distance", TM, _fn("torchmetrics.functional.pairwise", "pairwise_minkowski_distance",
                                                     exponent=3), EMB, "trace", {"reduce": 1},
           "float64 |x - y|^3 summed over D is one reduce (equal to eager here); ^(1/3) and the cast follow",
@@ -263,7 +255,7 @@ ENTRIES: List[Entry] = [
     Entry("gp.RBFKernel", GP, _gpytorch_kernel(lambda k: k.RBFKernel()), LOWD, "trace",
           {"reduce": 2, "pairwise": 1},
           "sq_dist is a matmul of cat([-2x, |x|^2, 1]); the mean-centring fuses as a pairwise op, the "
-          "exp tail is in place (div_, exp_)", violation=_ROW_NORMS),
+          "exp tail is in place (div_, exp_)"),
     Entry("gp.MaternKernel(2.5)", GP, _gpytorch_kernel(lambda k: k.MaternKernel(nu=2.5)), LOWD, "trace",
           {"pairwise": 3}, "distance is torch.cdist; (x - mean) / lengthscale and the Matern "
           "polynomial * exp over the stored [N,M] distance fuse as elementwise ops (exact)"),
@@ -271,12 +263,9 @@ ENTRIES: List[Entry] = [
           {"pairwise": 2, "reduce": 1},
           "per-dimension torch.cdist [D,N,M]; pow/div/mul summed over D then exp is one reduce (sin is "
           "not fused); x / (period / pi) fuses in optimize-ts, while the executor's CSE leaves one div",
-          fused_loadtime={"reduce": 1},
-          violation="the reduce reads the stored cdist output [D,N,M]: it removes only operand-sized "
-                    "temporaries, no broadcast intermediate, and sums in another order"),
+          fused_loadtime={"reduce": 1}),
     Entry("gp.RQKernel", GP, _gpytorch_kernel(lambda k: k.RQKernel()), LOWD, "trace",
-          {"reduce": 2, "pairwise": 1}, "matmul-expanded squared distance, then (1 + d/(2a))^-a",
-          violation=_ROW_NORMS),
+          {"reduce": 2, "pairwise": 1}, "matmul-expanded squared distance, then (1 + d/(2a))^-a"),
     # pytorch-metric-learning distances (module calls with stats bookkeeping: traced)
     Entry("pml.LpDistance", PML, _pml("LpDistance"), EMB, "trace", {},
           "F.normalize then torch.cdist: no elementwise region over a broadcast"),
@@ -293,24 +282,18 @@ ENTRIES: List[Entry] = [
     Entry("kornia.match_mnn", KO, _fn("kornia.feature", "match_mnn"), EMB, "script", {"reduce": 2, "pairwise": 2},
           "scripted, kornia's _cdist takes its matmul-expansion path (torch.cdist is for eager): the row "
           "norms fuse as reduces, the clamp and the where/sqrt tail as pairwise ops; the min over each "
-          "axis reads the stored [N,M] matrix (traced, the data-dependent early returns would be baked in)",
-          violation=_ROW_NORMS + "; at the bench size the matched distances differ from eager's by up to "
-          "2.2e-3 (about 2e-4 relative: the expansion's cancellation amplifies the reordered norm)"),
+          "axis reads the stored [N,M] matrix (traced, the data-dependent early returns would be baked in)"),
     # geomloss (the tensorized backend, use_keops=False)
     Entry("geomloss.squared_distances", GL, _fn("geomloss._legacy.utils", "squared_distances"), LOWD, "trace",
-          {"reduce": 2, "pairwise": 1}, "D_xx - 2 D_xy + D_yy around a matmul", violation=_ROW_NORMS),
+          {"reduce": 2, "pairwise": 1}, "D_xx - 2 D_xy + D_yy around a matmul"),
     Entry("geomloss.gaussian_kernel", GL, _fn("geomloss._legacy.kernel_samples", "gaussian_kernel", blur=0.5), LOWD,
-          "trace", {"reduce": 2, "pairwise": 1}, "matmul-expanded distance, then exp(-C/2) in the tail",
-          violation=_ROW_NORMS),
+          "trace", {"reduce": 2, "pairwise": 1}, "matmul-expanded distance, then exp(-C/2) in the tail"),
     Entry("geomloss.laplacian_kernel", GL, _fn("geomloss._legacy.kernel_samples", "laplacian_kernel", blur=0.5),
-          LOWD, "trace", {"reduce": 2, "pairwise": 1}, "matmul-expanded distance, clamp, sqrt, exp",
-          violation=_ROW_NORMS),
+          LOWD, "trace", {"reduce": 2, "pairwise": 1}, "matmul-expanded distance, clamp, sqrt, exp"),
     Entry("geomloss.energy_kernel", GL, _fn("geomloss._legacy.kernel_samples", "energy_kernel"), LOWD, "trace",
-          {"reduce": 2, "pairwise": 1}, "-sqrt(clamp(matmul-expanded distance))", violation=_ROW_NORMS),
+          {"reduce": 2, "pairwise": 1}, "-sqrt(clamp(matmul-expanded distance))"),
     Entry("geomloss.softmin_tensorized", GL, _fn("geomloss._legacy.sinkhorn_samples", "softmin_tensorized", 0.1),
-          _softmin_inputs, "trace", {"reduce": 1}, "(h_y[:, None, :] - C / eps).logsumexp(2) is one reduce",
-          violation="the [B,N,M] cost C is an input: the reduce removes operand-sized temporaries only, "
-                    "no broadcast intermediate, and its logsumexp sums in another order"),
+          _softmin_inputs, "trace", {"reduce": 1}, "(h_y[:, None, :] - C / eps).logsumexp(2) is one reduce"),
     # kmeans-pytorch (plain broadcasting; a torch.device default argument: traced)
     Entry("kmeans.pairwise_distance", KM, _fn("kmeans_pytorch", "pairwise_distance"), EMB, "trace", {"reduce": 1},
           "((A - B) ** 2).sum(-1) over the broadcast [N,M,D] is one reduce", reorders=_BROADCAST_SUM),
