@@ -22,7 +22,10 @@
 //     pass guarantees the result has rank >= 1, so a trailing [1] only broadcasts)
 // Every result is a view of its leaf (autograd sees ordinary select/slice/unsqueeze).
 //
-// NB: like aten::broadcast_tensors, the schemas carry no alias annotation although the outputs
+// tsfuse::broadcast_repeat(x, repeats, others) is x.repeat(repeats) read only by one fused op:
+// the expanded view where that gives the same values and output layout (see broadcastRepeat).
+//
+// NB: like aten::broadcast_tensors, the select/slice/unsqueeze schemas carry no alias annotation although the outputs
 // are views; sink_views only emits them when neither the leaves nor the outputs are written.
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
@@ -97,6 +100,44 @@ std::vector<at::Tensor> broadcastUnsqueeze(at::TensorList leaves, int64_t dim) {
   return out;
 }
 
+// True when t's dims of size > 1 and nonzero stride have strictly decreasing strides: TensorIterator
+// would order them outermost-first, as it orders a contiguous tensor's, and never swap two.
+bool rowMajorOrdered(const at::Tensor& t) {
+  int64_t prev = -1;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.size(d) <= 1 || t.stride(d) == 0) continue;
+    if (prev >= 0 && t.stride(d) >= prev) return false;
+    prev = t.stride(d);
+  }
+  return true;
+}
+
+// self.repeat(repeats) read only by one fused op (passes/region.h): the expanded view where that
+// is the same tensor, values and the fused op's output layout alike; else the repeat itself.
+// * values: repeat tiles each dim of the padded source [1, ..., 1, *self.shape] reps[i] times;
+//   a dim of size 1 tiled N times holds what its expansion to N holds, so when every dim with
+//   reps[i] != 1 has size 1 the two agree element for element.
+// * layout: the fused op lays its output out as eager would for its operands' strides
+//   (TensorIterator: the first operand with nonzero strides in two dims orders them). The
+//   repeat is contiguous, the view has zero strides in the tiled dims; the orders agree when the
+//   source and every other operand of the fused op (`others`) order their dims like a contiguous
+//   tensor, so neither world ever swaps two dims.
+// Anything else (a tiled dim of size > 1, fewer repeats than dims, a negative or zero count,
+// another layout) runs aten::repeat, which also raises eager's errors.
+at::Tensor broadcastRepeat(const at::Tensor& self, at::IntArrayRef repeats, at::TensorList others) {
+  const int64_t k = static_cast<int64_t>(repeats.size());
+  bool view = k >= self.dim() && rowMajorOrdered(self);
+  std::vector<int64_t> target(k);
+  for (int64_t i = 0; view && i < k; ++i) {
+    const int64_t d = i - (k - self.dim());
+    const int64_t size = d < 0 ? 1 : self.size(d);
+    view = repeats[i] == 1 || (repeats[i] > 0 && size == 1);
+    target[i] = size * repeats[i];
+  }
+  for (const auto& t : others) view = view && rowMajorOrdered(t);
+  return view ? self.expand(target) : self.repeat(repeats);
+}
+
 }  // namespace
 }  // namespace tsfuse
 
@@ -105,4 +146,6 @@ TORCH_LIBRARY_FRAGMENT(tsfuse, m) {
   m.def("broadcast_slice(Tensor[] leaves, int dim=0, int? start=None, int? end=None, int step=1) -> Tensor[]",
         tsfuse::broadcastSlice);
   m.def("broadcast_unsqueeze(Tensor[] leaves, int dim) -> Tensor[]", tsfuse::broadcastUnsqueeze);
+  // The result may be a view of self (the alias annotation says so) or a fresh repeat.
+  m.def("broadcast_repeat(Tensor(a) self, int[] repeats, Tensor[] others) -> Tensor(a)", tsfuse::broadcastRepeat);
 }

@@ -107,14 +107,17 @@ Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const Re
     return out;
   }
   if (reduce && reduce->epilogue && !an->epilogueKeepsShape) {
-    // The epilogue broadcasts the reduced value to a larger shape: reduce fused, then the
-    // epilogue with ATen, exactly as the unfused code would.
+    // The epilogue broadcasts the reduced value to a larger shape (x_norm + y_norm.T - 2 * x @ y.T):
+    // the reduction fused, then the epilogue as one fused elementwise call over the reduced value
+    // and its other operands, so its broadcast intermediates are never stored either.
     TSFUSE_LOG(kernel, debug, "epilogue grows the reduced shape; it runs after the reduction");
     ReduceSpec plain = *reduce;
     plain.epilogue.reset();
     Outputs r = runFusedAll(mainOperands(*e, operands), exprText, &plain, native);
     const char* path = lastPath();
-    r[0] = applyEpilogue(*reduce, r[0], epilogueOperands(*e, operands));
+    std::vector<at::Tensor> epiOperands = {r[0]};
+    for (const auto& t : epilogueOperands(*e, operands)) epiOperands.push_back(t);
+    r[0] = runFusedAll(epiOperands, reduce->epilogue->str(), nullptr, native)[0];
     setLastPath(path);
     return r;
   }
