@@ -100,15 +100,17 @@ std::vector<at::Tensor> broadcastUnsqueeze(at::TensorList leaves, int64_t dim) {
   return out;
 }
 
-// True when t's dims of size > 1 and nonzero stride have strictly decreasing strides: TensorIterator
-// would order them outermost-first, as it orders a contiguous tensor's, and never swap two.
-bool rowMajorOrdered(const at::Tensor& t) {
-  int64_t prev = -1;
-  for (int64_t d = 0; d < t.dim(); ++d) {
-    if (t.size(d) <= 1 || t.stride(d) == 0) continue;
-    if (prev >= 0 && t.stride(d) >= prev) return false;
-    prev = t.stride(d);
-  }
+// True when TensorIterator could never reorder dims because of t: it orders an output's dims by
+// the first operand whose strides in a pair of dims are both nonzero, swapping the pair when the
+// outer dim has the smaller stride, or an equal one and the smaller size. A contiguous tensor never
+// asks for a swap. With the output's shape unknown here, a size-1 dim counts as seen (its stride
+// is zeroed only where the output broadcasts it).
+bool neverSwaps(const at::Tensor& t) {
+  for (int64_t j = 1; j < t.dim(); ++j)
+    for (int64_t i = 0; i < j; ++i) {
+      if (t.stride(i) == 0 || t.stride(j) == 0) continue;
+      if (t.stride(j) > t.stride(i) || (t.stride(j) == t.stride(i) && t.size(j) > 1)) return false;
+    }
   return true;
 }
 
@@ -118,15 +120,15 @@ bool rowMajorOrdered(const at::Tensor& t) {
 //   a dim of size 1 tiled N times holds what its expansion to N holds, so when every dim with
 //   reps[i] != 1 has size 1 the two agree element for element.
 // * layout: the fused op lays its output out as eager would for its operands' strides
-//   (TensorIterator: the first operand with nonzero strides in two dims orders them). The
-//   repeat is contiguous, the view has zero strides in the tiled dims; the orders agree when the
-//   source and every other operand of the fused op (`others`) order their dims like a contiguous
-//   tensor, so neither world ever swaps two dims.
+//   (TensorIterator's dim order; its insertion sort skips pairs an operand leaves undecided, so
+//   the zero strides of a view can let another operand's vote reorder dims the contiguous repeat
+//   had fixed). When neither the view nor any other operand of the fused op (`others`) ever asks
+//   for a swap, both orders are the identity, as for the contiguous repeat.
 // Anything else (a tiled dim of size > 1, fewer repeats than dims, a negative or zero count,
 // another layout) runs aten::repeat, which also raises eager's errors.
 at::Tensor broadcastRepeat(const at::Tensor& self, at::IntArrayRef repeats, at::TensorList others) {
   const int64_t k = static_cast<int64_t>(repeats.size());
-  bool view = k >= self.dim() && rowMajorOrdered(self);
+  bool view = k >= self.dim();
   std::vector<int64_t> target(k);
   for (int64_t i = 0; view && i < k; ++i) {
     const int64_t d = i - (k - self.dim());
@@ -134,8 +136,12 @@ at::Tensor broadcastRepeat(const at::Tensor& self, at::IntArrayRef repeats, at::
     view = repeats[i] == 1 || (repeats[i] > 0 && size == 1);
     target[i] = size * repeats[i];
   }
-  for (const auto& t : others) view = view && rowMajorOrdered(t);
-  return view ? self.expand(target) : self.repeat(repeats);
+  for (const auto& t : others) view = view && neverSwaps(t);
+  if (view) {
+    at::Tensor v = self.expand(target);
+    if (neverSwaps(v)) return v;
+  }
+  return self.repeat(repeats);
 }
 
 }  // namespace
