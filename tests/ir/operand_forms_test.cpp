@@ -281,6 +281,10 @@ TEST(OperandFormsIR, BroadcastRepeatIsAViewOnlyWhereItEqualsTheRepeat) {
   // Another operand laid out otherwise than a contiguous tensor: the repeat (layout).
   EXPECT_FALSE(broadcastRepeat(x, {1, 5, 1}, {gen.tensor({3, 5}, at::kFloat).t()}).is_alias_of(x));
   EXPECT_FALSE(broadcastRepeat(x.transpose(0, 2), {1, 5, 1}, {}).is_alias_of(x));
+  // A permuted [1, 1, 2]: its size-1 dims have larger strides than its size-2 dim, so the view
+  // could let TensorIterator reorder the output's dims (found by the fuzzer): the repeat.
+  at::Tensor p = gen.tensor({1, 1, 2}, at::kDouble).permute({2, 1, 0}).unsqueeze(1);
+  EXPECT_FALSE(broadcastRepeat(p, {1, 5, 1, 1}, {}).is_alias_of(p));
   // Eager's errors: fewer repeats than dims.
   EXPECT_THROW(broadcastRepeat(x, {2, 2}, {}), c10::Error);
 }
