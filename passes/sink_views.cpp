@@ -96,8 +96,8 @@ struct SinkViewsPattern : Pattern {
     if (!s || p->inputs().empty() || !p->input(0)->type()->isSubtypeOf(*TensorType::get())) return std::nullopt;
     const std::string& o = s->overload_name();
     auto self = [&] { return minRank(p->input(0), depth + 1); };
-    if (p->kind() == aten::transpose && o == "int")
-      return std::max({self(), dimRank(p->input(1)), dimRank(p->input(2))});
+    if (p->kind() == aten::transpose && o == "int")  // a 0-dim tensor accepts dims 0 and -1
+      return std::max({self(), dimRank(p->input(1), true), dimRank(p->input(2), true)});
     if ((p->kind() == aten::t || p->kind() == aten::contiguous || p->kind() == aten::clone ||
          p->kind() == aten::detach) && o.empty())
       return self();
@@ -128,10 +128,12 @@ struct SinkViewsPattern : Pattern {
     return unbind ? std::max<int64_t>(r - 1, 0) : r;
   }
 
-  // The least rank a constant dim argument implies (0 when it is not a constant int).
-  static int64_t dimRank(Value* d) {
+  // The least rank a constant dim argument implies (0 when it is not a constant int, or when
+  // `scalarOk` and the op accepts it on a 0-dim tensor, as it does dims 0 and -1).
+  static int64_t dimRank(Value* d, bool scalarOk = false) {
     auto iv = toIValue(d);
-    return iv && iv->isInt() ? rankFor(iv->toInt()) : 0;
+    if (!iv || !iv->isInt() || (scalarOk && (iv->toInt() == 0 || iv->toInt() == -1))) return 0;
+    return rankFor(iv->toInt());
   }
 
   // The length of an int[] argument built by prim::ListConstruct or a constant.
