@@ -12,12 +12,21 @@ namespace tsfuse {
 
 namespace {
 
-// Whether the expression's value has more elements than its largest operand: only then does
-// fusing the reduction keep a broadcast intermediate from being stored.
+// The elements an operand's memory holds: a dim it broadcasts with stride 0 (an expanded view,
+// e.g. a repeat read as a broadcast: passes/region.h) holds one.
+int64_t footprint(const at::Tensor& t) {
+  int64_t n = 1;
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.stride(d) != 0 || t.size(d) == 0) n *= t.size(d);
+  return n;
+}
+
+// Whether the expression's value has more elements than its largest operand holds: only then
+// does fusing the reduction keep a broadcast intermediate from being stored.
 bool broadcastsBeyondOperands(const Analysis& an, at::TensorList operands) {
   int64_t value = 1, largest = 0;
   for (int64_t s : an.valueShape) value *= s;
-  for (const at::Tensor& t : operands) largest = std::max<int64_t>(largest, t.numel());
+  for (const at::Tensor& t : operands) largest = std::max<int64_t>(largest, footprint(t));
   return value > largest;
 }
 
@@ -96,20 +105,11 @@ Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const Re
     setLastPath("empty");
     return out;
   }
-  if (reduce && keepsEagerOrder() && reduce->roundsByOrder(an->resultType.back()) &&
-      !broadcastsBeyondOperands(*an, mainOperands(*e, operands))) {
-    // Do no harm: folding in another order than eager changes a float result's bits, which only
-    // buys something when the value being reduced is a broadcast intermediate larger than every
-    // operand. Here it is not (e.g. `x.pow(2).sum(-1)` over one [N, D] tensor), so ATen computes
-    // it exactly as the unfused graph did, with intermediates no larger than an operand.
-    Outputs out = evalFused(*e, operands, reduce);
-    setLastPath("aten");
-    return out;
-  }
   if (reduce && reduce->epilogue && !an->epilogueKeepsShape) {
     // The epilogue broadcasts the reduced value to a larger shape (x_norm + y_norm.T - 2 * x @ y.T):
-    // the reduction fused, then the epilogue as one fused elementwise call over the reduced value
-    // and its other operands, so its broadcast intermediates are never stored either.
+    // the reduction (fused, or ATen's by the do-no-harm rule below, which the inner call applies),
+    // then the epilogue as one fused elementwise call over the reduced value and its other
+    // operands, so the epilogue's broadcast intermediates are never stored either.
     TSFUSE_LOG(kernel, debug, "epilogue grows the reduced shape; it runs after the reduction");
     ReduceSpec plain = *reduce;
     plain.epilogue.reset();
@@ -120,6 +120,16 @@ Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const Re
     r[0] = runFusedAll(epiOperands, reduce->epilogue->str(), nullptr, native)[0];
     setLastPath(path);
     return r;
+  }
+  if (reduce && keepsEagerOrder() && reduce->roundsByOrder(an->resultType.back()) &&
+      !broadcastsBeyondOperands(*an, mainOperands(*e, operands))) {
+    // Do no harm: folding in another order than eager changes a float result's bits, which only
+    // buys something when the value being reduced is a broadcast intermediate larger than every
+    // operand. Here it is not (e.g. `x.pow(2).sum(-1)` over one [N, D] tensor), so ATen computes
+    // it exactly as the unfused graph did, with intermediates no larger than an operand.
+    Outputs out = evalFused(*e, operands, reduce);
+    setLastPath("aten");
+    return out;
   }
   // Data pointers only where a native path reads them (no other device need have any).
   const IterationPlan plan = IterationPlan::make(*e, operands, reduce, *an, /*bindData=*/bool(native));
