@@ -241,6 +241,54 @@ def anchor_matching(anchors: Tensor, gt: Tensor) -> Tuple[Tensor, Tensor]:
     return matched_vals, matches
 
 
+# --- forms that need more than views of the inputs ------------------------------------------------
+
+def chunk_box_iou(box1: Tensor, box2: Tensor, eps: float = 1e-7) -> Tensor:
+    """yolov5 box_iou's chunk-and-unpack form, its [N,M,2] intermediate indexed instead of prod(2)."""
+    (a1, a2), (b1, b2) = box1.unsqueeze(1).chunk(2, 2), box2.unsqueeze(0).chunk(2, 2)
+    wh = (torch.min(a2, b2) - torch.max(a1, b1)).clamp(0)
+    inter = wh[..., 0] * wh[..., 1]
+    wh1, wh2 = a2 - a1, b2 - b1
+    return inter / (wh1[..., 0] * wh1[..., 1] + wh2[..., 0] * wh2[..., 1] - inter + eps)
+
+
+def xywh2xyxy(x: Tensor) -> Tensor:
+    """yolov5 utils/general.py style: a buffer filled slice by slice before anything reads it."""
+    y = torch.empty_like(x)
+    y[..., 0] = x[..., 0] - x[..., 2] / 2
+    y[..., 1] = x[..., 1] - x[..., 3] / 2
+    y[..., 2] = x[..., 0] + x[..., 2] / 2
+    y[..., 3] = x[..., 1] + x[..., 3] / 2
+    return y
+
+
+def xywh_box_iou(box1: Tensor, box2: Tensor) -> Tensor:
+    return box_iou(xywh2xyxy(box1), xywh2xyxy(box2))
+
+
+def repeat_sq_distance(x: Tensor, y: Tensor) -> Tensor:
+    """Pairwise squared distances over explicitly repeated operands (a pre-broadcasting idiom)."""
+    n, m = x.size(0), y.size(0)
+    xr = x.unsqueeze(1).repeat(1, m, 1)
+    yr = y.unsqueeze(0).repeat(n, 1, 1)
+    return ((xr - yr) ** 2).sum(-1)
+
+
+def matmul_distance(x: Tensor, y: Tensor) -> Tensor:
+    """Euclidean distances through the expansion |x|^2 + |y|^2 - 2 x.y (scikit-learn / faiss style)."""
+    x_norm = (x ** 2).sum(1, keepdim=True)
+    y_norm = (y ** 2).sum(1, keepdim=True)
+    d = x_norm + y_norm.T - 2 * x @ y.T
+    return d.clamp_min(0).sqrt()
+
+
+def matmul_rbf_kernel(x: Tensor, y: Tensor) -> Tensor:
+    """RBF kernel matrix exp(-|x - y|^2 / 2) through the same expansion (kernel-method style)."""
+    x_norm = (x ** 2).sum(1).view(-1, 1)
+    y_norm = (y ** 2).sum(1).view(1, -1)
+    return torch.exp(-0.5 * (x_norm + y_norm - 2.0 * torch.mm(x, y.t())))
+
+
 # --- modules ---------------------------------------------------------------------------------------
 
 def xyxy_boxes(n: int, seed: int) -> Tensor:
@@ -292,6 +340,11 @@ FUNCTIONS = {
     "chamfer": (chamfer, "points3"),
     "anchor_best_iou": (anchor_best_iou, "xyxy"),
     "anchor_matching": (anchor_matching, "xyxy"),
+    "chunk_box_iou": (chunk_box_iou, "xyxy"),
+    "xywh_box_iou": (xywh_box_iou, "xywh"),
+    "repeat_sq_distance": (repeat_sq_distance, "points8"),
+    "matmul_distance": (matmul_distance, "points8"),
+    "matmul_rbf_kernel": (matmul_rbf_kernel, "points3"),
 }
 
 

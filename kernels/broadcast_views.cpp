@@ -22,7 +22,10 @@
 //     pass guarantees the result has rank >= 1, so a trailing [1] only broadcasts)
 // Every result is a view of its leaf (autograd sees ordinary select/slice/unsqueeze).
 //
-// NB: like aten::broadcast_tensors, the schemas carry no alias annotation although the outputs
+// tsfuse::broadcast_repeat(x, repeats, others) is x.repeat(repeats) read only by one fused op:
+// the expanded view where that gives the same values and output layout (see broadcastRepeat).
+//
+// NB: like aten::broadcast_tensors, the select/slice/unsqueeze schemas carry no alias annotation although the outputs
 // are views; sink_views only emits them when neither the leaves nor the outputs are written.
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
@@ -97,6 +100,50 @@ std::vector<at::Tensor> broadcastUnsqueeze(at::TensorList leaves, int64_t dim) {
   return out;
 }
 
+// True when TensorIterator could never reorder dims because of t: it orders an output's dims by
+// the first operand whose strides in a pair of dims are both nonzero, swapping the pair when the
+// outer dim has the smaller stride, or an equal one and the smaller size. A contiguous tensor never
+// asks for a swap. With the output's shape unknown here, a size-1 dim counts as seen (its stride
+// is zeroed only where the output broadcasts it).
+bool neverSwaps(const at::Tensor& t) {
+  for (int64_t j = 1; j < t.dim(); ++j)
+    for (int64_t i = 0; i < j; ++i) {
+      if (t.stride(i) == 0 || t.stride(j) == 0) continue;
+      if (t.stride(j) > t.stride(i) || (t.stride(j) == t.stride(i) && t.size(j) > 1)) return false;
+    }
+  return true;
+}
+
+// self.repeat(repeats) read only by one fused op (passes/region.h): the expanded view where that
+// is the same tensor, values and the fused op's output layout alike; else the repeat itself.
+// * values: repeat tiles each dim of the padded source [1, ..., 1, *self.shape] reps[i] times;
+//   a dim of size 1 tiled N times holds what its expansion to N holds, so when every dim with
+//   reps[i] != 1 has size 1 the two agree element for element.
+// * layout: the fused op lays its output out as eager would for its operands' strides
+//   (TensorIterator's dim order; its insertion sort skips pairs an operand leaves undecided, so
+//   the zero strides of a view can let another operand's vote reorder dims the contiguous repeat
+//   had fixed). When neither the view nor any other operand of the fused op (`others`) ever asks
+//   for a swap, both orders are the identity, as for the contiguous repeat.
+// Anything else (a tiled dim of size > 1, fewer repeats than dims, a negative or zero count,
+// another layout) runs aten::repeat, which also raises eager's errors.
+at::Tensor broadcastRepeat(const at::Tensor& self, at::IntArrayRef repeats, at::TensorList others) {
+  const int64_t k = static_cast<int64_t>(repeats.size());
+  bool view = k >= self.dim();
+  std::vector<int64_t> target(k);
+  for (int64_t i = 0; view && i < k; ++i) {
+    const int64_t d = i - (k - self.dim());
+    const int64_t size = d < 0 ? 1 : self.size(d);
+    view = repeats[i] == 1 || (repeats[i] > 0 && size == 1);
+    target[i] = size * repeats[i];
+  }
+  for (const auto& t : others) view = view && neverSwaps(t);
+  if (view) {
+    at::Tensor v = self.expand(target);
+    if (neverSwaps(v)) return v;
+  }
+  return self.repeat(repeats);
+}
+
 }  // namespace
 }  // namespace tsfuse
 
@@ -105,4 +152,6 @@ TORCH_LIBRARY_FRAGMENT(tsfuse, m) {
   m.def("broadcast_slice(Tensor[] leaves, int dim=0, int? start=None, int? end=None, int step=1) -> Tensor[]",
         tsfuse::broadcastSlice);
   m.def("broadcast_unsqueeze(Tensor[] leaves, int dim) -> Tensor[]", tsfuse::broadcastUnsqueeze);
+  // The result may be a view of self (the alias annotation says so) or a fresh repeat.
+  m.def("broadcast_repeat(Tensor(a) self, int[] repeats, Tensor[] others) -> Tensor(a)", tsfuse::broadcastRepeat);
 }

@@ -12,12 +12,21 @@ namespace tsfuse {
 
 namespace {
 
-// Whether the expression's value has more elements than its largest operand: only then does
-// fusing the reduction keep a broadcast intermediate from being stored.
+// The elements an operand's memory holds: a dim it broadcasts with stride 0 (an expanded view,
+// e.g. a repeat read as a broadcast: passes/region.h) holds one.
+int64_t footprint(const at::Tensor& t) {
+  int64_t n = 1;
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.stride(d) != 0 || t.size(d) == 0) n *= t.size(d);
+  return n;
+}
+
+// Whether the expression's value has more elements than its largest operand holds: only then
+// does fusing the reduction keep a broadcast intermediate from being stored.
 bool broadcastsBeyondOperands(const Analysis& an, at::TensorList operands) {
   int64_t value = 1, largest = 0;
   for (int64_t s : an.valueShape) value *= s;
-  for (const at::Tensor& t : operands) largest = std::max<int64_t>(largest, t.numel());
+  for (const at::Tensor& t : operands) largest = std::max<int64_t>(largest, footprint(t));
   return value > largest;
 }
 
@@ -96,6 +105,22 @@ Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const Re
     setLastPath("empty");
     return out;
   }
+  if (reduce && reduce->epilogue && !an->epilogueKeepsShape) {
+    // The epilogue broadcasts the reduced value to a larger shape (x_norm + y_norm.T - 2 * x @ y.T):
+    // the reduction (fused, or ATen's by the do-no-harm rule below, which the inner call applies),
+    // then the epilogue as one fused elementwise call over the reduced value and its other
+    // operands, so the epilogue's broadcast intermediates are never stored either.
+    TSFUSE_LOG(kernel, debug, "epilogue grows the reduced shape; it runs after the reduction");
+    ReduceSpec plain = *reduce;
+    plain.epilogue.reset();
+    Outputs r = runFusedAll(mainOperands(*e, operands), exprText, &plain, native);
+    const char* path = lastPath();
+    std::vector<at::Tensor> epiOperands = {r[0]};
+    for (const auto& t : epilogueOperands(*e, operands)) epiOperands.push_back(t);
+    r[0] = runFusedAll(epiOperands, reduce->epilogue->str(), nullptr, native)[0];
+    setLastPath(path);
+    return r;
+  }
   if (reduce && keepsEagerOrder() && reduce->roundsByOrder(an->resultType.back()) &&
       !broadcastsBeyondOperands(*an, mainOperands(*e, operands))) {
     // Do no harm: folding in another order than eager changes a float result's bits, which only
@@ -105,18 +130,6 @@ Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const Re
     Outputs out = evalFused(*e, operands, reduce);
     setLastPath("aten");
     return out;
-  }
-  if (reduce && reduce->epilogue && !an->epilogueKeepsShape) {
-    // The epilogue broadcasts the reduced value to a larger shape: reduce fused, then the
-    // epilogue with ATen, exactly as the unfused code would.
-    TSFUSE_LOG(kernel, debug, "epilogue grows the reduced shape; it runs after the reduction");
-    ReduceSpec plain = *reduce;
-    plain.epilogue.reset();
-    Outputs r = runFusedAll(mainOperands(*e, operands), exprText, &plain, native);
-    const char* path = lastPath();
-    r[0] = applyEpilogue(*reduce, r[0], epilogueOperands(*e, operands));
-    setLastPath(path);
-    return r;
   }
   // Data pointers only where a native path reads them (no other device need have any).
   const IterationPlan plan = IterationPlan::make(*e, operands, reduce, *an, /*bindData=*/bool(native));

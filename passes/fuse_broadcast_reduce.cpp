@@ -68,13 +68,13 @@ Epilogue planEpilogue(Value* reduced) {
 }
 
 // Why the epilogue may not join the fused op, or "".
-// NB: the fused op moves to the chain's last node, so it reads its operands later than the
-// reduction did; that is safe because regionHazard rejected region operands with writers, and the
-// epilogue's own operands are checked the same way here.
-std::string epilogueHazard(const Epilogue& epi, AliasDb& aliasDb) {
-  for (Value* v : epi.extra)
-    if (aliasDb.hasWriters(v)) return "operand %" + v->debugName() + " is written by an in-place op";
-  return "";
+// NB: the fused op moves to the chain's last node, so it reads the region's operands later than
+// the reduction did, and the epilogue's own operands later than the chain's first nodes did: no
+// write to any of them may lie between the region's first node and the chain's end.
+std::string epilogueHazard(const Epilogue& epi, const Region& r, AliasDb& aliasDb) {
+  std::vector<Value*> read = r.operands;
+  read.insert(read.end(), epi.extra.begin(), epi.extra.end());
+  return readHazard(read, r.nodes.front(), epi.chain.back(), aliasDb);
 }
 
 // reduction_k(f(x)), reduction_j(f(x))  =>  reduction_k(f'(x)), reduction_j(f(x))
@@ -101,7 +101,7 @@ Node* duplicateFor(Graph& graph, Node* reduction, Value* v, const Region& r) {
 Node* rewriteWithIndices(Rewriter& rw, Region& r, Node* reduction, const ReduceSpec& spec) {
   torch::jit::WithInsertPoint guard(reduction);
   Graph& g = rw.graph();
-  Value* list = g.insertNode(g.createList(c10::TensorType::get(), r.operands))->output();
+  Value* list = insertOperandList(g, r);
   Node* fused = g.create(c10::Symbol::fromQualString("tsfuse::reduce_with_indices"), 2);
   fused->addInput(list);
   fused->addInput(g.insertConstant(r.expr.str()));
@@ -116,6 +116,7 @@ Node* rewriteWithIndices(Rewriter& rw, Region& r, Node* reduction, const ReduceS
   }
   rw.erase(reduction);
   for (auto it = r.nodes.rbegin(); it != r.nodes.rend(); ++it) rw.erase(*it);
+  for (Node* p : r.repeats) rw.erase(p);
   return fused;
 }
 
@@ -169,7 +170,7 @@ class FuseBroadcastReducePattern : public Pattern {
       return rw.notifyMatchFailure({reduction, producer}, "the reduced value %" + rm.input->debugName() +
                                                               " is also used elsewhere, so it is materialised anyway");
     Region r = growRegion(producer);
-    std::string hazard = regionHazard(r, rw.aliasDb());
+    std::string hazard = regionHazard(r, reduction, rw.aliasDb());
     if (!hazard.empty()) {
       std::vector<Node*> nodes = {reduction};
       nodes.insert(nodes.end(), r.nodes.begin(), r.nodes.end());
@@ -179,8 +180,11 @@ class FuseBroadcastReducePattern : public Pattern {
     std::string epiHazard;
     if (!rm.spec.withIndices()) {
       epi = planEpilogue(reduction->output());
-      epiHazard = epilogueHazard(epi, rw.aliasDb());
+      if (!epi.chain.empty()) epiHazard = epilogueHazard(epi, r, rw.aliasDb());
     }
+    // A region recomputed per reduction shares its repeats with the others: they stay stored.
+    Node* at = !epi.chain.empty() && epiHazard.empty() ? epi.chain.back() : reduction;
+    std::string repeats = rm.input->uses().size() == 1 ? planBroadcastRepeats(r, at, rw.aliasDb()) : "";
 
     // The graph changes from here on.
     std::string dup;
@@ -190,13 +194,13 @@ class FuseBroadcastReducePattern : public Pattern {
       r = growRegion(duplicateFor(rw.graph(), reduction, rm.input, r));
     }
     RewriteEvent e;
-    e.add(r.nodes).add(reduction);
+    e.add(r.nodes).add(reduction).add(r.repeats);
     e.expr = r.expr.str() + " |> " + describe(rm.spec);
     e.fusedOp = "tsfuse::reduce";
     e.reason = "fused " + std::to_string(r.nodes.size()) + " elementwise ops and " +
                reduction->kind().toQualString();
     for (const auto& b : r.boundary) e.reason += "; " + b;
-    e.reason += dup;
+    e.reason += dup + repeats;
 
     Node* fused = nullptr;
     if (rm.spec.withIndices()) {

@@ -41,17 +41,19 @@ class FusePairwisePattern : public Pattern {
     if (root->kind() == c10::aten::to) return false;
     Region r = growRegion(root);
     if (r.nodes.size() < 2) return false;  // a single op: nothing to fuse, not a candidate
-    std::string hazard = regionHazard(r, rw.aliasDb());
+    std::string hazard = regionHazard(r, r.root(), rw.aliasDb());
     if (!hazard.empty()) return reject(r, hazard, rw);
     if (provablyNoBroadcast(r))
       return reject(r, "no operand broadcasts (all shapes known and equal to the output's)", rw);
+    std::string repeats = planBroadcastRepeats(r, r.root(), rw.aliasDb());
     RewriteEvent e;
-    e.add(r.nodes);
+    e.add(r.nodes).add(r.repeats);
     e.expr = r.expr.str();
     e.fusedOp = "tsfuse::pairwise";
     e.reason = "fused " + std::to_string(r.nodes.size()) + " elementwise ops over " +
                std::to_string(r.operands.size()) + " operands";
     for (const auto& b : r.boundary) e.reason += "; " + b;
+    e.reason += repeats;
     Node* fused = rewriteRegion(rw, r, r.root(), "tsfuse::pairwise", {});
     rw.notifyRewrite(std::move(e), fused);
     return true;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace tsfuse {
 
@@ -69,18 +70,80 @@ Region growRegion(Node* root) {
   return r;
 }
 
-std::string regionHazard(const Region& r, AliasDb& aliasDb) {
+Node* writerBetween(const std::vector<Value*>& values, Node* from, Node* to, AliasDb& aliasDb) {
+  TORCH_INTERNAL_ASSERT(from->owningBlock() == to->owningBlock() && !to->isBefore(from),
+                        "writerBetween: the range must be in one block, in order");
+  std::vector<Value*> written;
+  for (Value* v : values)
+    if (aliasDb.hasWriters(v)) written.push_back(v);  // cheap filter: most values have no writer
+  if (written.empty()) return nullptr;
+  const torch::jit::ValueSet set(written.begin(), written.end());
+  for (Node* n = from->next(); n != to->next(); n = n->next())
+    if (aliasDb.writesToAlias(n, set)) return n;
+  return nullptr;
+}
+
+std::string readHazard(const std::vector<Value*>& values, Node* first, Node* at, AliasDb& aliasDb) {
+  Node* w = writerBetween(values, first, at, aliasDb);
+  if (!w) return "";
+  for (Value* v : values)
+    if (aliasDb.writesToAlias(w, {v}))
+      return "operand %" + v->debugName() + " (or a tensor it may alias) is written by an in-place op (" + describeNode(w) +
+             ") between the region's reads";
+  return "an operand is written by an in-place op (" + describeNode(w) + ") between the region's reads";
+}
+
+std::string regionHazard(const Region& r, Node* at, AliasDb& aliasDb) {
+  return readHazard(r.operands, r.nodes.front(), at, aliasDb);
+}
+
+namespace {
+
+// The aten::repeat(self, repeats) node making v, or nullptr.
+Node* repeatProducer(Value* v) {
+  Node* p = v->node();
+  const c10::FunctionSchema* s = p->maybeSchema();
+  return p->kind() == c10::aten::repeat && s && s->overload_name().empty() ? p : nullptr;
+}
+
+}  // namespace
+
+std::string planBroadcastRepeats(Region& r, Node* at, AliasDb& aliasDb) {
+  std::string note;
+  const std::unordered_set<Node*> in(r.nodes.begin(), r.nodes.end());
+  for (Value* v : r.operands) {
+    Node* p = repeatProducer(v);
+    if (!p || p->owningBlock() != at->owningBlock()) continue;
+    bool onlyRegion = true;
+    for (const auto& use : v->uses()) onlyRegion &= in.count(use.user) > 0;
+    if (!onlyRegion) continue;  // the repeated tensor escapes: it is stored anyway
+    if (writerBetween({p->input(0)}, p, at, aliasDb)) continue;
+    r.repeats.push_back(p);
+    note += "; repeat %" + v->debugName() + " read as a broadcast";
+  }
+  return note;
+}
+
+Value* insertOperandList(Graph& g, const Region& r) {
+  std::vector<Value*> operands = r.operands;
+  std::vector<Value*> others;  // the operands whose layout a broadcast_repeat must agree with
   for (Value* v : r.operands)
-    if (aliasDb.hasWriters(v))
-      return "operand %" + v->debugName() + " (or a tensor it may alias) is written by an in-place op";
-  return "";
+    if (std::find(r.repeats.begin(), r.repeats.end(), v->node()) == r.repeats.end()) others.push_back(v);
+  for (Value*& v : operands) {
+    Node* p = v->node();
+    if (std::find(r.repeats.begin(), r.repeats.end(), p) == r.repeats.end()) continue;
+    Value* list = g.insertNode(g.createList(c10::TensorType::get(), others))->output();
+    v = g.insert(c10::Symbol::fromQualString("tsfuse::broadcast_repeat"), {p->input(0), p->input(1), list}, {},
+                 p->sourceRange());
+  }
+  return g.insertNode(g.createList(c10::TensorType::get(), operands))->output();
 }
 
 Node* rewriteRegion(Rewriter& rw, Region& r, Node* consumer, const char* op,
                     const std::vector<torch::jit::NamedValue>& extra) {
   Graph& g = rw.graph();
   torch::jit::WithInsertPoint guard(consumer);
-  Value* list = g.insertNode(g.createList(c10::TensorType::get(), r.operands))->output();
+  Value* list = insertOperandList(g, r);
   std::vector<torch::jit::NamedValue> args = {list, r.expr.str()};
   args.insert(args.end(), extra.begin(), extra.end());
   Value* out = g.insert(c10::Symbol::fromQualString(op), args, {}, consumer->sourceRange());
@@ -89,6 +152,7 @@ Node* rewriteRegion(Rewriter& rw, Region& r, Node* consumer, const char* op,
   consumer->output()->replaceAllUsesWith(out);
   if (consumer != r.root()) rw.erase(consumer);
   for (auto it = r.nodes.rbegin(); it != r.nodes.rend(); ++it) rw.erase(*it);
+  for (Node* p : r.repeats) rw.erase(p);  // its only readers were the region's nodes
   return fused;
 }
 

@@ -24,6 +24,7 @@ struct Region {
   std::vector<Value*> operands;            // tensor leaves, in first-use order
   std::vector<std::string> boundary;       // why neighbouring nodes stayed outside
   Expr expr;
+  std::vector<Node*> repeats;              // operand producers read as broadcasts (planBroadcastRepeats)
 
   Node* root() const { return nodes.back(); }
 };
@@ -33,13 +34,39 @@ struct Region {
 // already in the region; otherwise its value becomes an operand (it is computed anyway).
 Region growRegion(Node* root);
 
-// Why the region may not be moved to its root's position, or "" when it may.
-// NB: the fused op reads its operands where the region's root was. If an operand (or anything
-// that may alias it, e.g. the tensor a chunk() view came from) is written by any in-place op,
-// the values it sees could differ from those the original nodes saw, so such regions are
-// rejected outright; in-place ops on the region's own intermediates are uses outside the
-// region and so keep those producers out of it.
-std::string regionHazard(const Region& r, AliasDb& aliasDb);
+// The first node after `from` up to and including `to` (a later node of from's block), nested
+// blocks included, that may write to memory one of `values` may alias; nullptr when none does.
+// NB: only writes in that range can run between the reads the original nodes made (from `from`
+// on) and the reads a fused op placed at `to` makes. A write before `from`, even inside a loop
+// or branch of an enclosing block, runs before both; a write after `to` runs after both; a
+// write in another block of an enclosing node (the other branch, a later loop iteration's
+// tail) is not interleaved with one execution of the block either.
+Node* writerBetween(const std::vector<Value*>& values, Node* from, Node* to, AliasDb& aliasDb);
+
+// Why the region may not be replaced by one op placed just before `at` (the root, or a later
+// node of the root's block: the reduction consuming it), or "" when it may.
+// NB: the fused op reads every operand at `at`, the original nodes read them from the region's
+// first node on. If an operand (or anything that may alias it, e.g. the tensor a chunk() view
+// came from) may be written in between, the values it sees could differ from those the
+// original nodes saw, so such regions are rejected; writes before the region (a buffer filled
+// slice by slice, then read) or after `at` are harmless. In-place ops on the region's own
+// intermediates are uses outside the region and so keep those producers out of it.
+std::string regionHazard(const Region& r, Node* at, AliasDb& aliasDb);
+
+// The same for `values`, read by nodes from `first` on and by the fused op at `at`.
+std::string readHazard(const std::vector<Value*>& values, Node* first, Node* at, AliasDb& aliasDb);
+
+// Marks the operands that are x.repeat(reps) results read by the region alone: the fused op
+// (placed before `at`) reads tsfuse::broadcast_repeat(x, reps, other operands) instead, the
+// expanded view of x where that is the same tensor to the fused op (kernels/broadcast_views.cpp
+// decides per call), so the repeated tensor is not stored. Returns what was marked, for the
+// event. Call before the graph changes (it asks alias analysis).
+// NB: the view reads x at `at` where the repeat copied it: nothing may write x in between.
+std::string planBroadcastRepeats(Region& r, Node* at, AliasDb& aliasDb);
+
+// Inserts the fused op's operand list (with the planned broadcast_repeat views) at the graph's
+// insertion point.
+Value* insertOperandList(Graph& g, const Region& r);
 
 // Replaces the region (and `consumer`, the node whose output becomes the fused op's output: the
 // root itself, or the reduction consuming it) with `op`(operands, expr, extra...), inserted where

@@ -2,11 +2,13 @@
 
 #include "passes/driver.h"
 #include "passes/op_table.h"
+#include "passes/region.h"
 
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
 
 #include <algorithm>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -58,6 +60,10 @@ struct SinkViewsPattern : Pattern {
     Node* p = v->node();
     int64_t r = 0;
     ElementwiseMatch m;
+    if (auto other = otherViewRank(p, depth)) {
+      minRanks[v] = *other;
+      return *other;
+    }
     switch (viewKind(p)) {
       case ViewKind::Unsqueeze:
         r = std::max(minRank(p->input(0), depth + 1) + 1, rankFor(constInt(p->input(1))));
@@ -76,6 +82,65 @@ struct SinkViewsPattern : Pattern {
     }
     minRanks[v] = r;
     return r;
+  }
+
+  // A lower bound of the rank of p's tensor output for the ops viewKind does not cover: list
+  // elements of chunk/split/unbind (unpacked or indexed), and rank-keeping or rank-fixing views.
+  std::optional<int64_t> otherViewRank(Node* p, int depth) {
+    using namespace c10;
+    if (p->kind() == prim::ListUnpack || p->kind() == aten::__getitem__) {
+      if (p->kind() == aten::__getitem__ && p->outputs().size() != 1) return std::nullopt;
+      return splitElementRank(p->input(0)->node(), depth);
+    }
+    const c10::FunctionSchema* s = p->maybeSchema();
+    if (!s || p->inputs().empty() || !p->input(0)->type()->isSubtypeOf(*TensorType::get())) return std::nullopt;
+    const std::string& o = s->overload_name();
+    auto self = [&] { return minRank(p->input(0), depth + 1); };
+    if (p->kind() == aten::transpose && o == "int")  // a 0-dim tensor accepts dims 0 and -1
+      return std::max({self(), dimRank(p->input(1), true), dimRank(p->input(2), true)});
+    if ((p->kind() == aten::t || p->kind() == aten::contiguous || p->kind() == aten::clone ||
+         p->kind() == aten::detach) && o.empty())
+      return self();
+    if ((p->kind() == aten::permute || p->kind() == aten::view || p->kind() == aten::reshape) && o.empty())
+      return listLength(p->input(1));  // the rank is the list's length
+    if ((p->kind() == aten::expand || p->kind() == aten::repeat) && o.empty()) {
+      auto n = listLength(p->input(1));
+      return n ? std::max(*n, self()) : self();
+    }
+    return std::nullopt;
+  }
+
+  // The rank bound of each tensor of the list `list` makes (chunk/split/unbind of a tensor).
+  std::optional<int64_t> splitElementRank(Node* list, int depth) {
+    using namespace c10;
+    const c10::FunctionSchema* s = list->maybeSchema();
+    if (!s || list->inputs().size() < 2 || !list->input(0)->type()->isSubtypeOf(*TensorType::get()))
+      return std::nullopt;
+    for (const auto& use : list->output()->uses())  // a list mutated later could hold other tensors
+      if (use.user->kind() != prim::ListUnpack && use.user->kind() != aten::__getitem__) return std::nullopt;
+    const bool unbind = list->kind() == aten::unbind && s->overload_name() == "int";
+    const bool keeps = list->kind() == aten::chunk || list->kind() == aten::split ||
+                       list->kind() == aten::split_with_sizes || list->kind() == aten::tensor_split ||
+                       list->kind() == aten::unsafe_chunk || list->kind() == aten::unsafe_split;
+    if (!unbind && !keeps) return std::nullopt;
+    Value* dim = list->inputs().back();  // every such overload ends with `int dim`
+    int64_t r = std::max(minRank(list->input(0), depth + 1), dimRank(dim));
+    return unbind ? std::max<int64_t>(r - 1, 0) : r;
+  }
+
+  // The least rank a constant dim argument implies (0 when it is not a constant int, or when
+  // `scalarOk` and the op accepts it on a 0-dim tensor, as it does dims 0 and -1).
+  static int64_t dimRank(Value* d, bool scalarOk = false) {
+    auto iv = toIValue(d);
+    if (!iv || !iv->isInt() || (scalarOk && (iv->toInt() == 0 || iv->toInt() == -1))) return 0;
+    return rankFor(iv->toInt());
+  }
+
+  // The length of an int[] argument built by prim::ListConstruct or a constant.
+  static std::optional<int64_t> listLength(Value* l) {
+    if (l->node()->kind() == c10::prim::ListConstruct) return static_cast<int64_t>(l->node()->inputs().size());
+    if (auto iv = toIValue(l); iv && iv->isIntList()) return static_cast<int64_t>(iv->toIntList().size());
+    return std::nullopt;
   }
 
   // Why the layout of `view` could be observed, or "": it, or a view of it (transitively), is
@@ -165,9 +230,10 @@ struct SinkViewsPattern : Pattern {
         if (!in.count(arg->node()) && arg->type()->isSubtypeOf(*c10::TensorType::get()) &&
             std::find(leaves.begin(), leaves.end(), arg) == leaves.end())
           leaves.push_back(arg);
-    for (Value* l : leaves)
-      if (rw.aliasDb().hasWriters(l))
-        return reject(v, "its leaf %" + l->debugName() + " (or a tensor it may alias) is written by an in-place op", rw);
+    // The copies read the leaves at v, the originals from nodes.front() on.
+    if (Node* w = writerBetween(leaves, nodes.front(), v, rw.aliasDb()))
+      return reject(v, "a leaf (or a tensor it may alias) is written by an in-place op (" + describeNode(w) +
+                           ") between the intermediate and its view", rw);
 
     ViewKind kind = viewKind(v);
     int64_t rankX = minRank(x);

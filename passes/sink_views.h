@@ -17,10 +17,13 @@
 // (kernels/broadcast_views.cpp), so unknown static ranks cannot pick a wrong dim.
 //
 // Applied only when every use of the intermediate is such a view, every use of each view only
-// reads values (elementwise ops, reductions, further views), nothing writes the leaves, the
-// intermediate or the views, and, for select, the intermediate provably has rank >= 2 (so the
-// result is not 0-dim and the helper can keep every leaf's 0-dim-ness, which type promotion
-// depends on); otherwise rejected with a reason.
+// reads values (elementwise ops, reductions, further views), nothing writes the intermediate or
+// the views, nothing writes the leaves between the subexpression's first node and the view (the
+// copies read them at the view; writes before or after are seen alike), and, for select, the
+// intermediate provably has rank >= 2 (so the result is not 0-dim and the helper can keep every
+// leaf's 0-dim-ness, which type promotion depends on): the rank is bounded through views,
+// chunk/split/unbind (unpacked or indexed), transpose/permute/view/reshape/expand/repeat and
+// elementwise ops. Otherwise rejected with a reason.
 #pragma once
 
 #include <torch/csrc/jit/ir/ir.h>

@@ -3,7 +3,8 @@
 A program is a TorchScript-compatible Python function over a few input tensors (and sometimes a
 scalar argument) built from the forms tsfuse fuses: operand views (x[:, None], unsqueeze, slices,
 selects, chunk/split/unbind, t/transpose/permute/expand/view/reshape), pairwise elementwise chains,
-in-place ops on intermediates, reductions (with dims/keepdim/dtype) and pairwise-then-reduce.
+in-place ops on intermediates, reductions (with dims/keepdim/dtype) and pairwise-then-reduce, and
+(gen_forms.py) chunk/unbind unpacked into operands, buffers filled before they are read, repeats.
 
 Generation evaluates every candidate line eagerly on the program's own inputs (`trial`), so the
 generator knows each value's shape, dtype and data. That lets it
@@ -26,6 +27,7 @@ import torch
 
 from gen_common import DTYPE_NAME, DTYPE_WEIGHTS, ULP, Reject, Val, _finite_max, _is_float
 from gen_elementwise import ElementwiseForms
+from gen_forms import OperandForms
 from gen_reduce import ReductionForms
 
 
@@ -146,7 +148,7 @@ class Program:
 
 
 
-class Generator(ElementwiseForms, ReductionForms):
+class Generator(ElementwiseForms, ReductionForms, OperandForms):
     def __init__(self, seed, index=0):
         self.rng = random.Random(seed)
         self.seed = seed
@@ -375,6 +377,13 @@ class Generator(ElementwiseForms, ReductionForms):
             # operand views of the inputs, then a chain grown from them
             for _ in range(rng.choice([1, 2, 2, 3])):
                 self.view_form(rng.choice([v for v in self.vals if v.param]))
+            r0 = rng.random()  # sometimes an operand form beyond a single view (gen_forms.py)
+            if r0 < 0.05:
+                self.unpack_form(rng.choice([v for v in self.vals if v.param]))
+            elif r0 < 0.10:
+                self.prefill_form()
+            elif r0 < 0.15:
+                self.repeat_form(rng.choice([v for v in self.vals if v.param]))
             cur = self.vals[-1]
             body = rng.randint(1, 7)
             for i in range(body):
@@ -388,6 +397,8 @@ class Generator(ElementwiseForms, ReductionForms):
                     nxt = self.reduction(cur)
                     if nxt is not None:
                         self.forms.add("reduce_then_pairwise")
+                elif r < 0.29:
+                    nxt = rng.choice([self.unpack_form, self.repeat_form])(cur)
                 else:
                     nxt = self.elementwise(cur if rng.random() < 0.85 else None)
                 cur = nxt or cur

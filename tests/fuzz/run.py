@@ -55,6 +55,7 @@ FORM_OPS = {
     "reduce:logsumexp": r"aten::logsumexp\(", "reduce:norm": r"aten::norm\(",
     "reduce:vector_norm": r"aten::linalg_vector_norm\(",
     "inplace": r"aten::\w+_\(", "where": r"aten::where\(",
+    "repeat": r"aten::repeat\(",
 }
 
 

@@ -50,6 +50,17 @@ EXPECT = {
     # max(dim=0) returning values AND indices: one tsfuse::reduce_with_indices, the IoU matrix is
     # never stored; the final where() over [A] vectors is a small pairwise op.
     "anchor_matching": (1, 0, ["aten::clamp", "aten::div(", "aten::max("]),
+    # chunk + unpack, then wh[..., 0]: the chunks' rank is provable, every view is sunk.
+    "chunk_box_iou": (1, 0, ["aten::clamp", "aten::div", "aten::select", "aten::max(", "aten::min("]),
+    # xywh2xyxy fills a buffer slice by slice before box_iou reads it: those writes do not block
+    # the region. The other 8 pairwise ops are xywh2xyxy's own [N] / [M] vectors (x - w / 2, ...).
+    "xywh_box_iou": (9, 0, ["aten::clamp", "aten::max(", "aten::min("]),
+    # the repeats are read as broadcasts (tsfuse::broadcast_repeat), never stored
+    "repeat_sq_distance": (0, 1, ["aten::repeat", "aten::sub", "aten::pow"]),
+    # the tail after the matmul is x_norm's epilogue, one fused call over the matmul output
+    "matmul_distance": (0, 2, ["aten::add", "aten::sub", "aten::clamp_min", "aten::sqrt"]),
+    # view(-1, 1) ends the norms' epilogues: the tail is one pairwise op over the matmul output
+    "matmul_rbf_kernel": (1, 2, ["aten::add", "aten::sub", "aten::exp"]),
 }
 
 VARIANTS = [(name, traced) for name in detection_models.FUNCTIONS for traced in (False, True)]

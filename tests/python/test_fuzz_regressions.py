@@ -24,3 +24,28 @@ def test_add_alpha_matches_eagers_vectorized_kernel_within_one_ulp(tsfuse_lib):
     ulp = torch.finfo(torch.float32).eps * (broadcast.abs() + 3 * x0.abs())
     assert bool(((fused - broadcast).abs() <= ulp).all())
 
+
+
+def test_repeat_of_a_permuted_source_keeps_eagers_output_layout(tsfuse_lib):
+    # Fuzzer seed 11, program 1267: the repeat's source is a permuted [1, 1, 2] (size-1 dims with
+    # larger strides than its size-2 dim). As an expanded view it let TensorIterator reorder the
+    # fused op's output dims (strides (2, 4, 20, 1) where eager has (10, 2, 2, 1)); such a
+    # repeat now runs as aten::repeat.
+    src = '''
+def p1267(x1: Tensor):
+    v2 = x1.permute(2, 1, 0)
+    v3 = v2.unsqueeze(1).repeat(1, 5, 1, 1)
+    v4 = v3 < x1
+    v5 = torch.min(v4, v3)
+    return -torch.pow(v5, v4)
+'''
+    cu = torch.jit.CompilationUnit(src)
+    scope = {"torch": torch, "Tensor": torch.Tensor}
+    exec(src, scope)
+    x1 = make_input((1, 1, 2), torch.float64, "contiguous", seed=957312547)
+    with torch.no_grad():
+        want = scope["p1267"](x1)
+        got = cu.p1267(x1)
+        got = cu.p1267(x1)
+    assert "tsfuse::" in str(torch.jit.last_executed_optimized_graph())
+    assert got.stride() == want.stride() and torch.equal(got, want)

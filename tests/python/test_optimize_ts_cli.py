@@ -115,13 +115,13 @@ def test_quiet_prints_nothing(seeds, optimize_ts, tmp_path):
 
 
 class InPlaceAndRejected(torch.nn.Module):
-    """fuse_pairwise rejects the broadcast region (its operand `a` is written in place), and
-    canonicalize notes that it keeps a.add_ (a graph input) in place."""
+    """fuse_pairwise rejects the broadcast region (its operand `a` is written in place between
+    the region's reads), and canonicalize notes that it keeps a.add_ (a graph input) in place."""
 
     def forward(self, a: Tensor, b: Tensor) -> Tensor:
-        d = (a[:, None] - b[None, :]).abs() * 2
+        d = (a[:, None] - b[None, :]).abs()
         a.add_(1)
-        return d
+        return d * a[:, None]
 
 
 class ViewOfCandidate(torch.nn.Module):

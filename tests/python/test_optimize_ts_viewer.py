@@ -28,12 +28,13 @@ def seeds(tmp_path_factory):
 
 
 class Rejected(torch.nn.Module):
-    """A broadcast region whose operand (a view of a) is written in place: fuse_pairwise rejects it."""
+    """A broadcast region whose operand (a view of a) is written in place between the region's
+    reads: fuse_pairwise rejects it."""
 
     def forward(self, a: Tensor, b: Tensor) -> Tensor:
-        d = (a[:, None] - b[None, :]).abs() * 2
+        d = (a[:, None] - b[None, :]).abs()
         a.add_(1)
-        return d
+        return d * a[:, None]
 
 
 @pytest.fixture(scope="module")
