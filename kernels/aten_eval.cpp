@@ -111,6 +111,8 @@ at::Tensor applyReduction(const ReduceSpec& r, const at::Tensor& v) {
       return at::logsumexp(v, r.dims ? at::IntArrayRef(*r.dims) : at::IntArrayRef(all), r.keepdim);
     }
     case Reduction::Norm: return at::linalg_vector_norm(v, r.p, dims, r.keepdim, r.dtype);
+    case Reduction::Var: return at::var(v, dims, c10::Scalar(r.correction), r.keepdim);
+    case Reduction::Std: return at::std(v, dims, c10::Scalar(r.correction), r.keepdim);
     case Reduction::Max: case Reduction::Min: break;  // applyReductionAll
   }
   TORCH_CHECK(false, "tsfuse: unhandled reduction");
@@ -134,7 +136,8 @@ bool ReduceSpec::roundsByOrder(c10::ScalarType valueType) const {
   auto inexact = [](c10::ScalarType t) { return c10::isFloatingType(t) || c10::isComplexType(t); };
   if (!inexact(valueType) && !(dtype && inexact(*dtype))) return false;
   switch (kind) {
-    case Reduction::Sum: case Reduction::Mean: case Reduction::Prod: case Reduction::Logsumexp: return true;
+    case Reduction::Sum: case Reduction::Mean: case Reduction::Prod: case Reduction::Logsumexp:
+    case Reduction::Var: case Reduction::Std: return true;
     case Reduction::Norm: return p != 0.0 && !std::isinf(p);  // order 0 counts, +-inf is an extremum
     case Reduction::Amax: case Reduction::Amin: case Reduction::Any: case Reduction::All:
     case Reduction::Argmax: case Reduction::Argmin: case Reduction::Max: case Reduction::Min: return false;
@@ -145,6 +148,7 @@ bool ReduceSpec::roundsByOrder(c10::ScalarType valueType) const {
 std::string reductionText(const ReduceSpec& r) {
   std::string s = reductionName(r.kind);
   if (r.kind == Reduction::Norm) s += ":" + floatText(r.p);
+  if (r.variance()) s += ":" + floatText(r.correction);
   return s;
 }
 

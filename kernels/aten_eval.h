@@ -21,15 +21,17 @@ struct ReduceSpec {
   bool keepdim = false;
   std::optional<c10::ScalarType> dtype;      // sum/mean/prod/norm only
   double p = 2.0;                            // norm's order
+  double correction = 1.0;                   // var/std: the divisor is count - correction
   // Elementwise arithmetic applied to the reduced value: $0 is the reduced value, $k (k >= 1)
   // is epilogue operand k-1 (the fused op's operands after the expression's own).
   std::shared_ptr<const Expr> epilogue;
 
   bool withIndices() const { return kind == Reduction::Max || kind == Reduction::Min; }
   // Whether the result's bits depend on the order values are folded in: sums, means, products,
-  // logsumexp and norms of order other than 0 and +-inf, over floating (or complex) values.
+  // logsumexp, var/std and norms of order other than 0 and +-inf, over floating (or complex) values.
   // Extrema, counts, any/all and integer folds are exact in any order.
   bool roundsByOrder(c10::ScalarType valueType) const;
+  bool variance() const { return kind == Reduction::Var || kind == Reduction::Std; }
 };
 
 // A literal as ATen sees a Python number: a 0-dim "wrapped number" tensor on `device`.
@@ -72,7 +74,7 @@ at::Tensor applyReduction(const ReduceSpec& r, const at::Tensor& value);
 std::vector<at::Tensor> applyReductionAll(const ReduceSpec& r, const at::Tensor& value);
 // The epilogue's value for the reduced value `reduced` (r.epilogue must be set).
 at::Tensor applyEpilogue(const ReduceSpec& r, const at::Tensor& reduced, at::TensorList epilogueOperands);
-// The reduction text of the op: "sum", "norm:2.0", ...
+// The reduction text of the op: "sum", "norm:2.0", "var:1.0", ...
 std::string reductionText(const ReduceSpec& r);
 
 // "sum(dim=[1, 2], keepdim=True)" — for logs and the report.

@@ -57,14 +57,20 @@ ReduceSpec makeReduceSpec(c10::string_view reduction, at::OptionalIntArrayRef di
   ReduceSpec r;
   std::string text(reduction), name = text.substr(0, text.find(':'));
   TORCH_CHECK(reductionFromName(name, r.kind), "tsfuse::reduce: unknown reduction '", reduction,
-              "' (sum, mean, prod, amax, amin, any, all, argmax, argmin, logsumexp, norm:<p>, max, min)");
-  if (r.kind == Reduction::Norm && name.size() < text.size()) {
+              "' (sum, mean, prod, amax, amin, any, all, argmax, argmin, logsumexp, norm:<p>, var:<correction>, "
+              "std:<correction>, max, min)");
+  // norm's order and var/std's correction follow a colon; without one they take torch's defaults.
+  const bool takesParam = r.kind == Reduction::Norm || r.variance();
+  if (takesParam && name.size() < text.size()) {
     const std::string p = text.substr(name.size() + 1);
     char* stop = nullptr;
-    r.p = std::strtod(p.c_str(), &stop);
-    TORCH_CHECK(!p.empty() && stop == p.c_str() + p.size(), "tsfuse::reduce: malformed norm order in '", reduction, "'");
+    const double value = std::strtod(p.c_str(), &stop);
+    TORCH_CHECK(!p.empty() && stop == p.c_str() + p.size(), "tsfuse::reduce: malformed ",
+                r.kind == Reduction::Norm ? "norm order" : "correction", " in '", reduction, "'");
+    (r.kind == Reduction::Norm ? r.p : r.correction) = value;
   } else {
-    TORCH_CHECK(name.size() == text.size(), "tsfuse::reduce: only norm takes a parameter, got '", reduction, "'");
+    TORCH_CHECK(name.size() == text.size(), "tsfuse::reduce: only norm, var and std take a parameter, got '",
+                reduction, "'");
   }
   // An out-of-range ScalarType (e.g. an int from TorchScript) would index ATen's dtype tables.
   TORCH_CHECK(!dtype || (static_cast<int>(*dtype) >= 0 && *dtype < c10::ScalarType::NumOptions),

@@ -154,6 +154,7 @@ bool matchReduction(Node* n, ReductionMatch& out, std::string* why) {
     Reduction kind;
     int dim = -1, keepdim = -1, dtype = -1;  // input positions, -1 when absent
     int p = -1;                               // norm's order (a Scalar; None means 2)
+    int unbiased = -1, correction = -1;       // var/std: a bool, or a Scalar (None means 1)
   };
   static const std::unordered_map<std::string, R> reductions = {
       {"aten::sum.dim_IntList", {Reduction::Sum, 1, 2, 3}},  {"aten::sum.", {Reduction::Sum, -1, -1, 1}},
@@ -173,6 +174,12 @@ bool matchReduction(Node* n, ReductionMatch& out, std::string* why) {
       {"aten::norm.ScalarOpt_dim", {Reduction::Norm, 2, 3, -1, 1}},
       {"aten::norm.ScalarOpt_dim_dtype", {Reduction::Norm, 2, 3, 4, 1}},
       {"aten::norm.ScalarOpt_dtype", {Reduction::Norm, -1, -1, 2, 1}},
+      {"aten::var.", {Reduction::Var, -1, -1, -1, -1, 1}},
+      {"aten::var.dim", {Reduction::Var, 1, 3, -1, -1, 2}},
+      {"aten::var.correction", {Reduction::Var, 1, 3, -1, -1, -1, 2}},
+      {"aten::std.", {Reduction::Std, -1, -1, -1, -1, 1}},
+      {"aten::std.dim", {Reduction::Std, 1, 3, -1, -1, 2}},
+      {"aten::std.correction", {Reduction::Std, 1, 3, -1, -1, -1, 2}},
   };
   auto it = reductions.find(key);
   if (it == reductions.end()) {
@@ -211,6 +218,18 @@ bool matchReduction(Node* n, ReductionMatch& out, std::string* why) {
     if (p->isInt()) out.spec.p = static_cast<double>(p->toInt());
     else if (p->isDouble()) out.spec.p = p->toDouble();
     else if (!p->isNone()) return fail("the norm's order");
+  }
+  if (r.unbiased >= 0) {
+    auto u = constantValue(n->input(r.unbiased));
+    if (!u || !u->isBool()) return fail("unbiased");
+    out.spec.correction = u->toBool() ? 1.0 : 0.0;
+  }
+  if (r.correction >= 0) {
+    auto c = constantValue(n->input(r.correction));
+    if (!c) return fail("the correction");
+    if (c->isInt()) out.spec.correction = static_cast<double>(c->toInt());
+    else if (c->isDouble()) out.spec.correction = c->toDouble();
+    else if (!c->isNone()) return fail("the correction");
   }
   return true;
 }

@@ -1,7 +1,7 @@
 // Accumulators of the native CPU reductions. Each one folds values in index order (merge() takes
 // a later partial) with the rules of kernels/reduction_rules.h (ATen's semantics, shared with the
 // CUDA kernels). logsumexp and norm work in double (within reduction tolerance of eager, which
-// works in the value's dtype).
+// works in the value's dtype); var/std follow ATen's CPU Welford algorithm, in double as ATen's.
 #pragma once
 
 #include "kernels/dtype_dispatch.h"
@@ -181,6 +181,49 @@ struct NormAcc {
   }
 };
 
+// var/std: Welford's algorithm in double with ATen's update and merge steps (ATen's CPU kernel for
+// float and double values), so the result differs from eager only by where eager splits the
+// reduced space between threads, and by its two-pass formula for a single output (README,
+// "Exactness of reductions"). The divisor is max(count - correction, 0): a correction >= count
+// gives inf (or NaN for zero spread), as in eager; no element at all gives NaN.
+template <typename T>
+struct WelfordAcc {
+  using Value = T;
+  using Out = T;
+  double mean = 0.0, m2 = 0.0, nf = 0.0;
+  int64_t n = 0;
+  double correction = 1.0;
+  bool takeSqrt = false;
+  WelfordAcc() = default;
+  WelfordAcc(double c, bool root) : correction(c), takeSqrt(root) {}
+  void add(T v, int64_t) {
+    const double x = static_cast<double>(v);
+    ++n;
+    nf = static_cast<double>(n);
+    const double delta = x - mean;
+    mean += delta / nf;
+    m2 += delta * (x - mean);
+  }
+  void merge(const WelfordAcc& o) {
+    if (o.nf == 0) return;
+    if (nf == 0) {
+      mean = o.mean, m2 = o.m2, nf = o.nf, n = o.n;
+      return;
+    }
+    const double delta = o.mean - mean, count = nf + o.nf, bOverN = o.nf / count;
+    mean += delta * bOverN;
+    m2 = m2 + o.m2 + delta * delta * nf * bOverN;
+    nf = count;
+    n += o.n;
+  }
+  Out get(int64_t) const {
+    if (n == 0) return ew::cast<T>(std::numeric_limits<double>::quiet_NaN());
+    const double divisor = nf > correction ? nf - correction : 0.0;
+    const double var = m2 / divisor;
+    return ew::cast<T>(takeSqrt ? std::sqrt(var) : var);
+  }
+};
+
 // Calls f(Tag<Acc>{}) with the accumulator for `kind` over values of dtype `t`.
 template <typename F>
 void dispatchAccumulator(Reduction kind, c10::ScalarType t, F&& f) {
@@ -200,6 +243,7 @@ void dispatchAccumulator(Reduction kind, c10::ScalarType t, F&& f) {
       case Reduction::Min: return f(Tag<ValueIndexAcc<T, false>>{});
       case Reduction::Logsumexp: return f(Tag<LogsumexpAcc<T>>{});
       case Reduction::Norm: return f(Tag<NormAcc<T>>{});
+      case Reduction::Var: case Reduction::Std: return f(Tag<WelfordAcc<T>>{});
     }
   };
   dispatchNative(t, withType);

@@ -167,6 +167,7 @@ void runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
 template <typename Acc>
 Acc prototype(const ReduceSpec& r) {
   if constexpr (std::is_same_v<Acc, NormAcc<typename Acc::Value>>) return Acc(r.p);
+  else if constexpr (std::is_same_v<Acc, WelfordAcc<typename Acc::Value>>) return Acc(r.correction, r.kind == Reduction::Std);
   else return Acc();
 }
 

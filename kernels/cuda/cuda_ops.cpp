@@ -183,11 +183,11 @@ at::Tensor runCudaOne(const Expr& e, at::TensorList operands, const ReduceSpec* 
 }  // namespace
 
 // The CUDA NativePath: the kernels cover one-output reductions without an epilogue; logsumexp,
-// norm, max/min with indices and epilogues take the exact chunked path on CUDA.
+// norm, var/std, max/min with indices and epilogues take the exact chunked path on CUDA.
 Outputs runCuda(const Expr& e, at::TensorList operands, const ReduceSpec* reduce, const Analysis& an,
                 const IterationPlan& plan, std::string* why) {
   if (reduce && (reduce->epilogue || reduce->withIndices() || reduce->kind == Reduction::Logsumexp ||
-                 reduce->kind == Reduction::Norm)) {
+                 reduce->kind == Reduction::Norm || reduce->variance())) {
     if (why) *why = std::string("no CUDA kernel for ") + reductionName(reduce->kind) +
                     (reduce->epilogue ? " with an epilogue" : "");
     return {};

@@ -27,9 +27,9 @@ constexpr std::array<DTypeName, 12> kDTypes = {{
     {c10::ScalarType::ComplexFloat, "complex64"}, {c10::ScalarType::ComplexDouble, "complex128"},
 }};
 
-constexpr std::array<const char*, 13> kReductions = {"sum",  "mean", "prod",   "amax",  "amin",
+constexpr std::array<const char*, 15> kReductions = {"sum",  "mean", "prod",   "amax",  "amin",
                                                      "any",  "all",  "argmax", "argmin",
-                                                     "logsumexp", "norm", "max", "min"};
+                                                     "logsumexp", "norm", "max", "min", "var", "std"};
 
 std::string formatFloat(double v) {
   if (std::isnan(v)) return "nan";

@@ -74,9 +74,11 @@ struct Expr {
 };
 
 // Reductions that tsfuse::reduce applies to the expression's value. Norm carries its order p in
-// the reduction text ("norm:2.0", "norm:inf"); Max and Min are max/min over one dim returning
-// (values, indices), the reductions of tsfuse::reduce_with_indices.
-enum class Reduction : uint8_t { Sum, Mean, Prod, Amax, Amin, Any, All, Argmax, Argmin, Logsumexp, Norm, Max, Min };
+// the reduction text ("norm:2.0", "norm:inf"), Var and Std their correction ("var:1.0", "std:0.0");
+// Max and Min are max/min over one dim returning (values, indices), the reductions of
+// tsfuse::reduce_with_indices.
+enum class Reduction : uint8_t { Sum, Mean, Prod, Amax, Amin, Any, All, Argmax, Argmin, Logsumexp, Norm, Max, Min,
+                                 Var, Std };
 const char* reductionName(Reduction r);
 // The text form of a float literal (shortest round-trip text; inf, -inf, nan).
 std::string floatText(double v);

@@ -27,7 +27,7 @@ class ReductionForms:
         if rng.random() < 0.15:
             dt = f", dtype={rng.choice(['torch.float64', 'torch.float32', 'torch.int64'])}"
         kind = rng.choice(["sum", "sum", "mean", "prod", "amax", "amin", "argmax", "argmin", "any", "all",
-                           "max_dim", "min_dim", "max_idx", "logsumexp", "norm", "vector_norm"])
+                           "max_dim", "min_dim", "max_idx", "logsumexp", "norm", "vector_norm", "var", "std"])
         red = set(range(r)) if dims is None else {d % r for d in dims}
         nred = math.prod(t.shape[d] for d in red) if r else 1
         if kind == "sum":
@@ -50,6 +50,11 @@ class ReductionForms:
             expr = f"{n}.{rng.choice(['max', 'min'])}(dim={one}{ks})[1]"
         elif kind == "logsumexp":
             expr = f"torch.logsumexp({n}, {dl or '[' + one + ']'}{ks})"
+        elif kind in ("var", "std"):
+            corr = rng.choice(["", ", correction=0", ", correction=2", ", unbiased=False"])
+            if "unbiased" in corr and not dl:
+                corr = ""
+            expr = f"torch.{kind}({n}, {dl or '[' + one + ']'}{corr}{ks})"
         elif kind == "norm":
             expr = f"{n}.norm({rng.choice(['2.0', '1.0'])}, {dl or '[' + one + ']'}{ks})"
         else:
@@ -98,6 +103,12 @@ class ReductionForms:
                 return 2 * (nred + 1) * eps * _finite_max(out)
             if kind == "logsumexp":
                 return 4 * eps * (nred + 2 + _finite_max(out)) + v.err
+            if kind in ("var", "std"):
+                # Both fold with Welford in double (eager's CPU algorithm), so only the final
+                # rounding and the input's own error remain; sqrt(|a - b|) bounds std's.
+                mx = _finite_max(x)
+                e = 4 * eps * (_finite_max(out) + mx * mx) + 4 * mx * v.err
+                return math.sqrt(e) + 4 * eps * _finite_max(out) if kind == "std" else e
             # norms
             return 2 * (nred + 1) * eps * (_finite_max(out) + _finite_max(x)) + nred * v.err
 

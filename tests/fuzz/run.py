@@ -54,6 +54,7 @@ FORM_OPS = {
     "reduce:max_idx": r"aten::(max|min)\(%[\w.]+, %[\w.]+, %[\w.]+\)",
     "reduce:logsumexp": r"aten::logsumexp\(", "reduce:norm": r"aten::norm\(",
     "reduce:vector_norm": r"aten::linalg_vector_norm\(",
+    "reduce:var": r"aten::var\(", "reduce:std": r"aten::std\(",
     "inplace": r"aten::\w+_\(", "where": r"aten::where\(",
     "repeat": r"aten::repeat\(",
 }

@@ -1,5 +1,5 @@
 // IR-string tests of FuseBroadcastReduce for max/min with indices (tsfuse::reduce_with_indices),
-// logsumexp, norm (aten::norm.*, aten::linalg_vector_norm) and the elementwise epilogue of a
+// logsumexp, norm (aten::norm.*, aten::linalg_vector_norm), var/std (unbiased or correction) and the elementwise epilogue of a
 // reduction; with named negative cases. Each rewritten graph computes what the original does.
 #include "ir_util.h"
 #include "passes/op_table.h"
@@ -243,6 +243,47 @@ graph(%a : Tensor, %b : Tensor, %k : int, %p : float):
   EXPECT_NE(why.find("dim is not a constant"), std::string::npos) << why;
   EXPECT_FALSE(tsfuse::matchReduction(findNodes(g, "aten::linalg_vector_norm")[0], m, &why));
   EXPECT_NE(why.find("the norm's order is not a constant"), std::string::npos) << why;
+}
+
+// var/std over the broadcast axis: every schema's correction lands in the reduction text.
+TEST(ReduceIndicesNormEpilogueIR, VarStdSchemasCarryTheirCorrection) {
+  struct Case {
+    std::string node, reduction;
+  };
+  const std::vector<Case> cases = {
+      {"aten::var(%s, %dims1, %true, %false)", "\"var:1.0\""},
+      {"aten::std(%s, %dims1, %false, %true)", "\"std:0.0\""},
+      {"aten::var(%s, %dimsm1, %two, %false)", "\"var:2.0\""},
+      {"aten::std(%s, %dims1, %none, %false)", "\"std:1.0\""},
+  };
+  for (const Case& c : cases) {
+    Fused f = fuse("  %s : Tensor = aten::sub(%a, %b, %one)\n  %v : Tensor = " + c.node + "\n  return (%v)\n");
+    ASSERT_EQ(f.r.rewrites(), 1) << c.node << "\n" << f.r.dump();
+    EXPECT_TRUE(fileCheck(f.r.ir, [&](FileCheck& fc) {
+      fc.check(c.reduction)->check("tsfuse::reduce")->check_not("aten::var")->check_not("aten::std");
+    })) << c.node;
+    EXPECT_TRUE(sameOutputs(f.ref, f.g, inputs(9), /*exact=*/false)) << c.node;
+  }
+}
+
+// Negative: a correction that is not a constant is not matched.
+TEST(ReduceIndicesNormEpilogueIR, NegativeNonConstantCorrection) {
+  const std::string ir = R"IR(
+graph(%a : Tensor, %b : Tensor, %c : int):
+  %false : bool = prim::Constant[value=0]()
+  %one : int = prim::Constant[value=1]()
+  %dims1 : int[] = prim::Constant[value=[1]]()
+  %s : Tensor = aten::sub(%a, %b, %one)
+  %v : Tensor = aten::var(%s, %dims1, %c, %false)
+  return (%v)
+)IR";
+  auto g = parseGraph(ir);
+  PassRun r = runReduce(g);
+  EXPECT_FALSE(r.changed) << r.dump();
+  std::string why;
+  tsfuse::ReductionMatch m;
+  EXPECT_FALSE(tsfuse::matchReduction(findNodes(g, "aten::var")[0], m, &why));
+  EXPECT_NE(why.find("correction"), std::string::npos) << why;
 }
 
 }  // namespace
