@@ -148,6 +148,21 @@ bool matchElementwise(Node* n, ElementwiseMatch& out, std::string* why) {
   return false;
 }
 
+namespace {
+
+// A constant int or float argument read as a double into `out`; None keeps `out`'s default
+// (norm's order 2, var/std's correction 1). False when the value is not such a constant.
+bool constantScalarOrNone(Value* v, double& out) {
+  auto c = constantValue(v);
+  if (!c) return false;
+  if (c->isInt()) out = static_cast<double>(c->toInt());
+  else if (c->isDouble()) out = c->toDouble();
+  else if (!c->isNone()) return false;
+  return true;
+}
+
+}  // namespace
+
 bool matchReduction(Node* n, ReductionMatch& out, std::string* why) {
   const std::string key = schemaKey(n);
   struct R {
@@ -213,11 +228,7 @@ bool matchReduction(Node* n, ReductionMatch& out, std::string* why) {
     else if (!t->isNone()) return fail("dtype");
   }
   if (r.p >= 0) {
-    auto p = constantValue(n->input(r.p));
-    if (!p) return fail("the norm's order");
-    if (p->isInt()) out.spec.p = static_cast<double>(p->toInt());
-    else if (p->isDouble()) out.spec.p = p->toDouble();
-    else if (!p->isNone()) return fail("the norm's order");
+    if (!constantScalarOrNone(n->input(r.p), out.spec.p)) return fail("the norm's order");
   }
   if (r.unbiased >= 0) {
     auto u = constantValue(n->input(r.unbiased));
@@ -225,11 +236,7 @@ bool matchReduction(Node* n, ReductionMatch& out, std::string* why) {
     out.spec.correction = u->toBool() ? 1.0 : 0.0;
   }
   if (r.correction >= 0) {
-    auto c = constantValue(n->input(r.correction));
-    if (!c) return fail("the correction");
-    if (c->isInt()) out.spec.correction = static_cast<double>(c->toInt());
-    else if (c->isDouble()) out.spec.correction = c->toDouble();
-    else if (!c->isNone()) return fail("the correction");
+    if (!constantScalarOrNone(n->input(r.correction), out.spec.correction)) return fail("the correction");
   }
   return true;
 }
