@@ -39,6 +39,10 @@ class Venv:
 
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory):
+    try:
+        import scikit_build_core  # noqa: F401  (the build backend, from the project's .venv)
+    except ImportError:
+        pytest.fail("scikit-build-core is not installed in the project's .venv: run scripts/setup.sh")
     v = Venv(tmp_path_factory.mktemp("pkg") / "venv")
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(v.root)], check=True)
     purelib = v.run(v.python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))").stdout.strip()
