@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <torch/library.h>
 #include <torch/script.h>
 
 #include <cerrno>
@@ -75,3 +76,14 @@ torch::jit::Module load(const std::string& path, const PipelineOptions& options)
 int initialize() { return loadTimeRegistration() ? 1 : 0; }
 
 }  // namespace tsfuse
+
+// The executor switch for Python (torch.ops.tsfuse.set_enabled; the package's tsfuse.enabled):
+// set_enabled returns the previous state, so a caller can restore it.
+TORCH_LIBRARY_FRAGMENT(tsfuse, m) {
+  m.def("set_enabled(bool on) -> bool", [](bool on) {
+    bool was = tsfuse::isEnabled();
+    tsfuse::setEnabled(on);
+    return was;
+  });
+  m.def("is_enabled() -> bool", [] { return tsfuse::isEnabled(); });
+}

@@ -125,6 +125,10 @@ std::vector<const FusionEvent*> candidateEvents(const Report& report) {
 
 void printSummary(std::ostream& os, const Report& report, const RunInfo& run, bool verbose) {
   os << "optimize-ts: " << run.input << " -> " << run.output << (run.outputWritten ? "" : " (not written)") << "\n";
+  printEvents(os, report, verbose);
+}
+
+void printEvents(std::ostream& os, const Report& report, bool verbose) {
   std::vector<const FusionEvent*> candidates = candidateEvents(report);
   std::set<const FusionEvent*> isCandidate(candidates.begin(), candidates.end());
   std::set<std::string> withCandidates, notedPasses;

@@ -27,6 +27,8 @@ std::vector<const FusionEvent*> candidateEvents(const Report& report);
 // The pass table, the events (candidateEvents, or all with `verbose`), and one line for the
 // methods with nothing to fuse.
 void printSummary(std::ostream& os, const Report& report, const RunInfo& run, bool verbose);
+// The summary without its first line (the files): what tsfuse.optimize reports in Python.
+void printEvents(std::ostream& os, const Report& report, bool verbose);
 // summary=true: one line for the summary (passed, or FAILED with the count); summary=false: one
 // "optimize-ts: check failed: WHERE: WHAT" line per difference (for stderr), nothing if it passed.
 void printCheck(std::ostream& os, const CheckResult& check, bool summary);
