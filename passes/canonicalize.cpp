@@ -153,6 +153,7 @@ struct CanonicalizePattern : Pattern {
     if (rw.aliasDb().hasWriters(out) || rw.aliasDb().hasWriters(n->input(0))) return false;
     out->replaceAllUsesWith(n->input(0));
     rw.erase(n);  // no event: the computation is unchanged
+    rw.keepAliasDb();  // the slice aliased its input: every answer about the rest stands
     return true;
   }
 

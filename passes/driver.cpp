@@ -64,9 +64,11 @@ void Rewriter::walk(torch::jit::Block* block) {
       for (torch::jit::Block* sub : n->blocks()) walk(sub);
     cursors_.back() = forward ? n->next() : n->prev();
     if (pattern_.matchAndRewrite(n, *this)) {
-      aliasDb_.reset();  // the one invalidation: any rewrite may change what aliases what
+      // the one invalidation: any rewrite may change what aliases what (keepAliasDb: it did not)
+      if (!keepAliasDb_) aliasDb_.reset();
       changed_ = true;
     }
+    keepAliasDb_ = false;
   }
   cursors_.pop_back();
 }

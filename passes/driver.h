@@ -10,8 +10,8 @@
 // direction) are offered too; nodes it inserts behind it are not.
 //
 // The alias database is built when a pattern first asks for it and dropped after every successful
-// rewrite (runPattern, the one place). So a pattern asks all its alias questions before it edits
-// the graph.
+// rewrite (runPattern, the one place) unless the rewrite called Rewriter::keepAliasDb(). So a
+// pattern asks all its alias questions before it edits the graph.
 //
 //   class Fuse : public Pattern { bool matchAndRewrite(Node* n, Rewriter& rw) override; };
 //   bool FusePass(std::shared_ptr<Graph>& g) { Fuse p; return runPattern(g, p); }
@@ -93,6 +93,13 @@ class Rewriter {
   // Destroys `n` (no uses left), moving the walk's cursor off it first.
   void erase(Node* n);
 
+  // Says the rewrite being made keeps the alias database valid, so it is not rebuilt (each build
+  // walks the whole graph: milliseconds on a detection model). Only for a rewrite that creates no
+  // value and leaves every alias and write answer about the remaining values as it was, e.g. an
+  // identity view replaced by its base: then no value the database does not know can be asked
+  // about before the next rewrite that drops it.
+  void keepAliasDb() { keepAliasDb_ = true; }
+
  private:
   friend bool runPattern(std::shared_ptr<torch::jit::Graph>& graph, Pattern& pattern);
   Rewriter(std::shared_ptr<torch::jit::Graph> graph, Pattern& pattern) : graph_(std::move(graph)), pattern_(pattern) {}
@@ -103,6 +110,7 @@ class Rewriter {
   std::unique_ptr<torch::jit::AliasDb> aliasDb_;
   std::vector<Node*> cursors_;  // per block being walked (nested walks stack): the next node to offer
   bool changed_ = false;
+  bool keepAliasDb_ = false;
 };
 
 // Runs `pattern` over every block of `graph`. Returns whether any rewrite changed the graph.

@@ -5,6 +5,7 @@
 #include <torch/csrc/jit/ir/constants.h>
 
 #include <unordered_map>
+#include <unordered_set>
 
 namespace tsfuse {
 namespace {
@@ -34,6 +35,18 @@ std::optional<c10::IValue> constantValue(Value* v) {
     ints.push_back(iv->toInt());
   }
   return c10::IValue(ints);
+}
+
+// The node kinds of the registry's overloads: a symbol lookup rules out most nodes before their
+// schema is resolved.
+const std::unordered_set<c10::Symbol>& tableKinds() {
+  static const std::unordered_set<c10::Symbol> kinds = [] {
+    std::unordered_set<c10::Symbol> k;
+    for (const auto& [schema, entry] : table())
+      k.insert(c10::Symbol::fromQualString(schema.substr(0, schema.find('.', schema.find("::")))));
+    return k;
+  }();
+  return kinds;
 }
 
 std::string schemaKey(Node* n) {
@@ -246,6 +259,17 @@ bool isFreshReader(Node* n) {
   ReductionMatch r;
   if (matchElementwise(n, m, nullptr)) return !opDef(m.op).has(kMayAlias);
   return matchReduction(n, r, nullptr);
+}
+
+bool mayFuse(torch::jit::Block* block) {
+  for (Node* n : block->nodes()) {
+    if (n->kind() == c10::prim::CallFunction || n->kind() == c10::prim::CallMethod) return true;
+    ElementwiseMatch m;
+    if (tableKinds().count(n->kind()) && matchElementwise(n, m, nullptr)) return true;
+    for (torch::jit::Block* sub : n->blocks())
+      if (mayFuse(sub)) return true;
+  }
+  return false;
 }
 
 }  // namespace tsfuse

@@ -44,4 +44,10 @@ bool matchReduction(Node* n, ReductionMatch& out, std::string* why);
 // observe a later write to its input nor let one escape.
 bool isFreshReader(Node* n);
 
+// Whether `block` (nested blocks included) holds a node a fusion could start from: a matched
+// elementwise op (every fused region holds one, and canonicalize's and sink_views's rewrites
+// start from one) or a call not yet inlined. Without one the pipeline can only rewrite spellings
+// (identity slices, in-place ops) for nothing, so the executor pass leaves such graphs alone.
+bool mayFuse(torch::jit::Block* block);
+
 }  // namespace tsfuse

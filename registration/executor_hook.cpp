@@ -1,5 +1,6 @@
 #include "registration/executor_hook.h"
 
+#include "passes/op_table.h"
 #include "tsfuse/log.h"
 
 #include <ATen/Version.h>
@@ -7,9 +8,11 @@
 #include <torch/headeronly/version.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <unordered_set>
 
@@ -63,11 +66,13 @@ bool optedOut(const std::shared_ptr<torch::jit::Graph>& g) {
   return optOuts().contains(cls.get());
 }
 
-bool hasFusibleCandidates(const std::shared_ptr<torch::jit::Graph>& g) {
-  // Cheap pre-check: nothing to do in graphs with no aten node at all.
-  for (torch::jit::Node* n : g->nodes())
-    if (n->kind().is_aten()) return true;
-  return false;
+size_t countNodes(torch::jit::Block* b) {
+  size_t n = 0;
+  for (torch::jit::Node* node : b->nodes()) {
+    ++n;
+    for (torch::jit::Block* sub : node->blocks()) n += countNodes(sub);
+  }
+  return n;
 }
 
 }  // namespace
@@ -139,19 +144,52 @@ std::shared_ptr<const ActiveList> activePasses() {
   return r.active;
 }
 
+// With info logging on, the pipeline's options time each pass; bench/load_cost.py reads the line.
+struct PassTimer {
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point start = Clock::now(), last = start;
+  std::ostringstream perPass;
+  static double ms(Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+  }
+  PipelineOptions wrap(const PipelineOptions& o) {
+    PipelineOptions timed = o;
+    timed.observe = [this, inner = o.observe](const std::string& graph, const std::string& stage,
+                                              const torch::jit::Graph& g) {
+      if (inner) inner(graph, stage, g);
+      auto now = Clock::now();
+      if (!stage.empty()) perPass << " " << stage << " " << ms(last, now);
+      last = Clock::now();
+    };
+    return timed;
+  }
+};
+
 void runActivePasses(std::shared_ptr<torch::jit::Graph>& g) {
   std::shared_ptr<const ActiveList> active = activePasses();
-  if (active->empty() || !gEnabled || optedOut(g) || !hasFusibleCandidates(g)) return;
+  if (active->empty() || !gEnabled || optedOut(g)) return;
+  std::optional<PassTimer> timer;
+  if (log::enabled(log::Component::registration, log::Level::info)) timer.emplace();
+  // Graphs with nothing to fuse are left exactly as the executor made them (profile nodes too).
+  if (!mayFuse(g->block())) {
+    if (timer)
+      TSFUSE_LOG(registration, info, "executor pass on a graph of ", countNodes(g->block()), " nodes: ",
+                 PassTimer::ms(timer->start, PassTimer::Clock::now()), " ms (nothing to fuse)");
+    return;
+  }
   stripProfileNodes(g->block());
   for (const ActivePass& p : *active) {
     try {
-      runPipeline(g, p.options, nullptr, "executor");
+      runPipeline(g, timer ? timer->wrap(p.options) : p.options, nullptr, "executor");
     } catch (const std::exception& e) {
       // A pass failure must never take the model down: it then runs as it was written. The
       // passes only rewrite after every check, so a throw leaves the graph valid.
       TSFUSE_LOG(registration, error, "pipeline failed, graph left unoptimized: ", e.what());
     }
   }
+  if (timer)
+    TSFUSE_LOG(registration, info, "executor pass on a graph of ", countNodes(g->block()), " nodes: ",
+               PassTimer::ms(timer->start, PassTimer::Clock::now()), " ms (ms per pass:", timer->perPass.str(), ")");
 }
 
 }  // namespace

@@ -112,6 +112,29 @@ def test_nothing_to_fuse_runs_unchanged(models):
     assert out.strip() == "False True"
 
 
+def test_graph_without_candidates_is_left_as_torch_made_it():
+    """A model with nothing to fuse runs the very plan PyTorch makes without tsfuse: the pass
+    neither strips the executor's profile nodes nor rewrites spellings (here an identity slice
+    read by a reduction, which canonicalize would remove, next to in-place ops it keeps)."""
+    code = """
+        f = torch.jit.CompilationUnit('''
+        def f(a, b, c):
+            y = torch.mm(a, b)
+            y += c
+            return y.relu_(), c[:, :].sum(0)
+        ''').f
+        a, b, c = torch.randn(8, 16), torch.randn(16, 4), torch.randn(8, 4)
+        with torch.no_grad():
+            for _ in range(3):
+                f(a, b, c)
+        print(executed())
+    """
+    with_pass = run_py(code, {"TSFUSE_FIRST_CALL": "0"})
+    without = run_py(code, {"TSFUSE_DISABLE": "1"})
+    assert "aten::slice" in with_pass and "aten::relu_" in with_pass
+    assert with_pass == without
+
+
 def test_threads_run_models_concurrently(models):
     out = run_py(f"""
         import threading
