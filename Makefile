@@ -67,6 +67,12 @@ bench: build
 bench-pipeline: build
 	$(PY) bench/pipeline_time.py --build $(BUILD)
 
+# What loading libtsfuse costs big models with nothing to fuse: fresh processes per cell, medians
+# (bench/load_cost.py; not in `make test`; numbers in docs/benchmarks.md).
+.PHONY: bench-load-cost
+bench-load-cost: build
+	$(PY) bench/load_cost.py --build $(BUILD) --markdown
+
 clean:
 	rm -rf $(BUILD)
 

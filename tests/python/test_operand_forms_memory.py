@@ -5,11 +5,13 @@ broadcasts, matmul-expanded distances), optimized by optimize-ts.
 Each measurement runs in a fresh process, as bench/measure_memory.py does: load libtsfuse and the
 optimized model, build the inputs, reset the peak-RSS counter (/proc/self/clear_refs), run ONE
 call, read VmHWM - VmRSS. A process's first call also pays one-time costs that do not grow with
-the inputs (code pages of the kernels it touches, the executor's graph compilation, the matmul
-library's first-use buffers): the same first call on tiny inputs, in another fresh process,
-measures them, and the bound is checked on the difference:
+the inputs (code pages of the kernels it touches, the executor's graph compilation, starting the
+intra-op thread pool and its threads' malloc arenas, the matmul library's first-use buffers). The
+same first call on inputs 10x smaller in each dim, in another fresh process, pays them too (the
+small call is still large enough to run on every thread), so the bound is checked on the growth
+from the small call to the big one:
 
-    peak(big) - peak(tiny) <= output + inputs + 2 MiB      (matmul forms: + the matmul output)
+    peak(big) - peak(small) <= growth of output (+ the matmul output) + growth of inputs + 2 MiB
 
 Eager's peak on the same inputs is printed alongside (pytest -s). Results are compared with the
 eager function: exactly, or within the reduction tolerance where a sum of squares is fused.
@@ -64,7 +66,8 @@ before = status("VmRSS")
 out = fn(*inputs)
 peak = (status("VmHWM") - before) * 1024
 want = dm.FUNCTIONS[name][0](*inputs)
-print(json.dumps({"peak": peak, "out": out.numel() * out.element_size(),
+threads = status("Threads")
+print(json.dumps({"peak": peak, "threads": threads, "out": out.numel() * out.element_size(),
                   "inputs": sum(t.numel() * t.element_size() for t in inputs),
                   "equal": bool(torch.equal(out, want)),
                   "close": bool(torch.allclose(out, want, rtol=1e-5, atol=1e-5))}))
@@ -92,25 +95,20 @@ def optimized(tmp_path_factory, optimize_ts):
     return out
 
 
-# The matmul forms measure ~1.2 MiB over their budget under `make test` (ctest -j2) and within it
-# when run alone (46.3 of 47.9 MiB): not yet explained, so recorded, not hidden (issue 16 stays open).
-_OPEN = {"matmul_distance", "matmul_rbf_kernel"}
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
-    reason="~1.2 MiB over the matmul-form budget under ctest -j2; under investigation", strict=False))
-    if n in _OPEN else n for n in CASES])
+@pytest.mark.parametrize("name", list(CASES))
 def test_first_call_peak_is_the_output(optimized, tsfuse_lib, name):
     (n, m), matmul, exact = CASES[name]
     # A fresh process's RSS varies by ~1 MiB from run to run (which threads' malloc arenas a call
     # first touches), always upwards: each side is the least of RUNS fresh processes.
     big = min((_measure(name, optimized[name], tsfuse_lib, n, m) for _ in range(RUNS)), key=lambda r: r["peak"])
-    tiny = min((_measure(name, optimized[name], tsfuse_lib, 3, 2) for _ in range(RUNS)), key=lambda r: r["peak"])
+    small = min((_measure(name, optimized[name], tsfuse_lib, n // 10, m // 10) for _ in range(RUNS)),
+                key=lambda r: r["peak"])
     eager = _measure(name, "eager", tsfuse_lib, n, m)
     assert big["equal"] if exact else big["close"], big
-    budget = big["out"] * (2 if matmul else 1) + big["inputs"] + SLACK_MIB * MIB
-    grown = big["peak"] - tiny["peak"]
-    print(f"{name}: first call {big['peak'] / MIB:.1f} MiB (fixed one-time {tiny['peak'] / MIB:.1f}), "
-          f"output {big['out'] / MIB:.1f} MiB, eager {eager['peak'] / MIB:.1f} MiB")
-    assert grown <= budget, (f"{name}: first call grew {grown / MIB:.1f} MiB beyond its one-time costs; "
+    assert small["threads"] == big["threads"], (small, big)  # the small call started the same threads
+    budget = (big["out"] - small["out"]) * (2 if matmul else 1) + big["inputs"] - small["inputs"] + SLACK_MIB * MIB
+    grown = big["peak"] - small["peak"]
+    print(f"{name}: first call {big['peak'] / MIB:.1f} MiB (at 1/10 the size {small['peak'] / MIB:.1f}), "
+          f"grew {grown / MIB:.1f} of {budget / MIB:.1f} MiB, output {big['out'] / MIB:.1f} MiB, eager {eager['peak'] / MIB:.1f} MiB")
+    assert grown <= budget, (f"{name}: first call grew {grown / MIB:.1f} MiB from the call at 1/10 the size; "
                              f"budget {budget / MIB:.1f} MiB (eager {eager['peak'] / MIB:.1f} MiB)")
