@@ -66,9 +66,13 @@ void Rewriter::walk(torch::jit::Block* block) {
     if (pattern_.matchAndRewrite(n, *this)) {
       // the one invalidation: any rewrite may change what aliases what (keepAliasDb: it did not)
       if (!keepAliasDb_) aliasDb_.reset();
+      else if (aliasDb_)
+        for (torch::jit::Value* v : fresh_)
+          aliasDb_->createValue(v);
       changed_ = true;
     }
     keepAliasDb_ = false;
+    fresh_.clear();
   }
   cursors_.pop_back();
 }

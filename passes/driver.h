@@ -94,11 +94,20 @@ class Rewriter {
   void erase(Node* n);
 
   // Says the rewrite being made keeps the alias database valid, so it is not rebuilt (each build
-  // walks the whole graph: milliseconds on a detection model). Only for a rewrite that creates no
-  // value and leaves every alias and write answer about the remaining values as it was, e.g. an
-  // identity view replaced by its base: then no value the database does not know can be asked
-  // about before the next rewrite that drops it.
-  void keepAliasDb() { keepAliasDb_ = true; }
+  // walks the whole graph: 5 ms on SSDlite's executor graph, once per rewrite). Only for a rewrite
+  // that leaves every alias and write answer about the remaining values as it was: the nodes it
+  // erased wrote nothing, and `fresh` (the values it created that hold tensors) are new tensors,
+  // or lists of tensors read only by the node it created, that nothing writes. Those are added to
+  // the database as aliasing nothing (a list's elements are not recorded: no pattern asks what a
+  // fused op's operand list contains). E.g. an identity view replaced by its base (no value
+  // created), or a region replaced by one fused op.
+  void keepAliasDb(std::vector<torch::jit::Value*> fresh = {}) {
+    for (torch::jit::Value* v : fresh)
+      TORCH_INTERNAL_ASSERT(v->type()->cast<c10::TensorType>() || v->type()->cast<c10::ListType>(),
+                            "keepAliasDb: a fresh value must hold tensors");
+    keepAliasDb_ = true;
+    fresh_ = std::move(fresh);
+  }
 
  private:
   friend bool runPattern(std::shared_ptr<torch::jit::Graph>& graph, Pattern& pattern);
@@ -111,6 +120,7 @@ class Rewriter {
   std::vector<Node*> cursors_;  // per block being walked (nested walks stack): the next node to offer
   bool changed_ = false;
   bool keepAliasDb_ = false;
+  std::vector<torch::jit::Value*> fresh_;  // keepAliasDb's values, added after the rewrite
 };
 
 // Runs `pattern` over every block of `graph`. Returns whether any rewrite changed the graph.

@@ -192,6 +192,29 @@ TEST(OperandFormsIR, NegativeWriteBetweenTheRegionsReads) {
     EXPECT_TRUE(sameOutputs(ref, g, {boxes(6, 3), boxes(4, 4), c10::IValue(flag)}));
 }
 
+TEST(OperandFormsIR, NegativeWriteFoundAfterALaterRegionIsFused) {
+  // The walk fuses the later region (p, h) first and keeps its alias answers; the earlier
+  // region is still seen reading %y (or an input it may alias) written between its reads.
+  auto g = graphOf("%x : Tensor, %y : Tensor, %v : Tensor", R"IR(
+  %xu : Tensor = aten::unsqueeze(%x, %one)
+  %d : Tensor = aten::sub(%xu, %y, %one)
+  %e : Tensor = aten::abs(%d)
+  %w : Tensor = aten::add_(%y, %one, %one)
+  %f : Tensor = aten::mul(%e, %y)
+  %p : Tensor = aten::sub(%xu, %v, %one)
+  %h : Tensor = aten::exp(%p)
+  return (%f, %h)
+)IR");
+  auto ref = g->copy();
+  PassRun r = runPipelineOn(g);
+  EXPECT_TRUE(r.rejectedWith("is written by an in-place op (aten::add_) between the region's reads")) << r.dump();
+  EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) {
+    fc.check("aten::abs")->check("aten::add_")->check("aten::mul(")->check("tsfuse::pairwise")->check_not("aten::exp");
+  })) << r.ir;
+  Gen gen(3);
+  EXPECT_TRUE(sameOutputs(ref, g, {gen.tensor({5}, at::kFloat), gen.tensor({3}, at::kFloat), gen.tensor({4}, at::kFloat)}));
+}
+
 // --- repeat of size-1 dims read as a broadcast ------------------------------------------------
 
 // xr = x.unsqueeze(1).repeat(1, M, 1); yr = y.unsqueeze(0).repeat(N, 1, 1); ((xr - yr).abs() * 2)
