@@ -44,6 +44,15 @@ void Rewriter::notifyRewrite(RewriteEvent r, const Node* fused) {
   emitEvent(std::move(e));
 }
 
+void Rewriter::replaceAllUsesWith(torch::jit::Value* from, torch::jit::Value* to) {
+  from->replaceAllUsesWith(to);
+  if (aliasDb_) aliasDb_->replaceWithNewValue(from, to);
+}
+
+void Rewriter::copyAliasing(torch::jit::Value* base, torch::jit::Value* view) {
+  if (aliasDb_) aliasDb_->copyValue(base, view);
+}
+
 void Rewriter::erase(Node* n) {
   for (Node*& c : cursors_)
     if (c == n) c = pattern_.order() == WalkOrder::Forward ? n->next() : n->prev();

@@ -93,14 +93,23 @@ class Rewriter {
   // Destroys `n` (no uses left), moving the walk's cursor off it first.
   void erase(Node* n);
 
+  // Replaces every use of `from` with `to`. Where the alias database is built, `to` takes over
+  // what it knows of `from` (its memory location, the writes to it), so a database kept across
+  // the rewrite (keepAliasDb) answers for `to` as it did for `from`. Call it before erasing
+  // `from`'s node.
+  void replaceAllUsesWith(torch::jit::Value* from, torch::jit::Value* to);
+  // Records, where the alias database is built, that the new value `view` aliases `base` (shares
+  // its memory location and the writes to it).
+  void copyAliasing(torch::jit::Value* base, torch::jit::Value* view);
+
   // Says the rewrite being made keeps the alias database valid, so it is not rebuilt (each build
   // walks the whole graph: 5 ms on SSDlite's executor graph, once per rewrite). Only for a rewrite
   // that leaves every alias and write answer about the remaining values as it was: the nodes it
-  // erased wrote nothing, and `fresh` (the values it created that hold tensors) are new tensors,
-  // or lists of tensors read only by the node it created, that nothing writes. Those are added to
-  // the database as aliasing nothing (a list's elements are not recorded: no pattern asks what a
-  // fused op's operand list contains). E.g. an identity view replaced by its base (no value
-  // created), or a region replaced by one fused op.
+  // erased wrote nothing, each value it created either replaced one (replaceAllUsesWith) or is
+  // listed in `fresh`, and the `fresh` ones are new tensors, or lists of tensors read only by the
+  // node it created, that nothing writes. Those are added to the database as aliasing nothing (a
+  // list's elements are not recorded: no pattern asks what a fused op's operand list contains).
+  // E.g. an identity view replaced by its base, or a region replaced by one fused op.
   void keepAliasDb(std::vector<torch::jit::Value*> fresh = {}) {
     for (torch::jit::Value* v : fresh)
       TORCH_INTERNAL_ASSERT(v->type()->cast<c10::TensorType>() || v->type()->cast<c10::ListType>(),

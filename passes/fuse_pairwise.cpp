@@ -55,9 +55,10 @@ class FusePairwisePattern : public Pattern {
     for (const auto& b : r.boundary) e.reason += "; " + b;
     e.reason += repeats;
     Node* fused = rewriteRegion(rw, r, r.root(), "tsfuse::pairwise", {});
-    // The erased nodes were pure elementwise ops; the fused op's output is a new tensor and its
-    // operand list has no other reader. A broadcast_repeat may alias its source: rebuild then.
-    if (r.repeats.empty()) rw.keepAliasDb({fused->input(0), fused->output()});
+    // The erased nodes were pure elementwise ops; the fused op's output took the root's place
+    // (rewriteRegion) and its operand list has no other reader. A broadcast_repeat may alias its
+    // source: rebuild then.
+    if (r.repeats.empty()) rw.keepAliasDb({fused->input(0)});
     rw.notifyRewrite(std::move(e), fused);
     return true;
   }

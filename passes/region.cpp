@@ -149,7 +149,7 @@ Node* rewriteRegion(Rewriter& rw, Region& r, Node* consumer, const char* op,
   Value* out = g.insert(c10::Symbol::fromQualString(op), args, {}, consumer->sourceRange());
   Node* fused = out->node();
   fused->setSourceRange(consumer->sourceRange());
-  consumer->output()->replaceAllUsesWith(out);
+  rw.replaceAllUsesWith(consumer->output(), out);
   if (consumer != r.root()) rw.erase(consumer);
   for (auto it = r.nodes.rbegin(); it != r.nodes.rend(); ++it) rw.erase(*it);
   for (Node* p : r.repeats) rw.erase(p);  // its only readers were the region's nodes

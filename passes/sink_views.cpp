@@ -265,9 +265,16 @@ struct SinkViewsPattern : Pattern {
     e.reason = std::string("pushed ") + v->kind().toQualString() + " of %" + x->debugName() + " to its " +
                std::to_string(leaves.size()) + " leaves (" + std::to_string(nodes.size()) +
                " elementwise ops recomputed on the views)";
-    v->output()->replaceAllUsesWith(result);
+    // The alias database stays valid: the leaf views alias their leaves, the result takes the
+    // view's place, and the lists and the other copies are new values only the rewrite reads.
+    std::vector<Value*> fresh = {list, views};
+    for (size_t i = 0; i < leaves.size(); ++i) rw.copyAliasing(leaves[i], unpack->output(i));
+    for (Node* n : nodes)
+      if (map.at(n->output()) != result) fresh.push_back(map.at(n->output()));
+    rw.replaceAllUsesWith(v->output(), result);
     rw.notifyRewrite(std::move(e), views->node());
     rw.erase(v);
+    rw.keepAliasDb(std::move(fresh));
     return true;
   }
 };
