@@ -5,6 +5,8 @@ AnchorMatch       IoU matrix, then .max(dim=0) values and indices (anchor matchi
 GaussianLSE       logsumexp of a Gaussian kernel over the second point set
 L2Distance        torch.linalg.vector_norm of pairwise differences (and x.norm(p, dim))
 KernelEpilogue    sqrt of a summed squared difference, then exp(-d / s) * w (a reduction epilogue)
+SoftQuantize      soft assignment of values to K centres: softmax(-(x - c)^2 / t) over the centres,
+                  and its log (differentiable histograms, soft quantisation)
 
 Each exports example_inputs() so `optimize-ts --check` can run it. Used by
 tests/python/test_reduce_forms_e2e.py and bench/measure_reduce_memory.py.
@@ -47,6 +49,12 @@ def l2_distance(x: Tensor, y: Tensor) -> Tuple[Tensor, Tensor]:
 def kernel_epilogue(x: Tensor, y: Tensor, w: Tensor) -> Tensor:
     d = ((x[:, None, :] - y[None, :, :]) ** 2).sum(-1).sqrt()
     return torch.exp(-d / 0.7) * w
+
+
+def soft_quantize(x: Tensor, c: Tensor) -> Tuple[Tensor, Tensor]:
+    # x: [N, D] values, c: [K] centres -> [N, K, D] soft assignment of each value to the centres
+    d = (x[:, None, :] - c[None, :, None]) ** 2
+    return torch.softmax(-d / 0.3, dim=1), torch.log_softmax(-(x[:, None, :] - c[None, :, None]).abs(), dim=1)
 
 
 def _points(n: int, k: int, seed: int) -> Tensor:
@@ -125,10 +133,24 @@ class KernelEpilogue(torch.nn.Module):
         return self.ex
 
 
+class SoftQuantize(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ex = (_points(20, 4, 12), torch.linspace(-2, 2, 9))
+
+    def forward(self, x: Tensor, c: Tensor) -> Tuple[Tensor, Tensor]:
+        return soft_quantize(x, c)
+
+    @torch.jit.export
+    def example_inputs(self) -> Tuple[Tensor, Tensor]:
+        return self.ex
+
+
 MODELS = {
     "nearest_neighbour": (NearestNeighbour, nearest_neighbour),
     "anchor_match": (AnchorMatch, anchor_match),
     "gaussian_lse": (GaussianLSE, gaussian_lse),
     "l2_distance": (L2Distance, l2_distance),
     "kernel_epilogue": (KernelEpilogue, kernel_epilogue),
+    "soft_quantize": (SoftQuantize, soft_quantize),
 }

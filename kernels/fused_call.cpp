@@ -21,15 +21,6 @@ int64_t footprint(const at::Tensor& t) {
   return n;
 }
 
-// Whether the expression's value has more elements than its largest operand holds: only then
-// does fusing the reduction keep a broadcast intermediate from being stored.
-bool broadcastsBeyondOperands(const Analysis& an, at::TensorList operands) {
-  int64_t value = 1, largest = 0;
-  for (int64_t s : an.valueShape) value *= s;
-  for (const at::Tensor& t : operands) largest = std::max<int64_t>(largest, footprint(t));
-  return value > largest;
-}
-
 std::atomic<bool>& keepOrderState() {
   static std::atomic<bool> on = [] {
     const char* v = std::getenv("TSFUSE_REDUCE_ORDER");
@@ -39,6 +30,13 @@ std::atomic<bool>& keepOrderState() {
 }
 
 }  // namespace
+
+bool broadcastsBeyondOperands(const Analysis& an, at::TensorList operands) {
+  int64_t value = 1, largest = 0;
+  for (int64_t s : an.valueShape) value *= s;
+  for (const at::Tensor& t : operands) largest = std::max<int64_t>(largest, footprint(t));
+  return value > largest;
+}
 
 bool keepsEagerOrder() { return keepOrderState().load(std::memory_order_relaxed); }
 void setKeepEagerOrder(bool on) { keepOrderState().store(on, std::memory_order_relaxed); }

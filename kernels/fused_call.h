@@ -19,6 +19,20 @@ Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const Re
 at::Tensor runFused(at::TensorList operands, c10::string_view exprText, const ReduceSpec* reduce,
                     const NativePath& native);
 
+// tsfuse::softmax: softmax (or log_softmax, `log`) along `dim` of the expression's value, which is
+// never stored. Three calls over the broadcast space, each recomputing the value: its maximum
+// along dim (exact), the sum of exp(value - maximum) (a float sum in the fused kernel's order:
+// the documented reduction tolerance), then exp(value - maximum) * (1 / sum), or
+// value - (maximum + log(sum)): ATen's CPU formulas. Where the value is no larger than an operand
+// (nothing to save), is not float or double, or is 0-dim, ATen computes it as the unfused graph
+// did (so do its errors).
+at::Tensor runSoftmax(at::TensorList operands, c10::string_view exprText, int64_t dim, bool log,
+                      const NativePath& native);
+
+// Whether the expression's value has more elements than its largest operand holds (stride-0 dims
+// count once): only then does fusing a reduction keep a broadcast intermediate from being stored.
+bool broadcastsBeyondOperands(const Analysis& an, at::TensorList operands);
+
 // Step 5's policy, process-wide: on by default; TSFUSE_REDUCE_ORDER=any at load (or
 // setKeepEagerOrder(false)) lets the fused kernels fold such reductions too (kernel tests do, to
 // cover every layout).

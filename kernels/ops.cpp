@@ -19,6 +19,7 @@ using ReduceFn = at::Tensor(at::TensorList, c10::string_view, c10::string_view, 
                             bool, std::optional<c10::ScalarType>, std::optional<c10::string_view>);
 using IndicesFn = std::tuple<at::Tensor, at::Tensor>(at::TensorList, c10::string_view, c10::string_view,
                                                      int64_t, bool);
+using SoftmaxFn = at::Tensor(at::TensorList, c10::string_view, int64_t, bool);
 
 c10::TypedOperatorHandle<PairwiseFn> pairwiseOp() {
   static auto op = c10::Dispatcher::singleton().findSchemaOrThrow("tsfuse::pairwise", "").typed<PairwiseFn>();
@@ -33,6 +34,17 @@ c10::TypedOperatorHandle<IndicesFn> indicesOp() {
   static auto op =
       c10::Dispatcher::singleton().findSchemaOrThrow("tsfuse::reduce_with_indices", "").typed<IndicesFn>();
   return op;
+}
+
+c10::TypedOperatorHandle<SoftmaxFn> softmaxOp() {
+  static auto op = c10::Dispatcher::singleton().findSchemaOrThrow("tsfuse::softmax", "").typed<SoftmaxFn>();
+  return op;
+}
+
+// softmax / log_softmax of the expression's value, with ATen (autograd, Meta).
+at::Tensor softmaxEager(at::TensorList ops, c10::string_view expr, int64_t dim, bool log) {
+  at::Tensor v = evalAten(*cachedExpr(std::string(expr)), ops);
+  return log ? at::log_softmax(v, dim) : at::softmax(v, dim);
 }
 
 std::tuple<at::Tensor, at::Tensor> pair(const Outputs& o) { return {o[0], o[1]}; }
@@ -61,6 +73,11 @@ at::Tensor reduceAutograd(at::TensorList ops, c10::string_view expr, c10::string
   at::AutoDispatchBelowADInplaceOrView guard;
   return reduceOp().call(ops, expr, reduction, dim, keepdim, dtype, epilogue);
 }
+at::Tensor softmaxAutograd(at::TensorList ops, c10::string_view expr, int64_t dim, bool log) {
+  if (needsGrad(ops)) return softmaxEager(ops, expr, dim, log);
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return softmaxOp().call(ops, expr, dim, log);
+}
 std::tuple<at::Tensor, at::Tensor> indicesAutograd(at::TensorList ops, c10::string_view expr,
                                                    c10::string_view reduction, int64_t dim, bool keepdim) {
   if (needsGrad(ops)) {
@@ -80,6 +97,9 @@ struct Backend {
                            std::optional<c10::string_view> epilogue) {
     ReduceSpec spec = makeReduceSpec(reduction, dim, keepdim, dtype, epilogue);
     return runFused(ops, expr, &spec, *Native);
+  }
+  static at::Tensor softmax(at::TensorList ops, c10::string_view expr, int64_t dim, bool log) {
+    return runSoftmax(ops, expr, dim, log, *Native);
   }
   static std::tuple<at::Tensor, at::Tensor> indices(at::TensorList ops, c10::string_view expr,
                                                     c10::string_view reduction, int64_t dim, bool keepdim) {
@@ -130,6 +150,10 @@ std::tuple<at::Tensor, at::Tensor> reduceWithIndices(at::TensorList operands, co
   return indicesOp().call(operands, expr, reduction, dim, keepdim);
 }
 
+at::Tensor softmax(at::TensorList operands, const std::string& expr, int64_t dim, bool log) {
+  return softmaxOp().call(operands, expr, dim, log);
+}
+
 
 }  // namespace tsfuse
 
@@ -141,18 +165,21 @@ TORCH_LIBRARY(tsfuse, m) {
   m.def(
       "reduce_with_indices(Tensor[] operands, str expr, str reduction, int dim, bool keepdim=False) "
       "-> (Tensor values, Tensor indices)");
+  m.def("softmax(Tensor[] operands, str expr, int dim, bool log=False) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(tsfuse, Autograd, m) {
   m.impl("pairwise", tsfuse::pairwiseAutograd);
   m.impl("reduce", tsfuse::reduceAutograd);
   m.impl("reduce_with_indices", tsfuse::indicesAutograd);
+  m.impl("softmax", tsfuse::softmaxAutograd);
 }
 
 TORCH_LIBRARY_IMPL(tsfuse, Meta, m) {
   m.impl("pairwise", tsfuse::pairwiseMeta);
   m.impl("reduce", tsfuse::reduceMeta);
   m.impl("reduce_with_indices", tsfuse::indicesMeta);
+  m.impl("softmax", tsfuse::softmaxEager);
 }
 
 TORCH_LIBRARY_IMPL(tsfuse, CPU, m) {
@@ -160,6 +187,7 @@ TORCH_LIBRARY_IMPL(tsfuse, CPU, m) {
   m.impl("pairwise", B::pairwise);
   m.impl("reduce", B::reduce);
   m.impl("reduce_with_indices", B::indices);
+  m.impl("softmax", B::softmax);
 }
 
 #if defined(TSFUSE_WITH_CUDA)
@@ -168,6 +196,7 @@ TORCH_LIBRARY_IMPL(tsfuse, CUDA, m) {
   using B = tsfuse::Backend<&tsfuse::kCudaNative>;
   m.impl("pairwise", B::pairwise);
   m.impl("reduce", B::reduce);
+  m.impl("softmax", B::softmax);
 }
 #endif
 
@@ -178,4 +207,5 @@ TORCH_LIBRARY_IMPL(tsfuse, CompositeExplicitAutograd, m) {
   m.impl("pairwise", B::pairwise);
   m.impl("reduce", B::reduce);
   m.impl("reduce_with_indices", B::indices);
+  m.impl("softmax", B::softmax);
 }

@@ -2,6 +2,7 @@
 
 #include "passes/driver.h"
 #include "passes/region.h"
+#include "passes/softmax_region.h"
 
 #include <torch/csrc/jit/ir/constants.h>
 
@@ -159,6 +160,7 @@ class FuseBroadcastReducePattern : public Pattern {
   FuseBroadcastReducePattern() : Pattern("fuse_broadcast_reduce", WalkOrder::Forward, NestedBlocks::First) {}
 
   bool matchAndRewrite(Node* reduction, Rewriter& rw) override {
+    if (isSoftmax(reduction)) return fuseSoftmax(reduction, rw);
     ReductionMatch rm;
     if (!matchReduction(reduction, rm, nullptr)) return false;
     Node* producer = rm.input->node();

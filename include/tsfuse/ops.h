@@ -5,13 +5,16 @@
 //                  bool keepdim=False, ScalarType? dtype=None, str? epilogue=None) -> Tensor
 //   tsfuse::reduce_with_indices(Tensor[] operands, str expr, str reduction, int dim,
 //                               bool keepdim=False) -> (Tensor values, Tensor indices)
+//   tsfuse::softmax(Tensor[] operands, str expr, int dim, bool log=False) -> Tensor
 //
 // `reduction` is sum, mean, prod, amax, amin, any, all, argmax, argmin, logsumexp or norm:<p>
 // (torch.linalg.vector_norm's ord: "norm:2.0", "norm:inf", "norm:0.0"); reduce_with_indices takes
 // max or min (torch.max/min(x, dim)). `epilogue` is an expression applied to the reduced value:
 // its $0 is the reduced value, $k (k >= 1) the operand after the expression's own k-1 others, e.g.
 // reduce([a, b, w], "v1: sub($0, $1); pow(%0, 2)", "sum", [-1], False, None, "v1: sqrt($0); mul(%0, $1)")
-// computes sqrt(((a - b) ** 2).sum(-1)) * w.
+// computes sqrt(((a - b) ** 2).sum(-1)) * w. softmax is torch.softmax (log: torch.log_softmax)
+// of the expression's value along dim, within the reduction tolerance where the value broadcasts
+// beyond its operands (the value is never stored), else exactly ATen's.
 //
 // `expr` is the text form of tsfuse::Expr (kernels/ir/expr.h). The result is exactly what
 // evaluating the expression with eager ATen ops (then the reduction) returns: same dtype, shape,
@@ -34,6 +37,7 @@ at::Tensor reduce(at::TensorList operands, const std::string& expr, const std::s
 std::tuple<at::Tensor, at::Tensor> reduceWithIndices(at::TensorList operands, const std::string& expr,
                                                      const std::string& reduction, int64_t dim,
                                                      bool keepdim = false);
+at::Tensor softmax(at::TensorList operands, const std::string& expr, int64_t dim, bool log = false);
 
 // Which implementation the last fused call on this thread used: "native", "chunked", "eager"
 // (autograd or an error path), "empty", or "aten" (a float sum-like reduction of a value no

@@ -27,7 +27,8 @@ class ReductionForms:
         if rng.random() < 0.15:
             dt = f", dtype={rng.choice(['torch.float64', 'torch.float32', 'torch.int64'])}"
         kind = rng.choice(["sum", "sum", "mean", "prod", "amax", "amin", "argmax", "argmin", "any", "all",
-                           "max_dim", "min_dim", "max_idx", "logsumexp", "norm", "vector_norm", "var", "std"])
+                           "max_dim", "min_dim", "max_idx", "logsumexp", "norm", "vector_norm", "var", "std",
+                           "softmax", "log_softmax"])
         red = set(range(r)) if dims is None else {d % r for d in dims}
         nred = math.prod(t.shape[d] for d in red) if r else 1
         if kind == "sum":
@@ -50,6 +51,11 @@ class ReductionForms:
             expr = f"{n}.{rng.choice(['max', 'min'])}(dim={one}{ks})[1]"
         elif kind == "logsumexp":
             expr = f"torch.logsumexp({n}, {dl or '[' + one + ']'}{ks})"
+        elif kind in ("softmax", "log_softmax"):
+            sdt = ", dtype=torch.float64" if rng.random() < 0.1 else ""
+            expr = f"torch.{kind}({n}, {one}{sdt})" if r else f"torch.{kind}({n}, 0{sdt})"
+            red = {int(one) % r} if r else set()
+            nred = t.shape[int(one)] if r else 1
         elif kind in ("var", "std"):
             corr = rng.choice(["", ", correction=0", ", correction=2", ", unbiased=False"])
             if "unbiased" in corr and not dl:
@@ -60,7 +66,7 @@ class ReductionForms:
         else:
             order = rng.choice(["2.0", "1.0", 'float("inf")'])
             expr = f"torch.linalg.vector_norm({n}, {order}, {dl}{ks}{dt})"
-        if kind in ("argmax", "argmin", "max_dim", "min_dim", "max_idx") and dims:
+        if kind in ("argmax", "argmin", "max_dim", "min_dim", "max_idx", "softmax", "log_softmax") and dims:
             red, nred = {int(one) % r}, t.shape[int(one)]
 
         def err(out):
@@ -103,6 +109,13 @@ class ReductionForms:
                 return 2 * (nred + 1) * eps * _finite_max(out)
             if kind == "logsumexp":
                 return 4 * eps * (nred + 2 + _finite_max(out)) + v.err
+            if kind == "softmax":
+                # Results in [0, 1]: the sum's order moves each by (nred + 2) ulps of 1 at most;
+                # an input error d moves exp(x - max) / sum by a factor e^(2d).
+                return 4 * eps * (nred + 2) + 2 * v.err
+            if kind == "log_softmax":
+                # x - (max + log(sum)) rounds at the inputs' magnitude.
+                return 4 * eps * (nred + 2 + _finite_max(x)) + 2 * v.err
             if kind in ("var", "std"):
                 # Both fold with Welford in double (eager's CPU algorithm), so only the final
                 # rounding and the input's own error remain; sqrt(|a - b|) bounds std's.

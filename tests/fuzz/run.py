@@ -55,6 +55,7 @@ FORM_OPS = {
     "reduce:logsumexp": r"aten::logsumexp\(", "reduce:norm": r"aten::norm\(",
     "reduce:vector_norm": r"aten::linalg_vector_norm\(",
     "reduce:var": r"aten::var\(", "reduce:std": r"aten::std\(",
+    "reduce:softmax": r"aten::softmax\(", "reduce:log_softmax": r"aten::log_softmax\(",
     "inplace": r"aten::\w+_\(", "where": r"aten::where\(",
     "repeat": r"aten::repeat\(",
 }

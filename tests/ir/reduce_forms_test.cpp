@@ -150,3 +150,50 @@ TEST(ReduceFormsIR, ProdOverOneDim) {
 }
 
 }  // namespace
+
+// --- softmax / log_softmax of a broadcast region: one tsfuse::softmax -----------------------
+
+const char* kSoftmaxHead = R"IR(
+graph(%a : Tensor, %b : Tensor):
+  %none : NoneType = prim::Constant()
+  %one : int = prim::Constant[value=1]()
+  %m1 : int = prim::Constant[value=-1]()
+  %f64 : int = prim::Constant[value=7]()
+  %two : int = prim::Constant[value=2]()
+  %au : Tensor = aten::unsqueeze(%a, %one)
+  %d : Tensor = aten::sub(%au, %b, %one)
+  %e : Tensor = aten::mul(%d, %two)
+)IR";
+
+TEST(ReduceFormsIR, SoftmaxAndLogSoftmaxOfABroadcastRegion) {
+  for (const char* kind : {"aten::softmax", "aten::log_softmax"}) {
+    auto g = parseGraph(std::string(kSoftmaxHead) + "  %s : Tensor = " + kind + "(%e, %m1, %none)\n  return (%s)\n");
+    auto ref = g->copy();
+    PassRun r = runReduce(g);
+    ASSERT_EQ(r.rewrites(), 1) << r.dump();
+    EXPECT_EQ(r.firstRewrite()->fusedOp, "tsfuse::softmax");
+    EXPECT_TRUE(fileCheck(r.ir, [&](FileCheck& fc) {
+      fc.check("aten::unsqueeze")->check("tsfuse::softmax")->check_not(kind)->check_not("aten::mul");
+    })) << r.ir;
+    auto fused = findNodes(g, "tsfuse::softmax");
+    ASSERT_EQ(fused.size(), 1u);
+    EXPECT_EQ(exprOf(fused[0]), "v1: sub($0, $1); mul(%0, 2)");
+    EXPECT_EQ(constInput(fused[0], 2).toInt(), -1);
+    EXPECT_EQ(constInput(fused[0], 3).toBool(), std::string(kind) == "aten::log_softmax");
+    Gen gen(5);
+    EXPECT_TRUE(sameOutputs(ref, g, {gen.tensor({6, 4}, at::kFloat), gen.tensor({5, 4}, at::kFloat)}, /*exact=*/false));
+  }
+}
+
+TEST(ReduceFormsIR, NegativeSoftmaxWithDtypeOrSharedValue) {
+  // A dtype converts the value first; a value also used elsewhere is stored anyway.
+  auto g = parseGraph(std::string(kSoftmaxHead) + "  %s : Tensor = aten::softmax(%e, %m1, %f64)\n  return (%s)\n");
+  PassRun r = runReduce(g);
+  EXPECT_EQ(r.rewrites(), 0) << r.dump();
+  EXPECT_TRUE(r.rejectedWith(": a dtype argument (the value would be converted first)")) << r.dump();
+  auto h = parseGraph(std::string(kSoftmaxHead) + "  %s : Tensor = aten::softmax(%e, %m1, %none)\n  return (%s, %e)\n");
+  PassRun q = runReduce(h);
+  EXPECT_EQ(q.rewrites(), 0) << q.dump();
+  EXPECT_TRUE(q.rejectedWith("the value is also used elsewhere")) << q.dump();
+  EXPECT_TRUE(fileCheck(q.ir, [](FileCheck& fc) { fc.check("aten::mul")->check("aten::softmax"); }));
+}

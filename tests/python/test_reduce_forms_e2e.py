@@ -1,6 +1,7 @@
 """optimize-ts end to end on the reduction workloads of examples/reduce_models.py: nearest
 neighbour (min with indices), anchor matching (IoU.max(dim=0) values + indices), logsumexp of a
-Gaussian kernel, L2 distance via vector_norm / norm, and a reduction with an epilogue.
+Gaussian kernel, L2 distance via vector_norm / norm, a reduction with an epilogue, and softmax /
+log_softmax over a broadcast axis (soft quantisation).
 
 Each scripted model goes through `optimize-ts --check --report`; the optimized module must hold
 one fused op in place of the reduction and its elementwise region, and agree with the eager
@@ -29,6 +30,8 @@ CASES = {
                     lambda: (torch.randn(120, 6), torch.randn(90, 6))),
     "kernel_epilogue": ("tsfuse::reduce", ["aten::sqrt", "aten::exp", "aten::mul", "aten::sum"],
                         lambda: (torch.randn(120, 6), torch.randn(90, 6), torch.rand(90))),
+    "soft_quantize": ("tsfuse::softmax", ["aten::softmax", "aten::log_softmax", "aten::pow", "aten::abs"],
+                      lambda: (torch.randn(200, 5), torch.linspace(-3, 3, 33))),
 }
 
 

@@ -1,0 +1,71 @@
+// tsfuse::softmax (kernels/fused_call.h): softmax and log_softmax along one dim of an elementwise
+// expression's value, as three fused calls that each recompute the value, so that neither the
+// value nor exp(value - maximum) is ever stored: peak = the output + two reduced tensors.
+#include "kernels/fused_call.h"
+
+#include "tsfuse/log.h"
+
+namespace tsfuse {
+namespace {
+
+// `e` with one more instruction applied to its last value: op(last, extra args...).
+Expr extend(Expr e, Op op, std::vector<Arg> more) {
+  std::vector<Arg> args = {Arg::value(static_cast<int64_t>(e.instrs.size()) - 1)};
+  args.insert(args.end(), more.begin(), more.end());
+  e.instrs.push_back(Instr{op, std::move(args)});
+  for (const Arg& a : e.instrs.back().args)
+    if (a.kind == Arg::Kind::Input) e.numInputs = std::max<int>(e.numInputs, static_cast<int>(a.i) + 1);
+  e.validate();
+  return e;
+}
+
+}  // namespace
+
+at::Tensor runSoftmax(at::TensorList operands, c10::string_view exprText, int64_t dim, bool log,
+                      const NativePath& native) {
+  std::shared_ptr<const Expr> e = cachedExpr(std::string(exprText));
+  checkFusedOperandCount(*e, nullptr, operands.size());
+  for (size_t i = 0; i < operands.size(); ++i)
+    TORCH_CHECK(operands[i].defined(), "tsfuse: operand ", i, " is an undefined tensor");
+  auto eager = [&] {
+    setLastPath("aten");
+    at::Tensor v = evalAten(*e, operands);
+    return log ? at::log_softmax(v, dim) : at::softmax(v, dim);
+  };
+  if (!commonDevice(operands)) return eager();  // raises eager's device error
+  auto an = analyze(*e, operands, nullptr);
+  if (!an) return eager();  // raises eager's error
+  const auto rank = static_cast<int64_t>(an->valueShape.size());
+  const c10::ScalarType t = an->resultType.back();
+  // Out-of-range dims raise there, with softmax's own message.
+  if (rank == 0 || dim < -rank || dim >= rank || an->outNumel() == 0) return eager();
+  if ((t != at::kFloat && t != at::kDouble) || !broadcastsBeyondOperands(*an, operands)) return eager();
+
+  const int64_t d = dim < 0 ? dim + rank : dim;
+  const int64_t n = e->numInputs;
+  ReduceSpec along;
+  along.dims = std::vector<int64_t>{d};
+  along.keepdim = true;
+  along.kind = Reduction::Amax;
+  std::vector<at::Tensor> ops(operands.begin(), operands.end());
+  ops.push_back(runFused(operands, exprText, &along, native));  // $n: the maximum
+  const Expr shifted = extend(*e, Op::Sub, {Arg::input(n)});
+  const Expr exps = extend(shifted, Op::Exp, {});
+  along.kind = Reduction::Sum;
+  at::Tensor sum = runFused(ops, exps.str(), &along, native);
+  // ATen's CPU softmax: exp(x - max) * (1 / sum); log_softmax: x - (max + log(sum)).
+  at::Tensor r;
+  if (log) {
+    ops.back() = ops.back() + at::log(sum);
+    r = runFused(ops, extend(*e, Op::Sub, {Arg::input(n)}).str(), nullptr, native);
+  } else {
+    ops.push_back(at::reciprocal(sum));
+    r = runFused(ops, extend(exps, Op::Mul, {Arg::input(n + 1)}).str(), nullptr, native);
+  }
+  TSFUSE_LOG(kernel, debug, log ? "log_softmax" : "softmax", " along dim ", d, " in three fused calls");
+  // ATen's softmax returns a contiguous tensor whatever the value's layout; the fused call's
+  // follows its operands', so a permuted one is copied (eager copies its input there too).
+  return r.contiguous();
+}
+
+}  // namespace tsfuse

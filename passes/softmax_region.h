@@ -1,0 +1,21 @@
+// softmax / log_softmax of an elementwise region, for the fuse_broadcast_reduce pass (a softmax
+// is a normalising reduction: a maximum and a sum along one dim, broadcast back):
+//
+//   %d = aten::sub(%x, %y)                       %l = prim::ListConstruct(%x, %y)
+//   %s = aten::softmax(%d, %dim, %none)    =>    %s = tsfuse::softmax(%l, "v1: sub($0, $1)", dim, False)
+//
+// The fused op never stores the region's value (kernels/fused_call.h, runSoftmax).
+#pragma once
+
+#include "passes/driver.h"
+
+namespace tsfuse {
+
+// Whether n is aten::softmax.int or aten::log_softmax.int (a candidate for fuseSoftmax).
+bool isSoftmax(Node* n);
+
+// Rewrites the softmax `n` with the region producing its input into one tsfuse::softmax; false
+// (a recorded rejection, or no elementwise producer) otherwise.
+bool fuseSoftmax(Node* n, Rewriter& rw);
+
+}  // namespace tsfuse
