@@ -128,7 +128,7 @@ def child(a):
         steady = [call() for _ in range(a.calls)]
     out["steady"] = [statistics.median(w for w, _ in steady), statistics.median(c for _, c in steady)]
     g = str(torch.jit.last_executed_optimized_graph())
-    out["tsfuse_ops"] = len(re.findall(r"tsfuse::(?:pairwise|reduce)\(", g))
+    out["tsfuse_ops"] = len(re.findall(r"tsfuse::(?:pairwise|reduce|reduce_with_indices|softmax)\(", g))
     out["graph_nodes"] = g.count("\n")
     print("RESULT " + json.dumps(out))
 
