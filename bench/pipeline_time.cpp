@@ -9,6 +9,7 @@
 // (valid until the next call): {"runs_ms": [...], "passes_ms": {pass: [...]}, "nodes", "events",
 // "rewrites"} or {"error": "..."}. With dumpPath, the first run's events and final graphs are
 // written there, so two builds can be compared for identical rewrites.
+#include "passes/driver.h"
 #include "tsfuse/tsfuse.h"
 
 #include <nlohmann/json.hpp>
@@ -26,15 +27,6 @@ using Clock = std::chrono::steady_clock;
 
 double msSince(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
-}
-
-size_t countNodes(torch::jit::Block* b) {
-  size_t n = 0;
-  for (torch::jit::Node* node : b->nodes()) {
-    ++n;
-    for (torch::jit::Block* sub : node->blocks()) n += countNodes(sub);
-  }
-  return n;
 }
 
 // Every method's graph of the module and its submodules, once each, in optimize()'s order.
@@ -84,7 +76,7 @@ std::string run(const char* model, int runs, const char* dumpPath) {
     for (const auto& [name, ms] : passMs) passes[name].push_back(ms);
     if (r == 0) {
       size_t nodes = 0;
-      for (const auto& [name, g] : methodGraphs(m)) nodes += countNodes(g->block());
+      for (const auto& [name, g] : methodGraphs(m)) nodes += tsfuse::countNodes(g->block());
       out["nodes_after"] = nodes;
       out["events"] = report.events.size();
       out["rewrites"] = report.rewrites();

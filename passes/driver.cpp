@@ -86,6 +86,15 @@ void Rewriter::walk(torch::jit::Block* block) {
   cursors_.pop_back();
 }
 
+size_t countNodes(const torch::jit::Block* block) {
+  size_t n = 0;
+  for (const torch::jit::Node* node : block->nodes()) {
+    ++n;
+    for (const torch::jit::Block* sub : node->blocks()) n += countNodes(sub);
+  }
+  return n;
+}
+
 bool runPattern(std::shared_ptr<torch::jit::Graph>& graph, Pattern& pattern) {
   Rewriter rw(graph, pattern);
   rw.walk(graph->block());

@@ -132,6 +132,9 @@ class Rewriter {
   std::vector<torch::jit::Value*> fresh_;  // keepAliasDb's values, added after the rewrite
 };
 
+// The nodes of `block`, nested blocks' included (for logs and benchmarks).
+size_t countNodes(const torch::jit::Block* block);
+
 // Runs `pattern` over every block of `graph`. Returns whether any rewrite changed the graph.
 bool runPattern(std::shared_ptr<torch::jit::Graph>& graph, Pattern& pattern);
 

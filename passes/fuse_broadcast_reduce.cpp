@@ -171,13 +171,9 @@ class FuseBroadcastReducePattern : public Pattern {
     if (rm.input->uses().size() != 1 && !onlyReductions(rm.input))
       return rw.notifyMatchFailure({reduction, producer}, "the reduced value %" + rm.input->debugName() +
                                                               " is also used elsewhere, so it is materialised anyway");
-    Region r = growRegion(producer);
-    std::string hazard = regionHazard(r, reduction, rw.aliasDb());
-    if (!hazard.empty()) {
-      std::vector<Node*> nodes = {reduction};
-      nodes.insert(nodes.end(), r.nodes.begin(), r.nodes.end());
-      return rw.notifyMatchFailure(nodes, hazard);
-    }
+    std::optional<Region> region = hazardFreeRegion(producer, reduction, rw);
+    if (!region) return false;
+    Region r = std::move(*region);
     Epilogue epi;
     std::string epiHazard;
     if (!rm.spec.withIndices()) {

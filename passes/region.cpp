@@ -97,6 +97,16 @@ std::string regionHazard(const Region& r, Node* at, AliasDb& aliasDb) {
   return readHazard(r.operands, r.nodes.front(), at, aliasDb);
 }
 
+std::optional<Region> hazardFreeRegion(Node* producer, Node* consumer, Rewriter& rw) {
+  Region r = growRegion(producer);
+  std::string hazard = regionHazard(r, consumer, rw.aliasDb());
+  if (hazard.empty()) return r;
+  std::vector<Node*> nodes = {consumer};
+  nodes.insert(nodes.end(), r.nodes.begin(), r.nodes.end());
+  rw.notifyMatchFailure(nodes, hazard);
+  return std::nullopt;
+}
+
 namespace {
 
 // The aten::repeat(self, repeats) node making v, or nullptr.

@@ -10,6 +10,7 @@
 #include <torch/csrc/jit/ir/ir.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,11 @@ Node* writerBetween(const std::vector<Value*>& values, Node* from, Node* to, Ali
 // slice by slice, then read) or after `at` are harmless. In-place ops on the region's own
 // intermediates are uses outside the region and so keep those producers out of it.
 std::string regionHazard(const Region& r, Node* at, AliasDb& aliasDb);
+
+// The region of `producer` for a fused op placed just before `consumer` (a node of its block
+// that reads the region's value), or none when regionHazard forbids it; the rejection is then
+// recorded against the consumer and the region's nodes.
+std::optional<Region> hazardFreeRegion(Node* producer, Node* consumer, Rewriter& rw);
 
 // The same for `values`, read by nodes from `first` on and by the fused op at `at`.
 std::string readHazard(const std::vector<Value*>& values, Node* first, Node* at, AliasDb& aliasDb);

@@ -27,13 +27,9 @@ bool fuseSoftmax(Node* n, Rewriter& rw) {
     return rw.notifyMatchFailure({n, producer}, what + ": a dtype argument (the value would be converted first)");
   if (v->uses().size() != 1)
     return rw.notifyMatchFailure({n, producer}, what + ": the value is also used elsewhere, so it is materialised anyway");
-  Region r = growRegion(producer);
-  std::string hazard = regionHazard(r, n, rw.aliasDb());
-  if (!hazard.empty()) {
-    std::vector<Node*> nodes = {n};
-    nodes.insert(nodes.end(), r.nodes.begin(), r.nodes.end());
-    return rw.notifyMatchFailure(nodes, hazard);
-  }
+  std::optional<Region> region = hazardFreeRegion(producer, n, rw);
+  if (!region) return false;
+  Region& r = *region;
   const bool log = n->kind() == c10::aten::log_softmax;
   RewriteEvent e;
   e.add(r.nodes).add(n);

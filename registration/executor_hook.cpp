@@ -1,5 +1,6 @@
 #include "registration/executor_hook.h"
 
+#include "passes/driver.h"
 #include "passes/op_table.h"
 #include "tsfuse/log.h"
 
@@ -66,14 +67,6 @@ bool optedOut(const std::shared_ptr<torch::jit::Graph>& g) {
   return optOuts().contains(cls.get());
 }
 
-size_t countNodes(torch::jit::Block* b) {
-  size_t n = 0;
-  for (torch::jit::Node* node : b->nodes()) {
-    ++n;
-    for (torch::jit::Block* sub : node->blocks()) n += countNodes(sub);
-  }
-  return n;
-}
 
 }  // namespace
 
