@@ -129,9 +129,16 @@ Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const Re
       !broadcastsBeyondOperands(*an, mainOperands(*e, operands))) {
     // Do no harm: folding in another order than eager changes a float result's bits, which only
     // buys something when the value being reduced is a broadcast intermediate larger than every
-    // operand. Here it is not (e.g. `x.pow(2).sum(-1)` over one [N, D] tensor), so ATen computes
-    // it exactly as the unfused graph did, with intermediates no larger than an operand.
-    Outputs out = evalFused(*e, operands, reduce);
+    // operand. Here it is not (e.g. `x.pow(2).sum(-1)` over one [N, D] tensor), so ATen reduces
+    // the value exactly as the unfused graph did. The value itself comes from the fused
+    // elementwise path (eager's bits and layout, its intermediates never stored): the call then
+    // holds the operands and the value, where evaluating op by op would also hold the last
+    // intermediate while the operand list keeps the operands alive (gp.PeriodicKernel: one
+    // [D, N, M] more than the unfused graph, which frees a dead operand after its first reader).
+    at::Tensor value = runFusedAll(mainOperands(*e, operands), exprText, nullptr, native)[0];
+    Outputs out = applyReductionAll(*reduce, value);
+    value.reset();
+    if (reduce->epilogue) out[0] = applyEpilogue(*reduce, out[0], epilogueOperands(*e, operands));
     setLastPath("aten");
     return out;
   }
