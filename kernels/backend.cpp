@@ -38,8 +38,13 @@ Outputs evalFused(const Expr& e, at::TensorList operands, const ReduceSpec* redu
   checkFusedOperandCount(e, reduce, operands.size());
   at::Tensor v = evalAten(e, mainOperands(e, operands));
   if (!reduce) return {v};
-  Outputs outs = applyReductionAll(*reduce, v);
-  if (reduce->epilogue) outs[0] = applyEpilogue(*reduce, outs[0], epilogueOperands(e, operands));
+  return reduceWithAten(e, operands, *reduce, std::move(v));
+}
+
+Outputs reduceWithAten(const Expr& e, at::TensorList operands, const ReduceSpec& reduce, at::Tensor value) {
+  Outputs outs = applyReductionAll(reduce, value);
+  value.reset();  // not held while the epilogue runs
+  if (reduce.epilogue) outs[0] = applyEpilogue(reduce, outs[0], epilogueOperands(e, operands));
   return outs;
 }
 

@@ -25,6 +25,8 @@ void checkFusedOperandCount(const Expr& e, const ReduceSpec* reduce, size_t n);
 // Unfused evaluation with ATen ops, without recording a path (the reference: the chunked path's
 // single slab, Meta, autograd and error paths). Checks the operand count first.
 Outputs evalFused(const Expr& e, at::TensorList operands, const ReduceSpec* reduce);
+// The reduction (and epilogue) of evalFused, with ATen, over an already computed value.
+Outputs reduceWithAten(const Expr& e, at::TensorList operands, const ReduceSpec& reduce, at::Tensor value);
 
 // The exact, device-generic path: evaluates the expression with ATen on slabs of the output whose
 // intermediates stay below a fixed element budget, writing each slab into the output.

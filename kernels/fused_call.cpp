@@ -136,9 +136,7 @@ Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const Re
     // intermediate while the operand list keeps the operands alive (gp.PeriodicKernel: one
     // [D, N, M] more than the unfused graph, which frees a dead operand after its first reader).
     at::Tensor value = runFusedAll(mainOperands(*e, operands), exprText, nullptr, native)[0];
-    Outputs out = applyReductionAll(*reduce, value);
-    value.reset();
-    if (reduce->epilogue) out[0] = applyEpilogue(*reduce, out[0], epilogueOperands(*e, operands));
+    Outputs out = reduceWithAten(*e, operands, *reduce, std::move(value));
     setLastPath("aten");
     return out;
   }

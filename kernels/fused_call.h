@@ -28,6 +28,8 @@ at::Tensor runFused(at::TensorList operands, c10::string_view exprText, const Re
 // did (so do its errors).
 at::Tensor runSoftmax(at::TensorList operands, c10::string_view exprText, int64_t dim, bool log,
                       const NativePath& native);
+// The same with ATen ops, the value stored (autograd, Meta, and runSoftmax's exact fallback).
+at::Tensor softmaxAten(const Expr& e, at::TensorList operands, int64_t dim, bool log);
 
 // Whether the expression's value has more elements than its largest operand holds (stride-0 dims
 // count once): only then does fusing a reduction keep a broadcast intermediate from being stored.

@@ -43,8 +43,7 @@ c10::TypedOperatorHandle<SoftmaxFn> softmaxOp() {
 
 // softmax / log_softmax of the expression's value, with ATen (autograd, Meta).
 at::Tensor softmaxEager(at::TensorList ops, c10::string_view expr, int64_t dim, bool log) {
-  at::Tensor v = evalAten(*cachedExpr(std::string(expr)), ops);
-  return log ? at::log_softmax(v, dim) : at::softmax(v, dim);
+  return softmaxAten(*cachedExpr(std::string(expr)), ops, dim, log);
 }
 
 std::tuple<at::Tensor, at::Tensor> pair(const Outputs& o) { return {o[0], o[1]}; }

@@ -21,6 +21,11 @@ Expr extend(Expr e, Op op, std::vector<Arg> more) {
 
 }  // namespace
 
+at::Tensor softmaxAten(const Expr& e, at::TensorList operands, int64_t dim, bool log) {
+  at::Tensor v = evalAten(e, operands);
+  return log ? at::log_softmax(v, dim) : at::softmax(v, dim);
+}
+
 at::Tensor runSoftmax(at::TensorList operands, c10::string_view exprText, int64_t dim, bool log,
                       const NativePath& native) {
   std::shared_ptr<const Expr> e = cachedExpr(std::string(exprText));
@@ -29,8 +34,7 @@ at::Tensor runSoftmax(at::TensorList operands, c10::string_view exprText, int64_
     TORCH_CHECK(operands[i].defined(), "tsfuse: operand ", i, " is an undefined tensor");
   auto eager = [&] {
     setLastPath("aten");
-    at::Tensor v = evalAten(*e, operands);
-    return log ? at::log_softmax(v, dim) : at::softmax(v, dim);
+    return softmaxAten(*e, operands, dim, log);
   };
   if (!commonDevice(operands)) return eager();  // raises eager's device error
   auto an = analyze(*e, operands, nullptr);
@@ -57,7 +61,7 @@ at::Tensor runSoftmax(at::TensorList operands, c10::string_view exprText, int64_
   at::Tensor r;
   if (log) {
     ops.back() = ops.back() + at::log(sum);
-    r = runFused(ops, extend(*e, Op::Sub, {Arg::input(n)}).str(), nullptr, native);
+    r = runFused(ops, shifted.str(), nullptr, native);  // $n is now max + log(sum)
   } else {
     ops.push_back(at::reciprocal(sum));
     r = runFused(ops, extend(exps, Op::Mul, {Arg::input(n + 1)}).str(), nullptr, native);

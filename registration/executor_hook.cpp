@@ -67,7 +67,6 @@ bool optedOut(const std::shared_ptr<torch::jit::Graph>& g) {
   return optOuts().contains(cls.get());
 }
 
-
 }  // namespace
 
 std::string builtTorchVersion() { return TORCH_VERSION; }
