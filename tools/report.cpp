@@ -41,7 +41,8 @@ void printEventNodes(std::ostream& os, const FusionEvent& e, const MethodGraphs*
       continue;
     }
     std::string code = r->code.substr(std::min(r->code.size(), r->code.find_first_not_of(" \t")));
-    os << "        " << std::left << std::setw(16) << r->kind << std::setw(26) << r->id
+    // Each column ends in a space, so a kind or id longer than its column still stands apart.
+    os << "        " << std::left << std::setw(15) << r->kind << ' ' << std::setw(25) << r->id << ' '
        << std::setw(22) << (baseName(r->file) + ":" + std::to_string(r->line)) << std::right << "  " << code
        << "\n";
   }
