@@ -16,30 +16,6 @@
 namespace tsfuse {
 namespace {
 
-// Dims ordered outermost-first by stride. On a tie a size-1 dim is the inner one: a dense layout
-// gives a size-1 dim the stride of the dims inside it, so it shares its stride with the next
-// outer dim (eager: sizes [6, 1, 3] -> strides [1, 6, 6]).
-std::vector<int64_t> strideOrder(at::IntArrayRef sizes, at::IntArrayRef strides) {
-  std::vector<int64_t> order(strides.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    if (strides[a] != strides[b]) return strides[a] > strides[b];
-    return sizes[a] != 1 && sizes[b] == 1;
-  });
-  return order;
-}
-
-// Dense strides for `sizes` laid out in `order` (outermost first).
-std::vector<int64_t> denseStrides(at::IntArrayRef sizes, const std::vector<int64_t>& order) {
-  std::vector<int64_t> strides(sizes.size(), 1);
-  int64_t step = 1;
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    strides[*it] = step;
-    step *= sizes[*it];
-  }
-  return strides;
-}
-
 // Whether sizes has more than INT64_MAX elements (eager cannot allocate it: it raises).
 bool numelOverflows(at::IntArrayRef sizes) {
   int64_t n = 1;
@@ -141,6 +117,30 @@ void analyzeEpilogue(const Expr& epi, const at::Tensor& reducedSmall, at::Tensor
 }
 
 }  // namespace
+
+// Dims ordered outermost-first by stride. On a tie a size-1 dim is the inner one: a dense layout
+// gives a size-1 dim the stride of the dims inside it, so it shares its stride with the next
+// outer dim (eager: sizes [6, 1, 3] -> strides [1, 6, 6]).
+std::vector<int64_t> strideOrder(at::IntArrayRef sizes, at::IntArrayRef strides) {
+  std::vector<int64_t> order(strides.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    if (strides[a] != strides[b]) return strides[a] > strides[b];
+    return sizes[a] != 1 && sizes[b] == 1;
+  });
+  return order;
+}
+
+// Dense strides for `sizes` laid out in `order` (outermost first).
+std::vector<int64_t> denseStrides(at::IntArrayRef sizes, const std::vector<int64_t>& order) {
+  std::vector<int64_t> strides(sizes.size(), 1);
+  int64_t step = 1;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    strides[*it] = step;
+    step *= sizes[*it];
+  }
+  return strides;
+}
 
 at::TensorList mainOperands(const Expr& e, at::TensorList operands) {
   return operands.slice(0, std::min<size_t>(operands.size(), e.numInputs));

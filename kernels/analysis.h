@@ -47,6 +47,11 @@ at::TensorList epilogueOperands(const Expr& e, at::TensorList operands);
 // nullopt when eager would raise (or the meta run is not possible).
 std::optional<Analysis> analyze(const Expr& e, at::TensorList operands, const ReduceSpec* reduce);
 
+// Dims ordered outermost-first by stride (on a tie a size-1 dim is the inner one), and the dense
+// strides of `sizes` laid out in such an order: the layout TensorIterator gives a fresh output.
+std::vector<int64_t> strideOrder(at::IntArrayRef sizes, at::IntArrayRef strides);
+std::vector<int64_t> denseStrides(at::IntArrayRef sizes, const std::vector<int64_t>& order);
+
 // Parsed expressions, cached by text (thread-safe, bounded).
 std::shared_ptr<const Expr> cachedExpr(const std::string& text);
 

@@ -27,12 +27,16 @@
 //
 // NB: like aten::broadcast_tensors, the select/slice/unsqueeze schemas carry no alias annotation although the outputs
 // are views; sink_views only emits them when neither the leaves nor the outputs are written.
+#include "kernels/analysis.h"
+
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/WrapDimUtils.h>
 #include <torch/library.h>
 
+#include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace tsfuse {
@@ -47,7 +51,75 @@ std::vector<int64_t> broadcastShape(at::TensorList leaves) {
 // The leaf's own dim for broadcast dim d, or -1 when the leaf does not reach it.
 int64_t leafDim(int64_t d, int64_t R, const at::Tensor& leaf) { return d - (R - leaf.dim()); }
 
-std::vector<at::Tensor> broadcastSelect(at::TensorList leaves, int64_t dim, int64_t index) {
+// True when TensorIterator could never reorder dims because of t: it orders an output's dims by
+// the first operand whose strides in a pair of dims are both nonzero, swapping the pair when the
+// outer dim has the smaller stride, or an equal one and the smaller size. A contiguous tensor never
+// asks for a swap. With the output's shape unknown here, a size-1 dim counts as seen (its stride
+// is zeroed only where the output broadcasts it).
+bool neverSwaps(const at::Tensor& t) {
+  for (int64_t j = 1; j < t.dim(); ++j)
+    for (int64_t i = 0; i < j; ++i) {
+      if (t.stride(i) == 0 || t.stride(j) == 0) continue;
+      if (t.stride(j) > t.stride(i) || (t.stride(j) == t.stride(i) && t.size(j) > 1)) return false;
+    }
+  return true;
+}
+
+// How TensorIterator sees a tensor's layout when it orders an output's dims: for each pair of
+// dims, whether either stride is zero (the pair is left to other operands) or which is larger.
+// Equal results for two tensors of one shape mean every op reading either lays its output out
+// the same way.
+bool sameLayoutVotes(at::IntArrayRef a, at::IntArrayRef b) {
+  auto vote = [](int64_t s, int64_t t) { return s == 0 || t == 0 ? 2 : (s > t) - (s < t); };
+  for (size_t j = 1; j < a.size(); ++j)
+    for (size_t i = 0; i < j; ++i)
+      if (vote(a[i], a[j]) != vote(b[i], b[j])) return false;
+  return true;
+}
+
+// The leaf views of a sunk view, laid out so that f over them has the layout eager's view of
+// f(leaves) has (`layout` is f's expression over the leaves; sink_views passes it).
+//
+// Eager lays out X = f(leaves) by TensorIterator's dim order, then views it. f over the views is
+// laid out by that order for the viewed operands, which usually agrees; but the order comes from
+// an insertion sort that skips the pairs an operand leaves undecided (a zero stride), so dropping
+// or inserting a dim can change how the remaining dims are ordered when some leaf is permuted.
+// * no leaf ever asks for a swap and the view keeps strides in order (select, unsqueeze, slice
+//   with step 1): both orders are the identity; the views as they are.
+// * else both layouts are computed (analysis stand-ins, no data); where they differ, each
+//   dimensioned leaf is copied, broadcast to the view's shape, into one layout with eager's
+//   votes, so every op of f lays its output out that way. The copies hold the viewed shape,
+//   never X's; this happens only for permuted leaves whose order the view would change.
+std::vector<at::Tensor> withEagerLayout(std::vector<at::Tensor> views, at::TensorList leaves,
+                                        const std::optional<std::string>& layout, bool viewKeepsOrder,
+                                        const std::function<at::Tensor(const at::Tensor&)>& view) {
+  if (!layout) return views;
+  bool identity = viewKeepsOrder;
+  for (const auto& t : leaves) identity = identity && neverSwaps(t);
+  if (identity) return views;
+  std::shared_ptr<const Expr> f = cachedExpr(*layout);
+  std::optional<Analysis> eager = analyze(*f, leaves, nullptr);
+  std::optional<Analysis> sunk = analyze(*f, views, nullptr);
+  if (!eager || !sunk) return views;  // f raises: the ops over the views raise eager's error
+  at::Tensor x = at::empty_strided(eager->outSizes, eager->outStrides, at::TensorOptions().device(c10::kMeta));
+  at::Tensor v = view(x);
+  if (v.sizes() != at::IntArrayRef(sunk->outSizes) || sameLayoutVotes(v.strides(), sunk->outStrides))
+    return views;
+  std::vector<int64_t> strides = denseStrides(v.sizes(), strideOrder(v.sizes(), v.strides()));
+  int64_t span = 1;  // the view's own strides, should a dense layout tie where it does not
+  for (int64_t d = 0; d < v.dim(); ++d) span += (v.size(d) - 1) * v.stride(d);
+  const bool dense = sameLayoutVotes(v.strides(), strides);
+  for (auto& t : views) {
+    if (t.dim() == 0) continue;  // no dims to vote; and it keeps its 0-dim type promotion
+    at::Tensor c = dense ? at::empty_strided(v.sizes(), strides, t.options())
+                         : at::empty({span}, t.options()).as_strided(v.sizes(), v.strides());
+    t = c.copy_(t.expand(v.sizes()));
+  }
+  return views;
+}
+
+std::vector<at::Tensor> broadcastSelect(at::TensorList leaves, int64_t dim, int64_t index,
+                                        const std::optional<std::string>& layout) {
   auto shape = broadcastShape(leaves);
   const int64_t R = static_cast<int64_t>(shape.size());
   const int64_t d = at::maybe_wrap_dim(dim, R);
@@ -64,11 +136,12 @@ std::vector<at::Tensor> broadcastSelect(at::TensorList leaves, int64_t dim, int6
     at::Tensor v = leaf.select(ld, leaf.size(ld) == S ? index : 0);
     out.push_back(leaf.dim() == 1 && R >= 2 ? v.unsqueeze(0) : v);  // sink_views proves R >= 2
   }
-  return out;
+  return withEagerLayout(std::move(out), leaves, layout, true, [&](const at::Tensor& x) { return x.select(d, index); });
 }
 
 std::vector<at::Tensor> broadcastSlice(at::TensorList leaves, int64_t dim, std::optional<int64_t> start,
-                                       std::optional<int64_t> end, int64_t step) {
+                                       std::optional<int64_t> end, int64_t step,
+                                       const std::optional<std::string>& layout) {
   auto shape = broadcastShape(leaves);
   const int64_t R = static_cast<int64_t>(shape.size());
   const int64_t d = at::maybe_wrap_dim(dim, R);
@@ -83,10 +156,12 @@ std::vector<at::Tensor> broadcastSlice(at::TensorList leaves, int64_t dim, std::
     }
     out.push_back(leaf.slice(ld, start, end, step));
   }
-  return out;
+  return withEagerLayout(std::move(out), leaves, layout, step == 1,
+                         [&](const at::Tensor& x) { return x.slice(d, start, end, step); });
 }
 
-std::vector<at::Tensor> broadcastUnsqueeze(at::TensorList leaves, int64_t dim) {
+std::vector<at::Tensor> broadcastUnsqueeze(at::TensorList leaves, int64_t dim,
+                                           const std::optional<std::string>& layout) {
   auto shape = broadcastShape(leaves);
   const int64_t R = static_cast<int64_t>(shape.size());
   const int64_t d = at::maybe_wrap_dim(dim, R + 1);
@@ -97,21 +172,7 @@ std::vector<at::Tensor> broadcastUnsqueeze(at::TensorList leaves, int64_t dim) {
     if (R == 0) out.push_back(leaf.unsqueeze(0));
     else out.push_back(leaf.dim() == 0 || ld < 0 ? leaf : leaf.unsqueeze(ld));
   }
-  return out;
-}
-
-// True when TensorIterator could never reorder dims because of t: it orders an output's dims by
-// the first operand whose strides in a pair of dims are both nonzero, swapping the pair when the
-// outer dim has the smaller stride, or an equal one and the smaller size. A contiguous tensor never
-// asks for a swap. With the output's shape unknown here, a size-1 dim counts as seen (its stride
-// is zeroed only where the output broadcasts it).
-bool neverSwaps(const at::Tensor& t) {
-  for (int64_t j = 1; j < t.dim(); ++j)
-    for (int64_t i = 0; i < j; ++i) {
-      if (t.stride(i) == 0 || t.stride(j) == 0) continue;
-      if (t.stride(j) > t.stride(i) || (t.stride(j) == t.stride(i) && t.size(j) > 1)) return false;
-    }
-  return true;
+  return withEagerLayout(std::move(out), leaves, layout, true, [&](const at::Tensor& x) { return x.unsqueeze(d); });
 }
 
 // self.repeat(repeats) read only by one fused op (passes/region.h): the expanded view where that
@@ -148,10 +209,13 @@ at::Tensor broadcastRepeat(const at::Tensor& self, at::IntArrayRef repeats, at::
 }  // namespace tsfuse
 
 TORCH_LIBRARY_FRAGMENT(tsfuse, m) {
-  m.def("broadcast_select(Tensor[] leaves, int dim, int index) -> Tensor[]", tsfuse::broadcastSelect);
-  m.def("broadcast_slice(Tensor[] leaves, int dim=0, int? start=None, int? end=None, int step=1) -> Tensor[]",
+  // `layout`: the elementwise expression the leaves feed (sink_views); absent in graphs saved
+  // before it existed, which keep the views as they are.
+  m.def("broadcast_select(Tensor[] leaves, int dim, int index, str? layout=None) -> Tensor[]", tsfuse::broadcastSelect);
+  m.def("broadcast_slice(Tensor[] leaves, int dim=0, int? start=None, int? end=None, int step=1, str? layout=None) "
+        "-> Tensor[]",
         tsfuse::broadcastSlice);
-  m.def("broadcast_unsqueeze(Tensor[] leaves, int dim) -> Tensor[]", tsfuse::broadcastUnsqueeze);
+  m.def("broadcast_unsqueeze(Tensor[] leaves, int dim, str? layout=None) -> Tensor[]", tsfuse::broadcastUnsqueeze);
   // The result may be a view of self (the alias annotation says so) or a fresh repeat.
   m.def("broadcast_repeat(Tensor(a) self, int[] repeats, Tensor[] others) -> Tensor(a)", tsfuse::broadcastRepeat);
 }

@@ -43,12 +43,23 @@ Region growRegion(Node* root) {
       }
     }
   }
-  for (auto& kv : in) r.nodes.push_back(kv.first);
+  std::vector<Node*> nodes;
+  for (auto& kv : in) nodes.push_back(kv.first);
+  Region grown = regionOf(std::move(nodes));
+  grown.boundary = std::move(r.boundary);
+  return grown;
+}
+
+Region regionOf(std::vector<Node*> nodes) {
+  Region r;
+  r.nodes = std::move(nodes);
   std::sort(r.nodes.begin(), r.nodes.end(), [](Node* a, Node* b) { return a->isBefore(b); });
   std::unordered_map<Node*, int64_t> index;
   std::unordered_map<Value*, int64_t> operandIndex;
   for (Node* n : r.nodes) {
-    ElementwiseMatch& nm = in.at(n);
+    ElementwiseMatch nm;
+    std::string why;
+    TORCH_INTERNAL_ASSERT(matchElementwise(n, nm, &why), "regionOf: ", describeNode(n), " is not elementwise: ", why);
     Instr ins{nm.op, {}};
     for (const MatchedArg& a : nm.args) {
       if (!a.tensor) {

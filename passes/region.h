@@ -35,6 +35,10 @@ struct Region {
 // already in the region; otherwise its value becomes an operand (it is computed anyway).
 Region growRegion(Node* root);
 
+// The region of exactly `nodes` (elementwise, one block, each value but the last used only
+// inside): its expression, in node order, over its tensor operands in first-use order.
+Region regionOf(std::vector<Node*> nodes);
+
 // The first node after `from` up to and including `to` (a later node of from's block), nested
 // blocks included, that may write to memory one of `values` may alias; nullptr when none does.
 // NB: only writes in that range can run between the reads the original nodes made (from `from`

@@ -180,9 +180,12 @@ struct SinkViewsPattern : Pattern {
 
   // view(f(leaves...)) -> f(broadcast_view(leaves)...)
   //
-  //   %d = aten::sub(%a, %b)                %v = tsfuse::broadcast_select([%a, %b], 2, 0)
+  //   %d = aten::sub(%a, %b)                %v = tsfuse::broadcast_select([%a, %b], 2, 0, "<f>")
   //   %s = aten::select(%d, 2, 0)     =>    %a0, %b0 = prim::ListUnpack(%v)
   //                                         %s = aten::sub(%a0, %b0)
+  //
+  // "<f>" is f's expression over the leaves: with it the op gives the views the layout eager's
+  // view of f(leaves) has, where f over the views alone would lay them out otherwise.
   bool trySink(Node* v, Rewriter& rw) {
     Value* x = v->input(0);
     Node* producer = x->node();
@@ -223,13 +226,15 @@ struct SinkViewsPattern : Pattern {
       return reject(v, "its " + std::to_string(x->uses().size()) + " views would recompute " +
                            std::to_string(nodes.size()) + " elementwise ops each (limit " +
                            std::to_string(kMaxRecomputed) + " in all)", rw);
-    std::sort(nodes.begin(), nodes.end(), [](Node* a, Node* b) { return a->isBefore(b); });
-    std::vector<Value*> leaves;
+    // f over its leaves: the views take the layout eager's view of f(leaves) would have.
+    Region f = regionOf(nodes);
+    nodes = f.nodes;
+    const std::vector<Value*>& leaves = f.operands;
     for (Node* n : nodes)
       for (Value* arg : n->inputs())
         if (!in.count(arg->node()) && arg->type()->isSubtypeOf(*c10::TensorType::get()) &&
             std::find(leaves.begin(), leaves.end(), arg) == leaves.end())
-          leaves.push_back(arg);
+          return reject(v, describeNode(n) + " reads a tensor that is not one of its elementwise operands", rw);
     // The copies read the leaves at v, the originals from nodes.front() on.
     if (Node* w = writerBetween(leaves, nodes.front(), v, rw.aliasDb()))
       return reject(v, "a leaf (or a tensor it may alias) is written by an in-place op (" + describeNode(w) +
@@ -245,7 +250,8 @@ struct SinkViewsPattern : Pattern {
     const char* op = kind == ViewKind::Select ? "tsfuse::broadcast_select"
                      : kind == ViewKind::Slice ? "tsfuse::broadcast_slice"
                                                : "tsfuse::broadcast_unsqueeze";
-    Value* views = graph.insert(c10::Symbol::fromQualString(op), args, {}, v->sourceRange());
+    Value* views = graph.insert(c10::Symbol::fromQualString(op), args,
+                                {torch::jit::NamedValue("layout", c10::IValue(f.expr.str()))}, v->sourceRange());
     Node* unpack = graph.insertNode(graph.createListUnpack(views, leaves.size()));
     std::unordered_map<Value*, Value*> map;
     for (size_t i = 0; i < leaves.size(); ++i) map[leaves[i]] = unpack->output(i);

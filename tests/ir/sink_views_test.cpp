@@ -3,10 +3,12 @@
 // broadcast value (Chamfer), each fused on its own.
 #include "ir_util.h"
 
+#include "kernels/aten_eval.h"
 #include "passes/sink_views.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <functional>
 #include <regex>
 
 namespace {
@@ -258,6 +260,8 @@ graph(%x : Tensor, %y : Tensor):
 std::vector<at::Tensor> callHelper(const char* name, const std::vector<c10::IValue>& args) {
   auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
   torch::jit::Stack s(args.begin(), args.end());
+  const auto& schema = op.schema().arguments();
+  for (size_t i = s.size(); i < schema.size(); ++i) s.push_back(*schema[i].default_value());
   op.callBoxed(&s);
   return s.at(0).toTensorVector();
 }
@@ -306,6 +310,66 @@ TEST(BroadcastViews, EqualTheViewOfTheBroadcastValue) {
   EXPECT_EQ(product(v).sizes(), at::IntArrayRef({3, 0}));
   // An index out of range of the broadcast size raises, as eager's select would.
   EXPECT_THROW(callHelper("tsfuse::broadcast_select", {at::TensorList(leaves), int64_t{-1}, int64_t{2}}), c10::Error);
+}
+
+// The strides of the dims with more than one element: those that address memory (a size-1 dim's
+// stride addresses nothing, and TensorIterator's fast paths pick it differently; as in
+// tests/fuzz/compare.py).
+std::vector<std::pair<int64_t, int64_t>> addressingStrides(const at::Tensor& t) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.size(d) > 1) out.emplace_back(d, t.stride(d));
+  return out;
+}
+
+// The views carry the layout eager's view of f(leaves) has, so the ops after them lay their
+// outputs out as eager's do. Found by the fuzzer (seed 43, program 2993): with a permuted leaf
+// and a broadcast dim between the others, TensorIterator orders f over the selected views
+// differently from the view of f over the leaves ([8,2,5] -> strides (40,8,1), eager (40,1,5)).
+TEST(BroadcastViews, TakeTheLayoutOfEagersView) {
+  const tsfuse::Expr f = tsfuse::Expr::parse("v1: maximum($0, $1); exp(%0)");
+  auto downstream = [](const at::Tensor& v) { return -v + v; };  // an op after the view: its layout
+  Gen g(3);
+  std::vector<std::vector<at::Tensor>> cases = {
+      {g.tensor({8, 1, 5}, at::kFloat).permute({2, 1, 0}), g.tensor({8, 1, 5}, at::kFloat).unsqueeze(-1)},
+      {g.tensor({8, 2, 5}, at::kFloat).permute({2, 1, 0}), g.tensor({4, 1, 1, 8}, at::kFloat)},
+      {g.tensor({4, 3}, at::kFloat).t(), g.tensor({3, 1}, at::kFloat)},
+      {g.tensor({3, 1, 4}, at::kFloat).transpose(0, 2), g.tensor({2, 1}, at::kFloat)},
+      {g.tensor({4, 6}, at::kFloat), g.tensor({4, 1}, at::kFloat)}};
+  int copied = 0;
+  for (const auto& leaves : cases) {
+    const at::Tensor x = tsfuse::evalAten(f, leaves);
+    struct View {
+      const char* op;
+      std::vector<c10::IValue> args;
+      std::function<at::Tensor(const at::Tensor&)> eager;
+    };
+    std::vector<View> views;
+    for (int64_t d = 0; d < x.dim(); ++d) {
+      views.push_back({"tsfuse::broadcast_select", {d, int64_t{0}}, [d](const at::Tensor& t) { return t.select(d, 0); }});
+      views.push_back({"tsfuse::broadcast_slice", {d, int64_t{0}, int64_t{5}, int64_t{2}},
+                       [d](const at::Tensor& t) { return t.slice(d, 0, 5, 2); }});
+    }
+    for (int64_t d = 0; d <= x.dim(); ++d)
+      views.push_back({"tsfuse::broadcast_unsqueeze", {d}, [d](const at::Tensor& t) { return t.unsqueeze(d); }});
+    for (const View& v : views) {
+      SCOPED_TRACE(std::string(v.op) + " of " + std::to_string(x.dim()) + "-dim " + c10::str(x.sizes()) + " dim " +
+                   std::to_string(v.args[0].toInt()));
+      std::vector<c10::IValue> args = {at::TensorList(leaves)};
+      args.insert(args.end(), v.args.begin(), v.args.end());
+      std::vector<c10::IValue> withLayout = args;
+      // the op's last argument: the schema defaults fill the rest
+      const auto& schema = c10::Dispatcher::singleton().findSchemaOrThrow(v.op, "").schema().arguments();
+      while (withLayout.size() + 1 < schema.size()) withLayout.push_back(*schema[withLayout.size()].default_value());
+      withLayout.push_back(f.str());
+      std::vector<at::Tensor> sunk = callHelper(v.op, withLayout);
+      const at::Tensor want = downstream(v.eager(x)), got = downstream(tsfuse::evalAten(f, sunk));
+      EXPECT_TRUE(at::equal(want, got));
+      EXPECT_EQ(addressingStrides(want), addressingStrides(got)) << want.strides() << " vs " << got.strides();
+      for (size_t i = 0; i < leaves.size(); ++i) copied += !sunk[i].is_alias_of(leaves[i]);
+    }
+  }
+  EXPECT_GT(copied, 0);  // the cases include layouts the views alone would get wrong
 }
 
 }  // namespace
