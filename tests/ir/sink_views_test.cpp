@@ -77,6 +77,9 @@ TEST(SinkViewsIR, TorchvisionBoxIouBecomesOnePairwise) {
     fc.check_not("aten::clamp")->check_not("aten::mul(")->check_not("aten::div");
   }));
   EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) { fc.check_count("tsfuse::broadcast_select", 2, true); }));
+  // Each carries the sunk intermediate's expression over its leaves: lt, rb, rb - lt, clamp.
+  for (torch::jit::Node* n : findNodes(g, "tsfuse::broadcast_select"))
+    EXPECT_EQ(torch::jit::toIValue(n->input(3))->toStringRef(), "v1: maximum($0, $1); minimum($2, $3); sub(%1, %0); clamp(%2, 0, None)");
   for (auto [n, m] : std::vector<std::pair<int64_t, int64_t>>{{7, 5}, {1, 4}, {3, 1}, {0, 3}, {1, 1}})
     for (auto t : {at::kFloat, at::kDouble, at::kLong}) {
       SCOPED_TRACE(std::to_string(n) + "x" + std::to_string(m));
