@@ -14,6 +14,7 @@
 
 #include <ATen/Parallel.h>
 
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <type_traits>
@@ -58,6 +59,9 @@ void runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
       auto compiled = jit::VerticalSum::make(prog, prefix, source, std::is_floating_point_v<Wide<T>>, plan);
       if (compiled) return runCompiledVerticalSum(*compiled, plan, outer, count, proto, finish);
     }
+    std::vector<char> constantOverRows(L);  // operands the same for every row of the reduced space
+    for (int i = 0; i < L; ++i) constantOverRows[i] = plan.reduced.constantFor(i);
+    const int64_t sourceSize = c10::elementSize(prog.slotType[source]);
     at::parallel_for(0, work, 1, [&](int64_t b, int64_t e) {
       auto scratch = prog.makeScratch();
       auto es = finish.scratch();
@@ -66,15 +70,36 @@ void runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
       if constexpr (kSum) lanes.emplace(prog.slotType[source]);
       std::unique_ptr<Out[]> vals(new Out[kTile]);
       std::vector<int64_t> base(L);
+      // Leaf i's n values of rows r0, r0 + 1, ... (rows of them) one after another in its buffer.
+      auto loadRows = [&](int i, const char* p0, int64_t rows, int64_t n, TileProgram::Scratch& sc, int64_t b0,
+                          int64_t r0) {
+        const int64_t esz = views[i].elemSize;
+        for (int64_t j = 0; j < rows; ++j) {
+          const char* p = j ? views[i].data + b0 + plan.reduced.offset(i, r0 + j) : p0;
+          char* dst = sc.buffer[i] + j * n * esz;
+          if (plan.keptAccess[i] == Access::InPlace) std::memcpy(dst, p, n * esz);
+          else gather(p, esz, &inner, &plan.kept.stride[i].back(), 1, 0, n, dst);  // uniform: n copies
+        }
+        sc.vectorLeaf(i, sc.buffer[i]);
+      };
       for (int64_t w = b; w < e; ++w) {
         const int64_t o = w / tilesPerRow, start = (w % tilesPerRow) * kTile;
         const int64_t n = std::min(kTile, inner - start);
         if constexpr (kSum) lanes->reset(n);
         else std::fill(acc.begin(), acc.begin() + n, proto);
         for (int i = 0; i < L; ++i) base[i] = outer.offset(i, o) + start * plan.kept.stride[i].back();
-        for (int64_t r = 0; r < count; ++r) {
+        // A narrow tile (n < kTile / 2) evaluates several rows of the reduced space per program
+        // run: each op's per-call cost is paid once per kTile values, not once per n. The lanes
+        // still take the rows one after another, in the reduced space's order.
+        const int64_t rowsPerRun = std::max<int64_t>(1, kTile / n);
+        for (int64_t r0 = 0; r0 < count; r0 += rowsPerRun) {
+          const int64_t rows = std::min(rowsPerRun, count - r0);
           for (int i = 0; i < L; ++i) {
-            const char* p = views[i].data + base[i] + plan.reduced.offset(i, r);
+            const char* p = views[i].data + base[i] + plan.reduced.offset(i, r0);
+            if (rows > 1 && !(plan.keptAccess[i] == Access::Uniform && constantOverRows[i])) {
+              loadRows(i, p, rows, n, scratch, base[i], r0);
+              continue;
+            }
             switch (plan.keptAccess[i]) {
               case Access::Uniform:
                 scratch.uniformLeaf(i, p);
@@ -89,12 +114,15 @@ void runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
                 break;
             }
           }
+          const int64_t m = rows * n;
           if constexpr (kSum) {
-            prog.runPrefix(scratch, n, prefix);
-            lanes->add(prog.vectorOf(scratch, source, n), n);
+            prog.runPrefix(scratch, m, prefix);
+            const char* v = prog.vectorOf(scratch, source, m);
+            for (int64_t j = 0; j < rows; ++j) lanes->add(v + j * n * sourceSize, n);
           } else {
-            const T* v = reinterpret_cast<const T*>(prog.run(scratch, n));
-            for (int64_t j = 0; j < n; ++j) acc[j].add(v[j], r);
+            const T* v = reinterpret_cast<const T*>(prog.run(scratch, m));
+            for (int64_t j = 0; j < rows; ++j)
+              for (int64_t k = 0; k < n; ++k) acc[k].add(v[j * n + k], r0 + j);
           }
         }
         if constexpr (kSum) {

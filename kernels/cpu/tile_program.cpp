@@ -75,6 +75,13 @@ std::optional<TileProgram> TileProgram::lower(const Expr& e, const Analysis& a, 
   if (!p) return std::nullopt;
   TileProgram t;
   static_cast<tsfuse::lower::Program&>(t) = std::move(*p);
+  t.vml.resize(t.code.size());
+  for (size_t k = 0; k < t.code.size(); ++k) {
+    const lower::Instr& li = t.code[k];
+    if (li.op == Prim::Aten && li.atenSlots.size() == 1 && li.aten.args.size() == 1 &&
+        t.slotType[li.atenSlots[0]] == li.ct && t.slotType[li.out] == li.ct)
+      t.vml[k] = vmlRoutine(li.aten.op, li.ct);
+  }
   return t;
 }
 
@@ -117,6 +124,12 @@ void TileProgram::runPrefix(Scratch& s, int64_t n, size_t count) const {
   const ExecFn exec = isaOps().exec;
   for (size_t k = 0; k < count; ++k) {
     const lower::Instr& li = code[k];
+    if (li.op == Prim::Aten && vml[k]) {
+      expand(*this, s, li.atenSlots[0], n);
+      vml[k](n, s.slot[li.atenSlots[0]], s.slot[li.out]);
+      s.fill[li.out] = Fill::Vector;
+      continue;
+    }
     if (li.op == Prim::Aten) {
       // NB: ATen runs on n lanes even for uniform operands: its vectorized and scalar loops may
       // round transcendental results differently, and eager ran the vectorized one.

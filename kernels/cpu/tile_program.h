@@ -9,6 +9,7 @@
 // thread: O(tile), independent of the problem size.
 #pragma once
 
+#include "kernels/cpu/vml.h"
 #include "kernels/lower/program.h"
 
 #include <optional>
@@ -24,6 +25,10 @@ struct TileProgram : lower::Program {
   // nullopt (with the reason in *why) when some dtype has no native form.
   static std::optional<TileProgram> lower(const Expr& e, const Analysis& a, at::TensorList operands,
                                           std::string* why);
+
+  // Per instruction: the MKL routine eager's ATen kernel calls for it (kernels/cpu/vml.h), which
+  // the interpreter calls on the tile instead of the ATen op; empty for every other instruction.
+  std::vector<VmlRoutine> vml;
 
   // What a slot holds for the current tile.
   enum class Fill : uint8_t {

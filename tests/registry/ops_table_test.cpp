@@ -43,7 +43,10 @@ std::string renderTable() {
      << "checks that this page is current). *native*: the target's own primitives; *ATen on tiles*: the\n"
      << "CPU runs ATen's kernel on each 512-element tile (eager's bits); *—*: the target declines and the\n"
      << "call takes the exact chunked ATen path. Other dtypes can differ (e.g. `square` of an integer\n"
-     << "tensor runs through ATen). How to add an op: [adding-an-op.md](adding-an-op.md).\n\n"
+     << "tensor runs through ATen). Where ATen's kernel for float/double `exp`, `log`, `sqrt` or `atan`\n"
+     << "is Intel MKL's vector math (the x86-64 wheels), the tile calls that MKL routine directly, with\n"
+     << "ATen's mode, after checking its bits against ATen's once (`kernels/cpu/vml.h`).\n"
+     << "How to add an op: [adding-an-op.md](adding-an-op.md).\n\n"
      << "| op | TorchScript schemas | CPU interpreter | CPU JIT (AVX2) | CUDA bytecode |\n"
      << "| --- | --- | --- | --- | --- |\n";
   for (const tsfuse::OpDef& def : tsfuse::allOps()) {

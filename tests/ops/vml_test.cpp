@@ -1,0 +1,82 @@
+// The MKL routines the tile interpreter calls for exp, log, sqrt and atan (kernels/cpu/vml.h)
+// against eager: the same bits on every tile length, offset and layout, NaN and infinities
+// included, and through a fused op whose exp eager computes on a broadcast value.
+#include "test_util.h"
+
+#include "kernels/cpu/vml.h"
+
+#include <ATen/Context.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <limits>
+
+namespace {
+
+using tsfuse::Op;
+
+at::Tensor values(at::ScalarType dt, int64_t n, uint64_t seed) {
+  at::Generator g = at::make_generator<at::CPUGeneratorImpl>(seed);
+  const double inf = std::numeric_limits<double>::infinity();
+  at::Tensor special = at::tensor({0.0, -0.0, inf, -inf, std::numeric_limits<double>::quiet_NaN(), 1e-45, 88.72,
+                                   -103.97, 709.78, 1e30, -1e30, 42.0},
+                                  at::kDouble);
+  return at::cat({at::randn({n}, g, at::kDouble) * 40, at::rand({n}, g, at::kDouble) * 1e4, special}).to(dt);
+}
+
+bool sameBits(const at::Tensor& a, const at::Tensor& b) {
+  return a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type() &&
+         std::memcmp(a.contiguous().const_data_ptr(), b.contiguous().const_data_ptr(), a.numel() * a.element_size()) == 0;
+}
+
+struct Case {
+  Op op;
+  at::Tensor (*eager)(const at::Tensor&);
+};
+const Case kCases[] = {{Op::Exp, [](const at::Tensor& x) { return at::exp(x); }},
+                       {Op::Log, [](const at::Tensor& x) { return at::log(x); }},
+                       {Op::Sqrt, [](const at::Tensor& x) { return at::sqrt(x); }},
+                       {Op::Atan, [](const at::Tensor& x) { return at::atan(x); }}};
+
+TEST(VmlRoutines, EagersBitsOnEveryTileLengthAndOffset) {
+  for (const Case& c : kCases)
+    for (at::ScalarType dt : {at::kFloat, at::kDouble}) {
+      SCOPED_TRACE(std::string(tsfuse::opName(c.op)) + " " + c10::toString(dt));
+      tsfuse::cpu::VmlRoutine r = tsfuse::cpu::vmlRoutine(c.op, dt);
+      if (!at::hasMKL()) {
+        EXPECT_FALSE(r);  // no MKL, no routine: ATen on the tile
+        continue;
+      }
+      ASSERT_TRUE(r) << "ATen calls MKL's VML for this op; the routine should have been found and verified";
+      const at::Tensor x = values(dt, 1200, 7);
+      for (int64_t n : {1, 7, 16, 17, 100, 512})
+        for (int64_t offset : {0, 1, 3}) {
+          at::Tensor in = x.slice(0, offset, offset + n), out = at::empty_like(in);
+          r(n, in.const_data_ptr(), out.data_ptr());
+          EXPECT_TRUE(sameBits(c.eager(in), out)) << n << " at " << offset;
+        }
+      at::Tensor inPlace = x.clone();
+      r(inPlace.numel(), inPlace.const_data_ptr(), inPlace.data_ptr());
+      EXPECT_TRUE(sameBits(c.eager(x), inPlace));
+      // eager on a strided, broadcast layout: the same routine on its chunks
+      at::Tensor wide = x.view({-1, 1}).expand({x.numel(), 3}).t();
+      EXPECT_TRUE(sameBits(c.eager(wide)[2], c.eager(x)));
+    }
+  EXPECT_FALSE(tsfuse::cpu::vmlRoutine(Op::Exp, at::kHalf));
+  EXPECT_FALSE(tsfuse::cpu::vmlRoutine(Op::Add, at::kFloat));
+}
+
+// exp(x - y) over an outer product, and a sum of it: eager's bits for the map (every element),
+// in each tiling the interpreter picks.
+TEST(VmlRoutines, FusedExpOfABroadcastValueIsEagers) {
+  auto op = c10::Dispatcher::singleton().findSchemaOrThrow("tsfuse::pairwise", "");
+  tsfuse_test::Gen g(11);
+  for (at::ScalarType dt : {at::kFloat, at::kDouble})
+    for (auto [n, m, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{3, 5, 1}, {64, 300, 1}, {200, 7, 16}}) {
+      at::Tensor x = g.tensor({n, 1, k}, dt, tsfuse_test::kNaNInf), y = g.tensor({1, m, k}, dt, tsfuse_test::kNaNInf);
+      torch::jit::Stack s{c10::IValue(std::vector<at::Tensor>{x, y}), c10::IValue("v1: sub($0, $1); exp(%0); log(%1)")};
+      op.callBoxed(&s);
+      EXPECT_TRUE(sameBits(at::log(at::exp(x - y)), s.at(0).toTensor())) << n << "x" << m << "x" << k << " " << dt;
+    }
+}
+
+}  // namespace
