@@ -265,8 +265,8 @@ ENTRIES: List[Entry] = [
           "polynomial * exp over the stored [N,M] distance fuse as elementwise ops (exact)"),
     Entry("gp.PeriodicKernel", GP, _gpytorch_kernel(lambda k: k.PeriodicKernel()), LOWD, "trace",
           {"pairwise": 2, "reduce": 1},
-          "per-dimension torch.cdist [D,N,M]; pow/div/mul summed over D then exp is one reduce (sin is "
-          "not fused); x / (period / pi) fuses in optimize-ts, while the executor's CSE leaves one div",
+          "per-dimension torch.cdist [D,N,M]; clamp/sin/pow/div/mul summed over D then exp is one reduce; "
+          "x / (period / pi) fuses in optimize-ts, while the executor's CSE leaves one div",
           fused_loadtime={"reduce": 1}),
     Entry("gp.RQKernel", GP, _gpytorch_kernel(lambda k: k.RQKernel()), LOWD, "trace",
           {"reduce": 2, "pairwise": 2}, "matmul-expanded squared distance, then (1 + d/(2a))^-a "

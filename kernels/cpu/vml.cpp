@@ -23,7 +23,8 @@ struct Entry {
   const char* name;  // MKL's function, after the VMS / VMD prefix
 };
 // The ops whose ATen CPU kernel is at::vml::v<op>, specialised to MKL for float and double.
-constexpr Entry kRoutines[] = {{Op::Exp, "EXP_"}, {Op::Log, "LN_"}, {Op::Sqrt, "SQRT_"}, {Op::Atan, "ATAN_"}};
+constexpr Entry kRoutines[] = {{Op::Exp, "EXP_"}, {Op::Log, "LN_"},   {Op::Sqrt, "SQRT_"}, {Op::Atan, "ATAN_"},
+                               {Op::Sin, "SIN_"}, {Op::Cos, "COS_"}, {Op::Tanh, "TANH_"}};
 
 // The loaded libtorch_cpu: the library that defines ATen's own functions.
 void* torchCpu() {

@@ -1,6 +1,6 @@
 // Eager's own routine for the float transcendentals ATen computes with Intel MKL's vector math.
 //
-// ATen's CPU exp, log, sqrt and atan for float and double (aten/src/ATen/cpu/vml.h, in MKL
+// ATen's CPU exp, log, sqrt, atan, sin, cos and tanh for float and double (aten/src/ATen/cpu/vml.h, in MKL
 // builds such as the x86-64 PyPI wheels) call MKL's VML in high-accuracy mode on contiguous
 // chunks, whatever the tensor's layout. The tile interpreter runs those ops "through ATen on the
 // tile" for eager's bits; calling the same VML routine on the tile gives the same bits without a

@@ -24,7 +24,7 @@ class ElementwiseForms:
             op = rng.choice(["abs", "neg", "neg_op", "relu", "sqrt", "exp", "log", "sigmoid", "lnot", "pow_s",
                              "sq", "clamp_s", "clamp_min_s", "clamp_max_s", "sub_s", "mul_s", "div_s",
                              "cmp_s", "where_s", "to", "add_s", "rsub_s1", "zero_dim_const",
-                             "atan", "rsqrt", "log1p", "square", "masked_fill", "invert"])
+                             "atan", "rsqrt", "log1p", "square", "masked_fill", "invert", "sin", "cos", "tanh"])
         A, B = a.name, b.name if b else None
         s = self.scalar()
         cmp = rng.choice(["<", "<=", ">", ">=", "==", "!="])
@@ -72,7 +72,8 @@ class ElementwiseForms:
             "relu": (f"torch.relu({A})", mx), "sqrt": (f"{A}.sqrt()", trans), "exp": (f"torch.exp({A})", trans),
             "log": (f"{A}.log()", trans), "sigmoid": (f"torch.sigmoid({A})", trans),
             "lnot": (f"torch.logical_not({A})", disc),
-            "atan": (f"torch.atan({A})", trans), "rsqrt": (f"{A}.rsqrt()", trans), "log1p": (f"torch.log1p({A})", trans),
+            "atan": (f"torch.atan({A})", trans), "sin": (f"torch.sin({A})", trans), "cos": (f"{A}.cos()", trans),
+            "tanh": (f"torch.tanh({A})", trans), "rsqrt": (f"{A}.rsqrt()", trans), "log1p": (f"torch.log1p({A})", trans),
             "square": (f"torch.square({A})", trans), "hypot": (f"torch.hypot({A}, {B})", trans),
             "masked_fill": (None, None),
             "bitwise": (f"{A} {rng.choice(['&', '|', '^'])} {B}", disc), "invert": (f"~{A}", disc),

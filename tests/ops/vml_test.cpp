@@ -1,4 +1,4 @@
-// The MKL routines the tile interpreter calls for exp, log, sqrt and atan (kernels/cpu/vml.h)
+// The MKL routines the tile interpreter calls for exp, log, sqrt, atan, sin, cos and tanh (kernels/cpu/vml.h)
 // against eager: the same bits on every tile length, offset and layout, NaN and infinities
 // included, and through a fused op whose exp eager computes on a broadcast value.
 #include "test_util.h"
@@ -35,7 +35,10 @@ struct Case {
 const Case kCases[] = {{Op::Exp, [](const at::Tensor& x) { return at::exp(x); }},
                        {Op::Log, [](const at::Tensor& x) { return at::log(x); }},
                        {Op::Sqrt, [](const at::Tensor& x) { return at::sqrt(x); }},
-                       {Op::Atan, [](const at::Tensor& x) { return at::atan(x); }}};
+                       {Op::Atan, [](const at::Tensor& x) { return at::atan(x); }},
+                       {Op::Sin, [](const at::Tensor& x) { return at::sin(x); }},
+                       {Op::Cos, [](const at::Tensor& x) { return at::cos(x); }},
+                       {Op::Tanh, [](const at::Tensor& x) { return at::tanh(x); }}};
 
 TEST(VmlRoutines, EagersBitsOnEveryTileLengthAndOffset) {
   for (const Case& c : kCases)
