@@ -3,15 +3,11 @@
 // operand is narrowed along that dim only where it is not broadcast, so 0-dim operands stay 0-dim
 // and type promotion is unchanged.
 #include "kernels/backend.h"
+#include "kernels/fused_call.h"
 
 #include "tsfuse/log.h"
 
 namespace tsfuse {
-namespace {
-
-constexpr int64_t kSlabElements = int64_t(1) << 18;
-
-}  // namespace
 
 Outputs runChunked(const Expr& e, at::TensorList operands, const ReduceSpec* reduce, const Analysis& an,
                    const IterationPlan& plan) {

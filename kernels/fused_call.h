@@ -31,6 +31,15 @@ at::Tensor runSoftmax(at::TensorList operands, c10::string_view exprText, int64_
 // The same with ATen ops, the value stored (autograd, Meta, and runSoftmax's exact fallback).
 at::Tensor softmaxAten(const Expr& e, at::TensorList operands, int64_t dim, bool log);
 
+// An intermediate this small costs no more than O(tile) scratch to store: the chunked path's slab.
+constexpr int64_t kSlabElements = int64_t(1) << 18;
+
+// Softmax of a value of at most this many elements stores the value and runs ATen's softmax on it
+// (one pass: faster there than three fused sweeps, and eager's bits). Default kSlabElements;
+// kernel tests set 0 to run the fused sweeps on small shapes.
+void setSoftmaxStoredLimit(int64_t elements);
+int64_t softmaxStoredLimit();
+
 // Whether the expression's value has more elements than its largest operand holds (stride-0 dims
 // count once): only then does fusing a reduction keep a broadcast intermediate from being stored.
 bool broadcastsBeyondOperands(const Analysis& an, at::TensorList operands);

@@ -3,9 +3,18 @@
 // nothing broadcasts, float16, the errors eager raises, and autograd.
 #include "test_util.h"
 
+#include "kernels/fused_call.h"
 #include "tsfuse/ops.h"
 
 namespace {
+
+// Small values normally take ATen's softmax over the stored value; these tests run the fused
+// sweeps on them (the limit itself: Softmax.SmallValuesAreStoredAndAtensSoftmaxRuns).
+class Softmax : public ::testing::Test {
+ protected:
+  void SetUp() override { tsfuse::setSoftmaxStoredLimit(0); }
+  void TearDown() override { tsfuse::setSoftmaxStoredLimit(tsfuse::kSlabElements); }
+};
 
 using tsfuse_test::Gen;
 
@@ -16,7 +25,7 @@ at::Tensor eager(const at::Tensor& a, const at::Tensor& b, int64_t dim, bool log
   return log ? at::log_softmax(v, dim) : at::softmax(v, dim);
 }
 
-TEST(Softmax, RandomBroadcastShapesAndDims) {
+TEST_F(Softmax, RandomBroadcastShapesAndDims) {
   Gen g(51);
   for (int i = 0; i < 120; ++i) {
     const int64_t n = 1 + g.randint(0, 40), m = 1 + g.randint(0, 30), d = 1 + g.randint(0, 9);
@@ -39,7 +48,7 @@ TEST(Softmax, RandomBroadcastShapesAndDims) {
   }
 }
 
-TEST(Softmax, EdgeValuesMatchEager) {
+TEST_F(Softmax, EdgeValuesMatchEager) {
   // +-inf and NaN in a row: NaN rows (inf - inf) and zeros exactly where eager has them.
   at::Tensor a = at::tensor({0.0, -INFINITY, INFINITY, NAN}).view({4, 1, 1});
   at::Tensor b = at::tensor({0.0, 1.0, -INFINITY}).view({1, 3, 1});
@@ -51,7 +60,23 @@ TEST(Softmax, EdgeValuesMatchEager) {
     }
 }
 
-TEST(Softmax, NoBroadcastIsExactlyAten) {
+TEST_F(Softmax, SmallValuesAreStoredAndAtensSoftmaxRuns) {
+  Gen g(54);
+  at::Tensor a = g.tensor({20, 1, 4}, at::kFloat), b = g.tensor({1, 9, 4}, at::kFloat);
+  tsfuse::setSoftmaxStoredLimit(tsfuse::kSlabElements);
+  at::Tensor got = tsfuse::softmax({a, b}, kExpr, 1);
+  const std::string small = tsfuse::lastPath();
+  at::Tensor big1 = g.tensor({300, 1, 16}, at::kFloat), big2 = g.tensor({1, 64, 16}, at::kFloat);  // 307,200 values
+  at::Tensor gotBig = tsfuse::softmax({big1, big2}, kExpr, 1);
+  const std::string big = tsfuse::lastPath();
+  tsfuse::setSoftmaxStoredLimit(0);
+  EXPECT_EQ(small, "aten");
+  EXPECT_TRUE(at::equal(got, eager(a, b, 1, false)));  // eager's bits
+  EXPECT_EQ(big, "native");
+  EXPECT_TRUE(at::allclose(gotBig, eager(big1, big2, 1, false), 1e-5, 1e-6));
+}
+
+TEST_F(Softmax, NoBroadcastIsExactlyAten) {
   // The value is as large as an operand: nothing to save, so ATen computes it (eager's bits).
   Gen g(52);
   at::Tensor a = g.tensor({30, 40}, at::kFloat), b = g.tensor({40}, at::kFloat);
@@ -60,7 +85,7 @@ TEST(Softmax, NoBroadcastIsExactlyAten) {
   EXPECT_TRUE(at::equal(got, eager(a, b, 1, false)));
 }
 
-TEST(Softmax, OtherDtypesEmptyAndErrorsAreEagers) {
+TEST_F(Softmax, OtherDtypesEmptyAndErrorsAreEagers) {
   Gen g(53);
   // float16 is computed by ATen (its softmax accumulates in float): exactly eager's.
   at::Tensor h = g.tensor({5, 1, 3}, at::kHalf), k = g.tensor({1, 4, 3}, at::kHalf);
@@ -80,7 +105,7 @@ TEST(Softmax, OtherDtypesEmptyAndErrorsAreEagers) {
   }
 }
 
-TEST(Softmax, GradientFlowsThroughTheUnfusedOps) {
+TEST_F(Softmax, GradientFlowsThroughTheUnfusedOps) {
   Gen g(54);
   at::Tensor a = g.tensor({5, 1, 3}, at::kDouble).requires_grad_(), b = g.tensor({1, 4, 3}, at::kDouble);
   at::Tensor w = g.tensor({5, 4, 3}, at::kDouble);
