@@ -28,8 +28,12 @@ Outputs evalFused(const Expr& e, at::TensorList operands, const ReduceSpec* redu
 // The reduction (and epilogue) of evalFused, with ATen, over an already computed value.
 Outputs reduceWithAten(const Expr& e, at::TensorList operands, const ReduceSpec& reduce, at::Tensor value);
 
+// An intermediate of at most this many elements costs no more than O(tile) scratch to store: the
+// chunked path's slab budget (and the size up to which softmax stores its value).
+constexpr int64_t kSlabElements = int64_t(1) << 18;
+
 // The exact, device-generic path: evaluates the expression with ATen on slabs of the output whose
-// intermediates stay below a fixed element budget, writing each slab into the output.
+// intermediates stay below kSlabElements, writing each slab into the output.
 Outputs runChunked(const Expr& e, at::TensorList operands, const ReduceSpec* reduce,
                    const Analysis& an, const IterationPlan& plan);
 

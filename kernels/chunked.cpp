@@ -3,7 +3,6 @@
 // operand is narrowed along that dim only where it is not broadcast, so 0-dim operands stay 0-dim
 // and type promotion is unchanged.
 #include "kernels/backend.h"
-#include "kernels/fused_call.h"
 
 #include "tsfuse/log.h"
 

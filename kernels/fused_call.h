@@ -31,9 +31,6 @@ at::Tensor runSoftmax(at::TensorList operands, c10::string_view exprText, int64_
 // The same with ATen ops, the value stored (autograd, Meta, and runSoftmax's exact fallback).
 at::Tensor softmaxAten(const Expr& e, at::TensorList operands, int64_t dim, bool log);
 
-// An intermediate this small costs no more than O(tile) scratch to store: the chunked path's slab.
-constexpr int64_t kSlabElements = int64_t(1) << 18;
-
 // Softmax of a value of at most this many elements stores the value and runs ATen's softmax on it
 // (one pass: faster there than three fused sweeps, and eager's bits). Default kSlabElements;
 // kernel tests set 0 to run the fused sweeps on small shapes.
