@@ -160,6 +160,7 @@ int64_t Analysis::outNumel() const {
 }
 
 at::Tensor Analysis::allocOut(c10::Device device) const {
+  if (donated.defined() && donated.device() == device) return donated;
   return at::empty_strided(outSizes, outStrides, at::TensorOptions().dtype(outDtype).device(device));
 }
 

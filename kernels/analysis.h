@@ -34,6 +34,10 @@ struct Analysis {
   std::shared_ptr<const Analysis> epilogue;
   bool epilogueKeepsShape = true;
 
+  // An operand the caller gave up, laid out as the output: allocOut returns it, and the output is
+  // written over it (kernels/fused_call.h, takeDonated). Elementwise calls only.
+  at::Tensor donated;
+
   int64_t outNumel() const;
   at::Tensor allocOut(c10::Device device) const;
   // max/min with indices: the int64 indices, laid out like the values.

@@ -21,6 +21,8 @@ int64_t footprint(const at::Tensor& t) {
   return n;
 }
 
+thread_local const void* tlsLastDonated = nullptr;
+
 std::atomic<bool>& keepOrderState() {
   static std::atomic<bool> on = [] {
     const char* v = std::getenv("TSFUSE_REDUCE_ORDER");
@@ -89,16 +91,41 @@ ReduceSpec makeIndicesSpec(c10::string_view reduction, int64_t dim, bool keepdim
 }
 
 at::Tensor runFused(at::TensorList operands, c10::string_view exprText, const ReduceSpec* reduce,
-                    const NativePath& native) {
-  return runFusedAll(operands, exprText, reduce, native)[0];
+                    const NativePath& native, at::IntArrayRef donated) {
+  return runFusedAll(operands, exprText, reduce, native, donated)[0];
+}
+
+const void* lastDonatedMemory() { return tlsLastDonated; }
+
+at::Tensor takeDonated(at::TensorList operands, at::IntArrayRef donated, const Analysis& an) {
+  for (int64_t i : donated) {
+    const at::Tensor& t = operands.at(i);
+    // Only the CPU paths are known to read each operand element before writing the output element
+    // at the same place (tile loads precede tile stores; the chunked path computes a slab before
+    // copying it); the CUDA kernels have never run on a GPU.
+    if (!t.is_cpu() || t.layout() != at::kStrided || t.is_conj() || t.is_neg() || t.requires_grad()) continue;
+    if (t.scalar_type() != an.outDtype || t.sizes() != at::IntArrayRef(an.outSizes) ||
+        t.strides() != at::IntArrayRef(an.outStrides) || !t.is_non_overlapping_and_dense())
+      continue;
+    if (t.use_count() > kCallReferences || !t.has_storage() || t.storage().use_count() != 1) continue;
+    return t;
+  }
+  return at::Tensor();
 }
 
 Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const ReduceSpec* reduce,
-                    const NativePath& native) {
+                    const NativePath& native, at::IntArrayRef donated) {
   std::shared_ptr<const Expr> e = cachedExpr(std::string(exprText));
   checkFusedOperandCount(*e, reduce, operands.size());
+  for (int64_t i : donated)
+    TORCH_CHECK(i >= 0 && i < static_cast<int64_t>(operands.size()), "tsfuse: donated operand ", i,
+                " out of range for ", operands.size(), " operands");
+  if (!donated.empty()) tlsLastDonated = nullptr;
   for (size_t i = 0; i < operands.size(); ++i)
     TORCH_CHECK(operands[i].defined(), "tsfuse: operand ", i, " is an undefined tensor");
+  std::vector<int64_t> mainDonated;  // for a call on the expression's own operands only
+  for (int64_t i : donated)
+    if (i < e->numInputs) mainDonated.push_back(i);
   auto device = commonDevice(operands);
   if (!device) return runEagerAll(*e, operands, reduce);  // raises eager's device error
   auto an = analyze(*e, operands, reduce);
@@ -117,7 +144,7 @@ Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const Re
     TSFUSE_LOG(kernel, debug, "epilogue grows the reduced shape; it runs after the reduction");
     ReduceSpec plain = *reduce;
     plain.epilogue.reset();
-    Outputs r = runFusedAll(mainOperands(*e, operands), exprText, &plain, native);
+    Outputs r = runFusedAll(mainOperands(*e, operands), exprText, &plain, native, mainDonated);
     const char* path = lastPath();
     std::vector<at::Tensor> epiOperands = {r[0]};
     for (const auto& t : epilogueOperands(*e, operands)) epiOperands.push_back(t);
@@ -134,12 +161,22 @@ Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const Re
     // elementwise path (eager's bits and layout, its intermediates never stored): the call then
     // holds the operands and the value, where evaluating op by op would also hold the last
     // intermediate while the operand list keeps the operands alive (gp.PeriodicKernel: one
-    // [D, N, M] more than the unfused graph, which frees a dead operand after its first reader).
-    at::Tensor value = runFusedAll(mainOperands(*e, operands), exprText, nullptr, native)[0];
+    // [D, N, M] more than the unfused graph, which frees a dead operand after its first reader),
+    // unless a donated operand takes the value (then it holds as much as the unfused graph).
+    at::Tensor value = runFusedAll(mainOperands(*e, operands), exprText, nullptr, native, mainDonated)[0];
     Outputs out = reduceWithAten(*e, operands, *reduce, std::move(value));
     setLastPath("aten");
     return out;
   }
+  if (!reduce && !donated.empty()) an->donated = takeDonated(operands, donated, *an);
+  // Whether the output did take the donated operand (the chunked path's single slab does not).
+  auto noteDonation = [&](Outputs out) {
+    if (an->donated.defined() && out[0].is_same(an->donated)) {
+      tlsLastDonated = out[0].data_ptr();
+      TSFUSE_LOG(kernel, debug, "output written over a donated operand: ", exprText);
+    }
+    return out;
+  };
   // Data pointers only where a native path reads them (no other device need have any).
   const IterationPlan plan = IterationPlan::make(*e, operands, reduce, *an, /*bindData=*/bool(native));
   if (native) {
@@ -147,12 +184,12 @@ Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const Re
     Outputs out = native(*e, operands, reduce, *an, plan, &why);
     if (!out.empty()) {
       setLastPath("native");
-      return out;
+      return noteDonation(std::move(out));
     }
     TSFUSE_LOG(kernel, debug, "native path declined (", why, "); chunked ATen path for ", exprText);
   }
   setLastPath("chunked");
-  return runChunked(*e, operands, reduce, *an, plan);
+  return noteDonation(runChunked(*e, operands, reduce, *an, plan));
 }
 
 }  // namespace tsfuse

@@ -14,10 +14,26 @@
 
 namespace tsfuse {
 
+// `donated`: indices of operands the caller gives up (the fused op's `donated` argument, set by
+// passes/donate_operands.cpp where the graph never reads them again). An elementwise call writes
+// its output into such an operand's memory when it is a CPU tensor laid out exactly as the output
+// would be (dtype, sizes, strides, dense) that nothing but this call holds (takeDonated, below):
+// the unfused graph frees a dead operand after its first reader, and so, then, does the fused op.
 Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const ReduceSpec* reduce,
-                    const NativePath& native);
+                    const NativePath& native, at::IntArrayRef donated = {});
 at::Tensor runFused(at::TensorList operands, c10::string_view exprText, const ReduceSpec* reduce,
-                    const NativePath& native);
+                    const NativePath& native, at::IntArrayRef donated = {});
+
+// The donated operand an elementwise call's output may take (undefined: none). Besides the layout,
+// the tensor must be held by nothing but this call: by at most kCallReferences handles, and its
+// storage by no other tensor (no live view of it). The interpreter moves the operand list into
+// the call, where the dispatcher copies it into the kernel's vector and frees it: a dead operand
+// then has one handle, one that a register still holds for a later reader has two.
+constexpr long kCallReferences = 1;
+// The memory the last call with donated operands on this thread wrote its output over (nullptr:
+// none); for tests.
+const void* lastDonatedMemory();
+at::Tensor takeDonated(at::TensorList operands, at::IntArrayRef donated, const Analysis& an);
 
 // tsfuse::softmax: softmax (or log_softmax, `log`) along `dim` of the expression's value, which is
 // never stored. Three calls over the broadcast space, each recomputing the value: its maximum

@@ -14,9 +14,10 @@
 namespace tsfuse {
 namespace {
 
-using PairwiseFn = at::Tensor(at::TensorList, c10::string_view);
+using PairwiseFn = at::Tensor(at::TensorList, c10::string_view, at::IntArrayRef);
 using ReduceFn = at::Tensor(at::TensorList, c10::string_view, c10::string_view, at::OptionalIntArrayRef,
-                            bool, std::optional<c10::ScalarType>, std::optional<c10::string_view>);
+                            bool, std::optional<c10::ScalarType>, std::optional<c10::string_view>,
+                            at::IntArrayRef);
 using IndicesFn = std::tuple<at::Tensor, at::Tensor>(at::TensorList, c10::string_view, c10::string_view,
                                                      int64_t, bool);
 using SoftmaxFn = at::Tensor(at::TensorList, c10::string_view, int64_t, bool);
@@ -57,20 +58,20 @@ bool needsGrad(at::TensorList ops) {
 
 // Autograd: when a gradient is needed the region runs unfused through ATen, so autograd records
 // exactly the ops of the original subgraph; otherwise dispatch continues to the backend kernel.
-at::Tensor pairwiseAutograd(at::TensorList ops, c10::string_view expr) {
+at::Tensor pairwiseAutograd(at::TensorList ops, c10::string_view expr, at::IntArrayRef donated) {
   if (needsGrad(ops)) return runEager(*cachedExpr(std::string(expr)), ops, nullptr);
   at::AutoDispatchBelowADInplaceOrView guard;
-  return pairwiseOp().call(ops, expr);
+  return pairwiseOp().call(ops, expr, donated);
 }
 at::Tensor reduceAutograd(at::TensorList ops, c10::string_view expr, c10::string_view reduction,
                           at::OptionalIntArrayRef dim, bool keepdim, std::optional<c10::ScalarType> dtype,
-                          std::optional<c10::string_view> epilogue) {
+                          std::optional<c10::string_view> epilogue, at::IntArrayRef donated) {
   if (needsGrad(ops)) {
     ReduceSpec spec = makeReduceSpec(reduction, dim, keepdim, dtype, epilogue);
     return runEager(*cachedExpr(std::string(expr)), ops, &spec);
   }
   at::AutoDispatchBelowADInplaceOrView guard;
-  return reduceOp().call(ops, expr, reduction, dim, keepdim, dtype, epilogue);
+  return reduceOp().call(ops, expr, reduction, dim, keepdim, dtype, epilogue, donated);
 }
 at::Tensor softmaxAutograd(at::TensorList ops, c10::string_view expr, int64_t dim, bool log) {
   if (needsGrad(ops)) return softmaxEager(ops, expr, dim, log);
@@ -90,12 +91,14 @@ std::tuple<at::Tensor, at::Tensor> indicesAutograd(at::TensorList ops, c10::stri
 // The backend kernels of a dispatch key, over its native path (none: the chunked path alone).
 template <const NativePath* Native>
 struct Backend {
-  static at::Tensor pairwise(at::TensorList ops, c10::string_view expr) { return runFused(ops, expr, nullptr, *Native); }
+  static at::Tensor pairwise(at::TensorList ops, c10::string_view expr, at::IntArrayRef donated) {
+    return runFused(ops, expr, nullptr, *Native, donated);
+  }
   static at::Tensor reduce(at::TensorList ops, c10::string_view expr, c10::string_view reduction,
                            at::OptionalIntArrayRef dim, bool keepdim, std::optional<c10::ScalarType> dtype,
-                           std::optional<c10::string_view> epilogue) {
+                           std::optional<c10::string_view> epilogue, at::IntArrayRef donated) {
     ReduceSpec spec = makeReduceSpec(reduction, dim, keepdim, dtype, epilogue);
-    return runFused(ops, expr, &spec, *Native);
+    return runFused(ops, expr, &spec, *Native, donated);
   }
   static at::Tensor softmax(at::TensorList ops, c10::string_view expr, int64_t dim, bool log) {
     return runSoftmax(ops, expr, dim, log, *Native);
@@ -113,12 +116,12 @@ const NativePath kCpuNative = cpu::runNative;
 const NativePath kCudaNative = cuda::runCuda;
 #endif
 
-at::Tensor pairwiseMeta(at::TensorList ops, c10::string_view expr) {
+at::Tensor pairwiseMeta(at::TensorList ops, c10::string_view expr, at::IntArrayRef) {
   return evalAten(*cachedExpr(std::string(expr)), ops);
 }
 at::Tensor reduceMeta(at::TensorList ops, c10::string_view expr, c10::string_view reduction,
                       at::OptionalIntArrayRef dim, bool keepdim, std::optional<c10::ScalarType> dtype,
-                      std::optional<c10::string_view> epilogue) {
+                      std::optional<c10::string_view> epilogue, at::IntArrayRef) {
   ReduceSpec spec = makeReduceSpec(reduction, dim, keepdim, dtype, epilogue);
   return evalFused(*cachedExpr(std::string(expr)), ops, &spec)[0];
 }
@@ -131,7 +134,7 @@ std::tuple<at::Tensor, at::Tensor> indicesMeta(at::TensorList ops, c10::string_v
 }  // namespace
 
 at::Tensor pairwise(at::TensorList operands, const std::string& expr) {
-  return pairwiseOp().call(operands, expr);
+  return pairwiseOp().call(operands, expr, {});
 }
 
 at::Tensor reduce(at::TensorList operands, const std::string& expr, const std::string& reduction,
@@ -141,7 +144,7 @@ at::Tensor reduce(at::TensorList operands, const std::string& expr, const std::s
   if (dim) d = at::IntArrayRef(*dim);
   std::optional<c10::string_view> epi;
   if (epilogue) epi = c10::string_view(*epilogue);
-  return reduceOp().call(operands, expr, reduction, d, keepdim, dtype, epi);
+  return reduceOp().call(operands, expr, reduction, d, keepdim, dtype, epi, {});
 }
 
 std::tuple<at::Tensor, at::Tensor> reduceWithIndices(at::TensorList operands, const std::string& expr,
@@ -157,10 +160,11 @@ at::Tensor softmax(at::TensorList operands, const std::string& expr, int64_t dim
 }  // namespace tsfuse
 
 TORCH_LIBRARY(tsfuse, m) {
-  m.def("pairwise(Tensor[] operands, str expr) -> Tensor");
+  // `donated`: operands the caller will not read again (kernels/fused_call.h, runFusedAll).
+  m.def("pairwise(Tensor[] operands, str expr, int[] donated=[]) -> Tensor");
   m.def(
       "reduce(Tensor[] operands, str expr, str reduction, int[]? dim=None, bool keepdim=False, "
-      "ScalarType? dtype=None, str? epilogue=None) -> Tensor");
+      "ScalarType? dtype=None, str? epilogue=None, int[] donated=[]) -> Tensor");
   m.def(
       "reduce_with_indices(Tensor[] operands, str expr, str reduction, int dim, bool keepdim=False) "
       "-> (Tensor values, Tensor indices)");

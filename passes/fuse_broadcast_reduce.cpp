@@ -134,6 +134,7 @@ Node* absorbEpilogue(Rewriter& rw, Node* fused, const Epilogue& epi, RewriteEven
   withEpi->addInput(list);
   for (size_t i = 1; i <= 5; ++i) withEpi->addInput(fused->input(i));  // expr .. dtype
   withEpi->addInput(g.insertConstant(epi.expr.str()));
+  withEpi->addInput(fused->input(7));  // donated: still [] (donate_operands runs last)
   g.insertNode(withEpi);
   withEpi->setSourceRange(last->sourceRange());
   withEpi->output()->setType(last->output()->type());

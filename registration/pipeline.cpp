@@ -1,6 +1,7 @@
 #include "registration/pipeline.h"
 
 #include "passes/canonicalize.h"
+#include "passes/donate_operands.h"
 #include "passes/events.h"
 #include "passes/fuse_broadcast_reduce.h"
 #include "passes/fuse_pairwise.h"
@@ -35,6 +36,9 @@ const std::vector<PassInfo>& pipelinePasses() {
          torch::jit::EliminateDeadCode(g);
          return false;
        }},
+      // After cleanup: a dead reader would keep an operand from being donated.
+      {"donate_operands", "operands only a fused op reads -> its `donated` argument (its result may reuse their memory)",
+       DonateOperands},
   };
   return passes;
 }

@@ -1,8 +1,9 @@
 // C++ entry points of the fused ops (they go through the dispatcher, like torch.ops.tsfuse.*).
 //
-//   tsfuse::pairwise(Tensor[] operands, str expr) -> Tensor
+//   tsfuse::pairwise(Tensor[] operands, str expr, int[] donated=[]) -> Tensor
 //   tsfuse::reduce(Tensor[] operands, str expr, str reduction, int[]? dim=None,
-//                  bool keepdim=False, ScalarType? dtype=None, str? epilogue=None) -> Tensor
+//                  bool keepdim=False, ScalarType? dtype=None, str? epilogue=None,
+//                  int[] donated=[]) -> Tensor
 //   tsfuse::reduce_with_indices(Tensor[] operands, str expr, str reduction, int dim,
 //                               bool keepdim=False) -> (Tensor values, Tensor indices)
 //   tsfuse::softmax(Tensor[] operands, str expr, int dim, bool log=False) -> Tensor
@@ -12,7 +13,9 @@
 // max or min (torch.max/min(x, dim)). `epilogue` is an expression applied to the reduced value:
 // its $0 is the reduced value, $k (k >= 1) the operand after the expression's own k-1 others, e.g.
 // reduce([a, b, w], "v1: sub($0, $1); pow(%0, 2)", "sum", [-1], False, None, "v1: sqrt($0); mul(%0, $1)")
-// computes sqrt(((a - b) ** 2).sum(-1)) * w. softmax is torch.softmax (log: torch.log_softmax)
+// computes sqrt(((a - b) ** 2).sum(-1)) * w. `donated` lists operands the caller gives up: the
+// op may write its elementwise result over one of them where nothing else holds it (the graph
+// pass sets it for operands no later node reads; these C++ entry points never donate). softmax is torch.softmax (log: torch.log_softmax)
 // of the expression's value along dim, within the reduction tolerance where the value broadcasts
 // beyond its operands (the value is never stored), else exactly ATen's.
 //

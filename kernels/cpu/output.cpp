@@ -34,7 +34,7 @@ void adviseHugePages(const at::Tensor& t) {
 
 at::Tensor allocOutput(const Analysis& an) {
   at::Tensor out = an.allocOut(c10::kCPU);
-  adviseHugePages(out);
+  if (!an.donated.defined()) adviseHugePages(out);  // it touches pages by writing to them
   return out;
 }
 

@@ -76,7 +76,8 @@ TEST(VmlRoutines, FusedExpOfABroadcastValueIsEagers) {
   for (at::ScalarType dt : {at::kFloat, at::kDouble})
     for (auto [n, m, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{3, 5, 1}, {64, 300, 1}, {200, 7, 16}}) {
       at::Tensor x = g.tensor({n, 1, k}, dt, tsfuse_test::kNaNInf), y = g.tensor({1, m, k}, dt, tsfuse_test::kNaNInf);
-      torch::jit::Stack s{c10::IValue(std::vector<at::Tensor>{x, y}), c10::IValue("v1: sub($0, $1); exp(%0); log(%1)")};
+      torch::jit::Stack s{c10::IValue(std::vector<at::Tensor>{x, y}), c10::IValue("v1: sub($0, $1); exp(%0); log(%1)"),
+                            c10::IValue(std::vector<int64_t>{})};
       op.callBoxed(&s);
       EXPECT_TRUE(sameBits(at::log(at::exp(x - y)), s.at(0).toTensor())) << n << "x" << m << "x" << k << " " << dt;
     }

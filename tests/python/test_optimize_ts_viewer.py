@@ -320,10 +320,12 @@ def test_html_links_fused_op_and_original_nodes_both_ways(intersection_page):
         assert m, src
         code = next(dom.all(has_class("code", "span"), cell))["text"]
         assert code == SEED_SOURCE[int(m[1]) - 1].strip()
-    # the operand list and expression the rewrite added belong to F1 too; nothing else is selected
+    # the operand list, expression and donated list the rewrite added belong to F1 too; nothing
+    # else is selected
     parts = list(dom.all(has_class("role-part", "td")))
-    assert len(parts) == 2 and all("sel" in classes(p) for p in parts)
-    assert len(list(dom.all(has_class("sel", "td")))) == 9 + 1 + 2 + len(list(dom.all(
+    assert len(parts) == 3 and all("sel" in classes(p) for p in parts)
+    assert any("int[] = prim::Constant" in p["text"] for p in parts)
+    assert len(list(dom.all(has_class("sel", "td")))) == 9 + 1 + 3 + len(list(dom.all(
         lambda e: "dead-of" in classes(e))))
 
 

@@ -1,0 +1,115 @@
+// A fused op's `donated` operands (kernels/fused_call.h, takeDonated): the result is written over
+// a donated operand only where that is unobservable (nothing else holds the tensor or its memory)
+// and the layout is the output's; everything else computes into a fresh tensor, values unchanged.
+// Every checkPairwise in the suite also repeats its call with a donated operand (tests/test_util.h).
+#include "test_util.h"
+
+#include "kernels/fused_call.h"
+
+namespace {
+
+using tsfuse_test::callBoxed;
+using tsfuse_test::sameTensor;
+
+const std::string kAbsDiff = "v1: sub($0, $1); abs(%0); mul(%1, 3)";
+
+
+// The operands, the list their only holder (an initializer list would keep a copy of each alive
+// for the whole call).
+std::vector<at::Tensor> owned(at::Tensor a, at::Tensor b) {
+  std::vector<at::Tensor> v;
+  v.push_back(std::move(a));
+  v.push_back(std::move(b));
+  return v;
+}
+
+at::Tensor pairwise(std::vector<at::Tensor> ops, const std::string& expr, std::vector<int64_t> donated) {
+  return callBoxed("tsfuse::pairwise", std::move(ops), expr, std::move(donated));
+}
+
+at::Tensor eagerAbsDiff(const at::Tensor& a, const at::Tensor& b) { return at::abs(a - b) * 3; }
+
+TEST(Donated, AnOperandNothingElseHoldsTakesTheResult) {
+  tsfuse_test::Gen g(1);
+  for (at::ScalarType dt : {at::kFloat, at::kDouble, at::kInt}) {
+    at::Tensor a = g.tensor({64, 300}, dt), b = g.tensor({1, 300}, dt);
+    at::Tensor want = eagerAbsDiff(a, b);
+    at::Tensor mine = a.clone();
+    const void* memory = mine.data_ptr();
+    at::Tensor out = pairwise(owned(std::move(mine), b), kAbsDiff, {0});
+    EXPECT_EQ(out.data_ptr(), memory) << dt;
+    EXPECT_TRUE(sameTensor(want, out, true)) << dt;
+  }
+}
+
+TEST(Donated, AnOperandHeldElsewhereIsLeftAlone) {
+  tsfuse_test::Gen g(2);
+  at::Tensor a = g.tensor({64, 300}, at::kFloat), b = g.tensor({1, 300}, at::kFloat);
+  at::Tensor kept = a.clone();
+  at::Tensor held = a.clone();  // the caller still holds it: three handles in the call
+  at::Tensor out = pairwise(owned(held, b), kAbsDiff, {0});
+  EXPECT_NE(out.data_ptr(), held.data_ptr());
+  EXPECT_TRUE(sameTensor(kept, held, true));
+  EXPECT_TRUE(sameTensor(eagerAbsDiff(a, b), out, true));
+  // A view of it alive: the storage has another owner.
+  at::Tensor base = a.clone();
+  at::Tensor row = base[0];
+  at::Tensor out2 = pairwise(owned(std::move(base), b), kAbsDiff, {0});
+  EXPECT_NE(out2.data_ptr(), row.data_ptr());
+  EXPECT_TRUE(sameTensor(a[0], row, true));
+}
+
+TEST(Donated, OnlyTheOutputsLayoutIsTaken) {
+  tsfuse_test::Gen g(3);
+  // int operand, float result; a broadcast operand; a transposed one eager lays out differently
+  // from the output (the first operand's layout wins): none is written.
+  at::Tensor i = g.tensor({8, 5}, at::kInt), f = g.tensor({1, 5}, at::kFloat);
+  at::Tensor ic = i.clone();
+  const void* im = ic.data_ptr();
+  at::Tensor o1 = pairwise(owned(std::move(ic), f), "v1: mul($0, $1); add(%0, 0.5)", {0});
+  EXPECT_NE(o1.data_ptr(), im);
+  EXPECT_TRUE(sameTensor(i * f + 0.5, o1, true));
+  at::Tensor bc = f.clone();
+  const void* bm = bc.data_ptr();
+  at::Tensor o2 = pairwise(owned(i.to(at::kFloat), std::move(bc)), "v1: sub($0, $1); abs(%0)", {1});
+  EXPECT_NE(o2.data_ptr(), bm);
+  at::Tensor t = g.tensor({5, 8}, at::kFloat).t(), d = g.tensor({8, 5}, at::kFloat);
+  at::Tensor want = at::abs(d - t);
+  ASSERT_NE(want.strides(), t.strides());
+  at::Tensor tc = t.clone(at::MemoryFormat::Preserve);
+  const void* tm = tc.data_ptr();
+  at::Tensor o3 = pairwise(owned(d, std::move(tc)), "v1: sub($0, $1); abs(%0)", {1});
+  EXPECT_NE(o3.data_ptr(), tm);
+  EXPECT_TRUE(sameTensor(want, o3, true));
+}
+
+TEST(Donated, UndonatedOperandsAreNeverWritten) {
+  tsfuse_test::Gen g(4);
+  at::Tensor a = g.tensor({64, 300}, at::kFloat), b = g.tensor({1, 300}, at::kFloat);
+  at::Tensor mine = a.clone();
+  const void* memory = mine.data_ptr();
+  at::Tensor out = pairwise(owned(std::move(mine), b), kAbsDiff, {});
+  EXPECT_NE(out.data_ptr(), memory);
+  EXPECT_NE(tsfuse_test::errorOf([&] { pairwise(owned(a, b), kAbsDiff, {2}); }).find("donated operand 2 out of range"),
+            std::string::npos);
+}
+
+// A float sum of a value no larger than its operand is ATen's (eager's order) over the stored
+// value: donated, the operand's memory holds that value, so the call holds no more than the
+// unfused graph. The epilogue's operand is never taken.
+TEST(Donated, TheStoredValueOfAnAtenReductionTakesTheOperand) {
+  tsfuse_test::Gen g(5);
+  at::Tensor x = g.tensor({6, 40, 50}, at::kFloat), s = g.tensor({1}, at::kFloat);
+  const std::string expr = "v1: sin($0); pow(%0, 2.0); mul(%1, -2.0)";
+  at::Tensor value = (at::sin(x).pow(2.0) * -2.0);
+  at::Tensor want = at::exp(value.sum({0}) * s);
+  at::Tensor mine = x.clone();
+  const void* memory = mine.data_ptr();
+  at::Tensor out = callBoxed("tsfuse::reduce", owned(std::move(mine), s), expr, "sum", std::vector<int64_t>{0}, false,
+                             c10::IValue(), "v1: mul($0, $1); exp(%0)", std::vector<int64_t>{0, 1});
+  EXPECT_STREQ(tsfuse::lastPath(), "aten");
+  EXPECT_EQ(tsfuse::lastDonatedMemory(), memory);
+  EXPECT_TRUE(sameTensor(want, out, true));
+}
+
+}  // namespace
