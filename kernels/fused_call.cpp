@@ -97,18 +97,35 @@ at::Tensor runFused(at::TensorList operands, c10::string_view exprText, const Re
 
 const void* lastDonatedMemory() { return tlsLastDonated; }
 
+namespace {
+
+// The tensors that own t's storage when nothing but t can reach it: t, and the base of a view
+// (e.g. torch.cdist's result) that only t's view record still holds.
+long storageOwners(const at::Tensor& t) {
+  return t.is_view() && t._base().use_count() == 1 ? 2 : 1;
+}
+
+}  // namespace
+
 at::Tensor takeDonated(at::TensorList operands, at::IntArrayRef donated, const Analysis& an) {
   for (int64_t i : donated) {
     const at::Tensor& t = operands.at(i);
+    auto no = [&](const char* why) { TSFUSE_LOG(kernel, debug, "donated operand ", i, " not taken: ", why); };
+    (void)no;
     // Only the CPU paths are known to read each operand element before writing the output element
     // at the same place (tile loads precede tile stores; the chunked path computes a slab before
     // copying it); the CUDA kernels have never run on a GPU.
-    if (!t.is_cpu() || t.layout() != at::kStrided || t.is_conj() || t.is_neg() || t.requires_grad()) continue;
-    if (t.scalar_type() != an.outDtype || t.sizes() != at::IntArrayRef(an.outSizes) ||
-        t.strides() != at::IntArrayRef(an.outStrides) || !t.is_non_overlapping_and_dense())
-      continue;
-    if (t.use_count() > kCallReferences || !t.has_storage() || t.storage().use_count() != 1) continue;
-    return t;
+    if (!t.is_cpu() || t.layout() != at::kStrided || t.is_conj() || t.is_neg() || t.requires_grad()) {
+      no("not a plain CPU tensor");
+    } else if (t.scalar_type() != an.outDtype || t.sizes() != at::IntArrayRef(an.outSizes) ||
+               t.strides() != at::IntArrayRef(an.outStrides) || !t.is_non_overlapping_and_dense()) {
+      no("not laid out as the output");
+    } else if (t.use_count() > kCallReferences || !t.has_storage() || t.storage().use_count() != storageOwners(t)) {
+      TSFUSE_LOG(kernel, debug, "donated operand ", i, " not taken: held elsewhere (", t.use_count(),
+                 " handles, its storage by ", t.has_storage() ? t.storage().use_count() : 0, " tensors)");
+    } else {
+      return t;
+    }
   }
   return at::Tensor();
 }

@@ -16,6 +16,8 @@ using torch::jit::Value;
 //   %l = prim::ListConstruct(%d, %w)       =>    %l = prim::ListConstruct(%d, %w)
 //   %r = tsfuse::reduce(%l, ..., %none)          %r = tsfuse::reduce(%l, ..., [0])
 //
+// (%d may also be an in-place op's result over such a tensor: d = cdist(x, y).clamp_min_(0).)
+//
 // The unfused graph frees %d after its last reader; the fused op, holding its operand list to the
 // end, would keep %d alive next to its output (gp.PeriodicKernel: one [D, N, M] more than the
 // unfused graph). Donated, the op may write its elementwise value over %d.
@@ -55,9 +57,17 @@ class DonateOperandsPattern : public Pattern {
  private:
   // Why `v` may be read after `n` or share memory with a value that may, or "".
   static std::string notDonatable(Value* v, Node* n) {
-    Node* producer = v->node();
     if (!v->type()->cast<c10::TensorType>()) return "not a tensor";
     if (v->uses().size() != 1) return "%" + v->debugName() + " has other readers";
+    // The result of an in-place op is its self's memory (gpytorch: matmul(...).clamp_min_(0)):
+    // follow it to where that memory was made, each link read by nothing but the next.
+    while (Node* w = inPlaceWriter(v)) {
+      if (w->owningBlock() != n->owningBlock()) return "%" + v->debugName() + " is made in another block";
+      Value* self = w->input(0);
+      if (self->uses().size() != 1) return "%" + self->debugName() + " is also read besides its in-place write";
+      v = self;
+    }
+    Node* producer = v->node();
     if (producer->kind() == c10::prim::Param || producer->kind() == c10::prim::Constant)
       return "%" + v->debugName() + " is an input or a constant";
     // One made outside n's block (before a loop, say) is read again on each pass through it.
@@ -71,6 +81,18 @@ class DonateOperandsPattern : public Pattern {
     for (const auto& r : schema->returns())
       if (r.alias_info()) return "%" + v->debugName() + " may be a view of " + producer->kind().toQualString() + "'s input";
     return "";
+  }
+
+  // The node when `v` is the result of an in-place op on its first argument (`Tensor(a!) self ->
+  // Tensor(a!)`), else nullptr.
+  static Node* inPlaceWriter(Value* v) {
+    Node* w = v->node();
+    const c10::FunctionSchema* s = w->maybeSchema();
+    if (!s || s->returns().size() != 1 || s->arguments().empty() || w->inputs().empty()) return nullptr;
+    const c10::AliasInfo* out = s->returns()[0].alias_info();
+    const c10::AliasInfo* self = s->arguments()[0].alias_info();
+    if (!out || !self || !out->isWrite() || !self->isWrite() || out->beforeSets() != self->beforeSets()) return nullptr;
+    return w;
   }
 
   static bool skip(Node* n, const std::string& why) {

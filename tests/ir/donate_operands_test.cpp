@@ -68,6 +68,37 @@ TEST(DonateOperandsIR, TheOperandOfAReductionIsDonated) {
   EXPECT_TRUE(sameOutputs(ref, g, inputs(2)));
 }
 
+// gpytorch's distance: matmul(...).clamp_min_(0). The in-place result is the matmul's memory,
+// which nothing else reads; one whose self is read elsewhere is kept.
+TEST(DonateOperandsIR, AnInPlaceResultOverAFreshTensorIsDonated) {
+  auto g = graphOf(R"IR(
+  %zero : float = prim::Constant[value=0.]()
+  %m : Tensor = aten::matmul(%a, %b)
+  %c : Tensor = aten::clamp_min_(%m, %zero)
+  %s : Tensor = aten::sub(%c, %w, %one)
+  %d : Tensor = aten::abs(%s)
+  return (%d)
+)IR");
+  auto ref = g->copy();
+  runPipelineOn(g);
+  EXPECT_EQ(donatedOf(g, "tsfuse::pairwise"), Donated{0});
+  EXPECT_TRUE(sameOutputs(ref, g, inputs(7)));
+
+  auto h = graphOf(R"IR(
+  %zero : float = prim::Constant[value=0.]()
+  %m : Tensor = aten::matmul(%a, %b)
+  %n : Tensor = aten::neg(%m)
+  %c : Tensor = aten::clamp_min_(%m, %zero)
+  %s : Tensor = aten::sub(%c, %w, %one)
+  %d : Tensor = aten::abs(%s)
+  return (%d, %n)
+)IR");
+  auto href = h->copy();
+  runPipelineOn(h);
+  EXPECT_EQ(donatedOf(h, "tsfuse::pairwise"), Donated{}) << h->toString();
+  EXPECT_TRUE(sameOutputs(href, h, inputs(8)));
+}
+
 TEST(DonateOperandsIR, AnOperandReadAfterTheFusedOpIsKept) {
   auto g = graphOf(R"IR(
   %m : Tensor = aten::matmul(%a, %b)

@@ -42,6 +42,23 @@ TEST(Donated, AnOperandNothingElseHoldsTakesTheResult) {
   }
 }
 
+// torch.cdist returns a view whose base only the view's record holds: that base is part of it.
+TEST(Donated, AViewWhoseBaseNothingElseHoldsTakesTheResult) {
+  tsfuse_test::Gen g(6);
+  at::Tensor a = g.tensor({64, 300}, at::kFloat), b = g.tensor({1, 300}, at::kFloat);
+  at::Tensor view = a.clone().view({64 * 300}).view({64, 300});
+  ASSERT_TRUE(view.is_view());
+  const void* memory = view.data_ptr();
+  at::Tensor out = pairwise(owned(std::move(view), b), kAbsDiff, {0});
+  EXPECT_EQ(out.data_ptr(), memory);
+  EXPECT_TRUE(sameTensor(eagerAbsDiff(a, b), out, true));
+  // The base still held: left alone.
+  at::Tensor base = a.clone();
+  at::Tensor out2 = pairwise(owned(base.view({64, 300}), b), kAbsDiff, {0});
+  EXPECT_NE(out2.data_ptr(), base.data_ptr());
+  EXPECT_TRUE(sameTensor(a, base, true));
+}
+
 TEST(Donated, AnOperandHeldElsewhereIsLeftAlone) {
   tsfuse_test::Gen g(2);
   at::Tensor a = g.tensor({64, 300}, at::kFloat), b = g.tensor({1, 300}, at::kFloat);
