@@ -3,6 +3,8 @@
 #include "tsfuse/log.h"
 #include "tsfuse/ops.h"
 
+#include <c10/core/CPUAllocator.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -105,6 +107,13 @@ long storageOwners(const at::Tensor& t) {
   return t.is_view() && t._base().use_count() == 1 ? 2 : 1;
 }
 
+// Memory that ATen's CPU allocator gave, and frees when its storage dies: no one outside the
+// reference counts can hold it (unlike from_blob's, e.g. an application's image buffer).
+bool allocatedByAten(const at::Tensor& t) {
+  const c10::DeleterFnPtr atens = c10::GetCPUAllocator()->raw_deleter();
+  return atens != nullptr && t.storage().data_ptr().get_deleter() == atens;
+}
+
 }  // namespace
 
 at::Tensor takeDonated(at::TensorList operands, at::IntArrayRef donated, const Analysis& an) {
@@ -120,9 +129,11 @@ at::Tensor takeDonated(at::TensorList operands, at::IntArrayRef donated, const A
     } else if (t.scalar_type() != an.outDtype || t.sizes() != at::IntArrayRef(an.outSizes) ||
                t.strides() != at::IntArrayRef(an.outStrides) || !t.is_non_overlapping_and_dense()) {
       no("not laid out as the output");
-    } else if (t.use_count() > kCallReferences || !t.has_storage() || t.storage().use_count() != storageOwners(t)) {
+    } else if (t.use_count() > kCallReferences || !t.has_storage() || static_cast<long>(t.storage().use_count()) != storageOwners(t)) {
       TSFUSE_LOG(kernel, debug, "donated operand ", i, " not taken: held elsewhere (", t.use_count(),
                  " handles, its storage by ", t.has_storage() ? t.storage().use_count() : 0, " tensors)");
+    } else if (!allocatedByAten(t)) {
+      no("its memory is not ATen's own (from_blob)");
     } else {
       return t;
     }

@@ -14,17 +14,17 @@ using torch::jit::Value;
 //
 //   %d = aten::cdist(%x, %y)                     %d = aten::cdist(%x, %y)
 //   %l = prim::ListConstruct(%d, %w)       =>    %l = prim::ListConstruct(%d, %w)
-//   %r = tsfuse::reduce(%l, ..., %none)          %r = tsfuse::reduce(%l, ..., [0])
-//
-// (%d may also be an in-place op's result over such a tensor: d = cdist(x, y).clamp_min_(0).)
+//   %r = tsfuse::reduce(%l, ..., [])             %r = tsfuse::reduce(%l, ..., [0, 1])
 //
 // The unfused graph frees %d after its last reader; the fused op, holding its operand list to the
 // end, would keep %d alive next to its output (gp.PeriodicKernel: one [D, N, M] more than the
 // unfused graph). Donated, the op may write its elementwise value over %d.
-// NB: the graph's word is necessary, not sufficient: a later pass (the executor's CSE) may give
-// %d a new reader, so the op also checks at run time that nothing else holds the tensor
-// (kernels/fused_call.h, takeDonated). Neither alone would be sound: a C++ caller may own the
-// operand list, which no reference count can tell from the interpreter's.
+// `donated` says only that no node after the op reads the value: whether its memory is free to
+// take is a run-time question (kernels/fused_call.h, takeDonated), since what holds it depends on
+// the caller (an input %w, a view of a live tensor, an alias an op returns, the executor's CSE
+// giving %d a later reader): the op takes a tensor only when nothing but the call holds it or
+// its memory. Neither alone would be sound: a C++ caller may own an operand list, which no
+// reference count tells from the interpreter's.
 class DonateOperandsPattern : public Pattern {
  public:
   DonateOperandsPattern() : Pattern("donate_operands", WalkOrder::Forward, NestedBlocks::AtOwner) {}
@@ -55,44 +55,14 @@ class DonateOperandsPattern : public Pattern {
   }
 
  private:
-  // Why `v` may be read after `n` or share memory with a value that may, or "".
+  // Why a node after `n` may read `v`, or "".
   static std::string notDonatable(Value* v, Node* n) {
     if (!v->type()->cast<c10::TensorType>()) return "not a tensor";
     if (v->uses().size() != 1) return "%" + v->debugName() + " has other readers";
-    // The result of an in-place op is its self's memory (gpytorch: matmul(...).clamp_min_(0)):
-    // follow it to where that memory was made, each link read by nothing but the next.
-    while (Node* w = inPlaceWriter(v)) {
-      if (w->owningBlock() != n->owningBlock()) return "%" + v->debugName() + " is made in another block";
-      Value* self = w->input(0);
-      if (self->uses().size() != 1) return "%" + self->debugName() + " is also read besides its in-place write";
-      v = self;
-    }
-    Node* producer = v->node();
-    if (producer->kind() == c10::prim::Param || producer->kind() == c10::prim::Constant)
-      return "%" + v->debugName() + " is an input or a constant";
+    if (v->node()->kind() == c10::prim::Constant) return "%" + v->debugName() + " is a constant";
     // One made outside n's block (before a loop, say) is read again on each pass through it.
-    if (producer->owningBlock() != n->owningBlock()) return "%" + v->debugName() + " is made in another block";
-    // Its schema says the output is new memory, and alias analysis takes the op at its word
-    // (AliasDb itself cannot say: every tensor in a fused op's list may alias every other).
-    const c10::FunctionSchema* schema = producer->maybeSchema();
-    const auto op = producer->maybeOperator();
-    if (!schema || !op || schema->is_mutable() || op->aliasAnalysisKind() != c10::AliasAnalysisKind::FROM_SCHEMA)
-      return "%" + v->debugName() + " comes from an op without a pure schema";
-    for (const auto& r : schema->returns())
-      if (r.alias_info()) return "%" + v->debugName() + " may be a view of " + producer->kind().toQualString() + "'s input";
+    if (v->node()->owningBlock() != n->owningBlock()) return "%" + v->debugName() + " is made in another block";
     return "";
-  }
-
-  // The node when `v` is the result of an in-place op on its first argument (`Tensor(a!) self ->
-  // Tensor(a!)`), else nullptr.
-  static Node* inPlaceWriter(Value* v) {
-    Node* w = v->node();
-    const c10::FunctionSchema* s = w->maybeSchema();
-    if (!s || s->returns().size() != 1 || s->arguments().empty() || w->inputs().empty()) return nullptr;
-    const c10::AliasInfo* out = s->returns()[0].alias_info();
-    const c10::AliasInfo* self = s->arguments()[0].alias_info();
-    if (!out || !self || !out->isWrite() || !self->isWrite() || out->beforeSets() != self->beforeSets()) return nullptr;
-    return w;
   }
 
   static bool skip(Node* n, const std::string& why) {

@@ -40,6 +40,26 @@ inline std::shared_ptr<Graph> parseNamedGraph(const std::string& ir) {
   return g;
 }
 
+// The graph `graph(<signature>): <constants> <body>`, where the constants every IR-string test
+// may name without declaring are %none, %false, %true, %zero (0), %one, %two, %m1 (-1) and %dims1
+// ([1]), plus a file's own `extra` ones (unused constants are harmless). `named` keeps the IR's
+// value names (parseNamedGraph).
+inline std::shared_ptr<Graph> graphWithConstants(const std::string& signature, const std::string& body,
+                                                 const std::string& extra = "", bool named = false) {
+  static const std::string kConstants = R"IR(
+  %none : NoneType = prim::Constant()
+  %false : bool = prim::Constant[value=0]()
+  %true : bool = prim::Constant[value=1]()
+  %zero : int = prim::Constant[value=0]()
+  %one : int = prim::Constant[value=1]()
+  %two : int = prim::Constant[value=2]()
+  %m1 : int = prim::Constant[value=-1]()
+  %dims1 : int[] = prim::Constant[value=[1]]()
+)IR";
+  const std::string ir = "graph(" + signature + "):" + kConstants + extra + body;
+  return named ? parseNamedGraph(ir) : parseGraph(ir);
+}
+
 struct PassRun {
   bool changed = false;
   std::vector<tsfuse::FusionEvent> events;

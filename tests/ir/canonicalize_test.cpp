@@ -10,17 +10,8 @@ namespace {
 
 using namespace tsfuse_test;
 
-const char* kConsts = R"IR(
-  %none : NoneType = prim::Constant()
-  %false : bool = prim::Constant[value=0]()
-  %zero : int = prim::Constant[value=0]()
-  %one : int = prim::Constant[value=1]()
-  %two : int = prim::Constant[value=2]()
-  %big : int = prim::Constant[value=9223372036854775807]()
-)IR";
-
 std::shared_ptr<Graph> graphOf(const std::string& body) {
-  return parseGraph("graph(%a : Tensor, %b : Tensor):" + std::string(kConsts) + body);
+  return graphWithConstants("%a : Tensor, %b : Tensor", body, "  %big : int = prim::Constant[value=9223372036854775807]()\n");
 }
 
 std::vector<c10::IValue> inputs(uint64_t seed) {

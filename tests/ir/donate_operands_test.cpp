@@ -1,31 +1,29 @@
 // IR-string tests of donate_operands (passes/donate_operands.cpp): which operands of a fused op
-// the graph gives up (a fresh tensor of the op's block read by nothing else) and which it keeps,
-// each case named; the marked graphs compute what the originals did.
+// the graph gives up (read by nothing after it) and which it keeps, each case named; and that the
+// marked graphs compute what the originals did, the op taking an operand's memory only where
+// nothing else holds it at run time.
 #include "ir_util.h"
 
 #include "passes/donate_operands.h"
 
+#include <set>
+
 namespace {
 
 using namespace tsfuse_test;
+using Names = std::set<std::string>;
 
-const char* kConsts = R"IR(
-  %none : NoneType = prim::Constant()
-  %false : bool = prim::Constant[value=0]()
-  %true : bool = prim::Constant[value=1]()
-  %one : int = prim::Constant[value=1]()
-  %three : int = prim::Constant[value=3]()
-  %dims1 : int[] = prim::Constant[value=[1]]()
-)IR";
-
-// The donated argument of the graph's one fused op of `kind`.
-std::vector<int64_t> donatedOf(const std::shared_ptr<Graph>& g, const std::string& kind) {
+// The names of the operands the graph's one fused op of `kind` is given.
+Names donatedOf(const std::shared_ptr<Graph>& g, const std::string& kind) {
   auto nodes = findNodes(g, kind);
   EXPECT_EQ(nodes.size(), 1u) << g->toString();
-  if (nodes.size() != 1) return {-1};
+  if (nodes.size() != 1) return {"?"};
   auto slot = nodes[0]->schema().argumentIndexWithName("donated");
   EXPECT_TRUE(slot.has_value());
-  return constInput(nodes[0], *slot).toIntVector();
+  Names out;
+  for (int64_t i : constInput(nodes[0], *slot).toIntVector())
+    out.insert(nodes[0]->input(0)->node()->input(i)->debugName());
+  return out;
 }
 
 std::vector<c10::IValue> inputs(uint64_t seed) {
@@ -34,24 +32,28 @@ std::vector<c10::IValue> inputs(uint64_t seed) {
 }
 
 std::shared_ptr<Graph> graphOf(const std::string& body) {
-  return parseGraph("graph(%a : Tensor, %b : Tensor, %w : Tensor):" + std::string(kConsts) + body);
+  return graphWithConstants("%a : Tensor, %b : Tensor, %w : Tensor", body, R"IR(
+  %three : int = prim::Constant[value=3]()
+  %fzero : float = prim::Constant[value=0.]()
+)IR", /*named=*/true);
 }
 
-using Donated = std::vector<int64_t>;
-
-TEST(DonateOperandsIR, AFreshOperandReadOnlyByTheFusedOpIsDonated) {
-  auto g = graphOf(R"IR(
+// |a @ b - w|: the fused op's operands are the matmul's result and the input %w.
+const std::string kAbsDiffOfMatmul = R"IR(
   %m : Tensor = aten::matmul(%a, %b)
   %s : Tensor = aten::sub(%m, %w, %one)
   %d : Tensor = aten::abs(%s)
-  return (%d)
-)IR");
+)IR";
+
+// %m and the input %w are read by nothing else; whether the call may take their memory is decided
+// when it runs (%w is the caller's).
+TEST(DonateOperandsIR, OperandsReadOnlyByTheFusedOpAreDonated) {
+  auto g = graphOf(kAbsDiffOfMatmul + "  return (%d)\n");
   auto ref = g->copy();
   PassRun r = runPipelineOn(g);
-  EXPECT_EQ(donatedOf(g, "tsfuse::pairwise"), Donated{0}) << r.ir;  // %m, not the input %w
+  EXPECT_EQ(donatedOf(g, "tsfuse::pairwise"), (Names{"m", "w"})) << r.ir;
   EXPECT_TRUE(sameOutputs(ref, g, inputs(1)));
-  // The pass is idempotent.
-  EXPECT_FALSE(tsfuse::DonateOperands(g));
+  EXPECT_FALSE(tsfuse::DonateOperands(g));  // idempotent
 }
 
 TEST(DonateOperandsIR, TheOperandOfAReductionIsDonated) {
@@ -64,71 +66,54 @@ TEST(DonateOperandsIR, TheOperandOfAReductionIsDonated) {
 )IR");
   auto ref = g->copy();
   runPipelineOn(g);
-  EXPECT_EQ(donatedOf(g, "tsfuse::reduce"), Donated{0});
+  EXPECT_EQ(donatedOf(g, "tsfuse::reduce"), (Names{"m", "w"}));
   EXPECT_TRUE(sameOutputs(ref, g, inputs(2)));
 }
 
-// gpytorch's distance: matmul(...).clamp_min_(0). The in-place result is the matmul's memory,
-// which nothing else reads; one whose self is read elsewhere is kept.
-TEST(DonateOperandsIR, AnInPlaceResultOverAFreshTensorIsDonated) {
-  auto g = graphOf(R"IR(
-  %zero : float = prim::Constant[value=0.]()
-  %m : Tensor = aten::matmul(%a, %b)
-  %c : Tensor = aten::clamp_min_(%m, %zero)
-  %s : Tensor = aten::sub(%c, %w, %one)
-  %d : Tensor = aten::abs(%s)
-  return (%d)
-)IR");
-  auto ref = g->copy();
-  runPipelineOn(g);
-  EXPECT_EQ(donatedOf(g, "tsfuse::pairwise"), Donated{0});
-  EXPECT_TRUE(sameOutputs(ref, g, inputs(7)));
-
-  auto h = graphOf(R"IR(
-  %zero : float = prim::Constant[value=0.]()
-  %m : Tensor = aten::matmul(%a, %b)
-  %n : Tensor = aten::neg(%m)
-  %c : Tensor = aten::clamp_min_(%m, %zero)
-  %s : Tensor = aten::sub(%c, %w, %one)
-  %d : Tensor = aten::abs(%s)
-  return (%d, %n)
-)IR");
-  auto href = h->copy();
-  runPipelineOn(h);
-  EXPECT_EQ(donatedOf(h, "tsfuse::pairwise"), Donated{}) << h->toString();
-  EXPECT_TRUE(sameOutputs(href, h, inputs(8)));
-}
-
 TEST(DonateOperandsIR, AnOperandReadAfterTheFusedOpIsKept) {
-  auto g = graphOf(R"IR(
-  %m : Tensor = aten::matmul(%a, %b)
-  %s : Tensor = aten::sub(%m, %w, %one)
-  %d : Tensor = aten::abs(%s)
-  return (%d, %m)
-)IR");
+  auto g = graphOf(kAbsDiffOfMatmul + "  return (%d, %m)\n");
   auto ref = g->copy();
   runPipelineOn(g);
-  EXPECT_EQ(donatedOf(g, "tsfuse::pairwise"), Donated{});
+  EXPECT_EQ(donatedOf(g, "tsfuse::pairwise"), (Names{"w"}));
   EXPECT_TRUE(sameOutputs(ref, g, inputs(3)));
 }
 
-TEST(DonateOperandsIR, AViewIsKept) {
+// gpytorch's distance: matmul(...).clamp_min_(0). The in-place result is donated; at run time it
+// is the matmul's memory, which nothing holds any more, also when %m had a reader before.
+TEST(DonateOperandsIR, AnInPlaceResultIsDonated) {
+  for (const char* neg : {"", "  %n : Tensor = aten::neg(%m)\n"}) {
+    auto g = graphOf(std::string("  %m : Tensor = aten::matmul(%a, %b)\n") + neg + R"IR(
+  %c : Tensor = aten::clamp_min_(%m, %fzero)
+  %s : Tensor = aten::sub(%c, %w, %one)
+  %d : Tensor = aten::abs(%s)
+)IR" + (*neg ? "  return (%d, %n)\n" : "  return (%d)\n"));
+    auto ref = g->copy();
+    runPipelineOn(g);
+    EXPECT_EQ(donatedOf(g, "tsfuse::pairwise"), (Names{"c", "w"})) << neg;
+    EXPECT_TRUE(sameOutputs(ref, g, inputs(7))) << neg;
+  }
+}
+
+// A view of a tensor that is read later: the graph gives the view up, its memory stays the
+// tensor's (the op sees the storage's other owner at run time).
+TEST(DonateOperandsIR, AViewOfALiveTensorIsDonatedButNotTaken) {
   auto g = graphOf(R"IR(
   %m : Tensor = aten::matmul(%b, %a)
   %v : Tensor = aten::t(%m)
   %s : Tensor = aten::sub(%v, %w, %one)
   %d : Tensor = aten::abs(%s)
-  return (%d)
+  return (%d, %m)
 )IR");
   auto ref = g->copy();
   runPipelineOn(g);
-  EXPECT_EQ(donatedOf(g, "tsfuse::pairwise"), Donated{});
+  EXPECT_EQ(donatedOf(g, "tsfuse::pairwise"), (Names{"v", "w"}));
   Gen gen(4);
   EXPECT_TRUE(sameOutputs(ref, g, {gen.tensor({3, 4}, at::kFloat), gen.tensor({5, 3}, at::kFloat),
                                    gen.tensor({1, 5}, at::kFloat)}));
 }
 
-// %m is made before the loop and read on every pass through it; %acc is a block parameter.
+// %m is made before the loop and read on every pass through it, %w is the graph's; %acc, the
+// loop-carried value, is read once per pass.
 TEST(DonateOperandsIR, AnOperandFromOutsideALoopIsKept) {
   auto g = graphOf(R"IR(
   %m : Tensor = aten::matmul(%a, %b)
@@ -143,26 +128,20 @@ TEST(DonateOperandsIR, AnOperandFromOutsideALoopIsKept) {
 )IR");
   auto ref = g->copy();
   runPipelineOn(g);
-  EXPECT_EQ(donatedOf(g, "tsfuse::pairwise"), Donated{});
+  EXPECT_EQ(donatedOf(g, "tsfuse::pairwise"), (Names{"acc"}));
   EXPECT_TRUE(sameOutputs(ref, g, inputs(5)));
 }
 
 // The graph may still give up an operand that a later pass hands a new reader (the executor's
 // CSE): the op sees the extra handle at run time and leaves the operand alone.
 TEST(DonateOperandsIR, AHeldOperandIsNotWrittenEvenWhenTheGraphDonatesIt) {
-  auto g = graphOf(R"IR(
-  %m : Tensor = aten::matmul(%a, %b)
-  %s : Tensor = aten::sub(%m, %w, %one)
-  %d : Tensor = aten::abs(%s)
-  return (%d)
-)IR");
+  auto g = graphOf(kAbsDiffOfMatmul + "  return (%d)\n");
   auto ref = g->copy();
   runPipelineOn(g);
-  ASSERT_EQ(donatedOf(g, "tsfuse::pairwise"), Donated{0});
+  ASSERT_EQ(donatedOf(g, "tsfuse::pairwise"), (Names{"m", "w"}));
   // Give %m a reader after the fused op, as CSE would.
   torch::jit::Node* fused = findNodes(g, "tsfuse::pairwise")[0];
-  torch::jit::Value* m = fused->input(0)->node()->input(0);
-  g->registerOutput(m);
+  g->registerOutput(fused->input(0)->node()->input(0));
   ref->registerOutput(ref->outputs()[0]->node()->input(0)->node()->input(0));  // sub's %m
   EXPECT_TRUE(sameOutputs(ref, g, inputs(6)));
 }

@@ -8,17 +8,8 @@ namespace {
 
 using namespace tsfuse_test;
 
-const char* kConsts = R"IR(
-  %none : NoneType = prim::Constant()
-  %false : bool = prim::Constant[value=0]()
-  %zero : int = prim::Constant[value=0]()
-  %one : int = prim::Constant[value=1]()
-  %two : int = prim::Constant[value=2]()
-  %dims1 : int[] = prim::Constant[value=[1]]()
-)IR";
-
 std::shared_ptr<Graph> graphOf(const std::string& sig, const std::string& body) {
-  return parseGraph("graph(" + sig + "):" + kConsts + body);
+  return graphWithConstants(sig, body);
 }
 
 std::vector<c10::IValue> twoInputs(uint64_t seed) {

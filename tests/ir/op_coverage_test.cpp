@@ -12,21 +12,13 @@ using namespace tsfuse_test;
 // aten:: op of `gone` left, and the same outputs as before on [4,1] x [1,5] inputs of `dtype`.
 void expectPairwise(const std::string& body, const std::string& expr, std::vector<std::string> gone,
                     at::ScalarType dtype = at::kFloat) {
-  const std::string ir = R"IR(
-graph(%a : Tensor, %b : Tensor):
-  %none : NoneType = prim::Constant()
-  %false : bool = prim::Constant[value=0]()
-  %true : bool = prim::Constant[value=1]()
-  %zero : int = prim::Constant[value=0]()
-  %one : int = prim::Constant[value=1]()
-  %two : int = prim::Constant[value=2]()
+  SCOPED_TRACE(body);
+  auto g = graphWithConstants("%a : Tensor, %b : Tensor", body, R"IR(
   %three : int = prim::Constant[value=3]()
   %f1 : float = prim::Constant[value=1.]()
   %f05 : float = prim::Constant[value=0.5]()
   %f25 : float = prim::Constant[value=2.5]()
-)IR" + body;
-  SCOPED_TRACE(ir);
-  auto g = parseGraph(ir);
+)IR");
   auto ref = g->copy();
   PassRun r = runPairwise(g);
   EXPECT_TRUE(r.changed) << r.dump();

@@ -10,18 +10,8 @@ namespace {
 
 using namespace tsfuse_test;
 
-const char* kConsts = R"IR(
-  %none : NoneType = prim::Constant()
-  %false : bool = prim::Constant[value=0]()
-  %true : bool = prim::Constant[value=1]()
-  %zero : int = prim::Constant[value=0]()
-  %one : int = prim::Constant[value=1]()
-  %two : int = prim::Constant[value=2]()
-  %m1 : int = prim::Constant[value=-1]()
-)IR";
-
 std::shared_ptr<Graph> graphOf(const std::string& sig, const std::string& body) {
-  return parseNamedGraph("graph(" + sig + "):" + kConsts + body);
+  return graphWithConstants(sig, body, "", /*named=*/true);
 }
 
 at::Tensor boxes(int64_t n, uint64_t seed, at::ScalarType t = at::kFloat) {

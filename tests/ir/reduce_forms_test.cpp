@@ -19,19 +19,11 @@ struct ReduceCase {
 };
 
 void expectReduce(const ReduceCase& c) {
-  const std::string ir = R"IR(
-graph(%a : Tensor, %b : Tensor):
-  %none : NoneType = prim::Constant()
-  %false : bool = prim::Constant[value=0]()
-  %true : bool = prim::Constant[value=1]()
-  %zero : int = prim::Constant[value=0]()
-  %one : int = prim::Constant[value=1]()
+  SCOPED_TRACE(c.body);
+  auto g = graphWithConstants("%a : Tensor, %b : Tensor", c.body, R"IR(
   %f64 : int = prim::Constant[value=7]()
-  %dims1 : int[] = prim::Constant[value=[1]]()
   %dims0m1 : int[] = prim::Constant[value=[0, -1]]()
-)IR" + c.body;
-  SCOPED_TRACE(ir);
-  auto g = parseGraph(ir);
+)IR");
   auto ref = g->copy();
   PassRun r = runReduce(g);
   EXPECT_TRUE(r.changed) << r.dump();

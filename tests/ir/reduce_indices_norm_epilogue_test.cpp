@@ -8,21 +8,15 @@ namespace {
 
 using namespace tsfuse_test;
 
-const char* kHeader = R"IR(
-graph(%a : Tensor, %b : Tensor, %w : Tensor):
-  %none : NoneType = prim::Constant()
-  %false : bool = prim::Constant[value=0]()
-  %true : bool = prim::Constant[value=1]()
-  %zero : int = prim::Constant[value=0]()
-  %one : int = prim::Constant[value=1]()
-  %two : int = prim::Constant[value=2]()
-  %m1 : int = prim::Constant[value=-1]()
+// graph(%a, %b, %w) with the common constants and these.
+std::shared_ptr<Graph> graphOf(const std::string& body, bool named = false) {
+  return graphWithConstants("%a : Tensor, %b : Tensor, %w : Tensor", body, R"IR(
   %half : float = prim::Constant[value=0.5]()
   %three : float = prim::Constant[value=3.]()
   %inf : float = prim::Constant[value=inf]()
-  %dims1 : int[] = prim::Constant[value=[1]]()
   %dimsm1 : int[] = prim::Constant[value=[-1]]()
-)IR";
+)IR", named);
+}
 
 struct Fused {
   std::shared_ptr<Graph> g, ref;
@@ -31,7 +25,7 @@ struct Fused {
 
 Fused fuse(const std::string& body) {
   Fused f;
-  f.g = parseGraph(std::string(kHeader) + body);
+  f.g = graphOf(body);
   f.ref = f.g->copy();
   f.r = runReduce(f.g);
   return f;
@@ -143,14 +137,14 @@ TEST(ReduceIndicesNormEpilogueIR, EpilogueChainIsAbsorbed) {
 // The rewrite's event names every node it replaced, the epilogue's included, with its id, so the
 // HTML viewer links each of them to the fused op.
 TEST(ReduceIndicesNormEpilogueIR, EpilogueNodesAreNamedInTheEvent) {
-  auto g = parseNamedGraph(std::string(kHeader) + R"IR(
+  auto g = graphOf(R"IR(
   %s : Tensor = aten::sub(%a, %b, %one)
   %q : Tensor = aten::mul(%s, %s)
   %r : Tensor = aten::sum(%q, %dimsm1, %false, %none)
   %d : Tensor = aten::sqrt(%r)
   %y : Tensor = aten::mul(%d, %w)
   return (%y)
-)IR");
+)IR", /*named=*/true);
   PassRun r = runReduce(g);
   ASSERT_EQ(r.rewrites(), 1) << r.dump();
   const tsfuse::FusionEvent& e = *r.firstRewrite();

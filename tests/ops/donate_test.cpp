@@ -76,6 +76,17 @@ TEST(Donated, AnOperandHeldElsewhereIsLeftAlone) {
   EXPECT_TRUE(sameTensor(a[0], row, true));
 }
 
+// An application's buffer wrapped without a copy (from_blob) may be read again by its owner.
+TEST(Donated, MemoryNotFromAtensAllocatorIsLeftAlone) {
+  tsfuse_test::Gen g(7);
+  at::Tensor a = g.tensor({64, 300}, at::kFloat), b = g.tensor({1, 300}, at::kFloat);
+  std::vector<float> buffer(a.data_ptr<float>(), a.data_ptr<float>() + a.numel());
+  at::Tensor out = pairwise(owned(at::from_blob(buffer.data(), {64, 300}), b), kAbsDiff, {0});
+  EXPECT_NE(out.data_ptr(), static_cast<void*>(buffer.data()));
+  EXPECT_TRUE(sameTensor(a, at::from_blob(buffer.data(), {64, 300}), true));
+  EXPECT_TRUE(sameTensor(eagerAbsDiff(a, b), out, true));
+}
+
 TEST(Donated, OnlyTheOutputsLayoutIsTaken) {
   tsfuse_test::Gen g(3);
   // int operand, float result; a broadcast operand; a transposed one eager lays out differently
