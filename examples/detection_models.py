@@ -289,6 +289,14 @@ def matmul_rbf_kernel(x: Tensor, y: Tensor) -> Tensor:
     return torch.exp(-0.5 * (x_norm + y_norm - 2.0 * torch.mm(x, y.t())))
 
 
+def periodic_kernel(x: Tensor, y: Tensor) -> Tensor:
+    """gpytorch's PeriodicKernel: per-dimension distances by torch.cdist ([D, N, M], stored), then
+    exp(-2 sum_d sin(pi d / p)^2 / l). The sum runs with ATen (eager's order) over the fused
+    value, which is written over the cdist output: nothing reads that after."""
+    d = torch.cdist(x.t().unsqueeze(-1), y.t().unsqueeze(-1))
+    return torch.exp(torch.sin(d * 1.3).pow(2).div(0.7).mul(-2.0).sum(0))
+
+
 # --- modules ---------------------------------------------------------------------------------------
 
 def xyxy_boxes(n: int, seed: int) -> Tensor:
@@ -345,6 +353,7 @@ FUNCTIONS = {
     "repeat_sq_distance": (repeat_sq_distance, "points8"),
     "matmul_distance": (matmul_distance, "points8"),
     "matmul_rbf_kernel": (matmul_rbf_kernel, "points3"),
+    "periodic_kernel": (periodic_kernel, "points3"),
 }
 
 

@@ -164,6 +164,14 @@ Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const Re
     setLastPath("empty");
     return out;
   }
+  // A reduction's epilogue as one fused elementwise call after it, over the reduced value (this
+  // call's own, moved into the operand list: nothing else holds it, so the output may take it).
+  auto epilogueOver = [&](at::Tensor reduced) {
+    std::vector<at::Tensor> ops;
+    ops.push_back(std::move(reduced));
+    for (const auto& t : epilogueOperands(*e, operands)) ops.push_back(t);
+    return runFusedAll(ops, reduce->epilogue->str(), nullptr, native, std::vector<int64_t>{0})[0];
+  };
   if (reduce && reduce->epilogue && !an->epilogueKeepsShape) {
     // The epilogue broadcasts the reduced value to a larger shape (x_norm + y_norm.T - 2 * x @ y.T):
     // the reduction (fused, or ATen's by the do-no-harm rule below, which the inner call applies),
@@ -174,9 +182,7 @@ Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const Re
     plain.epilogue.reset();
     Outputs r = runFusedAll(mainOperands(*e, operands), exprText, &plain, native, mainDonated);
     const char* path = lastPath();
-    std::vector<at::Tensor> epiOperands = {r[0]};
-    for (const auto& t : epilogueOperands(*e, operands)) epiOperands.push_back(t);
-    r[0] = runFusedAll(epiOperands, reduce->epilogue->str(), nullptr, native)[0];
+    r[0] = epilogueOver(std::move(r[0]));
     setLastPath(path);
     return r;
   }
@@ -191,8 +197,12 @@ Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const Re
     // intermediate while the operand list keeps the operands alive (gp.PeriodicKernel: one
     // [D, N, M] more than the unfused graph, which frees a dead operand after its first reader),
     // unless a donated operand takes the value (then it holds as much as the unfused graph).
+    // The epilogue then runs over the reduced value, in its memory.
     at::Tensor value = runFusedAll(mainOperands(*e, operands), exprText, nullptr, native, mainDonated)[0];
-    Outputs out = reduceWithAten(*e, operands, *reduce, std::move(value));
+    ReduceSpec plain = *reduce;
+    plain.epilogue.reset();
+    Outputs out = reduceWithAten(*e, operands, plain, std::move(value));
+    if (reduce->epilogue) out[0] = epilogueOver(std::move(out[0]));
     setLastPath("aten");
     return out;
   }

@@ -124,20 +124,28 @@ TEST(Donated, UndonatedOperandsAreNeverWritten) {
 
 // A float sum of a value no larger than its operand is ATen's (eager's order) over the stored
 // value: donated, the operand's memory holds that value, so the call holds no more than the
-// unfused graph. The epilogue's operand is never taken.
+// unfused graph; the epilogue then runs over the reduced value in its memory.
 TEST(Donated, TheStoredValueOfAnAtenReductionTakesTheOperand) {
   tsfuse_test::Gen g(5);
   at::Tensor x = g.tensor({6, 40, 50}, at::kFloat), s = g.tensor({1}, at::kFloat);
   const std::string expr = "v1: sin($0); pow(%0, 2.0); mul(%1, -2.0)";
   at::Tensor value = (at::sin(x).pow(2.0) * -2.0);
-  at::Tensor want = at::exp(value.sum({0}) * s);
-  at::Tensor mine = x.clone();
-  const void* memory = mine.data_ptr();
-  at::Tensor out = callBoxed("tsfuse::reduce", owned(std::move(mine), s), expr, "sum", std::vector<int64_t>{0}, false,
-                             c10::IValue(), "v1: mul($0, $1); exp(%0)", std::vector<int64_t>{0, 1});
-  EXPECT_STREQ(tsfuse::lastPath(), "aten");
-  EXPECT_EQ(tsfuse::lastDonatedMemory(), memory);
-  EXPECT_TRUE(sameTensor(want, out, true));
+  for (bool epilogue : {false, true}) {
+    at::Tensor mine = x.clone();
+    const void* memory = mine.data_ptr();
+    std::vector<at::Tensor> alone;  // (a braced list would keep a copy alive)
+    alone.push_back(std::move(mine));
+    at::Tensor out = epilogue ? callBoxed("tsfuse::reduce", owned(std::move(alone[0]), s), expr, "sum",
+                                          std::vector<int64_t>{0}, false, c10::IValue(),
+                                          "v1: mul($0, $1); exp(%0)", std::vector<int64_t>{0, 1})
+                              : callBoxed("tsfuse::reduce", std::move(alone), expr, "sum",
+                                          std::vector<int64_t>{0}, false, c10::IValue(), c10::IValue(),
+                                          std::vector<int64_t>{0});
+    EXPECT_STREQ(tsfuse::lastPath(), "aten");
+    // Without an epilogue the last donation is the operand's; with one, the reduced value's.
+    EXPECT_EQ(tsfuse::lastDonatedMemory(), epilogue ? out.data_ptr() : memory);
+    EXPECT_TRUE(sameTensor(epilogue ? at::exp(value.sum({0}) * s) : value.sum({0}), out, true));
+  }
 }
 
 }  // namespace

@@ -61,6 +61,8 @@ EXPECT = {
     "matmul_distance": (0, 2, ["aten::add", "aten::sub", "aten::clamp_min", "aten::sqrt"]),
     # view(-1, 1) ends the norms' epilogues: the tail is one pairwise op over the matmul output
     "matmul_rbf_kernel": (1, 2, ["aten::add", "aten::sub", "aten::exp"]),
+    # the [D, N, M] cdist output is an operand; the sum over D and the exp are one reduce
+    "periodic_kernel": (0, 1, ["aten::sin", "aten::pow", "aten::sum", "aten::exp"]),
 }
 
 VARIANTS = [(name, traced) for name in detection_models.FUNCTIONS for traced in (False, True)]
