@@ -119,24 +119,25 @@ bool allocatedByAten(const at::Tensor& t) {
 at::Tensor takeDonated(at::TensorList operands, at::IntArrayRef donated, const Analysis& an) {
   for (int64_t i : donated) {
     const at::Tensor& t = operands.at(i);
-    auto no = [&](const char* why) { TSFUSE_LOG(kernel, debug, "donated operand ", i, " not taken: ", why); };
-    (void)no;
     // Only the CPU paths are known to read each operand element before writing the output element
     // at the same place (tile loads precede tile stores; the chunked path computes a slab before
     // copying it); the CUDA kernels have never run on a GPU.
+    std::string why;
     if (!t.is_cpu() || t.layout() != at::kStrided || t.is_conj() || t.is_neg() || t.requires_grad()) {
-      no("not a plain CPU tensor");
+      why = "not a plain CPU tensor";
     } else if (t.scalar_type() != an.outDtype || t.sizes() != at::IntArrayRef(an.outSizes) ||
                t.strides() != at::IntArrayRef(an.outStrides) || !t.is_non_overlapping_and_dense()) {
-      no("not laid out as the output");
-    } else if (t.use_count() > kCallReferences || !t.has_storage() || static_cast<long>(t.storage().use_count()) != storageOwners(t)) {
-      TSFUSE_LOG(kernel, debug, "donated operand ", i, " not taken: held elsewhere (", t.use_count(),
-                 " handles, its storage by ", t.has_storage() ? t.storage().use_count() : 0, " tensors)");
+      why = "not laid out as the output";
+    } else if (t.use_count() > kCallReferences || !t.has_storage() ||
+               static_cast<long>(t.storage().use_count()) != storageOwners(t)) {
+      why = c10::str("held elsewhere (", t.use_count(), " handles, its storage by ",
+                     t.has_storage() ? t.storage().use_count() : 0, " tensors)");
     } else if (!allocatedByAten(t)) {
-      no("its memory is not ATen's own (from_blob)");
+      why = "its memory is not ATen's own (from_blob)";
     } else {
       return t;
     }
+    TSFUSE_LOG(kernel, debug, "donated operand ", i, " not taken: ", why);
   }
   return at::Tensor();
 }
@@ -145,15 +146,15 @@ Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const Re
                     const NativePath& native, at::IntArrayRef donated) {
   std::shared_ptr<const Expr> e = cachedExpr(std::string(exprText));
   checkFusedOperandCount(*e, reduce, operands.size());
-  for (int64_t i : donated)
-    TORCH_CHECK(i >= 0 && i < static_cast<int64_t>(operands.size()), "tsfuse: donated operand ", i,
-                " out of range for ", operands.size(), " operands");
-  if (!donated.empty()) tlsLastDonated = nullptr;
   for (size_t i = 0; i < operands.size(); ++i)
     TORCH_CHECK(operands[i].defined(), "tsfuse: operand ", i, " is an undefined tensor");
   std::vector<int64_t> mainDonated;  // for a call on the expression's own operands only
-  for (int64_t i : donated)
+  for (int64_t i : donated) {
+    TORCH_CHECK(i >= 0 && i < static_cast<int64_t>(operands.size()), "tsfuse: donated operand ", i,
+                " out of range for ", operands.size(), " operands");
     if (i < e->numInputs) mainDonated.push_back(i);
+  }
+  if (!donated.empty()) tlsLastDonated = nullptr;
   auto device = commonDevice(operands);
   if (!device) return runEagerAll(*e, operands, reduce);  // raises eager's device error
   auto an = analyze(*e, operands, reduce);

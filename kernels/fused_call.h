@@ -25,11 +25,12 @@ at::Tensor runFused(at::TensorList operands, c10::string_view exprText, const Re
                     const NativePath& native, at::IntArrayRef donated = {});
 
 // The donated operand an elementwise call's output may take (undefined: none). Besides the layout,
-// the tensor must be held by nothing but this call: by at most kCallReferences handles, and its
+// the tensor must be held by nothing but this call: by at most kCallReferences handles, its
 // storage by no other tensor (no live view of it; a view's base that only the view holds counts
-// as part of it), and its memory must come from ATen's CPU allocator (not from_blob's). The interpreter moves the operand list into
-// the call, where the dispatcher copies it into the kernel's vector and frees it: a dead operand
-// then has one handle, one that a register still holds for a later reader has two.
+// as part of it), and its memory must come from ATen's CPU allocator (not from_blob's). The
+// interpreter moves the operand list into the call, where the dispatcher copies it into the
+// kernel's vector and frees it: a dead operand then has one handle, one that a register still
+// holds for a later reader has two.
 constexpr long kCallReferences = 1;
 // The memory the last call with donated operands on this thread wrote its output over (nullptr:
 // none); for tests.

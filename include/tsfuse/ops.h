@@ -15,9 +15,10 @@
 // reduce([a, b, w], "v1: sub($0, $1); pow(%0, 2)", "sum", [-1], False, None, "v1: sqrt($0); mul(%0, $1)")
 // computes sqrt(((a - b) ** 2).sum(-1)) * w. `donated` lists operands the caller gives up: the
 // op may write its elementwise result over one of them where nothing else holds it (the graph
-// pass sets it for operands no later node reads; these C++ entry points never donate). softmax is torch.softmax (log: torch.log_softmax)
-// of the expression's value along dim, within the reduction tolerance where the value broadcasts
-// beyond its operands (the value is never stored), else exactly ATen's.
+// pass sets it for operands no later node reads; these C++ entry points never donate). softmax
+// is torch.softmax (log: torch.log_softmax) of the expression's value along dim, within the
+// reduction tolerance where the value broadcasts beyond its operands (the value is never
+// stored), else exactly ATen's.
 //
 // `expr` is the text form of tsfuse::Expr (kernels/ir/expr.h). The result is exactly what
 // evaluating the expression with eager ATen ops (then the reduction) returns: same dtype, shape,

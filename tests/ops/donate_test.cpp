@@ -101,6 +101,7 @@ TEST(Donated, OnlyTheOutputsLayoutIsTaken) {
   const void* bm = bc.data_ptr();
   at::Tensor o2 = pairwise(owned(i.to(at::kFloat), std::move(bc)), "v1: sub($0, $1); abs(%0)", {1});
   EXPECT_NE(o2.data_ptr(), bm);
+  EXPECT_TRUE(sameTensor(at::abs(i.to(at::kFloat) - f), o2, true));
   at::Tensor t = g.tensor({5, 8}, at::kFloat).t(), d = g.tensor({8, 5}, at::kFloat);
   at::Tensor want = at::abs(d - t);
   ASSERT_NE(want.strides(), t.strides());
