@@ -18,7 +18,7 @@ LAYERS = [
     ("ir", ["kernels/ir/"]),
     ("reference", ["kernels/aten_eval.", "kernels/analysis."]),
     ("lowering", ["kernels/lower/"]),
-    ("backends", ["kernels/backend.", "kernels/plan/", "kernels/cpu/", "kernels/cuda/", "kernels/bytecode", "kernels/chunked.",
+    ("backends", ["kernels/backend.", "kernels/plan/", "kernels/cpu/", "kernels/cuda/", "kernels/chunked.",
                   "kernels/reduction_rules.h", "kernels/broadcast_views."]),
     ("ops", ["kernels/"]),
     ("passes", ["passes/"]),

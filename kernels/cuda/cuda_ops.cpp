@@ -1,22 +1,28 @@
-// CUDA kernels of the fused ops: the host side. Compiles the call's bytecode (Flavour::Cuda),
-// describes the call's IterationPlan (kernels/plan/iteration.h: its coalesced kept and reduced
-// spaces, each operand's access) as kernel parameters, picks a kernel (kernels/cuda/kernels.cu)
-// and enqueues it on the current stream. Anything it does not cover declines to the exact chunked
-// ATen path.
+// CUDA kernels of the fused ops: the host side. A call's kernel is generated as text from the
+// typed lowering (kernels/cuda/codegen/call.h picks the skeleton from the call's iteration plan),
+// compiled by NVRTC at first use for the device's arch and cached in memory and on disk
+// (kernels/cuda/codegen/nvrtc.h), loaded once per process with cudaLibraryLoadData (a
+// context-independent library: one load serves every device) and launched on the current stream.
+// Nothing is allocated but the output and nothing synchronises the host. Anything without a
+// generated kernel, or a machine without NVRTC, declines to the exact chunked ATen path.
 //
-// NB: opt-in. The kernels have not been run on a GPU yet, so CUDA calls take them only when
-// TSFUSE_CUDA_KERNELS=1; by default the chunked path runs (docs/cuda.md says how to flip this
-// after a validated GPU run).
-#include "kernels/bytecode_compile.h"
-#include "kernels/cuda/params.h"
+// NB: opt-in. The generated kernels have run on PoCL (OpenCL on the CPU) and never on a GPU, so
+// CUDA calls take them only when TSFUSE_CUDA_KERNELS=1; by default the chunked path runs
+// (docs/cuda.md says how to flip this after a validated GPU run).
 #include "kernels/cuda/cuda_ops.h"
+
+#include "kernels/cuda/codegen/call.h"
+#include "kernels/cuda/codegen/nvrtc.h"
 #include "tsfuse/log.h"
 
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <cuda_runtime_api.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 namespace tsfuse::cuda {
 namespace {
@@ -26,174 +32,105 @@ bool enabled() {
   return v && std::strcmp(v, "1") == 0;
 }
 
-// One of the plan's coalesced spaces as a kernel's Space: element strides per operand, and the
-// output's in slot kMaxLeaves. The output is dense in the plan's kept order, so over the kept space
-// its strides are row-major (`outputDims`) and over the reduced space 0.
-bool toSpace(const SubSpace& s, const std::vector<BroadcastView>& views, bool outputDims, Space& out) {
-  if (s.size.size() > static_cast<size_t>(kMaxKernelDims)) return false;
-  out.nd = static_cast<int>(s.size.size());
-  int64_t outStride = 1;
-  for (int d = out.nd - 1; d >= 0; --d) {
-    out.size[d] = s.size[d];
-    for (size_t v = 0; v < views.size(); ++v) out.stride[v][d] = s.stride[v][d] / views[v].elemSize;
-    out.stride[bc::kMaxLeaves][d] = outputDims ? outStride : 0;
-    outStride *= s.size[d];
+std::string cudaError(const char* what, cudaError_t err) { return std::string(what) + ": " + cudaGetErrorString(err); }
+
+// The loaded kernel of a cache entry. Entries live as long as the process-wide cache, and a
+// library is loaded once per entry (the map keeps the entry alive with its handle).
+cudaKernel_t loadedKernel(const std::shared_ptr<const gpu::KernelCache::Entry>& entry, const std::string& name,
+                          std::string* why) {
+  static std::mutex mu;
+  static std::map<const gpu::KernelCache::Entry*, std::pair<std::shared_ptr<const gpu::KernelCache::Entry>, cudaKernel_t>>
+      loaded;
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = loaded.find(entry.get()); it != loaded.end()) return it->second.second;
+  cudaLibrary_t lib = nullptr;
+  cudaKernel_t kernel = nullptr;
+  cudaError_t err = cudaLibraryLoadData(&lib, entry->code.data(), nullptr, nullptr, 0, nullptr, nullptr, 0);
+  if (err == cudaSuccess) err = cudaLibraryGetKernel(&kernel, lib, name.c_str());
+  if (err != cudaSuccess) {
+    if (why) *why = cudaError(entry->isPtx ? "loading PTX" : "loading CUBIN", err);
+    return nullptr;
   }
-  return true;
+  loaded.emplace(entry.get(), std::make_pair(entry, kernel));
+  return kernel;
 }
 
-// How a 2-D kernel (lanes along the second of the plan's two coalesced kept dims) reads operand l.
-Kind2 kind2(const IterationPlan& plan, int l) {
-  const bool uniform = plan.mergedAccess[l] == Access::Uniform, sameRows = plan.merged.rowInvariant(l);
-  return uniform ? (sameRows ? Kind2::Scalar : Kind2::Row) : (sameRows ? Kind2::Col : Kind2::Full);
-}
+// Binds k's parameters in its order (emit.h) and enqueues it. False (the reason in *why) when
+// NVRTC, the compile or the load fails; the caller then takes the chunked path.
+bool launch(const gpu::CallKernel& k, at::TensorList operands, const at::Tensor& out, c10::Device device,
+            std::string* why) {
+  if (k.numOut == 0) return true;
+  const gpu::Nvrtc* nvrtc = gpu::Nvrtc::get(why);
+  if (!nvrtc) return false;
+  const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device.index());
+  const int arch = prop->major * 10 + prop->minor;
+  auto entry = gpu::KernelCache::global().get(*nvrtc, k.source.text, k.source.name, arch, why);
+  if (!entry) return false;
+  cudaKernel_t kernel = loadedKernel(entry, k.source.name, why);
+  if (!kernel) return false;
 
-RedSpec redSpecOf(const ReduceSpec& r, const bc::Program& p, c10::ScalarType outDtype, int64_t count) {
-  RedSpec s;
-  constexpr RKind kinds[] = {RKind::Sum, RKind::Mean, RKind::Prod, RKind::Max, RKind::Min,
-                             RKind::Any, RKind::All, RKind::ArgMax, RKind::ArgMin};
-  s.kind = kinds[static_cast<int>(r.kind)];
-  const bc::DT vt = p.type[p.result];
-  s.floating = vt == bc::DT::F16 || vt == bc::DT::BF16 || vt == bc::DT::F32 || vt == bc::DT::F64;
-  bc::toDT(outDtype, s.outType);
-  s.count = count;
-  return s;
-}
-
-void check(cudaError_t err) { TORCH_CHECK(err == cudaSuccess, "tsfuse CUDA launch: ", cudaGetErrorString(err)); }
-
-at::Tensor runCudaOne(const Expr& e, at::TensorList operands, const ReduceSpec* reduce, const Analysis& an,
-                      const IterationPlan& plan, std::string* why) {
-  auto no = [&](const std::string& reason) {
-    if (why) *why = reason;
-    return at::Tensor();
-  };
-  if (!enabled()) return no("TSFUSE_CUDA_KERNELS is not 1 (CUDA kernels are opt-in until validated on a GPU)");
-  if (plan.unsupported) return no(plan.unsupported);
-  const c10::Device device = mainDevice(operands);
-  if (!device.is_cuda()) return no("main device is not CUDA");
-  for (int i = 0; i < e.numInputs; ++i)
-    if (operands[i].device() != device && !bc::isCpuScalar(operands[i])) return no("operand on another device");
-
-  std::optional<c10::ScalarType> resultAs;
-  if (reduce && (reduce->kind == Reduction::Sum || reduce->kind == Reduction::Mean || reduce->kind == Reduction::Prod))
-    resultAs = an.outDtype;
-  auto prog = bc::compile(e, an, operands, bc::Flavour::Cuda, why, resultAs);
-  if (!prog) return at::Tensor();
-
-  c10::cuda::CUDAGuard guard(device);
-  const auto stream = at::cuda::getCurrentCUDAStream(device.index()).stream();
-  const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-  auto dataOf = [&](int i) { return bc::isCpuScalar(operands[i]) ? nullptr : static_cast<const char*>(operands[i].const_data_ptr()); };
-
-  Space ks;
-  if (!toSpace(plan.merged, plan.views, true, ks)) return no("more than 6 dims after coalescing");
-  at::Tensor out = an.allocOut(device);
-  // Two kept dims: the output is row-major [N, M] (dense in the plan's order).
-  const bool rowMajor2 = ks.nd == 2;
-
-  if (!reduce) {
-    if (rowMajor2) {  // (a) pairwise [N, M]
-      Pair2Params P;
-      P.prog = *prog;
-      P.out = static_cast<char*>(out.data_ptr());
-      P.outType = prog->type[prog->result];
-      P.N = ks.size[0];
-      P.M = ks.size[1];
-      for (int l = 0; l < e.numInputs; ++l) {
-        P.data[l] = dataOf(l);
-        P.sn[l] = ks.stride[l][0];
-        P.sm[l] = ks.stride[l][1];
-        P.kind[l] = kind2(plan, l);
+  // One 8-byte slot per parameter; cudaLaunchKernel reads each parameter's size from the kernel.
+  std::vector<gpu::HostArg> slots(k.source.params.size());
+  std::vector<void*> args(k.source.params.size());
+  size_t indexAt = 0;
+  for (size_t i = 0; i < k.source.params.size(); ++i) {
+    const gpu::Param& p = k.source.params[i];
+    gpu::HostArg& s = slots[i];
+    switch (p.kind) {
+      case gpu::Param::Out: {
+        void* ptr = out.data_ptr();
+        std::memcpy(s.bytes, &ptr, sizeof ptr);
+        break;
       }
-      check(launchPair2(P, stream));
-      return out;
+      case gpu::Param::Data: {
+        const void* ptr = operands[p.leaf].const_data_ptr();
+        std::memcpy(s.bytes, &ptr, sizeof ptr);
+        break;
+      }
+      case gpu::Param::HostValue: s = gpu::hostArg(p, operands[p.leaf]); break;
+      case gpu::Param::Index: {
+        const int64_t v = k.index.at(indexAt++);
+        const int32_t v32 = static_cast<int32_t>(v);
+        if (p.type == gpu::Ty::I64) std::memcpy(s.bytes, &v, 8);
+        else std::memcpy(s.bytes, &v32, 4);
+        break;
+      }
     }
-    MapParams P;
-    P.prog = *prog;
-    P.out = static_cast<char*>(out.data_ptr());
-    P.outType = prog->type[prog->result];
-    P.numel = out.numel();
-    P.space = ks;
-    for (int l = 0; l < e.numInputs; ++l) P.data[l] = dataOf(l);
-    check(launchMap(P, stream, sms));
-    return out;
+    args[i] = s.bytes;
   }
-
-  Space rs;
-  if (!toSpace(plan.reduced, plan.views, false, rs)) return no("more than 6 reduced dims after coalescing");
-  const int64_t count = plan.reduced.numel(), numOut = plan.merged.numel();
-  const RedSpec spec = redSpecOf(*reduce, *prog, an.outDtype, count);
-
-  // (b) [K] x [N, M] with operands of (k, n) / (k, m) / (k): GEMM-style tiles.
-  if (rowMajor2 && rs.nd == 1 && ks.size[0] < (int64_t(65535) * 64)) {
-    Gemm3Params P;
-    int rows = 0, cols = 0;
-    bool ok = true;
-    for (int l = 0; l < e.numInputs && ok; ++l) {
-      P.data[l] = dataOf(l);
-      P.sk[l] = rs.stride[l][0];
-      P.sn[l] = ks.stride[l][0];
-      P.sm[l] = ks.stride[l][1];
-      P.kind[l] = kind2(plan, l);
-      if (P.kind[l] == Kind2::Row) ok = ++rows <= 2;
-      else if (P.kind[l] == Kind2::Col) ok = ++cols <= 2;
-      else if (P.kind[l] == Kind2::Full) ok = false;  // depends on (k, n, m): nothing to reuse
-    }
-    if (ok) {
-      P.prog = *prog;
-      P.red = spec;
-      P.out = static_cast<char*>(out.data_ptr());
-      P.K = count;
-      P.N = ks.size[0];
-      P.M = ks.size[1];
-      check(launchGemm3(P, stream));
-      return out;
-    }
-  }
-  // (c) one kept dim x one reduced dim.
-  if (ks.nd == 1 && rs.nd == 1) {
-    Reduce2Params P;
-    P.prog = *prog;
-    P.red = spec;
-    P.out = static_cast<char*>(out.data_ptr());
-    P.outStride = ks.stride[bc::kMaxLeaves][0];
-    P.numOut = numOut;
-    P.warpPerOutput = numOut < int64_t(sms) * 64;
-    for (int l = 0; l < e.numInputs; ++l) {
-      P.data[l] = dataOf(l);
-      P.so[l] = ks.stride[l][0];
-      P.sr[l] = rs.stride[l][0];
-    }
-    check(launchReduce2(P, stream));
-    return out;
-  }
-  ReduceParams P;
-  P.prog = *prog;
-  P.red = spec;
-  P.out = static_cast<char*>(out.data_ptr());
-  P.numOut = numOut;
-  P.kept = ks;
-  P.reduced = rs;
-  for (int l = 0; l < e.numInputs; ++l) P.data[l] = dataOf(l);
-  check(launchReduce(P, stream, sms));
-  return out;
+  // Enough blocks to fill every SM several times over; the grid-stride loops do the rest.
+  const gpu::LaunchShape shape = gpu::launchShape(k, int64_t(prop->multiProcessorCount) * 16);
+  const auto stream = at::cuda::getCurrentCUDAStream(device.index()).stream();
+  const cudaError_t err =
+      cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(static_cast<unsigned>(shape.blocks)),
+                       dim3(static_cast<unsigned>(shape.threads)), args.data(), 0, stream);
+  TORCH_CHECK(err == cudaSuccess, "tsfuse CUDA launch of ", k.source.name, ": ", cudaGetErrorString(err));
+  TSFUSE_LOG(kernel, debug, "cuda: ", k.source.name, " on ", shape.blocks, " blocks x ", shape.threads, " threads");
+  return true;
 }
 
 }  // namespace
 
-// The CUDA NativePath: the kernels cover one-output reductions without an epilogue; logsumexp,
-// norm, var/std, max/min with indices and epilogues take the exact chunked path on CUDA.
 Outputs runCuda(const Expr& e, at::TensorList operands, const ReduceSpec* reduce, const Analysis& an,
                 const IterationPlan& plan, std::string* why) {
-  if (reduce && (reduce->epilogue || reduce->withIndices() || reduce->kind == Reduction::Logsumexp ||
-                 reduce->kind == Reduction::Norm || reduce->variance())) {
-    if (why) *why = std::string("no CUDA kernel for ") + reductionName(reduce->kind) +
-                    (reduce->epilogue ? " with an epilogue" : "");
+  auto no = [&](const std::string& reason) -> Outputs {
+    if (why) *why = reason;
     return {};
+  };
+  if (!enabled()) return no("TSFUSE_CUDA_KERNELS is not 1 (CUDA kernels are opt-in until validated on a GPU)");
+  if (reduce && (reduce->withIndices() || reduce->variance()))
+    return no(std::string("no CUDA kernel for ") + reductionName(reduce->kind));
+  const c10::Device device = mainDevice(operands);
+  if (!device.is_cuda()) return no("main device is not CUDA");
+  for (int i = 0; i < e.numInputs; ++i) {
+    const at::Tensor& t = operands[i];
+    if (t.device() != device && !(t.dim() == 0 && t.device().is_cpu())) return no("operand on another device");
   }
-  at::Tensor out = runCudaOne(e, operands, reduce, an, plan, why);
-  if (!out.defined()) return {};
+  auto k = gpu::kernelForCall(e, operands, reduce, an, plan, gpu::CallOptions{}, why);
+  if (!k) return {};
+  c10::cuda::CUDAGuard guard(device);
+  at::Tensor out = an.allocOut(device);
+  if (!launch(*k, operands, out, device, why)) return {};
   return {out};
 }
 

@@ -7,9 +7,11 @@
 
 namespace tsfuse::cuda {
 
-// The kernels cover one-output reductions without an epilogue and every map; logsumexp, norm,
-// max/min with indices and epilogues decline (no outputs, the reason in *why) to the exact chunked
-// path, as does everything while the kernels are opt-in (TSFUSE_CUDA_KERNELS=1).
+// Runs the call's generated kernel (kernels/cuda/codegen): every map, and one-output reductions
+// without an epilogue. Everything else — logsumexp, norm, var/std, max/min with indices,
+// epilogues, a dtype or primitive without a device form, no NVRTC — declines (no outputs, the
+// reason in *why) to the exact chunked path, as does every call while the kernels are opt-in
+// (TSFUSE_CUDA_KERNELS=1).
 Outputs runCuda(const Expr& e, at::TensorList operands, const ReduceSpec* reduce, const Analysis& an,
                 const IterationPlan& plan, std::string* why);
 

@@ -4,8 +4,7 @@
 // what the target's emitter has no primitive for runs through ATen on the tile (CPU) or makes
 // the lowering decline (device), and the device follows ATen's CUDA kernels where they differ.
 // Every emitter reads this: the CPU tile interpreter (kernels/cpu/tile_program.h), the CPU code
-// generator (kernels/cpu/jit.h), the bytecode of the CUDA kernels (kernels/bytecode_compile.h) and
-// the generated GPU kernel texts (kernels/cuda/codegen/emit.h).
+// generator (kernels/cpu/jit.h) and the generated GPU kernel texts (kernels/cuda/codegen/emit.h).
 #pragma once
 
 #include "kernels/analysis.h"
@@ -25,7 +24,8 @@ struct Target {
   bool atenFallback = false;   // an op without a native form runs through ATen on the tile
 
   static Target cpuTiles() { return {kInterp, false, false, true}; }
-  // The bytecode evaluator on the device, or on the host with the CPU kernels' rules (its tests).
+  // The generated kernels on the device, or with the CPU kernels' rules (run against eager CPU on
+  // PoCL: tests/gpu).
   static Target device() { return {kDevice, true, true, false}; }
   static Target deviceWithCpuRules() { return {kDevice, false, false, false}; }
 };

@@ -125,7 +125,7 @@ inline std::vector<GpuCase> registryCases(uint64_t seed) {
   for (const tsfuse::OpDef& d : tsfuse::allOps()) {
     if (d.rule == tsfuse::LowerRule::Aten) continue;
     const std::string sig = d.signature;
-    for (at::ScalarType dt : {at::kFloat, at::kDouble, at::kInt, at::kLong, at::kByte, at::kBool}) {
+    for (at::ScalarType dt : {at::kFloat, at::kDouble, at::kInt, at::kLong, at::kByte, at::kBool, at::kHalf, at::kBFloat16}) {
       std::string args;
       T ops;
       for (size_t k = 0; k < sig.size(); ++k) {
@@ -155,7 +155,7 @@ inline std::vector<GpuCase> randomCases(uint64_t seed, int n) {
   std::vector<const tsfuse::OpDef*> defs;
   for (const tsfuse::OpDef& d : tsfuse::allOps())
     if (d.rule != tsfuse::LowerRule::Aten) defs.push_back(&d);
-  const at::ScalarType dts[] = {at::kFloat, at::kFloat, at::kDouble, at::kInt, at::kLong, at::kByte, at::kBool};
+  const at::ScalarType dts[] = {at::kFloat, at::kFloat, at::kDouble, at::kInt, at::kLong, at::kByte, at::kBool, at::kHalf};
   const tsfuse::Reduction reds[] = {tsfuse::Reduction::Sum, tsfuse::Reduction::Amax, tsfuse::Reduction::Argmin,
                                     tsfuse::Reduction::Any, tsfuse::Reduction::Prod, tsfuse::Reduction::Mean};
   std::vector<GpuCase> cs;
@@ -167,7 +167,7 @@ inline std::vector<GpuCase> randomCases(uint64_t seed, int n) {
       std::vector<int64_t> shape = i == 0 ? std::vector<int64_t>{N, 1} : i == 1 ? std::vector<int64_t>{1, M}
                                                                                 : std::vector<int64_t>{N, M};
       const int specials = g.coin() ? tsfuse_test::kAllSpecials : tsfuse_test::kSignedZero;
-      ops.push_back(g.layout(g.tensor(shape, dts[g.randint(0, 6)], specials), static_cast<int>(g.randint(0, 3))));
+      ops.push_back(g.layout(g.tensor(shape, dts[g.randint(0, 7)], specials), static_cast<int>(g.randint(0, 3))));
     }
     std::string text = "v1: ";
     for (int k = 0; k < numInstr; ++k) {

@@ -59,7 +59,7 @@ struct Kernel {
 std::vector<Kernel> corpusKernels() {
   std::vector<GpuCase> cs = seedCases(11);
   for (auto& c : registryCases(12)) cs.push_back(std::move(c));
-  for (auto& c : randomCases(13, 100)) cs.push_back(std::move(c));
+  for (auto& c : randomCases(13, 500)) cs.push_back(std::move(c));
   std::vector<Kernel> ks;
   std::set<uint64_t> seen;
   int declined = 0;

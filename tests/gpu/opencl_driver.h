@@ -91,8 +91,8 @@ class ClDriver {
           break;
         }
         case tsfuse::gpu::Param::HostValue: {
-          const at::Tensor t = ops[p.leaf].contiguous();
-          err = clSetKernelArg(kern, at, t.element_size(), t.const_data_ptr());
+          const tsfuse::gpu::HostArg h = tsfuse::gpu::hostArg(p, ops[p.leaf]);
+          err = clSetKernelArg(kern, at, h.size, h.bytes);
           break;
         }
         case tsfuse::gpu::Param::Index: {

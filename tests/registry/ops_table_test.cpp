@@ -47,7 +47,7 @@ std::string renderTable() {
      << "is Intel MKL's vector math (the x86-64 wheels), the tile calls that MKL routine directly, with\n"
      << "ATen's mode, after checking its bits against ATen's once (`kernels/cpu/vml.h`).\n"
      << "How to add an op: [adding-an-op.md](adding-an-op.md).\n\n"
-     << "| op | TorchScript schemas | CPU interpreter | CPU JIT (AVX2) | CUDA bytecode |\n"
+     << "| op | TorchScript schemas | CPU interpreter | CPU JIT (AVX2) | CUDA (generated) |\n"
      << "| --- | --- | --- | --- | --- |\n";
   for (const tsfuse::OpDef& def : tsfuse::allOps()) {
     tsfuse::Expr e = sampleOf(def);

@@ -1,7 +1,9 @@
 // Picks a call's skeleton and binds its index parameters (kernels/cuda/codegen/call.h).
 #include "kernels/cuda/codegen/call.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 
 namespace tsfuse::gpu {
 namespace {
@@ -92,6 +94,23 @@ std::optional<CallKernel> kernelForCall(const Expr& e, at::TensorList operands, 
       if (!k.program.hostLeaf[l]) k.index.insert(k.index.end(), red.stride[l].begin(), red.stride[l].end());
   }
   return k;
+}
+
+LaunchShape launchShape(const CallKernel& k, int64_t maxBlocks) {
+  LaunchShape s;
+  s.threads = k.spec.kind == Kind::ReduceBlock ? k.spec.blockSize : 256;
+  const int64_t perBlock = k.spec.kind == Kind::ReduceBlock ? 1 : s.threads;
+  const int64_t cap = std::min<int64_t>(maxBlocks, kMaxGridThreads / s.threads);
+  s.blocks = std::max<int64_t>(1, std::min<int64_t>(cap, (k.numOut + perBlock - 1) / perBlock));
+  return s;
+}
+
+HostArg hostArg(const Param& p, const at::Tensor& value) {
+  const at::Tensor v = value.to(scalarTypeOf(mathTy(p.type)));
+  HostArg a;
+  a.size = static_cast<size_t>(v.element_size());
+  std::memcpy(a.bytes, v.const_data_ptr(), a.size);
+  return a;
 }
 
 }  // namespace tsfuse::gpu

@@ -27,6 +27,24 @@ struct CallOptions {
   std::optional<Kind> reduceKind;  // force a reduction skeleton (tests)
 };
 
+// The grid a kernel runs on: `blocks` blocks of `threads` threads. The skeletons' grid-stride
+// loops cover any count, so the grid is capped at `maxBlocks` (and at kMaxGridThreads threads,
+// which 32-bit kernels rely on). A map and a thread-per-output reduction give each thread an
+// output; a block reduction gives each block one.
+struct LaunchShape {
+  int64_t blocks = 0;
+  int threads = 0;
+};
+LaunchShape launchShape(const CallKernel& k, int64_t maxBlocks);
+
+// A host operand's value (a 0-dim CPU tensor under CUDA rules) as the kernel's parameter takes
+// it: in its local type, so float for float16/bfloat16.
+struct HostArg {
+  alignas(8) unsigned char bytes[8] = {};
+  size_t size = 0;
+};
+HostArg hostArg(const Param& p, const at::Tensor& value);
+
 // nullopt (the reason in *why) when the call has no generated kernel: a dtype, primitive or
 // reduction without a device form, an epilogue, or a plan no native path walks.
 std::optional<CallKernel> kernelForCall(const Expr& e, at::TensorList operands, const ReduceSpec* reduce,

@@ -23,19 +23,34 @@ std::optional<Ty> tyOf(c10::ScalarType t) {
     case c10::ScalarType::Long: return Ty::I64;
     case c10::ScalarType::Float: return Ty::F32;
     case c10::ScalarType::Double: return Ty::F64;
+    case c10::ScalarType::Half: return Ty::F16;
+    case c10::ScalarType::BFloat16: return Ty::BF16;
     default: return std::nullopt;
   }
 }
 
-const char* tyName(Ty t) {
-  constexpr const char* k[] = {"tsf_bool", "tsf_u8", "tsf_i8", "tsf_i16", "tsf_i32", "tsf_i64", "tsf_f32", "tsf_f64"};
+c10::ScalarType scalarTypeOf(Ty t) {
+  using S = c10::ScalarType;
+  constexpr S k[] = {S::Bool, S::Byte, S::Char, S::Short, S::Int, S::Long, S::Float, S::Double, S::Half, S::BFloat16};
   return k[static_cast<int>(t)];
 }
 
-int tySize(Ty t) {
-  constexpr int k[] = {1, 1, 1, 2, 4, 8, 4, 8};
+const char* tyName(Ty t) {
+  constexpr const char* k[] = {"tsf_bool", "tsf_u8",  "tsf_i8",  "tsf_i16", "tsf_i32",
+                               "tsf_i64",  "tsf_f32", "tsf_f64", "tsf_f16", "tsf_bf16"};
   return k[static_cast<int>(t)];
 }
+
+const char* localName(Ty t) { return tyName(mathTy(t)); }
+
+int tySize(Ty t) {
+  constexpr int k[] = {1, 1, 1, 2, 4, 8, 4, 8, 2, 2};
+  return k[static_cast<int>(t)];
+}
+
+bool isHalfTy(Ty t) { return t == Ty::F16 || t == Ty::BF16; }
+bool isFloatTy(Ty t) { return t == Ty::F32 || t == Ty::F64 || isHalfTy(t); }
+Ty mathTy(Ty t) { return isHalfTy(t) ? Ty::F32 : t; }
 
 const char* kindName(Kind k) {
   constexpr const char* n[] = {"map", "redthread", "redblock"};
@@ -50,7 +65,6 @@ uint64_t fnv1a(const std::string& s) {
 
 namespace {
 
-bool isFloat(Ty t) { return t == Ty::F32 || t == Ty::F64; }
 std::string str(int v) { return std::to_string(v); }
 
 struct Emitter {
@@ -93,7 +107,7 @@ struct Emitter {
       if (!p.hostLeaf[l])
         param({Param::Data, l, slot[l]}, std::string("TSF_GLOBAL const ") + tyName(slot[l]) + "* TSF_RESTRICT in" + str(l));
     for (int l = 0; l < p.numLeaves; ++l)
-      if (p.hostLeaf[l]) param({Param::HostValue, l, slot[l]}, std::string("const ") + tyName(slot[l]) + " h" + str(l));
+      if (p.hostLeaf[l]) param({Param::HostValue, l, slot[l]}, std::string("const ") + localName(slot[l]) + " h" + str(l));
     const Ty it = spec.index64 ? Ty::I64 : Ty::I32;
     auto index = [&](const std::string& n) { param({Param::Index, -1, it}, "const " + idx + " " + n); };
     index("n");
@@ -130,10 +144,10 @@ struct Emitter {
 
   void loads(const std::string& off) {
     for (int l = 0; l < p.numLeaves; ++l) {
-      const std::string t = tyName(slot[l]);
+      const std::string t = localName(slot[l]), at = "in" + str(l) + "[" + off + str(l) + "]";
       if (p.hostLeaf[l]) line("const " + t + " " + name(l) + " = h" + str(l) + ";");
-      else if (slot[l] == Ty::Bool) line("const tsf_bool " + name(l) + " = (tsf_bool)(in" + str(l) + "[" + off + str(l) + "] != 0);");
-      else line("const " + t + " " + name(l) + " = in" + str(l) + "[" + off + str(l) + "];");
+      else if (slot[l] == Ty::Bool) line("const tsf_bool " + name(l) + " = (tsf_bool)(" + at + " != 0);");
+      else line("const " + t + " " + name(l) + " = " + loadText(slot[l], at) + ";");
     }
   }
 
@@ -142,6 +156,14 @@ struct Emitter {
     p.literalValue(lit, &bits);  // the value converted to the slot's dtype, as ATen converts it
     char buf[96];
     const Ty t = slot[lit.slot];
+    if (isHalfTy(t)) {  // held in float: the half value's float bits
+      const float f = t == Ty::F16 ? float(c10::Half(uint16_t(bits), c10::Half::from_bits()))
+                                   : float(c10::BFloat16(uint16_t(bits), c10::BFloat16::from_bits()));
+      uint32_t u;
+      std::memcpy(&u, &f, 4);
+      std::snprintf(buf, sizeof buf, "TSF_F32_BITS(0x%08" PRIx32 "u) /* %s %.9g */", u, tyName(t), f);
+      return buf;
+    }
     switch (t) {
       case Ty::F32: {
         float f;
@@ -172,23 +194,26 @@ struct Emitter {
   // The program's straight-line code; its value is in name(p.result).
   bool body() {
     for (const auto& lit : p.literals)
-      line(std::string("const ") + tyName(slot[lit.slot]) + " " + name(lit.slot) + " = " + literalText(lit) + ";");
+      line(std::string("const ") + localName(slot[lit.slot]) + " " + name(lit.slot) + " = " + literalText(lit) + ";");
     for (const lower::Instr& in : p.code) {
       const Ty ct = *tyOf(in.ct);
+      // An op of a half dtype computes in float (operands that are float already, such as a host
+      // scalar kept in opmath, stay unrounded) and rounds its result to the dtype.
+      const Ty mt = in.op == Prim::Cast ? ct : mathTy(ct);
       auto operand = [&](int s, Ty want) { return s < 0 ? std::string() : convText(slot[s], want, name(s)); };
-      PrimArgs g{ct, in.a >= 0 ? slot[in.a] : ct, "", "", "", spec.cudaRules};
+      PrimArgs g{mt, in.a >= 0 ? slot[in.a] : ct, "", "", "", spec.cudaRules};
       if (in.op == Prim::Cast) {
         g.a = name(in.a);
       } else {
-        g.a = operand(in.a, in.op == Prim::Where ? Ty::Bool : ct);
-        g.b = operand(in.b, ct);
-        g.c = operand(in.c, ct);
+        g.a = operand(in.a, in.op == Prim::Where ? Ty::Bool : mt);
+        g.b = operand(in.b, mt);
+        g.c = operand(in.c, mt);
       }
       std::string v = primText(in.op, g);
       if (v.empty())
         return fail(std::string("primitive ") + primName(in.op) + " has no device form for " + tyName(ct));
-      const Ty valueTy = primHas(in.op, kBoolResult) ? Ty::Bool : ct;
-      line(std::string("const ") + tyName(slot[in.out]) + " " + name(in.out) + " = " + convText(valueTy, slot[in.out], v) + ";");
+      const Ty valueTy = primHas(in.op, kBoolResult) ? Ty::Bool : mt;
+      line(std::string("const ") + localName(slot[in.out]) + " " + name(in.out) + " = " + convText(valueTy, slot[in.out], v) + ";");
     }
     return true;
   }
@@ -203,7 +228,7 @@ struct Emitter {
     offsets("i", "c", "k", "s", spec.keptRank, false, "o");
     loads("o");
     if (!body()) return false;
-    line("out[i] = " + name(p.result) + ";");
+    line("out[i] = " + storeText(slot[p.result], name(p.result)) + ";");
     --depth;
     line("}");
     return true;
@@ -267,8 +292,9 @@ struct Emitter {
 
   void store(const std::string& acc, const std::string& aidx, Ty outTy) {
     if (isArg()) return line("out[o] = " + aidx + ";");
-    if (spec.reduction == Reduction::Mean) return line("out[o] = " + convText(Ty::F64, outTy, "(" + acc + " / (tsf_f64)count)") + ";");
-    line("out[o] = " + convText(wide, outTy, acc) + ";");
+    const std::string v = spec.reduction == Reduction::Mean ? convText(Ty::F64, outTy, "(" + acc + " / (tsf_f64)count)")
+                                                           : convText(wide, outTy, acc);
+    line("out[o] = " + storeText(outTy, v) + ";");
   }
 
   // One reduced element at linear index r: its value, widened, in `x`.
@@ -290,7 +316,7 @@ struct Emitter {
       default: break;
     }
     if (spec.reducedRank < 1) return fail("a reduction kernel needs a reduced dim");
-    wide = isFloat(slot[p.result]) && !anyAll() ? Ty::F64 : Ty::I64;
+    wide = isFloatTy(slot[p.result]) && !anyAll() ? Ty::F64 : Ty::I64;
     if (spec.reduction == Reduction::Mean && wide != Ty::F64) return fail("mean of an integer value");
     const Ty outTy = isArg() ? Ty::I64 : tyOf(spec.outDtype).value_or(Ty::Bool);
     if (!isArg() && !tyOf(spec.outDtype)) return fail(std::string("output dtype ") + c10::toString(spec.outDtype));

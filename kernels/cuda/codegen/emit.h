@@ -1,7 +1,7 @@
 // Kernel texts generated from the typed program (kernels/lower/program.h): one self-contained
 // plain-C kernel per (program, dtypes, kernel kind, ranks, index width), values in local
 // variables, spliced into a fixed skeleton. The same text compiles as CUDA under NVRTC (the
-// device path, kernels/cuda/nvrtc_runtime.h) and as OpenCL C (PoCL and oclgrind run it in CI:
+// device path, kernels/cuda/cuda_ops.cpp) and as OpenCL C (PoCL and oclgrind run it in CI:
 // tests/gpu). Each primitive's text comes from one table keyed by kernels/ir/prims.def
 // (kernels/cuda/codegen/prim_text.cpp), so a primitive without a device form fails to build.
 //
@@ -24,11 +24,17 @@
 
 namespace tsfuse::gpu {
 
-// The dtypes a generated kernel holds (float16/bfloat16 decline for now: the chunked path runs).
-enum class Ty : uint8_t { Bool, U8, I8, I16, I32, I64, F32, F64 };
+// The dtypes a generated kernel holds. float16/bfloat16 are 16-bit patterns in memory and float
+// in locals (every op computes in float and rounds its result to the dtype, as ATen's kernels).
+enum class Ty : uint8_t { Bool, U8, I8, I16, I32, I64, F32, F64, F16, BF16 };
 std::optional<Ty> tyOf(c10::ScalarType t);
-const char* tyName(Ty t);  // "tsf_f32"
+c10::ScalarType scalarTypeOf(Ty t);
+const char* tyName(Ty t);   // in memory: "tsf_f32", "tsf_f16"
+const char* localName(Ty t);  // in a local: float16/bfloat16 are "tsf_f32"
 int tySize(Ty t);
+bool isFloatTy(Ty t);
+bool isHalfTy(Ty t);          // float16 or bfloat16
+Ty mathTy(Ty t);              // what an op of dtype t computes in: float for float16/bfloat16
 
 // The skeletons. The output is dense in the iteration plan's kept order (kernels/plan/iteration.h),
 // so output element o is at out[o].

@@ -74,6 +74,41 @@ typedef long long tsf_i64; typedef unsigned long long tsf_u64; typedef float tsf
 #define TSF_NAN_F64 TSF_F64_BITS(TSF_U64(0x7ff8000000000000))
 #define TSF_SIGN_F32(x) (TSF_BITS_F32(x) >> 31)
 #define TSF_SIGN_F64(x) (TSF_BITS_F64(x) >> 63)
+/* float16 / bfloat16: stored as 16-bit patterns, computed in float (ATen's opmath), every op's
+   result rounded to nearest-even (the bits __float2half_rn / c10::Half give; NaN stays NaN). */
+typedef tsf_u16 tsf_f16; typedef tsf_u16 tsf_bf16;
+TSF_FN tsf_f32 tsf_f16_to_f32(tsf_f16 h) {
+  const tsf_u32 sign = ((tsf_u32)h & 0x8000u) << 16, e = ((tsf_u32)h >> 10) & 0x1fu, m = (tsf_u32)h & 0x3ffu;
+  if (e == 31u) return TSF_F32_BITS(sign | 0x7f800000u | (m << 13));
+  if (e == 0u) { /* zero or subnormal: m * 2^-24, exact in float */
+    const tsf_f32 v = (tsf_f32)m * TSF_F32_BITS(0x33800000u);
+    return sign ? -v : v;
+  }
+  return TSF_F32_BITS(sign | ((e + 112u) << 23) | (m << 13));
+}
+TSF_FN tsf_f16 tsf_f32_to_f16(tsf_f32 f) {
+  const tsf_u32 x = TSF_BITS_F32(f), sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+  if (ax > 0x7f800000u) return (tsf_f16)(sign | 0x7e00u);                 /* NaN */
+  if (ax >= 0x47800000u) return (tsf_f16)(sign | 0x7c00u);                /* >= 2^16 and inf */
+  tsf_u32 r, rem, tie;
+  if (ax < 0x38800000u) {                                                  /* below 2^-14: subnormal */
+    if (ax < 0x33000000u) return (tsf_f16)sign;                            /* < 2^-25 rounds to 0 */
+    const tsf_u32 shift = 126u - (ax >> 23), m = (ax & 0x7fffffu) | 0x800000u;
+    r = m >> shift; rem = m & ((1u << shift) - 1u); tie = 1u << (shift - 1u);
+  } else {
+    r = (ax - 0x38000000u) >> 13; rem = ax & 0x1fffu; tie = 0x1000u;       /* rebias 127 -> 15 */
+  }
+  r += (rem > tie || (rem == tie && (r & 1u))) ? 1u : 0u;               /* may carry into inf */
+  return (tsf_f16)(sign | r);
+}
+TSF_FN tsf_f32 tsf_bf16_to_f32(tsf_bf16 h) { return TSF_F32_BITS((tsf_u32)h << 16); }
+TSF_FN tsf_bf16 tsf_f32_to_bf16(tsf_f32 f) {
+  const tsf_u32 x = TSF_BITS_F32(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (tsf_bf16)0x7fc0u;
+  return (tsf_bf16)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+TSF_FN tsf_f32 tsf_round_f16(tsf_f32 f) { return tsf_f16_to_f32(tsf_f32_to_f16(f)); }
+TSF_FN tsf_f32 tsf_round_bf16(tsf_f32 f) { return tsf_bf16_to_f32(tsf_f32_to_bf16(f)); }
 )TSF";
 }
 

@@ -1,8 +1,7 @@
-// One text generator per primitive of kernels/ir/prims.def, each reproducing the scalar semantics
-// of the device evaluator (kernels/bytecode.h, which the host tests check against eager) in plain
-// C: ATen's CUDA rules (NaN-propagating minimum/maximum ordering -0.0 below +0.0, clamp with a
-// NaN of any operand winning) or, for the runs against eager CPU, the CPU kernels' rules
-// (kernels/elementwise.h). Integers wrap: signed arithmetic runs in the unsigned type of its width
+// One text generator per primitive of kernels/ir/prims.def, each reproducing ATen's scalar
+// semantics in plain C: ATen's CUDA rules (NaN-propagating minimum/maximum ordering -0.0 below
+// +0.0, clamp with a NaN of any operand winning) or, for the runs against eager CPU, the CPU
+// kernels' rules (kernels/elementwise.h). Integers wrap: signed arithmetic runs in the unsigned type of its width
 // (no signed-overflow UB in either language). Operands are always plain variable names, so a
 // generator may repeat them.
 #include "kernels/cuda/codegen/prim_text.h"
@@ -10,7 +9,7 @@
 namespace tsfuse::gpu {
 namespace {
 
-bool isFloat(Ty t) { return t == Ty::F32 || t == Ty::F64; }
+bool isFloat(Ty t) { return t == Ty::F32 || t == Ty::F64; }  // ops compute in these (mathTy)
 std::string fsuffix(Ty t) { return t == Ty::F32 ? "F32" : "F64"; }
 std::string ty(Ty t) { return tyName(t); }
 std::string p(const std::string& x) { return "(" + x + ")"; }
@@ -109,8 +108,20 @@ std::string primText(Prim prim, const PrimArgs& args) {
 std::string convText(Ty from, Ty to, const std::string& x) {
   if (from == to) return x;
   if (to == Ty::Bool) return "(tsf_bool)(" + x + " != 0)";
-  if (to == Ty::U8 && isFloat(from)) return "(tsf_u8)(tsf_i64)" + x;  // c10: uint8 via int64
-  return "(" + ty(to) + ")" + x;
+  if (to == Ty::U8 && isFloatTy(from)) return "(tsf_u8)(tsf_i64)" + x;  // c10: uint8 via int64
+  // To a half dtype through float, as c10::Half(float) converts a double or an integer.
+  if (isHalfTy(to)) return std::string(to == Ty::F16 ? "tsf_round_f16" : "tsf_round_bf16") + "((tsf_f32)" + x + ")";
+  return "(" + std::string(localName(to)) + ")" + x;
+}
+
+std::string loadText(Ty t, const std::string& x) {
+  if (!isHalfTy(t)) return x;
+  return std::string(t == Ty::F16 ? "tsf_f16_to_f32(" : "tsf_bf16_to_f32(") + x + ")";
+}
+
+std::string storeText(Ty t, const std::string& x) {
+  if (!isHalfTy(t)) return x;
+  return std::string(t == Ty::F16 ? "tsf_f32_to_f16(" : "tsf_f32_to_bf16(") + x + ")";
 }
 
 }  // namespace tsfuse::gpu

@@ -22,7 +22,13 @@ struct PrimArgs {
 std::string primText(Prim p, const PrimArgs& args);
 
 // x (of dtype from) converted to dtype to as c10::convert does (ATen's casts): floats to bool
-// test != 0 (NaN is true), floats to uint8 go through int64, integers wrap.
+// test != 0 (NaN is true), floats to uint8 go through int64, integers wrap, float16/bfloat16
+// round to nearest even (their locals hold that value in float).
 std::string convText(Ty from, Ty to, const std::string& x);
+
+// A value of dtype t read from memory into its local (float16/bfloat16 widen to float), and a
+// local written to memory (narrowed to the 16-bit pattern).
+std::string loadText(Ty t, const std::string& x);
+std::string storeText(Ty t, const std::string& x);
 
 }  // namespace tsfuse::gpu
