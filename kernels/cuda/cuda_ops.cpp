@@ -57,7 +57,7 @@ cudaKernel_t loadedKernel(const std::shared_ptr<const gpu::KernelCache::Entry>& 
 
 // Binds k's parameters in its order (emit.h) and enqueues it. False (the reason in *why) when
 // NVRTC, the compile or the load fails; the caller then takes the chunked path.
-bool launch(const gpu::CallKernel& k, at::TensorList operands, const at::Tensor& out, c10::Device device,
+bool launch(const gpu::CallKernel& k, at::TensorList operands, const Outputs& outs, c10::Device device,
             std::string* why) {
   if (k.numOut == 0) return true;
   const gpu::Nvrtc* nvrtc = gpu::Nvrtc::get(why);
@@ -78,7 +78,7 @@ bool launch(const gpu::CallKernel& k, at::TensorList operands, const at::Tensor&
     gpu::HostArg& s = slots[i];
     switch (p.kind) {
       case gpu::Param::Out: {
-        void* ptr = out.data_ptr();
+        void* ptr = outs.at(p.leaf).data_ptr();
         std::memcpy(s.bytes, &ptr, sizeof ptr);
         break;
       }
@@ -118,8 +118,6 @@ Outputs runCuda(const Expr& e, at::TensorList operands, const ReduceSpec* reduce
     return {};
   };
   if (!enabled()) return no("TSFUSE_CUDA_KERNELS is not 1 (CUDA kernels are opt-in until validated on a GPU)");
-  if (reduce && (reduce->withIndices() || reduce->variance()))
-    return no(std::string("no CUDA kernel for ") + reductionName(reduce->kind));
   const c10::Device device = mainDevice(operands);
   if (!device.is_cuda()) return no("main device is not CUDA");
   for (int i = 0; i < e.numInputs; ++i) {
@@ -129,9 +127,10 @@ Outputs runCuda(const Expr& e, at::TensorList operands, const ReduceSpec* reduce
   auto k = gpu::kernelForCall(e, operands, reduce, an, plan, gpu::CallOptions{}, why);
   if (!k) return {};
   c10::cuda::CUDAGuard guard(device);
-  at::Tensor out = an.allocOut(device);
-  if (!launch(*k, operands, out, device, why)) return {};
-  return {out};
+  Outputs outs{an.allocOut(device)};
+  if (reduce && reduce->withIndices()) outs.push_back(an.allocIndices(device));
+  if (!launch(*k, operands, outs, device, why)) return {};
+  return outs;
 }
 
 }  // namespace tsfuse::cuda

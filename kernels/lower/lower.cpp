@@ -158,12 +158,13 @@ struct Lowering {
       case LowerRule::MaskedFill: out = where(A[1], A[2], A[0], ct, rt); break;  // x's dtype: no promotion
       case LowerRule::To: out = slotFor(A[0], rt); break;
       case LowerRule::Square: {
-        // ATen's CPU pow squares a floating tensor for an exponent of 2 (PowKernel.cpp: base * base
-        // in its vectorized and scalar loops alike), and square(x) is pow(x, 2): a multiply gives the
-        // same bits. (CUDA's pow is not reproduced: the device declines it.)
+        // ATen squares a floating tensor for an exponent of 2 — on the CPU (PowKernel.cpp: base *
+        // base in its vectorized and scalar loops alike) and on CUDA (PowKernel.cu,
+        // pow_tensor_scalar_kernel_impl: base * base in the dtype) — and square(x) is pow(x, 2): a
+        // multiply gives the same bits. Other exponents run through ATen (CPU) or decline (device).
         const bool two = A.size() == 1 || (A[1].kind == Arg::Kind::Int && A[1].i == 2) ||
                          (A[1].kind == Arg::Kind::Float && A[1].f == 2.0);
-        if (!target.cudaRules && isFloating(ct) && A[0].isTensor() && two) {
+        if (isFloating(ct) && A[0].isTensor() && two) {
           const int x = slotFor(A[0], ct);
           out = emit(Prim::Mul, ct, rt, x, x);
         } else if (!fallback(ins, ct, rt, out)) {

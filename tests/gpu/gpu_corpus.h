@@ -48,12 +48,16 @@ inline Prepared prepare(const GpuCase& c) {
   return p;
 }
 
-// Eager's result (nullopt when eager raises).
-inline std::optional<at::Tensor> eagerOf(const GpuCase& c) {
+// Eager's results (values, and max/min's indices; nullopt when eager raises). The operands of a
+// reduction's epilogue follow the expression's own.
+inline std::optional<std::vector<at::Tensor>> eagerOf(const GpuCase& c) {
   try {
     tsfuse::Expr e = tsfuse::Expr::parse(c.expr);
-    at::Tensor v = tsfuse::evalAten(e, c.ops);
-    return c.reduce ? tsfuse::applyReduction(*c.reduce, v) : v;
+    at::Tensor v = tsfuse::evalAten(e, tsfuse::mainOperands(e, c.ops));
+    if (!c.reduce) return std::vector<at::Tensor>{v};
+    std::vector<at::Tensor> outs = tsfuse::applyReductionAll(*c.reduce, v);
+    if (c.reduce->epilogue) outs[0] = tsfuse::applyEpilogue(*c.reduce, outs[0], tsfuse::epilogueOperands(e, c.ops));
+    return outs;
   } catch (const c10::Error&) {
     return std::nullopt;
   }
@@ -95,6 +99,34 @@ inline std::vector<GpuCase> seedCases(uint64_t seed) {
       cs.push_back({"nearest", dist, {a, b}, red(r, std::vector<int64_t>{d})});
       if (r != Reduction::Mean) cs.push_back({"nearest int", dist, {ia, ib}, red(r, std::vector<int64_t>{d})});
     }
+  // The reductions with a state of several fields, and max/min's two outputs.
+  for (Reduction r : {Reduction::Max, Reduction::Min, Reduction::Logsumexp, Reduction::Var, Reduction::Std})
+    for (int64_t d : {0, 1}) cs.push_back({"state", dist, {a, b}, red(r, std::vector<int64_t>{d})});
+  for (Reduction r : {Reduction::Max, Reduction::Min})
+    for (int64_t d : {0, 1}) cs.push_back({"state int", dist, {ia, ib}, red(r, std::vector<int64_t>{d})});
+  at::Tensor la = g.tensor({30, 1}, at::kFloat, tsfuse_test::kNaNInf), lb = g.tensor({1, 400}, at::kFloat);
+  cs.push_back({"logsumexp inf", "v1: add($0, $1)", {la, lb}, red(Reduction::Logsumexp, std::vector<int64_t>{1})});
+  for (double p : {2.0, 1.0, 0.0, 3.0, double(INFINITY), -double(INFINITY)}) {
+    tsfuse::ReduceSpec n = red(Reduction::Norm, std::vector<int64_t>{1});
+    n.p = p;
+    cs.push_back({"norm", dist, {a, b}, n});
+  }
+  tsfuse::ReduceSpec unbiased = red(Reduction::Var, std::vector<int64_t>{0});
+  unbiased.correction = 0;
+  cs.push_back({"var correction 0", dist, {a, b}, unbiased});
+  // Epilogues over the reduced value: a literal, an operand of the output's shape, a host scalar.
+  for (Reduction r : {Reduction::Sum, Reduction::Amax, Reduction::Mean}) {
+    tsfuse::ReduceSpec s = red(r, std::vector<int64_t>{1});
+    s.epilogue = std::make_shared<tsfuse::Expr>(tsfuse::Expr::parse("v1: mul($0, $1); add(%0, 1); sqrt(%1)"));
+    cs.push_back({"epilogue", dist, {a, b, g.tensor({70}, at::kFloat)}, s});
+    s.epilogue = std::make_shared<tsfuse::Expr>(tsfuse::Expr::parse("v1: neg($0); clamp(%0, -2, None)"));
+    cs.push_back({"epilogue literal", dist, {a, b}, s});
+  }
+  tsfuse::ReduceSpec keep = red(Reduction::Sum, std::vector<int64_t>{0}, true);
+  keep.epilogue = std::make_shared<tsfuse::Expr>(tsfuse::Expr::parse("v1: div($0, $1)"));
+  cs.push_back({"epilogue keepdim host", dist, {a, b, at::scalar_tensor(4.0, at::kDouble)}, keep});
+  keep.epilogue = std::make_shared<tsfuse::Expr>(tsfuse::Expr::parse("v1: sub($1, $0)"));
+  cs.push_back({"epilogue keepdim strided", dist, {a, b, g.layout(g.tensor({1, 600}, at::kFloat), 2)}, keep});
   // Ties for argmin/argmax: few distinct values.
   at::Tensor ta = at::randint(0, 3, {40, 1}, g.gen, at::kLong).to(at::kFloat), tb = at::randint(0, 3, {1, 900}, g.gen, at::kLong).to(at::kFloat);
   for (Reduction r : {Reduction::Argmin, Reduction::Argmax})

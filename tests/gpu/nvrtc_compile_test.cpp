@@ -39,8 +39,10 @@ void removeDir(const std::string& dir) {
 }
 using tsfuse::gpu::Kind;
 
-// Registers per thread: 64 keeps 32 warps (50% occupancy on sm_80/sm_90) resident per SM.
-constexpr int kRegisterBudget = 64;
+// Registers per thread: 64 keeps 32 warps (50% occupancy on sm_80/sm_90) resident per SM. A
+// kernel calling libdevice's double pow (a norm of general order) gets 80 (24 warps): pow alone
+// holds about 40.
+constexpr int kRegisterBudget = 64, kPowRegisterBudget = 80;
 
 const tsfuse::gpu::Nvrtc* nvrtcOrSkip() {
   std::string why;
@@ -88,9 +90,10 @@ std::vector<Kernel> corpusKernels() {
         ++declined;
         continue;
       }
+      // libdevice's exp/log/pow (a program's, or logsumexp's and a norm's) contain FMAs by design.
+      const std::string body = k->source.text.substr(std::string(tsfuse::gpu::prelude()).size());
       bool math = false;
-      for (const auto& in : k->program.code)
-        math |= in.op == tsfuse::Prim::Exp || in.op == tsfuse::Prim::Log || in.op == tsfuse::Prim::Sigmoid;
+      for (const char* fn : {"TSF_EXP_", "TSF_LOG_", "TSF_POW_"}) math |= body.find(fn) != std::string::npos;
       if (seen.insert(k->source.hash).second)
         ks.push_back({c.label + ": " + c.expr, k->source.name, k->source.text, k->spec.kind, math});
     }
@@ -126,7 +129,8 @@ TEST(GeneratedKernels, NvrtcCompilesCorpusWithoutSpillsOrFma) {
       else if (r.rep.stackBytes || r.rep.spillStores || r.rep.spillLoads)
         r.failure = "local memory: " + std::to_string(r.rep.stackBytes) + " B stack, " +
                     std::to_string(r.rep.spillStores) + "/" + std::to_string(r.rep.spillLoads) + " B spilled";
-      else if (r.rep.registers > kRegisterBudget)
+      else if (r.rep.registers > (k.text.find("TSF_POW_F64(", std::string(tsfuse::gpu::prelude()).size()) !=
+                                           std::string::npos ? kPowRegisterBudget : kRegisterBudget))
         r.failure = std::to_string(r.rep.registers) + " registers";
       else if (!k.libdeviceMath && out.ptx.find("fma.rn") != std::string::npos)
         r.failure = "fma in the PTX";

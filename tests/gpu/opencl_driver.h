@@ -53,9 +53,10 @@ class ClDriver {
   std::string deviceName;
   int builds = 0;
 
-  // Runs k over `ops` into `out` (dense, numOut elements) with `blocks` work-groups of
-  // `blockSize` work-items (the grid-stride loops cover the rest). "" or what failed.
-  std::string run(const tsfuse::gpu::CallKernel& k, at::TensorList ops, const at::Tensor& out, int64_t blocks,
+  // Runs k over `ops` into `outs` (dense, numOut elements each: the values, then max/min's
+  // indices) with `blocks` work-groups of `blockSize` work-items (the grid-stride loops cover the
+  // rest). "" or what failed.
+  std::string run(const tsfuse::gpu::CallKernel& k, at::TensorList ops, std::vector<at::Tensor> outs, int64_t blocks,
                   int blockSize) {
     cl_kernel kern = nullptr;
     if (std::string err = kernelOf(k, kern); !err.empty()) return err;
@@ -70,7 +71,8 @@ class ClDriver {
       mems.push_back(m);
       return m;
     };
-    const size_t outBytes = static_cast<size_t>(out.numel()) * out.element_size();
+    auto bytesOf = [](const at::Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); };
+    std::vector<cl_mem> outMems;
     size_t indexAt = 0;
     cl_int err = CL_SUCCESS;
     for (size_t i = 0; i < k.source.params.size() && err == CL_SUCCESS; ++i) {
@@ -78,7 +80,8 @@ class ClDriver {
       const cl_uint at = static_cast<cl_uint>(i);
       switch (p.kind) {
         case tsfuse::gpu::Param::Out: {
-          cl_mem m = buffer(outBytes, nullptr);
+          cl_mem m = buffer(bytesOf(outs.at(p.leaf)), nullptr);
+          outMems.push_back(m);
           err = clSetKernelArg(kern, at, sizeof m, &m);
           break;
         }
@@ -110,8 +113,9 @@ class ClDriver {
     if (k.numOut > 0) {
       const size_t local = static_cast<size_t>(blockSize), global = static_cast<size_t>(blocks) * local;
       err = clEnqueueNDRangeKernel(queue, kern, 1, nullptr, &global, &local, 0, nullptr, nullptr);
-      if (err == CL_SUCCESS && outBytes)
-        err = clEnqueueReadBuffer(queue, mems.front(), CL_TRUE, 0, outBytes, out.data_ptr(), 0, nullptr, nullptr);
+      for (size_t o = 0; o < outMems.size() && err == CL_SUCCESS; ++o)
+        if (bytesOf(outs[o]))
+          err = clEnqueueReadBuffer(queue, outMems[o], CL_TRUE, 0, bytesOf(outs[o]), outs[o].data_ptr(), 0, nullptr, nullptr);
       if (err == CL_SUCCESS) err = clFinish(queue);
     }
     cleanup();

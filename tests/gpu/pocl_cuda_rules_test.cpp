@@ -39,7 +39,7 @@ Outcome runCudaRules(const std::string& expr, const T& ops, std::optional<tsfuse
   if (!k) return o;
   o.value = p.an->allocOut(at::kCPU);
   const tsfuse::gpu::LaunchShape s = tsfuse::gpu::launchShape(*k, 4);
-  if (std::string err = d->run(*k, ops, o.value, s.blocks, s.threads); !err.empty()) {
+  if (std::string err = d->run(*k, ops, {o.value}, s.blocks, s.threads); !err.empty()) {
     ADD_FAILURE() << expr << ": " << err << "\n" << k->source.text;
     return o;
   }
@@ -73,6 +73,7 @@ const std::vector<Case>& cases() {
       {"v1: mul($0, 2.5); add(%0, 1); sub(%1, $1)", [](const T& x) { return at::sub(at::add(at::mul(x[0], 2.5), 1), x[1]); }},
       {"v1: sub(1, $0); mul(%0, $1)", [](const T& x) { return at::mul(at::rsub(x[0], 1), x[1]); }},
       {"v1: mul($0, $1); to(%0, int16); add(%1, 200)", [](const T& x) { return at::add(at::mul(x[0], x[1]).to(at::kShort), 200); }},
+      {"v1: pow($0, 2); sub(%0, $1)", [](const T& x) { return at::sub(at::pow(x[0], 2), x[1]); }},  // base * base
       {"v1: sqrt($0); mul(%0, $1)", [](const T& x) { return at::mul(at::sqrt(x[0]), x[1]); }, true},
       {"v1: exp($0); add(%0, $1)", [](const T& x) { return at::add(at::exp(x[0]), x[1]); }, true},
       {"v1: sigmoid($0); mul(%0, $1)", [](const T& x) { return at::mul(at::sigmoid(x[0]), x[1]); }, true},

@@ -45,13 +45,25 @@ std::optional<CallKernel> kernelForCall(const Expr& e, at::TensorList operands, 
     return std::nullopt;
   };
   if (plan.unsupported) return no(plan.unsupported);
-  if (reduce && reduce->epilogue) return no("no generated kernel for a reduction with an epilogue");
   const auto target = opt.cudaRules ? lower::Target::device() : lower::Target::deviceWithCpuRules();
   auto prog = lower::lowerExpr(e, an, mainOperands(e, operands), target, why);
   if (!prog) return std::nullopt;
-  if (reduce && (reduce->kind == Reduction::Sum || reduce->kind == Reduction::Mean || reduce->kind == Reduction::Prod)) {
-    if (!tyOf(an.outDtype)) return no(std::string("output dtype ") + c10::toString(an.outDtype));
-    prog->castResultTo(an.outDtype);  // ATen accumulates in the output's dtype
+  const Reduction kind = reduce ? reduce->kind : Reduction::Sum;
+  if (reduce && (kind == Reduction::Sum || kind == Reduction::Mean || kind == Reduction::Prod ||
+                 kind == Reduction::Logsumexp || kind == Reduction::Norm)) {
+    // These reduce the value converted to their result dtype (ATen accumulates in it).
+    if (!tyOf(an.reducedDtype)) return no(std::string("reduced dtype ") + c10::toString(an.reducedDtype));
+    prog->castResultTo(an.reducedDtype);
+  }
+  // An epilogue that keeps the reduced shape runs on each output: its leaf 0 is the reduced value.
+  std::optional<lower::Program> epi;
+  if (reduce && reduce->epilogue) {
+    if (!an.epilogue || !an.epilogueKeepsShape) return no("an epilogue that changes the reduced shape");
+    std::vector<at::Tensor> leaves{at::empty({0}, at::TensorOptions().dtype(an.reducedDtype))};
+    const at::TensorList epiOps = epilogueOperands(e, operands);
+    leaves.insert(leaves.end(), epiOps.begin(), epiOps.end());
+    epi = lower::lowerExpr(*reduce->epilogue, *an.epilogue, leaves, target, why);
+    if (!epi) return std::nullopt;
   }
 
   CallKernel k;
@@ -66,18 +78,28 @@ std::optional<CallKernel> kernelForCall(const Expr& e, at::TensorList operands, 
     k.count = plan.reduced.numel();
     k.spec.reducedRank = static_cast<int>(red.size.size());
     k.spec.reduction = reduce->kind;
-    k.spec.outDtype = an.outDtype;
+    k.spec.reducedDtype = an.reducedDtype;
+    k.spec.normOrder = reduce->p;
+    k.spec.correction = reduce->correction;
     // Few long rows: a block per output; otherwise a thread per output walking its row in order.
     k.spec.kind = opt.reduceKind ? *opt.reduceKind
                                  : (k.numOut <= 4096 && k.count >= 256 ? Kind::ReduceBlock : Kind::ReduceThread);
   }
+  Dims epiDims;
+  if (epi) {
+    SubSpace space = plan.epilogueSpace;
+    space.coalesce();
+    epiDims = dimsOf(space, plan.epilogueViews);
+    k.spec.epilogueRank = static_cast<int>(epiDims.size.size());
+  }
   bool fits = k.numOut + kMaxGridThreads < (int64_t(1) << 31) && k.count + kMaxGridThreads < (int64_t(1) << 31);
   for (size_t v = 0; v < plan.views.size(); ++v)
     fits = fits && span(kept, v) + (reduce ? span(red, v) : 0) < (int64_t(1) << 31);
+  for (size_t v = 0; v < plan.epilogueViews.size() && epi; ++v) fits = fits && span(epiDims, v) < (int64_t(1) << 31);
   k.spec.index64 = opt.index64.value_or(!fits);
   if (!k.spec.index64 && !fits) return no("32-bit indexing forced on a call that needs 64-bit offsets");
 
-  auto src = emitKernel(k.program, k.spec, why);
+  auto src = emitKernel(k.program, k.spec, why, epi ? &*epi : nullptr);
   if (!src) return std::nullopt;
   k.source = std::move(*src);
 
@@ -92,6 +114,13 @@ std::optional<CallKernel> kernelForCall(const Expr& e, at::TensorList operands, 
     for (int64_t s : red.size) k.index.push_back(s);
     for (int l = 0; l < L; ++l)
       if (!k.program.hostLeaf[l]) k.index.insert(k.index.end(), red.stride[l].begin(), red.stride[l].end());
+  }
+  if (epi) {
+    k.epilogue = std::move(*epi);
+    for (int64_t s : epiDims.size) k.index.push_back(s);
+    for (int l = 1; l < k.epilogue->numLeaves; ++l)
+      if (!k.epilogue->hostLeaf[l])
+        k.index.insert(k.index.end(), epiDims.stride[l - 1].begin(), epiDims.stride[l - 1].end());
   }
   return k;
 }

@@ -15,6 +15,7 @@ constexpr int64_t kMaxGridThreads = int64_t(1) << 24;
 
 struct CallKernel {
   lower::Program program;
+  std::optional<lower::Program> epilogue;  // over (reduced value, epilogue operands...)
   KernelSpec spec;
   KernelSource source;
   int64_t numOut = 0, count = 0;
@@ -46,7 +47,8 @@ struct HostArg {
 HostArg hostArg(const Param& p, const at::Tensor& value);
 
 // nullopt (the reason in *why) when the call has no generated kernel: a dtype, primitive or
-// reduction without a device form, an epilogue, or a plan no native path walks.
+// reduction without a device form, an epilogue that changes the reduced shape, or a plan no
+// native path walks.
 std::optional<CallKernel> kernelForCall(const Expr& e, at::TensorList operands, const ReduceSpec* reduce,
                                         const Analysis& an, const IterationPlan& plan, const CallOptions& opt,
                                         std::string* why);

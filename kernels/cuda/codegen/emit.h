@@ -51,18 +51,24 @@ struct KernelSpec {
   int reducedRank = 0;    // coalesced reduced dims (reductions), >= 1 there
   bool index64 = false;   // 64-bit offsets; else every offset, count and grid-stride fits int32
   bool cudaRules = true;  // ATen's CUDA kernels' rules; false: its CPU kernels' (run vs eager CPU)
-  Reduction reduction = Reduction::Sum;                     // reductions only
-  c10::ScalarType outDtype = c10::ScalarType::Undefined;    // reductions only
+  // Reductions only: the kind and its parameters (kernels/aten_eval.h ReduceSpec), the dtype of
+  // the reduced value (sum/mean/prod/logsumexp/norm: the program's result is already cast to it).
+  Reduction reduction = Reduction::Sum;
+  c10::ScalarType reducedDtype = c10::ScalarType::Undefined;
+  double normOrder = 2.0, correction = 1.0;
+  int epilogueRank = 0;   // coalesced dims of the epilogue operands' space (the output's), >= 1 with one
   int blockSize = 256;    // ReduceBlock: the launch's block size (a power of two)
 };
 
-// The kernel's parameters, in order; launchers bind them so. Index parameters have the kernel's
-// index type (int32 or int64): numOut, keptSize[keptRank], then each data operand's element
-// strides over the kept dims; reductions add count, reducedSize[reducedRank] and the strides
-// over the reduced dims.
+// The kernel's parameters, in order; launchers bind them so: the outputs (values, then the
+// int64 indices of max/min), the data operands, the host values, then the index parameters, of
+// the kernel's index type (int32 or int64): numOut, keptSize[keptRank], each data operand's
+// element strides over the kept dims; reductions add count, reducedSize[reducedRank] and the
+// strides over the reduced dims; an epilogue adds its space's sizes[epilogueRank] and its data
+// operands' strides over them.
 struct Param {
   enum Kind : uint8_t { Out, Data, HostValue, Index } kind;
-  int leaf = -1;  // Data / HostValue: the operand
+  int leaf = -1;  // Out: the output (0 values, 1 indices); Data / HostValue: the fused op's operand
   Ty type = Ty::I64;
 };
 
@@ -74,9 +80,11 @@ struct KernelSource {
 };
 
 // nullopt (the reason in *why) when a dtype, primitive or reduction has no device form.
-// Reductions: the program's result is the reduced value (sum/mean/prod: already cast to the
-// output dtype by the caller, as ATen accumulates in it).
-std::optional<KernelSource> emitKernel(const lower::Program& p, const KernelSpec& spec, std::string* why);
+// Reductions: the program's result is the value reduced; `epilogue` (its leaf 0 the reduced
+// value, its leaves 1.. the epilogue operands, which follow the program's own among the fused
+// op's operands) runs on each output before it is stored.
+std::optional<KernelSource> emitKernel(const lower::Program& p, const KernelSpec& spec, std::string* why,
+                                       const lower::Program* epilogue = nullptr);
 
 // The macros every text starts with (prelude.cpp).
 const char* prelude();

@@ -42,6 +42,7 @@ typedef ulong tsf_u64; typedef float tsf_f32; typedef double tsf_f64;
 #define TSF_LOG_F64(x) log(x)
 #define TSF_SQRT_F32(x) sqrt(x)
 #define TSF_SQRT_F64(x) sqrt(x)
+#define TSF_POW_F64(x, y) pow(x, y)
 #else
 typedef unsigned char tsf_bool; typedef unsigned char tsf_u8; typedef signed char tsf_i8;
 typedef short tsf_i16; typedef unsigned short tsf_u16; typedef int tsf_i32; typedef unsigned int tsf_u32;
@@ -69,6 +70,7 @@ typedef long long tsf_i64; typedef unsigned long long tsf_u64; typedef float tsf
 #define TSF_LOG_F64(x) log(x)
 #define TSF_SQRT_F32(x) sqrtf(x)
 #define TSF_SQRT_F64(x) sqrt(x)
+#define TSF_POW_F64(x, y) pow(x, y)
 #endif
 #define TSF_NAN_F32 TSF_F32_BITS(0x7fc00000u)
 #define TSF_NAN_F64 TSF_F64_BITS(TSF_U64(0x7ff8000000000000))
