@@ -74,12 +74,11 @@ std::vector<Kernel> corpusKernels() {
       if (i64 && (c.label == "random" || c.label.rfind("op ", 0) == 0)) continue;
       tsfuse::gpu::CallOptions o;
       o.index64 = i64;
-      if (!c.reduce) {
-        variants.push_back(o);
-        continue;
-      }
-      for (Kind k : {Kind::ReduceThread, Kind::ReduceBlock}) {
-        o.reduceKind = k;
+      // Every skeleton that applies (a forced one that does not declines and is counted so).
+      const auto kinds = c.reduce ? std::vector<Kind>{Kind::ReduceThread, Kind::ReduceBlock, Kind::Gemm}
+                                  : std::vector<Kind>{Kind::Map, Kind::Pair2};
+      for (Kind k : kinds) {
+        o.kind = k;
         variants.push_back(o);
       }
     }

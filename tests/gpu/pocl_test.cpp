@@ -88,12 +88,13 @@ void check(ClDriver& drv, const GpuCase& c, Tally& tally, bool allVariants) {
     auto o = variants[0];
     o.index64 = true;
     variants.push_back(o);
-    if (c.reduce) {
-      for (Kind k : {Kind::ReduceThread, Kind::ReduceBlock}) {
-        auto r = variants[0];
-        r.reduceKind = k;
-        variants.push_back(r);
-      }
+    // Every skeleton that applies; a forced one that does not declines.
+    const auto kinds = c.reduce ? std::vector<Kind>{Kind::ReduceThread, Kind::ReduceBlock, Kind::Gemm}
+                                : std::vector<Kind>{Kind::Map, Kind::Pair2};
+    for (Kind k : kinds) {
+      auto r = variants[0];
+      r.kind = k;
+      variants.push_back(r);
     }
   }
   for (const auto& o : variants) {
@@ -107,10 +108,13 @@ void check(ClDriver& drv, const GpuCase& c, Tally& tally, bool allVariants) {
       ++tally.skipped;
       continue;
     }
-    const int bs = k->spec.kind == Kind::ReduceBlock ? k->spec.blockSize : 64;
-    const int64_t perBlock = k->spec.kind == Kind::ReduceBlock ? 1 : bs;
-    const int64_t full = std::max<int64_t>(1, (k->numOut + perBlock - 1) / perBlock);
-    for (int64_t blocks : {full, std::min<int64_t>(full, 3)}) {  // all outputs covered, then a capped grid
+    // Every output covered (the generic skeletons with 64-thread blocks), then a capped grid.
+    const tsfuse::gpu::LaunchShape shape = tsfuse::gpu::launchShape(*k, int64_t(1) << 40);
+    const bool generic = k->spec.kind == Kind::Map || k->spec.kind == Kind::ReduceThread;
+    const int bs = generic ? 64 : shape.threads;
+    const int64_t full = generic ? std::max<int64_t>(1, (k->numOut + bs - 1) / bs) : shape.blocks;
+    // (One block for a tiled skeleton: it walks every tile, so reusing the staged operands is tested.)
+    for (int64_t blocks : {full, std::min<int64_t>(full, generic ? 3 : 1)}) {
       std::vector<at::Tensor> outs{p.an->allocOut(at::kCPU).zero_()};
       if (c.reduce && c.reduce->withIndices()) outs.push_back(p.an->allocIndices(at::kCPU).zero_());
       std::string err = drv.run(*k, c.ops, outs, blocks, bs);
@@ -166,7 +170,7 @@ TEST(GeneratedKernelsPocl, RandomRegistryProgramsVsEagerCpu) {
 }
 
 // Small shapes of every skeleton (tails, a capped grid, a block reduction with fewer elements
-// than threads): what oclgrind --data-races checks in ctest.
+// than threads, tiles with tails): what oclgrind --data-races checks in ctest.
 TEST(GeneratedKernelsPocl, SmallShapes) {
   ClDriver* d = driverOrFail();
   if (!d) return;
@@ -174,6 +178,10 @@ TEST(GeneratedKernelsPocl, SmallShapes) {
   using tsfuse::Reduction;
   std::vector<GpuCase> cs;
   cs.push_back({"iou", kIoU, iouOperands(g, 5, 7, at::kFloat), {}});
+  cs.push_back({"iou pair2", kIoU, iouOperands(g, 19, 40, at::kFloat), {}});  // tiles with tails in N and M
+  at::Tensor x = g.tensor({20, 18}, at::kFloat), y = g.tensor({20, 35}, at::kFloat);  // a K step with a tail
+  for (Reduction r : {Reduction::Sum, Reduction::Argmin})
+    cs.push_back({"gemm", "v1: sub($0, $1); abs(%0)", {x.unsqueeze(2), y.unsqueeze(1)}, red(r, std::vector<int64_t>{0})});
   const std::string dist = "v1: sub($0, $1); abs(%0)";
   at::Tensor a = g.tensor({9, 1}, at::kFloat, tsfuse_test::kNaN), b = g.tensor({1, 300}, at::kFloat);
   for (Reduction r : {Reduction::Argmin, Reduction::Sum, Reduction::Amax, Reduction::All})

@@ -81,9 +81,37 @@ std::optional<CallKernel> kernelForCall(const Expr& e, at::TensorList operands, 
     k.spec.reducedDtype = an.reducedDtype;
     k.spec.normOrder = reduce->p;
     k.spec.correction = reduce->correction;
+  }
+  // Two kept dims [N, M]: how each operand varies over them, for the tiled skeletons.
+  bool rowsOrCols = false, full = false;
+  if (k.spec.keptRank == 2)
+    for (int l = 0; l < k.program.numLeaves; ++l) {
+      const bool n = !k.program.hostLeaf[l] && kept.stride[l][0] != 0, m = !k.program.hostLeaf[l] && kept.stride[l][1] != 0;
+      k.spec.access.push_back(n && m ? Access2::Full : n ? Access2::Row : m ? Access2::Col : Access2::Scalar);
+      rowsOrCols |= n != m;
+      full |= n && m;
+    }
+  const int64_t M = k.spec.keptRank == 2 ? kept.size[1] : 0;
+  const bool fewFields = !reduce || !(reduce->kind == Reduction::Logsumexp || reduce->variance());
+  if (!reduce) {
+    // A pairwise map (row and column operands over a wide enough M): tiles with staged operands.
+    k.spec.kind = rowsOrCols && M >= 32 ? Kind::Pair2 : Kind::Map;
+    if (k.spec.kind == Kind::Pair2) k.spec.blockSize = 128;
+  } else if (rowsOrCols && !full && k.spec.reducedRank == 1 && k.count >= kGemmK && M >= 16 && kept.size[0] >= 16 &&
+             fewFields) {
+    k.spec.kind = Kind::Gemm;  // broadcast-then-reduce over one dim K into [N, M]
+  } else {
     // Few long rows: a block per output; otherwise a thread per output walking its row in order.
-    k.spec.kind = opt.reduceKind ? *opt.reduceKind
-                                 : (k.numOut <= 4096 && k.count >= 256 ? Kind::ReduceBlock : Kind::ReduceThread);
+    k.spec.kind = k.numOut <= 4096 && k.count >= 256 ? Kind::ReduceBlock : Kind::ReduceThread;
+  }
+  if (opt.kind && *opt.kind != k.spec.kind) {
+    const Kind want = *opt.kind;
+    const bool tiled = want == Kind::Pair2 || want == Kind::Gemm;
+    if ((want == Kind::Map || want == Kind::Pair2) != !reduce || (tiled && k.spec.keptRank != 2) ||
+        (want == Kind::Gemm && (full || k.spec.reducedRank != 1 || !fewFields)))
+      return no(std::string("skeleton ") + kindName(want) + " does not apply to this call");
+    k.spec.kind = want;
+    k.spec.blockSize = want == Kind::Pair2 ? 128 : 256;
   }
   Dims epiDims;
   if (epi) {
@@ -127,10 +155,28 @@ std::optional<CallKernel> kernelForCall(const Expr& e, at::TensorList operands, 
 
 LaunchShape launchShape(const CallKernel& k, int64_t maxBlocks) {
   LaunchShape s;
-  s.threads = k.spec.kind == Kind::ReduceBlock ? k.spec.blockSize : 256;
-  const int64_t perBlock = k.spec.kind == Kind::ReduceBlock ? 1 : s.threads;
+  int64_t work = k.numOut;  // blocks that have something to do
+  switch (k.spec.kind) {
+    case Kind::Map: case Kind::ReduceThread:
+      s.threads = 256;
+      work = (k.numOut + s.threads - 1) / s.threads;
+      break;
+    case Kind::ReduceBlock: s.threads = k.spec.blockSize; break;
+    case Kind::Pair2: {
+      s.threads = k.spec.blockSize;
+      const int64_t N = k.index.at(1), M = k.index.at(2);  // numOut, then the kept sizes
+      work = ((N + kPairRows - 1) / kPairRows) * ((M + s.threads - 1) / s.threads);
+      break;
+    }
+    case Kind::Gemm: {
+      s.threads = 256;
+      const int64_t N = k.index.at(1), M = k.index.at(2);
+      work = ((N + kGemmTile - 1) / kGemmTile) * ((M + kGemmTile - 1) / kGemmTile);
+      break;
+    }
+  }
   const int64_t cap = std::min<int64_t>(maxBlocks, kMaxGridThreads / s.threads);
-  s.blocks = std::max<int64_t>(1, std::min<int64_t>(cap, (k.numOut + perBlock - 1) / perBlock));
+  s.blocks = std::max<int64_t>(1, std::min<int64_t>(cap, work));
   return s;
 }
 

@@ -54,7 +54,7 @@ bool isFloatTy(Ty t) { return t == Ty::F32 || t == Ty::F64 || isHalfTy(t); }
 Ty mathTy(Ty t) { return isHalfTy(t) ? Ty::F32 : t; }
 
 const char* kindName(Kind k) {
-  constexpr const char* n[] = {"map", "redthread", "redblock"};
+  constexpr const char* n[] = {"map", "redthread", "redblock", "pair2", "gemm"};
   return n[static_cast<int>(k)];
 }
 
@@ -118,7 +118,7 @@ void Emitter::declareParams(const std::vector<Ty>& outs) {
         for (int d = 0; d < rank; ++d) index(c.pre + stride + str(l) + "_" + str(d));
   };
   space(main, "n", "k", "s", spec.keptRank);
-  if (spec.kind != Kind::Map) space(main, "count", "r", "t", spec.reducedRank);
+  if (spec.kind != Kind::Map && spec.kind != Kind::Pair2) space(main, "count", "r", "t", spec.reducedRank);
   if (hasEpilogue) space(epi, "", "q", "u", spec.epilogueRank);
 }
 
@@ -139,13 +139,18 @@ void Emitter::offsets(const Code& c, const std::string& lin, const std::string& 
   }
 }
 
+std::string Emitter::load(const Code& c, int l, const std::string& offset) const {
+  if (c.p->hostLeaf[l]) return c.pre + "h" + str(l);
+  const std::string at = c.pre + "in" + str(l) + "[" + offset + "]";
+  return c.slot[l] == Ty::Bool ? "(tsf_bool)(" + at + " != 0)" : loadText(c.slot[l], at);
+}
+
+void Emitter::declareLeaf(const Code& c, int l, const std::string& value) {
+  line("const " + std::string(localName(c.slot[l])) + " " + c.name(l) + " = " + value + ";");
+}
+
 void Emitter::loads(const Code& c, const std::string& off) {
-  for (int l = c.firstLeaf; l < c.p->numLeaves; ++l) {
-    const std::string t = localName(c.slot[l]), at = c.pre + "in" + str(l) + "[" + off + str(l) + "]";
-    if (c.p->hostLeaf[l]) line("const " + t + " " + c.name(l) + " = " + c.pre + "h" + str(l) + ";");
-    else if (c.slot[l] == Ty::Bool) line("const tsf_bool " + c.name(l) + " = (tsf_bool)(" + at + " != 0);");
-    else line("const " + t + " " + c.name(l) + " = " + loadText(c.slot[l], at) + ";");
-  }
+  for (int l = c.firstLeaf; l < c.p->numLeaves; ++l) declareLeaf(c, l, load(c, l, off + str(l)));
 }
 
 std::string Emitter::literalText(const Code& c, const lower::Program::Literal& lit) const {
@@ -239,6 +244,57 @@ bool Emitter::map() {
   return true;
 }
 
+// A block owns kPairRows x TM outputs of [N = k0, M = k1] (TM = the block size): it stages the
+// tile's row operands (one value per row, by the first kPairRows threads) and column operands
+// (one per column) in local memory once, then each thread computes its column for every row of
+// the tile. Writes are coalesced along M and each operand element is read once per tile.
+bool Emitter::pair2() {
+  const int tm = spec.blockSize;
+  if (tm < kPairRows || (tm & (tm - 1))) return fail("pair2 needs a power-of-two block of at least kPairRows threads");
+  declareParams({main.slot[main.p->result]});
+  const auto& acc = spec.access;
+  for (int l = 0; l < main.p->numLeaves; ++l) {
+    if (main.p->hostLeaf[l]) continue;
+    const std::string t = localName(main.slot[l]);
+    if (acc[l] == Access2::Row) line("TSF_LOCAL " + t + " rw" + str(l) + "[" + str(kPairRows) + "];");
+    if (acc[l] == Access2::Col) line("TSF_LOCAL " + t + " cl" + str(l) + "[" + str(tm) + "];");
+  }
+  line("const tsf_i32 t = TSF_TID;");
+  line("const " + idx + " tilesM = (k1 + " + str(tm - 1) + ") / " + str(tm) + ";");
+  line("const " + idx + " tiles = ((k0 + " + str(kPairRows - 1) + ") / " + str(kPairRows) + ") * tilesM;");
+  open("for (" + idx + " tile = (" + idx + ")TSF_BID; tile < tiles; tile += (" + idx + ")TSF_GDIM) {");
+  line("const " + idx + " n0 = tile / tilesM * " + str(kPairRows) + ", m0 = tile % tilesM * " + str(tm) + ";");
+  for (int l = 0; l < main.p->numLeaves; ++l) {
+    if (main.p->hostLeaf[l]) continue;
+    const std::string L = str(l);
+    if (acc[l] == Access2::Row)
+      line("if (t < " + str(kPairRows) + " && n0 + t < k0) rw" + L + "[t] = " + load(main, l, "(n0 + t) * s" + L + "_0") + ";");
+    if (acc[l] == Access2::Col) line("if (m0 + t < k1) cl" + L + "[t] = " + load(main, l, "(m0 + t) * s" + L + "_1") + ";");
+  }
+  line("TSF_BARRIER();");
+  line("const " + idx + " m = m0 + t;");
+  line("const " + idx + " rows = k0 - n0 < " + str(kPairRows) + " ? k0 - n0 : " + str(kPairRows) + ";");
+  open("if (m < k1) {");
+  open("for (" + idx + " rr = 0; rr < rows; ++rr) {");
+  line("const " + idx + " nn = n0 + rr;");
+  for (int l = 0; l < main.p->numLeaves; ++l) {
+    const std::string L = str(l);
+    switch (main.p->hostLeaf[l] ? Access2::Scalar : acc[l]) {
+      case Access2::Row: declareLeaf(main, l, "rw" + L + "[rr]"); break;
+      case Access2::Col: declareLeaf(main, l, "cl" + L + "[t]"); break;
+      case Access2::Scalar: declareLeaf(main, l, load(main, l, "0")); break;
+      case Access2::Full: declareLeaf(main, l, load(main, l, "nn * s" + L + "_0 + m * s" + L + "_1")); break;
+    }
+  }
+  if (!body(main)) return false;
+  line("out[nn * k1 + m] = " + storeText(main.slot[main.p->result], main.name(main.p->result)) + ";");
+  close();
+  close();
+  line("TSF_BARRIER();  /* the staged operands are rewritten by the next tile */");
+  close();
+  return true;
+}
+
 }  // namespace detail
 
 std::optional<KernelSource> emitKernel(const lower::Program& p, const KernelSpec& spec, std::string* why,
@@ -248,10 +304,15 @@ std::optional<KernelSource> emitKernel(const lower::Program& p, const KernelSpec
     return std::nullopt;
   };
   if (spec.keptRank < 1) return no("a kernel needs a kept dim");
-  if (epilogue && (spec.kind == Kind::Map || spec.epilogueRank < 1)) return no("an epilogue needs a reduction and its space");
+  const bool reduces = spec.kind != Kind::Map && spec.kind != Kind::Pair2;
+  if (epilogue && (!reduces || spec.epilogueRank < 1)) return no("an epilogue needs a reduction and its space");
+  if ((spec.kind == Kind::Pair2 || spec.kind == Kind::Gemm) &&
+      (spec.keptRank != 2 || spec.access.size() != static_cast<size_t>(p.numLeaves)))
+    return no(std::string(kindName(spec.kind)) + " needs two kept dims and each operand's access");
   detail::Emitter E(p, epilogue, spec);
   if (!E.types(E.main) || (epilogue && !E.types(E.epi))) return no(E.why);
-  if (!(spec.kind == Kind::Map ? E.map() : E.reduce())) return no(E.why);
+  const bool ok = spec.kind == Kind::Map ? E.map() : spec.kind == Kind::Pair2 ? E.pair2() : E.reduce();
+  if (!ok) return no(E.why);
 
   std::string sig;
   for (size_t i = 0; i < E.paramText.size(); ++i) sig += (i ? ",\n    " : "\n    ") + E.paramText[i];
@@ -262,7 +323,7 @@ std::optional<KernelSource> emitKernel(const lower::Program& p, const KernelSpec
   std::snprintf(hash, sizeof hash, "%016" PRIx64, k.hash);
   using detail::str;
   k.name = std::string("tsf_") + kindName(spec.kind) + "_r" + str(spec.keptRank) +
-           (spec.kind == Kind::Map ? "" : "x" + str(spec.reducedRank)) + (spec.index64 ? "_i64_" : "_i32_") + hash;
+           (reduces ? "x" + str(spec.reducedRank) : "") + (spec.index64 ? "_i64_" : "_i32_") + hash;
   k.text = std::string(prelude()) + kernel.substr(0, kernel.find("@NAME@")) + k.name +
            kernel.substr(kernel.find("@NAME@") + 6);
   k.params = std::move(E.params);

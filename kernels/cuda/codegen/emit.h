@@ -42,8 +42,18 @@ enum class Kind : uint8_t {
   Map,           // grid-stride over the kept space, any strides (broadcasts are stride 0)
   ReduceThread,  // a thread per output walks the reduced space in order (many outputs: vertical)
   ReduceBlock,   // a block per output: threads stride the reduced space, merge in local memory
+  Pair2,         // a pairwise map [N, M]: a block owns kPairRows x blockSize outputs, its row and
+                 // column operands staged in local memory once per tile
+  Gemm,          // [N, M] reduced over one dim K (GEMM-like): a block owns kGemmTile^2 outputs,
+                 // 2 x 2 per thread, K in steps of kGemmK with the (k, n) and (k, m) operands
+                 // staged in local memory; each output folds k in order, as ReduceThread does
 };
 const char* kindName(Kind k);
+
+// How a tiled skeleton (Pair2, Gemm) reads an operand over the two kept dims [N, M]: one value
+// (per k), a row operand (depends on n), a column operand (depends on m), or every element.
+enum class Access2 : uint8_t { Scalar, Row, Col, Full };
+constexpr int kPairRows = 16, kGemmTile = 32, kGemmK = 16;
 
 struct KernelSpec {
   Kind kind = Kind::Map;
@@ -57,7 +67,8 @@ struct KernelSpec {
   c10::ScalarType reducedDtype = c10::ScalarType::Undefined;
   double normOrder = 2.0, correction = 1.0;
   int epilogueRank = 0;   // coalesced dims of the epilogue operands' space (the output's), >= 1 with one
-  int blockSize = 256;    // ReduceBlock: the launch's block size (a power of two)
+  int blockSize = 256;    // ReduceBlock, Pair2: the launch's block size (a power of two); Gemm: 256
+  std::vector<Access2> access;  // Pair2, Gemm: per operand of the program
 };
 
 // The kernel's parameters, in order; launchers bind them so: the outputs (values, then the

@@ -219,6 +219,83 @@ struct State {
 
 }  // namespace
 
+// Gemm: a block of 16 x 16 threads owns a kGemmTile x kGemmTile tile of [N = k0, M = k1], each
+// thread 2 x 2 outputs (rows ty*2+i, columns tx*2+j). K is walked in steps of kGemmK: the step's
+// (k, n) and (k, m) operands are staged in local memory by all threads, then every thread folds
+// them into its four states in k order. Operands that depend on k alone (or nothing) are read
+// directly: every thread reads the same address.
+namespace {
+
+template <typename Finish>
+bool gemmSkeleton(Emitter& E, State& st, Ty valueTy, Finish&& finish) {
+  const KernelSpec& spec = E.spec;
+  const Code& main = E.main;
+  const std::string& idx = E.idx;
+  const std::string T = str(kGemmTile), K = str(kGemmK);
+  for (int l = 0; l < main.p->numLeaves; ++l)
+    if (!main.p->hostLeaf[l] && (spec.access[l] == Access2::Row || spec.access[l] == Access2::Col))
+      E.line("TSF_LOCAL " + std::string(localName(main.slot[l])) + " sg" + str(l) + "[" + K + "][" + T + "];");
+  E.line("const tsf_i32 t = TSF_TID, tx = t % 16, ty = t / 16;");
+  E.line("const " + idx + " tilesM = (k1 + " + str(kGemmTile - 1) + ") / " + T + ";");
+  E.line("const " + idx + " tiles = ((k0 + " + str(kGemmTile - 1) + ") / " + T + ") * tilesM;");
+  E.open("for (" + idx + " tile = (" + idx + ")TSF_BID; tile < tiles; tile += (" + idx + ")TSF_GDIM) {");
+  E.line("const " + idx + " n0 = tile / tilesM * " + T + ", m0 = tile % tilesM * " + T + ";");
+  const char* sub[] = {"00", "01", "10", "11"};
+  for (const char* s : sub) st.declare(std::string("s") + s);
+  E.open("for (" + idx + " kb = 0; kb < count; kb += " + K + ") {");
+  E.open("for (tsf_i32 q = t; q < " + str(kGemmK * kGemmTile) + "; q += 256) {");
+  E.line("const tsf_i32 kk = q / " + T + ", j = q % " + T + ";");
+  E.line("const " + idx + " k = kb + kk;");
+  for (int l = 0; l < main.p->numLeaves; ++l) {
+    if (main.p->hostLeaf[l]) continue;
+    const std::string L = str(l);
+    if (spec.access[l] == Access2::Row)
+      E.line("if (k < count && n0 + j < k0) sg" + L + "[kk][j] = " + E.load(main, l, "(n0 + j) * s" + L + "_0 + k * t" + L + "_0") + ";");
+    if (spec.access[l] == Access2::Col)
+      E.line("if (k < count && m0 + j < k1) sg" + L + "[kk][j] = " + E.load(main, l, "(m0 + j) * s" + L + "_1 + k * t" + L + "_0") + ";");
+  }
+  E.close();
+  E.line("TSF_BARRIER();");
+  E.line("const " + idx + " kend = count - kb < " + K + " ? count - kb : " + K + ";");
+  E.open("for (" + idx + " kk = 0; kk < kend; ++kk) {");
+  E.line("const " + idx + " k = kb + kk;");
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 2; ++j) {
+      E.open("{");
+      for (int l = 0; l < main.p->numLeaves; ++l) {
+        const std::string L = str(l);
+        switch (main.p->hostLeaf[l] ? Access2::Scalar : spec.access[l]) {
+          case Access2::Row: E.declareLeaf(main, l, "sg" + L + "[kk][ty * 2 + " + str(i) + "]"); break;
+          case Access2::Col: E.declareLeaf(main, l, "sg" + L + "[kk][tx * 2 + " + str(j) + "]"); break;
+          default: E.declareLeaf(main, l, E.load(main, l, "k * t" + L + "_0")); break;  // (k) or nothing
+        }
+      }
+      if (!E.body(main)) return false;
+      const std::string v = main.name(main.p->result);
+      E.line(std::string("const ") + tyName(st.wide) + " x = " +
+             (st.anyAll() ? "(tsf_i64)" + convText(valueTy, Ty::Bool, v) : convText(valueTy, st.wide, v)) + ";");
+      st.fold(std::string("s") + sub[i * 2 + j], "x", "(tsf_i64)k");
+      E.close();
+    }
+  E.close();
+  E.line("TSF_BARRIER();  /* the staged step is rewritten by the next one */");
+  E.close();
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 2; ++j) {
+      E.open("{");
+      E.line("const " + idx + " nn = n0 + ty * 2 + " + str(i) + ", mm = m0 + tx * 2 + " + str(j) + ";");
+      E.open("if (nn < k0 && mm < k1) {");
+      E.line("const " + idx + " o = nn * k1 + mm;");
+      if (!finish(std::string("s") + sub[i * 2 + j])) return false;
+      E.close();
+      E.close();
+    }
+  E.close();
+  return true;
+}
+
+}  // namespace
+
 bool Emitter::reduce() {
   if (spec.reducedRank < 1) return fail("a reduction kernel needs a reduced dim");
   const Ty valueTy = main.slot[main.p->result];
@@ -253,6 +330,11 @@ bool Emitter::reduce() {
     if (withIndices) line("out1[o] = " + P + "_idx;");
     return storeResult("rv", redTy);
   };
+
+  if (spec.kind == Kind::Gemm) {
+    if (st.fields().size() > 2) return fail(std::string("gemm holds at most two state fields, not ") + reductionName(k));
+    return gemmSkeleton(*this, st, valueTy, finish);
+  }
 
   const bool block = spec.kind == Kind::ReduceBlock;
   const int bs = spec.blockSize;

@@ -61,7 +61,10 @@ struct Emitter {
   // c's data operands' offset <off><l> = [<base><l> +] sum <c><d> * <pre><stride><l>_<d>.
   void offsets(const Code& c, const std::string& lin, const std::string& coord, const std::string& size,
                const std::string& stride, int rank, const std::string& base, const std::string& off);
-  void loads(const Code& c, const std::string& off);
+  // Leaf l of c read at element `offset` (a host value: its parameter), as its local type.
+  std::string load(const Code& c, int l, const std::string& offset) const;
+  void declareLeaf(const Code& c, int l, const std::string& value);
+  void loads(const Code& c, const std::string& off);  // every leaf at offset <off><l>
   std::string literalText(const Code& c, const lower::Program::Literal& lit) const;
   // c's straight-line code; its value is in c.name(c.p->result).
   bool body(const Code& c);
@@ -72,7 +75,8 @@ struct Emitter {
   std::string gridStep() const { return "(" + idx + ")(TSF_GDIM * TSF_BDIM)"; }
 
   bool map();
-  bool reduce();  // emit_reduce.cpp
+  bool pair2();
+  bool reduce();  // emit_reduce.cpp: ReduceThread, ReduceBlock, Gemm
 };
 
 }  // namespace tsfuse::gpu::detail
