@@ -1,7 +1,7 @@
-// The rules of the native reductions, shared by every backend: the CPU accumulators
-// (kernels/cpu/accumulators.h) and the CUDA kernels (kernels/cuda/kernels.cu) fold values with
-// these functions, so both follow ATen's semantics the same way. __host__ __device__ where CUDA
-// compiles them (C10_HOST_DEVICE), plain C++ everywhere else.
+// The rules of the native reductions: the CPU accumulators (kernels/cpu/accumulators.h) fold
+// values with these functions; the generated GPU kernels write the same rules as text
+// (kernels/cuda/codegen/emit_reduce.cpp, whose states name each rule), and both are tested against
+// eager. C10_HOST_DEVICE, so a CUDA translation unit may include them too.
 //
 //  * sum, mean, prod accumulate in a wide domain: double for floating values, int64 for integers
 //    and bool, wrapping on overflow like ATen's int64 accumulation;

@@ -40,7 +40,7 @@ TSFUSE_CUDA_KERNELS=1 "$SAN" --tool memcheck --error-exitcode 9 \
 
 log "4. racecheck"
 TSFUSE_CUDA_KERNELS=1 "$SAN" --tool racecheck --error-exitcode 9 \
-  "$BUILD/bin/tsfuse_tests" --gtest_filter='CudaKernels.PairwiseIoU*:CudaKernels.Similarity*:CudaKernels.GenericReduce*' \
+  "$BUILD/bin/tsfuse_tests" --gtest_filter='CudaKernels.PairwiseIoU*:CudaKernels.Similarity*:CudaKernels.GenericReduce*:CudaKernels.State*' \
   > "$OUT/racecheck.log" 2>&1
 
 log "5. full test suite (CPU + default CUDA path)"

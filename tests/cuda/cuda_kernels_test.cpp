@@ -120,6 +120,26 @@ TEST(CudaKernels, ReductionsAlongOnePairwiseDim) {
     }
 }
 
+// The reductions with a state of several fields (and the GEMM-tiled skeleton for the [N, M]
+// sums): logsumexp, norms, var/std, and the float16 map with the pair2 tiles.
+TEST(CudaKernels, StateReductionsTiledSkeletonsAndHalf) {
+  REQUIRE_GPU();
+  Gen g(6);
+  const std::string e = "v1: sub($0, $1); abs(%0)";
+  auto eager = [](const T& v) { return at::abs(at::sub(v[0], v[1])); };
+  at::Tensor a = g.tensor({300, 1}, at::kFloat), b = g.tensor({1, 700}, at::kFloat);
+  for (const char* r : {"logsumexp", "norm:2.0", "norm:inf", "var:1.0", "std:0.0"})
+    for (int64_t d : {0, 1}) {
+      ReduceArgs ra{r, std::vector<int64_t>{d}, false, std::nullopt};
+      EXPECT_TRUE(checkBoth(e, {a, b}, eager, &ra, std::string(r) == "norm:inf")) << r << " dim " << d;
+    }
+  at::Tensor x = g.tensor({64, 200}, at::kFloat), y = g.tensor({64, 150}, at::kFloat);
+  ReduceArgs sum{"sum", std::vector<int64_t>{0}, false, std::nullopt};
+  EXPECT_TRUE(checkBoth(e, {x.unsqueeze(2), y.unsqueeze(1)}, eager, &sum, false));  // gemm tiles
+  for (at::ScalarType dt : {at::kHalf, at::kBFloat16})
+    EXPECT_TRUE(checkBoth(kIoU, iouOperands(g, 333, 700, dt), iouEager, nullptr, true)) << dt;  // pair2 tiles
+}
+
 TEST(CudaKernels, GenericReduceAndEmpty) {
   REQUIRE_GPU();
   Gen g(5);

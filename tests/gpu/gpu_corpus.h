@@ -149,6 +149,32 @@ inline std::vector<GpuCase> seedCases(uint64_t seed) {
   return cs;
 }
 
+// The benchmark workloads' fused calls (bench/workloads.py) that one generated kernel covers:
+// anchor matching (the full IoU, then max with its index over the ground truths or the anchors)
+// and L2 distances with D = 3 and 64 (a sum of squares over D, then sqrt on each output), in
+// float32 and float16. (The nested ones — Gaussian kernel sums, Chamfer, nearest neighbour over
+// D-dim points — wait for the nested reductions.)
+inline std::vector<GpuCase> benchCases(uint64_t seed) {
+  using tsfuse::Reduction;
+  Gen g(seed);
+  std::vector<GpuCase> cs;
+  const std::string iou = std::string(kIoU) + "; add($8, $9); sub(%9, %8); div(%8, %10)";
+  for (at::ScalarType dt : {at::kFloat, at::kHalf}) {
+    T ops = iouOperands(g, 97, 61, dt);
+    ops.push_back(g.tensor({97, 1}, dt).abs());
+    ops.push_back(g.tensor({1, 61}, dt).abs());
+    for (Reduction r : {Reduction::Max, Reduction::Argmax})
+      for (int64_t d : {0, 1}) cs.push_back({"anchor matching", iou, ops, red(r, std::vector<int64_t>{d})});
+    for (int64_t D : {3, 64}) {
+      tsfuse::ReduceSpec l2 = red(Reduction::Sum, std::vector<int64_t>{2});
+      l2.epilogue = std::make_shared<tsfuse::Expr>(tsfuse::Expr::parse("v1: sqrt($0)"));
+      at::Tensor x = g.tensor({45, 1, D}, dt), y = g.tensor({1, 38, D}, dt);
+      cs.push_back({"l2 distances", "v1: sub($0, $1); mul(%0, %0)", {x, y}, l2});
+    }
+  }
+  return cs;
+}
+
 // One call per natively lowered registry op (all dtypes it accepts), on two broadcast operands
 // with specials: every primitive's text runs.
 inline std::vector<GpuCase> registryCases(uint64_t seed) {

@@ -60,6 +60,7 @@ struct Kernel {
 // The corpus's unique kernel texts (device rules), every skeleton a call can take.
 std::vector<Kernel> corpusKernels() {
   std::vector<GpuCase> cs = seedCases(11);
+  for (auto& c : benchCases(14)) cs.push_back(std::move(c));
   for (auto& c : registryCases(12)) cs.push_back(std::move(c));
   for (auto& c : randomCases(13, 500)) cs.push_back(std::move(c));
   std::vector<Kernel> ks;

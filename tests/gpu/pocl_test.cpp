@@ -151,6 +151,15 @@ TEST(GeneratedKernelsPocl, SeedWorkloadsExactVsEagerCpu) {
   EXPECT_GT(t.runs, 150);
 }
 
+TEST(GeneratedKernelsPocl, BenchWorkloadsVsEagerCpu) {
+  ClDriver* d = driverOrFail();
+  if (!d) return;
+  Tally t;
+  for (const GpuCase& c : benchCases(25)) check(*d, c, t, true);
+  std::printf("[pocl] bench workloads: %d runs (%d exact), %d skipped, %d declined\n", t.runs, t.exact, t.skipped, t.declined);
+  EXPECT_GT(t.runs, 30);
+}
+
 TEST(GeneratedKernelsPocl, RegistryOpsExactVsEagerCpu) {
   ClDriver* d = driverOrFail();
   if (!d) return;
