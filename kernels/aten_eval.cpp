@@ -14,6 +14,11 @@ c10::Scalar literalScalar(const Arg& arg) {
   }
 }
 
+c10::ScalarType upcastDtype(c10::ScalarType d) {
+  if (c10::isFloatingType(d)) return d == c10::kFloat || d == c10::kDouble ? d : c10::kFloat;
+  return d == c10::kInt || d == c10::kLong ? d : c10::kInt;
+}
+
 at::Tensor wrappedLiteral(const Arg& arg, c10::Device device) {
   c10::Scalar s = literalScalar(arg);
   at::Tensor t = at::scalar_tensor(s, at::TensorOptions().dtype(s.type()).device(device));

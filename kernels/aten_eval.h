@@ -34,6 +34,12 @@ struct ReduceSpec {
   bool variance() const { return kind == Reduction::Var || kind == Reduction::Std; }
 };
 
+// torchvision's _upcast (ops/_utils.py) as a dtype map: floating dtypes other than float32/float64
+// -> float32, every other dtype but int32/int64 (bool and complex included) -> int32. The op
+// tsfuse::upcast and its expression form (kernels/ir/ops.def) cast to it; passes/fold_upcast.cpp
+// checks a dtype If against it.
+c10::ScalarType upcastDtype(c10::ScalarType d);
+
 // A literal as ATen sees a Python number: a 0-dim "wrapped number" tensor on `device`.
 at::Tensor wrappedLiteral(const Arg& arg, c10::Device device);
 c10::Scalar literalScalar(const Arg& arg);

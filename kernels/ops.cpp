@@ -169,6 +169,9 @@ TORCH_LIBRARY(tsfuse, m) {
       "reduce_with_indices(Tensor[] operands, str expr, str reduction, int dim, bool keepdim=False) "
       "-> (Tensor values, Tensor indices)");
   m.def("softmax(Tensor[] operands, str expr, int dim, bool log=False) -> Tensor");
+  // torchvision's _upcast (passes/fold_upcast.cpp): self itself, or a cast of it.
+  m.def("upcast(Tensor(a) self) -> Tensor(a)",
+        [](const at::Tensor& self) { return self.to(tsfuse::upcastDtype(self.scalar_type())); });
 }
 
 TORCH_LIBRARY_IMPL(tsfuse, Autograd, m) {

@@ -3,6 +3,7 @@
 #include "passes/canonicalize.h"
 #include "passes/donate_operands.h"
 #include "passes/events.h"
+#include "passes/fold_upcast.h"
 #include "passes/fuse_broadcast_reduce.h"
 #include "passes/fuse_pairwise.h"
 #include "passes/sink_views.h"
@@ -27,6 +28,7 @@ const std::vector<PassInfo>& pipelinePasses() {
        }},
       {"canonicalize", "lower tuples, fold constants, in-place -> out-of-place, identity slices, values-only max/min(dim)",
        Canonicalize},
+      {"fold_upcast", "prim::If on a tensor's dtype computing torchvision's _upcast -> tsfuse::upcast", FoldUpcast},
       {"sink_views", "select/slice/unsqueeze of an elementwise intermediate -> the same ops on views of its leaves",
        SinkViews},
       {"fuse_broadcast_reduce", "reduction of an elementwise region -> tsfuse::reduce", FuseBroadcastReduce},

@@ -110,6 +110,7 @@ def optimize(build, env, folder, e, worker):
 
 def summarize(report: pathlib.Path) -> dict:
     """What an optimize-ts --report says of the forward graph: fused ops and rejection reasons."""
+    import entries
     doc = json.loads(report.read_text())
     fused, rejected = {}, {}
     for ev in doc["events"]:
@@ -117,8 +118,8 @@ def summarize(report: pathlib.Path) -> dict:
             continue
         if ev["kind"] == "rewrite":
             op = ev["fused_op"]
-            # tsfuse's fused ops only: not sink_views' view helpers, not canonicalize's rewrites
-            if op.startswith("tsfuse::") and not op.startswith("tsfuse::broadcast_"):
+            # tsfuse's fused ops only: not the passes' helpers, not canonicalize's rewrites
+            if op.startswith("tsfuse::") and entries.is_fused_op(op[len("tsfuse::"):]):
                 fused[op[len("tsfuse::"):]] = fused.get(op[len("tsfuse::"):], 0) + 1
         elif ev["kind"] == "reject":
             # the reason without value names and source locations, so equal reasons count together

@@ -78,11 +78,10 @@ def close(expected, actual, rtol: float, atol: float) -> bool:
 
 
 def fused_ops(graph) -> dict:
-    """{'pairwise': n, 'reduce': n, ...}: the fused tsfuse:: nodes of a graph (the view helpers
-    tsfuse::broadcast_* that sink_views inserts are not counted)."""
+    """{'pairwise': n, 'reduce': n, ...}: the fused tsfuse:: nodes of a graph (entries.is_fused_op)."""
     counts = {}
     for kind in re.findall(r"tsfuse::(\w+)\(", str(graph)):
-        if not kind.startswith("broadcast_"):
+        if entries.is_fused_op(kind):
             counts[kind] = counts.get(kind, 0) + 1
     return counts
 

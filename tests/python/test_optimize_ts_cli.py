@@ -47,8 +47,8 @@ def test_list_passes(optimize_ts):
     proc = run_tool(optimize_ts, "--list-passes")
     assert proc.returncode == 0 and proc.stderr == ""
     names = [line.split("\t")[0] for line in proc.stdout.splitlines()]
-    assert names == ["inline", "canonicalize", "sink_views", "fuse_broadcast_reduce", "fuse_pairwise", "cleanup",
-                     "donate_operands"]
+    assert names == ["inline", "canonicalize", "fold_upcast", "sink_views", "fuse_broadcast_reduce", "fuse_pairwise",
+                     "cleanup", "donate_operands"]
     assert all(len(line.split("\t")) == 2 and line.split("\t")[1] for line in proc.stdout.splitlines())
 
 
