@@ -69,34 +69,16 @@ bool launch(const gpu::CallKernel& k, at::TensorList operands, const Outputs& ou
   cudaKernel_t kernel = loadedKernel(entry, k.source.name, why);
   if (!kernel) return false;
 
-  // One 8-byte slot per parameter; cudaLaunchKernel reads each parameter's size from the kernel.
-  std::vector<gpu::HostArg> slots(k.source.params.size());
-  std::vector<void*> args(k.source.params.size());
-  size_t indexAt = 0;
-  for (size_t i = 0; i < k.source.params.size(); ++i) {
+  // One 8-byte slot per parameter, the device pointers added to the value arguments;
+  // cudaLaunchKernel reads each parameter's size from the kernel.
+  std::vector<gpu::HostArg> slots = gpu::valueArgs(k, operands);
+  std::vector<void*> args(slots.size());
+  for (size_t i = 0; i < slots.size(); ++i) {
     const gpu::Param& p = k.source.params[i];
-    gpu::HostArg& s = slots[i];
-    switch (p.kind) {
-      case gpu::Param::Out: {
-        void* ptr = outs.at(p.leaf).data_ptr();
-        std::memcpy(s.bytes, &ptr, sizeof ptr);
-        break;
-      }
-      case gpu::Param::Data: {
-        const void* ptr = operands[p.leaf].const_data_ptr();
-        std::memcpy(s.bytes, &ptr, sizeof ptr);
-        break;
-      }
-      case gpu::Param::HostValue: s = gpu::hostArg(p, operands[p.leaf]); break;
-      case gpu::Param::Index: {
-        const int64_t v = k.index.at(indexAt++);
-        const int32_t v32 = static_cast<int32_t>(v);
-        if (p.type == gpu::Ty::I64) std::memcpy(s.bytes, &v, 8);
-        else std::memcpy(s.bytes, &v32, 4);
-        break;
-      }
-    }
-    args[i] = s.bytes;
+    const void* ptr = p.kind == gpu::Param::Out ? outs.at(p.leaf).data_ptr()
+                      : p.kind == gpu::Param::Data ? operands[p.leaf].const_data_ptr() : nullptr;
+    if (ptr) std::memcpy(slots[i].bytes, &ptr, sizeof ptr);
+    args[i] = slots[i].bytes;
   }
   // Enough blocks to fill every SM several times over; the grid-stride loops do the rest.
   const gpu::LaunchShape shape = gpu::launchShape(k, int64_t(prop->multiProcessorCount) * 16);
@@ -118,12 +100,11 @@ Outputs runCuda(const Expr& e, at::TensorList operands, const ReduceSpec* reduce
     return {};
   };
   if (!enabled()) return no("TSFUSE_CUDA_KERNELS is not 1 (CUDA kernels are opt-in until validated on a GPU)");
-  const c10::Device device = mainDevice(operands);
+  // Every operand (the epilogue's too) on the device, or a 0-dim CPU tensor read on the host.
+  const std::optional<c10::Device> common = commonDevice(operands);
+  if (!common) return no("operands on different devices");
+  const c10::Device device = *common;
   if (!device.is_cuda()) return no("main device is not CUDA");
-  for (int i = 0; i < e.numInputs; ++i) {
-    const at::Tensor& t = operands[i];
-    if (t.device() != device && !(t.dim() == 0 && t.device().is_cpu())) return no("operand on another device");
-  }
   auto k = gpu::kernelForCall(e, operands, reduce, an, plan, gpu::CallOptions{}, why);
   if (!k) return {};
   c10::cuda::CUDAGuard guard(device);

@@ -73,7 +73,7 @@ class ClDriver {
     };
     auto bytesOf = [](const at::Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); };
     std::vector<cl_mem> outMems;
-    size_t indexAt = 0;
+    const std::vector<tsfuse::gpu::HostArg> values = tsfuse::gpu::valueArgs(k, ops);  // as the CUDA launcher binds them
     cl_int err = CL_SUCCESS;
     for (size_t i = 0; i < k.source.params.size() && err == CL_SUCCESS; ++i) {
       const auto& p = k.source.params[i];
@@ -93,17 +93,8 @@ class ClDriver {
           err = clSetKernelArg(kern, at, sizeof m, &m);
           break;
         }
-        case tsfuse::gpu::Param::HostValue: {
-          const tsfuse::gpu::HostArg h = tsfuse::gpu::hostArg(p, ops[p.leaf]);
-          err = clSetKernelArg(kern, at, h.size, h.bytes);
-          break;
-        }
-        case tsfuse::gpu::Param::Index: {
-          const int64_t v = k.index.at(indexAt++);
-          const int32_t v32 = static_cast<int32_t>(v);
-          err = p.type == tsfuse::gpu::Ty::I64 ? clSetKernelArg(kern, at, 8, &v) : clSetKernelArg(kern, at, 4, &v32);
-          break;
-        }
+        case tsfuse::gpu::Param::HostValue:
+        case tsfuse::gpu::Param::Index: err = clSetKernelArg(kern, at, values[i].size, values[i].bytes); break;
       }
     }
     if (err != CL_SUCCESS) {

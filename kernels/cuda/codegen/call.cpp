@@ -91,28 +91,32 @@ std::optional<CallKernel> kernelForCall(const Expr& e, at::TensorList operands, 
       rowsOrCols |= n != m;
       full |= n && m;
     }
-  const int64_t M = k.spec.keptRank == 2 ? kept.size[1] : 0;
+  // Which skeletons can run the call at all; the sizes below only pick among them.
   const bool fewFields = !reduce || !(reduce->kind == Reduction::Logsumexp || reduce->variance());
+  auto applies = [&](Kind s) {
+    switch (s) {
+      case Kind::Map: return !reduce;
+      case Kind::Pair2: return !reduce && k.spec.keptRank == 2;
+      case Kind::ReduceThread: case Kind::ReduceBlock: return reduce != nullptr;
+      case Kind::Gemm: return reduce && k.spec.keptRank == 2 && !full && k.spec.reducedRank == 1 && fewFields;
+    }
+    return false;
+  };
+  const int64_t N = k.spec.keptRank == 2 ? kept.size[0] : 0, M = k.spec.keptRank == 2 ? kept.size[1] : 0;
   if (!reduce) {
     // A pairwise map (row and column operands over a wide enough M): tiles with staged operands.
-    k.spec.kind = rowsOrCols && M >= 32 ? Kind::Pair2 : Kind::Map;
-    if (k.spec.kind == Kind::Pair2) k.spec.blockSize = 128;
-  } else if (rowsOrCols && !full && k.spec.reducedRank == 1 && k.count >= kGemmK && M >= 16 && kept.size[0] >= 16 &&
-             fewFields) {
+    k.spec.kind = applies(Kind::Pair2) && rowsOrCols && M >= 32 ? Kind::Pair2 : Kind::Map;
+  } else if (applies(Kind::Gemm) && rowsOrCols && k.count >= kGemmK && M >= 16 && N >= 16) {
     k.spec.kind = Kind::Gemm;  // broadcast-then-reduce over one dim K into [N, M]
   } else {
     // Few long rows: a block per output; otherwise a thread per output walking its row in order.
     k.spec.kind = k.numOut <= 4096 && k.count >= 256 ? Kind::ReduceBlock : Kind::ReduceThread;
   }
-  if (opt.kind && *opt.kind != k.spec.kind) {
-    const Kind want = *opt.kind;
-    const bool tiled = want == Kind::Pair2 || want == Kind::Gemm;
-    if ((want == Kind::Map || want == Kind::Pair2) != !reduce || (tiled && k.spec.keptRank != 2) ||
-        (want == Kind::Gemm && (full || k.spec.reducedRank != 1 || !fewFields)))
-      return no(std::string("skeleton ") + kindName(want) + " does not apply to this call");
-    k.spec.kind = want;
-    k.spec.blockSize = want == Kind::Pair2 ? 128 : 256;
+  if (opt.kind) {
+    if (!applies(*opt.kind)) return no(std::string("skeleton ") + kindName(*opt.kind) + " does not apply to this call");
+    k.spec.kind = *opt.kind;
   }
+  k.spec.blockSize = k.spec.kind == Kind::Pair2 ? 128 : 256;
   Dims epiDims;
   if (epi) {
     SubSpace space = plan.epilogueSpace;
@@ -178,6 +182,23 @@ LaunchShape launchShape(const CallKernel& k, int64_t maxBlocks) {
   const int64_t cap = std::min<int64_t>(maxBlocks, kMaxGridThreads / s.threads);
   s.blocks = std::max<int64_t>(1, std::min<int64_t>(cap, work));
   return s;
+}
+
+std::vector<HostArg> valueArgs(const CallKernel& k, at::TensorList operands) {
+  std::vector<HostArg> out(k.source.params.size());
+  size_t indexAt = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const Param& p = k.source.params[i];
+    if (p.kind == Param::HostValue) {
+      out[i] = hostArg(p, operands[p.leaf]);
+    } else if (p.kind == Param::Index) {
+      const int64_t v = k.index.at(indexAt++);
+      const int32_t v32 = static_cast<int32_t>(v);
+      out[i].size = p.type == Ty::I64 ? 8 : 4;
+      std::memcpy(out[i].bytes, p.type == Ty::I64 ? static_cast<const void*>(&v) : &v32, out[i].size);
+    }
+  }
+  return out;
 }
 
 HostArg hostArg(const Param& p, const at::Tensor& value) {

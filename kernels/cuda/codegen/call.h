@@ -46,6 +46,11 @@ struct HostArg {
 };
 HostArg hostArg(const Param& p, const at::Tensor& value);
 
+// The bytes of every parameter that does not depend on where memory lives, in k's order: index
+// parameters in the kernel's index width, host values (hostArg). Out and Data parameters are
+// left empty (size 0) for the launcher to bind its buffers.
+std::vector<HostArg> valueArgs(const CallKernel& k, at::TensorList operands);
+
 // nullopt (the reason in *why) when the call has no generated kernel: a dtype, primitive or
 // reduction without a device form, an epilogue that changes the reduced shape, or a plan no
 // native path walks.
