@@ -78,6 +78,12 @@ struct State {
     }
   }
 
+  // The program's value v (of dtype `valueTy`) as folded: any/all its truth (0/1), else widened.
+  void widen(Ty valueTy, const std::string& v) {
+    E.line(std::string("const ") + tyName(wide) + " x = " +
+           (anyAll() ? "(tsf_i64)" + convText(valueTy, Ty::Bool, v) : convText(valueTy, wide, v)) + ";");
+  }
+
   void declare(const std::string& P) {
     for (const Field& f : fields()) E.line(std::string(tyName(f.type)) + " " + P + "_" + f.name + " = " + f.init + ";");
   }
@@ -271,9 +277,7 @@ bool gemmSkeleton(Emitter& E, State& st, Ty valueTy, Finish&& finish) {
         }
       }
       if (!E.body(main)) return false;
-      const std::string v = main.name(main.p->result);
-      E.line(std::string("const ") + tyName(st.wide) + " x = " +
-             (st.anyAll() ? "(tsf_i64)" + convText(valueTy, Ty::Bool, v) : convText(valueTy, st.wide, v)) + ";");
+      st.widen(valueTy, main.name(main.p->result));
       st.fold(std::string("s") + sub[i * 2 + j], "x", "(tsf_i64)k");
       E.close();
     }
@@ -320,9 +324,7 @@ bool Emitter::reduce() {
     offsets(main, "r", "e", "r", "t", spec.reducedRank, "b", "o");
     loads(main, "o");
     if (!body(main)) return false;
-    const std::string v = main.name(main.p->result);
-    line(std::string("const ") + tyName(st.wide) + " x = " +
-         (st.anyAll() ? "(tsf_i64)" + convText(valueTy, Ty::Bool, v) : convText(valueTy, st.wide, v)) + ";");
+    st.widen(valueTy, main.name(main.p->result));
     return true;
   };
   auto finish = [&](const std::string& P) {

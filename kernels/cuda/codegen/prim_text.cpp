@@ -9,7 +9,6 @@
 namespace tsfuse::gpu {
 namespace {
 
-bool isFloat(Ty t) { return t == Ty::F32 || t == Ty::F64; }  // ops compute in these (mathTy)
 std::string fsuffix(Ty t) { return t == Ty::F32 ? "F32" : "F64"; }
 std::string ty(Ty t) { return tyName(t); }
 std::string p(const std::string& x) { return "(" + x + ")"; }
@@ -17,7 +16,7 @@ std::string p(const std::string& x) { return "(" + x + ")"; }
 // a op b with wrapping for integers (in the unsigned type of at least 32 bits: narrower unsigned
 // types would promote to int, whose overflow is undefined).
 std::string arith(const PrimArgs& g, const char* op) {
-  if (isFloat(g.ct)) return p(g.a + " " + op + " " + g.b);
+  if (isFloatTy(g.ct)) return p(g.a + " " + op + " " + g.b);
   const std::string u = g.ct == Ty::I64 ? "tsf_u64" : "tsf_u32";
   return "(" + ty(g.ct) + ")((" + u + ")" + g.a + " " + op + " (" + u + ")" + g.b + ")";
 }
@@ -27,7 +26,7 @@ std::string cmp(const PrimArgs& g, const char* op) { return "(tsf_bool)(" + g.a 
 std::string minMax(const PrimArgs& g, bool isMax) {
   const std::string pick = isMax ? p(g.a + " > " + g.b + " ? " + g.a + " : " + g.b)
                                  : p(g.a + " < " + g.b + " ? " + g.a + " : " + g.b);
-  if (!isFloat(g.ct)) return pick;
+  if (!isFloatTy(g.ct)) return pick;
   const std::string nanA = p(g.a + " != " + g.a), nanB = p(g.b + " != " + g.b);
   if (!g.cudaRules) return "((" + nanA + " || " + nanB + ") ? TSF_NAN_" + fsuffix(g.ct) + " : " + pick + ")";
   // CUDA: the NaN operand itself; equal operands differ at most in the sign of zero.
@@ -42,7 +41,7 @@ using Gen = std::string (*)(const PrimArgs&);
 std::string genAdd(const PrimArgs& g) { return g.ct == Ty::Bool ? "(tsf_bool)(" + g.a + " | " + g.b + ")" : arith(g, "+"); }
 std::string genSub(const PrimArgs& g) { return g.ct == Ty::Bool ? "" : arith(g, "-"); }
 std::string genMul(const PrimArgs& g) { return g.ct == Ty::Bool ? "(tsf_bool)(" + g.a + " & " + g.b + ")" : arith(g, "*"); }
-std::string genDiv(const PrimArgs& g) { return isFloat(g.ct) ? p(g.a + " / " + g.b) : ""; }
+std::string genDiv(const PrimArgs& g) { return isFloatTy(g.ct) ? p(g.a + " / " + g.b) : ""; }
 std::string genMinimum(const PrimArgs& g) { return minMax(g, false); }
 std::string genMaximum(const PrimArgs& g) { return minMax(g, true); }
 std::string genClampMin(const PrimArgs& g) { return p(g.b + " > " + g.a + " ? " + g.b + " : " + g.a); }
@@ -51,7 +50,7 @@ std::string genClamp3(const PrimArgs& g) {
   // v = a < lo ? lo : a; v = hi < v ? hi : v; then a NaN of a, lo, hi wins (in that order).
   const std::string lo = p(g.a + " < " + g.b + " ? " + g.b + " : " + g.a);
   const std::string v = p(g.c + " < " + lo + " ? " + g.c + " : " + lo);
-  if (!isFloat(g.ct)) return v;
+  if (!isFloatTy(g.ct)) return v;
   return "(" + p(g.a + " != " + g.a) + " ? " + g.a + " : " + p(g.b + " != " + g.b) + " ? " + g.b + " : " +
          p(g.c + " != " + g.c) + " ? " + g.c + " : " + v + ")";
 }
@@ -67,12 +66,12 @@ std::string genXor(const PrimArgs& g) { return "(tsf_bool)((" + g.a + " != 0) !=
 std::string genNot(const PrimArgs& g) { return "(tsf_bool)(" + g.a + " == 0)"; }
 std::string genNeg(const PrimArgs& g) {
   if (g.ct == Ty::Bool) return "";
-  if (isFloat(g.ct)) return "(-" + g.a + ")";  // -(+0.0) is -0.0, unlike 0 - x
+  if (isFloatTy(g.ct)) return "(-" + g.a + ")";  // -(+0.0) is -0.0, unlike 0 - x
   const std::string u = g.ct == Ty::I64 ? "tsf_u64" : "tsf_u32";
   return "(" + ty(g.ct) + ")((" + u + ")0 - (" + u + ")" + g.a + ")";
 }
 std::string genAbs(const PrimArgs& g) {
-  if (isFloat(g.ct)) return "TSF_FABS_" + fsuffix(g.ct) + "(" + g.a + ")";
+  if (isFloatTy(g.ct)) return "TSF_FABS_" + fsuffix(g.ct) + "(" + g.a + ")";
   if (g.ct == Ty::Bool || g.ct == Ty::U8) return g.a;
   const std::string u = g.ct == Ty::I64 ? "tsf_u64" : "tsf_u32";
   return "(" + ty(g.ct) + ")(" + g.a + " < 0 ? (" + u + ")0 - (" + u + ")" + g.a + " : (" + u + ")" + g.a + ")";
@@ -80,13 +79,13 @@ std::string genAbs(const PrimArgs& g) {
 std::string genWhere(const PrimArgs& g) { return p(g.a + " ? " + g.b + " : " + g.c); }
 std::string genCast(const PrimArgs& g) { return convText(g.from, g.ct, g.a); }
 std::string unaryMath(const PrimArgs& g, const char* fn) {
-  return isFloat(g.ct) ? std::string("TSF_") + fn + "_" + fsuffix(g.ct) + "(" + g.a + ")" : "";
+  return isFloatTy(g.ct) ? std::string("TSF_") + fn + "_" + fsuffix(g.ct) + "(" + g.a + ")" : "";
 }
 std::string genExp(const PrimArgs& g) { return unaryMath(g, "EXP"); }
 std::string genLog(const PrimArgs& g) { return unaryMath(g, "LOG"); }
 std::string genSqrt(const PrimArgs& g) { return unaryMath(g, "SQRT"); }
 std::string genSigmoid(const PrimArgs& g) {
-  if (!isFloat(g.ct)) return "";
+  if (!isFloatTy(g.ct)) return "";
   const std::string one = g.ct == Ty::F32 ? "1.0f" : "1.0";  // exact in either language
   return "(" + one + " / (" + one + " + TSF_EXP_" + fsuffix(g.ct) + "(-" + g.a + ")))";
 }
@@ -101,7 +100,7 @@ constexpr Gen kGen[] = {
 
 std::string primText(Prim prim, const PrimArgs& args) {
   if (!primHas(prim, kDevice)) return "";
-  if (primHas(prim, kFloatOnly) && !isFloat(args.ct)) return "";
+  if (primHas(prim, kFloatOnly) && !isFloatTy(args.ct)) return "";
   return kGen[static_cast<int>(prim)](args);
 }
 
