@@ -168,7 +168,7 @@ std::string describe(const ReduceSpec& r) {
     os << "]";
   }
   os << ", keepdim=" << (r.keepdim ? "True" : "False");
-  if (r.dtype) os << ", dtype=" << *r.dtype;
+  if (r.dtype) os << ", dtype=" << dtypeName(*r.dtype);
   os << ")";
   if (r.epilogue) os << " |> " << r.epilogue->str();
   return os.str();

@@ -83,7 +83,8 @@ at::Tensor applyEpilogue(const ReduceSpec& r, const at::Tensor& reduced, at::Ten
 // The reduction text of the op: "sum", "norm:2.0", "var:1.0", ...
 std::string reductionText(const ReduceSpec& r);
 
-// "sum(dim=[1, 2], keepdim=True)" — for logs and the report.
+// "sum(dim=[1, 2], keepdim=True)": for logs and the report, and a stage of tsfuse::reduce_chain
+// (kernels/chain.h parses it back).
 std::string describe(const ReduceSpec& r);
 
 }  // namespace tsfuse

@@ -37,6 +37,11 @@ constexpr int64_t kSlabElements = int64_t(1) << 18;
 Outputs runChunked(const Expr& e, at::TensorList operands, const ReduceSpec* reduce,
                    const Analysis& an, const IterationPlan& plan);
 
+// Each tensor narrowed to [start, start + len) along `dim` of a space of rank `rank` (tensors align
+// to its trailing dims) where it is not broadcast there, so 0-dim operands stay 0-dim and type
+// promotion is unchanged: an operand list for one slab of the space.
+std::vector<at::Tensor> narrowOperands(at::TensorList ts, int64_t rank, int64_t dim, int64_t start, int64_t len);
+
 // Records the path of the current call on this thread (tsfuse::lastPath(), include/tsfuse/ops.h).
 void setLastPath(const char* path);
 

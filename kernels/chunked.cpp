@@ -48,21 +48,10 @@ Outputs runChunked(const Expr& e, at::TensorList operands, const ReduceSpec* red
     slabSpec.keepdim = true;
     slabSpec.epilogue.reset();
   }
-  // Narrows each operand along `dim` of a space of rank `rank` where it is not broadcast, so
-  // 0-dim operands stay 0-dim and type promotion is unchanged.
-  auto narrowAll = [](at::TensorList ts, int64_t rank, int64_t dim, int64_t s, int64_t len) {
-    std::vector<at::Tensor> out(ts.size());
-    for (size_t i = 0; i < ts.size(); ++i) {
-      const at::Tensor& t = ts[i];
-      const int64_t d = dim - (rank - t.dim());
-      out[i] = (d >= 0 && t.size(d) != 1) ? t.narrow(d, s, len) : t;
-    }
-    return out;
-  };
   const at::TensorList mainOps = mainOperands(e, operands);
   for (int64_t s = 0; s < shape[slabDim]; s += step) {
     const int64_t len = std::min(step, shape[slabDim] - s);
-    at::Tensor v = evalAten(e, narrowAll(mainOps, R, slabDim, s, len));
+    at::Tensor v = evalAten(e, narrowOperands(mainOps, R, slabDim, s, len));
     if (!reduce) {
       keeps[0].narrow(slabDim, s, len).copy_(v);
       continue;
@@ -71,7 +60,7 @@ Outputs runChunked(const Expr& e, at::TensorList operands, const ReduceSpec* red
     if (epilogue) {
       at::Tensor r = reduce->keepdim ? rs[0] : rs[0].squeeze(rdims);
       const int64_t outRank = static_cast<int64_t>(an.outSizes.size());
-      at::Tensor y = applyEpilogue(*reduce, r, narrowAll(epilogueOperands(e, operands), outRank, outSlabDim, s, len));
+      at::Tensor y = applyEpilogue(*reduce, r, narrowOperands(epilogueOperands(e, operands), outRank, outSlabDim, s, len));
       outs[0].narrow(outSlabDim, s, len).copy_(y);
       continue;
     }

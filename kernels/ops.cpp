@@ -1,6 +1,7 @@
 // Schemas of the fused ops and the kernel of every dispatch key: autograd (unfused when a gradient
 // is needed), Meta, CPU (the native tile path), CUDA (the opt-in CUDA kernels) and every other
 // device (the chunked ATen path). Each native path falls back to the chunked one where it declines.
+#include "kernels/chain.h"
 #include "kernels/cpu/native.h"
 #include "kernels/fused_call.h"
 #if defined(TSFUSE_WITH_CUDA)
@@ -21,6 +22,8 @@ using ReduceFn = at::Tensor(at::TensorList, c10::string_view, c10::string_view, 
 using IndicesFn = std::tuple<at::Tensor, at::Tensor>(at::TensorList, c10::string_view, c10::string_view,
                                                      int64_t, bool);
 using SoftmaxFn = at::Tensor(at::TensorList, c10::string_view, int64_t, bool);
+using ChainFn = at::Tensor(at::TensorList, c10::string_view, std::vector<std::string>);
+using ChainIndicesFn = std::tuple<at::Tensor, at::Tensor>(at::TensorList, c10::string_view, std::vector<std::string>);
 
 c10::TypedOperatorHandle<PairwiseFn> pairwiseOp() {
   static auto op = c10::Dispatcher::singleton().findSchemaOrThrow("tsfuse::pairwise", "").typed<PairwiseFn>();
@@ -39,6 +42,16 @@ c10::TypedOperatorHandle<IndicesFn> indicesOp() {
 
 c10::TypedOperatorHandle<SoftmaxFn> softmaxOp() {
   static auto op = c10::Dispatcher::singleton().findSchemaOrThrow("tsfuse::softmax", "").typed<SoftmaxFn>();
+  return op;
+}
+
+c10::TypedOperatorHandle<ChainFn> chainOp() {
+  static auto op = c10::Dispatcher::singleton().findSchemaOrThrow("tsfuse::reduce_chain", "").typed<ChainFn>();
+  return op;
+}
+c10::TypedOperatorHandle<ChainIndicesFn> chainIndicesOp() {
+  static auto op =
+      c10::Dispatcher::singleton().findSchemaOrThrow("tsfuse::reduce_chain_with_indices", "").typed<ChainIndicesFn>();
   return op;
 }
 
@@ -88,6 +101,31 @@ std::tuple<at::Tensor, at::Tensor> indicesAutograd(at::TensorList ops, c10::stri
   return indicesOp().call(ops, expr, reduction, dim, keepdim);
 }
 
+// A chain's ATen reference (autograd and Meta): one output, or (values, indices).
+Outputs chainOutputs(at::TensorList ops, c10::string_view expr, const std::vector<std::string>& stages) {
+  Outputs out = evalChain(*cachedChain(expr, stages), ops);
+  setLastPath("eager");
+  return out;
+}
+at::Tensor chainEager(at::TensorList ops, c10::string_view expr, std::vector<std::string> stages) {
+  return chainOutputs(ops, expr, stages)[0];
+}
+std::tuple<at::Tensor, at::Tensor> chainIndicesEager(at::TensorList ops, c10::string_view expr,
+                                                     std::vector<std::string> stages) {
+  return pair(chainOutputs(ops, expr, stages));
+}
+at::Tensor chainAutograd(at::TensorList ops, c10::string_view expr, std::vector<std::string> stages) {
+  if (needsGrad(ops)) return chainEager(ops, expr, std::move(stages));
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return chainOp().call(ops, expr, std::move(stages));
+}
+std::tuple<at::Tensor, at::Tensor> chainIndicesAutograd(at::TensorList ops, c10::string_view expr,
+                                                        std::vector<std::string> stages) {
+  if (needsGrad(ops)) return chainIndicesEager(ops, expr, std::move(stages));
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return chainIndicesOp().call(ops, expr, std::move(stages));
+}
+
 // The backend kernels of a dispatch key, over its native path (none: the chunked path alone).
 template <const NativePath* Native>
 struct Backend {
@@ -107,6 +145,19 @@ struct Backend {
                                                     c10::string_view reduction, int64_t dim, bool keepdim) {
     ReduceSpec spec = makeIndicesSpec(reduction, dim, keepdim);
     return pair(runFusedAll(ops, expr, &spec, *Native));
+  }
+  static at::Tensor chain(at::TensorList ops, c10::string_view expr, std::vector<std::string> stages) {
+    const auto c = cachedChain(expr, stages);
+    TORCH_CHECK(!c->stages.back().withIndices(), "tsfuse::reduce_chain: the last stage is max/min with indices; "
+                "use tsfuse::reduce_chain_with_indices");
+    return runChain(*c, ops, *Native)[0];
+  }
+  static std::tuple<at::Tensor, at::Tensor> chainIndices(at::TensorList ops, c10::string_view expr,
+                                                         std::vector<std::string> stages) {
+    const auto c = cachedChain(expr, stages);
+    TORCH_CHECK(c->stages.back().withIndices(), "tsfuse::reduce_chain_with_indices: the last stage must be max "
+                "or min with indices");
+    return pair(runChain(*c, ops, *Native));
   }
 };
 
@@ -156,6 +207,15 @@ at::Tensor softmax(at::TensorList operands, const std::string& expr, int64_t dim
   return softmaxOp().call(operands, expr, dim, log);
 }
 
+at::Tensor reduceChain(at::TensorList operands, const std::string& expr, const std::vector<std::string>& stages) {
+  return chainOp().call(operands, expr, stages);
+}
+
+std::tuple<at::Tensor, at::Tensor> reduceChainWithIndices(at::TensorList operands, const std::string& expr,
+                                                          const std::vector<std::string>& stages) {
+  return chainIndicesOp().call(operands, expr, stages);
+}
+
 
 }  // namespace tsfuse
 
@@ -169,6 +229,9 @@ TORCH_LIBRARY(tsfuse, m) {
       "reduce_with_indices(Tensor[] operands, str expr, str reduction, int dim, bool keepdim=False) "
       "-> (Tensor values, Tensor indices)");
   m.def("softmax(Tensor[] operands, str expr, int dim, bool log=False) -> Tensor");
+  // Reductions of a reduction's value (kernels/chain.h): `stages` are describe()'s texts.
+  m.def("reduce_chain(Tensor[] operands, str expr, str[] stages) -> Tensor");
+  m.def("reduce_chain_with_indices(Tensor[] operands, str expr, str[] stages) -> (Tensor values, Tensor indices)");
   // torchvision's _upcast (passes/fold_upcast.cpp): self itself, or a cast of it.
   m.def("upcast(Tensor(a) self) -> Tensor(a)",
         [](const at::Tensor& self) { return self.to(tsfuse::upcastDtype(self.scalar_type())); });
@@ -179,6 +242,8 @@ TORCH_LIBRARY_IMPL(tsfuse, Autograd, m) {
   m.impl("reduce", tsfuse::reduceAutograd);
   m.impl("reduce_with_indices", tsfuse::indicesAutograd);
   m.impl("softmax", tsfuse::softmaxAutograd);
+  m.impl("reduce_chain", tsfuse::chainAutograd);
+  m.impl("reduce_chain_with_indices", tsfuse::chainIndicesAutograd);
 }
 
 TORCH_LIBRARY_IMPL(tsfuse, Meta, m) {
@@ -186,6 +251,8 @@ TORCH_LIBRARY_IMPL(tsfuse, Meta, m) {
   m.impl("reduce", tsfuse::reduceMeta);
   m.impl("reduce_with_indices", tsfuse::indicesMeta);
   m.impl("softmax", tsfuse::softmaxEager);
+  m.impl("reduce_chain", tsfuse::chainEager);
+  m.impl("reduce_chain_with_indices", tsfuse::chainIndicesEager);
 }
 
 TORCH_LIBRARY_IMPL(tsfuse, CPU, m) {
@@ -194,6 +261,8 @@ TORCH_LIBRARY_IMPL(tsfuse, CPU, m) {
   m.impl("reduce", B::reduce);
   m.impl("reduce_with_indices", B::indices);
   m.impl("softmax", B::softmax);
+  m.impl("reduce_chain", B::chain);
+  m.impl("reduce_chain_with_indices", B::chainIndices);
 }
 
 #if defined(TSFUSE_WITH_CUDA)
@@ -203,6 +272,8 @@ TORCH_LIBRARY_IMPL(tsfuse, CUDA, m) {
   m.impl("pairwise", B::pairwise);
   m.impl("reduce", B::reduce);
   m.impl("softmax", B::softmax);
+  m.impl("reduce_chain", B::chain);
+  m.impl("reduce_chain_with_indices", B::chainIndices);
 }
 #endif
 
@@ -214,4 +285,6 @@ TORCH_LIBRARY_IMPL(tsfuse, CompositeExplicitAutograd, m) {
   m.impl("reduce", B::reduce);
   m.impl("reduce_with_indices", B::indices);
   m.impl("softmax", B::softmax);
+  m.impl("reduce_chain", B::chain);
+  m.impl("reduce_chain_with_indices", B::chainIndices);
 }

@@ -177,4 +177,40 @@ Node* rewriteRegion(Rewriter& rw, Region& r, Node* consumer, const char* op,
   return fused;
 }
 
+Epilogue planEpilogue(Value* reduced) {
+  Epilogue epi;
+  std::vector<ElementwiseMatch> matches;
+  for (Value* c = reduced; !c->uses().empty();) {
+    Node* user = c->uses()[0].user;
+    bool single = true;
+    for (const auto& u : c->uses()) single &= u.user == user;
+    ElementwiseMatch m;
+    std::string why;
+    if (!single || user->owningBlock() != reduced->node()->owningBlock() || !matchElementwise(user, m, &why)) break;
+    epi.chain.push_back(user);
+    matches.push_back(std::move(m));
+    c = user->output();
+  }
+  std::unordered_map<Value*, int64_t> valueIndex{{reduced, -1}};
+  for (size_t k = 0; k < epi.chain.size(); ++k) {
+    Instr ins{matches[k].op, {}};
+    for (const MatchedArg& a : matches[k].args) {
+      if (!a.tensor) {
+        ins.args.push_back(a.constant);
+      } else if (auto it = valueIndex.find(a.tensor); it != valueIndex.end()) {
+        ins.args.push_back(it->second < 0 ? Arg::input(0) : Arg::value(it->second));
+      } else {
+        auto pos = std::find(epi.extra.begin(), epi.extra.end(), a.tensor);
+        if (pos == epi.extra.end()) pos = epi.extra.insert(epi.extra.end(), a.tensor);
+        ins.args.push_back(Arg::input(1 + (pos - epi.extra.begin())));
+      }
+    }
+    epi.expr.instrs.push_back(std::move(ins));
+    valueIndex.emplace(epi.chain[k]->output(), static_cast<int64_t>(k));
+  }
+  epi.expr.numInputs = 1 + static_cast<int>(epi.extra.size());
+  if (!epi.chain.empty()) epi.expr.validate();
+  return epi;
+}
+
 }  // namespace tsfuse

@@ -84,4 +84,14 @@ Value* insertOperandList(Graph& g, const Region& r);
 Node* rewriteRegion(Rewriter& rw, Region& r, Node* consumer, const char* op,
                     const std::vector<torch::jit::NamedValue>& extra);
 
+// The elementwise chain that consumes a reduced value alone (each node is the only user of the
+// previous value, possibly several times, as in mul(d, d)), as an expression over the reduced
+// value ($0) and the chain's other operands ($1, ... = extra): a reduction's epilogue.
+struct Epilogue {
+  std::vector<Node*> chain;
+  Expr expr;
+  std::vector<Value*> extra;
+};
+Epilogue planEpilogue(Value* reduced);
+
 }  // namespace tsfuse

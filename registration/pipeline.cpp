@@ -6,6 +6,7 @@
 #include "passes/fold_upcast.h"
 #include "passes/fuse_broadcast_reduce.h"
 #include "passes/fuse_pairwise.h"
+#include "passes/nest_reductions.h"
 #include "passes/sink_views.h"
 #include "tsfuse/log.h"
 
@@ -32,6 +33,8 @@ const std::vector<PassInfo>& pipelinePasses() {
       {"sink_views", "select/slice/unsqueeze of an elementwise intermediate -> the same ops on views of its leaves",
        SinkViews},
       {"fuse_broadcast_reduce", "reduction of an elementwise region -> tsfuse::reduce", FuseBroadcastReduce},
+      {"nest_reductions", "reduction of a tsfuse::reduce's value -> tsfuse::reduce_chain (the value is never stored)",
+       NestReductions},
       {"fuse_pairwise", "elementwise region of >= 2 ops -> tsfuse::pairwise", FusePairwise},
       {"cleanup", "dead code elimination",
        [](std::shared_ptr<torch::jit::Graph>& g) {
@@ -57,7 +60,7 @@ std::vector<PassStats> Report::stats() const {
   std::vector<PassStats> out;
   std::map<std::string, size_t> index;
   for (const auto& p : pipelinePasses()) {
-    if (p.name != "fuse_broadcast_reduce" && p.name != "fuse_pairwise") continue;
+    if (p.name != "fuse_broadcast_reduce" && p.name != "nest_reductions" && p.name != "fuse_pairwise") continue;
     index[p.name] = out.size();
     out.push_back({p.name});
   }

@@ -2,12 +2,16 @@
 //
 //   1. inline                 prim::CallMethod / prim::CallFunction -> their bodies
 //   2. canonicalize           tuples, constants, in-place -> out-of-place, identity slices, ...
-//   3. sink_views             view(elementwise intermediate) -> elementwise(views of its leaves)
-//   4. fuse_broadcast_reduce  reduction(elementwise region) -> tsfuse::reduce
-//   5. fuse_pairwise          elementwise region (>= 2 ops)  -> tsfuse::pairwise
-//   6. cleanup                dead code elimination
+//   3. fold_upcast            prim::If computing torchvision's _upcast -> tsfuse::upcast
+//   4. sink_views             view(elementwise intermediate) -> elementwise(views of its leaves)
+//   5. fuse_broadcast_reduce  reduction(elementwise region) -> tsfuse::reduce
+//   6. nest_reductions        reduction(tsfuse::reduce)      -> tsfuse::reduce_chain
+//   7. fuse_pairwise          elementwise region (>= 2 ops)  -> tsfuse::pairwise
+//   8. cleanup                dead code elimination
+//   9. donate_operands        operands only a fused op reads -> its `donated` argument
 //
-// Reductions go first so their elementwise input is claimed whole by tsfuse::reduce.
+// Reductions go first so their elementwise input is claimed whole by tsfuse::reduce, and a
+// reduction of such a value then nests into it before fuse_pairwise sees its epilogue.
 #pragma once
 
 #include "tsfuse/options.h"

@@ -7,6 +7,9 @@
 //   tsfuse::reduce_with_indices(Tensor[] operands, str expr, str reduction, int dim,
 //                               bool keepdim=False) -> (Tensor values, Tensor indices)
 //   tsfuse::softmax(Tensor[] operands, str expr, int dim, bool log=False) -> Tensor
+//   tsfuse::reduce_chain(Tensor[] operands, str expr, str[] stages) -> Tensor
+//   tsfuse::reduce_chain_with_indices(Tensor[] operands, str expr, str[] stages)
+//                                    -> (Tensor values, Tensor indices)
 //
 // `reduction` is sum, mean, prod, amax, amin, any, all, argmax, argmin, logsumexp or norm:<p>
 // (torch.linalg.vector_norm's ord: "norm:2.0", "norm:inf", "norm:0.0"); reduce_with_indices takes
@@ -18,7 +21,12 @@
 // pass sets it for operands no later node reads; these C++ entry points never donate). softmax
 // is torch.softmax (log: torch.log_softmax) of the expression's value along dim, within the
 // reduction tolerance where the value broadcasts beyond its operands (the value is never
-// stored), else exactly ATen's.
+// stored), else exactly ATen's. reduce_chain reduces a reduction's value again without storing it:
+// stage 0 is a reduce's "sum(dim=[2], keepdim=False)" (with " |> " and its epilogue if any), each
+// later stage a reduction of the previous stage's value in the same form, e.g.
+// reduce_chain([x, y], "v1: sub($0, $1); mul(%0, %0)", {"sum(dim=[2], keepdim=False)",
+// "argmin(dim=[1], keepdim=False)"}) is ((x - y) ** 2).sum(2).argmin(1) for x [N, 1, D], y [M, D];
+// operands of each stage's epilogue follow the previous stage's.
 //
 // `expr` is the text form of tsfuse::Expr (kernels/ir/expr.h). The result is exactly what
 // evaluating the expression with eager ATen ops (then the reduction) returns: same dtype, shape,
@@ -42,6 +50,9 @@ std::tuple<at::Tensor, at::Tensor> reduceWithIndices(at::TensorList operands, co
                                                      const std::string& reduction, int64_t dim,
                                                      bool keepdim = false);
 at::Tensor softmax(at::TensorList operands, const std::string& expr, int64_t dim, bool log = false);
+at::Tensor reduceChain(at::TensorList operands, const std::string& expr, const std::vector<std::string>& stages);
+std::tuple<at::Tensor, at::Tensor> reduceChainWithIndices(at::TensorList operands, const std::string& expr,
+                                                          const std::vector<std::string>& stages);
 
 // Which implementation the last fused call on this thread used: "native", "chunked", "eager"
 // (autograd or an error path), "empty", or "aten" (a float sum-like reduction of a value no

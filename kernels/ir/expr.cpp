@@ -41,12 +41,6 @@ std::string formatFloat(double v) {
   return s;
 }
 
-const char* dtypeName(c10::ScalarType t) {
-  for (const auto& d : kDTypes)
-    if (d.type == t) return d.name;
-  TORCH_CHECK(false, "tsfuse expr: dtype ", t, " has no text form");
-}
-
 constexpr int64_t kMaxReference = 1 << 20;
 
 class Parser {
@@ -156,8 +150,7 @@ class Parser {
       if (w == "None") return Arg::none();
       if (w == "inf") return Arg::floating(INFINITY);
       if (w == "nan") return Arg::floating(NAN);
-      for (const auto& d : kDTypes)
-        if (w == d.name) return Arg::scalarType(d.type);
+      if (c10::ScalarType t; dtypeFromName(w, t)) return Arg::scalarType(t);
       fail("unknown word '" + w + "'");
     }
     // A number: int unless it has '.', 'e' or is "-inf".
@@ -197,6 +190,21 @@ class Parser {
 };
 
 }  // namespace
+
+const char* dtypeName(c10::ScalarType t) {
+  for (const auto& d : kDTypes)
+    if (d.type == t) return d.name;
+  TORCH_CHECK(false, "tsfuse expr: dtype ", t, " has no text form");
+}
+
+bool dtypeFromName(const std::string& name, c10::ScalarType& out) {
+  for (const auto& d : kDTypes)
+    if (name == d.name) {
+      out = d.type;
+      return true;
+    }
+  return false;
+}
 
 bool Arg::operator==(const Arg& o) const {
   if (kind != o.kind) return false;

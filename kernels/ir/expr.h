@@ -59,6 +59,9 @@ struct Instr {
 
 // The op's text name (its registry entry's), and the op of a text name (false when unknown).
 const char* opName(Op op);
+// A dtype's text name (float32, int64, ...), and the dtype of a text name (false when unknown).
+const char* dtypeName(c10::ScalarType t);
+bool dtypeFromName(const std::string& name, c10::ScalarType& out);
 bool opFromName(const std::string& name, Op& out);
 
 struct Expr {

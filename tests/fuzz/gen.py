@@ -405,6 +405,11 @@ class Generator(ElementwiseForms, ReductionForms, OperandForms):
             if rng.random() < 0.55:
                 last = cur
                 cur = self.reduction(last) or cur
+                if cur is not last and rng.random() < 0.3:
+                    inner = cur  # a reduction of a reduction's value (tsfuse::reduce_chain)
+                    cur = self.reduction(inner) or cur
+                    if cur is not inner:
+                        self.forms.add("nested_reduce")
                 if rng.random() < 0.2 and self.reduction(last) is not None:
                     self.forms.add("multi_reduce")
         except StopProgram:

@@ -1,0 +1,338 @@
+#include "kernels/chain.h"
+
+#include "kernels/fused_call.h"
+#include "tsfuse/log.h"
+#include "tsfuse/ops.h"
+
+#include <ATen/Parallel.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+namespace tsfuse {
+namespace {
+
+std::atomic<int64_t> gSlabElements{kSlabElements / 2};
+
+// One stage's text: describe()'s form, "sum(dim=[2], keepdim=False[, dtype=float64])[ |> epilogue]".
+class StageParser {
+ public:
+  StageParser(const std::string& text, size_t k) : s_(text), k_(k) {}
+
+  ReduceSpec run() {
+    const size_t open = s_.find('(');
+    if (open == std::string::npos) fail("expected '<reduction>(dim=..., keepdim=...)'");
+    const std::string reduction = s_.substr(0, open);
+    pos_ = open + 1;
+    expect("dim=");
+    std::optional<std::vector<int64_t>> dims;
+    if (!accept("None")) dims = intList();
+    expect(", keepdim=");
+    bool keepdim = false;
+    if (accept("True")) keepdim = true;
+    else if (!accept("False")) fail("keepdim must be True or False");
+    std::optional<c10::ScalarType> dtype;
+    if (accept(", dtype=")) {
+      const size_t end = s_.find(')', pos_);
+      c10::ScalarType t;
+      if (end == std::string::npos || !dtypeFromName(s_.substr(pos_, end - pos_), t)) fail("unknown dtype");
+      dtype = t;
+      pos_ = end;
+    }
+    expect(")");
+    std::optional<c10::string_view> epilogue;
+    if (accept(" |> ")) epilogue = c10::string_view(s_).substr(pos_);
+    else if (pos_ != s_.size()) fail("unexpected text after ')'");
+    at::OptionalIntArrayRef d;
+    if (dims) d = at::IntArrayRef(*dims);
+    return makeReduceSpec(reduction, d, keepdim, dtype, epilogue);
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& why) const {
+    TORCH_CHECK(false, "tsfuse::reduce_chain: stage ", k_, " '", s_, "': ", why);
+  }
+  bool accept(const char* lit) {
+    const size_t n = std::char_traits<char>::length(lit);
+    if (s_.compare(pos_, n, lit) != 0) return false;
+    pos_ += n;
+    return true;
+  }
+  void expect(const char* lit) {
+    if (!accept(lit)) fail(std::string("expected '") + lit + "' at " + std::to_string(pos_));
+  }
+  std::vector<int64_t> intList() {
+    expect("[");
+    std::vector<int64_t> out;
+    while (!accept("]")) {
+      if (!out.empty()) expect(", ");
+      size_t used = 0;
+      try {
+        out.push_back(std::stoll(s_.substr(pos_), &used));
+      } catch (const std::exception&) {
+        fail("expected an int at " + std::to_string(pos_));
+      }
+      pos_ += used;
+    }
+    return out;
+  }
+
+  const std::string& s_;
+  size_t k_;
+  size_t pos_ = 0;
+};
+
+at::Tensor metaTensor(at::IntArrayRef sizes, c10::ScalarType dtype) {
+  return at::empty(sizes, at::TensorOptions().dtype(dtype).device(c10::kMeta));
+}
+
+// A later stage over its input value: ATen's reduction, then the epilogue's ATen ops.
+Outputs laterStage(const ReduceSpec& spec, const at::Tensor& value, at::TensorList extras) {
+  ReduceSpec plain = spec;
+  plain.epilogue.reset();
+  Outputs out = applyReductionAll(plain, value);
+  if (spec.epilogue) out[0] = applyEpilogue(spec, out[0], extras);
+  return out;
+}
+
+// Dim q of a space of rank `rank` after reducing `reduced` (sorted), or -1 when q is reduced.
+int64_t afterReduction(int64_t q, const std::vector<int64_t>& reduced, bool keepdim) {
+  int64_t before = 0;
+  for (int64_t d : reduced) {
+    if (d == q) return -1;
+    before += d < q;
+  }
+  return keepdim ? q : q - before;
+}
+
+}  // namespace
+
+// Slab plans of one chain by planKey; steady-state calls of a model reuse theirs.
+struct ChainPlans {
+  std::mutex mu;
+  std::map<std::vector<int64_t>, std::optional<SlabPlan>> plans;
+};
+
+Chain Chain::parse(c10::string_view expr, c10::ArrayRef<std::string> stages) {
+  Chain c;
+  c.plans_ = std::make_shared<ChainPlans>();
+  c.expr = cachedExpr(std::string(expr));
+  TORCH_CHECK(stages.size() >= 2, "tsfuse::reduce_chain: a chain has at least two stages, got ", stages.size());
+  size_t next = static_cast<size_t>(c.expr->numInputs);
+  for (size_t k = 0; k < stages.size(); ++k) {
+    ReduceSpec spec = StageParser(stages[k], k).run();
+    TORCH_CHECK(k + 1 == stages.size() || !spec.withIndices(), "tsfuse::reduce_chain: stage ", k,
+                " is max/min with indices; only the last stage may be");
+    c.firstOperand.push_back(next);
+    if (spec.epilogue) next += static_cast<size_t>(spec.epilogue->numInputs - 1);
+    c.stages.push_back(std::move(spec));
+  }
+  c.numOperands = next;
+  return c;
+}
+
+std::vector<std::string> Chain::stageTexts() const {
+  std::vector<std::string> out;
+  for (const auto& s : stages) out.push_back(describe(s));
+  return out;
+}
+
+at::TensorList Chain::epilogueOperands(at::TensorList operands, size_t k) const {
+  const size_t end = k + 1 < stages.size() ? firstOperand[k + 1] : numOperands;
+  return operands.slice(firstOperand[k], end - firstOperand[k]);
+}
+
+std::shared_ptr<const Chain> cachedChain(c10::string_view expr, c10::ArrayRef<std::string> stages) {
+  constexpr size_t kMaxEntries = 4096;
+  std::string key(expr);
+  for (const auto& s : stages) key += '\n' + s;
+  static std::mutex mu;
+  static std::unordered_map<std::string, std::shared_ptr<const Chain>> cache;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+  }
+  auto parsed = std::make_shared<const Chain>(Chain::parse(expr, stages));
+  std::lock_guard<std::mutex> lock(mu);
+  if (cache.size() >= kMaxEntries) cache.clear();
+  cache.emplace(std::move(key), parsed);
+  return parsed;
+}
+
+Outputs evalChain(const Chain& c, at::TensorList operands) {
+  TORCH_CHECK(operands.size() == c.numOperands, "tsfuse::reduce_chain: expected ", c.numOperands,
+              " operands, got ", operands.size());
+  Outputs out = evalFused(*c.expr, operands.slice(0, c.firstOperand[1]), &c.stages[0]);
+  for (size_t k = 1; k < c.stages.size(); ++k) out = laterStage(c.stages[k], out[0], c.epilogueOperands(operands, k));
+  return out;
+}
+
+void setChainSlabElements(int64_t elements) { gSlabElements = std::max<int64_t>(1, elements); }
+int64_t chainSlabElements() { return gSlabElements; }
+
+namespace {
+
+// The slab plan of a call, from stage 0's analysis and each later stage run on meta stand-ins of
+// its input (which also raises where eager would). nullopt: run the chain in one piece.
+std::optional<SlabPlan> planSlabs(const Chain& c, at::TensorList operands, const Analysis& an) {
+  const int64_t rank0 = static_cast<int64_t>(an.valueShape.size());
+  int64_t stored = 1;  // stage 0's value: what one piece stores
+  for (int64_t s : an.outSizes) stored *= s;
+  const int64_t budget = chainSlabElements();
+  if (stored <= budget || an.valueShape != an.shape || !an.epilogueKeepsShape || rank0 == 0) return std::nullopt;
+  SlabPlan p;
+  p.ranks = {rank0};
+  std::vector<std::vector<int64_t>> reduced{reducedDims(c.stages[0], rank0)};
+  at::Tensor v = metaTensor(an.outSizes, an.outDtype);
+  for (size_t k = 1; k < c.stages.size(); ++k) {
+    p.ranks.push_back(v.dim());
+    reduced.push_back(reducedDims(c.stages[k], v.dim()));
+    ReduceSpec plain = c.stages[k];
+    plain.epilogue.reset();
+    Outputs r = applyReductionAll(plain, v);
+    if (const auto& epi = c.stages[k].epilogue) {
+      std::vector<at::Tensor> ins{r[0]};
+      for (const auto& t : c.epilogueOperands(operands, k)) ins.push_back(t);
+      auto ea = analyze(*epi, ins, nullptr);
+      if (!ea || ea->outSizes != r[0].sizes().vec()) return std::nullopt;  // raises, or grows: one piece
+      r[0] = metaTensor(ea->outSizes, ea->outDtype);
+    }
+    v = r[0];
+  }
+  p.ranks.push_back(v.dim());
+  p.finalSizes = v.sizes().vec();
+  // The outermost dim of the expression's space (of extent > 1) that every stage keeps.
+  for (int64_t d = 0; d < rank0; ++d) {
+    if (an.valueShape[d] <= 1) continue;
+    std::vector<int64_t> pos{d};
+    for (size_t k = 0; k < c.stages.size() && pos.back() >= 0; ++k)
+      pos.push_back(afterReduction(pos.back(), reduced[k], c.stages[k].keepdim));
+    if (pos.back() < 0) continue;
+    p.pos = std::move(pos);
+    break;
+  }
+  if (p.pos.empty()) return std::nullopt;
+  p.extent = an.valueShape[p.pos[0]];
+  const int64_t perIndex = stored / p.extent;
+  const int64_t slabs = (stored + budget - 1) / budget;  // equal slabs: none of a lone row
+  // At least two indices per slab: then a slab's value broadcasts beyond its operands exactly when
+  // the whole value does, so fused_call's do-no-harm rule decides alike for every slab.
+  p.step = std::max<int64_t>(2, std::min<int64_t>((p.extent + slabs - 1) / slabs, budget / std::max<int64_t>(perIndex, 1)));
+  return p;
+}
+
+// What a plan depends on: each operand's dtype, device, sizes and wrapped-number status.
+std::vector<int64_t> planKey(at::TensorList operands) {
+  std::vector<int64_t> key{chainSlabElements()};
+  for (const auto& t : operands) {
+    key.push_back(static_cast<int64_t>(t.scalar_type()));
+    key.push_back(static_cast<int64_t>(t.device().type()) * 1024 + t.device().index());
+    key.push_back(t.unsafeGetTensorImpl()->is_wrapped_number() ? -t.dim() - 1 : t.dim());
+    for (int64_t s : t.sizes()) key.push_back(s);
+  }
+  return key;
+}
+
+// The chain over one piece of the operands (all of them, or a slab).
+Outputs runStages(const Chain& c, at::TensorList stage0, const std::vector<std::vector<at::Tensor>>& extras,
+                  const NativePath& native) {
+  Outputs out = runFusedAll(stage0, c.expr->str(), &c.stages[0], native);
+  const char* path = lastPath();
+  for (size_t k = 1; k < c.stages.size(); ++k) out = laterStage(c.stages[k], out[0], extras[k]);
+  setLastPath(path);
+  return out;
+}
+
+}  // namespace
+
+std::optional<SlabPlan> Chain::plan(at::TensorList operands, const Analysis& an) const {
+  constexpr size_t kMaxPlans = 64;
+  std::vector<int64_t> key = planKey(operands);
+  {
+    std::lock_guard<std::mutex> lock(plans_->mu);
+    auto it = plans_->plans.find(key);
+    if (it != plans_->plans.end()) return it->second;
+  }
+  std::optional<SlabPlan> p = planSlabs(*this, operands, an);  // may raise eager's error: not kept
+  std::lock_guard<std::mutex> lock(plans_->mu);
+  if (plans_->plans.size() >= kMaxPlans) plans_->plans.clear();
+  plans_->plans.emplace(std::move(key), p);
+  return p;
+}
+
+Outputs runChain(const Chain& c, at::TensorList operands, const NativePath& native) {
+  TORCH_CHECK(operands.size() == c.numOperands, "tsfuse::reduce_chain: expected ", c.numOperands,
+              " operands, got ", operands.size());
+  for (size_t i = 0; i < operands.size(); ++i)
+    TORCH_CHECK(operands[i].defined(), "tsfuse: operand ", i, " is an undefined tensor");
+  const at::TensorList ops0 = operands.slice(0, c.firstOperand[1]);
+  std::optional<Analysis> an;
+  if (commonDevice(operands)) an = analyze(*c.expr, ops0, &c.stages[0]);
+  if (!an) {
+    Outputs out = evalChain(c, operands);  // raises eager's error (or computes)
+    setLastPath("eager");
+    return out;
+  }
+  std::vector<std::vector<at::Tensor>> extras(c.stages.size());
+  for (size_t k = 1; k < c.stages.size(); ++k) {
+    at::TensorList e = c.epilogueOperands(operands, k);
+    extras[k].assign(e.begin(), e.end());
+  }
+  std::optional<SlabPlan> plan;
+  if (an->outNumel() > 0) {
+    try {
+      plan = c.plan(operands, *an);
+    } catch (const c10::Error&) {
+      Outputs out = evalChain(c, operands);  // a later stage raises: eager's own error
+      setLastPath("eager");
+      return out;
+    }
+  }
+  if (!plan) return runStages(c, ops0, extras, native);
+
+  // Slabs of `step` indices (the last may hold one more: no lone last index, see planSlabs).
+  std::vector<std::pair<int64_t, int64_t>> slabs;
+  for (int64_t s = 0, len = 0; s < plan->extent; s += len) {
+    len = std::min(plan->step, plan->extent - s);
+    if (plan->extent - s - len == 1) ++len;
+    slabs.emplace_back(s, len);
+  }
+  const at::TensorList main = ops0.slice(0, c.expr->numInputs);
+  const at::TensorList epi0 = ops0.slice(c.expr->numInputs);
+  auto runSlab = [&](size_t i) {
+    const auto [s, len] = slabs[i];
+    std::vector<at::Tensor> in0 = narrowOperands(main, plan->ranks[0], plan->pos[0], s, len);
+    for (auto& t : narrowOperands(epi0, plan->ranks[1], plan->pos[1], s, len)) in0.push_back(std::move(t));
+    std::vector<std::vector<at::Tensor>> slabExtras(c.stages.size());
+    for (size_t k = 1; k < c.stages.size(); ++k)
+      slabExtras[k] = narrowOperands(extras[k], plan->ranks[k + 1], plan->pos[k + 1], s, len);
+    return runStages(c, in0, slabExtras, native);
+  };
+  // The first slab decides the outputs' layout (the one eager's last op gives a fresh tensor).
+  Outputs first = runSlab(0);
+  const char* path = lastPath();
+  Outputs finals;
+  for (const auto& o : first) {
+    const std::vector<int64_t> order = strideOrder(o.sizes(), o.strides());
+    finals.push_back(at::empty_strided(plan->finalSizes, denseStrides(plan->finalSizes, order), o.options()));
+  }
+  auto store = [&](size_t i, const Outputs& out) {
+    for (size_t j = 0; j < out.size(); ++j) finals[j].narrow(plan->pos.back(), slabs[i].first, slabs[i].second).copy_(out[j]);
+  };
+  store(0, first);
+  first.clear();
+  // The other slabs on torch's threads, one slab per task (each stage then runs single-threaded
+  // inside it: one slab of scratch per thread, and the per-call work of a fused op split too).
+  at::parallel_for(1, static_cast<int64_t>(slabs.size()), 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) store(static_cast<size_t>(i), runSlab(static_cast<size_t>(i)));
+  });
+  TSFUSE_LOG(kernel, debug, "reduce_chain: ", slabs.size(), " slabs of ", plan->step, " along dim ", plan->pos[0],
+             " of ", c.expr->str());
+  setLastPath(path);
+  return finals;
+}
+
+}  // namespace tsfuse

@@ -1,0 +1,72 @@
+// tsfuse::reduce_chain: reductions inside a fused op. A chain is a tsfuse::reduce (stage 0: an
+// elementwise expression, a reduction, an epilogue) whose value later stages reduce again, each
+// with its own epilogue:
+//
+//   exp(-((x[:, None] - y[None]) ** 2).sum(-1) * 2).mul(b).sum(1)
+//     expr    v1: sub($0, $1); mul(%0, %0)                       over [N, M, D]
+//     stage 0 sum(dim=[2], keepdim=False) |> v1: mul($0, -2.0); exp(%0); mul(%1, $1)
+//     stage 1 sum(dim=[1], keepdim=False)                        -> [N]
+//
+// The stages run slab by slab along a dim every stage keeps (N here): stage 0 is the fused kernel
+// over the operands narrowed to the slab, which stores its [slab, M] value in scratch of about
+// chainSlabElements() elements, and every later stage is ATen's reduction (and the epilogue's ATen
+// ops) over that scratch, so a later stage folds exactly as eager does over the stored [N, M]
+// value. No intermediate larger than a slab is ever stored; the outputs are written slab by slab.
+//
+// Operands: the expression's, then stage 0's epilogue's ($1, $2, ... of the epilogue), then stage
+// 1's, and so on. Only the last stage may be max/min with indices (tsfuse::reduce_chain_with_indices,
+// two outputs).
+#pragma once
+
+#include "kernels/backend.h"
+
+namespace tsfuse {
+
+// How a call is cut into slabs: the slab dim (the outermost dim of the expression's space, of
+// extent > 1, that every stage keeps) as it sits in each space, and the slabs' size.
+struct SlabPlan {
+  std::vector<int64_t> pos;     // pos[0]: in the expression's space; pos[k + 1]: in stage k's value
+  std::vector<int64_t> ranks;   // the same spaces' ranks
+  std::vector<int64_t> finalSizes;
+  int64_t extent = 0, step = 0;  // step >= 2; the last slab may hold step + 1
+};
+
+struct ChainPlans;
+
+struct Chain {
+  std::shared_ptr<const Expr> expr;
+  std::vector<ReduceSpec> stages;
+  // Index of the first epilogue operand of each stage (stage 0: after the expression's own).
+  std::vector<size_t> firstOperand;
+  size_t numOperands = 0;
+
+  // The text of each stage (describe()) and the chain of such texts; throws c10::Error with the
+  // stage and the reason when malformed.
+  static Chain parse(c10::string_view expr, c10::ArrayRef<std::string> stages);
+  std::vector<std::string> stageTexts() const;
+  // Stage k's epilogue operands within the op's operands.
+  at::TensorList epilogueOperands(at::TensorList operands, size_t k) const;
+  // The call's slab plan (nullopt: one piece), cached per operand sizes and dtypes; raises where
+  // a later stage would.
+  std::optional<SlabPlan> plan(at::TensorList operands, const Analysis& stage0) const;
+
+ private:
+  std::shared_ptr<ChainPlans> plans_;
+};
+
+// Parsed chains, cached by text (thread-safe, bounded).
+std::shared_ptr<const Chain> cachedChain(c10::string_view expr, c10::ArrayRef<std::string> stages);
+
+// The reference: stage by stage with ATen over whole values (autograd, Meta, error paths).
+Outputs evalChain(const Chain& c, at::TensorList operands);
+
+// The fused path: stage 0 through `native` (the backend's runFusedAll) and later stages with ATen,
+// slab by slab; eager's own error where eager would raise.
+Outputs runChain(const Chain& c, at::TensorList operands, const NativePath& native);
+
+// The most elements of stage 0's value one slab stores (default kSlabElements / 2, 512 KiB of
+// float32); tests set it small to cover many slabs.
+void setChainSlabElements(int64_t elements);
+int64_t chainSlabElements();
+
+}  // namespace tsfuse

@@ -1,0 +1,172 @@
+#include "passes/nest_reductions.h"
+
+#include "kernels/chain.h"
+#include "kernels/fused_call.h"
+#include "passes/driver.h"
+#include "passes/region.h"
+
+#include <torch/csrc/jit/ir/constants.h>
+
+namespace tsfuse {
+namespace {
+
+const c10::Symbol kReduce = c10::Symbol::fromQualString("tsfuse::reduce");
+const c10::Symbol kChain = c10::Symbol::fromQualString("tsfuse::reduce_chain");
+const c10::Symbol kChainIndices = c10::Symbol::fromQualString("tsfuse::reduce_chain_with_indices");
+
+// The fused reduction a node computes, as the first stages of a chain (its operand list node, its
+// expression and stage texts); nullopt when the node is no fused reduction with constant arguments.
+struct Stages {
+  Node* list = nullptr;
+  std::string expr;
+  std::vector<std::string> texts;
+};
+
+std::optional<Stages> stagesOf(Node* n) {
+  if (n->kind() != kReduce && n->kind() != kChain) return std::nullopt;
+  Stages s;
+  s.list = n->input(0)->node();
+  if (s.list->kind() != c10::prim::ListConstruct) return std::nullopt;
+  std::vector<c10::IValue> args;
+  for (size_t i = 1; i < n->inputs().size(); ++i) {
+    auto v = torch::jit::toIValue(n->input(i));
+    if (!v) return std::nullopt;
+    args.push_back(std::move(*v));
+  }
+  s.expr = args[0].toStringRef();
+  if (n->kind() == kChain) {
+    for (const auto& t : args[1].toListRef()) s.texts.push_back(t.toStringRef());
+    return s;
+  }
+  at::OptionalIntArrayRef dims;
+  std::vector<int64_t> d;
+  if (!args[2].isNone()) dims = d = args[2].toIntVector();
+  std::optional<c10::ScalarType> dtype;
+  if (!args[4].isNone()) dtype = static_cast<c10::ScalarType>(args[4].toInt());
+  std::optional<std::string> epi;
+  if (!args[5].isNone()) epi = args[5].toStringRef();
+  std::optional<c10::string_view> epiView;
+  if (epi) epiView = c10::string_view(*epi);
+  s.texts.push_back(describe(makeReduceSpec(args[1].toStringRef(), dims, args[3].toBool(), dtype, epiView)));
+  return s;
+}
+
+// Why `reduction` (of a fused reduction's value) may not become the chain's next stage, or "".
+std::string nestHazard(Node* reduction, const ReductionMatch& rm) {
+  const auto type = rm.input->type()->cast<c10::TensorType>();
+  const auto rank = type ? type->dim() : std::nullopt;
+  const bool everyDim = !rm.spec.dims || (rm.spec.dims->empty() && (rm.spec.kind == Reduction::Amax ||
+                                                                    rm.spec.kind == Reduction::Amin)) ||
+                        (rank && rm.spec.dims->size() >= *rank);
+  if (everyDim)
+    return std::string(reduction->kind().toQualString()) +
+           " reduces every dim of the fused reduction's value: no dim is left to compute it slab by slab, so "
+           "the value would be stored whole anyway";
+  return "";
+}
+
+// reduction(tsfuse::reduce(...))  =>  tsfuse::reduce_chain(...)
+//
+//   %l = prim::ListConstruct(%x, %y)
+//   %d = tsfuse::reduce(%l, "v1: sub($0, $1); mul(%0, %0)", "sum", [2], False, None, None, [])
+//   %i = aten::argmin(%d, 1, False)
+// =>
+//   %i = tsfuse::reduce_chain(%l, "v1: sub($0, $1); mul(%0, %0)",
+//                             ["sum(dim=[2], keepdim=False)", "argmin(dim=[1], keepdim=False)"])
+//
+// An elementwise chain consuming the new stage's value alone joins as its epilogue. Where the
+// fused reduction's value has several uses, each a reduction that may nest, this one gets its own
+// copy of the fused reduction: it sweeps the broadcast space once more instead of storing the
+// value (Chamfer's row and column minima).
+class NestReductionsPattern : public Pattern {
+ public:
+  NestReductionsPattern() : Pattern("nest_reductions", WalkOrder::Forward, NestedBlocks::First) {}
+
+  bool matchAndRewrite(Node* reduction, Rewriter& rw) override {
+    ReductionMatch rm;
+    if (!matchReduction(reduction, rm, nullptr)) return false;
+    Node* inner = rm.input->node();
+    std::optional<Stages> stages = stagesOf(inner);
+    if (!stages) return false;  // not a fused reduction's value: fuse_broadcast_reduce's business
+    if (inner->owningBlock() != reduction->owningBlock())
+      return rw.notifyMatchFailure({reduction, inner}, "the fused reduction is in another block");
+    if (std::string why = nestHazard(reduction, rm); !why.empty())
+      return rw.notifyMatchFailure({reduction, inner}, why);
+    for (const auto& use : rm.input->uses()) {
+      ReductionMatch other;
+      if (use.user->owningBlock() != reduction->owningBlock() || !matchReduction(use.user, other, nullptr) ||
+          !nestHazard(use.user, other).empty())
+        return rw.notifyMatchFailure({reduction, inner}, "the fused reduction's value %" + rm.input->debugName() +
+                                                             " is also used by " + describeNode(use.user) +
+                                                             ", so it is stored anyway");
+    }
+    std::vector<Value*> operands(stages->list->inputs().begin(), stages->list->inputs().end());
+    Epilogue epi;
+    if (!rm.spec.withIndices()) epi = planEpilogue(reduction->output());
+    std::string epiHazard;
+    if (!epi.chain.empty()) {
+      std::vector<Value*> read = operands;
+      read.insert(read.end(), epi.extra.begin(), epi.extra.end());
+      epiHazard = readHazard(read, inner, epi.chain.back(), rw.aliasDb());
+      if (!epiHazard.empty()) epi = Epilogue{};
+    }
+    Node* end = epi.chain.empty() ? reduction : epi.chain.back();
+    if (std::string why = readHazard(operands, inner, end, rw.aliasDb()); !why.empty())
+      return rw.notifyMatchFailure({reduction, inner}, why);
+
+    // The graph changes from here on.
+    ReduceSpec spec = rm.spec;
+    if (!epi.chain.empty()) spec.epilogue = std::make_shared<const Expr>(epi.expr);
+    stages->texts.push_back(describe(spec));
+    RewriteEvent e;
+    e.add(inner).add(reduction).add(epi.chain);
+    e.fusedOp = rm.spec.withIndices() ? "tsfuse::reduce_chain_with_indices" : "tsfuse::reduce_chain";
+    e.expr = stages->expr;
+    for (const auto& t : stages->texts) e.expr += " |> " + t;
+    e.reason = std::string("nested ") + reduction->kind().toQualString() + " into the fused reduction: its value %" +
+               rm.input->debugName() + " is computed slab by slab, never stored";
+    if (!epi.chain.empty()) e.reason += "; epilogue of " + std::to_string(epi.chain.size()) + " elementwise ops";
+    if (!epiHazard.empty()) e.reason += "; epilogue not fused: " + epiHazard;
+    if (rm.input->uses().size() > 1)
+      e.reason += "; the fused reduction is recomputed for each of the " + std::to_string(rm.input->uses().size()) +
+                  " reductions of %" + rm.input->debugName() + " (one more sweep each instead of storing it)";
+
+    Graph& g = rw.graph();
+    torch::jit::WithInsertPoint guard(end);
+    operands.insert(operands.end(), epi.extra.begin(), epi.extra.end());
+    Value* list = g.insertNode(g.createList(c10::TensorType::get(), operands))->output();
+    Node* chain = g.create(rm.spec.withIndices() ? kChainIndices : kChain, rm.spec.withIndices() ? 2 : 1);
+    chain->addInput(list);
+    chain->addInput(g.insertConstant(stages->expr));
+    chain->addInput(g.insertConstant(c10::List<std::string>(stages->texts)));
+    g.insertNode(chain);
+    chain->setSourceRange(end->sourceRange());
+    if (epi.chain.empty()) {
+      for (size_t i = 0; i < chain->outputs().size(); ++i) {
+        chain->output(i)->setType(reduction->output(i)->type());
+        rw.replaceAllUsesWith(reduction->output(i), chain->output(i));
+      }
+    } else {
+      chain->output()->setType(end->output()->type());
+      rw.replaceAllUsesWith(end->output(), chain->output());
+    }
+    for (auto it = epi.chain.rbegin(); it != epi.chain.rend(); ++it) rw.erase(*it);
+    rw.erase(reduction);
+    if (!inner->hasUses()) {
+      Node* oldList = stages->list;
+      rw.erase(inner);
+      if (!oldList->hasUses()) rw.erase(oldList);
+    }
+    rw.notifyRewrite(std::move(e), chain);
+    return true;
+  }
+};
+
+}  // namespace
+
+bool NestReductions(std::shared_ptr<Graph>& graph) {
+  NestReductionsPattern pattern;
+  return runPattern(graph, pattern);
+}
+
+}  // namespace tsfuse

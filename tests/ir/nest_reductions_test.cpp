@@ -1,0 +1,163 @@
+// IR-string tests of nest_reductions (passes/nest_reductions.cpp): a reduction of a fused
+// reduction's value becomes one tsfuse::reduce_chain (the Gaussian kernel sum, nearest neighbour,
+// max with indices, Chamfer's two minima), with named negative cases. Each rewritten graph
+// computes what the original does.
+#include "ir_util.h"
+
+#include "passes/fuse_broadcast_reduce.h"
+#include "passes/nest_reductions.h"
+
+namespace {
+
+using namespace tsfuse_test;
+
+// graph(%x [N, 1, D], %y [M, D], %b [M]): the squared differences %sq [N, M, D] and their sum
+// over D, %d [N, M], then `body`.
+std::shared_ptr<Graph> distances(const std::string& body) {
+  return graphWithConstants("%x : Tensor, %y : Tensor, %b : Tensor",
+                            "  %s : Tensor = aten::sub(%x, %y, %one)\n"
+                            "  %sq : Tensor = aten::mul(%s, %s)\n"
+                            "  %d : Tensor = aten::sum(%sq, %dimsm1, %false, %none)\n" +
+                                body,
+                            R"IR(
+  %dimsm1 : int[] = prim::Constant[value=[-1]]()
+  %dims0 : int[] = prim::Constant[value=[0]]()
+  %mtwo : float = prim::Constant[value=-2.]()
+)IR",
+                            /*named=*/true);
+}
+
+std::vector<c10::IValue> points(uint64_t seed, at::ScalarType t = at::kFloat) {
+  Gen g(seed);
+  return {g.tensor({9, 1, 3}, t), g.tensor({7, 3}, t), g.tensor({7}, t)};
+}
+
+struct Nested {
+  std::shared_ptr<Graph> g, ref;
+  PassRun reduce, nest;
+};
+
+Nested nest(const std::string& body) {
+  Nested n;
+  n.g = distances(body);
+  n.ref = n.g->copy();
+  n.reduce = runPass(n.g, tsfuse::FuseBroadcastReduce);
+  n.nest = runPass(n.g, tsfuse::NestReductions);
+  return n;
+}
+
+std::vector<std::string> stagesOf(torch::jit::Node* n) {
+  std::vector<std::string> out;
+  for (const auto& s : constInput(n, 2).toListRef()) out.push_back(s.toStringRef());
+  return out;
+}
+
+TEST(NestReductionsIR, GaussianKernelSumIsOneChainWithBothEpilogues) {
+  Nested n = nest(R"IR(
+  %e : Tensor = aten::mul(%d, %mtwo)
+  %k : Tensor = aten::exp(%e)
+  %kb : Tensor = aten::mul(%k, %b)
+  %r : Tensor = aten::sum(%kb, %dims1, %false, %none)
+  %r2 : Tensor = aten::mul(%r, %r)
+  return (%r2)
+)IR");
+  ASSERT_EQ(n.nest.rewrites(), 1) << n.reduce.dump() << n.nest.dump();
+  EXPECT_TRUE(fileCheck(n.nest.ir, [](FileCheck& fc) {
+    fc.check_count("tsfuse::reduce_chain", 1, true)->check_not("tsfuse::reduce(")->check_not("aten::sum")->check_not("aten::mul");
+  }));
+  auto c = findNodes(n.g, "tsfuse::reduce_chain");
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(exprOf(c[0]), "v1: sub($0, $1); mul(%0, %0)");
+  EXPECT_EQ(stagesOf(c[0]), (std::vector<std::string>{
+                                "sum(dim=[-1], keepdim=False) |> v1: mul($0, -2.0); exp(%0); mul(%1, $1)",
+                                "sum(dim=[1], keepdim=False) |> v1: mul($0, $0)"}));
+  EXPECT_NE(n.nest.firstRewrite()->reason.find("never stored"), std::string::npos);
+  EXPECT_TRUE(sameOutputs(n.ref, n.g, points(1), /*exact=*/false));
+  EXPECT_TRUE(sameOutputs(n.ref, n.g, points(2, at::kDouble), /*exact=*/false));
+}
+
+TEST(NestReductionsIR, NearestNeighbourArgminIsOneChain) {
+  Nested n = nest(R"IR(
+  %i : Tensor = aten::argmin(%d, %one, %false)
+  return (%i)
+)IR");
+  ASSERT_EQ(n.nest.rewrites(), 1) << n.nest.dump();
+  auto c = findNodes(n.g, "tsfuse::reduce_chain");
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(stagesOf(c[0]).back(), "argmin(dim=[1], keepdim=False)");
+  EXPECT_TRUE(sameOutputs(n.ref, n.g, points(3, at::kInt)));  // exact, ties included
+  EXPECT_TRUE(sameOutputs(n.ref, n.g, points(4)));
+}
+
+TEST(NestReductionsIR, MaxWithIndicesIsAChainWithTwoOutputs) {
+  Nested n = nest(R"IR(
+  %v : Tensor, %i : Tensor = aten::max(%d, %zero, %true)
+  return (%v, %i)
+)IR");
+  ASSERT_EQ(n.nest.rewrites(), 1) << n.nest.dump();
+  EXPECT_EQ(n.nest.firstRewrite()->fusedOp, "tsfuse::reduce_chain_with_indices");
+  EXPECT_TRUE(fileCheck(n.nest.ir, [](FileCheck& fc) {
+    fc.check("tsfuse::reduce_chain_with_indices")->check_not("aten::max")->check_not("tsfuse::reduce(");
+  }));
+  EXPECT_TRUE(sameOutputs(n.ref, n.g, points(5, at::kInt)));
+}
+
+TEST(NestReductionsIR, ChamfersTwoMinimaEachGetAChainOfTheirOwn) {
+  Nested n = nest(R"IR(
+  %r : Tensor = aten::amin(%d, %dims1, %false)
+  %c : Tensor = aten::amin(%d, %dims0, %false)
+  return (%r, %c)
+)IR");
+  ASSERT_EQ(n.nest.rewrites(), 2) << n.nest.dump();
+  EXPECT_NE(n.nest.firstRewrite()->reason.find("recomputed for each of the 2 reductions"), std::string::npos)
+      << n.nest.dump();
+  EXPECT_EQ(findNodes(n.g, "tsfuse::reduce_chain").size(), 2u);
+  EXPECT_TRUE(findNodes(n.g, "tsfuse::reduce").empty()) << n.nest.ir;
+  EXPECT_TRUE(sameOutputs(n.ref, n.g, points(6, at::kInt)));
+}
+
+TEST(NestReductionsIR, AReductionOverEveryDimIsNotNested) {
+  Nested n = nest(R"IR(
+  %m : Tensor = aten::mean(%d, %none)
+  return (%m)
+)IR");
+  EXPECT_EQ(n.nest.rewrites(), 0) << n.nest.dump();
+  EXPECT_TRUE(n.nest.rejectedWith("reduces every dim of the fused reduction's value")) << n.nest.dump();
+  EXPECT_EQ(findNodes(n.g, "tsfuse::reduce").size(), 1u);
+}
+
+TEST(NestReductionsIR, AValueAlsoUsedElsewhereIsNotNested) {
+  Nested n = nest(R"IR(
+  %i : Tensor = aten::argmin(%d, %one, %false)
+  return (%i, %d)
+)IR");
+  EXPECT_EQ(n.nest.rewrites(), 0) << n.nest.dump();
+  EXPECT_TRUE(n.nest.rejectedWith("is also used by")) << n.nest.dump();
+}
+
+TEST(NestReductionsIR, AWriteToAnOperandInBetweenIsNotNested) {
+  Nested n = nest(R"IR(
+  %w : Tensor = aten::add_(%y, %one, %one)
+  %i : Tensor = aten::argmin(%d, %one, %false)
+  return (%i)
+)IR");
+  EXPECT_EQ(n.nest.rewrites(), 0) << n.nest.dump();
+  EXPECT_TRUE(n.nest.rejectedWith("written by an in-place op")) << n.nest.dump();
+  EXPECT_TRUE(sameOutputs(n.ref, n.g, points(7)));
+}
+
+TEST(NestReductionsIR, ThePipelineNestsAndTheChainGrowsAThirdStage) {
+  auto g = distances(R"IR(
+  %a : Tensor = aten::amax(%d, %dims1, %true)
+  %s : Tensor = aten::sum(%a, %dims0, %false, %none)
+  return (%s)
+)IR");
+  auto ref = g->copy();
+  PassRun r = runPipelineOn(g);
+  auto c = findNodes(g, "tsfuse::reduce_chain");
+  ASSERT_EQ(c.size(), 1u) << r.dump();
+  EXPECT_EQ(stagesOf(c[0]).size(), 3u) << r.ir;
+  EXPECT_TRUE(sameOutputs(ref, g, points(8, at::kInt)));
+}
+
+}  // namespace

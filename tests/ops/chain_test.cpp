@@ -1,0 +1,200 @@
+// tsfuse::reduce_chain (kernels/chain.h): a reduction of a fused reduction's value, slab by slab.
+// Each chain is checked against the same computation unchained (tsfuse::reduce, then the later
+// stages with ATen over the stored value): bit for bit, whatever the number of slabs, since a
+// slab's stage 0 is the same fused kernel and later stages are ATen's over the same rows; and
+// against eager ATen (exact for extrema, indices and integers; float sums within the reduction
+// tolerance). Then empty and NaN inputs, eager's own errors, autograd, Meta and malformed stages.
+#include "test_util.h"
+
+#include "kernels/chain.h"
+#include "tsfuse/ops.h"
+
+namespace {
+
+using tsfuse_test::Gen;
+using tsfuse_test::sameTensor;
+
+// Slabs of at most 64 stored elements, so every case below runs in many slabs.
+class Chain : public ::testing::Test {
+ protected:
+  void SetUp() override { tsfuse::setChainSlabElements(64); }
+  void TearDown() override { tsfuse::setChainSlabElements(tsfuse::kSlabElements / 2); }
+};
+
+const std::string kSq = "v1: sub($0, $1); mul(%0, %0)";
+
+// The chain unchained: stage 0 as tsfuse::reduce (storing its value), later stages with ATen.
+std::vector<at::Tensor> unchained(const std::vector<at::Tensor>& ops, const std::string& expr,
+                                  const std::vector<std::string>& stages) {
+  const tsfuse::Chain c = tsfuse::Chain::parse(expr, stages);
+  const tsfuse::ReduceSpec& s0 = c.stages[0];
+  std::optional<std::vector<int64_t>> dims = s0.dims;
+  std::optional<std::string> epi;
+  if (s0.epilogue) epi = s0.epilogue->str();
+  std::vector<at::Tensor> ins(ops.begin(), ops.begin() + static_cast<int64_t>(c.firstOperand[1]));
+  at::Tensor v = tsfuse::reduce(ins, expr, tsfuse::reductionText(s0), dims, s0.keepdim, s0.dtype, epi);
+  std::vector<at::Tensor> out{v};
+  for (size_t k = 1; k < c.stages.size(); ++k) {
+    tsfuse::ReduceSpec plain = c.stages[k];
+    plain.epilogue.reset();
+    out = tsfuse::applyReductionAll(plain, out[0]);
+    if (c.stages[k].epilogue) out[0] = tsfuse::applyEpilogue(c.stages[k], out[0], c.epilogueOperands(ops, k));
+  }
+  return out;
+}
+
+std::vector<at::Tensor> chained(const std::vector<at::Tensor>& ops, const std::string& expr,
+                                const std::vector<std::string>& stages) {
+  if (tsfuse::Chain::parse(expr, stages).stages.back().withIndices()) {
+    auto [v, i] = tsfuse::reduceChainWithIndices(ops, expr, stages);
+    return {v, i};
+  }
+  return {tsfuse::reduceChain(ops, expr, stages)};
+}
+
+::testing::AssertionResult sameAll(const std::vector<at::Tensor>& want, const std::vector<at::Tensor>& got, bool exact) {
+  if (want.size() != got.size()) return ::testing::AssertionFailure() << "output counts differ";
+  for (size_t i = 0; i < want.size(); ++i) {
+    auto r = sameTensor(want[i], got[i], exact);
+    if (!r) return r << " (output " << i << ")";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+struct Case {
+  const char* name;
+  std::vector<std::string> stages;
+  bool extraOperand;  // b [M] for an epilogue of stage 0 or 1
+  bool exactVsEager;  // no float sum over a broadcast value (extrema, indices)
+};
+
+const std::vector<Case> kCases = {
+    {"gaussian kernel sum", {"sum(dim=[2], keepdim=False) |> v1: mul($0, -2.0); exp(%0); mul(%1, $1)",
+                             "sum(dim=[1], keepdim=False)"}, true, false},
+    {"nearest neighbour", {"sum(dim=[2], keepdim=False)", "argmin(dim=[1], keepdim=False)"}, false, false},
+    {"column minima with indices", {"sum(dim=[2], keepdim=False)", "min(dim=[0], keepdim=True)"}, false, false},
+    {"max of |d| then a later epilogue", {"amax(dim=[2], keepdim=True)", "amin(dim=[1], keepdim=False) |> v1: mul($0, $1)"},
+     true, true},
+    {"three stages", {"amax(dim=[2], keepdim=False)", "amin(dim=[0], keepdim=True)", "sum(dim=[0], keepdim=False)"},
+     false, true},
+    {"norm inside a mean", {"norm:2.0(dim=[2], keepdim=False)", "mean(dim=[1], keepdim=False)"}, false, false},
+};
+
+TEST_F(Chain, ManySlabsGiveTheUnchainedBitsAndEagersValues) {
+  Gen g(7);
+  for (int i = 0; i < 48; ++i) {
+    const Case& c = kCases[i % kCases.size()];
+    const int64_t n = 1 + g.randint(0, 30), m = 1 + g.randint(0, 25), d = 1 + g.randint(0, 6);
+    const at::ScalarType dt = i % 4 == 3 ? at::kDouble : at::kFloat;
+    at::Tensor x = g.tensor({n, 1, d}, dt), y = g.tensor({m, d}, dt);
+    if (i % 3 == 1) x = x.transpose(0, 2).contiguous().transpose(0, 2);  // another layout
+    if (i % 5 == 2) y = g.tensor({d, m}, dt).t();                           // y strided along D
+    std::vector<at::Tensor> ops{x, y};
+    if (c.extraOperand) ops.push_back(g.tensor({c.stages[0].find("|>") != std::string::npos ? m : 1}, dt));
+    const std::string what = std::string(c.name) + " #" + std::to_string(i);
+    std::vector<at::Tensor> got = chained(ops, kSq, c.stages);
+    ASSERT_TRUE(sameAll(unchained(ops, kSq, c.stages), got, /*exact=*/true)) << what;
+    ASSERT_TRUE(sameAll(tsfuse::evalChain(tsfuse::Chain::parse(kSq, c.stages), ops), got, c.exactVsEager)) << what;
+  }
+}
+
+// Slabs run in parallel, each stage single-threaded inside one; unchained, ATen's reductions over
+// the whole [N, M] value run multi-threaded (above its grain size): the same bits.
+TEST_F(Chain, ParallelSlabsOfALargeCallGiveTheUnchainedBits) {
+  tsfuse::setChainSlabElements(4096);
+  Gen g(17);
+  for (const Case& c : kCases) {
+    at::Tensor x = g.tensor({300, 1, 3}, at::kFloat), y = g.tensor({211, 3}, at::kFloat);
+    std::vector<at::Tensor> ops{x, y};
+    if (c.extraOperand) ops.push_back(g.tensor({c.stages[0].find("|>") != std::string::npos ? 211 : 1}, at::kFloat));
+    EXPECT_TRUE(sameAll(unchained(ops, kSq, c.stages), chained(ops, kSq, c.stages), /*exact=*/true)) << c.name;
+  }
+}
+
+TEST_F(Chain, IntegerValuesAreExactAgainstEager) {
+  Gen g(8);
+  const std::vector<std::string> stages{"sum(dim=[2], keepdim=False)", "max(dim=[1], keepdim=False)"};
+  at::Tensor x = g.tensor({37, 1, 3}, at::kInt), y = g.tensor({29, 3}, at::kInt);
+  auto got = chained({x, y}, kSq, stages);
+  EXPECT_TRUE(sameAll(tsfuse::evalChain(tsfuse::Chain::parse(kSq, stages), {x, y}), got, true));
+  EXPECT_STREQ(tsfuse::lastPath(), "native");
+}
+
+TEST_F(Chain, NanAndInfFollowEagersRules) {
+  Gen g(9);
+  const std::vector<std::string> stages{"amax(dim=[2], keepdim=False)", "argmin(dim=[1], keepdim=False)"};
+  for (int i = 0; i < 6; ++i) {
+    at::Tensor x = g.tensor({19, 1, 4}, at::kFloat, tsfuse_test::kNaN | tsfuse_test::kInf),
+               y = g.tensor({23, 4}, at::kFloat, tsfuse_test::kNaN | tsfuse_test::kSignedZero);
+    EXPECT_TRUE(sameAll(tsfuse::evalChain(tsfuse::Chain::parse(kSq, stages), {x, y}), chained({x, y}, kSq, stages), true))
+        << i;
+  }
+}
+
+TEST_F(Chain, EmptyInputs) {
+  const std::vector<std::string> stages{"sum(dim=[2], keepdim=False)", "sum(dim=[1], keepdim=False)"};
+  for (auto [n, m, d] : {std::tuple<int64_t, int64_t, int64_t>{0, 4, 3}, {5, 0, 3}, {5, 4, 0}}) {
+    at::Tensor x = at::randn({n, 1, d}), y = at::randn({m, d});
+    EXPECT_TRUE(sameAll(tsfuse::evalChain(tsfuse::Chain::parse(kSq, stages), {x, y}), chained({x, y}, kSq, stages), true))
+        << n << " " << m << " " << d;
+  }
+}
+
+TEST_F(Chain, EagersOwnErrors) {
+  using tsfuse_test::errorOf;
+  at::Tensor x = at::randn({6, 1, 3}), y = at::randn({5, 3});
+  // A shape mismatch in stage 0: the message names the whole tensors' sizes, not a slab's.
+  at::Tensor bad = at::randn({5, 4});
+  EXPECT_EQ(errorOf([&] { tsfuse::reduceChain({x, bad}, kSq, {"sum(dim=[2], keepdim=False)", "sum(dim=[1], keepdim=False)"}); }),
+            errorOf([&] { at::sub(x, bad); }));
+  // A later stage's dim out of range.
+  const std::vector<std::string> far{"sum(dim=[2], keepdim=False)", "sum(dim=[5], keepdim=False)"};
+  const std::string want = errorOf([&] { at::sum(at::randn({6, 5}), {5}); });
+  EXPECT_FALSE(want.empty());
+  EXPECT_EQ(errorOf([&] { tsfuse::reduceChain({x, y}, kSq, far); }), want);
+  // A later epilogue that does not broadcast with its operand.
+  const std::vector<std::string> epi{"sum(dim=[2], keepdim=False)", "sum(dim=[1], keepdim=False) |> v1: mul($0, $1)"};
+  at::Tensor w = at::randn({4});
+  EXPECT_EQ(errorOf([&] { tsfuse::reduceChain({x, y, w}, kSq, epi); }), errorOf([&] { at::mul(at::randn({6}), w); }));
+}
+
+TEST_F(Chain, MalformedStagesAreRejected) {
+  using tsfuse_test::errorOf;
+  at::Tensor x = at::randn({6, 1, 3}), y = at::randn({5, 3});
+  EXPECT_NE(errorOf([&] { tsfuse::reduceChain({x, y}, kSq, {"sum(dim=[2], keepdim=False)"}); }).find("at least two stages"),
+            std::string::npos);
+  EXPECT_NE(errorOf([&] { tsfuse::reduceChain({x, y}, kSq, {"sum(dim=[2])", "sum(dim=[1], keepdim=False)"}); })
+                .find("expected ', keepdim='"),
+            std::string::npos);
+  EXPECT_NE(errorOf([&] {
+              tsfuse::reduceChain({x, y}, kSq, {"max(dim=[2], keepdim=False)", "sum(dim=[1], keepdim=False)"});
+            }).find("only the last stage may be"),
+            std::string::npos);
+  EXPECT_NE(errorOf([&] {
+              tsfuse::reduceChain({x, y}, kSq, {"sum(dim=[2], keepdim=False)", "min(dim=[1], keepdim=False)"});
+            }).find("reduce_chain_with_indices"),
+            std::string::npos);
+  // describe()'s text round-trips, dtype and parameters included.
+  const std::vector<std::string> texts{"norm:3.0(dim=[2], keepdim=True)", "sum(dim=None, keepdim=False, dtype=float64)"};
+  EXPECT_EQ(tsfuse::Chain::parse(kSq, texts).stageTexts(), texts);
+}
+
+TEST_F(Chain, AutogradRunsTheChainUnfused) {
+  at::Tensor x = at::randn({6, 1, 3}).requires_grad_(), y = at::randn({5, 3});
+  const std::vector<std::string> stages{"sum(dim=[2], keepdim=False) |> v1: neg($0); exp(%0)", "sum(dim=[1], keepdim=False)"};
+  at::Tensor got = tsfuse::reduceChain({x, y}, kSq, stages);
+  EXPECT_STREQ(tsfuse::lastPath(), "eager");
+  got.sum().backward();
+  at::Tensor x2 = x.detach().clone().requires_grad_();
+  at::exp(-((x2 - y) * (x2 - y)).sum(2)).sum(1).sum().backward();
+  EXPECT_TRUE(at::allclose(x.grad(), x2.grad()));
+}
+
+TEST_F(Chain, MetaGivesTheShapes) {
+  at::Tensor x = at::empty({6, 1, 3}, at::kMeta), y = at::empty({5, 3}, at::kMeta);
+  auto [v, i] = tsfuse::reduceChainWithIndices({x, y}, kSq, {"sum(dim=[2], keepdim=False)", "min(dim=[0], keepdim=True)"});
+  EXPECT_EQ(v.sizes(), at::IntArrayRef({1, 5}));
+  EXPECT_EQ(i.scalar_type(), at::kLong);
+}
+
+}  // namespace
