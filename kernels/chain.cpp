@@ -6,6 +6,7 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -83,10 +84,6 @@ class StageParser {
   size_t k_;
   size_t pos_ = 0;
 };
-
-at::Tensor metaTensor(at::IntArrayRef sizes, c10::ScalarType dtype) {
-  return at::empty(sizes, at::TensorOptions().dtype(dtype).device(c10::kMeta));
-}
 
 // A later stage over its input value: ATen's reduction, then the epilogue's ATen ops.
 Outputs laterStage(const ReduceSpec& spec, const at::Tensor& value, at::TensorList extras) {
@@ -175,8 +172,10 @@ int64_t chainSlabElements() { return gSlabElements; }
 
 namespace {
 
-// The slab plan of a call, from stage 0's analysis and each later stage run on meta stand-ins of
-// its input (which also raises where eager would). nullopt: run the chain in one piece.
+// The slab plan of a call, from stage 0's analysis and each later stage's shapes: sizes from the
+// reduced dims, dtypes (and eager's dtype errors) from the reduction of a stand-in of at most two
+// elements per dim, the epilogue's from its analysis. (Not meta tensors: a reduction's first Meta
+// call costs some 35 MiB of resident memory.) nullopt: run the chain in one piece.
 std::optional<SlabPlan> planSlabs(const Chain& c, at::TensorList operands, const Analysis& an) {
   const int64_t rank0 = static_cast<int64_t>(an.valueShape.size());
   int64_t stored = 1;  // stage 0's value: what one piece stores
@@ -186,24 +185,36 @@ std::optional<SlabPlan> planSlabs(const Chain& c, at::TensorList operands, const
   SlabPlan p;
   p.ranks = {rank0};
   std::vector<std::vector<int64_t>> reduced{reducedDims(c.stages[0], rank0)};
-  at::Tensor v = metaTensor(an.outSizes, an.outDtype);
+  std::vector<int64_t> sizes = an.outSizes;
+  c10::ScalarType dtype = an.outDtype;
   for (size_t k = 1; k < c.stages.size(); ++k) {
-    p.ranks.push_back(v.dim());
-    reduced.push_back(reducedDims(c.stages[k], v.dim()));
-    ReduceSpec plain = c.stages[k];
-    plain.epilogue.reset();
-    Outputs r = applyReductionAll(plain, v);
-    if (const auto& epi = c.stages[k].epilogue) {
-      std::vector<at::Tensor> ins{r[0]};
-      for (const auto& t : c.epilogueOperands(operands, k)) ins.push_back(t);
-      auto ea = analyze(*epi, ins, nullptr);
-      if (!ea || ea->outSizes != r[0].sizes().vec()) return std::nullopt;  // raises, or grows: one piece
-      r[0] = metaTensor(ea->outSizes, ea->outDtype);
+    const ReduceSpec& spec = c.stages[k];
+    const int64_t rank = static_cast<int64_t>(sizes.size());
+    p.ranks.push_back(rank);
+    reduced.push_back(reducedDims(spec, rank));
+    std::vector<int64_t> tiny = sizes, out;
+    for (auto& s : tiny) s = std::min<int64_t>(s, 2);
+    for (int64_t d = 0; d < rank; ++d) {
+      const bool r = std::binary_search(reduced.back().begin(), reduced.back().end(), d);
+      if (!r || spec.keepdim) out.push_back(r ? 1 : sizes[d]);
     }
-    v = r[0];
+    ReduceSpec plain = spec;
+    plain.epilogue.reset();
+    at::Tensor standIn = applyReductionAll(plain, at::zeros(tiny, at::TensorOptions().dtype(dtype)))[0];
+    if (standIn.dim() != static_cast<int64_t>(out.size())) return std::nullopt;
+    sizes = std::move(out);
+    dtype = standIn.scalar_type();
+    if (spec.epilogue) {
+      // The reduced value as the epilogue's analysis sees it: its sizes and dtype, no memory.
+      std::vector<at::Tensor> ins{at::zeros({}, at::TensorOptions().dtype(dtype)).expand(sizes)};
+      for (const auto& t : c.epilogueOperands(operands, k)) ins.push_back(t);
+      auto ea = analyze(*spec.epilogue, ins, nullptr);
+      if (!ea || ea->outSizes != sizes) return std::nullopt;  // raises, or grows: one piece
+      dtype = ea->outDtype;
+    }
   }
-  p.ranks.push_back(v.dim());
-  p.finalSizes = v.sizes().vec();
+  p.ranks.push_back(static_cast<int64_t>(sizes.size()));
+  p.finalSizes = sizes;
   // The outermost dim of the expression's space (of extent > 1) that every stage keeps.
   for (int64_t d = 0; d < rank0; ++d) {
     if (an.valueShape[d] <= 1) continue;

@@ -60,9 +60,15 @@ FORM_OPS = {
     "repeat": r"aten::repeat\(",
 }
 
+# Forms whose own fused op must appear in the optimized graph.
+FORM_FUSED_OPS = {"nested_reduce": r"tsfuse::reduce_chain"}
+
 
 def form_fused(form, fused, graph):
-    """Whether `form` was fused in a program: its op absorbed (FORM_OPS), else the program fused."""
+    """Whether `form` was fused in a program: its op absorbed (FORM_OPS) or its fused op present
+    (FORM_FUSED_OPS), else the program fused."""
+    if form in FORM_FUSED_OPS:
+        return fused and re.search(FORM_FUSED_OPS[form], graph) is not None
     pattern = FORM_OPS.get(form)
     return fused and (pattern is None or re.search(pattern, graph) is None)
 
@@ -428,7 +434,7 @@ def main():
     print("  (own op: for reductions, in-place ops and where, no such ATen node left in the scripted graph)")
     for f in sorted(per_form, key=lambda f: (f != "all", f)):
         tot, fu, own = per_form[f]
-        own_s = f"{own:6d} {100 * own / max(tot, 1):5.1f}%" if f in FORM_OPS else ""
+        own_s = f"{own:6d} {100 * own / max(tot, 1):5.1f}%" if f in FORM_OPS or f in FORM_FUSED_OPS else ""
         print(f"  {f:28s} {tot:6d} {fu:6d} {100 * fu / max(tot, 1):5.1f}%  {own_s}")
     if unscriptable:
         print(f"{len(unscriptable)} generated programs TorchScript does not compile (generator bug; not run):")

@@ -142,20 +142,27 @@ TEST_F(Chain, EmptyInputs) {
 
 TEST_F(Chain, EagersOwnErrors) {
   using tsfuse_test::errorOf;
-  at::Tensor x = at::randn({6, 1, 3}), y = at::randn({5, 3});
+  // Large enough for slabs: the slab plan checks the later stages first.
+  at::Tensor x = at::randn({40, 1, 3}), y = at::randn({30, 3});
   // A shape mismatch in stage 0: the message names the whole tensors' sizes, not a slab's.
-  at::Tensor bad = at::randn({5, 4});
+  at::Tensor bad = at::randn({30, 4});
   EXPECT_EQ(errorOf([&] { tsfuse::reduceChain({x, bad}, kSq, {"sum(dim=[2], keepdim=False)", "sum(dim=[1], keepdim=False)"}); }),
             errorOf([&] { at::sub(x, bad); }));
   // A later stage's dim out of range.
   const std::vector<std::string> far{"sum(dim=[2], keepdim=False)", "sum(dim=[5], keepdim=False)"};
-  const std::string want = errorOf([&] { at::sum(at::randn({6, 5}), {5}); });
+  const std::string want = errorOf([&] { at::sum(at::randn({40, 30}), {5}); });
   EXPECT_FALSE(want.empty());
   EXPECT_EQ(errorOf([&] { tsfuse::reduceChain({x, y}, kSq, far); }), want);
   // A later epilogue that does not broadcast with its operand.
   const std::vector<std::string> epi{"sum(dim=[2], keepdim=False)", "sum(dim=[1], keepdim=False) |> v1: mul($0, $1)"};
   at::Tensor w = at::randn({4});
-  EXPECT_EQ(errorOf([&] { tsfuse::reduceChain({x, y, w}, kSq, epi); }), errorOf([&] { at::mul(at::randn({6}), w); }));
+  EXPECT_EQ(errorOf([&] { tsfuse::reduceChain({x, y, w}, kSq, epi); }), errorOf([&] { at::mul(at::randn({40}), w); }));
+  // A later stage eager rejects for the dtype (mean of integers).
+  const std::vector<std::string> mean{"sum(dim=[2], keepdim=False)", "mean(dim=[1], keepdim=False)"};
+  at::Tensor xi = x.to(at::kInt), yi = y.to(at::kInt);
+  const std::string wantMean = errorOf([&] { at::mean(at::sum(at::sub(xi, yi) * at::sub(xi, yi), {2}), {1}); });
+  EXPECT_FALSE(wantMean.empty());
+  EXPECT_EQ(errorOf([&] { tsfuse::reduceChain({xi, yi}, kSq, mean); }), wantMean);
 }
 
 TEST_F(Chain, MalformedStagesAreRejected) {
