@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -85,11 +86,14 @@ class StageParser {
   size_t pos_ = 0;
 };
 
-// A later stage over its input value: ATen's reduction, then the epilogue's ATen ops.
-Outputs laterStage(const ReduceSpec& spec, const at::Tensor& value, at::TensorList extras) {
+constexpr const char* kSqueeze = "squeeze() |> ";
+
+// A later stage over its input value: ATen's reduction (of the value with its size-1 dims
+// squeezed, for a stage that squeezes first), then the epilogue's ATen ops.
+Outputs laterStage(const ReduceSpec& spec, bool squeeze, const at::Tensor& value, at::TensorList extras) {
   ReduceSpec plain = spec;
   plain.epilogue.reset();
-  Outputs out = applyReductionAll(plain, value);
+  Outputs out = applyReductionAll(plain, squeeze ? value.squeeze() : value);
   if (spec.epilogue) out[0] = applyEpilogue(spec, out[0], extras);
   return out;
 }
@@ -119,7 +123,9 @@ Chain Chain::parse(c10::string_view expr, c10::ArrayRef<std::string> stages) {
   TORCH_CHECK(stages.size() >= 2, "tsfuse::reduce_chain: a chain has at least two stages, got ", stages.size());
   size_t next = static_cast<size_t>(c.expr->numInputs);
   for (size_t k = 0; k < stages.size(); ++k) {
-    ReduceSpec spec = StageParser(stages[k], k).run();
+    const bool squeeze = k > 0 && stages[k].rfind(kSqueeze, 0) == 0;
+    ReduceSpec spec = StageParser(squeeze ? stages[k].substr(std::strlen(kSqueeze)) : stages[k], k).run();
+    c.squeezeFirst.push_back(squeeze);
     TORCH_CHECK(k + 1 == stages.size() || !spec.withIndices(), "tsfuse::reduce_chain: stage ", k,
                 " is max/min with indices; only the last stage may be");
     c.firstOperand.push_back(next);
@@ -132,7 +138,7 @@ Chain Chain::parse(c10::string_view expr, c10::ArrayRef<std::string> stages) {
 
 std::vector<std::string> Chain::stageTexts() const {
   std::vector<std::string> out;
-  for (const auto& s : stages) out.push_back(describe(s));
+  for (size_t k = 0; k < stages.size(); ++k) out.push_back((squeezeFirst[k] ? kSqueeze : "") + describe(stages[k]));
   return out;
 }
 
@@ -163,7 +169,8 @@ Outputs evalChain(const Chain& c, at::TensorList operands) {
   TORCH_CHECK(operands.size() == c.numOperands, "tsfuse::reduce_chain: expected ", c.numOperands,
               " operands, got ", operands.size());
   Outputs out = evalFused(*c.expr, operands.slice(0, c.firstOperand[1]), &c.stages[0]);
-  for (size_t k = 1; k < c.stages.size(); ++k) out = laterStage(c.stages[k], out[0], c.epilogueOperands(operands, k));
+  for (size_t k = 1; k < c.stages.size(); ++k)
+    out = laterStage(c.stages[k], c.squeezeFirst[k], out[0], c.epilogueOperands(operands, k));
   return out;
 }
 
@@ -185,12 +192,23 @@ std::optional<SlabPlan> planSlabs(const Chain& c, at::TensorList operands, const
   SlabPlan p;
   p.ranks = {rank0};
   std::vector<std::vector<int64_t>> reduced{reducedDims(c.stages[0], rank0)};
+  // Where each dim of a stage's input goes when the stage squeezes first (-1: squeezed away).
+  std::vector<std::vector<int64_t>> inMap(1);
+  for (int64_t d = 0; d < rank0; ++d) inMap[0].push_back(d);
   std::vector<int64_t> sizes = an.outSizes;
   c10::ScalarType dtype = an.outDtype;
   for (size_t k = 1; k < c.stages.size(); ++k) {
     const ReduceSpec& spec = c.stages[k];
+    p.ranks.push_back(static_cast<int64_t>(sizes.size()));
+    inMap.emplace_back();
+    std::vector<int64_t> kept;
+    for (int64_t s : sizes) {
+      const bool gone = c.squeezeFirst[k] && s == 1;
+      inMap.back().push_back(gone ? -1 : static_cast<int64_t>(kept.size()));
+      if (!gone) kept.push_back(s);
+    }
+    sizes = std::move(kept);
     const int64_t rank = static_cast<int64_t>(sizes.size());
-    p.ranks.push_back(rank);
     reduced.push_back(reducedDims(spec, rank));
     std::vector<int64_t> tiny = sizes, out;
     for (auto& s : tiny) s = std::min<int64_t>(s, 2);
@@ -219,8 +237,10 @@ std::optional<SlabPlan> planSlabs(const Chain& c, at::TensorList operands, const
   for (int64_t d = 0; d < rank0; ++d) {
     if (an.valueShape[d] <= 1) continue;
     std::vector<int64_t> pos{d};
-    for (size_t k = 0; k < c.stages.size() && pos.back() >= 0; ++k)
-      pos.push_back(afterReduction(pos.back(), reduced[k], c.stages[k].keepdim));
+    for (size_t k = 0; k < c.stages.size() && pos.back() >= 0; ++k) {
+      const int64_t in = inMap[k][pos.back()];
+      pos.push_back(in < 0 ? -1 : afterReduction(in, reduced[k], c.stages[k].keepdim));
+    }
     if (pos.back() < 0) continue;
     p.pos = std::move(pos);
     break;
@@ -252,7 +272,7 @@ Outputs runStages(const Chain& c, at::TensorList stage0, const std::vector<std::
                   const NativePath& native) {
   Outputs out = runFusedAll(stage0, c.expr->str(), &c.stages[0], native);
   const char* path = lastPath();
-  for (size_t k = 1; k < c.stages.size(); ++k) out = laterStage(c.stages[k], out[0], extras[k]);
+  for (size_t k = 1; k < c.stages.size(); ++k) out = laterStage(c.stages[k], c.squeezeFirst[k], out[0], extras[k]);
   setLastPath(path);
   return out;
 }

@@ -13,6 +13,10 @@
 // ops) over that scratch, so a later stage folds exactly as eager does over the stored [N, M]
 // value. No intermediate larger than a slab is ever stored; the outputs are written slab by slab.
 //
+// A later stage may squeeze its input first: "squeeze() |> argmin(dim=[1], keepdim=False)" is
+// torch.argmin(d.squeeze(), dim=1). A slab holds at least two indices of the slab dim, so the
+// slab's squeeze removes the same dims as the whole value's.
+//
 // Operands: the expression's, then stage 0's epilogue's ($1, $2, ... of the epilogue), then stage
 // 1's, and so on. Only the last stage may be max/min with indices (tsfuse::reduce_chain_with_indices,
 // two outputs).
@@ -36,6 +40,9 @@ struct ChainPlans;
 struct Chain {
   std::shared_ptr<const Expr> expr;
   std::vector<ReduceSpec> stages;
+  // Whether stage k squeezes its input's size-1 dims before reducing (a traced `.squeeze()`
+  // between the reductions; its text starts "squeeze() |> "). Never stage 0.
+  std::vector<bool> squeezeFirst;
   // Index of the first epilogue operand of each stage (stage 0: after the expression's own).
   std::vector<size_t> firstOperand;
   size_t numOperands = 0;

@@ -85,11 +85,20 @@ class NestReductionsPattern : public Pattern {
   bool matchAndRewrite(Node* reduction, Rewriter& rw) override {
     ReductionMatch rm;
     if (!matchReduction(reduction, rm, nullptr)) return false;
-    Node* inner = rm.input->node();
+    // A traced `.squeeze()` between the reductions (kmeans-pytorch's pairwise_distance) becomes
+    // the stage's first step.
+    Node* squeeze = rm.input->node();
+    if (squeeze->kind() != c10::aten::squeeze || squeeze->inputs().size() != 1) squeeze = nullptr;
+    Value* value = squeeze ? squeeze->input() : rm.input;
+    Node* inner = value->node();
     std::optional<Stages> stages = stagesOf(inner);
     if (!stages) return false;  // not a fused reduction's value: fuse_broadcast_reduce's business
-    if (inner->owningBlock() != reduction->owningBlock())
+    if (inner->owningBlock() != reduction->owningBlock() ||
+        (squeeze && squeeze->owningBlock() != reduction->owningBlock()))
       return rw.notifyMatchFailure({reduction, inner}, "the fused reduction is in another block");
+    if (squeeze && value->uses().size() != 1)
+      return rw.notifyMatchFailure({reduction, inner}, "the fused reduction's value %" + value->debugName() +
+                                                           " is also used besides its squeeze(), so it is stored anyway");
     if (std::string why = nestHazard(reduction, rm); !why.empty())
       return rw.notifyMatchFailure({reduction, inner}, why);
     for (const auto& use : rm.input->uses()) {
@@ -117,9 +126,11 @@ class NestReductionsPattern : public Pattern {
     // The graph changes from here on.
     ReduceSpec spec = rm.spec;
     if (!epi.chain.empty()) spec.epilogue = std::make_shared<const Expr>(epi.expr);
-    stages->texts.push_back(describe(spec));
+    stages->texts.push_back((squeeze ? "squeeze() |> " : "") + describe(spec));
     RewriteEvent e;
-    e.add(inner).add(reduction).add(epi.chain);
+    e.add(inner);
+    if (squeeze) e.add(squeeze);
+    e.add(reduction).add(epi.chain);
     e.fusedOp = rm.spec.withIndices() ? "tsfuse::reduce_chain_with_indices" : "tsfuse::reduce_chain";
     e.expr = stages->expr;
     for (const auto& t : stages->texts) e.expr += " |> " + t;
@@ -152,6 +163,7 @@ class NestReductionsPattern : public Pattern {
     }
     for (auto it = epi.chain.rbegin(); it != epi.chain.rend(); ++it) rw.erase(*it);
     rw.erase(reduction);
+    if (squeeze && !squeeze->hasUses()) rw.erase(squeeze);
     if (!inner->hasUses()) {
       Node* oldList = stages->list;
       rw.erase(inner);

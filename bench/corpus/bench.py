@@ -121,11 +121,16 @@ def summarize(report: pathlib.Path) -> dict:
             # tsfuse's fused ops only: not the passes' helpers, not canonicalize's rewrites
             if op.startswith("tsfuse::") and entries.is_fused_op(op[len("tsfuse::"):]):
                 fused[op[len("tsfuse::"):]] = fused.get(op[len("tsfuse::"):], 0) + 1
+            # a rewrite that consumes an earlier fused op (nest_reductions) replaces it
+            for node in ev["nodes"]:
+                kind = node.split(" @ ")[0]
+                if kind.startswith("tsfuse::") and kind[len("tsfuse::"):] in fused:
+                    fused[kind[len("tsfuse::"):]] -= 1
         elif ev["kind"] == "reject":
             # the reason without value names and source locations, so equal reasons count together
             why = re.sub(r"%[\w.]+", "%v", ev["reason"].split(" (at ")[0])
             rejected[why] = rejected.get(why, 0) + 1
-    return {"fused": fused, "rejected": rejected}
+    return {"fused": {k: v for k, v in fused.items() if v}, "rejected": rejected}
 
 
 def _fmt(v, digits=1):

@@ -193,6 +193,18 @@ def _fn(module: str, attr: str, *leading, **kwargs):
     return make
 
 
+def _kmeans_assign():
+    """kmeans-pytorch's assignment step as its kmeans() loop runs it: the nearest centre of each
+    point, torch.argmin(pairwise_distance(X, centres), dim=1)."""
+    def make():
+        from kmeans_pytorch import pairwise_distance
+
+        def assign(x, centres):
+            return torch.argmin(pairwise_distance(x, centres), dim=1)
+        return assign
+    return make
+
+
 def _pml(cls: str, **kwargs):
     def make():
         import pytorch_metric_learning.distances as d
@@ -310,6 +322,12 @@ ENTRIES: List[Entry] = [
     # kmeans-pytorch (plain broadcasting; a torch.device default argument: traced)
     Entry("kmeans.pairwise_distance", KM, _fn("kmeans_pytorch", "pairwise_distance"), EMB, "trace", {"reduce": 1},
           "((A - B) ** 2).sum(-1) over the broadcast [N,M,D] is one reduce", reorders=_BROADCAST_SUM),
+    Entry("kmeans.assign", KM, _kmeans_assign(), EMB, "trace", {"reduce_chain": 1},
+          "kmeans()'s assignment step: the sum over D and, after the traced .squeeze(), the argmin over the "
+          "centres are one reduce_chain (nest_reductions): the [N,M] distances are never stored, only a "
+          "slab of them at a time",
+          reorders="the argmin reads distances summed over D in another order than ATen's; an index can "
+                   "differ from eager's only where two distances tie within that rounding"),
     Entry("kmeans.pairwise_cosine", KM, _fn("kmeans_pytorch", "pairwise_cosine"), EMB, "trace", {"reduce": 1},
           "per-row norms stay ATen's; (A/|A| * B/|B|).sum(-1) over [N,M,D] is one reduce",
           reorders=_BROADCAST_SUM),

@@ -89,6 +89,21 @@ TEST(NestReductionsIR, NearestNeighbourArgminIsOneChain) {
   EXPECT_TRUE(sameOutputs(n.ref, n.g, points(4)));
 }
 
+// kmeans-pytorch's assignment, traced: torch.argmin(((A - B) ** 2).sum(-1).squeeze(), dim=1).
+TEST(NestReductionsIR, ASqueezeBetweenTheReductionsJoinsTheChain) {
+  Nested n = nest(R"IR(
+  %q : Tensor = aten::squeeze(%d)
+  %i : Tensor = aten::argmin(%q, %one, %false)
+  return (%i)
+)IR");
+  ASSERT_EQ(n.nest.rewrites(), 1) << n.nest.dump();
+  EXPECT_TRUE(fileCheck(n.nest.ir, [](FileCheck& fc) { fc.check("tsfuse::reduce_chain")->check_not("aten::squeeze"); }));
+  auto c = findNodes(n.g, "tsfuse::reduce_chain");
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(stagesOf(c[0]).back(), "squeeze() |> argmin(dim=[1], keepdim=False)");
+  EXPECT_TRUE(sameOutputs(n.ref, n.g, points(9)));
+}
+
 TEST(NestReductionsIR, MaxWithIndicesIsAChainWithTwoOutputs) {
   Nested n = nest(R"IR(
   %v : Tensor, %i : Tensor = aten::max(%d, %zero, %true)

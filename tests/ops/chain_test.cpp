@@ -37,7 +37,7 @@ std::vector<at::Tensor> unchained(const std::vector<at::Tensor>& ops, const std:
   for (size_t k = 1; k < c.stages.size(); ++k) {
     tsfuse::ReduceSpec plain = c.stages[k];
     plain.epilogue.reset();
-    out = tsfuse::applyReductionAll(plain, out[0]);
+    out = tsfuse::applyReductionAll(plain, c.squeezeFirst[k] ? out[0].squeeze() : out[0]);
     if (c.stages[k].epilogue) out[0] = tsfuse::applyEpilogue(c.stages[k], out[0], c.epilogueOperands(ops, k));
   }
   return out;
@@ -108,6 +108,21 @@ TEST_F(Chain, ParallelSlabsOfALargeCallGiveTheUnchainedBits) {
     std::vector<at::Tensor> ops{x, y};
     if (c.extraOperand) ops.push_back(g.tensor({c.stages[0].find("|>") != std::string::npos ? 211 : 1}, at::kFloat));
     EXPECT_TRUE(sameAll(unchained(ops, kSq, c.stages), chained(ops, kSq, c.stages), /*exact=*/true)) << c.name;
+  }
+}
+
+// A traced `.squeeze()` between the reductions: x [N, 1, 1, D] gives a [N, 1, M] inner value.
+TEST_F(Chain, AStageThatSqueezesFirst) {
+  Gen g(18);
+  const std::vector<std::string> stages{"sum(dim=[3], keepdim=False)", "squeeze() |> argmin(dim=[-1], keepdim=False)"};
+  EXPECT_EQ(tsfuse::Chain::parse(kSq, stages).stageTexts(), stages);
+  for (int i = 0; i < 12; ++i) {
+    const int64_t n = 1 + g.randint(0, 30), m = 1 + g.randint(0, 25);
+    at::Tensor x = g.tensor({n, 1, 1, 3}, at::kFloat), y = g.tensor({m, 3}, at::kFloat);
+    std::vector<at::Tensor> got = chained({x, y}, kSq, stages);
+    ASSERT_TRUE(sameAll(unchained({x, y}, kSq, stages), got, true)) << n << "x" << m;
+    at::Tensor want = at::argmin(at::sum(at::sub(x, y) * at::sub(x, y), {3}).squeeze(), -1);
+    ASSERT_TRUE(sameTensor(want, got[0], true)) << n << "x" << m;
   }
 }
 
