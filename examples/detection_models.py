@@ -227,6 +227,22 @@ def chamfer(x: Tensor, y: Tensor) -> Tensor:
     return torch.min(d, dim=1)[0].mean() + torch.min(d, dim=0).values.mean()
 
 
+def kernel_sum_of_distances(x: Tensor, y: Tensor) -> Tensor:
+    """sum_j exp(-|x_i - y_j|^2): a reduction of a reduction's value (one tsfuse::reduce_chain)."""
+    return torch.exp(-((x[:, None] - y[None]) ** 2).sum(-1)).sum(1)
+
+
+def nearest_neighbour_of_sum(x: Tensor, y: Tensor) -> Tensor:
+    """argmin_j of the squared distance summed over D (one tsfuse::reduce_chain)."""
+    return ((x[:, None, :] - y[None, :, :]) ** 2).sum(-1).argmin(dim=1)
+
+
+def chamfer_of_sum(x: Tensor, y: Tensor) -> Tensor:
+    """Chamfer distance over the distances summed over D: both minima in one tsfuse::reduce_sweep."""
+    d = ((x[:, None, :] - y[None, :, :]) ** 2).sum(-1)
+    return torch.min(d, dim=1)[0].mean() + torch.min(d, dim=0)[0].mean()
+
+
 def anchor_best_iou(anchors: Tensor, gt: Tensor) -> Tensor:
     """Best IoU of every ground-truth box over the anchors (the pairwise-then-reduce form)."""
     return box_iou(anchors, gt).amax(dim=0)
@@ -346,6 +362,9 @@ FUNCTIONS = {
     "gaussian_kernel_sum": (gaussian_kernel_sum, "points2"),
     "nearest_neighbour": (nearest_neighbour, "points3"),
     "chamfer": (chamfer, "points3"),
+    "kernel_sum_of_distances": (kernel_sum_of_distances, "points3"),
+    "nearest_neighbour_of_sum": (nearest_neighbour_of_sum, "points3"),
+    "chamfer_of_sum": (chamfer_of_sum, "points3"),
     "anchor_best_iou": (anchor_best_iou, "xyxy"),
     "anchor_matching": (anchor_matching, "xyxy"),
     "chunk_box_iou": (chunk_box_iou, "xyxy"),

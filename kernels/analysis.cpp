@@ -1,5 +1,7 @@
 #include "kernels/analysis.h"
 
+#include "common/text_cache.h"
+
 #include "kernels/ir/op_registry.h"
 
 #include "tsfuse/log.h"
@@ -9,9 +11,7 @@
 
 #include <algorithm>
 #include <memory>
-#include <mutex>
 #include <numeric>
-#include <unordered_map>
 
 namespace tsfuse {
 namespace {
@@ -206,19 +206,8 @@ std::optional<Analysis> analyze(const Expr& e, at::TensorList operands, const Re
 }
 
 std::shared_ptr<const Expr> cachedExpr(const std::string& text) {
-  constexpr size_t kMaxEntries = 4096;  // models hold few; bound what a fuzzer can grow
-  static std::mutex mu;
-  static std::unordered_map<std::string, std::shared_ptr<const Expr>> cache;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = cache.find(text);
-    if (it != cache.end()) return it->second;
-  }
-  auto parsed = std::make_shared<const Expr>(Expr::parse(text));  // throws on malformed text
-  std::lock_guard<std::mutex> lock(mu);
-  if (cache.size() >= kMaxEntries) cache.clear();
-  cache.emplace(text, parsed);
-  return parsed;
+  static TextCache<Expr> cache(4096);
+  return cache.get(text, [&] { return Expr::parse(text); });  // throws on malformed text
 }
 
 std::vector<int64_t> reducedDims(const ReduceSpec& r, int64_t rank) {

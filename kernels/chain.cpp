@@ -1,5 +1,7 @@
 #include "kernels/chain.h"
 
+#include "common/text_cache.h"
+
 #include "kernels/fused_call.h"
 #include "tsfuse/log.h"
 #include "tsfuse/ops.h"
@@ -11,7 +13,6 @@
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <unordered_map>
 
 namespace tsfuse {
 namespace {
@@ -88,15 +89,17 @@ class StageParser {
 
 constexpr const char* kSqueeze = "squeeze() |> ";
 
-// A later stage over its input value: ATen's reduction (of the value with its size-1 dims
-// squeezed, for a stage that squeezes first), then the epilogue's ATen ops.
-Outputs laterStage(const ReduceSpec& spec, bool squeeze, const at::Tensor& value, at::TensorList extras) {
+}  // namespace
+
+Outputs applyStage(const ReduceSpec& spec, bool squeeze, const at::Tensor& value, at::TensorList extras) {
   ReduceSpec plain = spec;
   plain.epilogue.reset();
   Outputs out = applyReductionAll(plain, squeeze ? value.squeeze() : value);
   if (spec.epilogue) out[0] = applyEpilogue(spec, out[0], extras);
   return out;
 }
+
+namespace {
 
 // Dim q of a space of rank `rank` after reducing `reduced` (sorted), or -1 when q is reduced.
 int64_t afterReduction(int64_t q, const std::vector<int64_t>& reduced, bool keepdim) {
@@ -148,21 +151,10 @@ at::TensorList Chain::epilogueOperands(at::TensorList operands, size_t k) const 
 }
 
 std::shared_ptr<const Chain> cachedChain(c10::string_view expr, c10::ArrayRef<std::string> stages) {
-  constexpr size_t kMaxEntries = 4096;
+  static TextCache<Chain> cache(4096);
   std::string key(expr);
   for (const auto& s : stages) key += '\n' + s;
-  static std::mutex mu;
-  static std::unordered_map<std::string, std::shared_ptr<const Chain>> cache;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = cache.find(key);
-    if (it != cache.end()) return it->second;
-  }
-  auto parsed = std::make_shared<const Chain>(Chain::parse(expr, stages));
-  std::lock_guard<std::mutex> lock(mu);
-  if (cache.size() >= kMaxEntries) cache.clear();
-  cache.emplace(std::move(key), parsed);
-  return parsed;
+  return cache.get(key, [&] { return Chain::parse(expr, stages); });
 }
 
 Outputs evalChain(const Chain& c, at::TensorList operands) {
@@ -170,12 +162,31 @@ Outputs evalChain(const Chain& c, at::TensorList operands) {
               " operands, got ", operands.size());
   Outputs out = evalFused(*c.expr, operands.slice(0, c.firstOperand[1]), &c.stages[0]);
   for (size_t k = 1; k < c.stages.size(); ++k)
-    out = laterStage(c.stages[k], c.squeezeFirst[k], out[0], c.epilogueOperands(operands, k));
+    out = applyStage(c.stages[k], c.squeezeFirst[k], out[0], c.epilogueOperands(operands, k));
   return out;
 }
 
 void setChainSlabElements(int64_t elements) { gSlabElements = std::max<int64_t>(1, elements); }
 int64_t chainSlabElements() { return gSlabElements; }
+
+int64_t slabStep(int64_t stored, int64_t extent) {
+  const int64_t budget = chainSlabElements();
+  const int64_t perIndex = stored / extent;
+  const int64_t slabs = (stored + budget - 1) / budget;  // equal slabs: none of a lone row
+  // At least two indices per slab: then a slab's value broadcasts beyond its operands exactly when
+  // the whole value does, so fused_call's do-no-harm rule decides alike for every slab.
+  return std::max<int64_t>(2, std::min<int64_t>((extent + slabs - 1) / slabs, budget / std::max<int64_t>(perIndex, 1)));
+}
+
+std::vector<std::pair<int64_t, int64_t>> slabRanges(int64_t extent, int64_t step) {
+  std::vector<std::pair<int64_t, int64_t>> slabs;
+  for (int64_t s = 0, len = 0; s < extent; s += len) {
+    len = std::min(step, extent - s);
+    if (extent - s - len == 1) ++len;  // no lone last index
+    slabs.emplace_back(s, len);
+  }
+  return slabs;
+}
 
 namespace {
 
@@ -247,11 +258,7 @@ std::optional<SlabPlan> planSlabs(const Chain& c, at::TensorList operands, const
   }
   if (p.pos.empty()) return std::nullopt;
   p.extent = an.valueShape[p.pos[0]];
-  const int64_t perIndex = stored / p.extent;
-  const int64_t slabs = (stored + budget - 1) / budget;  // equal slabs: none of a lone row
-  // At least two indices per slab: then a slab's value broadcasts beyond its operands exactly when
-  // the whole value does, so fused_call's do-no-harm rule decides alike for every slab.
-  p.step = std::max<int64_t>(2, std::min<int64_t>((p.extent + slabs - 1) / slabs, budget / std::max<int64_t>(perIndex, 1)));
+  p.step = slabStep(stored, p.extent);
   return p;
 }
 
@@ -272,7 +279,7 @@ Outputs runStages(const Chain& c, at::TensorList stage0, const std::vector<std::
                   const NativePath& native) {
   Outputs out = runFusedAll(stage0, c.expr->str(), &c.stages[0], native);
   const char* path = lastPath();
-  for (size_t k = 1; k < c.stages.size(); ++k) out = laterStage(c.stages[k], c.squeezeFirst[k], out[0], extras[k]);
+  for (size_t k = 1; k < c.stages.size(); ++k) out = applyStage(c.stages[k], c.squeezeFirst[k], out[0], extras[k]);
   setLastPath(path);
   return out;
 }
@@ -324,13 +331,7 @@ Outputs runChain(const Chain& c, at::TensorList operands, const NativePath& nati
   }
   if (!plan) return runStages(c, ops0, extras, native);
 
-  // Slabs of `step` indices (the last may hold one more: no lone last index, see planSlabs).
-  std::vector<std::pair<int64_t, int64_t>> slabs;
-  for (int64_t s = 0, len = 0; s < plan->extent; s += len) {
-    len = std::min(plan->step, plan->extent - s);
-    if (plan->extent - s - len == 1) ++len;
-    slabs.emplace_back(s, len);
-  }
+  const std::vector<std::pair<int64_t, int64_t>> slabs = slabRanges(plan->extent, plan->step);
   const at::TensorList main = ops0.slice(0, c.expr->numInputs);
   const at::TensorList epi0 = ops0.slice(c.expr->numInputs);
   auto runSlab = [&](size_t i) {

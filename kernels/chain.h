@@ -71,6 +71,16 @@ Outputs evalChain(const Chain& c, at::TensorList operands);
 // slab by slab; eager's own error where eager would raise.
 Outputs runChain(const Chain& c, at::TensorList operands, const NativePath& native);
 
+// A later stage over its input value: ATen's reduction (of the value squeezed first, where
+// `squeeze`), then the epilogue's ATen ops over `extras` (the stage's epilogue operands).
+Outputs applyStage(const ReduceSpec& spec, bool squeeze, const at::Tensor& value, at::TensorList extras);
+
+// The slab size for a stage-0 value of `stored` elements sliced along a dim of `extent` (>= 2, so
+// a slab's value broadcasts beyond its operands exactly when the whole value does), and the
+// slabs (start, length): `step` each, the last one longer rather than a lone index.
+int64_t slabStep(int64_t stored, int64_t extent);
+std::vector<std::pair<int64_t, int64_t>> slabRanges(int64_t extent, int64_t step);
+
 // The most elements of stage 0's value one slab stores (default kSlabElements / 2, 512 KiB of
 // float32); tests set it small to cover many slabs.
 void setChainSlabElements(int64_t elements);

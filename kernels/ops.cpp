@@ -2,6 +2,7 @@
 // is needed), Meta, CPU (the native tile path), CUDA (the opt-in CUDA kernels) and every other
 // device (the chunked ATen path). Each native path falls back to the chunked one where it declines.
 #include "kernels/chain.h"
+#include "kernels/sweep.h"
 #include "kernels/cpu/native.h"
 #include "kernels/fused_call.h"
 #if defined(TSFUSE_WITH_CUDA)
@@ -23,6 +24,7 @@ using IndicesFn = std::tuple<at::Tensor, at::Tensor>(at::TensorList, c10::string
                                                      int64_t, bool);
 using SoftmaxFn = at::Tensor(at::TensorList, c10::string_view, int64_t, bool);
 using ChainFn = at::Tensor(at::TensorList, c10::string_view, std::vector<std::string>);
+using SweepFn = std::vector<at::Tensor>(at::TensorList, c10::string_view, std::vector<std::string>);
 using ChainIndicesFn = std::tuple<at::Tensor, at::Tensor>(at::TensorList, c10::string_view, std::vector<std::string>);
 
 c10::TypedOperatorHandle<PairwiseFn> pairwiseOp() {
@@ -47,6 +49,10 @@ c10::TypedOperatorHandle<SoftmaxFn> softmaxOp() {
 
 c10::TypedOperatorHandle<ChainFn> chainOp() {
   static auto op = c10::Dispatcher::singleton().findSchemaOrThrow("tsfuse::reduce_chain", "").typed<ChainFn>();
+  return op;
+}
+c10::TypedOperatorHandle<SweepFn> sweepOp() {
+  static auto op = c10::Dispatcher::singleton().findSchemaOrThrow("tsfuse::reduce_sweep", "").typed<SweepFn>();
   return op;
 }
 c10::TypedOperatorHandle<ChainIndicesFn> chainIndicesOp() {
@@ -126,6 +132,17 @@ std::tuple<at::Tensor, at::Tensor> chainIndicesAutograd(at::TensorList ops, c10:
   return chainIndicesOp().call(ops, expr, std::move(stages));
 }
 
+std::vector<at::Tensor> sweepEager(at::TensorList ops, c10::string_view expr, std::vector<std::string> stages) {
+  Outputs out = evalSweep(*cachedSweep(expr, stages), ops);
+  setLastPath("eager");
+  return out;
+}
+std::vector<at::Tensor> sweepAutograd(at::TensorList ops, c10::string_view expr, std::vector<std::string> stages) {
+  if (needsGrad(ops)) return sweepEager(ops, expr, std::move(stages));
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return sweepOp().call(ops, expr, std::move(stages));
+}
+
 // The backend kernels of a dispatch key, over its native path (none: the chunked path alone).
 template <const NativePath* Native>
 struct Backend {
@@ -158,6 +175,9 @@ struct Backend {
     TORCH_CHECK(c->stages.back().withIndices(), "tsfuse::reduce_chain_with_indices: the last stage must be max "
                 "or min with indices");
     return pair(runChain(*c, ops, *Native));
+  }
+  static std::vector<at::Tensor> sweep(at::TensorList ops, c10::string_view expr, std::vector<std::string> stages) {
+    return runSweep(*cachedSweep(expr, stages), ops, *Native);
   }
 };
 
@@ -216,6 +236,11 @@ std::tuple<at::Tensor, at::Tensor> reduceChainWithIndices(at::TensorList operand
   return chainIndicesOp().call(operands, expr, stages);
 }
 
+std::vector<at::Tensor> reduceSweep(at::TensorList operands, const std::string& expr,
+                                    const std::vector<std::string>& stages) {
+  return sweepOp().call(operands, expr, stages);
+}
+
 
 }  // namespace tsfuse
 
@@ -232,6 +257,9 @@ TORCH_LIBRARY(tsfuse, m) {
   // Reductions of a reduction's value (kernels/chain.h): `stages` are describe()'s texts.
   m.def("reduce_chain(Tensor[] operands, str expr, str[] stages) -> Tensor");
   m.def("reduce_chain_with_indices(Tensor[] operands, str expr, str[] stages) -> (Tensor values, Tensor indices)");
+  // Several reductions of one reduction's value in one sweep (kernels/sweep.h): stage 0, then one
+  // output per branch.
+  m.def("reduce_sweep(Tensor[] operands, str expr, str[] stages) -> Tensor[]");
   // torchvision's _upcast (passes/fold_upcast.cpp): self itself, or a cast of it.
   m.def("upcast(Tensor(a) self) -> Tensor(a)",
         [](const at::Tensor& self) { return self.to(tsfuse::upcastDtype(self.scalar_type())); });
@@ -244,6 +272,7 @@ TORCH_LIBRARY_IMPL(tsfuse, Autograd, m) {
   m.impl("softmax", tsfuse::softmaxAutograd);
   m.impl("reduce_chain", tsfuse::chainAutograd);
   m.impl("reduce_chain_with_indices", tsfuse::chainIndicesAutograd);
+  m.impl("reduce_sweep", tsfuse::sweepAutograd);
 }
 
 TORCH_LIBRARY_IMPL(tsfuse, Meta, m) {
@@ -253,6 +282,7 @@ TORCH_LIBRARY_IMPL(tsfuse, Meta, m) {
   m.impl("softmax", tsfuse::softmaxEager);
   m.impl("reduce_chain", tsfuse::chainEager);
   m.impl("reduce_chain_with_indices", tsfuse::chainIndicesEager);
+  m.impl("reduce_sweep", tsfuse::sweepEager);
 }
 
 TORCH_LIBRARY_IMPL(tsfuse, CPU, m) {
@@ -263,6 +293,7 @@ TORCH_LIBRARY_IMPL(tsfuse, CPU, m) {
   m.impl("softmax", B::softmax);
   m.impl("reduce_chain", B::chain);
   m.impl("reduce_chain_with_indices", B::chainIndices);
+  m.impl("reduce_sweep", B::sweep);
 }
 
 #if defined(TSFUSE_WITH_CUDA)
@@ -274,6 +305,7 @@ TORCH_LIBRARY_IMPL(tsfuse, CUDA, m) {
   m.impl("softmax", B::softmax);
   m.impl("reduce_chain", B::chain);
   m.impl("reduce_chain_with_indices", B::chainIndices);
+  m.impl("reduce_sweep", B::sweep);
 }
 #endif
 
@@ -287,4 +319,5 @@ TORCH_LIBRARY_IMPL(tsfuse, CompositeExplicitAutograd, m) {
   m.impl("softmax", B::softmax);
   m.impl("reduce_chain", B::chain);
   m.impl("reduce_chain_with_indices", B::chainIndices);
+  m.impl("reduce_sweep", B::sweep);
 }

@@ -7,12 +7,15 @@
 
 #include <torch/csrc/jit/ir/constants.h>
 
+#include <algorithm>
+
 namespace tsfuse {
 namespace {
 
 const c10::Symbol kReduce = c10::Symbol::fromQualString("tsfuse::reduce");
 const c10::Symbol kChain = c10::Symbol::fromQualString("tsfuse::reduce_chain");
 const c10::Symbol kChainIndices = c10::Symbol::fromQualString("tsfuse::reduce_chain_with_indices");
+const c10::Symbol kSweep = c10::Symbol::fromQualString("tsfuse::reduce_sweep");
 
 // The fused reduction a node computes, as the first stages of a chain (its operand list node, its
 // expression and stage texts); nullopt when the node is no fused reduction with constant arguments.
@@ -65,6 +68,51 @@ std::string nestHazard(Node* reduction, const ReductionMatch& rm) {
   return "";
 }
 
+// Several reductions of one fused reduction's value  =>  one tsfuse::reduce_sweep
+//
+//   %d = tsfuse::reduce(%l, "v1: sub($0, $1); mul(%0, %0)", "sum", [2], False, None, None, [])
+//   %r = aten::amin(%d, [1], False)
+//   %c = aten::amin(%d, [0], False)
+// =>
+//   %s = tsfuse::reduce_sweep(%l, "v1: ...", ["sum(dim=[2], keepdim=False)", "amin(dim=[1], keepdim=False)",
+//                                              "amin(dim=[0], keepdim=False)"])
+//   %r, %c = prim::ListUnpack(%s)
+//
+// The sweep is placed at the first of the reductions (they read nothing but %d and constants).
+Node* rewriteSweep(Rewriter& rw, Node* inner, const Stages& stages, std::vector<Node*> reductions,
+                   RewriteEvent& e) {
+  std::sort(reductions.begin(), reductions.end(), [](Node* a, Node* b) { return a->isBefore(b); });
+  Graph& g = rw.graph();
+  Stages all = stages;
+  for (Node* r : reductions) {
+    ReductionMatch m;
+    matchReduction(r, m, nullptr);
+    all.texts.push_back(describe(m.spec));
+  }
+  torch::jit::WithInsertPoint guard(reductions.front());
+  std::vector<Value*> operands(stages.list->inputs().begin(), stages.list->inputs().end());
+  Value* list = g.insertNode(g.createList(c10::TensorType::get(), operands))->output();
+  Node* sweep = g.create(kSweep, 1);
+  sweep->addInput(list);
+  sweep->addInput(g.insertConstant(all.expr));
+  sweep->addInput(g.insertConstant(c10::List<std::string>(all.texts)));
+  g.insertNode(sweep);
+  sweep->setSourceRange(reductions.front()->sourceRange());
+  sweep->output()->setType(c10::ListType::ofTensors());
+  Node* unpack = g.insertNode(g.createListUnpack(sweep->output(), reductions.size()));
+  for (size_t j = 0; j < reductions.size(); ++j) {
+    unpack->output(j)->setType(reductions[j]->output()->type());
+    rw.replaceAllUsesWith(reductions[j]->output(), unpack->output(j));
+  }
+  e.expr = all.expr;
+  for (const auto& t : all.texts) e.expr += " |> " + t;
+  for (Node* r : reductions) rw.erase(r);
+  Node* oldList = stages.list;
+  rw.erase(inner);
+  if (!oldList->hasUses()) rw.erase(oldList);
+  return sweep;
+}
+
 // reduction(tsfuse::reduce(...))  =>  tsfuse::reduce_chain(...)
 //
 //   %l = prim::ListConstruct(%x, %y)
@@ -76,8 +124,9 @@ std::string nestHazard(Node* reduction, const ReductionMatch& rm) {
 //
 // An elementwise chain consuming the new stage's value alone joins as its epilogue. Where the
 // fused reduction's value has several uses, each a reduction that may nest, this one gets its own
-// copy of the fused reduction: it sweeps the broadcast space once more instead of storing the
-// value (Chamfer's row and column minima).
+// copy of the fused reduction (it sweeps the broadcast space once more instead of storing the
+// value), unless they are all plain reductions: then one tsfuse::reduce_sweep computes them all
+// (Chamfer's row and column minima).
 class NestReductionsPattern : public Pattern {
  public:
   NestReductionsPattern() : Pattern("nest_reductions", WalkOrder::Forward, NestedBlocks::First) {}
@@ -122,6 +171,25 @@ class NestReductionsPattern : public Pattern {
     Node* end = epi.chain.empty() ? reduction : epi.chain.back();
     if (std::string why = readHazard(operands, inner, end, rw.aliasDb()); !why.empty())
       return rw.notifyMatchFailure({reduction, inner}, why);
+    if (!squeeze && rm.input->uses().size() > 1) {
+      // One sweep for all the reductions, when each has one output (not max/min with indices).
+      std::vector<Node*> reductions;
+      for (const auto& use : rm.input->uses()) reductions.push_back(use.user);
+      Node* first = *std::min_element(reductions.begin(), reductions.end(),
+                                      [](Node* a, Node* b) { return a->isBefore(b); });
+      bool plain = readHazard(operands, inner, first, rw.aliasDb()).empty();
+      for (Node* r : reductions) plain &= r->outputs().size() == 1;
+      if (plain) {
+        RewriteEvent e;
+        e.add(inner).add(reductions);
+        e.fusedOp = "tsfuse::reduce_sweep";
+        e.reason = "nested the " + std::to_string(reductions.size()) + " reductions of %" + rm.input->debugName() +
+                   " into one sweep of the fused reduction: the value is computed slab by slab, never stored";
+        Node* sweep = rewriteSweep(rw, inner, *stages, std::move(reductions), e);
+        rw.notifyRewrite(std::move(e), sweep);
+        return true;
+      }
+    }
 
     // The graph changes from here on.
     ReduceSpec spec = rm.spec;

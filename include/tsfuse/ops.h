@@ -10,6 +10,7 @@
 //   tsfuse::reduce_chain(Tensor[] operands, str expr, str[] stages) -> Tensor
 //   tsfuse::reduce_chain_with_indices(Tensor[] operands, str expr, str[] stages)
 //                                    -> (Tensor values, Tensor indices)
+//   tsfuse::reduce_sweep(Tensor[] operands, str expr, str[] stages) -> Tensor[]
 //
 // `reduction` is sum, mean, prod, amax, amin, any, all, argmax, argmin, logsumexp or norm:<p>
 // (torch.linalg.vector_norm's ord: "norm:2.0", "norm:inf", "norm:0.0"); reduce_with_indices takes
@@ -26,7 +27,9 @@
 // later stage a reduction of the previous stage's value in the same form, e.g.
 // reduce_chain([x, y], "v1: sub($0, $1); mul(%0, %0)", {"sum(dim=[2], keepdim=False)",
 // "argmin(dim=[1], keepdim=False)"}) is ((x - y) ** 2).sum(2).argmin(1) for x [N, 1, D], y [M, D];
-// operands of each stage's epilogue follow the previous stage's.
+// operands of each stage's epilogue follow the previous stage's. reduce_sweep's stages after the
+// first are branches that each reduce stage 0's value (one output each, in one sweep: Chamfer's
+// row and column minima).
 //
 // `expr` is the text form of tsfuse::Expr (kernels/ir/expr.h). The result is exactly what
 // evaluating the expression with eager ATen ops (then the reduction) returns: same dtype, shape,
@@ -53,6 +56,8 @@ at::Tensor softmax(at::TensorList operands, const std::string& expr, int64_t dim
 at::Tensor reduceChain(at::TensorList operands, const std::string& expr, const std::vector<std::string>& stages);
 std::tuple<at::Tensor, at::Tensor> reduceChainWithIndices(at::TensorList operands, const std::string& expr,
                                                           const std::vector<std::string>& stages);
+std::vector<at::Tensor> reduceSweep(at::TensorList operands, const std::string& expr,
+                                    const std::vector<std::string>& stages);
 
 // Which implementation the last fused call on this thread used: "native", "chunked", "eager"
 // (autograd or an error path), "empty", or "aten" (a float sum-like reduction of a value no

@@ -1,7 +1,7 @@
 // IR-string tests of nest_reductions (passes/nest_reductions.cpp): a reduction of a fused
 // reduction's value becomes one tsfuse::reduce_chain (the Gaussian kernel sum, nearest neighbour,
-// max with indices, Chamfer's two minima), with named negative cases. Each rewritten graph
-// computes what the original does.
+// max with indices), several of them one tsfuse::reduce_sweep (Chamfer's two minima), with named
+// negative cases. Each rewritten graph computes what the original does.
 #include "ir_util.h"
 
 #include "passes/fuse_broadcast_reduce.h"
@@ -117,18 +117,38 @@ TEST(NestReductionsIR, MaxWithIndicesIsAChainWithTwoOutputs) {
   EXPECT_TRUE(sameOutputs(n.ref, n.g, points(5, at::kInt)));
 }
 
-TEST(NestReductionsIR, ChamfersTwoMinimaEachGetAChainOfTheirOwn) {
+TEST(NestReductionsIR, ChamfersTwoMinimaAreOneSweep) {
   Nested n = nest(R"IR(
   %r : Tensor = aten::amin(%d, %dims1, %false)
   %c : Tensor = aten::amin(%d, %dims0, %false)
   return (%r, %c)
 )IR");
+  ASSERT_EQ(n.nest.rewrites(), 1) << n.nest.dump();
+  EXPECT_EQ(n.nest.firstRewrite()->fusedOp, "tsfuse::reduce_sweep");
+  EXPECT_TRUE(fileCheck(n.nest.ir, [](FileCheck& fc) {
+    fc.check_count("tsfuse::reduce_sweep", 1, true)->check("prim::ListUnpack")->check_not("aten::amin")->check_not("tsfuse::reduce(");
+  }));
+  auto sw = findNodes(n.g, "tsfuse::reduce_sweep");
+  ASSERT_EQ(sw.size(), 1u);
+  EXPECT_EQ(stagesOf(sw[0]), (std::vector<std::string>{"sum(dim=[-1], keepdim=False)", "amin(dim=[1], keepdim=False)",
+                                                        "amin(dim=[0], keepdim=False)"}));
+  EXPECT_TRUE(sameOutputs(n.ref, n.g, points(6, at::kInt)));
+  EXPECT_TRUE(sameOutputs(n.ref, n.g, points(10), /*exact=*/false));
+}
+
+TEST(NestReductionsIR, ReductionsWithIndicesOfOneValueEachGetAChain) {
+  Nested n = nest(R"IR(
+  %v : Tensor, %i : Tensor = aten::min(%d, %one, %false)
+  %c : Tensor = aten::amin(%d, %dims0, %false)
+  return (%v, %i, %c)
+)IR");
   ASSERT_EQ(n.nest.rewrites(), 2) << n.nest.dump();
   EXPECT_NE(n.nest.firstRewrite()->reason.find("recomputed for each of the 2 reductions"), std::string::npos)
       << n.nest.dump();
-  EXPECT_EQ(findNodes(n.g, "tsfuse::reduce_chain").size(), 2u);
+  EXPECT_EQ(findNodes(n.g, "tsfuse::reduce_chain_with_indices").size(), 1u);
+  EXPECT_EQ(findNodes(n.g, "tsfuse::reduce_chain").size(), 1u);
   EXPECT_TRUE(findNodes(n.g, "tsfuse::reduce").empty()) << n.nest.ir;
-  EXPECT_TRUE(sameOutputs(n.ref, n.g, points(6, at::kInt)));
+  EXPECT_TRUE(sameOutputs(n.ref, n.g, points(11, at::kInt)));
 }
 
 TEST(NestReductionsIR, AReductionOverEveryDimIsNotNested) {

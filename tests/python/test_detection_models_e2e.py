@@ -17,7 +17,8 @@ import detection_models  # examples/, put on sys.path by optimize_ts_util
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
-# name -> (tsfuse::pairwise count, tsfuse::reduce count, ops that must be gone from the graph).
+# name -> (tsfuse::pairwise count, tsfuse::reduce count, ops that must be gone from the graph[,
+# counts of tsfuse::reduce_chain / reduce_sweep]).
 # "gone" lists the ops that built [N,M,...] values in the original; ops of the per-box [N]/[M]
 # vectors outside a region may legitimately stay.
 EXPECT = {
@@ -46,6 +47,10 @@ EXPECT = {
     "gaussian_kernel_sum": (0, 1, ["aten::sub", "aten::pow", "aten::exp", "aten::sum"]),
     "nearest_neighbour": (0, 1, ["aten::sub", "aten::pow", "aten::argmin"]),
     "chamfer": (0, 2, ["aten::sub", "aten::pow", "aten::min"]),
+    # a reduction of a reduction's value: one chain (nest_reductions); both minima: one sweep
+    "kernel_sum_of_distances": (0, 0, ["aten::sub", "aten::pow", "aten::exp", "aten::sum"], {"reduce_chain": 1}),
+    "nearest_neighbour_of_sum": (0, 0, ["aten::sub", "aten::pow", "aten::sum", "aten::argmin"], {"reduce_chain": 1}),
+    "chamfer_of_sum": (0, 0, ["aten::sub", "aten::pow", "aten::sum(%", "aten::amin"], {"reduce_sweep": 1}),
     "anchor_best_iou": (0, 1, ["aten::clamp", "aten::div", "aten::amax"]),
     # max(dim=0) returning values AND indices: one tsfuse::reduce_with_indices, the IoU matrix is
     # never stored; the final where() over [A] vectors is a small pairwise op.
@@ -152,9 +157,12 @@ def test_outputs_equal_eager(models, optimize_ts, tsfuse_lib, name, traced):
 def test_fused_ops_and_no_broadcast_producer_left(models, optimize_ts, tsfuse_lib, name, traced):
     opt, report = _optimize(models, optimize_ts, name, traced)
     graph = str(opt.forward.graph)
-    pairwise, reduce, gone = EXPECT.get(_stem(name, traced), EXPECT[name])
+    pairwise, reduce, gone, *nested = EXPECT.get(_stem(name, traced), EXPECT[name])
+    nested = nested[0] if nested else {}
     assert graph.count("tsfuse::pairwise(") == pairwise, graph
     assert graph.count("tsfuse::reduce(") == reduce, graph
+    for op in ("reduce_chain", "reduce_sweep"):
+        assert graph.count(f"tsfuse::{op}(") == nested.get(op, 0), graph
     assert graph.count("tsfuse::reduce_with_indices(") == (name == "anchor_matching"), graph
     for op in gone:
         assert op not in graph, (op, graph)

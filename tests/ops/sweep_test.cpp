@@ -1,0 +1,117 @@
+// tsfuse::reduce_sweep (kernels/sweep.h): several reductions of one fused reduction's value in one
+// sweep. Against the branches run as separate chains and against eager ATen, over many slabs:
+// a branch that keeps the slab dim gives the chain's bits; one that reduces it folds its slab
+// partials (amax, amin, any, all), equal in value to eager's (a tie between -0.0 and 0.0 may pick
+// the other zero); a branch that can do neither makes every branch run as its own chain. Then
+// epilogues, NaN, empty inputs, eager's errors, autograd and Meta.
+#include "test_util.h"
+
+#include "kernels/sweep.h"
+#include "tsfuse/ops.h"
+
+namespace {
+
+using tsfuse_test::Gen;
+using tsfuse_test::sameTensor;
+
+class Sweep : public ::testing::Test {
+ protected:
+  void SetUp() override { tsfuse::setChainSlabElements(64); }
+  void TearDown() override { tsfuse::setChainSlabElements(tsfuse::kSlabElements / 2); }
+};
+
+const std::string kSq = "v1: sub($0, $1); mul(%0, %0)";
+
+// Equal values: NaN where eager has NaN, and -0.0 == 0.0.
+::testing::AssertionResult sameValues(const at::Tensor& want, const at::Tensor& got) {
+  return sameTensor(want, got, /*exact=*/false, /*rtol=*/0.0, /*atol=*/0.0);
+}
+
+std::vector<at::Tensor> separately(const std::vector<at::Tensor>& ops, const std::vector<std::string>& stages) {
+  auto s = tsfuse::cachedSweep(kSq, stages);
+  std::vector<at::Tensor> out;
+  for (size_t j = 0; j < s->branches.size(); ++j)
+    out.push_back(tsfuse::reduceChain(s->branchOperands(ops, j), kSq, {stages[0], stages[j + 1]}));
+  return out;
+}
+
+struct Case {
+  const char* name;
+  std::vector<std::string> stages;
+  int extras;  // epilogue operands [1] after stage 0's
+};
+
+const std::vector<Case> kCases = {
+    {"Chamfer minima", {"sum(dim=[2], keepdim=False)", "amin(dim=[1], keepdim=False)", "amin(dim=[0], keepdim=False)"}, 0},
+    {"maxima, keepdim", {"amax(dim=[2], keepdim=True)", "amax(dim=[0], keepdim=True)", "amax(dim=[1], keepdim=True)"}, 0},
+    {"any and all", {"sum(dim=[2], keepdim=False) |> v1: gt($0, 4.0)", "any(dim=[0], keepdim=False)",
+                     "all(dim=[1], keepdim=False)"}, 0},
+    {"epilogues on both branches", {"sum(dim=[2], keepdim=False)", "amin(dim=[1], keepdim=False) |> v1: mul($0, $1)",
+                                    "amin(dim=[0], keepdim=False) |> v1: sqrt($0); add(%0, $1)"}, 2},
+    {"a sum over the slab dim: separate chains", {"sum(dim=[2], keepdim=False)", "amin(dim=[1], keepdim=False)",
+                                                  "sum(dim=[0], keepdim=False)"}, 0},
+    {"three branches", {"sum(dim=[2], keepdim=False)", "amin(dim=[1], keepdim=False)", "amin(dim=[0], keepdim=False)",
+                        "sum(dim=[1], keepdim=False)"}, 0},
+};
+
+TEST_F(Sweep, ManySlabsAgainstSeparateChainsAndEager) {
+  Gen g(21);
+  for (int i = 0; i < 36; ++i) {
+    const Case& c = kCases[i % kCases.size()];
+    const int64_t n = 1 + g.randint(0, 30), m = 1 + g.randint(0, 25), d = 1 + g.randint(0, 5);
+    const at::ScalarType dt = i % 4 == 3 ? at::kDouble : at::kFloat;
+    at::Tensor x = g.tensor({n, 1, d}, dt, i % 5 == 4 ? tsfuse_test::kNaN | tsfuse_test::kSignedZero : 0);
+    at::Tensor y = g.tensor({m, d}, dt);
+    std::vector<at::Tensor> ops{x, y};
+    for (int k = 0; k < c.extras; ++k) ops.push_back(g.tensor({1}, dt).abs());
+    const std::string what = std::string(c.name) + " #" + std::to_string(i);
+    std::vector<at::Tensor> got = tsfuse::reduceSweep(ops, kSq, c.stages);
+    std::vector<at::Tensor> chains = separately(ops, c.stages);
+    std::vector<at::Tensor> eager = tsfuse::evalSweep(*tsfuse::cachedSweep(kSq, c.stages), ops);
+    ASSERT_EQ(got.size(), c.stages.size() - 1) << what;
+    for (size_t j = 0; j < got.size(); ++j) {
+      ASSERT_TRUE(sameValues(chains[j], got[j])) << what << " branch " << j;
+      ASSERT_TRUE(sameTensor(eager[j], got[j], /*exact=*/false)) << what << " branch " << j;
+    }
+  }
+}
+
+TEST_F(Sweep, IntegerValuesAreExactAgainstEager) {
+  Gen g(22);
+  const auto& stages = kCases[0].stages;
+  at::Tensor x = g.tensor({41, 1, 3}, at::kInt), y = g.tensor({33, 3}, at::kInt);
+  std::vector<at::Tensor> got = tsfuse::reduceSweep({x, y}, kSq, stages);
+  std::vector<at::Tensor> want = tsfuse::evalSweep(*tsfuse::cachedSweep(kSq, stages), {x, y});
+  for (size_t j = 0; j < got.size(); ++j) EXPECT_TRUE(sameTensor(want[j], got[j], true)) << j;
+  EXPECT_STREQ(tsfuse::lastPath(), "native");
+}
+
+TEST_F(Sweep, EmptyInputsErrorsAutogradMeta) {
+  using tsfuse_test::errorOf;
+  const auto& stages = kCases[0].stages;
+  for (auto [n, m] : {std::pair<int64_t, int64_t>{0, 4}, {5, 0}}) {
+    at::Tensor x = at::randn({n, 1, 3}), y = at::randn({m, 3});
+    EXPECT_EQ(errorOf([&] { tsfuse::reduceSweep({x, y}, kSq, stages); }),
+              errorOf([&] { tsfuse::evalSweep(*tsfuse::cachedSweep(kSq, stages), {x, y}); }))
+        << n << " " << m;
+  }
+  at::Tensor x = at::randn({40, 1, 3}), y = at::randn({30, 3});
+  at::Tensor bad = at::randn({30, 4});
+  EXPECT_EQ(errorOf([&] { tsfuse::reduceSweep({x, bad}, kSq, stages); }), errorOf([&] { at::sub(x, bad); }));
+  const std::vector<std::string> far{"sum(dim=[2], keepdim=False)", "amin(dim=[1], keepdim=False)", "amin(dim=[4], keepdim=False)"};
+  EXPECT_EQ(errorOf([&] { tsfuse::reduceSweep({x, y}, kSq, far); }), errorOf([&] { at::amin(at::randn({40, 30}), {4}); }));
+  EXPECT_NE(errorOf([&] { tsfuse::reduceSweep({x, y}, kSq, {stages[0], stages[1]}); }).find("at least two branches"),
+            std::string::npos);
+
+  at::Tensor xg = x.clone().requires_grad_();
+  std::vector<at::Tensor> r = tsfuse::reduceSweep({xg, y}, kSq, stages);
+  EXPECT_STREQ(tsfuse::lastPath(), "eager");
+  (r[0].sum() + r[1].sum()).backward();
+  EXPECT_TRUE(xg.grad().defined());
+
+  std::vector<at::Tensor> meta = tsfuse::reduceSweep({at::empty({40, 1, 3}, at::kMeta), at::empty({30, 3}, at::kMeta)}, kSq, stages);
+  EXPECT_EQ(meta[0].sizes(), at::IntArrayRef({40}));
+  EXPECT_EQ(meta[1].sizes(), at::IntArrayRef({30}));
+}
+
+}  // namespace
