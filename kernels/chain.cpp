@@ -150,11 +150,15 @@ at::TensorList Chain::epilogueOperands(at::TensorList operands, size_t k) const 
   return operands.slice(firstOperand[k], end - firstOperand[k]);
 }
 
-std::shared_ptr<const Chain> cachedChain(c10::string_view expr, c10::ArrayRef<std::string> stages) {
-  static TextCache<Chain> cache(4096);
+std::string stagesKey(c10::string_view expr, c10::ArrayRef<std::string> stages) {
   std::string key(expr);
   for (const auto& s : stages) key += '\n' + s;
-  return cache.get(key, [&] { return Chain::parse(expr, stages); });
+  return key;
+}
+
+std::shared_ptr<const Chain> cachedChain(c10::string_view expr, c10::ArrayRef<std::string> stages) {
+  static TextCache<Chain> cache(4096);
+  return cache.get(stagesKey(expr, stages), [&] { return Chain::parse(expr, stages); });
 }
 
 Outputs evalChain(const Chain& c, at::TensorList operands) {

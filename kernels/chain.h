@@ -61,6 +61,9 @@ struct Chain {
   std::shared_ptr<ChainPlans> plans_;
 };
 
+// The cache key of an expression and its stages' texts.
+std::string stagesKey(c10::string_view expr, c10::ArrayRef<std::string> stages);
+
 // Parsed chains, cached by text (thread-safe, bounded).
 std::shared_ptr<const Chain> cachedChain(c10::string_view expr, c10::ArrayRef<std::string> stages);
 

@@ -52,9 +52,7 @@ std::vector<at::Tensor> Sweep::branchOperands(at::TensorList operands, size_t j)
 
 std::shared_ptr<const Sweep> cachedSweep(c10::string_view expr, c10::ArrayRef<std::string> stages) {
   static TextCache<Sweep> cache(1024);
-  std::string key(expr);
-  for (const auto& s : stages) key += '\n' + s;
-  return cache.get(key, [&] { return Sweep::parse(expr, stages); });
+  return cache.get(stagesKey(expr, stages), [&] { return Sweep::parse(expr, stages); });
 }
 
 Outputs evalSweep(const Sweep& s, at::TensorList operands) {

@@ -410,6 +410,11 @@ class Generator(ElementwiseForms, ReductionForms, OperandForms):
                     cur = self.reduction(inner) or cur
                     if cur is not inner:
                         self.forms.add("nested_reduce")
+                        if rng.random() < 0.4:
+                            second = self.reduction(inner)
+                            if second is not None:
+                                self.forms.add("nested_multi")  # two reductions of it (reduce_sweep)
+                                self.also_out = second  # returned too, so it is not dead code
                 if rng.random() < 0.2 and self.reduction(last) is not None:
                     self.forms.add("multi_reduce")
         except StopProgram:
@@ -417,7 +422,10 @@ class Generator(ElementwiseForms, ReductionForms, OperandForms):
         # A rejected line's value is returned: TorchScript would drop an unused failing op.
         outs = [getattr(self, "error_out", None) or cur] if self.expect_error else [cur]
         extra = [v for v in self.vals if not v.param and v is not outs[0]]
-        if extra and not self.expect_error and rng.random() < 0.3:
+        also = getattr(self, "also_out", None)
+        if also is not None and not self.expect_error and also is not outs[0]:
+            outs.append(also)
+        elif extra and not self.expect_error and rng.random() < 0.3:
             outs.append(rng.choice(extra))
         body = "\n".join(self.lines)
         if re.search(r"\bs0\b", body):

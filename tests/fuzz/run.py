@@ -61,7 +61,7 @@ FORM_OPS = {
 }
 
 # Forms whose own fused op must appear in the optimized graph.
-FORM_FUSED_OPS = {"nested_reduce": r"tsfuse::reduce_chain"}
+FORM_FUSED_OPS = {"nested_reduce": r"tsfuse::reduce_(chain|sweep)", "nested_multi": r"tsfuse::reduce_sweep"}
 
 
 def form_fused(form, fused, graph):
