@@ -171,8 +171,9 @@ class NestReductionsPattern : public Pattern {
     Node* end = epi.chain.empty() ? reduction : epi.chain.back();
     if (std::string why = readHazard(operands, inner, end, rw.aliasDb()); !why.empty())
       return rw.notifyMatchFailure({reduction, inner}, why);
-    if (!squeeze && rm.input->uses().size() > 1) {
-      // One sweep for all the reductions, when each has one output (not max/min with indices).
+    if (!squeeze && rm.input->uses().size() > 1 && stages->texts.size() == 1) {
+      // One sweep for all the reductions of a tsfuse::reduce's value (a sweep's branches all read
+      // stage 0's), when each has one output (not max/min with indices).
       std::vector<Node*> reductions;
       for (const auto& use : rm.input->uses()) reductions.push_back(use.user);
       Node* first = *std::min_element(reductions.begin(), reductions.end(),

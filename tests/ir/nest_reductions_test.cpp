@@ -151,6 +151,24 @@ TEST(NestReductionsIR, ReductionsWithIndicesOfOneValueEachGetAChain) {
   EXPECT_TRUE(sameOutputs(n.ref, n.g, points(11, at::kInt)));
 }
 
+// Found by the fuzzer (seed 7, program 834): two reductions of a chain's value are two longer
+// chains; a sweep's branches read stage 0's value, not a later stage's.
+TEST(NestReductionsIR, TwoReductionsOfAChainsValueAreTwoChains) {
+  auto g = distances(R"IR(
+  %a : Tensor = aten::amax(%d, %dims1, %true)
+  %p : Tensor = aten::amin(%a, %dims0, %false)
+  %q : Tensor = aten::amax(%a, %dims0, %false)
+  return (%p, %q)
+)IR");
+  auto ref = g->copy();
+  PassRun r = runPipelineOn(g);
+  EXPECT_TRUE(findNodes(g, "tsfuse::reduce_sweep").empty()) << r.dump();
+  auto c = findNodes(g, "tsfuse::reduce_chain");
+  ASSERT_EQ(c.size(), 2u) << r.dump();
+  for (auto* n : c) EXPECT_EQ(stagesOf(n).size(), 3u) << r.ir;
+  EXPECT_TRUE(sameOutputs(ref, g, points(12, at::kInt)));
+}
+
 TEST(NestReductionsIR, AReductionOverEveryDimIsNotNested) {
   Nested n = nest(R"IR(
   %m : Tensor = aten::mean(%d, %none)
