@@ -7,6 +7,7 @@
 #include "tsfuse/ops.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/WrapDimUtils.h>
 
 #include <algorithm>
 #include <atomic>
@@ -91,10 +92,31 @@ constexpr const char* kSqueeze = "squeeze() |> ";
 
 }  // namespace
 
+namespace {
+
+// argmin/argmax over one dim of a non-empty extent, as the indices of min/max(dim): ATen's argmin
+// kernel is not vectorized and min(dim)'s is (0.40 vs 0.14 ms over [1024, 500]), and the indices
+// are the same (the first extremum, the first NaN; equal on 25,680 random cases of every real
+// dtype with ties, NaN, -inf and -0.0, both dims, keepdim, multi-threaded sizes). Not for bool
+// (argmin raises where min does not) nor an empty dim (the error names the op).
+std::optional<at::Tensor> argExtremumByMin(const ReduceSpec& r, const at::Tensor& v) {
+  if ((r.kind != Reduction::Argmin && r.kind != Reduction::Argmax) || !r.dims || r.dims->size() != 1 ||
+      v.dim() == 0 || v.scalar_type() == at::kBool || !(at::isFloatingType(v.scalar_type()) || at::isIntegralType(v.scalar_type(), false)))
+    return std::nullopt;
+  const int64_t d = at::maybe_wrap_dim((*r.dims)[0], v.dim());
+  if (v.size(d) == 0) return std::nullopt;
+  return std::get<1>(r.kind == Reduction::Argmin ? at::min(v, d, r.keepdim) : at::max(v, d, r.keepdim));
+}
+
+}  // namespace
+
 Outputs applyStage(const ReduceSpec& spec, bool squeeze, const at::Tensor& value, at::TensorList extras) {
   ReduceSpec plain = spec;
   plain.epilogue.reset();
-  Outputs out = applyReductionAll(plain, squeeze ? value.squeeze() : value);
+  const at::Tensor v = squeeze ? value.squeeze() : value;
+  Outputs out;
+  if (auto idx = argExtremumByMin(plain, v)) out.push_back(std::move(*idx));
+  else out = applyReductionAll(plain, v);
   if (spec.epilogue) out[0] = applyEpilogue(spec, out[0], extras);
   return out;
 }

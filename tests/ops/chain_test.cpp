@@ -126,6 +126,30 @@ TEST_F(Chain, AStageThatSqueezesFirst) {
   }
 }
 
+// A later argmin/argmax over one dim runs as min/max(dim)'s indices: eager's argmin indices on
+// ties, NaN and -0.0, for float and integer values, both dims, keepdim; bool values still raise
+// argmin's own error.
+TEST_F(Chain, LaterArgExtremaGiveArgminsIndices) {
+  Gen g(23);
+  for (int i = 0; i < 40; ++i) {
+    const at::ScalarType dt = std::vector<at::ScalarType>{at::kFloat, at::kDouble, at::kInt, at::kLong}[i % 4];
+    const int64_t n = 2 + g.randint(0, 30), m = 2 + g.randint(0, 25);
+    at::Tensor x = g.tensor({n, 1, 2}, dt, at::isFloatingType(dt) ? tsfuse_test::kNaN | tsfuse_test::kSignedZero : 0);
+    at::Tensor y = g.tensor({m, 2}, dt);
+    if (at::isFloatingType(dt)) x = x.round(), y = y.round();  // ties
+    const std::string stage = std::string(i % 2 ? "argmax" : "argmin") + "(dim=[" + std::to_string(i % 3 == 0 ? 0 : -1) +
+                              "], keepdim=" + (i % 5 == 0 ? "True" : "False") + ")";
+    const std::vector<std::string> stages{"amax(dim=[2], keepdim=False)", stage};
+    ASSERT_TRUE(sameAll(unchained({x, y}, kSq, stages), chained({x, y}, kSq, stages), true)) << stage << " " << dt;
+  }
+  using tsfuse_test::errorOf;
+  at::Tensor x = at::randn({40, 1, 3}), y = at::randn({30, 3});
+  const std::vector<std::string> onBool{"sum(dim=[2], keepdim=False) |> v1: gt($0, 1.0)", "argmin(dim=[1], keepdim=False)"};
+  const std::string want = errorOf([&] { at::argmin(at::randn({40, 30}) > 1.0, 1); });
+  EXPECT_FALSE(want.empty());
+  EXPECT_EQ(errorOf([&] { tsfuse::reduceChain({x, y}, kSq, onBool); }), want);
+}
+
 TEST_F(Chain, IntegerValuesAreExactAgainstEager) {
   Gen g(8);
   const std::vector<std::string> stages{"sum(dim=[2], keepdim=False)", "max(dim=[1], keepdim=False)"};
