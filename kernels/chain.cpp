@@ -90,18 +90,15 @@ class StageParser {
 
 constexpr const char* kSqueeze = "squeeze() |> ";
 
-}  // namespace
-
-namespace {
-
 // argmin/argmax over one dim of a non-empty extent, as the indices of min/max(dim): ATen's argmin
 // kernel is not vectorized and min(dim)'s is (0.40 vs 0.14 ms over [1024, 500]), and the indices
 // are the same (the first extremum, the first NaN; equal on 25,680 random cases of every real
 // dtype with ties, NaN, -inf and -0.0, both dims, keepdim, multi-threaded sizes). Not for bool
 // (argmin raises where min does not) nor an empty dim (the error names the op).
 std::optional<at::Tensor> argExtremumByMin(const ReduceSpec& r, const at::Tensor& v) {
+  const bool real = at::isFloatingType(v.scalar_type()) || at::isIntegralType(v.scalar_type(), /*includeBool=*/false);
   if ((r.kind != Reduction::Argmin && r.kind != Reduction::Argmax) || !r.dims || r.dims->size() != 1 ||
-      v.dim() == 0 || v.scalar_type() == at::kBool || !(at::isFloatingType(v.scalar_type()) || at::isIntegralType(v.scalar_type(), false)))
+      v.dim() == 0 || !real)
     return std::nullopt;
   const int64_t d = at::maybe_wrap_dim((*r.dims)[0], v.dim());
   if (v.size(d) == 0) return std::nullopt;
@@ -121,10 +118,7 @@ Outputs applyStage(const ReduceSpec& spec, bool squeeze, const at::Tensor& value
   return out;
 }
 
-namespace {
-
-// Dim q of a space of rank `rank` after reducing `reduced` (sorted), or -1 when q is reduced.
-int64_t afterReduction(int64_t q, const std::vector<int64_t>& reduced, bool keepdim) {
+int64_t dimAfterReduction(int64_t q, const std::vector<int64_t>& reduced, bool keepdim) {
   int64_t before = 0;
   for (int64_t d : reduced) {
     if (d == q) return -1;
@@ -133,7 +127,10 @@ int64_t afterReduction(int64_t q, const std::vector<int64_t>& reduced, bool keep
   return keepdim ? q : q - before;
 }
 
-}  // namespace
+bool worthSlicing(const Analysis& stage0) {
+  return stage0.outNumel() > chainSlabElements() && stage0.valueShape == stage0.shape &&
+         stage0.epilogueKeepsShape && !stage0.valueShape.empty();
+}
 
 // Slab plans of one chain by planKey; steady-state calls of a model reuse theirs.
 struct ChainPlans {
@@ -221,11 +218,8 @@ namespace {
 // elements per dim, the epilogue's from its analysis. (Not meta tensors: a reduction's first Meta
 // call costs some 35 MiB of resident memory.) nullopt: run the chain in one piece.
 std::optional<SlabPlan> planSlabs(const Chain& c, at::TensorList operands, const Analysis& an) {
+  if (!worthSlicing(an)) return std::nullopt;
   const int64_t rank0 = static_cast<int64_t>(an.valueShape.size());
-  int64_t stored = 1;  // stage 0's value: what one piece stores
-  for (int64_t s : an.outSizes) stored *= s;
-  const int64_t budget = chainSlabElements();
-  if (stored <= budget || an.valueShape != an.shape || !an.epilogueKeepsShape || rank0 == 0) return std::nullopt;
   SlabPlan p;
   p.ranks = {rank0};
   std::vector<std::vector<int64_t>> reduced{reducedDims(c.stages[0], rank0)};
@@ -276,7 +270,7 @@ std::optional<SlabPlan> planSlabs(const Chain& c, at::TensorList operands, const
     std::vector<int64_t> pos{d};
     for (size_t k = 0; k < c.stages.size() && pos.back() >= 0; ++k) {
       const int64_t in = inMap[k][pos.back()];
-      pos.push_back(in < 0 ? -1 : afterReduction(in, reduced[k], c.stages[k].keepdim));
+      pos.push_back(in < 0 ? -1 : dimAfterReduction(in, reduced[k], c.stages[k].keepdim));
     }
     if (pos.back() < 0) continue;
     p.pos = std::move(pos);
@@ -284,7 +278,7 @@ std::optional<SlabPlan> planSlabs(const Chain& c, at::TensorList operands, const
   }
   if (p.pos.empty()) return std::nullopt;
   p.extent = an.valueShape[p.pos[0]];
-  p.step = slabStep(stored, p.extent);
+  p.step = slabStep(an.outNumel(), p.extent);
   return p;
 }
 

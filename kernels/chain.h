@@ -78,6 +78,13 @@ Outputs runChain(const Chain& c, at::TensorList operands, const NativePath& nati
 // `squeeze`), then the epilogue's ATen ops over `extras` (the stage's epilogue operands).
 Outputs applyStage(const ReduceSpec& spec, bool squeeze, const at::Tensor& value, at::TensorList extras);
 
+// Where dim q of a space goes after reducing its dims `reduced` (sorted): -1 when q is reduced.
+int64_t dimAfterReduction(int64_t q, const std::vector<int64_t>& reduced, bool keepdim);
+
+// Whether stage 0's value is worth computing slab by slab: larger than the slab budget, of the
+// expression's broadcast shape, with an epilogue (if any) that keeps it, not 0-dim.
+bool worthSlicing(const Analysis& stage0);
+
 // The slab size for a stage-0 value of `stored` elements sliced along a dim of `extent` (>= 2, so
 // a slab's value broadcasts beyond its operands exactly when the whole value does), and the
 // slabs (start, length): `step` each, the last one longer rather than a lone index.

@@ -97,21 +97,15 @@ Outputs runSweep(const Sweep& s, at::TensorList operands, const NativePath& nati
     return out;
   };
   const int64_t rank0 = static_cast<int64_t>(an->valueShape.size());
-  int64_t stored = 1;
-  for (int64_t n : an->outSizes) stored *= n;
-  if (an->outNumel() == 0 || stored <= chainSlabElements() || an->valueShape != an->shape ||
-      !an->epilogueKeepsShape || rank0 == 0)
-    return onePiece();
+  if (!worthSlicing(*an)) return onePiece();
 
   // The slab dim: the outermost dim of the expression's space, of extent > 1, that stage 0 keeps.
   const ReduceSpec& s0 = c.stages[0];
   const std::vector<int64_t> reduced0 = reducedDims(s0, rank0);
   int64_t d = -1, q = -1;
   for (int64_t k = 0; k < rank0 && d < 0; ++k) {
-    if (an->valueShape[k] <= 1 || std::binary_search(reduced0.begin(), reduced0.end(), k)) continue;
-    d = k;
-    q = 0;
-    for (int64_t r = 0; r < k; ++r) q += s0.keepdim || !std::binary_search(reduced0.begin(), reduced0.end(), r);
+    q = dimAfterReduction(k, reduced0, s0.keepdim);
+    if (an->valueShape[k] > 1 && q >= 0) d = k;
   }
   if (d < 0) return separately();
   const int64_t rankO0 = static_cast<int64_t>(an->outSizes.size());
@@ -131,7 +125,7 @@ Outputs runSweep(const Sweep& s, at::TensorList operands, const NativePath& nati
   }
 
   const at::TensorList main = ops0.slice(0, c.expr->numInputs), epi0 = ops0.slice(c.expr->numInputs);
-  const auto slabs = slabRanges(an->valueShape[d], slabStep(stored, an->valueShape[d]));
+  const auto slabs = slabRanges(an->valueShape[d], slabStep(an->outNumel(), an->valueShape[d]));
   Outputs out(nb);
   const char* path = "native";
   for (size_t i = 0; i < slabs.size(); ++i) {

@@ -159,18 +159,6 @@ class NestReductionsPattern : public Pattern {
                                                              ", so it is stored anyway");
     }
     std::vector<Value*> operands(stages->list->inputs().begin(), stages->list->inputs().end());
-    Epilogue epi;
-    if (!rm.spec.withIndices()) epi = planEpilogue(reduction->output());
-    std::string epiHazard;
-    if (!epi.chain.empty()) {
-      std::vector<Value*> read = operands;
-      read.insert(read.end(), epi.extra.begin(), epi.extra.end());
-      epiHazard = readHazard(read, inner, epi.chain.back(), rw.aliasDb());
-      if (!epiHazard.empty()) epi = Epilogue{};
-    }
-    Node* end = epi.chain.empty() ? reduction : epi.chain.back();
-    if (std::string why = readHazard(operands, inner, end, rw.aliasDb()); !why.empty())
-      return rw.notifyMatchFailure({reduction, inner}, why);
     if (!squeeze && rm.input->uses().size() > 1 && stages->texts.size() == 1) {
       // One sweep for all the reductions of a tsfuse::reduce's value (a sweep's branches all read
       // stage 0's), when each has one output (not max/min with indices).
@@ -191,6 +179,19 @@ class NestReductionsPattern : public Pattern {
         return true;
       }
     }
+
+    Epilogue epi;
+    if (!rm.spec.withIndices()) epi = planEpilogue(reduction->output());
+    std::string epiHazard;
+    if (!epi.chain.empty()) {
+      std::vector<Value*> read = operands;
+      read.insert(read.end(), epi.extra.begin(), epi.extra.end());
+      epiHazard = readHazard(read, inner, epi.chain.back(), rw.aliasDb());
+      if (!epiHazard.empty()) epi = Epilogue{};
+    }
+    Node* end = epi.chain.empty() ? reduction : epi.chain.back();
+    if (std::string why = readHazard(operands, inner, end, rw.aliasDb()); !why.empty())
+      return rw.notifyMatchFailure({reduction, inner}, why);
 
     // The graph changes from here on.
     ReduceSpec spec = rm.spec;
