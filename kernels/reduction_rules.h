@@ -4,7 +4,8 @@
 // eager. C10_HOST_DEVICE, so a CUDA translation unit may include them too.
 //
 //  * sum, mean, prod accumulate in a wide domain: double for floating values, int64 for integers
-//    and bool, wrapping on overflow like ATen's int64 accumulation;
+//    and bool, wrapping on overflow like ATen's int64 accumulation; where eager folds float32
+//    values one after another in float (foldsInFloat), each step is rounded to float;
 //  * amax/amin: a NaN replaces the running extremum, so NaN propagates;
 //  * argmax/argmin and max/min with indices: the first extremum wins, and NaN counts as the
 //    extremum (the first NaN wins);
@@ -46,6 +47,22 @@ template <typename W>
 C10_HOST_DEVICE inline W prodStep(W acc, W x) {
   if constexpr (std::is_integral_v<W>) return W(std::make_unsigned_t<W>(acc) * std::make_unsigned_t<W>(x));
   else return acc * x;
+}
+
+// Whether eager's CPU sum/mean/prod of `count` values of `type`, along `dimsAboveOne` reduced dims
+// of size > 1, is a fold in float32 in index order: ATen's CPU kernels add (multiply) a few float32
+// values one after another from 0 (1) in float, whatever the layout (measured on torch 2.11 for
+// 2-4 values along an inner, middle or outer dim; several reduced dims use another order, which
+// only two values cannot show). There the wide fold rounds every step to float (roundedToFloat):
+// double's 53 bits exceed 2 x 24 + 2, so the float rounding of the exact double sum (product) of
+// two floats is the float operation's own result, and the fold gives eager's bits.
+inline bool foldsInFloat(bool isFloat32, int64_t count, int dimsAboveOne) {
+  return isFloat32 && count <= 4 && (dimsAboveOne <= 1 || count <= 2);
+}
+template <typename W>
+C10_HOST_DEVICE inline W roundedToFloat(W v) {
+  if constexpr (std::is_floating_point_v<W>) return static_cast<W>(static_cast<float>(v));
+  else return v;
 }
 
 C10_HOST_DEVICE inline double meanOf(double sum, int64_t count) { return sum / static_cast<double>(count); }

@@ -27,14 +27,16 @@ struct SumAcc {
   using Value = T;
   using Out = T;
   Wide<T> v = 0;
-  void add(T x, int64_t) { v = rules::sumStep(v, static_cast<Wide<T>>(x)); }
-  void merge(const SumAcc& o) { v = rules::sumStep(v, o.v); }
+  bool inFloat = false;  // rules::foldsInFloat: every step rounded to float
+  void add(T x, int64_t) { v = step(rules::sumStep(v, static_cast<Wide<T>>(x))); }
+  void merge(const SumAcc& o) { v = step(rules::sumStep(v, o.v)); }
+  Wide<T> step(Wide<T> s) const { return inFloat ? rules::roundedToFloat(s) : s; }
   Out get(int64_t) const { return ew::cast<T>(v); }
 };
 
 template <typename T>
 struct MeanAcc : SumAcc<T> {
-  void merge(const MeanAcc& o) { this->v = rules::sumStep(this->v, o.v); }
+  void merge(const MeanAcc& o) { this->v = this->step(rules::sumStep(this->v, o.v)); }
   T get(int64_t count) const { return ew::cast<T>(rules::meanOf(static_cast<double>(this->v), count)); }
 };
 
@@ -43,8 +45,10 @@ struct ProdAcc {
   using Value = T;
   using Out = T;
   Wide<T> v = 1;
-  void add(T x, int64_t) { v = rules::prodStep(v, static_cast<Wide<T>>(x)); }
-  void merge(const ProdAcc& o) { v = rules::prodStep(v, o.v); }
+  bool inFloat = false;  // rules::foldsInFloat: every step rounded to float
+  void add(T x, int64_t) { v = step(rules::prodStep(v, static_cast<Wide<T>>(x))); }
+  void merge(const ProdAcc& o) { v = step(rules::prodStep(v, o.v)); }
+  Wide<T> step(Wide<T> s) const { return inFloat ? rules::roundedToFloat(s) : s; }
   Out get(int64_t) const { return ew::cast<T>(v); }
 };
 

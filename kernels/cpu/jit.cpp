@@ -141,7 +141,7 @@ std::shared_ptr<const Kernel> Kernel::get(const TileProgram& p, size_t prefix, i
   return it->second.kernel;
 }
 
-std::optional<VerticalSum> VerticalSum::make(const TileProgram& p, size_t prefix, int source, bool doubleSums,
+std::optional<VerticalSum> VerticalSum::make(const TileProgram& p, size_t prefix, int source, Sink sink,
                                              const IterationPlan& plan) {
   const auto& views = plan.views;
   const SubSpace &kept = plan.kept, &reduced = plan.reduced;
@@ -187,11 +187,14 @@ std::optional<VerticalSum> VerticalSum::make(const TileProgram& p, size_t prefix
     }
   }
   std::string why;
-  v.kernel_ = Kernel::get(p, prefix, source, doubleSums ? Sink::SumDouble : Sink::SumInt64, v.leaves_, perRow, &why);
+  v.kernel_ = Kernel::get(p, prefix, source, sink, v.leaves_, perRow, &why);
   if (!v.kernel_) {
     TSFUSE_LOG(kernel, debug, "vertical sum interpreted, not compiled: ", why);
     return std::nullopt;
   }
+  v.fresh_ = sink != Sink::SumInt64 && p.slotType[source] != c10::ScalarType::Bool && v.outer_.numel() == 1 &&
+             v.rows_ <= v.kernel_->maxRows();
+  v.floatSums_ = sink == Sink::SumFloat;
   return v;
 }
 
@@ -221,21 +224,45 @@ void VerticalSum::runRows(const std::vector<int64_t>& base, int64_t start, bool 
     a.rowStride[i] = rowStride_[i];
     a.outerStride[i] = outerStride_[i];
   }
-  for (int64_t v0 = 0; v0 < n;) {
+  // Operand i's first element for lanes from v0, outer reduced row ro, row r0.
+  auto point = [&](int64_t v0, int64_t ro, int64_t r0) {
+    for (size_t i = 0; i < views.size(); ++i) {
+      const int64_t esz = views[i].elemSize, lane = leaves_[i] == Leaf::Contiguous ? v0 * esz : 0;
+      if (packed_[i].empty())
+        a.leaf[i] = views[i].data + base[i] + outer_.offset(i, ro) + r0 * rowStride_[i] + lane;
+      else  // packed: [outer reduced][rows][lanes]
+        a.leaf[i] = packed_[i].data() + ((ro * rows_ + r0) * inner_ + start) * esz + lane;
+    }
+  };
+  int64_t v0 = 0;
+  if (startsFromZero()) {
+    // One call walks every full block: each starts from 0 and reads all rows, then every operand
+    // steps to the next block (contiguous ones by a block of lanes, uniform ones not at all).
+    const int64_t blocks = n / k.lanesPerBlock();
+    if (blocks > 0) {
+      point(0, 0, 0);
+      for (size_t i = 0; i < views.size(); ++i)
+        a.blockStep[i] = (leaves_[i] == Leaf::Contiguous ? k.lanesPerBlock() * views[i].elemSize : 0) -
+                         rows_ * rowStride_[i];
+      a.rows = rows_;
+      a.blocks = blocks;
+      a.fresh = 1;
+      a.out = sums;
+      k.block(a, allRows);
+      v0 = blocks * k.lanesPerBlock();
+    }
+  }
+  while (v0 < n) {
     const bool full = v0 + k.lanesPerBlock() <= n;
     const int64_t lanes = full ? k.lanesPerBlock() : std::min(k.lanesPerVector(), n - v0);
     if (!full) k.fillMask(lanes, mask);
-    a.out = static_cast<char*>(sums) + v0 * 8;  // int64 or double lanes
+    a.out = static_cast<char*>(sums) + v0 * (floatSums_ ? 4 : 8);
     for (int64_t ro = 0; ro < outerCount; ++ro) {
       for (int64_t r0 = 0; r0 < rows_; r0 += maxRows) {
-        for (size_t i = 0; i < views.size(); ++i) {
-          const int64_t esz = views[i].elemSize, lane = leaves_[i] == Leaf::Contiguous ? v0 * esz : 0;
-          if (packed_[i].empty())
-            a.leaf[i] = views[i].data + base[i] + outer_.offset(i, ro) + r0 * rowStride_[i] + lane;
-          else  // packed: [outer reduced][rows][lanes]
-            a.leaf[i] = packed_[i].data() + ((ro * rows_ + r0) * inner_ + start) * esz + lane;
-        }
+        point(v0, ro, r0);
         a.rows = std::min(maxRows, rows_ - r0);
+        a.blocks = 1;
+        a.fresh = startsFromZero();
         full ? k.block(a, allRows) : k.vector(a, allRows);
       }
     }

@@ -15,7 +15,9 @@
 // order (min/max/clamp operand order, NaN propagation to the same quiet NaN, compares, casts); no
 // FMA. Counts add 0/1 in int32 lanes widened at the end of each call (a call covers at most
 // maxRows rows); float sums add each row's value in double, in row order, starting from the lanes'
-// running sums: the interpreter's exact sequence of additions. So both give the interpreter's bits.
+// running sums: the interpreter's exact sequence of additions (SumFloat: in float, the
+// interpreter's double additions each rounded to float, the same bits). So both give the
+// interpreter's bits.
 //
 // Scope: programs over float32 or float64 values (one of them per program) and bools, with native
 // ops only (no ATen tile ops, no integers); operands constant along the lanes or contiguous along
@@ -48,23 +50,29 @@ enum class Leaf : uint8_t {
 enum class Sink : uint8_t {
   SumInt64,   // added into int64 lane sums (a bool value counts)
   SumDouble,  // added into double lane sums
+  SumFloat,   // float32 values added in float32 into float32 lane sums (rules::foldsInFloat:
+              // eager's own order for a few values)
   Store,      // written to consecutive lanes (its dtype: float32/float64, or bool bytes)
 };
 
 // A block of sums covers several output rows (the same lanes of consecutive outputs along the
-// kept dim next to the lanes' dim): each row's lane sums lie in its own kTile-lane buffer, this
-// many bytes after the previous row's.
+// kept dim next to the lanes' dim): each row's lane sums (8-byte lanes; SumFloat: 4-byte ones)
+// lie in its own kTile-lane buffer, this many bytes after the previous row's.
 constexpr int64_t kSumsRowBytes = kTile * 8;
 
-// One call. Sums: rows [0, rows) of the reduced space's innermost dim for one block of lanes (of
-// one or several output rows). Store: `rows` consecutive blocks of lanes (rowStride is then the
-// operand's step per block).
+// One call. Sums: rows [0, rows) of the reduced space's innermost dim for `blocks` consecutive
+// blocks of lanes (of one or several output rows), block after block: a few reduced rows (a
+// distance over 3 coordinates) then cost one call per tile, not one per block. Store: `rows`
+// consecutive blocks of lanes (rowStride is then the operand's step per block).
 struct Args {
   const char* leaf[kMaxLeaves] = {};     // each operand's element at row 0, first lane of the block
   int64_t rowStride[kMaxLeaves] = {};    // bytes from one row (block) to the next
   int64_t outerStride[kMaxLeaves] = {};  // bytes from one output row to the next (sums)
+  int64_t blockStep[kMaxLeaves] = {};    // sums: bytes from the end of a block's rows to the next block
   int64_t rows = 0;
-  void* out = nullptr;                 // the block's lane sums, or where the values go
+  int64_t blocks = 1;                  // sums: blocks of lanes (vector(): 1); counts down to 0
+  int64_t fresh = 0;                   // float sums: start from 0, not from the sums in `out`
+  void* out = nullptr;                 // the first block's lane sums, or where the values go
   const void* mask = nullptr;          // vector(): 32 bytes, all-ones for the lanes to load
 };
 
@@ -114,8 +122,8 @@ class VerticalSum {
  public:
   // Lanes along the innermost of the plan's kept dims, rows along its reduced space. nullopt
   // where no kernel applies (disabled, an operand gathered along the lanes, or Kernel::get
-  // declined); the reason goes to the kernel log. doubleSums: the lanes' sums are double.
-  static std::optional<VerticalSum> make(const TileProgram& p, size_t prefix, int source, bool doubleSums,
+  // declined); the reason goes to the kernel log. sink: how the values are added (not Store).
+  static std::optional<VerticalSum> make(const TileProgram& p, size_t prefix, int source, Sink sink,
                                          const IterationPlan& plan);
   // Output rows a tile may cover, and the length of the kept dim they run along (a tile's rows
   // must not cross its end).
@@ -125,6 +133,11 @@ class VerticalSum {
   // outputs into their sums: output r's lane j at sums + r * kSumsRowBytes + 8 j, whose operand i
   // starts at byte offset base[i] + r * (its stride along that kept dim) at reduced row 0.
   void run(const std::vector<int64_t>& base, int64_t start, int64_t rows, int64_t n, void* sums) const;
+  // Whether run() overwrites the sums instead of adding to them: float sums whose reduced space
+  // one call covers (the caller then need not zero them).
+  bool startsFromZero() const { return fresh_; }
+  // Whether the lane sums are float32 (Sink::SumFloat), else int64 or double.
+  bool floatSums() const { return floatSums_; }
 
   // An operand the plan marks Packed (strided along the lanes but the same for every output:
   // `y[j, d]` summed over d) is packed once per call, reduced rows by lanes, when that takes at
@@ -143,6 +156,8 @@ class VerticalSum {
   SubSpace outer_;  // the reduced space without its innermost dim
   int64_t rows_ = 1;
   std::vector<int64_t> rowStride_;
+  bool fresh_ = false;
+  bool floatSums_ = false;
 };
 
 // Runs a map tile through a Kernel: the whole program, its result written to the output.

@@ -108,13 +108,17 @@ class Gen : public Xbyak::CodeGenerator {
     }
   }
 
-  // Where the sums of (row, vector, half) live: rows kSumsRowBytes apart, 8-byte lanes.
+  // Where the sums of (row, vector, half) live: rows kSumsRowBytes apart, 8-byte lanes (SumFloat:
+  // 4-byte lanes, one 32-byte vector per vector of values).
   int64_t sumOffset(int r, int u, int h) const {
+    if (P.sink == Sink::SumFloat) return r * kSumsRowBytes + u * 32;
     const int64_t lanes = P.f64 ? 4 : 8;
     return r * kSumsRowBytes + u * lanes * 8 + h * 32;
   }
+  int64_t sumBytesPerLane() const { return P.sink == Sink::SumFloat ? 4 : 8; }
   int halvesPerVector() const { return P.f64 ? 1 : 2; }  // 32-byte halves of 8-byte lanes
-  int accsPerVector() const { return P.boolValue ? 1 : halvesPerVector(); }
+  // Accumulators per vector of values: counts and SumFloat add in the values' own lanes.
+  int accsPerVector() const { return P.boolValue || P.sink == Sink::SumFloat ? 1 : halvesPerVector(); }
 
   void emitKernel() {
     using namespace Xbyak::util;
@@ -150,16 +154,7 @@ class Gen : public Xbyak::CodeGenerator {
     }
     mov(r15, at(rdi, offsetof(Args, out)));
     if (P.sums()) {
-      // Accumulators: counts start at 0 (int32 lanes added to the sums at the end); float sums
-      // start from the running sums, so each lane adds its rows in the interpreter's order.
-      for (int r = 0; r < R; ++r)
-        for (int u = 0; u < U; ++u)
-          for (int h = 0; h < accsPerVector(); ++h) {
-            const int a = take();
-            acc.push_back(a);
-            if (P.boolValue) vpxor(y(a), y(a), y(a));
-            else vmovupd(y(a), at(r15, sumOffset(r, u, h)));
-          }
+      for (int k = 0; k < R * U * accsPerVector(); ++k) acc.push_back(take());
     } else if (P.boolValue) {
       mov(r13, 0x0101010101010101ull);  // pdep: one bit per byte
     }
@@ -167,7 +162,12 @@ class Gen : public Xbyak::CodeGenerator {
     const uint32_t persistent = freeRegs;
     const auto persistentReg = reg;
 
-    Xbyak::Label loop, done;
+    Xbyak::Label block, loop, done;
+    if (P.sums()) {
+      L(block);
+      initSums();
+      mov(rcx, at(rdi, offsetof(Args, rows)));
+    }
     test(rcx, rcx);
     jz(done, T_NEAR);
     L(loop);
@@ -185,13 +185,42 @@ class Gen : public Xbyak::CodeGenerator {
     dec(rcx);
     jnz(loop, T_NEAR);
     L(done);
-    if (P.sums()) storeSums();
+    if (P.sums()) {  // the block's sums out, then on to the next block
+      storeSums();
+      add(r15, U * (P.f64 ? 4 : 8) * sumBytesPerLane());
+      for (int i = 0; i < static_cast<int>(P.leaves.size()); ++i)
+        for (const auto& g : leafPtr[i]) add(g, at(rdi, offsetof(Args, blockStep) + 8 * i));
+      dec(qword[rdi + offsetof(Args, blocks)]);
+      jnz(block, T_NEAR);
+    }
     vzeroupper();
     for (int i = 5; i >= 0; --i) pop(saved[i]);
     ret();
     align(8);
     L(pool);
     for (uint64_t bits : poolBits) dq(bits);
+  }
+
+  // A block's accumulators: counts start at 0 (int32 lanes added to the sums at the end); float
+  // sums start from 0 (Args::fresh) or from the running sums, so each lane adds its rows in the
+  // interpreter's order.
+  void initSums() {
+    Xbyak::Label fromMemory, ready;
+    if (!P.boolValue) {
+      cmp(qword[rdi + offsetof(Args, fresh)], 0);
+      je(fromMemory, T_NEAR);
+    }
+    for (int a : acc) vpxor(y(a), y(a), y(a));
+    if (P.boolValue) return;
+    jmp(ready, T_NEAR);
+    L(fromMemory);
+    for (int r = 0; r < R; ++r)
+      for (int u = 0; u < U; ++u)
+        for (int h = 0; h < accsPerVector(); ++h) {
+          const int a = acc[(r * U + u) * accsPerVector() + h];
+          vmovupd(y(a), at(r15, sumOffset(r, u, h)));
+        }
+    L(ready);
   }
 
   void load(int s) {
@@ -316,6 +345,8 @@ class Gen : public Xbyak::CodeGenerator {
         const int a = ((r * U + u) * accsPerVector());
         if (P.boolValue) {
           P.f64 ? vpsubq(y(acc[a]), y(acc[a]), y(s)) : vpsubd(y(acc[a]), y(acc[a]), y(s));  // true is -1
+        } else if (P.sink == Sink::SumFloat) {
+          vaddps(y(acc[a]), y(acc[a]), y(s));
         } else if (P.f64) {
           vaddpd(y(acc[a]), y(acc[a]), y(s));
         } else {
@@ -355,7 +386,7 @@ class Gen : public Xbyak::CodeGenerator {
       for (int u = 0; u < U; ++u) {
         const int a = (r * U + u) * accsPerVector();
         if (!P.boolValue) {
-          for (int h = 0; h < halvesPerVector(); ++h) vmovupd(at(r15, sumOffset(r, u, h)), y(acc[a + h]));
+          for (int h = 0; h < accsPerVector(); ++h) vmovupd(at(r15, sumOffset(r, u, h)), y(acc[a + h]));
           continue;
         }
         // Counts: 64-bit lanes already (f64), or two halves of int32 lanes widened (f32).

@@ -57,6 +57,8 @@ std::optional<Plan> Plan::make(const TileProgram& p, size_t prefix, int source, 
   const c10::ScalarType E = P.f64 ? c10::ScalarType::Double : c10::ScalarType::Float;
   P.boolValue = isBool(P.type[source]);
   if (sink == Sink::SumInt64 && !P.boolValue) return fail(why, "float values summed into integer lanes"), std::nullopt;
+  if (sink == Sink::SumFloat && (P.boolValue || P.f64))
+    return fail(why, "only float32 values are added in float"), std::nullopt;
   if (sink == Sink::SumDouble && P.boolValue && P.f64)
     return fail(why, "float64 compares counted into double sums"), std::nullopt;
   // NB: a Store of bools uses the last two operand registers (r13, r14) for packing the bytes.

@@ -56,7 +56,10 @@ void runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
     const int source = prefix == prog.code.size() ? prog.result : prog.code[prefix].a;
     // A compiled kernel sums the tile with its values in registers (jit.h), if one applies.
     if constexpr (kSum) {
-      auto compiled = jit::VerticalSum::make(prog, prefix, source, std::is_floating_point_v<Wide<T>>, plan);
+      const jit::Sink sink = !std::is_floating_point_v<Wide<T>> ? jit::Sink::SumInt64
+                             : proto.inFloat && prog.slotType[source] == c10::ScalarType::Float ? jit::Sink::SumFloat
+                                                                                                : jit::Sink::SumDouble;
+      auto compiled = jit::VerticalSum::make(prog, prefix, source, sink, plan);
       if (compiled) return runCompiledVerticalSum(*compiled, plan, outer, count, proto, finish);
     }
     std::vector<char> constantOverRows(L);  // operands the same for every row of the reduced space
@@ -67,7 +70,7 @@ void runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
       auto es = finish.scratch();
       std::vector<Acc> acc(kTile, proto);
       std::optional<SumLanes<Wide<T>>> lanes;
-      if constexpr (kSum) lanes.emplace(prog.slotType[source]);
+      if constexpr (kSum) lanes.emplace(prog.slotType[source], proto.inFloat);
       std::unique_ptr<Out[]> vals(new Out[kTile]);
       std::vector<int64_t> base(L);
       // Leaf i's n values of rows r0, r0 + 1, ... (rows of them) one after another in its buffer.
@@ -192,11 +195,21 @@ void runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
   });
 }
 
+// inFloat: rules::foldsInFloat holds for this call (sums, means and products of float32 values).
 template <typename Acc>
-Acc prototype(const ReduceSpec& r) {
-  if constexpr (std::is_same_v<Acc, NormAcc<typename Acc::Value>>) return Acc(r.p);
-  else if constexpr (std::is_same_v<Acc, WelfordAcc<typename Acc::Value>>) return Acc(r.correction, r.kind == Reduction::Std);
-  else return Acc();
+Acc prototype(const ReduceSpec& r, bool inFloat) {
+  using T = typename Acc::Value;
+  if constexpr (std::is_same_v<Acc, NormAcc<T>>) {
+    return Acc(r.p);
+  } else if constexpr (std::is_same_v<Acc, WelfordAcc<T>>) {
+    return Acc(r.correction, r.kind == Reduction::Std);
+  } else if constexpr (std::is_same_v<T, float> && (IsSumLike<Acc>::value || std::is_same_v<Acc, ProdAcc<T>>)) {
+    Acc acc;
+    acc.inFloat = inFloat;
+    return acc;
+  } else {
+    return Acc();
+  }
 }
 
 }  // namespace
@@ -234,9 +247,13 @@ Outputs runReduce(TileProgram& prog, const Expr& e, at::TensorList operands, con
     finish.views = &plan.epilogueViews;
     finish.space = &plan.epilogueSpace;
   }
+  int dimsAboveOne = 0;
+  for (int64_t d : plan.reducedDims) dimsAboveOne += plan.shape[d] > 1;
+  const bool inFloat =
+      rules::foldsInFloat(an.reducedDtype == c10::ScalarType::Float, plan.reduced.numel(), dimsAboveOne);
   dispatchAccumulator(kind, prog.slotType[prog.result], [&](auto accTag) {
     using Acc = typename decltype(accTag)::type;
-    runReduceTyped<Acc>(prog, plan, prototype<Acc>(reduce), finish);
+    runReduceTyped<Acc>(prog, plan, prototype<Acc>(reduce, inFloat), finish);
   });
   return outs;
 }

@@ -77,24 +77,32 @@ inline size_t sumPrefix(const TileProgram& prog) {
 }
 
 // The kTile lane sums of a vertical sum/mean in their wide type W (int64 or double), added with
-// the op loops' instruction set. Bool values (a count: sum(lt(..))) go through byte counters, 32
-// lanes an instruction, flushed into the sums every 255 rows: integer adds, so the same result.
+// the op loops' instruction set (inFloat: each row's sums rounded to float, rules::foldsInFloat).
+// Bool values (a count: sum(lt(..))) go through byte counters, 32 lanes an instruction, flushed
+// into the sums every 255 rows: integer adds, so the same result.
 template <typename W>
 struct SumLanes {
   static constexpr int64_t kFlushEvery = 255;
   c10::ScalarType type;  // of the values added
+  bool inFloat;
   std::vector<W> sums = std::vector<W>(kTile);
   std::vector<uint8_t> counts;  // bools only
   int64_t pending = 0;          // rows in counts
 
-  explicit SumLanes(c10::ScalarType t) : type(t), counts(t == c10::ScalarType::Bool ? kTile : 0) {}
+  SumLanes(c10::ScalarType t, bool roundToFloat)
+      : type(t), inFloat(roundToFloat && t != c10::ScalarType::Bool), counts(t == c10::ScalarType::Bool ? kTile : 0) {}
   void reset(int64_t n) {
     std::fill(sums.begin(), sums.begin() + n, W(0));
     std::fill(counts.begin(), counts.begin() + std::min<int64_t>(n, counts.size()), uint8_t(0));
     pending = 0;
   }
   void add(const char* values, int64_t n) {
-    if (counts.empty()) return accumulateSum(type, values, sums.data(), n);
+    if (counts.empty()) {
+      accumulateSum(type, values, sums.data(), n);
+      if (inFloat)
+        for (int64_t j = 0; j < n; ++j) sums[j] = reduce_rules::roundedToFloat(sums[j]);
+      return;
+    }
     countFlags(values, counts.data(), n);
     if (++pending == kFlushEvery) flush(n);
   }
@@ -119,7 +127,7 @@ void runCompiledVerticalSum(const jit::VerticalSum& compiled, const IterationPla
   const int64_t groups = (line + R - 1) / R, lines = outer.numel() / line;
   at::parallel_for(0, lines * groups * tilesPerRow, 1, [&](int64_t b, int64_t e) {
     auto es = finish.scratch();
-    std::vector<decltype(proto.v)> sums(R * kTile);  // int64 or double: kSumsRowBytes per row
+    std::vector<decltype(proto.v)> sums(R * kTile);  // int64, double or float lanes: kSumsRowBytes per row
     static_assert(sizeof(sums[0]) * kTile == jit::kSumsRowBytes, "sums rows are kSumsRowBytes apart");
     std::unique_ptr<Out[]> vals(new Out[kTile]);
     std::vector<int64_t> base(L);
@@ -128,15 +136,32 @@ void runCompiledVerticalSum(const jit::VerticalSum& compiled, const IterationPla
       const int64_t g = (w / tilesPerRow) % groups, o0 = (w / (tilesPerRow * groups)) * line + g * R;
       const int64_t rows = std::min(R, line - g * R);
       for (int i = 0; i < L; ++i) base[i] = outer.offset(i, o0) + start * plan.kept.stride[i].back();
-      for (int64_t r = 0; r < rows; ++r) std::fill_n(sums.begin() + r * kTile, n, 0);
+      if (!compiled.startsFromZero())
+        for (int64_t r = 0; r < rows; ++r) std::fill_n(sums.begin() + r * kTile, n, 0);
       compiled.run(base, start, rows, n, sums.data());
       for (int64_t r = 0; r < rows; ++r) {
+        const int64_t o = (o0 + r) * inner + start;
         Acc acc = proto;
+        if constexpr (std::is_same_v<typename Acc::Value, float>) {
+          if (compiled.floatSums()) {  // float32 lanes: a sum's values as they are, a mean's divided
+            const float* fs = reinterpret_cast<const float*>(sums.data() + r * kTile);
+            if constexpr (std::is_same_v<Acc, SumAcc<float>>) {
+              finish(es ? &*es : nullptr, fs, o, n);
+              continue;
+            }
+            for (int64_t j = 0; j < n; ++j) {
+              acc.v = fs[j];
+              vals[j] = acc.get(count);
+            }
+            finish(es ? &*es : nullptr, vals.get(), o, n);
+            continue;
+          }
+        }
         for (int64_t j = 0; j < n; ++j) {
           acc.v = sums[r * kTile + j];
           vals[j] = acc.get(count);
         }
-        finish(es ? &*es : nullptr, vals.get(), (o0 + r) * inner + start, n);
+        finish(es ? &*es : nullptr, vals.get(), o, n);
       }
     }
   });

@@ -1,0 +1,105 @@
+// Float32 sums, means and products of at most four values along one dim are eager's bits
+// (reduce_rules::foldsInFloat): ATen's CPU kernels fold so few values one after another in float,
+// and the native reduction then rounds every step of its double fold to float. Checked bit for bit
+// on every tiling (vertical compiled and interpreted, horizontal) and reduced-dim position, and
+// through a chain whose argmin must then be eager's index. The values span many magnitudes, so
+// the double fold rounded once differs from eager's (asserted: the data can tell the orders apart).
+#include "test_util.h"
+
+#include "kernels/cpu/jit.h"
+
+namespace {
+
+using tsfuse_test::Gen;
+namespace jit = tsfuse::cpu::jit;
+
+struct JitOn {
+  bool was = jit::enabled();
+  explicit JitOn(bool on) { jit::setEnabled(on); }
+  ~JitOn() { jit::setEnabled(was); }
+};
+
+// Values of many magnitudes: float adds round often and differently in another order.
+at::Tensor wide(Gen& g, at::IntArrayRef sizes) {
+  return (at::randn(sizes, g.gen, at::kDouble) * at::exp(at::randn(sizes, g.gen, at::kDouble) * 3)).to(at::kFloat);
+}
+
+// x, y broadcast to a value with D values along `dim` (0: outer, 1: middle, 2: inner) and kept
+// inner size m (>= 16: vertical tiles; < 16: horizontal).
+struct Case {
+  at::Tensor x, y;
+  int64_t dim;
+};
+Case makeCase(Gen& g, int64_t D, int64_t dim, int64_t n, int64_t m) {
+  switch (dim) {
+    case 0: return {wide(g, {D, n, 1}), wide(g, {D, 1, m}), 0};
+    case 1: return {wide(g, {n, D, 1}), wide(g, {1, D, m}), 1};
+    default: return {wide(g, {n, 1, D}), wide(g, {1, m, D}), 2};
+  }
+}
+
+at::Tensor eager(const std::string& kind, const at::Tensor& v, int64_t dim) {
+  if (kind == "sum") return v.sum(dim);
+  if (kind == "mean") return v.mean(dim);
+  return v.prod(dim);
+}
+
+TEST(ReduceEagerOrder, FewFloat32ValuesAlongOneDimAreEagersBits) {
+  Gen g(41);
+  int64_t distinguishing = 0;  // outputs where the double fold rounded once differs from eager
+  for (bool compiled : {true, false}) {
+    JitOn on(compiled);
+    for (int64_t D : {1, 2, 3, 4})
+      for (int64_t dim : {0, 1, 2})
+        for (int64_t m : {40, 5})
+          for (const std::string kind : {"sum", "mean", "prod"}) {
+            Case c = makeCase(g, D, dim, 300, m);
+            const char* expr = kind == "prod" ? "v1: mul($0, $1)" : "v1: sub($0, $1); mul(%0, %0)";
+            at::Tensor value = kind == "prod" ? c.x * c.y : (c.x - c.y) * (c.x - c.y);
+            at::Tensor want = eager(kind, value, c.dim);
+            at::Tensor got = tsfuse::reduce({c.x, c.y}, expr, kind, std::vector<int64_t>{c.dim}, false, std::nullopt);
+            const std::string what = kind + " of " + std::to_string(D) + " along dim " + std::to_string(dim) +
+                                     ", kept inner " + std::to_string(m) + (compiled ? ", compiled" : ", interpreted");
+            EXPECT_EQ(tsfuse::lastPath(), std::string("native")) << what;
+            EXPECT_TRUE(at::equal(got, want)) << what << ": " << (got != want).sum().item<int64_t>() << " differ";
+            distinguishing += (eager(kind, value.to(at::kDouble), c.dim).to(at::kFloat) != want).sum().item<int64_t>();
+          }
+  }
+  EXPECT_GT(distinguishing, 1000);
+}
+
+TEST(ReduceEagerOrder, ANearestNeighbourOverThreeCoordinatesIsEagersIndex) {
+  // Every point's nearest candidates are its own base moved by the six permutations of one offset
+  // (a, b, c): equal distances in exact arithmetic, so the pick depends on how the three squares
+  // were rounded and added.
+  Gen g(42);
+  at::Tensor base = at::randint(-50, 50, {40, 3}, g.gen, at::kLong).to(at::kFloat) * 10;
+  at::Tensor offset = at::rand({40, 3}, g.gen, at::kFloat);
+  std::vector<at::Tensor> perms;
+  for (auto p : std::vector<std::vector<int64_t>>{{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}})
+    perms.push_back(base + offset.index_select(1, at::tensor(p)));
+  at::Tensor y = at::cat(perms), x = base.unsqueeze(1);
+  at::Tensor d = (x - y).pow(2).sum(-1);
+  at::Tensor got = tsfuse::reduceChain({x, y}, "v1: sub($0, $1); pow(%0, 2)",
+                                       {"sum(dim=[2], keepdim=False)", "argmin(dim=[1], keepdim=False)"});
+  EXPECT_TRUE(at::equal(got, d.argmin(1)));
+  // The distances of the double fold would pick other candidates.
+  at::Tensor dd = (x - y).pow(2).to(at::kDouble).sum(-1).to(at::kFloat);
+  EXPECT_FALSE(at::equal(dd.argmin(1), d.argmin(1)));
+}
+
+TEST(ReduceEagerOrder, SeveralReducedDimsAndLongerDimsStayWithinTolerance) {
+  // Not eager's order there (ATen walks several reduced dims, and more values, otherwise): the
+  // documented tolerance.
+  Gen g(43);
+  at::Tensor x = wide(g, {2, 64, 1, 2}), y = wide(g, {2, 1, 40, 2});
+  at::Tensor got = tsfuse::reduce({x, y}, "v1: sub($0, $1); mul(%0, %0)", "sum", std::vector<int64_t>{0, 3}, false,
+                                  std::nullopt);
+  at::Tensor want = ((x - y) * (x - y)).sum(std::vector<int64_t>{0, 3});
+  EXPECT_TRUE(at::allclose(got, want, 1e-5, 0));
+  at::Tensor a = wide(g, {64, 1, 7}), b = wide(g, {1, 40, 7});
+  got = tsfuse::reduce({a, b}, "v1: sub($0, $1); mul(%0, %0)", "sum", std::vector<int64_t>{2}, false, std::nullopt);
+  EXPECT_TRUE(at::allclose(got, ((a - b) * (a - b)).sum(2), 1e-5, 0));
+}
+
+}  // namespace
