@@ -57,4 +57,27 @@ std::vector<at::Tensor> narrowOperands(at::TensorList ts, int64_t rank, int64_t 
   return out;
 }
 
+namespace {
+thread_local int tlsReuseDepth = 0;
+thread_local at::Tensor tlsReused;  // the thread's kept buffer (ReusedOutput)
+constexpr size_t kMaxReusedBytes = size_t(8) << 20;  // never keep more than this per thread
+}  // namespace
+
+ReusedOutput::ReusedOutput() { ++tlsReuseDepth; }
+ReusedOutput::~ReusedOutput() { --tlsReuseDepth; }
+
+at::Tensor ReusedOutput::allocate(at::IntArrayRef sizes, at::IntArrayRef strides, const at::TensorOptions& options) {
+  if (tlsReuseDepth == 0) return at::empty_strided(sizes, strides, options);
+  const size_t bytes = at::detail::computeStorageNbytes(sizes, strides, options.dtype().itemsize());
+  at::Tensor& kept = tlsReused;
+  // Free: no tensor but this one holds its TensorImpl, and no TensorImpl but its own (a view, or
+  // the previous piece's output) holds its storage.
+  if (kept.defined() && kept.use_count() == 1 && kept.storage().use_count() == 1 &&
+      kept.device() == options.device() && kept.storage().nbytes() >= bytes)
+    return at::empty({0}, options).set_(kept.storage(), 0, sizes, strides);
+  at::Tensor out = at::empty_strided(sizes, strides, options);
+  if (bytes <= kMaxReusedBytes) kept = out;
+  return out;
+}
+
 }  // namespace tsfuse

@@ -37,6 +37,25 @@ constexpr int64_t kSlabElements = int64_t(1) << 18;
 Outputs runChunked(const Expr& e, at::TensorList operands, const ReduceSpec* reduce,
                    const Analysis& an, const IterationPlan& plan);
 
+// A caller that runs a fused op on many pieces of one call (a chain's or sweep's slabs) lets the
+// pieces share output memory: while a ReusedOutput is alive on a thread, the native CPU path puts
+// its output in the thread's kept buffer when nothing else holds that buffer any more (the
+// previous piece's value has been reduced and dropped) and it is large enough, and otherwise
+// keeps its new output as the buffer. Each thread keeps that one buffer between calls (at most
+// a chain slab: kSlabElements / 2 elements by default), so a model's steady-state calls allocate
+// no slab memory at all. Without it, an allocator that maps every large block afresh (glibc with
+// a fixed mmap threshold, as bench/suite.py runs) faults each slab's pages in again every call.
+class ReusedOutput {
+ public:
+  ReusedOutput();
+  ~ReusedOutput();
+  ReusedOutput(const ReusedOutput&) = delete;
+  ReusedOutput& operator=(const ReusedOutput&) = delete;
+  // An output of these sizes, strides and options: in the thread's buffer where a ReusedOutput is
+  // alive on this thread, else freshly allocated.
+  static at::Tensor allocate(at::IntArrayRef sizes, at::IntArrayRef strides, const at::TensorOptions& options);
+};
+
 // Each tensor narrowed to [start, start + len) along `dim` of a space of rank `rank` (tensors align
 // to its trailing dims) where it is not broadcast there, so 0-dim operands stay 0-dim and type
 // promotion is unchanged: an operand list for one slab of the space.

@@ -376,6 +376,7 @@ Outputs runChain(const Chain& c, at::TensorList operands, const NativePath& nati
   const at::TensorList main = ops0.slice(0, c.expr->numInputs);
   const at::TensorList epi0 = ops0.slice(c.expr->numInputs);
   auto runSlab = [&](size_t i) {
+    ReusedOutput scope;  // stage 0's values in one buffer per thread
     const auto [s, len] = slabs[i];
     std::vector<at::Tensor> in0 = narrowOperands(main, plan->ranks[0], plan->pos[0], s, len);
     for (auto& t : narrowOperands(epi0, plan->ranks[1], plan->pos[1], s, len)) in0.push_back(std::move(t));

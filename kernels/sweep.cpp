@@ -128,6 +128,7 @@ Outputs runSweep(const Sweep& s, at::TensorList operands, const NativePath& nati
   const auto slabs = slabRanges(an->valueShape[d], slabStep(an->outNumel(), an->valueShape[d]));
   Outputs out(nb);
   const char* path = "native";
+  ReusedOutput scope;  // the slabs' values in one buffer
   for (size_t i = 0; i < slabs.size(); ++i) {
     const auto [start, len] = slabs[i];
     std::vector<at::Tensor> in0 = narrowOperands(main, rank0, d, start, len);

@@ -33,8 +33,9 @@ void adviseHugePages(const at::Tensor& t) {
 }  // namespace
 
 at::Tensor allocOutput(const Analysis& an) {
-  at::Tensor out = an.allocOut(c10::kCPU);
-  if (!an.donated.defined()) adviseHugePages(out);  // it touches pages by writing to them
+  if (an.donated.defined()) return an.allocOut(c10::kCPU);  // written over the donated operand
+  at::Tensor out = ReusedOutput::allocate(an.outSizes, an.outStrides, at::TensorOptions().dtype(an.outDtype));
+  adviseHugePages(out);  // it touches pages by writing to them
   return out;
 }
 
