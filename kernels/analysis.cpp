@@ -173,6 +173,7 @@ std::optional<Analysis> analyze(const Expr& e, at::TensorList operands, const Re
     for (const auto& t : ops) small.push_back(standIn(t));
     std::vector<at::Tensor> values = analyzeExpr(e, ops, small, a);
     const int64_t R = static_cast<int64_t>(a.valueShape.size());
+    a.valueOrder = strideOrder(values.back().sizes(), values.back().strides());
     if (!reduce) {
       a.outSizes = a.valueShape;
       a.outDtype = values.back().scalar_type();

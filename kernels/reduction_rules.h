@@ -51,13 +51,15 @@ C10_HOST_DEVICE inline W prodStep(W acc, W x) {
 
 // Whether eager's CPU sum/mean/prod of `count` values of `type`, along `dimsAboveOne` reduced dims
 // of size > 1, is a fold in float32 in index order: ATen's CPU kernels add (multiply) a few float32
-// values one after another from 0 (1) in float, whatever the layout (measured on torch 2.11 for
-// 2-4 values along an inner, middle or outer dim; several reduced dims use another order, which
-// only two values cannot show). There the wide fold rounds every step to float (roundedToFloat):
-// double's 53 bits exceed 2 x 24 + 2, so the float rounding of the exact double sum (product) of
-// two floats is the float operation's own result, and the fold gives eager's bits.
-inline bool foldsInFloat(bool isFloat32, int64_t count, int dimsAboveOne) {
-  return isFloat32 && count <= 4 && (dimsAboveOne <= 1 || count <= 2);
+// values one after another from 0 (1) in float. Measured on torch 2.11: 2-4 values along one inner,
+// middle or outer dim, whatever the layout, and 8 values along the dim eager's value holds
+// innermost in memory (`innermost`; 8 anywhere else, 5-7 and several reduced dims use other
+// orders, which only two values cannot show). There the wide fold rounds every step to float
+// (roundedToFloat): double's 53 bits exceed 2 x 24 + 2, so the float rounding of the exact double
+// sum (product) of two floats is the float operation's own result, and the fold gives eager's bits.
+inline bool foldsInFloat(bool isFloat32, int64_t count, int dimsAboveOne, bool innermost) {
+  if (!isFloat32) return false;
+  return (count <= 4 && (dimsAboveOne <= 1 || count <= 2)) || (count == 8 && dimsAboveOne == 1 && innermost);
 }
 template <typename W>
 C10_HOST_DEVICE inline W roundedToFloat(W v) {

@@ -247,10 +247,16 @@ Outputs runReduce(TileProgram& prog, const Expr& e, at::TensorList operands, con
     finish.views = &plan.epilogueViews;
     finish.space = &plan.epilogueSpace;
   }
+  // The reduced dims of size > 1, and whether the one there is is innermost in eager's value.
   int dimsAboveOne = 0;
-  for (int64_t d : plan.reducedDims) dimsAboveOne += plan.shape[d] > 1;
-  const bool inFloat =
-      rules::foldsInFloat(an.reducedDtype == c10::ScalarType::Float, plan.reduced.numel(), dimsAboveOne);
+  int64_t reducedDim = -1, innermostDim = -1;
+  for (int64_t d : plan.reducedDims)
+    if (plan.shape[d] > 1) ++dimsAboveOne, reducedDim = d;
+  if (an.valueOrder.size() == plan.shape.size())
+    for (int64_t d : an.valueOrder)
+      if (plan.shape[d] > 1) innermostDim = d;
+  const bool inFloat = rules::foldsInFloat(an.reducedDtype == c10::ScalarType::Float, plan.reduced.numel(),
+                                           dimsAboveOne, reducedDim >= 0 && reducedDim == innermostDim);
   dispatchAccumulator(kind, prog.slotType[prog.result], [&](auto accTag) {
     using Acc = typename decltype(accTag)::type;
     runReduceTyped<Acc>(prog, plan, prototype<Acc>(reduce, inFloat), finish);
