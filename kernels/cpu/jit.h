@@ -36,7 +36,10 @@
 
 namespace tsfuse::cpu::jit {
 
-constexpr int kMaxLeaves = 12;
+// Operands a kernel reads: the first ones get a general register for their pointer, the rest
+// (an IoU over four box columns of two views each has 16) are read through Args, their pointers
+// advanced there (see Gen::assignPointers).
+constexpr int kMaxLeaves = 24;
 
 // How a kernel reads one operand along the lanes of a block.
 enum class Leaf : uint8_t {
@@ -65,7 +68,9 @@ constexpr int64_t kSumsRowBytes = kTile * 8;
 // distance over 3 coordinates) then cost one call per tile, not one per block. Store: `rows`
 // consecutive blocks of lanes (rowStride is then the operand's step per block).
 struct Args {
-  const char* leaf[kMaxLeaves] = {};     // each operand's element at row 0, first lane of the block
+  // Each operand's element at row 0, first lane of the block (an operand without a register: its
+  // current element, advanced by the kernel as it goes).
+  const char* leaf[kMaxLeaves] = {};
   int64_t rowStride[kMaxLeaves] = {};    // bytes from one row (block) to the next
   int64_t outerStride[kMaxLeaves] = {};  // bytes from one output row to the next (sums)
   int64_t blockStep[kMaxLeaves] = {};    // sums: bytes from the end of a block's rows to the next block

@@ -85,20 +85,25 @@ class Gen : public Xbyak::CodeGenerator {
 
   Xbyak::Address at(const Xbyak::Reg64& base, int64_t disp) { return ptr[base + static_cast<int>(disp)]; }
 
-  // Operand pointers: one general register per operand and row. NB: a Store of bools keeps r13 and
-  // r14 for packing bytes; r15 holds out, rcx the row count, rdi the arguments.
+  // Operand pointers: one general register per operand and row while there are registers; the
+  // operands after that are "spilled": read through their Args::leaf pointer (loaded into rax at
+  // each use) and advanced in Args, a load and a memory add per block more, instead of declining
+  // the program. A spilled operand cannot vary per output row (its rows would need registers).
+  // NB: a Store of bools keeps r13 and r14 for packing bytes; r15 holds out, rcx the row count,
+  // rdi the arguments, rax the spilled pointers.
   void assignPointers() {
     using namespace Xbyak::util;
-    std::vector<Xbyak::Reg64> pool = {rsi, rdx, r8, r9, r10, r11, rax, rbx, rbp, r12};
+    std::vector<Xbyak::Reg64> pool = {rsi, rdx, r8, r9, r10, r11, rbx, rbp, r12};
     if (!(P.sink == Sink::Store && P.boolValue)) pool.insert(pool.end(), {r13, r14});
     size_t next = 0;
     leafPtr.assign(P.leaves.size(), {});
     for (int i = 0; i < static_cast<int>(P.leaves.size()); ++i) {
       if (P.leaves[i] == Leaf::Unused) continue;
-      for (int r = 0; r < rowsOf(i); ++r) {
-        if (next == pool.size()) throw OutOfRegisters();
-        leafPtr[i].push_back(pool[next++]);
+      if (next + rowsOf(i) > pool.size()) {
+        if (rowsOf(i) > 1) throw OutOfRegisters();
+        continue;  // spilled
       }
+      for (int r = 0; r < rowsOf(i); ++r) leafPtr[i].push_back(pool[next++]);
       const auto& g = leafPtr[i];
       mov(g[0], at(rdi, offsetof(Args, leaf) + 8 * i));
       for (int r = 1; r < rowsOf(i); ++r) {
@@ -106,6 +111,21 @@ class Gen : public Xbyak::CodeGenerator {
         add(g[r], at(rdi, offsetof(Args, outerStride) + 8 * i));
       }
     }
+  }
+
+  bool spilled(int i) const { return P.leaves[i] != Leaf::Unused && leafPtr[i].empty(); }
+
+  // Advances operand i's pointer(s) by the Args array entry at `strideField` (its row stride or
+  // block step): in its registers, or in Args::leaf where it is spilled.
+  void advance(int i, size_t strideField) {
+    using namespace Xbyak::util;
+    const Xbyak::Address stride = at(rdi, static_cast<int64_t>(strideField) + 8 * i);
+    if (spilled(i)) {
+      mov(rax, stride);
+      add(qword[rdi + static_cast<int>(offsetof(Args, leaf) + 8 * i)], rax);
+      return;
+    }
+    for (const auto& g : leafPtr[i]) add(g, stride);
   }
 
   // Where the sums of (row, vector, half) live: rows kSumsRowBytes apart, 8-byte lanes (SumFloat:
@@ -180,16 +200,14 @@ class Gen : public Xbyak::CodeGenerator {
     }
     freeRegs = persistent;
     reg = persistentReg;
-    for (int i = 0; i < static_cast<int>(P.leaves.size()); ++i)
-      for (const auto& g : leafPtr[i]) add(g, at(rdi, offsetof(Args, rowStride) + 8 * i));
+    for (int i = 0; i < static_cast<int>(P.leaves.size()); ++i) advance(i, offsetof(Args, rowStride));
     dec(rcx);
     jnz(loop, T_NEAR);
     L(done);
     if (P.sums()) {  // the block's sums out, then on to the next block
       storeSums();
       add(r15, U * (P.f64 ? 4 : 8) * sumBytesPerLane());
-      for (int i = 0; i < static_cast<int>(P.leaves.size()); ++i)
-        for (const auto& g : leafPtr[i]) add(g, at(rdi, offsetof(Args, blockStep) + 8 * i));
+      for (int i = 0; i < static_cast<int>(P.leaves.size()); ++i) advance(i, offsetof(Args, blockStep));
       dec(qword[rdi + offsetof(Args, blocks)]);
       jnz(block, T_NEAR);
     }
@@ -235,8 +253,9 @@ class Gen : public Xbyak::CodeGenerator {
     }
     TORCH_INTERNAL_ASSERT(s < static_cast<int>(P.leaves.size()) && P.leaves[s] != Leaf::Unused,
                           "tsfuse: compiled kernel reads slot ", s, " before it is computed");
+    if (spilled(s)) mov(Xbyak::util::rax, at(rdi, offsetof(Args, leaf) + 8 * s));
     for (int r = 0; r < rowsOf(s); ++r) {
-      const Xbyak::Reg64& g = leafPtr[s][r];
+      const Xbyak::Reg64& g = spilled(s) ? Xbyak::util::rax : leafPtr[s][r];
       for (int u = 0; u < vectorsOf(s); ++u) {
         const int v = take();
         if (P.leaves[s] == Leaf::Uniform) P.f64 ? vbroadcastsd(y(v), ptr[g]) : vbroadcastss(y(v), ptr[g]);

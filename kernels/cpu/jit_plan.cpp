@@ -26,7 +26,7 @@ std::optional<Plan> Plan::make(const TileProgram& p, size_t prefix, int source, 
   const int S = static_cast<int>(p.slotType.size());
   P.type = p.slotType;
   P.code.assign(p.code.begin(), p.code.begin() + prefix);
-  if (p.numLeaves > kMaxLeaves) return fail(why, "more than 12 operands"), std::nullopt;
+  if (p.numLeaves > kMaxLeaves) return fail(why, "more than " + std::to_string(kMaxLeaves) + " operands"), std::nullopt;
   if (static_cast<int>(layout.size()) != p.numLeaves) return fail(why, "operand layouts missing"), std::nullopt;
 
   // The primitives the code generator has (prims.def kJit). NB: an ATen tile op keeps its
@@ -61,9 +61,6 @@ std::optional<Plan> Plan::make(const TileProgram& p, size_t prefix, int source, 
     return fail(why, "only float32 values are added in float"), std::nullopt;
   if (sink == Sink::SumDouble && P.boolValue && P.f64)
     return fail(why, "float64 compares counted into double sums"), std::nullopt;
-  // NB: a Store of bools uses the last two operand registers (r13, r14) for packing the bytes.
-  if (sink == Sink::Store && P.boolValue && p.numLeaves > kMaxLeaves - 2)
-    return fail(why, "more than 10 operands"), std::nullopt;
 
   P.leaves.assign(p.numLeaves, Leaf::Unused);
   for (int i = 0; i < p.numLeaves; ++i) {

@@ -375,6 +375,62 @@ TEST(JitMap, SeedIntersectionAndBoolResultsInEveryTiling) {
   }
 }
 
+// More operands than pointer registers (an IoU reads four columns of each box set, twice): the
+// ones past the registers are read through Args and advanced there, still compiled, eager's bits.
+// ((($0 - $1) + ($2 - $3)) + ...), then negated or compared: few values live at once, so only
+// the operand pointers run short.
+std::string sumOfDifferences(int pairs, bool compare) {
+  auto sub = [](int i) { return "sub($" + std::to_string(2 * i) + ", $" + std::to_string(2 * i + 1) + "); "; };
+  std::string e = "v1: " + sub(0);
+  int sum = 0, next = 1;  // instruction indices: the running sum, the next result
+  for (int i = 1; i < pairs; ++i) {
+    e += sub(i) + "add(%" + std::to_string(sum) + ", %" + std::to_string(next) + "); ";
+    sum = next + 1;
+    next += 2;
+  }
+  return e + (compare ? "gt(%" : "neg(%") + std::to_string(sum) + (compare ? ", 0)" : ")");
+}
+at::Tensor sumOfDifferencesEager(const T& o, bool compare) {
+  at::Tensor s = o[0] - o[1];
+  for (size_t i = 1; 2 * i < o.size(); ++i) s = s + (o[2 * i] - o[2 * i + 1]);
+  return compare ? s > 0 : -s;
+}
+
+TEST(JitMap, OperandsPastThePointerRegistersAreReadThroughArgs) {
+  if (!haveJit()) GTEST_SKIP() << "no AVX2/BMI2: the compiled kernels are off";
+  Gen g(45);
+  for (at::ScalarType dt : {at::kFloat, at::kDouble})
+    for (int64_t m : {700, 131, 37})
+      for (int pairs : {6, 8, 12})
+        for (bool compare : {false, true}) {
+          // Uniform [N, 1] operands and strided columns of a [M, 4] tensor, alternating.
+          at::Tensor boxes = g.tensor({m, 4}, dt, kNaNInf);
+          T ops;
+          for (int i = 0; i < pairs; ++i) {
+            ops.push_back(g.tensor({9, 1}, dt, kNaNInf));
+            ops.push_back(boxes.select(1, i % 4).unsqueeze(0));
+          }
+          EXPECT_TRUE(checkMapBoth(sumOfDifferences(pairs, compare).c_str(), ops,
+                                   [&](const T& o) { return sumOfDifferencesEager(o, compare); }, true))
+              << dt << " m=" << m << " operands=" << 2 * pairs << (compare ? " bool" : "");
+        }
+}
+
+TEST(JitSum, OperandsPastThePointerRegistersAreReadThroughArgs) {
+  if (!haveJit()) GTEST_SKIP() << "no AVX2/BMI2: the compiled kernels are off";
+  Gen g(46);
+  for (int pairs : {6, 8, 12}) {
+    T ops;
+    for (int i = 0; i < pairs; ++i) {
+      ops.push_back(g.tensor({20, 3, 1}, at::kFloat));
+      ops.push_back(g.tensor({20, 1, 40}, at::kFloat));
+    }
+    EXPECT_TRUE(checkBoth(sumOfDifferences(pairs, false), ops, [&](const T& o) { return sumOfDifferencesEager(o, false); },
+                          kSum0, true, CheckOpts{false}))
+        << 2 * pairs << " operands";
+  }
+}
+
 TEST(JitMap, DeclinedProgramsAreInterpreted) {
   if (!haveJit()) GTEST_SKIP() << "no AVX2/BMI2: the compiled kernels are off";
   Gen g(42);
