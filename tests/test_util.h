@@ -3,6 +3,8 @@
 // positions; bit patterns), compare error messages, and generate seeded random inputs.
 #pragma once
 
+#include "kernels/chain.h"
+#include "kernels/cpu/jit.h"
 #include "kernels/fused_call.h"
 #include "kernels/ir/expr.h"
 #include "tsfuse/ops.h"
@@ -221,6 +223,20 @@ struct AnyReduceOrder {
   bool was = tsfuse::keepsEagerOrder();
   AnyReduceOrder() { tsfuse::setKeepEagerOrder(false); }
   ~AnyReduceOrder() { tsfuse::setKeepEagerOrder(was); }
+};
+
+// The compiled CPU kernels (kernels/cpu/jit.h) on or off for a scope.
+struct JitOn {
+  bool was = tsfuse::cpu::jit::enabled();
+  explicit JitOn(bool on) { tsfuse::cpu::jit::setEnabled(on); }
+  ~JitOn() { tsfuse::cpu::jit::setEnabled(was); }
+};
+
+// Chains and sweeps in slabs of at most 64 stored elements, so every small case runs in many.
+class ManySlabs : public ::testing::Test {
+ protected:
+  void SetUp() override { tsfuse::setChainSlabElements(64); }
+  void TearDown() override { tsfuse::setChainSlabElements(tsfuse::kSlabElements / 2); }
 };
 
 struct CheckOpts {

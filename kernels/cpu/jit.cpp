@@ -194,7 +194,7 @@ std::optional<VerticalSum> VerticalSum::make(const TileProgram& p, size_t prefix
   }
   v.fresh_ = sink != Sink::SumInt64 && p.slotType[source] != c10::ScalarType::Bool && v.outer_.numel() == 1 &&
              v.rows_ <= v.kernel_->maxRows();
-  v.floatSums_ = sink == Sink::SumFloat;
+  v.sink_ = sink;
   return v;
 }
 
@@ -256,7 +256,7 @@ void VerticalSum::runRows(const std::vector<int64_t>& base, int64_t start, bool 
     const bool full = v0 + k.lanesPerBlock() <= n;
     const int64_t lanes = full ? k.lanesPerBlock() : std::min(k.lanesPerVector(), n - v0);
     if (!full) k.fillMask(lanes, mask);
-    a.out = static_cast<char*>(sums) + v0 * (floatSums_ ? 4 : 8);
+    a.out = static_cast<char*>(sums) + v0 * sumLaneBytes(sink_);
     for (int64_t ro = 0; ro < outerCount; ++ro) {
       for (int64_t r0 = 0; r0 < rows_; r0 += maxRows) {
         point(v0, ro, r0);

@@ -62,6 +62,8 @@ enum class Sink : uint8_t {
 // kept dim next to the lanes' dim): each row's lane sums (8-byte lanes; SumFloat: 4-byte ones)
 // lie in its own kTile-lane buffer, this many bytes after the previous row's.
 constexpr int64_t kSumsRowBytes = kTile * 8;
+// Bytes of one lane sum for a sink.
+constexpr int64_t sumLaneBytes(Sink s) { return s == Sink::SumFloat ? 4 : 8; }
 
 // One call. Sums: rows [0, rows) of the reduced space's innermost dim for `blocks` consecutive
 // blocks of lanes (of one or several output rows), block after block: a few reduced rows (a
@@ -135,14 +137,14 @@ class VerticalSum {
   int64_t rowsPerTile() const { return kernel_->rowsPerBlock(); }
   int64_t lineLength() const { return line_; }
   // Adds the reduced rows of lanes [start, start + n) of `rows` (<= rowsPerTile()) consecutive
-  // outputs into their sums: output r's lane j at sums + r * kSumsRowBytes + 8 j, whose operand i
+  // outputs into their sums: output r's lane j at sums + r * kSumsRowBytes + sumLaneBytes j, whose operand i
   // starts at byte offset base[i] + r * (its stride along that kept dim) at reduced row 0.
   void run(const std::vector<int64_t>& base, int64_t start, int64_t rows, int64_t n, void* sums) const;
   // Whether run() overwrites the sums instead of adding to them: float sums whose reduced space
   // one call covers (the caller then need not zero them).
   bool startsFromZero() const { return fresh_; }
   // Whether the lane sums are float32 (Sink::SumFloat), else int64 or double.
-  bool floatSums() const { return floatSums_; }
+  bool floatSums() const { return sink_ == Sink::SumFloat; }
 
   // An operand the plan marks Packed (strided along the lanes but the same for every output:
   // `y[j, d]` summed over d) is packed once per call, reduced rows by lanes, when that takes at
@@ -162,7 +164,7 @@ class VerticalSum {
   int64_t rows_ = 1;
   std::vector<int64_t> rowStride_;
   bool fresh_ = false;
-  bool floatSums_ = false;
+  Sink sink_ = Sink::SumDouble;
 };
 
 // Runs a map tile through a Kernel: the whole program, its result written to the output.

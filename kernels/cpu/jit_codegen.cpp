@@ -135,7 +135,6 @@ class Gen : public Xbyak::CodeGenerator {
     const int64_t lanes = P.f64 ? 4 : 8;
     return r * kSumsRowBytes + u * lanes * 8 + h * 32;
   }
-  int64_t sumBytesPerLane() const { return P.sink == Sink::SumFloat ? 4 : 8; }
   int halvesPerVector() const { return P.f64 ? 1 : 2; }  // 32-byte halves of 8-byte lanes
   // Accumulators per vector of values: counts and SumFloat add in the values' own lanes.
   int accsPerVector() const { return P.boolValue || P.sink == Sink::SumFloat ? 1 : halvesPerVector(); }
@@ -206,7 +205,7 @@ class Gen : public Xbyak::CodeGenerator {
     L(done);
     if (P.sums()) {  // the block's sums out, then on to the next block
       storeSums();
-      add(r15, U * (P.f64 ? 4 : 8) * sumBytesPerLane());
+      add(r15, U * (P.f64 ? 4 : 8) * sumLaneBytes(P.sink));
       for (int i = 0; i < static_cast<int>(P.leaves.size()); ++i) advance(i, offsetof(Args, blockStep));
       dec(qword[rdi + offsetof(Args, blocks)]);
       jnz(block, T_NEAR);

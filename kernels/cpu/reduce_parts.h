@@ -141,24 +141,17 @@ void runCompiledVerticalSum(const jit::VerticalSum& compiled, const IterationPla
       compiled.run(base, start, rows, n, sums.data());
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t o = (o0 + r) * inner + start;
-        Acc acc = proto;
-        if constexpr (std::is_same_v<typename Acc::Value, float>) {
-          if (compiled.floatSums()) {  // float32 lanes: a sum's values as they are, a mean's divided
-            const float* fs = reinterpret_cast<const float*>(sums.data() + r * kTile);
-            if constexpr (std::is_same_v<Acc, SumAcc<float>>) {
-              finish(es ? &*es : nullptr, fs, o, n);
-              continue;
-            }
-            for (int64_t j = 0; j < n; ++j) {
-              acc.v = fs[j];
-              vals[j] = acc.get(count);
-            }
-            finish(es ? &*es : nullptr, vals.get(), o, n);
+        // Float32 lanes (SumFloat): a sum's values as they are; a mean's still divided below.
+        const float* fs = compiled.floatSums() ? reinterpret_cast<const float*>(sums.data() + r * kTile) : nullptr;
+        if constexpr (std::is_same_v<Acc, SumAcc<float>>) {
+          if (fs) {
+            finish(es ? &*es : nullptr, fs, o, n);
             continue;
           }
         }
+        Acc acc = proto;
         for (int64_t j = 0; j < n; ++j) {
-          acc.v = sums[r * kTile + j];
+          acc.v = fs ? static_cast<decltype(acc.v)>(fs[j]) : sums[r * kTile + j];
           vals[j] = acc.get(count);
         }
         finish(es ? &*es : nullptr, vals.get(), o, n);

@@ -14,12 +14,7 @@ namespace {
 using tsfuse_test::Gen;
 using tsfuse_test::sameTensor;
 
-// Slabs of at most 64 stored elements, so every case below runs in many slabs.
-class Chain : public ::testing::Test {
- protected:
-  void SetUp() override { tsfuse::setChainSlabElements(64); }
-  void TearDown() override { tsfuse::setChainSlabElements(tsfuse::kSlabElements / 2); }
-};
+class Chain : public tsfuse_test::ManySlabs {};
 
 const std::string kSq = "v1: sub($0, $1); mul(%0, %0)";
 

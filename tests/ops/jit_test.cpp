@@ -30,12 +30,6 @@ bool underMemcheck() {
   return v && std::string(v) == "1";
 }
 
-struct JitOn {
-  bool was = jit::enabled();
-  explicit JitOn(bool on) { jit::setEnabled(on); }
-  ~JitOn() { jit::setEnabled(was); }
-};
-
 bool haveJit() {
   JitOn on(true);
   return jit::enabled();

@@ -7,18 +7,10 @@
 // the double fold rounded once differs from eager's (asserted: the data can tell the orders apart).
 #include "test_util.h"
 
-#include "kernels/cpu/jit.h"
-
 namespace {
 
 using tsfuse_test::Gen;
-namespace jit = tsfuse::cpu::jit;
-
-struct JitOn {
-  bool was = jit::enabled();
-  explicit JitOn(bool on) { jit::setEnabled(on); }
-  ~JitOn() { jit::setEnabled(was); }
-};
+using tsfuse_test::JitOn;
 
 // Values of many magnitudes: float adds round often and differently in another order.
 at::Tensor wide(Gen& g, at::IntArrayRef sizes) {
