@@ -90,11 +90,11 @@ Cache::Entry compile(const Plan& plan) {
         code.insert(code.begin(), one.begin(), one.end());
       }
       const int64_t esz = plan.f64 ? 8 : 4, lanes = 32 / esz;
-      // int32 count lanes (float32 compares) hold up to 2^31 - 1 rows per call.
-      const int64_t maxRows = plan.sums() && plan.boolValue && !plan.f64 ? std::numeric_limits<int32_t>::max()
-                                                                         : std::numeric_limits<int64_t>::max();
+      // int32 count lanes (float32 compares) and int32 extremum indices hold up to 2^31 - 1 rows.
+      const bool int32Lanes = (plan.sums() && plan.boolValue && !plan.f64) || isExtremum(plan.sink);
+      const int64_t maxRows = int32Lanes ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int64_t>::max();
       const int64_t outBytes = plan.sums() ? 8 : plan.boolValue ? 1 : esz;
-      TSFUSE_LOG(kernel, debug, "compiled ", plan.sums() ? "sum" : "map", ": ", plan.code.size(), " instructions, ",
+      TSFUSE_LOG(kernel, debug, "compiled ", !plan.sums() ? "map" : isExtremum(plan.sink) ? "extremum" : "sum", ": ", plan.code.size(), " instructions, ",
                  rows, " row(s) x ", vectors, " x ", lanes, " lanes per block, ", code.back()->gen->getSize(),
                  " bytes of code per kernel");
       return {std::make_shared<Kernel>(std::move(code),
@@ -141,26 +141,35 @@ std::shared_ptr<const Kernel> Kernel::get(const TileProgram& p, size_t prefix, i
   return it->second.kernel;
 }
 
-std::optional<VerticalSum> VerticalSum::make(const TileProgram& p, size_t prefix, int source, Sink sink,
+std::optional<VerticalReduce> VerticalReduce::make(const TileProgram& p, size_t prefix, int source, Sink sink,
                                              const IterationPlan& plan) {
   const auto& views = plan.views;
   const SubSpace &kept = plan.kept, &reduced = plan.reduced;
   if (!enabled() || kept.size.empty()) return std::nullopt;
-  VerticalSum v;
+  VerticalReduce v;
   v.views_ = &views;
   v.inner_ = kept.size.back();
   v.packed_.resize(views.size());
+  v.packedOnce_.assign(views.size(), 0);
+  if (isExtremum(sink) && reduced.numel() > std::numeric_limits<int32_t>::max()) {
+    TSFUSE_LOG(kernel, debug, "vertical reduction interpreted, not compiled: more rows than int32 indices count");
+    return std::nullopt;
+  }
   for (size_t i = 0; i < views.size(); ++i) {
     const int64_t s = kept.stride[i].back(), esz = views[i].elemSize;
     const Access access = plan.keptAccess[i];
     Leaf kind = access == Access::Uniform ? Leaf::Uniform : access == Access::InPlace ? Leaf::Contiguous : Leaf::Strided;
-    if (access == Access::Packed && reduced.numel() * v.inner_ * esz <= kMaxPackBytes) {
-      // Reduced rows (in the reduced space's row-major order) by lanes, contiguous.
+    // Reduced rows (in the reduced space's row-major order) by lanes, contiguous; one row where the
+    // operand is the same for every reduced row (an anchor's coordinate against every box).
+    const bool once = reduced.constantFor(i);
+    const int64_t packedRows = once ? 1 : reduced.numel();
+    if (access == Access::Packed && packedRows * v.inner_ * esz <= kMaxPackBytes) {
       std::vector<char>& pk = v.packed_[i];
-      pk.resize(reduced.numel() * v.inner_ * esz);
-      for (int64_t r = 0; r < reduced.numel(); ++r)
+      pk.resize(packedRows * v.inner_ * esz);
+      for (int64_t r = 0; r < packedRows; ++r)
         gather(views[i].data + reduced.offset(i, r), esz, &v.inner_, &s, 1, 0, v.inner_, pk.data() + r * v.inner_ * esz);
       kind = Leaf::Contiguous;
+      v.packedOnce_[i] = once;
     }
     v.leaves_.push_back(kind);
   }
@@ -182,14 +191,16 @@ std::optional<VerticalSum> VerticalSum::make(const TileProgram& p, size_t prefix
     v.rows_ = reduced.size.back();
     v.outer_.size.pop_back();
     for (size_t i = 0; i < views.size(); ++i) {
-      v.rowStride_[i] = v.packed_[i].empty() ? reduced.stride[i].back() : v.inner_ * views[i].elemSize;
+      v.rowStride_[i] = v.packed_[i].empty() ? reduced.stride[i].back()
+                        : v.packedOnce_[i]    ? 0
+                                              : v.inner_ * views[i].elemSize;
       v.outer_.stride[i].pop_back();
     }
   }
   std::string why;
   v.kernel_ = Kernel::get(p, prefix, source, sink, v.leaves_, perRow, &why);
   if (!v.kernel_) {
-    TSFUSE_LOG(kernel, debug, "vertical sum interpreted, not compiled: ", why);
+    TSFUSE_LOG(kernel, debug, "vertical reduction interpreted, not compiled: ", why);
     return std::nullopt;
   }
   v.fresh_ = sink != Sink::SumInt64 && p.slotType[source] != c10::ScalarType::Bool && v.outer_.numel() == 1 &&
@@ -198,7 +209,19 @@ std::optional<VerticalSum> VerticalSum::make(const TileProgram& p, size_t prefix
   return v;
 }
 
-void VerticalSum::run(const std::vector<int64_t>& base, int64_t start, int64_t rows, int64_t n, void* sums) const {
+void VerticalReduce::clear(void* sums, int64_t n) const {
+  char* p = static_cast<char*>(sums);
+  if (!isExtremum(sink_)) {
+    std::memset(p, 0, n * sumLaneBytes(sink_));
+    return;
+  }
+  const float start = sink_ == Sink::MaxFirst ? -std::numeric_limits<float>::infinity()
+                                              : std::numeric_limits<float>::infinity();
+  std::fill_n(reinterpret_cast<float*>(p), n, start);
+  std::memset(p + kExtremumIndexBytes, 0, n * sizeof(int32_t));
+}
+
+void VerticalReduce::run(const std::vector<int64_t>& base, int64_t start, int64_t rows, int64_t n, void* sums) const {
   const Kernel& k = *kernel_;
   if (rows != k.rowsPerBlock()) {  // fewer rows than a block takes: one row at a time
     std::vector<int64_t> rowBase(base);
@@ -212,7 +235,7 @@ void VerticalSum::run(const std::vector<int64_t>& base, int64_t start, int64_t r
   tiles.fetch_add(1, std::memory_order_relaxed);
 }
 
-void VerticalSum::runRows(const std::vector<int64_t>& base, int64_t start, bool allRows, int64_t n,
+void VerticalReduce::runRows(const std::vector<int64_t>& base, int64_t start, bool allRows, int64_t n,
                           void* sums) const {
   const Kernel& k = *kernel_;
   const auto& views = *views_;
@@ -230,8 +253,8 @@ void VerticalSum::runRows(const std::vector<int64_t>& base, int64_t start, bool 
       const int64_t esz = views[i].elemSize, lane = leaves_[i] == Leaf::Contiguous ? v0 * esz : 0;
       if (packed_[i].empty())
         a.leaf[i] = views[i].data + base[i] + outer_.offset(i, ro) + r0 * rowStride_[i] + lane;
-      else  // packed: [outer reduced][rows][lanes]
-        a.leaf[i] = packed_[i].data() + ((ro * rows_ + r0) * inner_ + start) * esz + lane;
+      else  // packed: [outer reduced][rows][lanes], or once: [lanes]
+        a.leaf[i] = packed_[i].data() + ((packedOnce_[i] ? 0 : ro * rows_ + r0) * inner_ + start) * esz + lane;
     }
   };
   int64_t v0 = 0;
@@ -247,6 +270,7 @@ void VerticalSum::runRows(const std::vector<int64_t>& base, int64_t start, bool 
       a.rows = rows_;
       a.blocks = blocks;
       a.fresh = 1;
+      a.index = 0;
       a.out = sums;
       k.block(a, allRows);
       v0 = blocks * k.lanesPerBlock();
@@ -263,6 +287,7 @@ void VerticalSum::runRows(const std::vector<int64_t>& base, int64_t start, bool 
         a.rows = std::min(maxRows, rows_ - r0);
         a.blocks = 1;
         a.fresh = startsFromZero();
+        a.index = ro * rows_ + r0;
         full ? k.block(a, allRows) : k.vector(a, allRows);
       }
     }

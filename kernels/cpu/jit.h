@@ -4,10 +4,11 @@
 // The interpreter (TileProgram::run) stores each instruction's tile to L1 and loads it back for
 // the next one; for short programs those loads and stores are most of the cost. A compiled kernel
 // evaluates the program on registers, a block of lanes at a time:
-//  * vertical sums (VerticalSum): the block's accumulators stay in registers while the kernel walks
-//    the reduced rows; per row, one broadcast of each uniform operand, one load of each contiguous
-//    operand vector, the ops, one add into the accumulator (the seed similarity: |x - y| < 1
-//    counted over a shared leading dim);
+//  * vertical reductions (VerticalReduce): the block's accumulators stay in registers while the
+//    kernel walks the reduced rows; per row, one broadcast of each uniform operand, one load of each
+//    contiguous operand vector, the ops, then one add into the accumulator (sums: the seed
+//    similarity, |x - y| < 1 counted over a shared leading dim) or a compare and two blends (the
+//    greatest or least value with its first index: anchor matching's IoU max over the boxes);
 //  * maps (CompiledMap): per block, the operands are loaded, the ops run, the result is stored
 //    straight into the output (the seed intersection and the IoU/GIoU matrices).
 //
@@ -16,13 +17,14 @@
 // FMA. Counts add 0/1 in int32 lanes widened at the end of each call (a call covers at most
 // maxRows rows); float sums add each row's value in double, in row order, starting from the lanes'
 // running sums: the interpreter's exact sequence of additions (SumFloat: in float, the
-// interpreter's double additions each rounded to float, the same bits). So both give the
-// interpreter's bits.
+// interpreter's double additions each rounded to float, the same bits); an extremum takes a row's
+// value where rules::laterBeats says the interpreter's accumulator would (NaN wins, ties keep the
+// first index). So all give the interpreter's bits.
 //
 // Scope: programs over float32 or float64 values (one of them per program) and bools, with native
 // ops only (no ATen tile ops, no integers); operands constant along the lanes or contiguous along
 // them (a vertical sum packs an operand strided along the lanes that is the same for every output,
-// see VerticalSum::kMaxPackBytes). Anything else is declined and the interpreter runs it. Needs
+// see VerticalReduce::kMaxPackBytes). Anything else is declined and the interpreter runs it. Needs
 // AVX2 and BMI2.
 #pragma once
 
@@ -55,15 +57,21 @@ enum class Sink : uint8_t {
   SumDouble,  // added into double lane sums
   SumFloat,   // float32 values added in float32 into float32 lane sums (rules::foldsInFloat:
               // eager's own order for a few values)
+  MaxFirst,   // float32 values: each lane keeps its greatest (MinFirst: least) value and the reduced
+  MinFirst,   // index where it first met it (int32), as rules::laterBeats folds them
   Store,      // written to consecutive lanes (its dtype: float32/float64, or bool bytes)
 };
 
+constexpr bool isExtremum(Sink s) { return s == Sink::MaxFirst || s == Sink::MinFirst; }
+
 // A block of sums covers several output rows (the same lanes of consecutive outputs along the
-// kept dim next to the lanes' dim): each row's lane sums (8-byte lanes; SumFloat: 4-byte ones)
-// lie in its own kTile-lane buffer, this many bytes after the previous row's.
+// kept dim next to the lanes' dim): each row's lane sums (8-byte lanes; SumFloat: 4-byte ones;
+// extrema: kTile 4-byte values, then kTile int32 indices) lie in its own buffer, this many bytes
+// after the previous row's.
 constexpr int64_t kSumsRowBytes = kTile * 8;
-// Bytes of one lane sum for a sink.
-constexpr int64_t sumLaneBytes(Sink s) { return s == Sink::SumFloat ? 4 : 8; }
+// Bytes of one lane sum for a sink (an extremum's value; its index lies kTile * 4 bytes on).
+constexpr int64_t sumLaneBytes(Sink s) { return s == Sink::SumFloat || isExtremum(s) ? 4 : 8; }
+constexpr int64_t kExtremumIndexBytes = kTile * 4;
 
 // One call. Sums: rows [0, rows) of the reduced space's innermost dim for `blocks` consecutive
 // blocks of lanes (of one or several output rows), block after block: a few reduced rows (a
@@ -78,7 +86,8 @@ struct Args {
   int64_t blockStep[kMaxLeaves] = {};    // sums: bytes from the end of a block's rows to the next block
   int64_t rows = 0;
   int64_t blocks = 1;                  // sums: blocks of lanes (vector(): 1); counts down to 0
-  int64_t fresh = 0;                   // float sums: start from 0, not from the sums in `out`
+  int64_t fresh = 0;                   // float sums and extrema: start afresh, not from `out`
+  int64_t index = 0;                   // extrema: the reduced index of row 0
   void* out = nullptr;                 // the first block's lane sums, or where the values go
   const void* mask = nullptr;          // vector(): 32 bytes, all-ones for the lanes to load
 };
@@ -122,29 +131,32 @@ class Kernel {
   int64_t vectorLanes_ = 0, blockLanes_ = 0, maxRows_ = 0, elemSize_ = 0, outBytes_ = 0, rowsPerBlock_ = 1;
 };
 
-// Runs vertical sum tiles through a Kernel: the tile's lanes in blocks, the reduced space's outer
-// dims and row chunks in order, so each lane adds its rows in the interpreter's order. A tile
-// covers up to rowsPerBlock() consecutive outputs along the kept dim next to the lanes' dim.
-class VerticalSum {
+// Runs vertical reduction tiles through a Kernel: the tile's lanes in blocks, the reduced space's
+// outer dims and row chunks in order, so each lane folds its rows in the interpreter's order. A
+// tile covers up to rowsPerBlock() consecutive outputs along the kept dim next to the lanes' dim.
+class VerticalReduce {
  public:
   // Lanes along the innermost of the plan's kept dims, rows along its reduced space. nullopt
-  // where no kernel applies (disabled, an operand gathered along the lanes, or Kernel::get
-  // declined); the reason goes to the kernel log. sink: how the values are added (not Store).
-  static std::optional<VerticalSum> make(const TileProgram& p, size_t prefix, int source, Sink sink,
+  // where no kernel applies (disabled, an operand gathered along the lanes, more reduced rows
+  // than int32 indices count, or Kernel::get declined); the reason goes to the kernel log. sink:
+  // how the values are folded (not Store).
+  static std::optional<VerticalReduce> make(const TileProgram& p, size_t prefix, int source, Sink sink,
                                          const IterationPlan& plan);
   // Output rows a tile may cover, and the length of the kept dim they run along (a tile's rows
   // must not cross its end).
   int64_t rowsPerTile() const { return kernel_->rowsPerBlock(); }
   int64_t lineLength() const { return line_; }
-  // Adds the reduced rows of lanes [start, start + n) of `rows` (<= rowsPerTile()) consecutive
-  // outputs into their sums: output r's lane j at sums + r * kSumsRowBytes + sumLaneBytes j, whose operand i
-  // starts at byte offset base[i] + r * (its stride along that kept dim) at reduced row 0.
+  // Folds the reduced rows of lanes [start, start + n) of `rows` (<= rowsPerTile()) consecutive
+  // outputs into their sums: output r's lane j at sums + r * kSumsRowBytes + sumLaneBytes() * j,
+  // whose operand i starts at byte offset base[i] + r * (its stride along that kept dim) at reduced
+  // row 0.
   void run(const std::vector<int64_t>& base, int64_t start, int64_t rows, int64_t n, void* sums) const;
-  // Whether run() overwrites the sums instead of adding to them: float sums whose reduced space
-  // one call covers (the caller then need not zero them).
+  // Whether run() overwrites the sums instead of folding into them: float sums and extrema whose
+  // reduced space one call covers (the caller then need not clear them).
   bool startsFromZero() const { return fresh_; }
-  // Whether the lane sums are float32 (Sink::SumFloat), else int64 or double.
-  bool floatSums() const { return sink_ == Sink::SumFloat; }
+  Sink sink() const { return sink_; }
+  // Sets n lanes of one output's sums to the fold's start: 0, or (extrema) -inf / +inf at index 0.
+  void clear(void* sums, int64_t n) const;
 
   // An operand the plan marks Packed (strided along the lanes but the same for every output:
   // `y[j, d]` summed over d) is packed once per call, reduced rows by lanes, when that takes at
@@ -160,6 +172,7 @@ class VerticalSum {
   int64_t line_ = 1;
   int64_t inner_ = 0;                      // lanes of the kept innermost dim
   std::vector<std::vector<char>> packed_;  // per operand: its packed copy, or empty
+  std::vector<char> packedOnce_;           // per operand: packed as one row, the same for every row
   SubSpace outer_;  // the reduced space without its innermost dim
   int64_t rows_ = 1;
   std::vector<int64_t> rowStride_;
@@ -170,7 +183,7 @@ class VerticalSum {
 // Runs a map tile through a Kernel: the whole program, its result written to the output.
 class CompiledMap {
  public:
-  // nullopt where no kernel applies (see VerticalSum::make) or the result's dtype is not `out`'s.
+  // nullopt where no kernel applies (see VerticalReduce::make) or the result's dtype is not `out`'s.
   static std::optional<CompiledMap> make(const TileProgram& p, c10::ScalarType out,
                                          const std::vector<Leaf>& leaves);
   // n lanes: operand i at leaf[i] (Contiguous: its n elements; Uniform: its one element); the n

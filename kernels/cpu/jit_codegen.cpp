@@ -18,11 +18,12 @@ namespace {
 
 struct OutOfRegisters {};
 
-// Compare predicates (VCMPPS imm8), false for NaN except != (like C++). Only the SSE ones (0-7):
+// Compare predicates (VCMPPS imm8), false for NaN except != (like C++) and NLE ("not <=").
+// Only the SSE ones (0-7):
 // a > b is b < a and a >= b is b <= a (same results; the signaling forms only differ in the FP
 // exception flags, which nothing reads), so tools that know SSE but not every AVX predicate
 // (valgrind) run the code as the CPU does.
-constexpr uint8_t kEq = 0x00, kLt = 0x01, kLe = 0x02, kUnord = 0x03, kNe = 0x04;
+constexpr uint8_t kEq = 0x00, kLt = 0x01, kLe = 0x02, kUnord = 0x03, kNe = 0x04, kNle = 0x06, kOrd = 0x07;
 
 class Gen : public Xbyak::CodeGenerator {
  public:
@@ -50,7 +51,8 @@ class Gen : public Xbyak::CodeGenerator {
   std::vector<std::vector<Xbyak::Reg64>> leafPtr;  // per operand: one pointer per row it varies in
   uint32_t freeRegs = 0xFFFF;
   int T = -1, mask = -1, absMask = -1, sign = -1, nan = -1, ones = -1, one = -1, zero = -1;
-  std::vector<int> acc;  // per (row, vector) (f32 float sums: lo, hi each)
+  int rowIndex = -1;     // extrema: the current row's reduced index in every int32 lane
+  std::vector<int> acc;  // per (row, vector) (f32 double sums: lo, hi each; extrema: value, index)
 
   static Xbyak::Ymm y(int r) { return Xbyak::Ymm(r); }
   static Xbyak::Xmm x(int r) { return Xbyak::Xmm(r); }
@@ -128,16 +130,23 @@ class Gen : public Xbyak::CodeGenerator {
     for (const auto& g : leafPtr[i]) add(g, stride);
   }
 
+  bool extremum() const { return isExtremum(P.sink); }
   // Where the sums of (row, vector, half) live: rows kSumsRowBytes apart, 8-byte lanes (SumFloat:
-  // 4-byte lanes, one 32-byte vector per vector of values).
+  // 4-byte lanes, one 32-byte vector per vector of values; extrema: h 0 the values, h 1 their
+  // indices kExtremumIndexBytes on).
   int64_t sumOffset(int r, int u, int h) const {
     if (P.sink == Sink::SumFloat) return r * kSumsRowBytes + u * 32;
+    if (extremum()) return r * kSumsRowBytes + h * kExtremumIndexBytes + u * 32;
     const int64_t lanes = P.f64 ? 4 : 8;
     return r * kSumsRowBytes + u * lanes * 8 + h * 32;
   }
   int halvesPerVector() const { return P.f64 ? 1 : 2; }  // 32-byte halves of 8-byte lanes
-  // Accumulators per vector of values: counts and SumFloat add in the values' own lanes.
-  int accsPerVector() const { return P.boolValue || P.sink == Sink::SumFloat ? 1 : halvesPerVector(); }
+  // Accumulators per vector of values: counts and SumFloat add in the values' own lanes; an
+  // extremum keeps a value and an index vector.
+  int accsPerVector() const {
+    if (extremum()) return 2;
+    return P.boolValue || P.sink == Sink::SumFloat ? 1 : halvesPerVector();
+  }
 
   void emitKernel() {
     using namespace Xbyak::util;
@@ -174,6 +183,7 @@ class Gen : public Xbyak::CodeGenerator {
     mov(r15, at(rdi, offsetof(Args, out)));
     if (P.sums()) {
       for (int k = 0; k < R * U * accsPerVector(); ++k) acc.push_back(take());
+      if (extremum()) rowIndex = take();
     } else if (P.boolValue) {
       mov(r13, 0x0101010101010101ull);  // pdep: one bit per byte
     }
@@ -220,14 +230,29 @@ class Gen : public Xbyak::CodeGenerator {
 
   // A block's accumulators: counts start at 0 (int32 lanes added to the sums at the end); float
   // sums start from 0 (Args::fresh) or from the running sums, so each lane adds its rows in the
-  // interpreter's order.
+  // interpreter's order; extrema start from -inf (max) or +inf (min) at the call's first index,
+  // which a first value that is not -inf (+inf) replaces, as it does the interpreter's empty
+  // accumulator (and one that is leaves index 0, the interpreter's choice too).
   void initSums() {
+    using namespace Xbyak::util;
     Xbyak::Label fromMemory, ready;
+    if (extremum()) vpbroadcastd(y(rowIndex), dword[rdi + offsetof(Args, index)]);
     if (!P.boolValue) {
       cmp(qword[rdi + offsetof(Args, fresh)], 0);
       je(fromMemory, T_NEAR);
     }
-    for (int a : acc) vpxor(y(a), y(a), y(a));
+    if (extremum()) {
+      const float start = P.sink == Sink::MaxFirst ? -std::numeric_limits<float>::infinity()
+                                                   : std::numeric_limits<float>::infinity();
+      uint32_t bits;
+      std::memcpy(&bits, &start, sizeof bits);
+      mov(eax, bits);
+      vmovd(x(T), eax);
+      vpbroadcastd(y(T), x(T));
+      for (size_t k = 0; k < acc.size(); k += 2) vmovaps(y(acc[k]), y(T)), vmovdqa(y(acc[k + 1]), y(rowIndex));
+    } else {
+      for (int a : acc) vpxor(y(a), y(a), y(a));
+    }
     if (P.boolValue) return;
     jmp(ready, T_NEAR);
     L(fromMemory);
@@ -357,6 +382,7 @@ class Gen : public Xbyak::CodeGenerator {
 
   void accumulate() {
     load(P.source);
+    if (extremum()) return keepExtremum();
     for (int r = 0; r < R; ++r)
       for (int u = 0; u < U; ++u) {
         const int s = regAt(P.source, r, u);
@@ -375,6 +401,26 @@ class Gen : public Xbyak::CodeGenerator {
           vaddpd(y(acc[a + 1]), y(acc[a + 1]), y(T));
         }
       }
+  }
+
+  // Each lane takes the row's value and index where rules::laterBeats(value, kept, max) holds:
+  // the kept value is not NaN, and the value is NaN or beyond it. NLE(x, y) is "not x <= y",
+  // true where x > y or either is NaN; ORD(k, k) where k is not NaN.
+  void keepExtremum() {
+    const int notNaN = take();
+    for (int r = 0; r < R; ++r)
+      for (int u = 0; u < U; ++u) {
+        const int v = regAt(P.source, r, u), k = (r * U + u) * 2;
+        const Xbyak::Ymm kept = y(acc[k]), index = y(acc[k + 1]);
+        if (P.sink == Sink::MaxFirst) vcmpps(y(T), y(v), kept, kNle);
+        else vcmpps(y(T), kept, y(v), kNle);
+        vcmpps(y(notNaN), kept, kept, kOrd);
+        vandps(y(T), y(T), y(notNaN));
+        vblendvps(kept, kept, y(v), y(T));
+        vblendvps(index, index, y(rowIndex), y(T));
+      }
+    give(notNaN);
+    vpsubd(y(rowIndex), y(rowIndex), y(ones));  // the next row: + 1
   }
 
   // The value of each vector to out: its elements, or bools as bytes (the compare mask's sign bits,

@@ -59,6 +59,9 @@ std::optional<Plan> Plan::make(const TileProgram& p, size_t prefix, int source, 
   if (sink == Sink::SumInt64 && !P.boolValue) return fail(why, "float values summed into integer lanes"), std::nullopt;
   if (sink == Sink::SumFloat && (P.boolValue || P.f64))
     return fail(why, "only float32 values are added in float"), std::nullopt;
+  if (isExtremum(sink) && (P.boolValue || P.f64))
+    return fail(why, "only float32 values keep their extremum and index"), std::nullopt;
+  P.needOnes |= isExtremum(sink);  // the row index steps by subtracting -1
   if (sink == Sink::SumDouble && P.boolValue && P.f64)
     return fail(why, "float64 compares counted into double sums"), std::nullopt;
 

@@ -54,13 +54,10 @@ void runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
     constexpr bool kSum = IsSumLike<Acc>::value;
     const size_t prefix = kSum ? sumPrefix(prog) : prog.code.size();
     const int source = prefix == prog.code.size() ? prog.result : prog.code[prefix].a;
-    // A compiled kernel sums the tile with its values in registers (jit.h), if one applies.
-    if constexpr (kSum) {
-      const jit::Sink sink = !std::is_floating_point_v<Wide<T>> ? jit::Sink::SumInt64
-                             : proto.inFloat && prog.slotType[source] == c10::ScalarType::Float ? jit::Sink::SumFloat
-                                                                                                : jit::Sink::SumDouble;
-      auto compiled = jit::VerticalSum::make(prog, prefix, source, sink, plan);
-      if (compiled) return runCompiledVerticalSum(*compiled, plan, outer, count, proto, finish);
+    // A compiled kernel folds the tile with its values in registers (jit.h), if one applies.
+    if constexpr (kSum || FirstExtremum<Acc>::value) {
+      auto compiled = jit::VerticalReduce::make(prog, prefix, source, compiledSink(proto, prog.slotType[source]), plan);
+      if (compiled) return runCompiledVertical(*compiled, plan, outer, count, proto, finish);
     }
     std::vector<char> constantOverRows(L);  // operands the same for every row of the reduced space
     for (int i = 0; i < L; ++i) constantOverRows[i] = plan.reduced.constantFor(i);

@@ -1,6 +1,6 @@
 // The parts of the native reduction shared by its tilings (kernels/cpu/reduce.cpp): the finisher
 // that writes outputs (through the epilogue), and the vertical sum's lanes, its folded final cast,
-// and its compiled path (jit::VerticalSum). Internal to reduce.cpp.
+// and its compiled path (jit::VerticalReduce). Internal to reduce.cpp.
 #pragma once
 
 #include "kernels/cpu/accumulators.h"
@@ -114,21 +114,67 @@ struct SumLanes {
   }
 };
 
-// A vertical sum through compiled kernels (jit::VerticalSum): tiles of up to rowsPerTile()
-// consecutive outputs along the kept dim next to the lanes' dim, each output's lane sums in its
-// own kTile-lane row of the sums buffer; then the accumulator's value and the finisher, per row.
+// Max/min accumulators of float32 values that keep their first index (argmax, max(dim)): the
+// compiled kernels' extremum sinks fold them.
 template <typename Acc>
-void runCompiledVerticalSum(const jit::VerticalSum& compiled, const IterationPlan& plan, const SubSpace& outer,
-                            int64_t count, const Acc& proto, const Finisher& finish) {
+struct FirstExtremum : std::false_type {};
+template <bool IsMax>
+struct FirstExtremum<ArgAcc<float, IsMax>> : std::true_type {
+  static constexpr bool kMax = IsMax;
+};
+template <bool IsMax>
+struct FirstExtremum<ValueIndexAcc<float, IsMax>> : FirstExtremum<ArgAcc<float, IsMax>> {};
+
+// How a compiled kernel folds the values of Acc (a sum, or FirstExtremum; `source`: their dtype).
+template <typename Acc>
+jit::Sink compiledSink(const Acc& proto, c10::ScalarType source) {
+  if constexpr (FirstExtremum<Acc>::value) {
+    return FirstExtremum<Acc>::kMax ? jit::Sink::MaxFirst : jit::Sink::MinFirst;
+  } else {
+    static_assert(IsSumLike<Acc>::value, "compiled kernels fold sums and first extrema");
+    if (!std::is_floating_point_v<Wide<typename Acc::Value>>) return jit::Sink::SumInt64;
+    return proto.inFloat && source == c10::ScalarType::Float ? jit::Sink::SumFloat : jit::Sink::SumDouble;
+  }
+}
+
+// Acc holding lane j of one output row's lanes, as a compiled kernel left them.
+template <typename Acc>
+Acc laneAccumulator(const Acc& proto, jit::Sink sink, const char* lanes, int64_t j) {
+  Acc acc = proto;
+  if constexpr (FirstExtremum<Acc>::value) {
+    int32_t index;
+    std::memcpy(&acc.best, lanes + 4 * j, 4);
+    std::memcpy(&index, lanes + jit::kExtremumIndexBytes + 4 * j, 4);
+    acc.idx = index;
+  } else if (sink == jit::Sink::SumFloat) {
+    float sum;
+    std::memcpy(&sum, lanes + 4 * j, 4);
+    acc.v = static_cast<decltype(acc.v)>(sum);
+  } else {
+    static_assert(sizeof(acc.v) == 8, "int64 or double lane sums");
+    std::memcpy(&acc.v, lanes + 8 * j, 8);
+  }
+  return acc;
+}
+
+// A vertical reduction through compiled kernels (jit::VerticalReduce): tiles of up to
+// rowsPerTile() consecutive outputs along the kept dim next to the lanes' dim, each output's lanes
+// in its own kSumsRowBytes row of the lanes buffer; then the accumulator's value and the finisher,
+// per row.
+template <typename Acc>
+void runCompiledVertical(const jit::VerticalReduce& compiled, const IterationPlan& plan, const SubSpace& outer,
+                         int64_t count, const Acc& proto, const Finisher& finish) {
   using Out = typename Acc::Out;
+  constexpr bool kIndexed = std::is_base_of_v<IndexedTag, Acc>;
   const int L = static_cast<int>(outer.stride.size());
   const int64_t inner = plan.kept.size.back(), tilesPerRow = (inner + kTile - 1) / kTile;
   const int64_t R = compiled.rowsPerTile(), line = compiled.lineLength();
   const int64_t groups = (line + R - 1) / R, lines = outer.numel() / line;
+  const jit::Sink sink = compiled.sink();
   at::parallel_for(0, lines * groups * tilesPerRow, 1, [&](int64_t b, int64_t e) {
     auto es = finish.scratch();
-    std::vector<decltype(proto.v)> sums(R * kTile);  // int64, double or float lanes: kSumsRowBytes per row
-    static_assert(sizeof(sums[0]) * kTile == jit::kSumsRowBytes, "sums rows are kSumsRowBytes apart");
+    std::vector<int64_t> buffer(R * jit::kSumsRowBytes / sizeof(int64_t));  // aligned, raw lanes
+    char* lanes = reinterpret_cast<char*>(buffer.data());
     std::unique_ptr<Out[]> vals(new Out[kTile]);
     std::vector<int64_t> base(L);
     for (int64_t w = b; w < e; ++w) {
@@ -137,22 +183,21 @@ void runCompiledVerticalSum(const jit::VerticalSum& compiled, const IterationPla
       const int64_t rows = std::min(R, line - g * R);
       for (int i = 0; i < L; ++i) base[i] = outer.offset(i, o0) + start * plan.kept.stride[i].back();
       if (!compiled.startsFromZero())
-        for (int64_t r = 0; r < rows; ++r) std::fill_n(sums.begin() + r * kTile, n, 0);
-      compiled.run(base, start, rows, n, sums.data());
+        for (int64_t r = 0; r < rows; ++r) compiled.clear(lanes + r * jit::kSumsRowBytes, n);
+      compiled.run(base, start, rows, n, lanes);
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t o = (o0 + r) * inner + start;
-        // Float32 lanes (SumFloat): a sum's values as they are; a mean's still divided below.
-        const float* fs = compiled.floatSums() ? reinterpret_cast<const float*>(sums.data() + r * kTile) : nullptr;
+        const char* row = lanes + r * jit::kSumsRowBytes;
         if constexpr (std::is_same_v<Acc, SumAcc<float>>) {
-          if (fs) {
-            finish(es ? &*es : nullptr, fs, o, n);
+          if (sink == jit::Sink::SumFloat) {  // float32 lanes: a sum's values as they are
+            finish(es ? &*es : nullptr, row, o, n);
             continue;
           }
         }
-        Acc acc = proto;
         for (int64_t j = 0; j < n; ++j) {
-          acc.v = fs ? static_cast<decltype(acc.v)>(fs[j]) : sums[r * kTile + j];
+          const Acc acc = laneAccumulator(proto, sink, row, j);
           vals[j] = acc.get(count);
+          if constexpr (kIndexed) finish.indices[o + j] = acc.index();
         }
         finish(es ? &*es : nullptr, vals.get(), o, n);
       }

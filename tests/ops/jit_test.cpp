@@ -8,10 +8,9 @@
 // Maps: the same ops stored into float and bool outputs, every tiling of the map path, random
 // programs bit for bit against eager.
 // tilesRun() tells whether the compiled kernels ran; they need AVX2 and BMI2 (skipped without).
-#include "test_util.h"
+#include "jit_support.h"
 
 #include "kernels/aten_eval.h"
-#include "kernels/cpu/jit.h"
 
 #include <functional>
 
@@ -19,72 +18,6 @@ namespace {
 
 using namespace tsfuse_test;
 using T = std::vector<at::Tensor>;
-namespace jit = tsfuse::cpu::jit;
-
-// Under valgrind (the jit_memcheck ctest sets TSFUSE_MEMCHECK=1) ATen's own kernels do not give
-// their native bits (its CPU-capability dispatch and valgrind's FP emulation differ from the
-// CPU's), so the random-program tests there compare compiled with interpreted only: the point of
-// that run is every load and store of the generated code.
-bool underMemcheck() {
-  const char* v = std::getenv("TSFUSE_MEMCHECK");
-  return v && std::string(v) == "1";
-}
-
-bool haveJit() {
-  JitOn on(true);
-  return jit::enabled();
-}
-
-// Runs a fused op with the compiled kernels on, then with the interpreter: `check` (the op against
-// eager; skipped where null) must hold both times and `run`'s two results must be the same bits.
-// `ran`: whether the compiled kernels ran.
-struct BothRuns {
-  ::testing::AssertionResult result = ::testing::AssertionSuccess();
-  bool ran = false;
-};
-BothRuns runBoth(const std::function<::testing::AssertionResult()>& check, const std::function<at::Tensor()>& run,
-                 const std::string& what) {
-  BothRuns b;
-  at::Tensor withJit, without;
-  {
-    JitOn on(true);
-    const int64_t before = jit::tilesRun();
-    if (check && !(b.result = check())) {
-      b.result << "\n  (compiled kernels on)";
-      return b;
-    }
-    withJit = run();
-    b.ran = jit::tilesRun() > before;
-  }
-  {
-    JitOn off(false);
-    if (check && !(b.result = check())) {
-      b.result << "\n  (interpreter)";
-      return b;
-    }
-    without = run();
-  }
-  b.result = sameTensor(without, withJit, true);
-  if (!b.result) b.result << "\n  compiled vs interpreted: " << what;
-  return b;
-}
-
-// runBoth, and the compiled kernels must have run (`compiled`) or not.
-::testing::AssertionResult expectBoth(const BothRuns& b, bool compiled, const std::string& what) {
-  if (!b.result) return b.result;
-  if (b.ran != compiled)
-    return ::testing::AssertionFailure() << "compiled kernels " << (b.ran ? "ran" : "did not run") << " for " << what;
-  return ::testing::AssertionSuccess();
-}
-
-// A reduction through both paths (runBoth), each against eager.
-::testing::AssertionResult checkBoth(const std::string& expr, const T& ops, const EagerFn& eager, const ReduceArgs& a,
-                                     bool compiled, CheckOpts o = {}) {
-  const std::string what = expr + " on " + describeOperands(ops);
-  return expectBoth(runBoth([&] { return checkReduce(expr, ops, eager, a, o); },
-                            [&] { return tsfuse::reduce(ops, expr, a.reduction, a.dim, a.keepdim, a.dtype); }, what),
-                    compiled, what);
-}
 
 const ReduceArgs kSum0{"sum", std::vector<int64_t>{0}};
 
@@ -233,59 +166,6 @@ namespace {
 // contiguous leaves, values reused far apart (long live ranges, register pressure), dying
 // operands reused for results. Each is summed with the compiled kernels and with the interpreter
 // (bit for bit the same) and checked against eager (evalAten, then at::sum).
-struct ProgramGen {
-  std::mt19937_64 rng;
-  explicit ProgramGen(uint64_t seed) : rng(seed) {}
-  int pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); }
-
-  std::string make(int numInputs, bool f64, bool boolResult) {
-    std::vector<std::string> floats, bools, instrs;
-    for (int i = 0; i < numInputs; ++i) floats.push_back("$" + std::to_string(i));
-    const char* lits[] = {"0", "1", "-0.5", "2.5", "inf", "nan", "-3"};
-    auto fv = [&] { return floats[pick(static_cast<int>(floats.size()))]; };  // a tensor value
-    auto f = [&] { return pick(5) == 0 ? std::string(lits[pick(7)]) : fv(); };  // or a literal
-    auto b = [&] { return bools[pick(static_cast<int>(bools.size()))]; };
-    auto emit = [&](const std::string& ins, bool isBool) {
-      (isBool ? bools : floats).push_back("%" + std::to_string(instrs.size()));
-      instrs.push_back(ins);
-    };
-    const char* bin[] = {"add", "sub", "mul", "div", "minimum", "maximum"};
-    const char* cmp[] = {"lt", "le", "gt", "ge", "eq", "ne"};
-    const char* logic[] = {"logical_and", "logical_or", "logical_xor", "eq", "ne"};
-    const int n = 2 + pick(9);
-    for (int k = 0; k < n; ++k) {
-      switch (bools.empty() ? pick(6) : pick(10)) {
-        case 0: case 1: case 2: emit(std::string(bin[pick(6)]) + "(" + fv() + ", " + f() + ")", false); break;
-        case 3: emit(std::string(pick(2) ? "abs(" : "neg(") + fv() + ")", false); break;
-        case 4: {
-          const bool lo = pick(2), hi = !lo || pick(2);
-          emit("clamp(" + fv() + ", " + (lo ? "-1" : "None") + ", " + (hi ? "1.5" : "None") + ")", false);
-          break;
-        }
-        case 5: emit(std::string(cmp[pick(6)]) + "(" + fv() + ", " + f() + ")", true); break;
-        case 6: emit("where(" + b() + ", " + fv() + ", " + fv() + ")", false); break;
-        case 7: emit(std::string(logic[pick(5)]) + "(" + b() + ", " + b() + ")", true); break;
-        case 8: emit("logical_not(" + b() + ")", true); break;
-        default:
-          if (pick(2)) emit("to(" + b() + (f64 ? ", float64)" : ", float32)"), false);
-          else emit("to(" + fv() + ", bool)", true);
-          break;
-      }
-    }
-    // The result, of the requested kind, from the newest values (so most of the program is used).
-    if (boolResult) {
-      const std::string prev = bools.empty() ? "" : b();
-      emit("gt(" + floats.back() + ", 0)", true);
-      if (!prev.empty()) emit("logical_xor(" + prev + ", " + bools.back() + ")", true);
-    } else {
-      emit("add(" + floats.back() + ", " + fv() + ")", false);
-    }
-    std::string e = "v1: ";
-    for (size_t k = 0; k < instrs.size(); ++k) e += (k ? "; " : "") + instrs[k];
-    return e;
-  }
-};
-
 TEST(JitSum, RandomProgramsMatchTheInterpreterBitForBit) {
   AnyReduceOrder anyOrder;
   if (!haveJit()) GTEST_SKIP() << "no AVX2/BMI2: the compiled kernels are off";
@@ -373,23 +253,6 @@ TEST(JitMap, SeedIntersectionAndBoolResultsInEveryTiling) {
 // ones past the registers are read through Args and advanced there, still compiled, eager's bits.
 // ((($0 - $1) + ($2 - $3)) + ...), then negated or compared: few values live at once, so only
 // the operand pointers run short.
-std::string sumOfDifferences(int pairs, bool compare) {
-  auto sub = [](int i) { return "sub($" + std::to_string(2 * i) + ", $" + std::to_string(2 * i + 1) + "); "; };
-  std::string e = "v1: " + sub(0);
-  int sum = 0, next = 1;  // instruction indices: the running sum, the next result
-  for (int i = 1; i < pairs; ++i) {
-    e += sub(i) + "add(%" + std::to_string(sum) + ", %" + std::to_string(next) + "); ";
-    sum = next + 1;
-    next += 2;
-  }
-  return e + (compare ? "gt(%" : "neg(%") + std::to_string(sum) + (compare ? ", 0)" : ")");
-}
-at::Tensor sumOfDifferencesEager(const T& o, bool compare) {
-  at::Tensor s = o[0] - o[1];
-  for (size_t i = 1; 2 * i < o.size(); ++i) s = s + (o[2 * i] - o[2 * i + 1]);
-  return compare ? s > 0 : -s;
-}
-
 TEST(JitMap, OperandsPastThePointerRegistersAreReadThroughArgs) {
   if (!haveJit()) GTEST_SKIP() << "no AVX2/BMI2: the compiled kernels are off";
   Gen g(45);
