@@ -60,6 +60,18 @@ bool sameBits(const at::Tensor& a, const at::Tensor& b) {
          std::memcmp(a.const_data_ptr(), b.const_data_ptr(), a.numel() * a.element_size()) == 0;
 }
 
+// MKL's thread-local thread count (MKL_Set_Num_Threads_Local, by value: it returns the previous
+// count, 0 meaning the global one; mkl_set_num_threads_local is the Fortran form, by pointer),
+// set to 1 around each call. Inside a parallel region VML would otherwise enter its own OpenMP
+// region on every call (mkl_vml_serv_threader: a GOMP_parallel and its futex wake-ups per tile,
+// which made two threads slower than one); the elements are independent, so the bits are the same.
+using SetLocalThreads = int (*)(int);
+SetLocalThreads setLocalThreads() {
+  static const SetLocalThreads fn =
+      torchCpu() ? reinterpret_cast<SetLocalThreads>(dlsym(torchCpu(), "MKL_Set_Num_Threads_Local")) : nullptr;
+  return fn;
+}
+
 template <typename T>
 void callFortran(FortranVml f, int64_t n, const void* in, void* out) {
   const auto* a = static_cast<const T*>(in);
@@ -74,7 +86,10 @@ void callFortran(FortranVml f, int64_t n, const void* in, void* out) {
 }  // namespace
 
 void VmlRoutine::operator()(int64_t n, const void* in, void* out) const {
+  const SetLocalThreads setLocal = setLocalThreads();
+  const int previous = setLocal ? setLocal(1) : 0;
   double_ ? callFortran<double>(fn_, n, in, out) : callFortran<float>(fn_, n, in, out);
+  if (setLocal) setLocal(previous);
 }
 
 // Resolved and verified once per (routine, dtype), at first use.

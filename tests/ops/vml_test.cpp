@@ -7,6 +7,7 @@
 
 #include <ATen/Context.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <dlfcn.h>
 
 #include <limits>
 
@@ -66,6 +67,29 @@ TEST(VmlRoutines, EagersBitsOnEveryTileLengthAndOffset) {
     }
   EXPECT_FALSE(tsfuse::cpu::vmlRoutine(Op::Exp, at::kHalf));
   EXPECT_FALSE(tsfuse::cpu::vmlRoutine(Op::Add, at::kFloat));
+}
+
+// Each call runs MKL on the calling thread alone (MKL_Set_Num_Threads_Local(1), so that a tile
+// inside a parallel region does not open a nested one) and then gives the thread back its own
+// setting: MKL's later work on this thread (a matmul) keeps its threads.
+TEST(VmlRoutines, CallsLeaveTheThreadsMklCountAsItWas) {
+  if (!at::hasMKL()) GTEST_SKIP() << "no MKL";
+  void* self = dlopen(nullptr, RTLD_LAZY);
+  auto setLocal = reinterpret_cast<int (*)(int)>(dlsym(self, "MKL_Set_Num_Threads_Local"));
+  auto maxThreads = reinterpret_cast<int (*)()>(dlsym(self, "MKL_Get_Max_Threads"));
+  ASSERT_TRUE(setLocal && maxThreads) << "libtorch_cpu exports MKL's service functions";
+  tsfuse::cpu::VmlRoutine r = tsfuse::cpu::vmlRoutine(Op::Exp, at::kFloat);
+  ASSERT_TRUE(r);
+  const at::Tensor x = values(at::kFloat, 600, 8);
+  at::Tensor out = at::empty_like(x);
+  for (int local : {0, 2, 3}) {
+    const int before = setLocal(local);
+    const int expected = maxThreads();
+    r(x.numel(), x.const_data_ptr(), out.data_ptr());
+    EXPECT_EQ(maxThreads(), expected) << "local count " << local;
+    EXPECT_EQ(setLocal(before), local);
+    EXPECT_TRUE(sameBits(at::exp(x), out));
+  }
 }
 
 // exp(x - y) over an outer product, and a sum of it: eager's bits for the map (every element),
