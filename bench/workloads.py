@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "examples"))
+import detection_models  # noqa: E402
 import seed_models  # noqa: E402
 
 DENSE = "the output is the dense pairwise matrix; KeOps only returns reductions over i or j"
@@ -86,6 +87,28 @@ class GaussianKernelSum(torch.nn.Module):
         return (torch.exp(d2 * -2.0) * b[None, :]).sum(1)
 
 
+class GaussianKernelProduct(torch.nn.Module):
+    """sum_j exp(-|x_i - y_j|^2 / (2 sigma^2)) b_j for a weight matrix b [M, 16] -> [N, 16]."""
+
+    def forward(self, x: Tensor, y: Tensor, b: Tensor) -> Tensor:
+        d2 = ((x[:, None, :] - y[None, :, :]) ** 2).sum(-1)
+        return (torch.exp(d2 * -2.0)[:, :, None] * b[None, :, :]).sum(1)
+
+
+class DistanceIoU(torch.nn.Module):
+    """torchvision's distance_box_iou, as shipped (examples/detection_models.py)."""
+
+    def forward(self, boxes1: Tensor, boxes2: Tensor) -> Tensor:
+        return detection_models.distance_box_iou(boxes1, boxes2)
+
+
+class CompleteIoU(torch.nn.Module):
+    """torchvision's complete_box_iou, as shipped (examples/detection_models.py)."""
+
+    def forward(self, boxes1: Tensor, boxes2: Tensor) -> Tensor:
+        return detection_models.complete_box_iou(boxes1, boxes2)
+
+
 class NearestNeighbour(torch.nn.Module):
     def forward(self, x: Tensor, y: Tensor) -> Tensor:
         return ((x[:, None, :] - y[None, :, :]) ** 2).sum(-1).argmin(dim=1)
@@ -132,6 +155,13 @@ def points_inputs(dim):
     return make
 
 
+def product_inputs(size, device):
+    g = _gen(device)
+    n, m = size
+    return (torch.randn(n, 3, generator=g).to(device), torch.randn(m, 3, generator=g).to(device),
+            torch.randn(m, 16, generator=g).to(device))
+
+
 def gaussian_inputs(size, device):
     g = _gen(device)
     n, m = size
@@ -154,6 +184,11 @@ def _keops_d2(x, y):
 def keops_gaussian(x, y, b):
     d2 = _keops_d2(x, y)
     return ((d2 * -2.0).exp() * _lazy(b[None, :, None].contiguous())).sum(dim=1).view(-1)
+
+
+def keops_gaussian_product(x, y, b):
+    d2 = _keops_d2(x, y)
+    return ((d2 * -2.0).exp() * _lazy(b[None, :, :].contiguous())).sum(dim=1)
 
 
 def keops_nearest(x, y):
@@ -211,12 +246,23 @@ WORKLOADS = [
              "N x M boxes"),
     Workload("giou", "Generalized IoU matrix", GIoU, boxes_inputs, [(4096, 500), (30000, 500)], None,
              "N x M boxes"),
+    Workload("diou", "Distance IoU matrix (torchvision's distance_box_iou)", DistanceIoU, boxes_inputs,
+             [(4096, 500), (30000, 500)], None, "N x M boxes"),
+    Workload("ciou", "Complete IoU matrix (torchvision's complete_box_iou)", CompleteIoU, boxes_inputs,
+             [(4096, 500), (30000, 500)], None, "N x M boxes"),
     Workload("l1_distance", "Pairwise L1 distances, D = 8", L1Distance, points_inputs(8),
              [(1024, 1024), (4096, 4096)], None, "N x M points"),
     Workload("l2_distance", "Pairwise L2 distances, D = 8", L2Distance, points_inputs(8),
              [(1024, 1024), (4096, 4096)], None, "N x M points"),
+    Workload("l2_distance_d3", "Pairwise L2 distances, D = 3", L2Distance, points_inputs(3),
+             [(1024, 1024), (4096, 4096)], None, "N x M points"),
+    Workload("l2_distance_d64", "Pairwise L2 distances, D = 64", L2Distance, points_inputs(64),
+             [(1024, 1024), (4096, 4096)], None, "N x M points"),
     Workload("gaussian_kernel_sum", "Gaussian kernel sum, D = 3", GaussianKernelSum, gaussian_inputs,
              [(1024, 1024), (4096, 4096)], None, "N x M points", keops=keops_gaussian, keops_why=""),
+    Workload("gaussian_kernel_product", "Gaussian kernel product with 16 weight columns, D = 3",
+             GaussianKernelProduct, product_inputs, [(1024, 1024), (4096, 4096)], None, "N x M points",
+             keops=keops_gaussian_product, keops_why=""),
     Workload("nearest_neighbour", "Nearest neighbour (argmin of squared L2), D = 3", NearestNeighbour,
              points_inputs(3), [(1024, 1024), (4096, 4096)], (256, 256), "N x M points",
              keops=keops_nearest, keops_why=""),

@@ -6,6 +6,7 @@
 #include "passes/fold_upcast.h"
 #include "passes/fuse_broadcast_reduce.h"
 #include "passes/fuse_pairwise.h"
+#include "passes/hoist_into_epilogue.h"
 #include "passes/nest_reductions.h"
 #include "passes/sink_views.h"
 #include "tsfuse/log.h"
@@ -36,6 +37,9 @@ const std::vector<PassInfo>& pipelinePasses() {
       {"nest_reductions", "reduction of a tsfuse::reduce's value -> tsfuse::reduce_chain (the value is never stored)",
        NestReductions},
       {"fuse_pairwise", "elementwise region of >= 2 ops -> tsfuse::pairwise", FusePairwise},
+      {"hoist_into_epilogue",
+       "ops of a fused op over an unsqueezed tsfuse::reduce value alone -> that reduction's epilogue",
+       HoistIntoEpilogue},
       {"cleanup", "dead code elimination",
        [](std::shared_ptr<torch::jit::Graph>& g) {
          torch::jit::EliminateDeadCode(g);
@@ -60,7 +64,9 @@ std::vector<PassStats> Report::stats() const {
   std::vector<PassStats> out;
   std::map<std::string, size_t> index;
   for (const auto& p : pipelinePasses()) {
-    if (p.name != "fuse_broadcast_reduce" && p.name != "nest_reductions" && p.name != "fuse_pairwise") continue;
+    if (p.name != "fuse_broadcast_reduce" && p.name != "nest_reductions" && p.name != "fuse_pairwise" &&
+        p.name != "hoist_into_epilogue")
+      continue;
     index[p.name] = out.size();
     out.push_back({p.name});
   }
