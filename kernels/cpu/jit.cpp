@@ -7,10 +7,14 @@
 
 #include <xbyak/xbyak.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <mutex>
 #include <unordered_map>
@@ -59,6 +63,40 @@ Cache& cache() {
   return *c;
 }
 
+const char* sinkName(Sink s) {
+  switch (s) {
+    case Sink::SumInt64: return "count";
+    case Sink::SumDouble: return "sum";
+    case Sink::SumFloat: return "sumf";
+    case Sink::MaxFirst: return "max";
+    case Sink::MinFirst: return "min";
+    case Sink::Store: return "map";
+  }
+  return "?";
+}
+
+// Generated code named for profilers: with TSFUSE_JIT_PERF_MAP=1 each kernel's address range goes
+// to /tmp/perf-<pid>.map under a name that says what it is (perf report then shows
+// "tsfuse_jit_sum_2i_2x2_block_3f9a..." instead of an unknown address in an anonymous mapping):
+// the sink, the instruction count, rows x vectors per block, block or masked tail, the program's key.
+void recordForProfilers(const Plan& plan, const std::vector<std::shared_ptr<Kernel::Code>>& code, int rows,
+                        int vectors) {
+  const char* v = std::getenv("TSFUSE_JIT_PERF_MAP");
+  if (!(v && std::string(v) == "1")) return;
+  const std::string path = "/tmp/perf-" + std::to_string(getpid()) + ".map";
+  std::FILE* f = std::fopen(path.c_str(), "a");
+  if (!f) return;
+  const size_t key = std::hash<std::string>()(plan.key);
+  for (size_t i = 0; i < code.size(); ++i) {
+    const Xbyak::CodeGenerator& g = *code[i]->gen;
+    const int r = i < 2 && code.size() > 2 ? 1 : rows;  // the single-row kernels come first (compile)
+    std::fprintf(f, "%lx %zx tsfuse_jit_%s_%zui_%dx%d_%s_%zx\n",
+                 static_cast<unsigned long>(reinterpret_cast<uintptr_t>(g.getCode())), g.getSize(), sinkName(plan.sink),
+                 plan.code.size(), r, i % 2 ? 1 : vectors, i % 2 ? "tail" : "block", key);
+  }
+  std::fclose(f);
+}
+
 // The block and masked-vector kernels of one shape (the vector's literals move to memory if it
 // is one register short); nullptr where the registers do not suffice.
 std::vector<std::shared_ptr<Kernel::Code>> kernelsOf(const Plan& plan, int rows, int vectors, bool inMemory) {
@@ -94,6 +132,7 @@ Cache::Entry compile(const Plan& plan) {
       const bool int32Lanes = (plan.sums() && plan.boolValue && !plan.f64) || isExtremum(plan.sink);
       const int64_t maxRows = int32Lanes ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int64_t>::max();
       const int64_t outBytes = plan.sums() ? 8 : plan.boolValue ? 1 : esz;
+      recordForProfilers(plan, code, rows, vectors);
       TSFUSE_LOG(kernel, debug, "compiled ", !plan.sums() ? "map" : isExtremum(plan.sink) ? "extremum" : "sum", ": ", plan.code.size(), " instructions, ",
                  rows, " row(s) x ", vectors, " x ", lanes, " lanes per block, ", code.back()->gen->getSize(),
                  " bytes of code per kernel");

@@ -39,9 +39,9 @@
 namespace tsfuse::cpu::jit {
 
 // Operands a kernel reads: the first ones get a general register for their pointer, the rest
-// (an IoU over four box columns of two views each has 16) are read through Args, their pointers
-// advanced there (see Gen::assignPointers).
-constexpr int kMaxLeaves = 24;
+// (an IoU over four box columns of two views each has 16, torchvision's distance IoU 32) are read
+// through Args, their pointers advanced there (see Gen::assignPointers).
+constexpr int kMaxLeaves = 48;
 
 // How a kernel reads one operand along the lanes of a block.
 enum class Leaf : uint8_t {
