@@ -60,6 +60,18 @@ inline std::shared_ptr<Graph> graphWithConstants(const std::string& signature, c
   return named ? parseNamedGraph(ir) : parseGraph(ir);
 }
 
+// graph(%x, %y, %b): %d, the squared differences of %x and %y summed over the last dim (the
+// distance forms' inner reduction), then `body`. %dimsm1 ([-1]) is declared besides the common
+// constants; `extra` declares a file's own. Value names are kept.
+inline std::shared_ptr<Graph> squaredDistancesThen(const std::string& body, const std::string& extra = "") {
+  return graphWithConstants("%x : Tensor, %y : Tensor, %b : Tensor",
+                            "  %s : Tensor = aten::sub(%x, %y, %one)\n"
+                            "  %sq : Tensor = aten::mul(%s, %s)\n"
+                            "  %d : Tensor = aten::sum(%sq, %dimsm1, %false, %none)\n" +
+                                body,
+                            "  %dimsm1 : int[] = prim::Constant[value=[-1]]()\n" + extra, /*named=*/true);
+}
+
 struct PassRun {
   bool changed = false;
   std::vector<tsfuse::FusionEvent> events;

@@ -18,18 +18,10 @@ using namespace tsfuse_test;
 // graph(%x [N, 1, D], %y [M, D], %b [M, K]): %d [N, M], the squared distances summed over D,
 // then `body` (which may use %b3 = %b unsqueezed to [1, M, K]).
 std::shared_ptr<Graph> distances(const std::string& body) {
-  return graphWithConstants("%x : Tensor, %y : Tensor, %b : Tensor",
-                            "  %s : Tensor = aten::sub(%x, %y, %one)\n"
-                            "  %sq : Tensor = aten::mul(%s, %s)\n"
-                            "  %d : Tensor = aten::sum(%sq, %dimsm1, %false, %none)\n"
-                            "  %b3 : Tensor = aten::unsqueeze(%b, %zero)\n" +
-                                body,
-                            R"IR(
-  %dimsm1 : int[] = prim::Constant[value=[-1]]()
+  return squaredDistancesThen("  %b3 : Tensor = aten::unsqueeze(%b, %zero)\n" + body, R"IR(
   %mtwo : float = prim::Constant[value=-2.]()
   %half : float = prim::Constant[value=0.5]()
-)IR",
-                            /*named=*/true);
+)IR");
 }
 
 std::vector<c10::IValue> points(uint64_t seed, at::ScalarType t = at::kFloat) {

@@ -14,17 +14,10 @@ using namespace tsfuse_test;
 // graph(%x [N, 1, D], %y [M, D], %b [M]): the squared differences %sq [N, M, D] and their sum
 // over D, %d [N, M], then `body`.
 std::shared_ptr<Graph> distances(const std::string& body) {
-  return graphWithConstants("%x : Tensor, %y : Tensor, %b : Tensor",
-                            "  %s : Tensor = aten::sub(%x, %y, %one)\n"
-                            "  %sq : Tensor = aten::mul(%s, %s)\n"
-                            "  %d : Tensor = aten::sum(%sq, %dimsm1, %false, %none)\n" +
-                                body,
-                            R"IR(
-  %dimsm1 : int[] = prim::Constant[value=[-1]]()
+  return squaredDistancesThen(body, R"IR(
   %dims0 : int[] = prim::Constant[value=[0]]()
   %mtwo : float = prim::Constant[value=-2.]()
-)IR",
-                            /*named=*/true);
+)IR");
 }
 
 std::vector<c10::IValue> points(uint64_t seed, at::ScalarType t = at::kFloat) {

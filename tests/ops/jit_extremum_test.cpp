@@ -149,18 +149,7 @@ TEST(JitExtremum, RandomProgramsMatchEagerAndTheInterpreter) {
   for (int i = 0; i < 200; ++i) {
     const int numInputs = 1 + pg.pick(4);
     const std::string expr = pg.make(numInputs, false, false);
-    const int64_t rows = 1 + pg.pick(40), nOut = 1 + pg.pick(9), m = 16 + pg.pick(60);
-    T ops;
-    for (int k = 0; k < numInputs; ++k) {
-      switch (pg.pick(4)) {
-        case 0: ops.push_back(g.tensor({rows, nOut, 1}, at::kFloat, kAllSpecials)); break;
-        case 1: ops.push_back(g.tensor({rows, 1, m}, at::kFloat, kAllSpecials)); break;
-        case 2: ops.push_back(g.tensor({rows, nOut, m}, at::kFloat, kAllSpecials)); break;
-        default: ops.push_back(g.tensor({}, at::kFloat, kAllSpecials)); break;
-      }
-    }
-    ops[0] = g.tensor({rows, 1, m}, at::kFloat, kAllSpecials);  // lanes along m: a vertical fold
-    ops.resize(tsfuse::Expr::parse(expr).numInputs);
+    const T ops = verticalFoldOperands(pg, g, numInputs, at::kFloat, expr);
     auto eager = [&](const T& o) { return tsfuse::evalAten(tsfuse::Expr::parse(expr), o); };
     const std::string red = kinds[pg.pick(4)];
     std::function<::testing::AssertionResult()> check;

@@ -133,6 +133,26 @@ struct ProgramGen {
   }
 };
 
+// Operands of a random fold over dim 0 for `expr` (numInputs of them drawn): [R, N, 1] (uniform
+// along the lanes), [R, 1, M] / [R, N, M] (contiguous) or [] (0-dim); operand 0 is [R, 1, M], so
+// the lanes run along M (a vertical fold); operands past the last one `expr` reads are dropped.
+inline std::vector<at::Tensor> verticalFoldOperands(ProgramGen& pg, Gen& g, int numInputs, at::ScalarType dt,
+                                                    const std::string& expr) {
+  const int64_t rows = 1 + pg.pick(40), nOut = 1 + pg.pick(9), m = 16 + pg.pick(60);
+  std::vector<at::Tensor> ops;
+  for (int k = 0; k < numInputs; ++k) {
+    switch (pg.pick(4)) {
+      case 0: ops.push_back(g.tensor({rows, nOut, 1}, dt, kAllSpecials)); break;
+      case 1: ops.push_back(g.tensor({rows, 1, m}, dt, kAllSpecials)); break;
+      case 2: ops.push_back(g.tensor({rows, nOut, m}, dt, kAllSpecials)); break;
+      default: ops.push_back(g.tensor({}, dt, kAllSpecials)); break;
+    }
+  }
+  ops[0] = g.tensor({rows, 1, m}, dt, kAllSpecials);
+  ops.resize(tsfuse::Expr::parse(expr).numInputs);
+  return ops;
+}
+
 // $0 - $1 + ($2 - $3) + ... over `pairs` pairs of operands, negated, or compared with 0: an
 // expression reading 2 * pairs operands (past the pointer registers from 12 on).
 inline std::string sumOfDifferences(int pairs, bool compare) {

@@ -183,19 +183,7 @@ TEST(JitSum, RandomProgramsMatchTheInterpreterBitForBit) {
     const at::ScalarType dt = f64 ? at::kDouble : at::kFloat;
     const int numInputs = 1 + pg.pick(4);
     const std::string expr = pg.make(numInputs, f64, boolResult);
-    // Operands: [R, N, 1] (uniform along the lanes), [R, 1, M] / [R, N, M] (contiguous), [] (0-dim).
-    const int64_t rows = 1 + pg.pick(40), nOut = 1 + pg.pick(9), m = 16 + pg.pick(60);
-    T ops;
-    for (int k = 0; k < numInputs; ++k) {
-      switch (pg.pick(4)) {
-        case 0: ops.push_back(g.tensor({rows, nOut, 1}, dt, kAllSpecials)); break;
-        case 1: ops.push_back(g.tensor({rows, 1, m}, dt, kAllSpecials)); break;
-        case 2: ops.push_back(g.tensor({rows, nOut, m}, dt, kAllSpecials)); break;
-        default: ops.push_back(g.tensor({}, dt, kAllSpecials)); break;
-      }
-    }
-    ops[0] = g.tensor({rows, 1, m}, dt, kAllSpecials);  // the lanes' dim is m (a vertical sum)
-    ops.resize(tsfuse::Expr::parse(expr).numInputs);     // operands past the last one read go
+    const T ops = verticalFoldOperands(pg, g, numInputs, dt, expr);
     auto eager = [&](const T& o) { return tsfuse::evalAten(tsfuse::Expr::parse(expr), o); };
     std::function<::testing::AssertionResult()> check;
     if (!underMemcheck()) check = [&] { return checkReduce(expr, ops, eager, kSum0, CheckOpts{false, 1e-5, 1e-5}); };
