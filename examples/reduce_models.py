@@ -5,6 +5,8 @@ AnchorMatch       IoU matrix, then .max(dim=0) values and indices (anchor matchi
 GaussianLSE       logsumexp of a Gaussian kernel over the second point set
 L2Distance        torch.linalg.vector_norm of pairwise differences (and x.norm(p, dim))
 KernelEpilogue    sqrt of a summed squared difference, then exp(-d / s) * w (a reduction epilogue)
+KernelProduct     a Gaussian kernel times a weight matrix b [M, K], summed over M (the exp joins the
+                  distances' epilogue: pass hoist_into_epilogue)
 SoftQuantize      soft assignment of values to K centres: softmax(-(x - c)^2 / t) over the centres,
                   and its log (differentiable histograms, soft quantisation)
 
@@ -49,6 +51,11 @@ def l2_distance(x: Tensor, y: Tensor) -> Tuple[Tensor, Tensor]:
 def kernel_epilogue(x: Tensor, y: Tensor, w: Tensor) -> Tensor:
     d = ((x[:, None, :] - y[None, :, :]) ** 2).sum(-1).sqrt()
     return torch.exp(-d / 0.7) * w
+
+
+def kernel_product(x: Tensor, y: Tensor, b: Tensor) -> Tensor:
+    d2 = ((x[:, None, :] - y[None, :, :]) ** 2).sum(-1)
+    return (torch.exp(d2 * -2.0)[:, :, None] * b[None, :, :]).sum(1)
 
 
 def soft_quantize(x: Tensor, c: Tensor) -> Tuple[Tensor, Tensor]:
@@ -133,6 +140,19 @@ class KernelEpilogue(torch.nn.Module):
         return self.ex
 
 
+class KernelProduct(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ex = (_points(20, 3, 13), _points(25, 3, 14), _points(25, 16, 15))
+
+    def forward(self, x: Tensor, y: Tensor, b: Tensor) -> Tensor:
+        return kernel_product(x, y, b)
+
+    @torch.jit.export
+    def example_inputs(self) -> Tuple[Tensor, Tensor, Tensor]:
+        return self.ex
+
+
 class SoftQuantize(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -152,5 +172,6 @@ MODELS = {
     "gaussian_lse": (GaussianLSE, gaussian_lse),
     "l2_distance": (L2Distance, l2_distance),
     "kernel_epilogue": (KernelEpilogue, kernel_epilogue),
+    "kernel_product": (KernelProduct, kernel_product),
     "soft_quantize": (SoftQuantize, soft_quantize),
 }

@@ -106,8 +106,9 @@ std::vector<at::Tensor> withEagerLayout(std::vector<at::Tensor> views, at::Tenso
   if (v.sizes() != at::IntArrayRef(sunk->outSizes) || sameLayoutVotes(v.strides(), sunk->outStrides))
     return views;
   std::vector<int64_t> strides = denseStrides(v.sizes(), strideOrder(v.sizes(), v.strides()));
-  int64_t span = 1;  // the view's own strides, should a dense layout tie where it does not
-  for (int64_t d = 0; d < v.dim(); ++d) span += (v.size(d) - 1) * v.stride(d);
+  // The view's own strides, should a dense layout tie where it does not (an empty view: none).
+  int64_t span = v.numel() == 0 ? 0 : 1;
+  for (int64_t d = 0; span > 0 && d < v.dim(); ++d) span += (v.size(d) - 1) * v.stride(d);
   const bool dense = sameLayoutVotes(v.strides(), strides);
   for (auto& t : views) {
     if (t.dim() == 0) continue;  // no dims to vote; and it keeps its 0-dim type promotion

@@ -375,4 +375,26 @@ TEST(BroadcastViews, TakeTheLayoutOfEagersView) {
   EXPECT_GT(copied, 0);  // the cases include layouts the views alone would get wrong
 }
 
+// Empty leaves whose layout needs the copy: no negative extent for the copy's storage. Found by
+// the fuzzer (seed 17, program 3599: a chunk of an empty slice of a transposed input, sliced again).
+TEST(BroadcastViews, EmptyLeavesOfAPermutedLayout) {
+  const tsfuse::Expr f = tsfuse::Expr::parse("v1: neg($0); add(%0, 1.5)");
+  Gen g(4);
+  const at::Tensor transposed = g.tensor({4, 1, 1}, at::kFloat).permute({2, 1, 0});  // [1, 1, 4]
+  const std::vector<at::Tensor> leaves = {
+      transposed.slice(1, 2).unsqueeze(0).chunk(2, 3)[1],                        // [1, 1, 0, 2]
+      g.tensor({3, 0, 5}, at::kFloat).permute({2, 1, 0})};                        // [5, 0, 3]
+  for (const at::Tensor& leaf : leaves) {
+    const at::Tensor x = tsfuse::evalAten(f, {leaf});
+    for (int64_t d = 0; d < x.dim(); ++d) {
+      SCOPED_TRACE("slice of " + c10::str(leaf.sizes()) + " at dim " + std::to_string(d));
+      std::vector<at::Tensor> sunk = callHelper(
+          "tsfuse::broadcast_slice", {at::TensorList({leaf}), d, int64_t{1}, c10::IValue(), int64_t{1}, f.str()});
+      const at::Tensor want = x.slice(d, 1), got = tsfuse::evalAten(f, sunk);
+      EXPECT_EQ(want.sizes(), got.sizes());
+      EXPECT_EQ(addressingStrides(-want + want), addressingStrides(-got + got));
+    }
+  }
+}
+
 }  // namespace
