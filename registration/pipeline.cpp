@@ -33,13 +33,14 @@ const std::vector<PassInfo>& pipelinePasses() {
       {"fold_upcast", "prim::If on a tensor's dtype computing torchvision's _upcast -> tsfuse::upcast", FoldUpcast},
       {"sink_views", "select/slice/unsqueeze of an elementwise intermediate -> the same ops on views of its leaves",
        SinkViews},
-      {"fuse_broadcast_reduce", "reduction of an elementwise region -> tsfuse::reduce", FuseBroadcastReduce},
+      {"fuse_broadcast_reduce", "reduction of an elementwise region -> tsfuse::reduce", FuseBroadcastReduce,
+       true},
       {"nest_reductions", "reduction of a tsfuse::reduce's value -> tsfuse::reduce_chain (the value is never stored)",
-       NestReductions},
-      {"fuse_pairwise", "elementwise region of >= 2 ops -> tsfuse::pairwise", FusePairwise},
+       NestReductions, true},
+      {"fuse_pairwise", "elementwise region of >= 2 ops -> tsfuse::pairwise", FusePairwise, true},
       {"hoist_into_epilogue",
        "ops of a fused op over an unsqueezed tsfuse::reduce value alone -> that reduction's epilogue",
-       HoistIntoEpilogue},
+       HoistIntoEpilogue, true},
       {"cleanup", "dead code elimination",
        [](std::shared_ptr<torch::jit::Graph>& g) {
          torch::jit::EliminateDeadCode(g);
@@ -64,9 +65,7 @@ std::vector<PassStats> Report::stats() const {
   std::vector<PassStats> out;
   std::map<std::string, size_t> index;
   for (const auto& p : pipelinePasses()) {
-    if (p.name != "fuse_broadcast_reduce" && p.name != "nest_reductions" && p.name != "fuse_pairwise" &&
-        p.name != "hoist_into_epilogue")
-      continue;
+    if (!p.counted) continue;
     index[p.name] = out.size();
     out.push_back({p.name});
   }

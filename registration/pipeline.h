@@ -31,6 +31,7 @@ struct PassInfo {
   std::string name;
   std::string description;
   std::function<bool(std::shared_ptr<torch::jit::Graph>&)> run;
+  bool counted = false;  // its candidates, rewrites and rejections are a row of Report::stats()
 };
 
 // The passes in pipeline order.

@@ -133,9 +133,9 @@ Cache::Entry compile(const Plan& plan) {
       const int64_t maxRows = int32Lanes ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int64_t>::max();
       const int64_t outBytes = plan.sums() ? 8 : plan.boolValue ? 1 : esz;
       recordForProfilers(plan, code, rows, vectors);
-      TSFUSE_LOG(kernel, debug, "compiled ", !plan.sums() ? "map" : isExtremum(plan.sink) ? "extremum" : "sum", ": ", plan.code.size(), " instructions, ",
-                 rows, " row(s) x ", vectors, " x ", lanes, " lanes per block, ", code.back()->gen->getSize(),
-                 " bytes of code per kernel");
+      TSFUSE_LOG(kernel, debug, "compiled ", !plan.sums() ? "map" : isExtremum(plan.sink) ? "extremum" : "sum", ": ",
+                 plan.code.size(), " instructions, ", rows, " row(s) x ", vectors, " x ", lanes, " lanes per block, ",
+                 code.back()->gen->getSize(), " bytes of code per kernel");
       return {std::make_shared<Kernel>(std::move(code),
                                        Kernel::Layout{lanes, lanes * vectors, maxRows, esz, outBytes, rows}),
               ""};
@@ -254,9 +254,7 @@ void VerticalReduce::clear(void* sums, int64_t n) const {
     std::memset(p, 0, n * sumLaneBytes(sink_));
     return;
   }
-  const float start = sink_ == Sink::MaxFirst ? -std::numeric_limits<float>::infinity()
-                                              : std::numeric_limits<float>::infinity();
-  std::fill_n(reinterpret_cast<float*>(p), n, start);
+  std::fill_n(reinterpret_cast<float*>(p), n, extremumStart(sink_));
   std::memset(p + kExtremumIndexBytes, 0, n * sizeof(int32_t));
 }
 

@@ -30,6 +30,7 @@
 
 #include "kernels/plan/iteration.h"
 #include "kernels/cpu/tile_program.h"
+#include "kernels/reduction_rules.h"
 
 #include <memory>
 #include <optional>
@@ -63,6 +64,10 @@ enum class Sink : uint8_t {
 };
 
 constexpr bool isExtremum(Sink s) { return s == Sink::MaxFirst || s == Sink::MinFirst; }
+// The value an extremum's lanes start from, the interpreter's accumulators' own: -inf (max), +inf.
+constexpr float extremumStart(Sink s) {
+  return s == Sink::MaxFirst ? reduce_rules::lowestOf<float>() : reduce_rules::highestOf<float>();
+}
 
 // A block of sums covers several output rows (the same lanes of consecutive outputs along the
 // kept dim next to the lanes' dim): each row's lane sums (8-byte lanes; SumFloat: 4-byte ones;

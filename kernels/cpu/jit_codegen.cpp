@@ -11,7 +11,6 @@
 #include <array>
 #include <cstddef>
 #include <cstring>
-#include <limits>
 
 namespace tsfuse::cpu::jit {
 namespace {
@@ -242,8 +241,7 @@ class Gen : public Xbyak::CodeGenerator {
       je(fromMemory, T_NEAR);
     }
     if (extremum()) {
-      const float start = P.sink == Sink::MaxFirst ? -std::numeric_limits<float>::infinity()
-                                                   : std::numeric_limits<float>::infinity();
+      const float start = extremumStart(P.sink);
       uint32_t bits;
       std::memcpy(&bits, &start, sizeof bits);
       mov(eax, bits);
