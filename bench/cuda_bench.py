@@ -1,5 +1,5 @@
 """GPU benchmark of the seed workloads: eager CUDA, TorchScript (first call and steady
-state), torch.compile(mode="max-autotune") (compile time separately) and tsfuse (CUDA kernels
+state), torch.compile (mode="max-autotune" unless --compile-mode; compile time separately) and tsfuse (CUDA kernels
 opted in), with each workload's bandwidth / compute bound. Needs a CUDA device.
 
     TSFUSE_LIB=build/lib/libtsfuse.so .venv/bin/python bench/cuda_bench.py [--out results.md]
@@ -74,7 +74,7 @@ def bench(name, fn, inputs, reps, rows):
     rows.append((name, first, ms, peak_mib(call)))
 
 
-def run_workload(label, eager_fn, inputs, bound_ms, out_mib, reps, lib):
+def run_workload(label, eager_fn, inputs, bound_ms, out_mib, reps, lib, compile_mode):
     rows = []
     with torch.no_grad():
         ref = eager_fn(*inputs)
@@ -82,11 +82,11 @@ def run_workload(label, eager_fn, inputs, bound_ms, out_mib, reps, lib):
         scripted = torch.jit.script(eager_fn)
         bench("TorchScript default executor", scripted, inputs, reps, rows)
         t0 = time.perf_counter()
-        compiled = torch.compile(eager_fn, mode="max-autotune")
+        compiled = torch.compile(eager_fn, mode=compile_mode)
         compiled(*inputs)
         torch.cuda.synchronize()
         compile_s = time.perf_counter() - t0
-        bench("torch.compile max-autotune (compile %.1f s)" % compile_s, compiled, inputs, reps, rows)
+        bench("torch.compile %s (compile %.1f s)" % (compile_mode, compile_s), compiled, inputs, reps, rows)
         torch.ops.load_library(lib)
         os.environ["TSFUSE_CUDA_KERNELS"] = "1"
         fused = torch.jit.script(eager_fn)  # the executor pass rewrites it on the first call
@@ -104,6 +104,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--compile-mode", default="max-autotune", help="torch.compile's mode")
     args = ap.parse_args()
     lib = os.environ.get("TSFUSE_LIB", "build/lib/libtsfuse.so")
     name, (bw, flops) = peaks()
@@ -114,13 +115,13 @@ def main():
     b2 = seed_models.random_boxes(M, g).cuda()
     out_mib = N * M * 4 / 2**20
     lines += run_workload("IoU intersection %d x %d" % (N, M), seed_models.intersection, (b1, b2),
-                          (N * M * 4 / bw * 1e3) if bw else 0.0, out_mib, args.reps, lib)
+                          (N * M * 4 / bw * 1e3) if bw else 0.0, out_mib, args.reps, lib, args.compile_mode)
     S, D = 256, 2000
     x = torch.randn(S, D, generator=g).cuda()
     y = torch.randn(S, D, generator=g).cuda()
     bound = max(S * D * D * 4 / flops, D * D * 8 / bw) * 1e3 if bw else 0.0
     lines += run_workload("similarity [%d, %d]" % (S, D), seed_models.similarity, (x, y), bound,
-                          D * D * 8 / 2**20, args.reps, lib)
+                          D * D * 8 / 2**20, args.reps, lib, args.compile_mode)
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

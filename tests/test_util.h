@@ -123,14 +123,27 @@ inline at::Tensor eagerReduce(const at::Tensor& v, const std::string& reduction,
   if (reduction == "amin") return at::amin(v, dim ? at::IntArrayRef(*dim) : at::IntArrayRef{}, keepdim);
   if (reduction == "any") return at::any(v, d, keepdim);
   if (reduction == "all") return at::all(v, d, keepdim);
-  std::optional<int64_t> one;
-  if (dim) {
-    TORCH_CHECK(dim->size() == 1, "test: arg reductions take one dim");
-    one = (*dim)[0];
+  if (reduction == "argmax" || reduction == "argmin") {
+    std::optional<int64_t> one;
+    if (dim) {
+      TORCH_CHECK(dim->size() == 1, "test: arg reductions take one dim");
+      one = (*dim)[0];
+    }
+    return reduction == "argmax" ? at::argmax(v, one, keepdim) : at::argmin(v, one, keepdim);
   }
-  if (reduction == "argmax") return at::argmax(v, one, keepdim);
-  if (reduction == "argmin") return at::argmin(v, one, keepdim);
-  TORCH_CHECK(false, "test: unknown reduction ", reduction);
+  if (reduction == "logsumexp") {
+    std::vector<int64_t> all(static_cast<size_t>(v.dim()));
+    for (int64_t k = 0; k < v.dim(); ++k) all[static_cast<size_t>(k)] = k;
+    return at::logsumexp(v, dim ? at::IntArrayRef(*dim) : at::IntArrayRef(all), keepdim);
+  }
+  // "<name>:<number>": a norm's order, var/std's correction.
+  const size_t colon = reduction.find(':');
+  const std::string name = reduction.substr(0, colon);
+  TORCH_CHECK(colon != std::string::npos && (name == "norm" || name == "var" || name == "std"),
+              "test: unknown reduction ", reduction);
+  const double p = std::stod(reduction.substr(colon + 1));
+  if (name == "norm") return at::linalg_vector_norm(v, p, d, keepdim, dtype);
+  return name == "var" ? at::var(v, d, c10::Scalar(p), keepdim) : at::std(v, d, c10::Scalar(p), keepdim);
 }
 
 enum Special : int { kNaN = 1, kInf = 2, kSignedZero = 4, kNaNInf = 3, kAllSpecials = 7 };

@@ -19,6 +19,7 @@ generator knows each value's shape, dtype and data. That lets it
 The runner compares outputs bit-exactly where err == 0 and within err elsewhere.
 """
 import math
+import os
 import random
 import re
 from dataclasses import dataclass, field
@@ -29,6 +30,9 @@ from gen_common import DTYPE_NAME, DTYPE_WEIGHTS, ULP, Reject, Val, _finite_max,
 from gen_elementwise import ElementwiseForms
 from gen_forms import OperandForms
 from gen_reduce import ReductionForms
+
+# Where inputs live: TSFUSE_FUZZ_DEVICE=cuda runs every program on the GPU (eager CUDA vs tsfuse).
+DEVICE = torch.device(os.environ.get("TSFUSE_FUZZ_DEVICE", "cpu"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -48,8 +52,9 @@ class InputSpec:
                 f"seed={self.seed}, specials={self.specials}, ties={self.ties})")
 
 
-def make_input(shape, dtype, layout="contiguous", seed=0, specials=False, ties=False):
-    """Deterministic test tensor of `shape`/`dtype` with the requested memory layout."""
+def make_input(shape, dtype, layout="contiguous", seed=0, specials=False, ties=False, device="cpu"):
+    """Deterministic test tensor of `shape`/`dtype` with the requested memory layout, on `device`
+    (drawn on the CPU, so the values are the same on every device)."""
     g = torch.Generator().manual_seed(seed)
     shape = tuple(shape)
     # The storage shape for the layout; values are drawn there, then viewed as `shape`.
@@ -83,7 +88,7 @@ def make_input(shape, dtype, layout="contiguous", seed=0, specials=False, ties=F
             pick = torch.randint(0, 6, (n,), generator=g)
             ext = torch.tensor([info.max, info.min], dtype=dtype)[torch.randint(0, 2, (n,), generator=g)]
             v = torch.where(pick == 0, ext, v)
-    v = v.reshape(base_shape)
+    v = v.reshape(base_shape).to(device)  # moved before the layout's view, which it keeps
     if layout == "transposed" and len(shape) >= 2:
         return v.transpose(-1, -2)
     if layout == "strided" and len(shape) >= 1:
@@ -119,7 +124,7 @@ class Program:
         return "\n".join(out) + "\n"
 
     def make_inputs(self):
-        return [make_input(s.shape, s.dtype, s.layout, s.seed, s.specials, s.ties)
+        return [make_input(s.shape, s.dtype, s.layout, s.seed, s.specials, s.ties, DEVICE)
                 if isinstance(s, InputSpec) else s for s in self.inputs]
 
     def reproducer(self, lib_path, gen_dir):

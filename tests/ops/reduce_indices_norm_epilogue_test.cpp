@@ -17,25 +17,10 @@ at::Tensor diff2(const T& x) { return at::mul(at::sub(x[0], x[1]), at::sub(x[0],
 const char* kSum = "v1: add($0, $1)";
 at::Tensor sum2(const T& x) { return at::add(x[0], x[1]); }
 
-// The eager reference of "norm:<p>" / "logsumexp".
-at::Tensor eagerExtra(const at::Tensor& v, const std::string& red, const Dims& dim, bool keepdim,
-                      std::optional<c10::ScalarType> dtype) {
-  if (red == "logsumexp") {
-    std::vector<int64_t> all;
-    for (int64_t d = 0; d < v.dim(); ++d) all.push_back(d);
-    return at::logsumexp(v, dim ? at::IntArrayRef(*dim) : at::IntArrayRef(all), keepdim);
-  }
-  TORCH_CHECK(red.rfind("norm:", 0) == 0, "test: unknown reduction ", red);
-  double p = std::stod(red.substr(5));
-  at::OptionalIntArrayRef d;
-  if (dim) d = at::IntArrayRef(*dim);
-  return at::linalg_vector_norm(v, p, d, keepdim, dtype);
-}
-
 ::testing::AssertionResult checkExtra(const std::string& expr, const EagerFn& eager, const T& ops,
                                       const std::string& red, const Dims& dim, bool keepdim,
                                       std::optional<c10::ScalarType> dtype, CheckOpts o) {
-  Outcome want = runSide([&] { return eagerExtra(eager(ops), red, dim, keepdim, dtype); }, false);
+  Outcome want = runSide([&] { return eagerReduce(eager(ops), red, dim, keepdim, dtype); }, false);
   Outcome got = runSide([&] { return tsfuse::reduce(ops, expr, red, dim, keepdim, dtype); }, true);
   auto r = compareOutcomes(want, got, o);
   if (!r) r << "\n  reduce(" << expr << ") |> " << describeReduce({red, dim, keepdim, dtype}) << " on "
@@ -226,7 +211,7 @@ struct EpiCase {
   Outcome want = runSide([&] {
     at::Tensor r = c.red == "sum" ? at::sum(diff2(ops), at::OptionalIntArrayRef(*c.dim), c.keepdim)
                  : c.red == "argmin" ? at::argmin(diff2(ops), (*c.dim)[0], c.keepdim)
-                 : eagerExtra(diff2(ops), c.red, c.dim, c.keepdim, std::nullopt);
+                 : eagerReduce(diff2(ops), c.red, c.dim, c.keepdim, std::nullopt);
     return c.eager(r, epiOps);
   }, false);
   Outcome got = runSide([&] { return tsfuse::reduce(all, kDiff2, c.red, c.dim, c.keepdim, std::nullopt, c.epilogue); }, true);
@@ -266,7 +251,7 @@ TEST(ReduceIndicesNormEpilogue, EpilogueRandomPromotionAndLayouts) {
           if (c.red == "norm:2.0" && !at::isFloatingType(vdt)) continue;  // eager raises; covered above
           // The epilogue operand broadcasts to the reduced shape: per column, per row, full, 0-dim.
           at::Tensor red = c.red == "argmin" ? at::argmin(diff2(ops), (*c.dim)[0], c.keepdim)
-                                             : eagerExtra(diff2(ops).to(at::kDouble), "logsumexp", c.dim, c.keepdim, std::nullopt);
+                                             : eagerReduce(diff2(ops).to(at::kDouble), "logsumexp", c.dim, c.keepdim, std::nullopt);
           std::vector<int64_t> rs(red.sizes().begin(), red.sizes().end());
           std::vector<int64_t> ws;
           switch (g.randint(0, 3)) {
