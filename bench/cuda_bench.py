@@ -1,6 +1,6 @@
 """GPU benchmark of the seed workloads: eager CUDA, TorchScript (first call and steady
 state), torch.compile (mode="max-autotune" unless --compile-mode; compile time separately) and tsfuse (CUDA kernels
-opted in), with each workload's bandwidth / compute bound. Needs a CUDA device.
+on, the default), with each workload's bandwidth / compute bound. Needs a CUDA device.
 
     TSFUSE_LIB=build/lib/libtsfuse.so .venv/bin/python bench/cuda_bench.py [--out results.md]
 
@@ -88,11 +88,10 @@ def run_workload(label, eager_fn, inputs, bound_ms, out_mib, reps, lib, compile_
         compile_s = time.perf_counter() - t0
         bench("torch.compile %s (compile %.1f s)" % (compile_mode, compile_s), compiled, inputs, reps, rows)
         torch.ops.load_library(lib)
-        os.environ["TSFUSE_CUDA_KERNELS"] = "1"
         fused = torch.jit.script(eager_fn)  # the executor pass rewrites it on the first call
         got = fused(*inputs)
         assert torch.equal(got, ref) or torch.allclose(got.double(), ref.double()), "tsfuse differs from eager"
-        bench("tsfuse (TSFUSE_CUDA_KERNELS=1)", fused, inputs, reps, rows)
+        bench("tsfuse (CUDA kernels)", fused, inputs, reps, rows)
     lines = ["", "### %s (output %.1f MiB, bound %.3f ms)" % (label, out_mib, bound_ms), "",
              "| implementation | first call ms | steady ms | x bound | peak MiB |", "| --- | ---: | ---: | ---: | ---: |"]
     for name, first, ms, mib in rows:

@@ -148,8 +148,8 @@ int64_t dimAfterReduction(int64_t q, const std::vector<int64_t>& reduced, bool k
   return keepdim ? q : q - before;
 }
 
-bool worthSlicing(const Analysis& stage0) {
-  return stage0.outNumel() > chainSlabElements() && stage0.valueShape == stage0.shape &&
+bool worthSlicing(const Analysis& stage0, c10::Device device) {
+  return stage0.outNumel() > chainSlabElements(device) && stage0.valueShape == stage0.shape &&
          stage0.epilogueKeepsShape && !stage0.valueShape.empty();
 }
 
@@ -211,10 +211,12 @@ Outputs evalChain(const Chain& c, at::TensorList operands) {
 }
 
 void setChainSlabElements(int64_t elements) { gSlabElements = std::max<int64_t>(1, elements); }
-int64_t chainSlabElements() { return gSlabElements; }
+int64_t chainSlabElements(c10::Device device) {
+  return device.is_cpu() ? gSlabElements.load() : gSlabElements.load() * kDeviceSlabScale;
+}
 
-int64_t slabStep(int64_t stored, int64_t extent) {
-  const int64_t budget = chainSlabElements();
+int64_t slabStep(int64_t stored, int64_t extent, c10::Device device) {
+  const int64_t budget = chainSlabElements(device);
   const int64_t perIndex = stored / extent;
   const int64_t slabs = (stored + budget - 1) / budget;  // equal slabs: none of a lone row
   // At least two indices per slab: then a slab's value broadcasts beyond its operands exactly when
@@ -239,7 +241,8 @@ namespace {
 // elements per dim, the epilogue's from its analysis. (Not meta tensors: a reduction's first Meta
 // call costs some 35 MiB of resident memory.) nullopt: run the chain in one piece.
 std::optional<SlabPlan> planSlabs(const Chain& c, at::TensorList operands, const Analysis& an) {
-  if (!worthSlicing(an)) return std::nullopt;
+  const c10::Device device = mainDevice(operands);
+  if (!worthSlicing(an, device)) return std::nullopt;
   const int64_t rank0 = static_cast<int64_t>(an.valueShape.size());
   SlabPlan p;
   p.ranks = {rank0};
@@ -299,7 +302,7 @@ std::optional<SlabPlan> planSlabs(const Chain& c, at::TensorList operands, const
   }
   if (p.pos.empty()) return std::nullopt;
   p.extent = an.valueShape[p.pos[0]];
-  p.step = slabStep(an.outNumel(), p.extent);
+  p.step = slabStep(an.outNumel(), p.extent, device);
   return p;
 }
 

@@ -83,17 +83,18 @@ int64_t dimAfterReduction(int64_t q, const std::vector<int64_t>& reduced, bool k
 
 // Whether stage 0's value is worth computing slab by slab: larger than the slab budget, of the
 // expression's broadcast shape, with an epilogue (if any) that keeps it, not 0-dim.
-bool worthSlicing(const Analysis& stage0);
+bool worthSlicing(const Analysis& stage0, c10::Device device);
 
 // The slab size for a stage-0 value of `stored` elements sliced along a dim of `extent` (>= 2, so
 // a slab's value broadcasts beyond its operands exactly when the whole value does), and the
 // slabs (start, length): `step` each, the last one longer rather than a lone index.
-int64_t slabStep(int64_t stored, int64_t extent);
+int64_t slabStep(int64_t stored, int64_t extent, c10::Device device);
 std::vector<std::pair<int64_t, int64_t>> slabRanges(int64_t extent, int64_t step);
 
-// The most elements of stage 0's value one slab stores (default kSlabElements / 2, 512 KiB of
-// float32); tests set it small to cover many slabs.
+// The most elements of stage 0's value one slab stores on the CPU (default kSlabElements / 2,
+// 512 KiB of float32; a GPU's slabs are kDeviceSlabScale times larger); tests set it small to
+// cover many slabs.
 void setChainSlabElements(int64_t elements);
-int64_t chainSlabElements();
+int64_t chainSlabElements(c10::Device device = c10::kCPU);
 
 }  // namespace tsfuse

@@ -22,15 +22,16 @@ Outputs runChunked(const Expr& e, at::TensorList operands, const ReduceSpec* red
 
   const DimVector& rdims = plan.reducedDims;
   const int64_t slabDim = plan.slabDim(), total = plan.numel();
-  if (slabDim < 0 || total <= kSlabElements) {
-    if (total > kSlabElements)
+  const c10::Device device = mainDevice(operands);
+  const int64_t budget = slabElements(device);
+  if (slabDim < 0 || total <= budget) {
+    if (total > budget)
       TSFUSE_LOG(kernel, info, "chunked path: no dim to slice, evaluating ", total, " elements at once");
     return oneSlab();
   }
   const int64_t perIndex = total / shape[slabDim];
-  const int64_t step = std::max<int64_t>(1, kSlabElements / std::max<int64_t>(perIndex, 1));
+  const int64_t step = std::max<int64_t>(1, budget / std::max<int64_t>(perIndex, 1));
 
-  const c10::Device device = mainDevice(operands);
   Outputs outs{an.allocOut(device)};
   if (reduce && reduce->withIndices()) outs.push_back(an.allocIndices(device));
   std::vector<at::Tensor> keeps = outs;  // the outputs with the reduced dims present as size 1

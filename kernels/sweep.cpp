@@ -97,7 +97,8 @@ Outputs runSweep(const Sweep& s, at::TensorList operands, const NativePath& nati
     return out;
   };
   const int64_t rank0 = static_cast<int64_t>(an->valueShape.size());
-  if (!worthSlicing(*an)) return onePiece();
+  const c10::Device device = mainDevice(ops0);
+  if (!worthSlicing(*an, device)) return onePiece();
 
   // The slab dim: the outermost dim of the expression's space, of extent > 1, that stage 0 keeps.
   const ReduceSpec& s0 = c.stages[0];
@@ -125,7 +126,7 @@ Outputs runSweep(const Sweep& s, at::TensorList operands, const NativePath& nati
   }
 
   const at::TensorList main = ops0.slice(0, c.expr->numInputs), epi0 = ops0.slice(c.expr->numInputs);
-  const auto slabs = slabRanges(an->valueShape[d], slabStep(an->outNumel(), an->valueShape[d]));
+  const auto slabs = slabRanges(an->valueShape[d], slabStep(an->outNumel(), an->valueShape[d], device));
   Outputs out(nb);
   const char* path = "native";
   ReusedOutput scope;  // the slabs' values in one buffer

@@ -13,7 +13,7 @@
 # every step (a run cut short still leaves the finished steps' logs in one file).
 #   1. build (both archs, as CI)                 5. fuzz: random programs on CUDA vs eager CUDA
 #   1b. generated kernels: NVRTC, PoCL, oclgrind 6. compute-sanitizer racecheck (models)
-#   2. GPU tests (TSFUSE_CUDA_KERNELS=1)         7. benchmark cells -> OUTDIR/benchmarks.md
+#   2. GPU tests (kernels on by default)        7. benchmark cells -> OUTDIR/benchmarks.md
 #   3. example models on CUDA vs eager CUDA      8. full test suite (CPU + default CUDA path)
 #   4. compute-sanitizer memcheck (models)
 set -uo pipefail
@@ -54,7 +54,7 @@ if [ "${PREBUILT:-0}" != 1 ]; then
   step generated_kernels 900 bash -c "cd $BUILD && ctest --output-on-failure -R 'GeneratedKernels|oclgrind'"
 fi
 
-export TSFUSE_CUDA_KERNELS=1
+unset TSFUSE_CUDA_KERNELS  # the default: the generated kernels
 step gpu_tests 120 "$BUILD/bin/tsfuse_tests" --gtest_filter='CudaKernels.*'
 grep "SKIPPED\|FAILED" "$OUT/gpu_tests.log" | tee -a "$OUT/summary.txt"
 step models 120 $PY tests/gpu/cuda_models_check.py --out "$OUT/models.md"

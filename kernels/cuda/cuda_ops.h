@@ -10,8 +10,8 @@ namespace tsfuse::cuda {
 // Runs the call's generated kernel (kernels/cuda/codegen): every map and every reduction (max/min
 // with their indices), with an epilogue that keeps the reduced shape. The rest — a dtype or
 // primitive without a device form, an epilogue that changes the shape, no NVRTC — declines (no
-// outputs, the reason in *why) to the exact chunked path, as does every call while the kernels
-// are opt-in (TSFUSE_CUDA_KERNELS=1).
+// outputs, the reason in *why) to the exact chunked path, as does every call with
+// TSFUSE_CUDA_KERNELS=0.
 Outputs runCuda(const Expr& e, at::TensorList operands, const ReduceSpec* reduce, const Analysis& an,
                 const IterationPlan& plan, std::string* why);
 

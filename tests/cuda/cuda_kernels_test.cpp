@@ -1,5 +1,5 @@
 // GPU tests of the CUDA kernels (kernels/cuda): each case runs tsfuse on CUDA tensors with the
-// kernels opted in (TSFUSE_CUDA_KERNELS=1) and compares with eager CUDA (same ATen ops on the same
+// kernels on (TSFUSE_CUDA_KERNELS=1, the default) and compares with eager CUDA (same ATen ops on the same
 // tensors) and with the CPU path; the kernel path must be "native". Without a GPU every test
 // skips with a message (CI).
 #include "test_util.h"
@@ -177,14 +177,19 @@ TEST(CudaKernels, SixtyFourBitIndexing) {
   EXPECT_TRUE(at::equal(got3, at::lt(at::add(z, x), yh).to(at::kChar)));
 }
 
-// Default (no opt-in): CUDA calls take the exact chunked path.
-TEST(CudaKernels, OptInOnly) {
+// The kernels are the default; TSFUSE_CUDA_KERNELS=0 sends CUDA calls to the exact chunked path.
+TEST(CudaKernels, OnByDefaultOffWithZero) {
   REQUIRE_GPU();
   unsetenv("TSFUSE_CUDA_KERNELS");
   at::Tensor x = at::rand({8, 1}, at::kCUDA), y = at::rand({1, 8}, at::kCUDA);
   at::Tensor r = tsfuse::pairwise({x, y}, "v1: sub($0, $1)");
+  EXPECT_STREQ(tsfuse::lastPath(), "native");
+  EXPECT_TRUE(at::equal(r, at::sub(x, y)));
+  setenv("TSFUSE_CUDA_KERNELS", "0", 1);
+  r = tsfuse::pairwise({x, y}, "v1: sub($0, $1)");
   EXPECT_STREQ(tsfuse::lastPath(), "chunked");
   EXPECT_TRUE(at::equal(r, at::sub(x, y)));
+  unsetenv("TSFUSE_CUDA_KERNELS");
 }
 
 // Without a GPU the suite must skip, not fail: this test always runs and documents that.
