@@ -78,6 +78,9 @@ def run_workload(label, eager_fn, inputs, bound_ms, out_mib, reps, lib, compile_
     rows = []
     with torch.no_grad():
         ref = eager_fn(*inputs)
+        # What writing an output of this size costs here (allocation included, as for every
+        # row): the practical bound beside the datasheet's.
+        bench("fill_ of an output-sized tensor", lambda r: torch.empty_like(r).fill_(1), (ref,), reps, rows)
         bench("eager CUDA", eager_fn, inputs, reps, rows)
         scripted = torch.jit.script(eager_fn)
         bench("TorchScript default executor", scripted, inputs, reps, rows)

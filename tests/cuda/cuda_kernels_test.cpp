@@ -4,8 +4,10 @@
 // skips with a message (CI).
 #include "test_util.h"
 
+#include <c10/util/bit_cast.h>
 #include <torch/cuda.h>
 
+#include <cmath>
 #include <cstdlib>
 
 namespace {
@@ -94,6 +96,22 @@ TEST(CudaKernels, PairwiseDtypesLayoutsAndHostScalars) {
   at::Tensor s = at::scalar_tensor(0.1, at::kDouble);
   EXPECT_TRUE(checkBoth("v1: add($0, $2); mul(%0, $1); div(%1, 3.0)", {x, y, s},
                         [](const T& v) { return at::div(at::mul(at::add(v[0], v[2]), v[1]), 3.0); }, nullptr, true));
+}
+
+// minimum/maximum on every pair of +-0.0, NaNs with payloads, +-inf and ordinary values, in every
+// float dtype: bit for bit eager CUDA's (the NaN operand itself, else the device's min/max).
+TEST(CudaKernels, MinMaxSignedZerosAndNaNs) {
+  REQUIRE_GPU();
+  const float nanPayload = c10::bit_cast<float>(uint32_t{0x7fc00123}), negNan = c10::bit_cast<float>(uint32_t{0xffc00000});
+  const std::vector<float> v = {-0.0f, 0.0f, nanPayload, negNan, 1.0f, -1.0f, INFINITY, -INFINITY, 0.5f};
+  at::Tensor base = at::tensor(v);
+  for (at::ScalarType dt : {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16}) {
+    at::Tensor col = base.to(dt).view({-1, 1}), row = base.to(dt).view({1, -1});
+    EXPECT_TRUE(checkBoth("v1: minimum($0, $1)", {col, row}, [](const T& x) { return at::minimum(x[0], x[1]); },
+                          nullptr, true)) << dt;
+    EXPECT_TRUE(checkBoth("v1: maximum($0, $1)", {col, row}, [](const T& x) { return at::maximum(x[0], x[1]); },
+                          nullptr, true)) << dt;
+  }
 }
 
 TEST(CudaKernels, SimilarityGemmTiledReduce) {

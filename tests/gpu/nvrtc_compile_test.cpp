@@ -11,8 +11,8 @@
 #include <atomic>
 #include <cstdio>
 #include <dirent.h>
-#include <unistd.h>
 #include <fstream>
+#include <unistd.h>
 #include <map>
 #include <mutex>
 #include <set>
@@ -107,6 +107,9 @@ TEST(GeneratedKernels, NvrtcCompilesCorpusWithoutSpillsOrFma) {
   ASSERT_NE(nvrtc, nullptr) << "NVRTC is needed by this test (scripts/setup.sh: the CUDA toolkit or the torch wheel's)";
   const std::vector<Kernel> ks = corpusKernels();
   ASSERT_GT(ks.size(), 150u);
+  // TSFUSE_DUMP_KERNELS=DIR writes each text to DIR/<name>.cu (for cuobjdump/ptxas by hand).
+  if (const char* dir = std::getenv("TSFUSE_DUMP_KERNELS"))
+    for (const Kernel& k : ks) std::ofstream(std::string(dir) + "/" + k.name + ".cu") << k.text;
   const int archs[] = {80, 90};
   struct Result {
     std::string failure;

@@ -20,6 +20,7 @@ typedef uchar tsf_bool; typedef uchar tsf_u8; typedef char tsf_i8; typedef short
 typedef ushort tsf_u16; typedef int tsf_i32; typedef uint tsf_u32; typedef long tsf_i64;
 typedef ulong tsf_u64; typedef float tsf_f32; typedef double tsf_f64;
 #define TSF_KERNEL __kernel void
+#define TSF_BOUNDS(threads, blocks)
 #define TSF_GLOBAL __global
 #define TSF_LOCAL __local
 #define TSF_RESTRICT restrict
@@ -43,11 +44,17 @@ typedef ulong tsf_u64; typedef float tsf_f32; typedef double tsf_f64;
 #define TSF_SQRT_F32(x) sqrt(x)
 #define TSF_SQRT_F64(x) sqrt(x)
 #define TSF_POW_F64(x, y) pow(x, y)
+/* What CUDA's fminf/fmaxf (PTX min/max) return for two non-NaN operands: -0.0 below +0.0. */
+#define TSF_MIN_F32(a, b) ((a) == (b) ? (TSF_SIGN_F32(a) ? (a) : (b)) : (a) < (b) ? (a) : (b))
+#define TSF_MAX_F32(a, b) ((a) == (b) ? (TSF_SIGN_F32(a) ? (b) : (a)) : (a) > (b) ? (a) : (b))
+#define TSF_MIN_F64(a, b) ((a) == (b) ? (TSF_SIGN_F64(a) ? (a) : (b)) : (a) < (b) ? (a) : (b))
+#define TSF_MAX_F64(a, b) ((a) == (b) ? (TSF_SIGN_F64(a) ? (b) : (a)) : (a) > (b) ? (a) : (b))
 #else
 typedef unsigned char tsf_bool; typedef unsigned char tsf_u8; typedef signed char tsf_i8;
 typedef short tsf_i16; typedef unsigned short tsf_u16; typedef int tsf_i32; typedef unsigned int tsf_u32;
 typedef long long tsf_i64; typedef unsigned long long tsf_u64; typedef float tsf_f32; typedef double tsf_f64;
 #define TSF_KERNEL extern "C" __global__ void
+#define TSF_BOUNDS(threads, blocks) __launch_bounds__(threads, blocks)
 #define TSF_GLOBAL
 #define TSF_LOCAL __shared__
 #define TSF_RESTRICT __restrict__
@@ -71,6 +78,10 @@ typedef long long tsf_i64; typedef unsigned long long tsf_u64; typedef float tsf
 #define TSF_SQRT_F32(x) sqrtf(x)
 #define TSF_SQRT_F64(x) sqrt(x)
 #define TSF_POW_F64(x, y) pow(x, y)
+#define TSF_MIN_F32(a, b) fminf(a, b)
+#define TSF_MAX_F32(a, b) fmaxf(a, b)
+#define TSF_MIN_F64(a, b) fmin(a, b)
+#define TSF_MAX_F64(a, b) fmax(a, b)
 #endif
 #define TSF_NAN_F32 TSF_F32_BITS(0x7fc00000u)
 #define TSF_NAN_F64 TSF_F64_BITS(TSF_U64(0x7ff8000000000000))

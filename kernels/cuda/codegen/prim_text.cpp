@@ -29,11 +29,10 @@ std::string minMax(const PrimArgs& g, bool isMax) {
   if (!isFloatTy(g.ct)) return pick;
   const std::string nanA = p(g.a + " != " + g.a), nanB = p(g.b + " != " + g.b);
   if (!g.cudaRules) return "((" + nanA + " || " + nanB + ") ? TSF_NAN_" + fsuffix(g.ct) + " : " + pick + ")";
-  // CUDA: the NaN operand itself; equal operands differ at most in the sign of zero.
-  const std::string sign = "TSF_SIGN_" + fsuffix(g.ct) + "(" + g.a + ")";
-  const std::string equal = isMax ? p(sign + " ? " + g.b + " : " + g.a) : p(sign + " ? " + g.a + " : " + g.b);
-  return "(" + nanA + " ? " + g.a + " : " + nanB + " ? " + g.b + " : " + p(g.a + " == " + g.b) + " ? " + equal +
-         " : " + pick + ")";
+  // CUDA: the NaN operand itself, else ::min / ::max, as ATen's minimum/maximum kernels
+  // (MaxMinElementwiseKernel.cu): the same PTX min/max, so the same zero for a +-0.0 pair.
+  const std::string minmax = std::string(isMax ? "TSF_MAX_" : "TSF_MIN_") + fsuffix(g.ct) + "(" + g.a + ", " + g.b + ")";
+  return "(" + nanA + " ? " + g.a + " : " + nanB + " ? " + g.b + " : " + minmax + ")";
 }
 
 using Gen = std::string (*)(const PrimArgs&);
