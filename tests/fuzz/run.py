@@ -4,6 +4,7 @@ through optimize-ts), executed with libtsfuse loaded, compared with eager PyTorc
     python tests/fuzz/run.py                      # TSFUSE_FUZZ_PROGRAMS (default 2000) programs
     python tests/fuzz/run.py --programs 100000    # longer (or TSFUSE_FUZZ_PROGRAMS=100000, make fuzz N=...)
     python tests/fuzz/run.py --only 1234          # re-run one program, print its source and reproducer
+    TSFUSE_FUZZ_DEVICE=cuda python tests/fuzz/run.py   # inputs on the GPU: eager CUDA vs tsfuse's kernels
 
 Comparison rules (per output, plus every input tensor after the call, since programs may write
 through views of their inputs): same dtype, shape and strides; values bit-exact where the
