@@ -10,6 +10,7 @@
 #include <ATen/WrapDimUtils.h>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <numeric>
 
@@ -204,6 +205,62 @@ std::optional<Analysis> analyze(const Expr& e, at::TensorList operands, const Re
     return std::nullopt;
   }
   return a;
+}
+
+namespace {
+
+// A call's signature as bytes (see analyzeCached), and the analysis it had. The entry holds the
+// expressions whose addresses its key names, so no other expression can take those addresses
+// while the entry lives.
+struct SignedAnalysis {
+  std::shared_ptr<const Expr> expr, epilogue;
+  std::optional<Analysis> analysis;
+};
+
+void appendWord(std::string& key, int64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); }
+int64_t bitsOf(double v) {
+  int64_t b;
+  std::memcpy(&b, &v, sizeof b);
+  return b;
+}
+
+std::string signature(const Expr* e, at::TensorList operands, const ReduceSpec* reduce) {
+  std::string key;
+  key.reserve(64 + operands.size() * 64);
+  appendWord(key, reinterpret_cast<intptr_t>(e));
+  if (reduce) {
+    appendWord(key, static_cast<int64_t>(reduce->kind));
+    appendWord(key, reduce->keepdim);
+    appendWord(key, reduce->dtype ? static_cast<int64_t>(*reduce->dtype) : -1);
+    appendWord(key, bitsOf(reduce->p));
+    appendWord(key, bitsOf(reduce->correction));
+    appendWord(key, reinterpret_cast<intptr_t>(reduce->epilogue.get()));
+    appendWord(key, reduce->dims ? static_cast<int64_t>(reduce->dims->size()) : -1);
+    if (reduce->dims)
+      for (int64_t d : *reduce->dims) appendWord(key, d);
+  } else {
+    appendWord(key, -1);
+  }
+  for (const at::Tensor& t : operands) {
+    appendWord(key, static_cast<int64_t>(t.scalar_type()));
+    appendWord(key, t.unsafeGetTensorImpl()->is_wrapped_number());
+    appendWord(key, int64_t(t.device().type()) * 65536 + t.device().index() + 1);
+    appendWord(key, t.dim());
+    for (int64_t s : t.sizes()) appendWord(key, s);
+    for (int64_t s : t.strides()) appendWord(key, s);
+  }
+  return key;
+}
+
+}  // namespace
+
+std::optional<Analysis> analyzeCached(const std::shared_ptr<const Expr>& e, at::TensorList operands,
+                                      const ReduceSpec* reduce) {
+  static TextCache<SignedAnalysis> cache(4096);
+  auto entry = cache.get(signature(e.get(), operands, reduce), [&] {
+    return SignedAnalysis{e, reduce ? reduce->epilogue : nullptr, analyze(*e, operands, reduce)};
+  });
+  return entry->analysis;
 }
 
 std::shared_ptr<const Expr> cachedExpr(const std::string& text) {

@@ -157,7 +157,7 @@ Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const Re
   if (!donated.empty()) tlsLastDonated = nullptr;
   auto device = commonDevice(operands);
   if (!device) return runEagerAll(*e, operands, reduce);  // raises eager's device error
-  auto an = analyze(*e, operands, reduce);
+  auto an = analyzeCached(e, operands, reduce);
   if (!an) return runEagerAll(*e, operands, reduce);  // raises eager's error (or computes)
   if (an->outNumel() == 0) {
     // Nothing to compute, and every intermediate is empty too: eager gives the exact layout.
