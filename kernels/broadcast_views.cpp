@@ -98,8 +98,8 @@ std::vector<at::Tensor> withEagerLayout(std::vector<at::Tensor> views, at::Tenso
   for (const auto& t : leaves) identity = identity && neverSwaps(t);
   if (identity) return views;
   std::shared_ptr<const Expr> f = cachedExpr(*layout);
-  std::optional<Analysis> eager = analyze(*f, leaves, nullptr);
-  std::optional<Analysis> sunk = analyze(*f, views, nullptr);
+  std::optional<Analysis> eager = analyzeCached(f, leaves, nullptr);
+  std::optional<Analysis> sunk = analyzeCached(f, views, nullptr);
   if (!eager || !sunk) return views;  // f raises: the ops over the views raise eager's error
   at::Tensor x = at::empty_strided(eager->outSizes, eager->outStrides, at::TensorOptions().device(c10::kMeta));
   at::Tensor v = view(x);

@@ -352,7 +352,7 @@ Outputs runChain(const Chain& c, at::TensorList operands, const NativePath& nati
     TORCH_CHECK(operands[i].defined(), "tsfuse: operand ", i, " is an undefined tensor");
   const at::TensorList ops0 = operands.slice(0, c.firstOperand[1]);
   std::optional<Analysis> an;
-  if (commonDevice(operands)) an = analyze(*c.expr, ops0, &c.stages[0]);
+  if (commonDevice(operands)) an = analyzeCached(c.expr, ops0, &c.stages[0]);
   if (!an) {
     Outputs out = evalChain(c, operands);  // raises eager's error (or computes)
     setLastPath("eager");

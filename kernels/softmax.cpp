@@ -49,7 +49,7 @@ at::Tensor runSoftmax(at::TensorList operands, c10::string_view exprText, int64_
     return softmaxAten(*e, operands, dim, log);
   };
   if (!commonDevice(operands)) return eager();  // raises eager's device error
-  auto an = analyze(*e, operands, nullptr);
+  auto an = analyzeCached(e, operands, nullptr);
   if (!an) return eager();  // raises eager's error
   const auto rank = static_cast<int64_t>(an->valueShape.size());
   const c10::ScalarType t = an->resultType.back();

@@ -79,7 +79,7 @@ Outputs runSweep(const Sweep& s, at::TensorList operands, const NativePath& nati
     return out;
   };
   std::optional<Analysis> an;
-  if (commonDevice(operands)) an = analyze(*c.expr, ops0, &c.stages[0]);
+  if (commonDevice(operands)) an = analyzeCached(c.expr, ops0, &c.stages[0]);
   if (!an) return eager();
   // Stage 0 once, every branch over its whole value.
   auto onePiece = [&] {
