@@ -36,9 +36,9 @@ constexpr int64_t kSlabElements = int64_t(1) << 18;
 // launches of eager ran 16x slower). Slabs there are this many times larger: 16 MiB of float32 per
 // intermediate, still a constant.
 constexpr int64_t kDeviceSlabScale = 16;
-// The slab budget for intermediates on `device`.
-inline int64_t slabElements(c10::Device device) {
-  return device.is_cpu() ? kSlabElements : kSlabElements * kDeviceSlabScale;
+// The slab budget for intermediates on `device`, from its CPU size.
+inline int64_t slabElements(c10::Device device, int64_t cpuElements = kSlabElements) {
+  return device.is_cpu() ? cpuElements : cpuElements * kDeviceSlabScale;
 }
 
 // The exact, device-generic path: evaluates the expression with ATen on slabs of the output whose

@@ -211,9 +211,7 @@ Outputs evalChain(const Chain& c, at::TensorList operands) {
 }
 
 void setChainSlabElements(int64_t elements) { gSlabElements = std::max<int64_t>(1, elements); }
-int64_t chainSlabElements(c10::Device device) {
-  return device.is_cpu() ? gSlabElements.load() : gSlabElements.load() * kDeviceSlabScale;
-}
+int64_t chainSlabElements(c10::Device device) { return slabElements(device, gSlabElements.load()); }
 
 int64_t slabStep(int64_t stored, int64_t extent, c10::Device device) {
   const int64_t budget = chainSlabElements(device);

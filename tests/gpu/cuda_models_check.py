@@ -11,6 +11,7 @@ A comparison is `exact` (same dtype, shape, strides and bits, NaN where eager ha
 mismatch. `--device cpu` runs the same rows on the CPU (a dry run of this script without a GPU).
 """
 import argparse
+import math
 import os
 import pathlib
 import re
@@ -22,9 +23,11 @@ import torch
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples"))
+sys.path.insert(0, str(ROOT / "tests" / "fuzz"))
 import detection_models  # noqa: E402
 import reduce_models  # noqa: E402
 import seed_models  # noqa: E402
+from compare import compare_tensor  # noqa: E402
 
 LAUNCH = re.compile(r"cuda: (tsf_\w+)")
 DECLINE = re.compile(r"native path declined \((.*?)\); chunked")
@@ -76,24 +79,20 @@ def flat(x):
     return list(x) if isinstance(x, (tuple, list)) else [x]
 
 
-def same_bits(e, o):
-    if e.dtype.is_floating_point:
-        both_nan = torch.isnan(e) & torch.isnan(o)
-        return bool(((e == o) & (torch.signbit(e) == torch.signbit(o)) | both_nan).all())
-    return torch.equal(e, o)
-
-
 def compare(eager, got):
-    """'exact', 'close (max rel err)', or a mismatch description starting with 'MISMATCH'."""
+    """'exact', 'close (max rel err)', or a mismatch description starting with 'MISMATCH'. The
+    fuzzer's rules (tests/fuzz/compare.py) decide dtype, shape, layout, NaN and infinity positions
+    and bit-exactness; what is left is how far float values are apart."""
     worst = "exact"
     for e, o in zip(flat(eager), flat(got), strict=True):
-        if e.dtype != o.dtype or e.shape != o.shape:
-            return f"MISMATCH {e.dtype}{tuple(e.shape)} vs {o.dtype}{tuple(o.shape)}"
-        if e.numel() > 1 and e.stride() != o.stride():
+        problem = compare_tensor(e, o, math.inf)  # everything but the finite values' distance
+        if problem:
+            return "MISMATCH " + problem
+        if e.numel() > 1 and e.stride() != o.stride():  # every stride, size-1 dims' too
             return f"MISMATCH strides {e.stride()} vs {o.stride()}"
-        if same_bits(e, o):
+        if compare_tensor(e, o, 0.0) is None:
             continue
-        if not e.dtype.is_floating_point or not torch.allclose(o, e, rtol=1e-4, atol=1e-5, equal_nan=True):
+        if not torch.allclose(o, e, rtol=1e-4, atol=1e-5, equal_nan=True):
             bad = ~(torch.isclose(o.double(), e.double(), rtol=1e-4, atol=1e-5, equal_nan=True))
             i = int(bad.flatten().nonzero()[0])
             return f"MISMATCH at {i}: eager {e.flatten()[i].item()!r} tsfuse {o.flatten()[i].item()!r}"

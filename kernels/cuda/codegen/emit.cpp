@@ -316,12 +316,14 @@ std::optional<KernelSource> emitKernel(const lower::Program& p, const KernelSpec
 
   std::string sig;
   for (size_t i = 0; i < E.paramText.size(); ++i) sig += (i ? ",\n    " : "\n    ") + E.paramText[i];
-  // The register budget (tests/gpu/nvrtc_compile_test.cpp) as a bound ptxas keeps: 64 registers,
-  // blockSize threads, enough blocks per SM for half its warps; 85 for libdevice's double pow.
-  const int threads = spec.blockSize, perThread = E.code.find("TSF_POW_F64(") != std::string::npos ? 85 : 64;
-  const std::string bounds = "TSF_BOUNDS(" + detail::str(threads) + ", " + detail::str(65536 / (threads * perThread)) + ")";
+  // The register budget as a bound ptxas keeps: blockSize threads, at least as many blocks per SM
+  // as 64 K registers hold at the budget.
+  const int budget = E.code.find("TSF_POW_F64(") != std::string::npos ? kPowRegisterBudget : kRegisterBudget;
+  const std::string bounds =
+      "TSF_BOUNDS(" + detail::str(spec.blockSize) + ", " + detail::str(65536 / (spec.blockSize * budget)) + ")";
   const std::string kernel = "TSF_KERNEL " + bounds + " @NAME@(" + sig + ") {\n" + E.code + "}\n";
   KernelSource k;
+  k.registerBudget = budget;
   k.hash = fnv1a(kernel);
   char hash[20];
   std::snprintf(hash, sizeof hash, "%016" PRIx64, k.hash);

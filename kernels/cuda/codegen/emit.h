@@ -83,11 +83,17 @@ struct Param {
   Ty type = Ty::I64;
 };
 
+// Registers per thread a kernel may use: enough blocks per SM for half its warps; more for a
+// kernel calling libdevice's double pow. The text declares it to ptxas (TSF_BOUNDS), and the
+// NVRTC corpus test holds every kernel to it.
+constexpr int kRegisterBudget = 64, kPowRegisterBudget = 80;
+
 struct KernelSource {
   std::string name;  // tsf_<kind>_r<kept>[x<reduced>]_i<32|64>_<hash>: what a profiler shows
   std::string text;  // prelude + kernel
   std::vector<Param> params;
   uint64_t hash = 0;  // of the text (the cache key's first part)
+  int registerBudget = kRegisterBudget;
 };
 
 // nullopt (the reason in *why) when a dtype, primitive or reduction has no device form.
