@@ -72,11 +72,14 @@ at::Tensor ReusedOutput::allocate(at::IntArrayRef sizes, at::IntArrayRef strides
   at::Tensor& kept = tlsReused;
   // Free: no tensor but this one holds its TensorImpl, and no TensorImpl but its own (a view, or
   // the previous piece's output) holds its storage.
-  if (kept.defined() && kept.use_count() == 1 && kept.storage().use_count() == 1 &&
-      kept.device() == options.device() && kept.storage().nbytes() >= bytes)
+  const bool free = kept.defined() && kept.use_count() == 1 && kept.storage().use_count() == 1;
+  if (free && kept.device() == options.device() && kept.storage().nbytes() >= bytes)
     return at::empty({0}, options).set_(kept.storage(), 0, sizes, strides);
   at::Tensor out = at::empty_strided(sizes, strides, options);
-  if (bytes <= kMaxReusedBytes) kept = out;
+  // A kept buffer still in use and no smaller stays: it is the piece's earlier value (a chain's
+  // stage 0, which a later fused stage of the same piece reads), free again for the next piece.
+  const bool keepOld = kept.defined() && !free && kept.storage().nbytes() >= bytes;
+  if (bytes <= kMaxReusedBytes && !keepOld) kept = out;
   return out;
 }
 

@@ -50,7 +50,8 @@ Outputs runChunked(const Expr& e, at::TensorList operands, const ReduceSpec* red
 // pieces share output memory: while a ReusedOutput is alive on a thread, the native CPU path puts
 // its output in the thread's kept buffer when nothing else holds that buffer any more (the
 // previous piece's value has been reduced and dropped) and it is large enough, and otherwise
-// keeps its new output as the buffer. Each thread keeps that one buffer between calls (at most
+// keeps its new output as the buffer (unless the buffer is still in use and no smaller: a chain's
+// fused later stage reads its piece's stage-0 value from it). Each thread keeps that one buffer between calls (at most
 // a chain slab: kSlabElements / 2 elements by default), so a model's steady-state calls allocate
 // no slab memory at all. Without it, an allocator that maps every large block afresh (glibc with
 // a fixed mmap threshold, as bench/suite.py runs) faults each slab's pages in again every call.

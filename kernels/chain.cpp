@@ -90,6 +90,58 @@ class StageParser {
 };
 
 constexpr const char* kSqueeze = "squeeze() |> ";
+constexpr const char* kFused = "fused(";
+constexpr const char* kThen = ") |> ";
+
+// A fused stage's input, "fused(<expr>; $<i> = value[.unsqueeze(<d>)...]) |> " at the start of
+// `text` (an expression's text holds no "|>"); the rest of the text, the reduction, in *rest.
+std::shared_ptr<const StageInput> parseInput(const std::string& text, size_t k, std::string* rest) {
+  auto fail = [&](const std::string& why) {
+    TORCH_CHECK(false, "tsfuse::reduce_chain: stage ", k, " '", text, "': ", why);
+  };
+  const size_t end = text.find(kThen), open = std::strlen(kFused);
+  if (end == std::string::npos) fail("expected 'fused(<expr>; $<i> = value) |> <reduction>'");
+  const std::string inner = text.substr(open, end - open);
+  const size_t bind = inner.rfind("; $");
+  if (bind == std::string::npos) fail("expected '; $<i> = value' after the expression");
+  auto in = std::make_shared<StageInput>();
+  try {
+    in->expr = cachedExpr(inner.substr(0, bind));
+  } catch (const c10::Error& e) {
+    fail(e.what_without_backtrace());
+  }
+  const std::string binding = inner.substr(bind + 3);
+  size_t pos = 0;
+  auto integer = [&] {
+    size_t used = 0;
+    int64_t v = 0;
+    try {
+      v = std::stoll(binding.substr(pos), &used);
+    } catch (const std::exception&) {
+      fail("expected an int in '" + binding + "'");
+    }
+    pos += used;
+    return v;
+  };
+  auto accept = [&](const char* lit) {
+    const size_t n = std::strlen(lit);
+    if (binding.compare(pos, n, lit) != 0) return false;
+    pos += n;
+    return true;
+  };
+  in->value = integer();
+  if (!accept(" = value")) fail("expected '$<i> = value'");
+  while (accept(".unsqueeze(")) {
+    in->unsqueeze.push_back(integer());
+    if (!accept(")")) fail("expected ')' after unsqueeze's dim");
+  }
+  if (pos != binding.size()) fail("unexpected text after the value's views: '" + binding.substr(pos) + "'");
+  if (in->value < 0 || in->value >= in->expr->numInputs)
+    fail("the value is $" + std::to_string(in->value) + ", not an operand of the expression");
+  in->text = in->expr->str();
+  *rest = text.substr(end + std::strlen(kThen));
+  return in;
+}
 
 // argmin/argmax, and max/min with indices, over one dim of a non-empty extent, faster than ATen's
 // kernels and with the same results (the first extremum, the first NaN):
@@ -127,6 +179,18 @@ std::optional<Outputs> extremaAlongOneDim(const ReduceSpec& r, const at::Tensor&
 }
 
 }  // namespace
+
+std::string StageInput::str() const {
+  std::string out = kFused + text + "; $" + std::to_string(value) + " = value";
+  for (int64_t d : unsqueeze) out += ".unsqueeze(" + std::to_string(d) + ")";
+  return out + ")";
+}
+
+at::Tensor StageInput::view(const at::Tensor& previous) const {
+  at::Tensor v = previous;
+  for (int64_t d : unsqueeze) v = v.unsqueeze(d);
+  return v;
+}
 
 Outputs applyStage(const ReduceSpec& spec, bool squeeze, const at::Tensor& value, at::TensorList extras) {
   ReduceSpec plain = spec;
@@ -167,11 +231,16 @@ Chain Chain::parse(c10::string_view expr, c10::ArrayRef<std::string> stages) {
   size_t next = static_cast<size_t>(c.expr->numInputs);
   for (size_t k = 0; k < stages.size(); ++k) {
     const bool squeeze = k > 0 && stages[k].rfind(kSqueeze, 0) == 0;
-    ReduceSpec spec = StageParser(squeeze ? stages[k].substr(std::strlen(kSqueeze)) : stages[k], k).run();
+    std::string text = squeeze ? stages[k].substr(std::strlen(kSqueeze)) : stages[k];
+    std::shared_ptr<const StageInput> input;
+    if (k > 0 && !squeeze && text.rfind(kFused, 0) == 0) input = parseInput(stages[k], k, &text);
+    ReduceSpec spec = StageParser(text, k).run();
     c.squeezeFirst.push_back(squeeze);
     TORCH_CHECK(k + 1 == stages.size() || !spec.withIndices(), "tsfuse::reduce_chain: stage ", k,
                 " is max/min with indices; only the last stage may be");
     c.firstOperand.push_back(next);
+    if (input) next += static_cast<size_t>(input->expr->numInputs - 1);
+    c.input.push_back(std::move(input));
     if (spec.epilogue) next += static_cast<size_t>(spec.epilogue->numInputs - 1);
     c.stages.push_back(std::move(spec));
   }
@@ -181,13 +250,19 @@ Chain Chain::parse(c10::string_view expr, c10::ArrayRef<std::string> stages) {
 
 std::vector<std::string> Chain::stageTexts() const {
   std::vector<std::string> out;
-  for (size_t k = 0; k < stages.size(); ++k) out.push_back((squeezeFirst[k] ? kSqueeze : "") + describe(stages[k]));
+  for (size_t k = 0; k < stages.size(); ++k)
+    out.push_back((squeezeFirst[k] ? kSqueeze : "") + (input[k] ? input[k]->str() + " |> " : "") + describe(stages[k]));
   return out;
 }
 
+at::TensorList Chain::inputOperands(at::TensorList operands, size_t k) const {
+  return operands.slice(firstOperand[k], input[k] ? static_cast<size_t>(input[k]->expr->numInputs - 1) : 0);
+}
+
 at::TensorList Chain::epilogueOperands(at::TensorList operands, size_t k) const {
+  const size_t begin = firstOperand[k] + inputOperands(operands, k).size();
   const size_t end = k + 1 < stages.size() ? firstOperand[k + 1] : numOperands;
-  return operands.slice(firstOperand[k], end - firstOperand[k]);
+  return operands.slice(begin, end - begin);
 }
 
 std::string stagesKey(c10::string_view expr, c10::ArrayRef<std::string> stages) {
@@ -201,12 +276,29 @@ std::shared_ptr<const Chain> cachedChain(c10::string_view expr, c10::ArrayRef<st
   return cache.get(stagesKey(expr, stages), [&] { return Chain::parse(expr, stages); });
 }
 
+namespace {
+
+// Later stage k over the previous stage's value: ATen's reduction of it, or a fused stage's input
+// computed and reduced by `native` (the backend's runFusedAll; null: the reference, evalFused).
+Outputs laterStage(const Chain& c, size_t k, const at::Tensor& value, at::TensorList inputs, at::TensorList epilogue,
+                   const NativePath* native) {
+  const StageInput* in = c.input[k].get();
+  if (!in) return applyStage(c.stages[k], c.squeezeFirst[k], value, epilogue);
+  std::vector<at::Tensor> ops;
+  ops.reserve(static_cast<size_t>(in->expr->numInputs) + epilogue.size());
+  for (int64_t i = 0, j = 0; i < in->expr->numInputs; ++i) ops.push_back(i == in->value ? in->view(value) : inputs[j++]);
+  ops.insert(ops.end(), epilogue.begin(), epilogue.end());
+  return native ? runFusedAll(ops, in->text, &c.stages[k], *native) : evalFused(*in->expr, ops, &c.stages[k]);
+}
+
+}  // namespace
+
 Outputs evalChain(const Chain& c, at::TensorList operands) {
   TORCH_CHECK(operands.size() == c.numOperands, "tsfuse::reduce_chain: expected ", c.numOperands,
               " operands, got ", operands.size());
   Outputs out = evalFused(*c.expr, operands.slice(0, c.firstOperand[1]), &c.stages[0]);
   for (size_t k = 1; k < c.stages.size(); ++k)
-    out = applyStage(c.stages[k], c.squeezeFirst[k], out[0], c.epilogueOperands(operands, k));
+    out = laterStage(c, k, out[0], c.inputOperands(operands, k), c.epilogueOperands(operands, k), nullptr);
   return out;
 }
 
@@ -250,9 +342,37 @@ std::optional<SlabPlan> planSlabs(const Chain& c, at::TensorList operands, const
   for (int64_t d = 0; d < rank0; ++d) inMap[0].push_back(d);
   std::vector<int64_t> sizes = an.outSizes;
   c10::ScalarType dtype = an.outDtype;
+  p.inPos.assign(c.stages.size(), -1);
+  p.inRanks.assign(c.stages.size(), -1);
   for (size_t k = 1; k < c.stages.size(); ++k) {
     const ReduceSpec& spec = c.stages[k];
     p.ranks.push_back(static_cast<int64_t>(sizes.size()));
+    if (const StageInput* in = c.input[k].get()) {
+      // The value as the fused stage's operand, its sizes and dtype (no memory), where each of its
+      // dims lands in the stage's space, and the stage's analysis.
+      std::vector<int64_t> view = sizes, where(sizes.size());
+      for (size_t q = 0; q < where.size(); ++q) where[q] = static_cast<int64_t>(q);
+      for (int64_t d : in->unsqueeze) {
+        const int64_t w = at::maybe_wrap_dim(d, static_cast<int64_t>(view.size()) + 1);
+        view.insert(view.begin() + w, 1);
+        for (auto& q : where) q += q >= w;
+      }
+      std::vector<at::Tensor> ins;
+      const at::TensorList inputs = c.inputOperands(operands, k);
+      for (int64_t i = 0, j = 0; i < in->expr->numInputs; ++i)
+        ins.push_back(i == in->value ? at::zeros({}, at::TensorOptions().dtype(dtype)).expand(view) : inputs[j++]);
+      for (const auto& t : c.epilogueOperands(operands, k)) ins.push_back(t);
+      auto sa = analyze(*in->expr, ins, &spec);
+      if (!sa || sa->valueShape != sa->shape || !sa->epilogueKeepsShape) return std::nullopt;  // one piece
+      const int64_t rank = static_cast<int64_t>(sa->shape.size());
+      for (auto& q : where) q += rank - static_cast<int64_t>(view.size());
+      inMap.push_back(std::move(where));
+      p.inRanks[k] = rank;
+      reduced.push_back(reducedDims(spec, rank));
+      sizes = sa->outSizes;
+      dtype = sa->outDtype;
+      continue;
+    }
     inMap.emplace_back();
     std::vector<int64_t> kept;
     for (int64_t s : sizes) {
@@ -290,12 +410,15 @@ std::optional<SlabPlan> planSlabs(const Chain& c, at::TensorList operands, const
   for (int64_t d = 0; d < rank0; ++d) {
     if (an.valueShape[d] <= 1) continue;
     std::vector<int64_t> pos{d};
+    std::vector<int64_t> inPos(c.stages.size(), -1);
     for (size_t k = 0; k < c.stages.size() && pos.back() >= 0; ++k) {
       const int64_t in = inMap[k][pos.back()];
+      if (c.input[k]) inPos[k] = in;
       pos.push_back(in < 0 ? -1 : dimAfterReduction(in, reduced[k], c.stages[k].keepdim));
     }
     if (pos.back() < 0) continue;
     p.pos = std::move(pos);
+    p.inPos = std::move(inPos);
     break;
   }
   if (p.pos.empty()) return std::nullopt;
@@ -316,12 +439,17 @@ std::vector<int64_t> planKey(at::TensorList operands) {
   return key;
 }
 
+// A later stage's operands: a fused stage's input operands, and the epilogue's.
+struct StageOperands {
+  std::vector<at::Tensor> input, epilogue;
+};
+
 // The chain over one piece of the operands (all of them, or a slab).
-Outputs runStages(const Chain& c, at::TensorList stage0, const std::vector<std::vector<at::Tensor>>& extras,
+Outputs runStages(const Chain& c, at::TensorList stage0, const std::vector<StageOperands>& later,
                   const NativePath& native) {
   Outputs out = runFusedAll(stage0, c.expr->str(), &c.stages[0], native);
   const char* path = lastPath();
-  for (size_t k = 1; k < c.stages.size(); ++k) out = applyStage(c.stages[k], c.squeezeFirst[k], out[0], extras[k]);
+  for (size_t k = 1; k < c.stages.size(); ++k) out = laterStage(c, k, out[0], later[k].input, later[k].epilogue, &native);
   setLastPath(path);
   return out;
 }
@@ -356,10 +484,11 @@ Outputs runChain(const Chain& c, at::TensorList operands, const NativePath& nati
     setLastPath("eager");
     return out;
   }
-  std::vector<std::vector<at::Tensor>> extras(c.stages.size());
+  std::vector<StageOperands> later(c.stages.size());
   for (size_t k = 1; k < c.stages.size(); ++k) {
-    at::TensorList e = c.epilogueOperands(operands, k);
-    extras[k].assign(e.begin(), e.end());
+    const at::TensorList in = c.inputOperands(operands, k), e = c.epilogueOperands(operands, k);
+    later[k].input.assign(in.begin(), in.end());
+    later[k].epilogue.assign(e.begin(), e.end());
   }
   std::optional<SlabPlan> plan;
   if (an->outNumel() > 0) {
@@ -371,20 +500,22 @@ Outputs runChain(const Chain& c, at::TensorList operands, const NativePath& nati
       return out;
     }
   }
-  if (!plan) return runStages(c, ops0, extras, native);
+  if (!plan) return runStages(c, ops0, later, native);
 
   const std::vector<std::pair<int64_t, int64_t>> slabs = slabRanges(plan->extent, plan->step);
   const at::TensorList main = ops0.slice(0, c.expr->numInputs);
   const at::TensorList epi0 = ops0.slice(c.expr->numInputs);
   auto runSlab = [&](size_t i) {
-    ReusedOutput scope;  // stage 0's values in one buffer per thread
+    ReusedOutput scope;  // stage 0's values in one buffer per thread (later fused stages' outputs are fresh)
     const auto [s, len] = slabs[i];
     std::vector<at::Tensor> in0 = narrowOperands(main, plan->ranks[0], plan->pos[0], s, len);
     for (auto& t : narrowOperands(epi0, plan->ranks[1], plan->pos[1], s, len)) in0.push_back(std::move(t));
-    std::vector<std::vector<at::Tensor>> slabExtras(c.stages.size());
-    for (size_t k = 1; k < c.stages.size(); ++k)
-      slabExtras[k] = narrowOperands(extras[k], plan->ranks[k + 1], plan->pos[k + 1], s, len);
-    return runStages(c, in0, slabExtras, native);
+    std::vector<StageOperands> slabLater(c.stages.size());
+    for (size_t k = 1; k < c.stages.size(); ++k) {
+      if (c.input[k]) slabLater[k].input = narrowOperands(later[k].input, plan->inRanks[k], plan->inPos[k], s, len);
+      slabLater[k].epilogue = narrowOperands(later[k].epilogue, plan->ranks[k + 1], plan->pos[k + 1], s, len);
+    }
+    return runStages(c, in0, slabLater, native);
   };
   // The first slab decides the outputs' layout (the one eager's last op gives a fresh tensor).
   Outputs first = runSlab(0);

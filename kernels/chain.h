@@ -17,9 +17,20 @@
 // torch.argmin(d.squeeze(), dim=1). A slab holds at least two indices of the slab dim, so the
 // slab's squeeze removes the same dims as the whole value's.
 //
+// A later stage may also be fused: its input is an elementwise expression over the previous
+// stage's value (unsqueezed first, where the stage says so) and operands of its own, computed and
+// reduced by the fused kernel on each slab as a tsfuse::reduce would over the stored value. The
+// Gaussian kernel product with a weight matrix b [M, K]:
+//
+//   (exp(-((x[:, None] - y[None]) ** 2).sum(-1) * 2)[:, :, None] * b[None]).sum(1)
+//     expr    v1: sub($0, $1); mul(%0, %0)                                   over [N, M, D]
+//     stage 0 sum(dim=[2], keepdim=False) |> v1: mul($0, -2.0); exp(%0)      -> [N, M]
+//     stage 1 fused(v1: mul($0, $1); $0 = value.unsqueeze(2)) |> sum(dim=[1], keepdim=False)
+//                                                                            over [N, M, K] -> [N, K]
+//
 // Operands: the expression's, then stage 0's epilogue's ($1, $2, ... of the epilogue), then stage
-// 1's, and so on. Only the last stage may be max/min with indices (tsfuse::reduce_chain_with_indices,
-// two outputs).
+// 1's (a fused stage's expression's other operands, then its epilogue's), and so on. Only the last
+// stage may be max/min with indices (tsfuse::reduce_chain_with_indices, two outputs).
 #pragma once
 
 #include "kernels/backend.h"
@@ -31,11 +42,26 @@ namespace tsfuse {
 struct SlabPlan {
   std::vector<int64_t> pos;     // pos[0]: in the expression's space; pos[k + 1]: in stage k's value
   std::vector<int64_t> ranks;   // the same spaces' ranks
+  std::vector<int64_t> inPos, inRanks;  // in fused stage k's expression space (-1 for other stages)
   std::vector<int64_t> finalSizes;
   int64_t extent = 0, step = 0;  // step >= 2; the last slab may hold step + 1
 };
 
 struct ChainPlans;
+
+// The input of a fused later stage: `expr` over the previous stage's value as operand `value`
+// (after unsqueezing `unsqueeze`, in order) and the stage's own operands as the others.
+struct StageInput {
+  std::shared_ptr<const Expr> expr;
+  std::string text;  // expr->str(), kept for the per-slab calls
+  int64_t value = 0;
+  std::vector<int64_t> unsqueeze;
+
+  // "fused(<expr>; $<value> = value[.unsqueeze(d)...])", the text a stage starts with (then " |> ").
+  std::string str() const;
+  // The previous stage's value as the expression's operand.
+  at::Tensor view(const at::Tensor& previous) const;
+};
 
 struct Chain {
   std::shared_ptr<const Expr> expr;
@@ -43,7 +69,9 @@ struct Chain {
   // Whether stage k squeezes its input's size-1 dims before reducing (a traced `.squeeze()`
   // between the reductions; its text starts "squeeze() |> "). Never stage 0.
   std::vector<bool> squeezeFirst;
-  // Index of the first epilogue operand of each stage (stage 0: after the expression's own).
+  // A fused stage's input (null: the stage is ATen's reduction of the previous value). Never stage 0.
+  std::vector<std::shared_ptr<const StageInput>> input;
+  // Index of each stage's first operand (stage 0: the first after the expression's own).
   std::vector<size_t> firstOperand;
   size_t numOperands = 0;
 
@@ -51,7 +79,9 @@ struct Chain {
   // stage and the reason when malformed.
   static Chain parse(c10::string_view expr, c10::ArrayRef<std::string> stages);
   std::vector<std::string> stageTexts() const;
-  // Stage k's epilogue operands within the op's operands.
+  // Stage k's operands within the op's: a fused stage's expression's other operands (inputOperands),
+  // then its epilogue's (epilogueOperands).
+  at::TensorList inputOperands(at::TensorList operands, size_t k) const;
   at::TensorList epilogueOperands(at::TensorList operands, size_t k) const;
   // The call's slab plan (nullopt: one piece), cached per operand sizes and dtypes; raises where
   // a later stage would.
@@ -70,8 +100,8 @@ std::shared_ptr<const Chain> cachedChain(c10::string_view expr, c10::ArrayRef<st
 // The reference: stage by stage with ATen over whole values (autograd, Meta, error paths).
 Outputs evalChain(const Chain& c, at::TensorList operands);
 
-// The fused path: stage 0 through `native` (the backend's runFusedAll) and later stages with ATen,
-// slab by slab; eager's own error where eager would raise.
+// The fused path: stage 0 and fused stages through `native` (the backend's runFusedAll), other
+// later stages with ATen, slab by slab; eager's own error where eager would raise.
 Outputs runChain(const Chain& c, at::TensorList operands, const NativePath& native);
 
 // A later stage over its input value: ATen's reduction (of the value squeezed first, where

@@ -2,6 +2,7 @@
 
 #include "kernels/ir/expr.h"
 #include "passes/driver.h"
+#include "passes/fused_values.h"
 
 #include <torch/csrc/jit/ir/constants.h>
 
@@ -12,41 +13,15 @@ namespace {
 
 using torch::jit::Value;
 
-const c10::Symbol kReduce = c10::Symbol::fromQualString("tsfuse::reduce");
 const c10::Symbol kPairwise = c10::Symbol::fromQualString("tsfuse::pairwise");
-const c10::Symbol kWithIndices = c10::Symbol::fromQualString("tsfuse::reduce_with_indices");
-const c10::Symbol kUnsqueezeHelper = c10::Symbol::fromQualString("tsfuse::broadcast_unsqueeze");
 constexpr size_t kEpilogueInput = 6;  // tsfuse::reduce(operands, expr, reduction, dim, keepdim, dtype, epilogue, donated)
 
-// A fused reduction's value seen through an unsqueeze: `view` = aten::unsqueeze(value, d), or
-// sink_views' prim::ListUnpack(tsfuse::broadcast_unsqueeze([value], d, layout)). `views` are the
-// nodes in between, each the only reader of the value before it.
-struct Unsqueezed {
-  Node* reduction = nullptr;
-  std::vector<Node*> views;
-};
-
+// A fused reduction's value seen through unsqueezes (passes/fused_values.h), read by them alone.
 std::optional<Unsqueezed> unsqueezedReduction(Value* view) {
-  auto onlyReader = [](Value* v) { return v->uses().size() == 1; };
-  Node* n = view->node();
-  Unsqueezed u;
-  Value* base = nullptr;
-  if (n->kind() == c10::aten::unsqueeze) {
-    base = n->input(0);
-    u.views = {n};
-  } else if (n->kind() == c10::prim::ListUnpack && n->outputs().size() == 1) {
-    Node* helper = n->input()->node();
-    if (helper->kind() != kUnsqueezeHelper || !onlyReader(helper->output())) return std::nullopt;
-    Node* list = helper->input(0)->node();
-    if (list->kind() != c10::prim::ListConstruct || list->inputs().size() != 1 || !onlyReader(list->output()))
-      return std::nullopt;
-    base = list->input(0);
-    u.views = {list, helper, n};
-  } else {
+  Unsqueezed u = unsqueezedValue(view);
+  if (u.views.empty() || u.base->node()->kind() != kReduceOp || u.base->uses().size() != 1 ||
+      view->uses().size() != 1)
     return std::nullopt;
-  }
-  if (base->node()->kind() != kReduce || !onlyReader(base) || !onlyReader(view)) return std::nullopt;
-  u.reduction = base->node();
   return u;
 }
 
@@ -163,7 +138,7 @@ class HoistIntoEpiloguePattern : public Pattern {
   HoistIntoEpiloguePattern() : Pattern("hoist_into_epilogue", WalkOrder::Forward, NestedBlocks::First) {}
 
   bool matchAndRewrite(Node* consumer, Rewriter& rw) override {
-    if (consumer->kind() != kReduce && consumer->kind() != kPairwise && consumer->kind() != kWithIndices) return false;
+    if (consumer->kind() != kReduceOp && consumer->kind() != kPairwise && consumer->kind() != kReduceIndicesOp) return false;
     Node* list = consumer->input(0)->node();
     if (list->kind() != c10::prim::ListConstruct) return false;
     bool changed = false;
@@ -174,8 +149,8 @@ class HoistIntoEpiloguePattern : public Pattern {
  private:
   bool hoist(Node* consumer, Node* list, int64_t k, Rewriter& rw) {
     std::optional<Unsqueezed> u = unsqueezedReduction(list->input(k));
-    if (!u || u->reduction->owningBlock() != consumer->owningBlock()) return false;
-    Node* reduction = u->reduction;
+    if (!u || u->base->node()->owningBlock() != consumer->owningBlock()) return false;
+    Node* reduction = u->base->node();
     const std::optional<c10::IValue> exprText = torch::jit::toIValue(consumer->input(1));
     if (!exprText) return false;
     const Expr e = Expr::parse(exprText->toStringRef());

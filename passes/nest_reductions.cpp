@@ -3,56 +3,15 @@
 #include "kernels/chain.h"
 #include "kernels/fused_call.h"
 #include "passes/driver.h"
+#include "passes/fused_values.h"
 #include "passes/region.h"
-
-#include <torch/csrc/jit/ir/constants.h>
 
 #include <algorithm>
 
 namespace tsfuse {
 namespace {
 
-const c10::Symbol kReduce = c10::Symbol::fromQualString("tsfuse::reduce");
-const c10::Symbol kChain = c10::Symbol::fromQualString("tsfuse::reduce_chain");
-const c10::Symbol kChainIndices = c10::Symbol::fromQualString("tsfuse::reduce_chain_with_indices");
 const c10::Symbol kSweep = c10::Symbol::fromQualString("tsfuse::reduce_sweep");
-
-// The fused reduction a node computes, as the first stages of a chain (its operand list node, its
-// expression and stage texts); nullopt when the node is no fused reduction with constant arguments.
-struct Stages {
-  Node* list = nullptr;
-  std::string expr;
-  std::vector<std::string> texts;
-};
-
-std::optional<Stages> stagesOf(Node* n) {
-  if (n->kind() != kReduce && n->kind() != kChain) return std::nullopt;
-  Stages s;
-  s.list = n->input(0)->node();
-  if (s.list->kind() != c10::prim::ListConstruct) return std::nullopt;
-  std::vector<c10::IValue> args;
-  for (size_t i = 1; i < n->inputs().size(); ++i) {
-    auto v = torch::jit::toIValue(n->input(i));
-    if (!v) return std::nullopt;
-    args.push_back(std::move(*v));
-  }
-  s.expr = args[0].toStringRef();
-  if (n->kind() == kChain) {
-    for (const auto& t : args[1].toListRef()) s.texts.push_back(t.toStringRef());
-    return s;
-  }
-  at::OptionalIntArrayRef dims;
-  std::vector<int64_t> d;
-  if (!args[2].isNone()) dims = d = args[2].toIntVector();
-  std::optional<c10::ScalarType> dtype;
-  if (!args[4].isNone()) dtype = static_cast<c10::ScalarType>(args[4].toInt());
-  std::optional<std::string> epi;
-  if (!args[5].isNone()) epi = args[5].toStringRef();
-  std::optional<c10::string_view> epiView;
-  if (epi) epiView = c10::string_view(*epi);
-  s.texts.push_back(describe(makeReduceSpec(args[1].toStringRef(), dims, args[3].toBool(), dtype, epiView)));
-  return s;
-}
 
 // Why `reduction` (of a fused reduction's value) may not become the chain's next stage, or "".
 std::string nestHazard(Node* reduction, const ReductionMatch& rm) {
@@ -89,15 +48,9 @@ Node* rewriteSweep(Rewriter& rw, Node* inner, const Stages& stages, std::vector<
     matchReduction(r, m, nullptr);
     all.texts.push_back(describe(m.spec));
   }
-  torch::jit::WithInsertPoint guard(reductions.front());
   std::vector<Value*> operands(stages.list->inputs().begin(), stages.list->inputs().end());
-  Value* list = g.insertNode(g.createList(c10::TensorType::get(), operands))->output();
-  Node* sweep = g.create(kSweep, 1);
-  sweep->addInput(list);
-  sweep->addInput(g.insertConstant(all.expr));
-  sweep->addInput(g.insertConstant(c10::List<std::string>(all.texts)));
-  g.insertNode(sweep);
-  sweep->setSourceRange(reductions.front()->sourceRange());
+  Node* sweep = insertStagedOp(g, kSweep, 1, operands, all.expr, all.texts, reductions.front());
+  torch::jit::WithInsertPoint guard(reductions.front());
   sweep->output()->setType(c10::ListType::ofTensors());
   Node* unpack = g.insertNode(g.createListUnpack(sweep->output(), reductions.size()));
   for (size_t j = 0; j < reductions.size(); ++j) {
@@ -212,16 +165,10 @@ class NestReductionsPattern : public Pattern {
       e.reason += "; the fused reduction is recomputed for each of the " + std::to_string(rm.input->uses().size()) +
                   " reductions of %" + rm.input->debugName() + " (one more sweep each instead of storing it)";
 
-    Graph& g = rw.graph();
-    torch::jit::WithInsertPoint guard(end);
     operands.insert(operands.end(), epi.extra.begin(), epi.extra.end());
-    Value* list = g.insertNode(g.createList(c10::TensorType::get(), operands))->output();
-    Node* chain = g.create(rm.spec.withIndices() ? kChainIndices : kChain, rm.spec.withIndices() ? 2 : 1);
-    chain->addInput(list);
-    chain->addInput(g.insertConstant(stages->expr));
-    chain->addInput(g.insertConstant(c10::List<std::string>(stages->texts)));
-    g.insertNode(chain);
-    chain->setSourceRange(end->sourceRange());
+    const bool indices = rm.spec.withIndices();
+    Node* chain = insertStagedOp(rw.graph(), indices ? kChainIndicesOp : kChainOp, indices ? 2 : 1, operands,
+                                 stages->expr, stages->texts, end);
     if (epi.chain.empty()) {
       for (size_t i = 0; i < chain->outputs().size(); ++i) {
         chain->output(i)->setType(reduction->output(i)->type());

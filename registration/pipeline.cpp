@@ -1,6 +1,7 @@
 #include "registration/pipeline.h"
 
 #include "passes/canonicalize.h"
+#include "passes/chain_fused_reductions.h"
 #include "passes/donate_operands.h"
 #include "passes/events.h"
 #include "passes/fold_upcast.h"
@@ -41,6 +42,9 @@ const std::vector<PassInfo>& pipelinePasses() {
       {"hoist_into_epilogue",
        "ops of a fused op over an unsqueezed tsfuse::reduce value alone -> that reduction's epilogue",
        HoistIntoEpilogue, true},
+      {"chain_fused_reductions",
+       "tsfuse::reduce over a tsfuse::reduce/reduce_chain value -> tsfuse::reduce_chain with a fused last stage",
+       ChainFusedReductions, true},
       {"cleanup", "dead code elimination",
        [](std::shared_ptr<torch::jit::Graph>& g) {
          torch::jit::EliminateDeadCode(g);

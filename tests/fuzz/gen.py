@@ -165,6 +165,7 @@ class Generator(ElementwiseForms, ReductionForms, OperandForms):
         self.counter = 0
         self.scalar_params = []
         self.expect_error = False
+        self.late_inputs = []  # (name, InputSpec) of inputs added after params()
 
     # -- helpers ------------------------------------------------------------------------------
     def pick_dtype(self):
@@ -312,6 +313,16 @@ class Generator(ElementwiseForms, ReductionForms, OperandForms):
             self.scalar_params.append("s0")
         return params, inputs
 
+    def new_input(self, shape, dtype):
+        """A tensor input added by a form after params() (it becomes the last params)."""
+        name = f"w{len(self.late_inputs)}"
+        spec = InputSpec(tuple(shape), dtype, "contiguous", self.rng.randrange(1 << 30),
+                         specials=self.rng.random() < 0.2, ties=self.rng.random() < 0.2)
+        t = make_input(spec.shape, spec.dtype, spec.layout, spec.seed, spec.specials, spec.ties)
+        self.env[name] = t
+        self.late_inputs.append((name, spec))
+        return Val(name, t, 0.0, param=True, root=name)
+
     def view_form(self, v=None):
         """An operand view of a param (or of an intermediate: 'views of intermediates')."""
         v = v or self.rng.choice(self.vals)
@@ -420,6 +431,11 @@ class Generator(ElementwiseForms, ReductionForms, OperandForms):
                             if second is not None:
                                 self.forms.add("nested_multi")  # two reductions of it (reduce_sweep)
                                 self.also_out = second  # returned too, so it is not dead code
+                elif cur is not last and rng.random() < 0.3:
+                    outer = self.fused_stage(cur)  # (gen_reduce.py)
+                    if outer is not None:
+                        cur = outer
+                        self.forms.add("fused_stage")
                 if rng.random() < 0.2 and self.reduction(last) is not None:
                     self.forms.add("multi_reduce")
         except StopProgram:
@@ -432,6 +448,9 @@ class Generator(ElementwiseForms, ReductionForms, OperandForms):
             outs.append(also)
         elif extra and not self.expect_error and rng.random() < 0.3:
             outs.append(rng.choice(extra))
+        for name, spec in self.late_inputs:  # inputs a form added (fused_stage's weights)
+            params.append((name, "Tensor"))
+            inputs.append(spec)
         body = "\n".join(self.lines)
         if re.search(r"\bs0\b", body):
             self.forms.add("scalar_arg")

@@ -8,6 +8,32 @@ from gen_common import ULP, Reject, _finite_max
 
 
 class ReductionForms:
+    def fused_stage(self, inner):
+        """(inner.unsqueeze(d) OP w).<reduction> for a new input w that is full along the new dim:
+        a fused reduction over a reduction's value, the chain's fused last stage
+        (chain_fused_reductions), like the kernel product (K[:, :, None] * b[None]).sum(1).
+        Returns the outer reduction's value, or None."""
+        rng = self.rng
+        t = inner.t
+        if not 1 <= t.dim() <= 3 or t.numel() > 4000:
+            return None
+        d = rng.randint(0, t.dim())
+        shape = list(t.shape)
+        shape.insert(d, rng.choice([1, 2, 3, 5, 16]))
+        wshape = [s if i == d or rng.random() < 0.6 else 1 for i, s in enumerate(shape)]
+        while rng.random() < 0.5 and len(wshape) > 1 and wshape[0] == 1:
+            wshape = wshape[1:]
+        dtype = t.dtype if t.dtype.is_floating_point else torch.float32
+        w = self.new_input(wshape, dtype)
+        view = self.emit(f"{inner.name}.unsqueeze({d})", "unsqueeze", lambda out: inner.err)
+        if view is None:
+            return None
+        op = rng.choice(["*", "*", "-", "+", "minimum"])
+        expr = f"torch.minimum({view.name}, {w.name})" if op == "minimum" else f"{view.name} {op} {w.name}"
+        err = (lambda out: self._mul(view, w, out)) if op == "*" else (lambda out: self._lin(view, w, out))
+        mapped = self.emit(expr, "elementwise", err)
+        return self.reduction(mapped) if mapped is not None else None
+
     def reduction(self, v=None):
         rng = self.rng
         v = v or self.operand()

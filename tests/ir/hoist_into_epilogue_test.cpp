@@ -4,7 +4,7 @@
 // helper; an existing epilogue; a map consumer; a compare that makes the value bool), with named
 // negative cases. Each rewritten graph gives the bits of the fused graph before the pass, and the
 // original's values (within a sum's rounding: tsfuse folds the weighted sum in its own order).
-#include "ir_util.h"
+#include "weighted_distances.h"
 
 #include "passes/fuse_broadcast_reduce.h"
 #include "passes/fuse_pairwise.h"
@@ -15,41 +15,15 @@ namespace {
 
 using namespace tsfuse_test;
 
-// graph(%x [N, 1, D], %y [M, D], %b [M, K]): %d [N, M], the squared distances summed over D,
-// then `body` (which may use %b3 = %b unsqueezed to [1, M, K]).
-std::shared_ptr<Graph> distances(const std::string& body) {
-  return squaredDistancesThen("  %b3 : Tensor = aten::unsqueeze(%b, %zero)\n" + body, R"IR(
-  %mtwo : float = prim::Constant[value=-2.]()
-  %half : float = prim::Constant[value=0.5]()
-)IR");
-}
-
 std::vector<c10::IValue> points(uint64_t seed, at::ScalarType t = at::kFloat) {
-  Gen g(seed);
-  return {g.tensor({9, 1, 3}, t), g.tensor({7, 3}, t), g.tensor({7, 16}, t)};
+  return weightedPoints(seed, 9, 7, 16, t);
 }
 
-struct Hoisted {
-  std::shared_ptr<Graph> g, ref, fused;  // after the pass, the original, before the pass
-  PassRun hoist;
-
-  // The same bits as before the pass, and the original's values.
-  ::testing::AssertionResult sameResults(const std::vector<c10::IValue>& inputs) const {
-    if (auto r = sameOutputs(fused, g, inputs, /*exact=*/true); !r) return r << " (against the fused graph)";
-    return sameOutputs(ref, g, inputs, /*exact=*/false);
-  }
-};
+using Hoisted = Rewritten;
 
 // The fusion passes `fusion` (in order), then hoist_into_epilogue.
-Hoisted hoist(const std::string& body,
-              const std::vector<std::function<bool(std::shared_ptr<Graph>&)>>& fusion = {tsfuse::FuseBroadcastReduce}) {
-  Hoisted h;
-  h.g = distances(body);
-  h.ref = h.g->copy();
-  for (const auto& pass : fusion) runPass(h.g, pass);
-  h.fused = h.g->copy();
-  h.hoist = runPass(h.g, tsfuse::HoistIntoEpilogue);
-  return h;
+Hoisted hoist(const std::string& body, const std::vector<GraphPass>& fusion = {tsfuse::FuseBroadcastReduce}) {
+  return rewriteWeighted(body, fusion, tsfuse::HoistIntoEpilogue);
 }
 
 std::string epilogueOf(torch::jit::Node* n) {
@@ -60,44 +34,28 @@ std::string epilogueOf(torch::jit::Node* n) {
 // Both reductions' expressions: the first (the distances) and the second (the weighted sum).
 void expectReductions(const Hoisted& h, const std::string& epilogue, const std::string& consumer) {
   auto r = findNodes(h.g, "tsfuse::reduce");
-  ASSERT_EQ(r.size(), 2u) << h.hoist.dump();
+  ASSERT_EQ(r.size(), 2u) << h.run.dump();
   EXPECT_EQ(epilogueOf(r[0]), epilogue);
   EXPECT_EQ(exprOf(r[1]), consumer);
 }
 
-const char* kKernelProduct = R"IR(
-  %u : Tensor = aten::unsqueeze(%d, %two)
-  %e : Tensor = aten::mul(%u, %mtwo)
-  %k : Tensor = aten::exp(%e)
-  %kb : Tensor = aten::mul(%k, %b3)
-  %r : Tensor = aten::sum(%kb, %dims1, %false, %none)
-  return (%r)
-)IR";
-
 TEST(HoistIntoEpilogueIR, KernelProductsExpMovesIntoTheDistancesEpilogue) {
   Hoisted h = hoist(kKernelProduct);
-  ASSERT_EQ(h.hoist.rewrites(), 1) << h.hoist.dump();
+  ASSERT_EQ(h.run.rewrites(), 1) << h.run.dump();
   expectReductions(h, "v1: mul($0, -2.0); exp(%0)", "v1: mul($0, $1)");
-  EXPECT_TRUE(fileCheck(h.hoist.ir, [](FileCheck& fc) {
+  EXPECT_TRUE(fileCheck(h.run.ir, [](FileCheck& fc) {
     fc.check("tsfuse::reduce(")->check("aten::unsqueeze")->check("tsfuse::reduce(")->check_not("aten::exp");
   }));
-  EXPECT_NE(h.hoist.firstRewrite()->reason.find("once per reduced value"), std::string::npos);
+  EXPECT_NE(h.run.firstRewrite()->reason.find("once per reduced value"), std::string::npos);
   EXPECT_TRUE(h.sameResults(points(1)));
   EXPECT_TRUE(h.sameResults(points(2, at::kDouble)));
 }
 
 TEST(HoistIntoEpilogueIR, ThroughSinkViewsHelper) {
   // The unsqueeze after the exp: sink_views pushes it to %d through tsfuse::broadcast_unsqueeze.
-  Hoisted h = hoist(R"IR(
-  %e : Tensor = aten::mul(%d, %mtwo)
-  %k : Tensor = aten::exp(%e)
-  %u : Tensor = aten::unsqueeze(%k, %two)
-  %kb : Tensor = aten::mul(%u, %b3)
-  %r : Tensor = aten::sum(%kb, %dims1, %false, %none)
-  return (%r)
-)IR",
+  Hoisted h = hoist(kKernelProductUnsqueezedLast,
                     {tsfuse::SinkViews, tsfuse::FuseBroadcastReduce});
-  ASSERT_EQ(h.hoist.rewrites(), 1) << h.hoist.dump();
+  ASSERT_EQ(h.run.rewrites(), 1) << h.run.dump();
   expectReductions(h, "v1: mul($0, -2.0); exp(%0)", "v1: mul($0, $1)");
   EXPECT_EQ(findNodes(h.g, "tsfuse::broadcast_unsqueeze").size(), 1u);
   EXPECT_TRUE(h.sameResults(points(3)));
@@ -115,7 +73,7 @@ TEST(HoistIntoEpilogueIR, JoinsAnExistingEpilogueAndAMapConsumer) {
   return (%kc)
 )IR",
                     {tsfuse::FuseBroadcastReduce, tsfuse::FusePairwise});
-  ASSERT_EQ(h.hoist.rewrites(), 1) << h.hoist.dump();
+  ASSERT_EQ(h.run.rewrites(), 1) << h.run.dump();
   auto r = findNodes(h.g, "tsfuse::reduce"), p = findNodes(h.g, "tsfuse::pairwise");
   ASSERT_EQ(r.size(), 1u);
   ASSERT_EQ(p.size(), 1u);
@@ -132,7 +90,7 @@ TEST(HoistIntoEpilogueIR, ACompareMakesTheStoredValueBool) {
   %r : Tensor = aten::sum(%kb, %dims1, %false, %none)
   return (%r)
 )IR");
-  ASSERT_EQ(h.hoist.rewrites(), 1) << h.hoist.dump();
+  ASSERT_EQ(h.run.rewrites(), 1) << h.run.dump();
   expectReductions(h, "v1: lt($0, 0.5)", "v1: mul($0, $1)");
   EXPECT_TRUE(h.sameResults(points(5)));
 }
@@ -146,8 +104,8 @@ TEST(HoistIntoEpilogueIR, NegativeOperandAlsoReadWithOthers) {
   %r : Tensor = aten::sum(%ku, %dims1, %false, %none)
   return (%r)
 )IR");
-  EXPECT_EQ(h.hoist.rewrites(), 0);
-  EXPECT_TRUE(h.hoist.rejectedWith("also read by ops that read other operands")) << h.hoist.dump();
+  EXPECT_EQ(h.run.rewrites(), 0);
+  EXPECT_TRUE(h.run.rejectedWith("also read by ops that read other operands")) << h.run.dump();
   expectReductions(h, "", "v1: exp($0); mul(%0, $1); add(%1, $0)");
 }
 
@@ -162,8 +120,8 @@ TEST(HoistIntoEpilogueIR, NegativeTwoValuesReadByTheRest) {
   %r : Tensor = aten::sum(%s, %dims1, %false, %none)
   return (%r)
 )IR");
-  EXPECT_EQ(h.hoist.rewrites(), 0);
-  EXPECT_TRUE(h.hoist.rejectedWith("several values")) << h.hoist.dump();
+  EXPECT_EQ(h.run.rewrites(), 0);
+  EXPECT_TRUE(h.run.rejectedWith("several values")) << h.run.dump();
 }
 
 TEST(HoistIntoEpilogueIR, NegativeValueAlsoReturnedOrSelected) {
@@ -183,8 +141,8 @@ TEST(HoistIntoEpilogueIR, NegativeValueAlsoReturnedOrSelected) {
   return (%r)
 )IR"}) {
     Hoisted h = hoist(body);
-    EXPECT_FALSE(h.hoist.changed) << h.hoist.dump();
-    EXPECT_TRUE(h.hoist.events.empty()) << h.hoist.dump();
+    EXPECT_FALSE(h.run.changed) << h.run.dump();
+    EXPECT_TRUE(h.run.events.empty()) << h.run.dump();
     EXPECT_TRUE(h.sameResults(points(6)));
   }
 }

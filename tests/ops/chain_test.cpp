@@ -4,14 +4,13 @@
 // slab's stage 0 is the same fused kernel and later stages are ATen's over the same rows; and
 // against eager ATen (exact for extrema, indices and integers; float sums within the reduction
 // tolerance). Then empty and NaN inputs, eager's own errors, autograd, Meta and malformed stages.
-#include "test_util.h"
-
-#include "kernels/chain.h"
-#include "tsfuse/ops.h"
+#include "chain_util.h"
 
 namespace {
 
+using tsfuse_test::chained;
 using tsfuse_test::Gen;
+using tsfuse_test::sameAll;
 using tsfuse_test::sameTensor;
 
 class Chain : public tsfuse_test::ManySlabs {};
@@ -36,24 +35,6 @@ std::vector<at::Tensor> unchained(const std::vector<at::Tensor>& ops, const std:
     if (c.stages[k].epilogue) out[0] = tsfuse::applyEpilogue(c.stages[k], out[0], c.epilogueOperands(ops, k));
   }
   return out;
-}
-
-std::vector<at::Tensor> chained(const std::vector<at::Tensor>& ops, const std::string& expr,
-                                const std::vector<std::string>& stages) {
-  if (tsfuse::Chain::parse(expr, stages).stages.back().withIndices()) {
-    auto [v, i] = tsfuse::reduceChainWithIndices(ops, expr, stages);
-    return {v, i};
-  }
-  return {tsfuse::reduceChain(ops, expr, stages)};
-}
-
-::testing::AssertionResult sameAll(const std::vector<at::Tensor>& want, const std::vector<at::Tensor>& got, bool exact) {
-  if (want.size() != got.size()) return ::testing::AssertionFailure() << "output counts differ";
-  for (size_t i = 0; i < want.size(); ++i) {
-    auto r = sameTensor(want[i], got[i], exact);
-    if (!r) return r << " (output " << i << ")";
-  }
-  return ::testing::AssertionSuccess();
 }
 
 struct Case {

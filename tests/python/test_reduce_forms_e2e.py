@@ -30,7 +30,8 @@ CASES = {
                     lambda: (torch.randn(120, 6), torch.randn(90, 6))),
     "kernel_epilogue": ("tsfuse::reduce", ["aten::sqrt", "aten::exp", "aten::mul", "aten::sum"],
                         lambda: (torch.randn(120, 6), torch.randn(90, 6), torch.rand(90))),
-    "kernel_product": ("tsfuse::reduce", ["aten::exp", "aten::mul", "aten::sum", "aten::pow"],
+    "kernel_product": ("tsfuse::reduce_chain", ["aten::exp", "aten::mul", "aten::sum", "aten::pow", "tsfuse::reduce",
+                                                "tsfuse::broadcast_unsqueeze"],
                        lambda: (torch.randn(120, 3), torch.randn(90, 3), torch.randn(90, 16))),
     "soft_quantize": ("tsfuse::softmax", ["aten::softmax", "aten::log_softmax", "aten::pow", "aten::abs"],
                       lambda: (torch.randn(200, 5), torch.linspace(-3, 3, 33))),
@@ -83,15 +84,20 @@ def test_matches_eager(optimized, tsfuse_lib, name):
                 torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
 
 
-def test_kernel_products_exp_is_the_distances_epilogue(optimized, tsfuse_lib):
-    """The exp runs once per [N, M] element, in the first reduction's epilogue (hoist_into_epilogue);
-    the weighted sum over M multiplies only."""
+def test_kernel_product_is_one_chain_with_the_exp_in_the_distances_epilogue(optimized, tsfuse_lib):
+    """One op: the exp runs once per [N, M] element, in the distances' epilogue (hoist_into_epilogue);
+    the weighted sum over M, which multiplies only, is the chain's fused last stage
+    (chain_fused_reductions), so the [N, M] kernel values are never stored."""
     proc, dst, report = optimized["kernel_product"]
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    consts = [n.s("value") for n in torch.jit.load(str(dst)).graph.nodes()
-              if n.kind() == "prim::Constant" and n.output().type().kind() == "StringType"]
-    assert "v1: mul($0, -2.0); exp(%0)" in consts and "v1: mul($0, $1)" in consts, consts
-    assert [e["pass"] for e in report["events"] if e["kind"] == "rewrite"].count("hoist_into_epilogue") == 1
+    graph = torch.jit.load(str(dst)).graph
+    chains = [n for n in graph.nodes() if n.kind() == "tsfuse::reduce_chain"]
+    assert len(chains) == 1, graph
+    stages = [v.toIValue() for v in chains[0].inputsAt(2).node().inputs()]  # a saved str[] is a ListConstruct
+    assert stages == ["sum(dim=[-1], keepdim=False) |> v1: mul($0, -2.0); exp(%0)",
+                      "fused(v1: mul($0, $1); $0 = value.unsqueeze(2)) |> sum(dim=[1], keepdim=False)"], stages
+    passes = [e["pass"] for e in report["events"] if e["kind"] == "rewrite"]
+    assert passes.count("hoist_into_epilogue") == 1 and passes.count("chain_fused_reductions") == 1, passes
 
 
 def test_anchor_match_nan_and_ties_as_eager(optimized, tsfuse_lib):
