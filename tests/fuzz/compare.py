@@ -28,7 +28,8 @@ BOUND_CONTRACTS = {
     "reductions": "float sum/mean/prod/logsumexp/norm: summation-order bound n*eps*sum|x| (gen.py)",
 }
 
-MINMAX_RE = re.compile(r"torch\.(min|max|minimum|maximum|clamp|amax|amin)\(|clamp_min\(|clamp_max\(|\.clamp\(")
+MINMAX_RE = re.compile(r"torch\.(min|max|minimum|maximum|clamp|amax|amin)\(|clamp_min\(|clamp_max\(|\.clamp\(|"
+                       r"\.(amax|amin)\(")
 
 
 def float_bits(t):
