@@ -151,9 +151,10 @@ inline std::vector<GpuCase> seedCases(uint64_t seed) {
 
 // The benchmark workloads' fused calls (bench/workloads.py) that one generated kernel covers:
 // anchor matching (the full IoU, then max with its index over the ground truths or the anchors)
-// and L2 distances with D = 3 and 64 (a sum of squares over D, then sqrt on each output), in
-// float32 and float16. (The nested ones — Gaussian kernel sums, Chamfer, nearest neighbour over
-// D-dim points — wait for the nested reductions.)
+// L2 distances with D = 3 and 64 (a sum of squares over D, then sqrt on each output), and the
+// Gaussian kernel product's fused last stage (kernels/chain.h: the weighted sum over M of one
+// slab's [S, M] kernel values, unsqueezed, times b [1, M, 16]), in float32 and float16. (The
+// chains' stage 0 on a slab is the distances' kernel above.)
 inline std::vector<GpuCase> benchCases(uint64_t seed) {
   using tsfuse::Reduction;
   Gen g(seed);
@@ -171,6 +172,10 @@ inline std::vector<GpuCase> benchCases(uint64_t seed) {
       at::Tensor x = g.tensor({45, 1, D}, dt), y = g.tensor({1, 38, D}, dt);
       cs.push_back({"l2 distances", "v1: sub($0, $1); mul(%0, %0)", {x, y}, l2});
     }
+    // Positive terms (kernel values times weights of one sign): the check's relative tolerance
+    // then bounds a sum in another order.
+    at::Tensor slab = g.tensor({6, 53}, dt).abs().unsqueeze(2), b = g.tensor({1, 53, 16}, dt).abs();
+    cs.push_back({"kernel product stage", "v1: mul($0, $1)", {slab, b}, red(Reduction::Sum, std::vector<int64_t>{1})});
   }
   return cs;
 }
