@@ -29,6 +29,8 @@ WORKLOADS = {
     "kernel_epilogue": lambda rm, torch: (torch.randn(2000, 64, generator=torch.Generator().manual_seed(0)),
                                           torch.randn(1000, 64, generator=torch.Generator().manual_seed(1)),
                                           torch.rand(1000, generator=torch.Generator().manual_seed(2))),
+    "gaussian_mmd": lambda rm, torch: (torch.randn(4000, 3, generator=torch.Generator().manual_seed(0)),
+                                       torch.randn(3000, 3, generator=torch.Generator().manual_seed(1))),
     "soft_quantize": lambda rm, torch: (torch.randn(20000, 16, generator=torch.Generator().manual_seed(0)),
                                         torch.linspace(-3, 3, 32)),
 }

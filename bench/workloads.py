@@ -95,6 +95,19 @@ class GaussianKernelProduct(torch.nn.Module):
         return (torch.exp(d2 * -2.0)[:, :, None] * b[None, :, :]).sum(1)
 
 
+def gaussian_mean(x: Tensor, y: Tensor) -> Tensor:
+    """mean_ij exp(-|x_i - y_j|^2 / (2 sigma^2)) (sigma = 0.5): one term of an MMD."""
+    return torch.exp(((x[:, None, :] - y[None, :, :]) ** 2).sum(-1) * -2.0).mean()
+
+
+class GaussianMMD(torch.nn.Module):
+    """The squared maximum mean discrepancy of two point sets under a Gaussian kernel: three kernel
+    means, each a reduction over every dim of an [N, M] kernel matrix."""
+
+    def forward(self, x: Tensor, y: Tensor) -> Tensor:
+        return gaussian_mean(x, x) + gaussian_mean(y, y) - 2.0 * gaussian_mean(x, y)
+
+
 class DistanceIoU(torch.nn.Module):
     """torchvision's distance_box_iou, as shipped (examples/detection_models.py)."""
 
@@ -191,6 +204,12 @@ def keops_gaussian_product(x, y, b):
     return ((d2 * -2.0).exp() * _lazy(b[None, :, :].contiguous())).sum(dim=1)
 
 
+def keops_mmd(x, y):
+    def mean(a, b):
+        return ((_keops_d2(a, b) * -2.0).exp()).sum(dim=1).mean()
+    return mean(x, x) + mean(y, y) - 2.0 * mean(x, y)
+
+
 def keops_nearest(x, y):
     return _keops_d2(x, y).argmin(dim=1).view(-1).long()
 
@@ -263,6 +282,8 @@ WORKLOADS = [
     Workload("gaussian_kernel_product", "Gaussian kernel product with 16 weight columns, D = 3",
              GaussianKernelProduct, product_inputs, [(1024, 1024), (4096, 4096)], None, "N x M points",
              keops=keops_gaussian_product, keops_why=""),
+    Workload("gaussian_mmd", "Gaussian MMD (three kernel means over every dim), D = 3", GaussianMMD,
+             points_inputs(3), [(1024, 1024), (4096, 4096)], None, "N x M points", keops=keops_mmd, keops_why=""),
     Workload("nearest_neighbour", "Nearest neighbour (argmin of squared L2), D = 3", NearestNeighbour,
              points_inputs(3), [(1024, 1024), (4096, 4096)], (256, 256), "N x M points",
              keops=keops_nearest, keops_why=""),

@@ -7,6 +7,8 @@ L2Distance        torch.linalg.vector_norm of pairwise differences (and x.norm(p
 KernelEpilogue    sqrt of a summed squared difference, then exp(-d / s) * w (a reduction epilogue)
 KernelProduct     a Gaussian kernel times a weight matrix b [M, K], summed over M (the exp joins the
                   distances' epilogue: pass hoist_into_epilogue)
+GaussianMMD       the squared MMD of two point sets: three Gaussian kernel means, each over every
+                  dim of an [N, M] kernel matrix (a one-branch reduce_sweep folds its slab sums)
 SoftQuantize      soft assignment of values to K centres: softmax(-(x - c)^2 / t) over the centres,
                   and its log (differentiable histograms, soft quantisation)
 
@@ -153,6 +155,27 @@ class KernelProduct(torch.nn.Module):
         return self.ex
 
 
+def gaussian_mean(x: Tensor, y: Tensor) -> Tensor:
+    return torch.exp(-((x[:, None, :] - y[None, :, :]) ** 2).sum(-1) / 0.5).mean()
+
+
+def gaussian_mmd(x: Tensor, y: Tensor) -> Tensor:
+    return gaussian_mean(x, x) + gaussian_mean(y, y) - 2.0 * gaussian_mean(x, y)
+
+
+class GaussianMMD(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ex = (_points(30, 3, 16), _points(24, 3, 17))
+
+    def forward(self, x: Tensor, y: Tensor) -> Tensor:
+        return gaussian_mmd(x, y)
+
+    @torch.jit.export
+    def example_inputs(self) -> Tuple[Tensor, Tensor]:
+        return self.ex
+
+
 class SoftQuantize(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -173,5 +196,6 @@ MODELS = {
     "l2_distance": (L2Distance, l2_distance),
     "kernel_epilogue": (KernelEpilogue, kernel_epilogue),
     "kernel_product": (KernelProduct, kernel_product),
+    "gaussian_mmd": (GaussianMMD, gaussian_mmd),
     "soft_quantize": (SoftQuantize, soft_quantize),
 }

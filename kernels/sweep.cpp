@@ -6,33 +6,96 @@
 #include "tsfuse/log.h"
 #include "tsfuse/ops.h"
 
+#include <ATen/Parallel.h>
+
 #include <algorithm>
+#include <mutex>
 
 namespace tsfuse {
 namespace {
 
-// The running result of a branch that reduces the slab dim, folded with the next slab's partial
-// by the branch's own reduction over the pair, earlier slab first.
-at::Tensor fold(const ReduceSpec& r, const at::Tensor& running, const at::Tensor& partial) {
-  const at::Tensor pair = at::stack({running, partial});
-  switch (r.kind) {
-    case Reduction::Amax: return at::amax(pair, 0);
-    case Reduction::Amin: return at::amin(pair, 0);
-    case Reduction::Any: return at::any(pair, 0);
-    case Reduction::All: return at::all(pair, 0);
-    default: TORCH_CHECK(false, "tsfuse::reduce_sweep: ", reductionName(r.kind), " does not fold across slabs");
+// A branch that reduces the slab dim: its slab partials folded into its result, in slab order.
+// amax/amin/any/all fold with the branch's own reduction over the pair (running, partial): eager's
+// values. Sums and means fold the slab sums (a mean's in its result dtype) in double, rounded to
+// the result dtype at the end (integer sums wrap, as eager's do): within the float sum tolerance.
+struct Fold {
+  const ReduceSpec* r = nullptr;
+  c10::ScalarType dtype = c10::ScalarType::Undefined;  // the result's (from the stand-in check)
+  at::Tensor running;
+  int64_t count = 0;  // values reduced into each output so far
+
+  void add(const at::Tensor& v) {
+    ReduceSpec plain = *r;
+    plain.epilogue.reset();
+    const bool sum = r->kind == Reduction::Sum || r->kind == Reduction::Mean;
+    if (r->kind == Reduction::Mean) {
+      plain.kind = Reduction::Sum;
+      plain.dtype = dtype;
+    }
+    at::Tensor part = applyReductionAll(plain, v)[0];
+    if (sum && at::isFloatingType(part.scalar_type())) part = part.to(at::kDouble);
+    absorb(part, sum && part.numel() ? v.numel() / part.numel() : 0);
   }
+
+  // Folds in another run's result (a later run of slabs).
+  void merge(const Fold& later) {
+    if (later.running.defined()) absorb(later.running, later.count);
+  }
+  void reset() {
+    running = at::Tensor();
+    count = 0;
+  }
+
+ private:
+  void absorb(const at::Tensor& part, int64_t values) {
+    count += values;
+    if (!running.defined()) {
+      running = part;
+      return;
+    }
+    if (r->kind == Reduction::Sum || r->kind == Reduction::Mean) {
+      running = running.add(part);
+      return;
+    }
+    const at::Tensor pair = at::stack({running, part});
+    switch (r->kind) {
+      case Reduction::Amax: running = at::amax(pair, 0); break;
+      case Reduction::Amin: running = at::amin(pair, 0); break;
+      case Reduction::Any: running = at::any(pair, 0); break;
+      case Reduction::All: running = at::all(pair, 0); break;
+      default: TORCH_CHECK(false, "tsfuse::reduce_sweep: ", reductionName(r->kind), " does not fold across slabs");
+    }
+  }
+
+ public:
+  at::Tensor result() const {
+    if (r->kind == Reduction::Mean) return running.div(static_cast<double>(count)).to(dtype);
+    if (r->kind == Reduction::Sum) return running.to(dtype);
+    return running;
+  }
+};
+
+// Whether stage 0's value holds more elements than every operand (stride-0 dims counted once):
+// a broadcast intermediate, which folding saves storing.
+bool largerThanOperands(const Analysis& an, at::TensorList operands) {
+  for (const auto& t : operands) {
+    int64_t held = 1;
+    for (int64_t k = 0; k < t.dim(); ++k)
+      if (t.stride(k) != 0) held *= t.size(k);
+    if (an.outNumel() <= held) return false;
+  }
+  return true;
 }
 
 }  // namespace
 
 bool foldsAcrossSlabs(const ReduceSpec& r) {
   return r.kind == Reduction::Amax || r.kind == Reduction::Amin || r.kind == Reduction::Any ||
-         r.kind == Reduction::All;
+         r.kind == Reduction::All || r.kind == Reduction::Sum || r.kind == Reduction::Mean;
 }
 
 Sweep Sweep::parse(c10::string_view expr, c10::ArrayRef<std::string> stages) {
-  TORCH_CHECK(stages.size() >= 3, "tsfuse::reduce_sweep: a sweep has stage 0 and at least two branches, got ",
+  TORCH_CHECK(stages.size() >= 2, "tsfuse::reduce_sweep: a sweep has stage 0 and at least one branch, got ",
               stages.size(), " stages");
   Sweep s;
   s.all = Chain::parse(expr, stages);
@@ -112,11 +175,25 @@ Outputs runSweep(const Sweep& s, at::TensorList operands, const NativePath& nati
   if (d < 0) return separately();
   const int64_t rankO0 = static_cast<int64_t>(an->outSizes.size());
   std::vector<std::optional<SlabPlan>> plans(nb);  // per branch that keeps the slab dim
+  std::vector<Fold> folds(nb);                      // per branch that reduces it
   try {
     for (size_t j = 0; j < nb; ++j) {
-      const std::vector<int64_t> rj = reducedDims(c.stages[j + 1], rankO0);
+      const ReduceSpec& b = c.stages[j + 1];
+      const std::vector<int64_t> rj = reducedDims(b, rankO0);
       if (std::binary_search(rj.begin(), rj.end(), q)) {
-        if (!foldsAcrossSlabs(c.stages[j + 1])) return separately();
+        // A sum or mean another chain could slice (it keeps a dim) runs there, in eager's order.
+        const bool sum = b.kind == Reduction::Sum || b.kind == Reduction::Mean;
+        if (!foldsAcrossSlabs(b) || (sum && static_cast<int64_t>(rj.size()) < rankO0)) return separately();
+        // Eager's errors and result dtype from a stand-in of at most two elements per dim.
+        ReduceSpec plain = b;
+        plain.epilogue.reset();
+        std::vector<int64_t> tiny = an->outSizes;
+        for (auto& t : tiny) t = std::min<int64_t>(t, 2);
+        folds[j].r = &b;
+        folds[j].dtype = applyReductionAll(plain, at::zeros(tiny, at::TensorOptions().dtype(an->outDtype)))[0].scalar_type();
+        // A float sum in another order only where it saves storing a value larger than the operands.
+        const bool reorders = sum && at::isFloatingType(folds[j].dtype);
+        if (reorders && !largerThanOperands(*an, ops0)) return onePiece();
         continue;
       }
       plans[j] = s.branches[j]->plan(s.branchOperands(operands, j), *an);
@@ -129,35 +206,52 @@ Outputs runSweep(const Sweep& s, at::TensorList operands, const NativePath& nati
   const at::TensorList main = ops0.slice(0, c.expr->numInputs), epi0 = ops0.slice(c.expr->numInputs);
   const auto slabs = slabRanges(an->valueShape[d], slabStep(an->outNumel(), an->valueShape[d], device));
   Outputs out(nb);
-  const char* path = "native";
-  ReusedOutput scope;  // the slabs' values in one buffer
-  for (size_t i = 0; i < slabs.size(); ++i) {
+  // One slab: stage 0's value, each kept branch written into its output, each folding branch's
+  // partial folded into `fs`.
+  auto runSlab = [&](size_t i, std::vector<Fold>& fs) {
+    ReusedOutput scope;  // the slabs' values in one buffer per thread
     const auto [start, len] = slabs[i];
     std::vector<at::Tensor> in0 = narrowOperands(main, rank0, d, start, len);
     for (auto& t : narrowOperands(epi0, rankO0, q, start, len)) in0.push_back(std::move(t));
     const at::Tensor v = runFusedAll(in0, c.expr->str(), &s0, native)[0];
-    path = lastPath();
     for (size_t j = 0; j < nb; ++j) {
       const ReduceSpec& b = c.stages[j + 1];
       if (!plans[j]) {  // reduces the slab dim: fold this slab's partial in
-        ReduceSpec plain = b;
-        plain.epilogue.reset();
-        at::Tensor part = applyReductionAll(plain, v)[0];
-        out[j] = i == 0 ? part : fold(b, out[j], part);
+        fs[j].add(v);
         continue;
       }
       const SlabPlan& p = *plans[j];
       at::Tensor r = applyStage(b, false, v, narrowOperands(c.epilogueOperands(operands, j + 1), p.ranks[2], p.pos[2], start, len))[0];
-      if (i == 0) {
+      if (i == 0) {  // the first slab decides the output's layout (the one eager's reduction gives)
         const std::vector<int64_t> order = strideOrder(r.sizes(), r.strides());
         out[j] = at::empty_strided(p.finalSizes, denseStrides(p.finalSizes, order), r.options());
       }
       out[j].narrow(p.pos.back(), start, len).copy_(r);
     }
+  };
+  runSlab(0, folds);
+  const char* path = lastPath();
+  // The other slabs on torch's threads, one slab at a time each (single-threaded inside): each
+  // task folds its run of slabs in order, and the runs are folded in in slab order after, so the
+  // result depends on the thread count only (as eager's two-pass reductions do).
+  std::vector<std::pair<int64_t, std::vector<Fold>>> runs;
+  std::mutex mu;
+  at::parallel_for(1, static_cast<int64_t>(slabs.size()), 1, [&](int64_t begin, int64_t end) {
+    std::vector<Fold> fs = folds;
+    for (Fold& f : fs) f.reset();
+    for (int64_t i = begin; i < end; ++i) runSlab(static_cast<size_t>(i), fs);
+    std::lock_guard<std::mutex> lock(mu);
+    runs.emplace_back(begin, std::move(fs));
+  });
+  std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& run : runs)
+    for (size_t j = 0; j < nb; ++j)
+      if (!plans[j]) folds[j].merge(run.second[j]);
+  for (size_t j = 0; j < nb; ++j) {
+    if (plans[j]) continue;
+    out[j] = folds[j].result();
+    if (c.stages[j + 1].epilogue) out[j] = applyEpilogue(c.stages[j + 1], out[j], c.epilogueOperands(operands, j + 1));
   }
-  for (size_t j = 0; j < nb; ++j)
-    if (!plans[j] && c.stages[j + 1].epilogue)
-      out[j] = applyEpilogue(c.stages[j + 1], out[j], c.epilogueOperands(operands, j + 1));
   TSFUSE_LOG(kernel, debug, "reduce_sweep: ", slabs.size(), " slabs along dim ", d, ", ", nb, " branches of ",
              c.expr->str());
   setLastPath(path);

@@ -8,11 +8,15 @@
 //
 // Stage 0 runs slab by slab along the outermost dim it keeps (N here), as in a chain
 // (kernels/chain.h). A branch that keeps that dim is computed per slab, like a chain's later stage;
-// one that reduces it must be amax, amin, any or all: its slab partials are folded together with
-// the same ATen reduction over the pair (running, partial), in slab order, and its epilogue then
-// runs over the result. Where some branch can do neither, each branch runs as its own chain (one
-// sweep each, as separate chains would). Operands: the expression's, stage 0's epilogue's, then
-// each branch's epilogue's, in order.
+// one that reduces it must be amax, amin, any or all, or a sum or mean of every dim: its slab
+// partials are folded in slab order (amax/amin/any/all with the same ATen reduction over the pair
+// (running, partial): eager's values; sums and means add the slab sums in double: the float sum
+// tolerance, and only where stage 0's value is larger than every operand, else the sweep runs in
+// one piece; a sum that keeps a dim runs as its own chain, in eager's order), and its
+// epilogue then runs over the result. A sweep may have one branch: a reduction of every dim, e.g.
+// an MMD term `exp(-d2 / s).mean()`. Where some branch can do neither, each branch runs as its
+// own chain (one sweep each, as separate chains would). Operands: the expression's, stage 0's
+// epilogue's, then each branch's epilogue's, in order.
 #pragma once
 
 #include "kernels/chain.h"
@@ -36,7 +40,8 @@ Outputs evalSweep(const Sweep& s, at::TensorList operands);
 // The fused path (one output per branch); eager's own error where eager would raise.
 Outputs runSweep(const Sweep& s, at::TensorList operands, const NativePath& native);
 
-// Whether a branch's slab partials fold exactly into its result (amax, amin, any, all).
+// Whether a branch's slab partials fold into its result: amax, amin, any, all exactly; sum and mean
+// (of every dim) within the float sum tolerance.
 bool foldsAcrossSlabs(const ReduceSpec& r);
 
 }  // namespace tsfuse

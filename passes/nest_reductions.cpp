@@ -2,6 +2,7 @@
 
 #include "kernels/chain.h"
 #include "kernels/fused_call.h"
+#include "kernels/sweep.h"
 #include "passes/driver.h"
 #include "passes/fused_values.h"
 #include "passes/region.h"
@@ -13,17 +14,24 @@ namespace {
 
 const c10::Symbol kSweep = c10::Symbol::fromQualString("tsfuse::reduce_sweep");
 
-// Why `reduction` (of a fused reduction's value) may not become the chain's next stage, or "".
-std::string nestHazard(Node* reduction, const ReductionMatch& rm) {
+// Whether a reduction of a fused reduction's value reduces every dim of it (nothing is left to
+// compute the value slab by slab along).
+bool reducesEveryDim(const ReductionMatch& rm) {
   const auto type = rm.input->type()->cast<c10::TensorType>();
   const auto rank = type ? type->dim() : std::nullopt;
-  const bool everyDim = !rm.spec.dims || (rm.spec.dims->empty() && (rm.spec.kind == Reduction::Amax ||
-                                                                    rm.spec.kind == Reduction::Amin)) ||
-                        (rank && rm.spec.dims->size() >= *rank);
-  if (everyDim)
-    return std::string(reduction->kind().toQualString()) +
-           " reduces every dim of the fused reduction's value: no dim is left to compute it slab by slab, so "
-           "the value would be stored whole anyway";
+  return !rm.spec.dims ||
+         (rm.spec.dims->empty() && (rm.spec.kind == Reduction::Amax || rm.spec.kind == Reduction::Amin)) ||
+         (rank && rm.spec.dims->size() >= *rank);
+}
+
+constexpr const char* kEveryDim = " reduces every dim of the fused reduction's value: no dim is left to compute it slab by slab";
+
+// Why `reduction` (of a fused reduction's value) may not nest, or "". One over every dim nests
+// only as a sweep's branch that folds slab partials (sum, mean, amax, amin, any, all).
+std::string nestHazard(Node* reduction, const ReductionMatch& rm) {
+  if (reducesEveryDim(rm) && (!foldsAcrossSlabs(rm.spec) || rm.spec.withIndices()))
+    return std::string(reduction->kind().toQualString()) + kEveryDim +
+           " and its partials do not fold, so the value would be stored whole anyway";
   return "";
 }
 
@@ -112,7 +120,17 @@ class NestReductionsPattern : public Pattern {
                                                              ", so it is stored anyway");
     }
     std::vector<Value*> operands(stages->list->inputs().begin(), stages->list->inputs().end());
-    if (!squeeze && rm.input->uses().size() > 1 && stages->texts.size() == 1) {
+    // A reduction over every dim nests only as a sweep's folding branch.
+    bool everyDim = false;
+    for (const auto& use : rm.input->uses()) {
+      ReductionMatch other;
+      matchReduction(use.user, other, nullptr);
+      everyDim |= reducesEveryDim(other);
+    }
+    const std::string everyDimWhy = "a reduction of %" + rm.input->debugName() + kEveryDim +
+                                    ", and only a sweep over a tsfuse::reduce's value folds its slab partials";
+    if (everyDim && (squeeze || stages->texts.size() != 1)) return rw.notifyMatchFailure({reduction, inner}, everyDimWhy);
+    if (!squeeze && (rm.input->uses().size() > 1 || everyDim) && stages->texts.size() == 1) {
       // One sweep for all the reductions of a tsfuse::reduce's value (a sweep's branches all read
       // stage 0's), when each has one output (not max/min with indices).
       std::vector<Node*> reductions;
@@ -125,11 +143,19 @@ class NestReductionsPattern : public Pattern {
         RewriteEvent e;
         e.add(inner).add(reductions);
         e.fusedOp = "tsfuse::reduce_sweep";
-        e.reason = "nested the " + std::to_string(reductions.size()) + " reductions of %" + rm.input->debugName() +
-                   " into one sweep of the fused reduction: the value is computed slab by slab, never stored";
+        e.reason = (reductions.size() == 1 ? std::string("nested the reduction") : "nested the " + std::to_string(reductions.size()) +
+                    " reductions") + " of %" + rm.input->debugName() + " into one sweep of the fused reduction: the value is computed " +
+                   "slab by slab, never stored" + (everyDim ? " (a reduction over every dim folds the slab partials where the "
+                                                              "value is larger than every operand; else the value is stored "
+                                                              "and ATen reduces it)" : "");
         Node* sweep = rewriteSweep(rw, inner, *stages, std::move(reductions), e);
         rw.notifyRewrite(std::move(e), sweep);
         return true;
+      }
+      if (everyDim) {
+        const std::string why = readHazard(operands, inner, first, rw.aliasDb());
+        return rw.notifyMatchFailure({reduction, inner},
+                                     everyDimWhy + "; " + (why.empty() ? "another reduction of it has indices" : why));
       }
     }
 

@@ -162,13 +162,31 @@ TEST(NestReductionsIR, TwoReductionsOfAChainsValueAreTwoChains) {
   EXPECT_TRUE(sameOutputs(ref, g, points(12, at::kInt)));
 }
 
-TEST(NestReductionsIR, AReductionOverEveryDimIsNotNested) {
+TEST(NestReductionsIR, AMeanOverEveryDimFoldsInAOneBranchSweep) {
+  // An MMD term: the kernel values' mean. Its slab sums fold (kernels/sweep.h).
   Nested n = nest(R"IR(
-  %m : Tensor = aten::mean(%d, %none)
+  %e : Tensor = aten::mul(%d, %mtwo)
+  %k : Tensor = aten::exp(%e)
+  %m : Tensor = aten::mean(%k, %none)
+  return (%m)
+)IR");
+  ASSERT_EQ(n.nest.rewrites(), 1) << n.reduce.dump() << n.nest.dump();
+  auto s = findNodes(n.g, "tsfuse::reduce_sweep");
+  ASSERT_EQ(s.size(), 1u) << n.nest.ir;
+  EXPECT_EQ(stagesOf(s[0]).back(), "mean(dim=None, keepdim=False)");
+  EXPECT_TRUE(findNodes(n.g, "tsfuse::reduce").empty()) << n.nest.ir;
+  EXPECT_NE(n.nest.firstRewrite()->reason.find("folds the slab partials"), std::string::npos);
+  EXPECT_TRUE(sameOutputs(n.ref, n.g, points(13), /*exact=*/false));
+}
+
+TEST(NestReductionsIR, AProductOverEveryDimIsNotNested) {
+  Nested n = nest(R"IR(
+  %m : Tensor = aten::prod(%d, %none)
   return (%m)
 )IR");
   EXPECT_EQ(n.nest.rewrites(), 0) << n.nest.dump();
   EXPECT_TRUE(n.nest.rejectedWith("reduces every dim of the fused reduction's value")) << n.nest.dump();
+  EXPECT_TRUE(n.nest.rejectedWith("do not fold")) << n.nest.dump();
   EXPECT_EQ(findNodes(n.g, "tsfuse::reduce").size(), 1u);
 }
 

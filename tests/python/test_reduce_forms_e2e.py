@@ -33,6 +33,8 @@ CASES = {
     "kernel_product": ("tsfuse::reduce_chain", ["aten::exp", "aten::mul", "aten::sum", "aten::pow", "tsfuse::reduce",
                                                 "tsfuse::broadcast_unsqueeze"],
                        lambda: (torch.randn(120, 3), torch.randn(90, 3), torch.randn(90, 16))),
+    "gaussian_mmd": ("tsfuse::reduce_sweep", ["aten::mean", "aten::exp", "aten::pow", "tsfuse::reduce"],
+                     lambda: (torch.randn(700, 3), torch.randn(500, 3) * 1.2)),
     "soft_quantize": ("tsfuse::softmax", ["aten::softmax", "aten::log_softmax", "aten::pow", "aten::abs"],
                       lambda: (torch.randn(200, 5), torch.linspace(-3, 3, 33))),
 }
