@@ -1,4 +1,5 @@
 #include "kernels/chain.h"
+#include "kernels/chain_text.h"
 
 #include "common/text_cache.h"
 
@@ -12,7 +13,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <map>
 #include <mutex>
 
@@ -20,128 +20,6 @@ namespace tsfuse {
 namespace {
 
 std::atomic<int64_t> gSlabElements{kSlabElements / 2};
-
-// One stage's text: describe()'s form, "sum(dim=[2], keepdim=False[, dtype=float64])[ |> epilogue]".
-class StageParser {
- public:
-  StageParser(const std::string& text, size_t k) : s_(text), k_(k) {}
-
-  ReduceSpec run() {
-    const size_t open = s_.find('(');
-    if (open == std::string::npos) fail("expected '<reduction>(dim=..., keepdim=...)'");
-    const std::string reduction = s_.substr(0, open);
-    pos_ = open + 1;
-    expect("dim=");
-    std::optional<std::vector<int64_t>> dims;
-    if (!accept("None")) dims = intList();
-    expect(", keepdim=");
-    bool keepdim = false;
-    if (accept("True")) keepdim = true;
-    else if (!accept("False")) fail("keepdim must be True or False");
-    std::optional<c10::ScalarType> dtype;
-    if (accept(", dtype=")) {
-      const size_t end = s_.find(')', pos_);
-      c10::ScalarType t;
-      if (end == std::string::npos || !dtypeFromName(s_.substr(pos_, end - pos_), t)) fail("unknown dtype");
-      dtype = t;
-      pos_ = end;
-    }
-    expect(")");
-    std::optional<c10::string_view> epilogue;
-    if (accept(" |> ")) epilogue = c10::string_view(s_).substr(pos_);
-    else if (pos_ != s_.size()) fail("unexpected text after ')'");
-    at::OptionalIntArrayRef d;
-    if (dims) d = at::IntArrayRef(*dims);
-    return makeReduceSpec(reduction, d, keepdim, dtype, epilogue);
-  }
-
- private:
-  [[noreturn]] void fail(const std::string& why) const {
-    TORCH_CHECK(false, "tsfuse::reduce_chain: stage ", k_, " '", s_, "': ", why);
-  }
-  bool accept(const char* lit) {
-    const size_t n = std::char_traits<char>::length(lit);
-    if (s_.compare(pos_, n, lit) != 0) return false;
-    pos_ += n;
-    return true;
-  }
-  void expect(const char* lit) {
-    if (!accept(lit)) fail(std::string("expected '") + lit + "' at " + std::to_string(pos_));
-  }
-  std::vector<int64_t> intList() {
-    expect("[");
-    std::vector<int64_t> out;
-    while (!accept("]")) {
-      if (!out.empty()) expect(", ");
-      size_t used = 0;
-      try {
-        out.push_back(std::stoll(s_.substr(pos_), &used));
-      } catch (const std::exception&) {
-        fail("expected an int at " + std::to_string(pos_));
-      }
-      pos_ += used;
-    }
-    return out;
-  }
-
-  const std::string& s_;
-  size_t k_;
-  size_t pos_ = 0;
-};
-
-constexpr const char* kSqueeze = "squeeze() |> ";
-constexpr const char* kFused = "fused(";
-constexpr const char* kThen = ") |> ";
-
-// A fused stage's input, "fused(<expr>; $<i> = value[.unsqueeze(<d>)...]) |> " at the start of
-// `text` (an expression's text holds no "|>"); the rest of the text, the reduction, in *rest.
-std::shared_ptr<const StageInput> parseInput(const std::string& text, size_t k, std::string* rest) {
-  auto fail = [&](const std::string& why) {
-    TORCH_CHECK(false, "tsfuse::reduce_chain: stage ", k, " '", text, "': ", why);
-  };
-  const size_t end = text.find(kThen), open = std::strlen(kFused);
-  if (end == std::string::npos) fail("expected 'fused(<expr>; $<i> = value) |> <reduction>'");
-  const std::string inner = text.substr(open, end - open);
-  const size_t bind = inner.rfind("; $");
-  if (bind == std::string::npos) fail("expected '; $<i> = value' after the expression");
-  auto in = std::make_shared<StageInput>();
-  try {
-    in->expr = cachedExpr(inner.substr(0, bind));
-  } catch (const c10::Error& e) {
-    fail(e.what_without_backtrace());
-  }
-  const std::string binding = inner.substr(bind + 3);
-  size_t pos = 0;
-  auto integer = [&] {
-    size_t used = 0;
-    int64_t v = 0;
-    try {
-      v = std::stoll(binding.substr(pos), &used);
-    } catch (const std::exception&) {
-      fail("expected an int in '" + binding + "'");
-    }
-    pos += used;
-    return v;
-  };
-  auto accept = [&](const char* lit) {
-    const size_t n = std::strlen(lit);
-    if (binding.compare(pos, n, lit) != 0) return false;
-    pos += n;
-    return true;
-  };
-  in->value = integer();
-  if (!accept(" = value")) fail("expected '$<i> = value'");
-  while (accept(".unsqueeze(")) {
-    in->unsqueeze.push_back(integer());
-    if (!accept(")")) fail("expected ')' after unsqueeze's dim");
-  }
-  if (pos != binding.size()) fail("unexpected text after the value's views: '" + binding.substr(pos) + "'");
-  if (in->value < 0 || in->value >= in->expr->numInputs)
-    fail("the value is $" + std::to_string(in->value) + ", not an operand of the expression");
-  in->text = in->expr->str();
-  *rest = text.substr(end + std::strlen(kThen));
-  return in;
-}
 
 // argmin/argmax, and max/min with indices, over one dim of a non-empty extent, faster than ATen's
 // kernels and with the same results (the first extremum, the first NaN):
@@ -179,18 +57,6 @@ std::optional<Outputs> extremaAlongOneDim(const ReduceSpec& r, const at::Tensor&
 }
 
 }  // namespace
-
-std::string StageInput::str() const {
-  std::string out = kFused + text + "; $" + std::to_string(value) + " = value";
-  for (int64_t d : unsqueeze) out += ".unsqueeze(" + std::to_string(d) + ")";
-  return out + ")";
-}
-
-at::Tensor StageInput::view(const at::Tensor& previous) const {
-  at::Tensor v = previous;
-  for (int64_t d : unsqueeze) v = v.unsqueeze(d);
-  return v;
-}
 
 Outputs applyStage(const ReduceSpec& spec, bool squeeze, const at::Tensor& value, at::TensorList extras) {
   ReduceSpec plain = spec;
@@ -230,12 +96,10 @@ Chain Chain::parse(c10::string_view expr, c10::ArrayRef<std::string> stages) {
   TORCH_CHECK(stages.size() >= 2, "tsfuse::reduce_chain: a chain has at least two stages, got ", stages.size());
   size_t next = static_cast<size_t>(c.expr->numInputs);
   for (size_t k = 0; k < stages.size(); ++k) {
-    const bool squeeze = k > 0 && stages[k].rfind(kSqueeze, 0) == 0;
-    std::string text = squeeze ? stages[k].substr(std::strlen(kSqueeze)) : stages[k];
-    std::shared_ptr<const StageInput> input;
-    if (k > 0 && !squeeze && text.rfind(kFused, 0) == 0) input = parseInput(stages[k], k, &text);
-    ReduceSpec spec = StageParser(text, k).run();
-    c.squeezeFirst.push_back(squeeze);
+    StageText st = parseStage(stages[k], k);
+    ReduceSpec& spec = st.spec;
+    std::shared_ptr<const StageInput>& input = st.input;
+    c.squeezeFirst.push_back(st.squeeze);
     TORCH_CHECK(k + 1 == stages.size() || !spec.withIndices(), "tsfuse::reduce_chain: stage ", k,
                 " is max/min with indices; only the last stage may be");
     c.firstOperand.push_back(next);
@@ -251,7 +115,7 @@ Chain Chain::parse(c10::string_view expr, c10::ArrayRef<std::string> stages) {
 std::vector<std::string> Chain::stageTexts() const {
   std::vector<std::string> out;
   for (size_t k = 0; k < stages.size(); ++k)
-    out.push_back((squeezeFirst[k] ? kSqueeze : "") + (input[k] ? input[k]->str() + " |> " : "") + describe(stages[k]));
+    out.push_back(stageText(squeezeFirst[k], input[k].get(), stages[k]));
   return out;
 }
 
