@@ -169,6 +169,12 @@ Outputs evalChain(const Chain& c, at::TensorList operands) {
 void setChainSlabElements(int64_t elements) { gSlabElements = std::max<int64_t>(1, elements); }
 int64_t chainSlabElements(c10::Device device) { return slabElements(device, gSlabElements.load()); }
 
+void forLaterSlabs(c10::Device device, int64_t n, const std::function<void(int64_t, int64_t)>& f) {
+  if (n <= 1) return;
+  if (device.is_cpu()) at::parallel_for(1, n, 1, f);
+  else f(1, n);
+}
+
 int64_t slabStep(int64_t stored, int64_t extent, c10::Device device) {
   const int64_t budget = chainSlabElements(device);
   const int64_t perIndex = stored / extent;
@@ -396,7 +402,7 @@ Outputs runChain(const Chain& c, at::TensorList operands, const NativePath& nati
   first.clear();
   // The other slabs on torch's threads, one slab per task (each stage then runs single-threaded
   // inside it: one slab of scratch per thread, and the per-call work of a fused op split too).
-  at::parallel_for(1, static_cast<int64_t>(slabs.size()), 1, [&](int64_t b, int64_t e) {
+  forLaterSlabs(mainDevice(operands), static_cast<int64_t>(slabs.size()), [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) store(static_cast<size_t>(i), runSlab(static_cast<size_t>(i)));
   });
   TSFUSE_LOG(kernel, debug, "reduce_chain: ", slabs.size(), " slabs of ", plan->step, " along dim ", plan->pos[0],

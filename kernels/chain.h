@@ -121,6 +121,11 @@ bool worthSlicing(const Analysis& stage0, c10::Device device);
 int64_t slabStep(int64_t stored, int64_t extent, c10::Device device);
 std::vector<std::pair<int64_t, int64_t>> slabRanges(int64_t extent, int64_t step);
 
+// Runs f(begin, end) over the slabs [1, n) after the first: on torch's threads for a CPU call
+// (each task a run of consecutive slabs); on the calling thread for a device's, whose kernels and
+// copies must go to the caller's current stream (a worker thread's is the device's default one).
+void forLaterSlabs(c10::Device device, int64_t n, const std::function<void(int64_t, int64_t)>& f);
+
 // The most elements of stage 0's value one slab stores on the CPU (default kSlabElements / 2,
 // 512 KiB of float32; a GPU's slabs are kDeviceSlabScale times larger); tests set it small to
 // cover many slabs.

@@ -6,8 +6,6 @@
 #include "tsfuse/log.h"
 #include "tsfuse/ops.h"
 
-#include <ATen/Parallel.h>
-
 #include <algorithm>
 #include <mutex>
 
@@ -231,12 +229,12 @@ Outputs runSweep(const Sweep& s, at::TensorList operands, const NativePath& nati
   };
   runSlab(0, folds);
   const char* path = lastPath();
-  // The other slabs on torch's threads, one slab at a time each (single-threaded inside): each
+  // The other slabs on torch's threads (CPU), one slab at a time each (single-threaded inside): each
   // task folds its run of slabs in order, and the runs are folded in in slab order after, so the
   // result depends on the thread count only (as eager's two-pass reductions do).
   std::vector<std::pair<int64_t, std::vector<Fold>>> runs;
   std::mutex mu;
-  at::parallel_for(1, static_cast<int64_t>(slabs.size()), 1, [&](int64_t begin, int64_t end) {
+  forLaterSlabs(device, static_cast<int64_t>(slabs.size()), [&](int64_t begin, int64_t end) {
     std::vector<Fold> fs = folds;
     for (Fold& f : fs) f.reset();
     for (int64_t i = begin; i < end; ++i) runSlab(static_cast<size_t>(i), fs);

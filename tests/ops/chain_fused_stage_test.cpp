@@ -7,6 +7,9 @@
 // that vary along the slab dim, eager's own errors, text round trips and malformed texts.
 #include "chain_util.h"
 
+#include <atomic>
+#include <thread>
+
 namespace {
 
 using tsfuse_test::errorOf;
@@ -159,6 +162,29 @@ TEST_F(ChainFusedStage, AutogradAndMetaRunTheReference) {
   EXPECT_TRUE(at::allclose(x.grad(), x2.grad()));
   at::Tensor meta = tsfuse::reduceChain({x.to(at::kMeta), y.to(at::kMeta), b.to(at::kMeta)}, kSq, stages);
   EXPECT_EQ(meta.sizes(), at::IntArrayRef({6, 2}));
+}
+
+}  // namespace
+
+namespace {
+
+// A device's slabs run on the calling thread, in one run (its current stream is the caller's);
+// a CPU call's on torch's threads, every slab once.
+TEST(ChainSlabs, DeviceSlabsRunOnTheCallingThread) {
+  std::vector<std::pair<int64_t, int64_t>> runs;
+  std::thread::id who;
+  tsfuse::forLaterSlabs(c10::Device(c10::kCUDA, 0), 7, [&](int64_t b, int64_t e) {
+    runs.emplace_back(b, e);
+    who = std::this_thread::get_id();
+  });
+  EXPECT_EQ(runs, (std::vector<std::pair<int64_t, int64_t>>{{1, 7}}));
+  EXPECT_EQ(who, std::this_thread::get_id());
+  std::vector<std::atomic<int>> seen(40);
+  tsfuse::forLaterSlabs(c10::kCPU, 40, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) ++seen[static_cast<size_t>(i)];
+  });
+  for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i].load(), i == 0 ? 0 : 1) << i;
+  tsfuse::forLaterSlabs(c10::kCPU, 1, [&](int64_t, int64_t) { ADD_FAILURE() << "one slab has no later ones"; });
 }
 
 }  // namespace
