@@ -14,8 +14,8 @@ namespace {
 
 // A branch that reduces the slab dim: its slab partials folded into its result, in slab order.
 // amax/amin/any/all fold with the branch's own reduction over the pair (running, partial): eager's
-// values. Sums and means fold the slab sums (a mean's in its result dtype) in double, rounded to
-// the result dtype at the end (integer sums wrap, as eager's do): within the float sum tolerance.
+// values. Float sums and means add the slabs' sums, each taken in double, in double, rounded to
+// the result dtype at the end: within the float sum tolerance. Integer sums wrap, as eager's do.
 struct Fold {
   const ReduceSpec* r = nullptr;
   c10::ScalarType dtype = c10::ScalarType::Undefined;  // the result's (from the stand-in check)
@@ -26,12 +26,12 @@ struct Fold {
     ReduceSpec plain = *r;
     plain.epilogue.reset();
     const bool sum = r->kind == Reduction::Sum || r->kind == Reduction::Mean;
-    if (r->kind == Reduction::Mean) {
+    if (sum && at::isFloatingType(dtype)) {
+      // Each slab summed in double too (float16's own sums would round each slab's partial).
       plain.kind = Reduction::Sum;
-      plain.dtype = dtype;
+      plain.dtype = at::kDouble;
     }
     at::Tensor part = applyReductionAll(plain, v)[0];
-    if (sum && at::isFloatingType(part.scalar_type())) part = part.to(at::kDouble);
     absorb(part, sum && part.numel() ? v.numel() / part.numel() : 0);
   }
 
