@@ -69,6 +69,13 @@ Outputs applyStage(const ReduceSpec& spec, bool squeeze, const at::Tensor& value
   return out;
 }
 
+at::Tensor reduceStandIn(const ReduceSpec& r, std::vector<int64_t> sizes, c10::ScalarType dtype) {
+  ReduceSpec plain = r;
+  plain.epilogue.reset();
+  for (auto& s : sizes) s = std::min<int64_t>(s, 2);
+  return applyReductionAll(plain, at::zeros(sizes, at::TensorOptions().dtype(dtype)))[0];
+}
+
 int64_t dimAfterReduction(int64_t q, const std::vector<int64_t>& reduced, bool keepdim) {
   int64_t before = 0;
   for (int64_t d : reduced) {
@@ -148,10 +155,7 @@ Outputs laterStage(const Chain& c, size_t k, const at::Tensor& value, at::Tensor
                    const NativePath* native) {
   const StageInput* in = c.input[k].get();
   if (!in) return applyStage(c.stages[k], c.squeezeFirst[k], value, epilogue);
-  std::vector<at::Tensor> ops;
-  ops.reserve(static_cast<size_t>(in->expr->numInputs) + epilogue.size());
-  for (int64_t i = 0, j = 0; i < in->expr->numInputs; ++i) ops.push_back(i == in->value ? in->view(value) : inputs[j++]);
-  ops.insert(ops.end(), epilogue.begin(), epilogue.end());
+  const std::vector<at::Tensor> ops = in->operands(value, inputs, epilogue);
   return native ? runFusedAll(ops, in->text, &c.stages[k], *native) : evalFused(*in->expr, ops, &c.stages[k]);
 }
 
@@ -218,24 +222,20 @@ std::optional<SlabPlan> planSlabs(const Chain& c, at::TensorList operands, const
     const ReduceSpec& spec = c.stages[k];
     p.ranks.push_back(static_cast<int64_t>(sizes.size()));
     if (const StageInput* in = c.input[k].get()) {
-      // The value as the fused stage's operand, its sizes and dtype (no memory), where each of its
-      // dims lands in the stage's space, and the stage's analysis.
-      std::vector<int64_t> view = sizes, where(sizes.size());
+      // Where each dim of the value lands in the stage's space (after the unsqueezes, aligned to its
+      // trailing dims), and the stage's analysis over the value's sizes and dtype (no memory).
+      std::vector<int64_t> where(sizes.size());
       for (size_t q = 0; q < where.size(); ++q) where[q] = static_cast<int64_t>(q);
+      int64_t viewRank = static_cast<int64_t>(sizes.size());
       for (int64_t d : in->unsqueeze) {
-        const int64_t w = at::maybe_wrap_dim(d, static_cast<int64_t>(view.size()) + 1);
-        view.insert(view.begin() + w, 1);
+        const int64_t w = at::maybe_wrap_dim(d, ++viewRank);
         for (auto& q : where) q += q >= w;
       }
-      std::vector<at::Tensor> ins;
-      const at::TensorList inputs = c.inputOperands(operands, k);
-      for (int64_t i = 0, j = 0; i < in->expr->numInputs; ++i)
-        ins.push_back(i == in->value ? at::zeros({}, at::TensorOptions().dtype(dtype)).expand(view) : inputs[j++]);
-      for (const auto& t : c.epilogueOperands(operands, k)) ins.push_back(t);
-      auto sa = analyze(*in->expr, ins, &spec);
+      const at::Tensor value = at::zeros({}, at::TensorOptions().dtype(dtype)).expand(sizes);
+      auto sa = analyze(*in->expr, in->operands(value, c.inputOperands(operands, k), c.epilogueOperands(operands, k)), &spec);
       if (!sa || sa->valueShape != sa->shape || !sa->epilogueKeepsShape) return std::nullopt;  // one piece
       const int64_t rank = static_cast<int64_t>(sa->shape.size());
-      for (auto& q : where) q += rank - static_cast<int64_t>(view.size());
+      for (auto& q : where) q += rank - viewRank;
       inMap.push_back(std::move(where));
       p.inRanks[k] = rank;
       reduced.push_back(reducedDims(spec, rank));
@@ -253,15 +253,12 @@ std::optional<SlabPlan> planSlabs(const Chain& c, at::TensorList operands, const
     sizes = std::move(kept);
     const int64_t rank = static_cast<int64_t>(sizes.size());
     reduced.push_back(reducedDims(spec, rank));
-    std::vector<int64_t> tiny = sizes, out;
-    for (auto& s : tiny) s = std::min<int64_t>(s, 2);
+    std::vector<int64_t> out;
     for (int64_t d = 0; d < rank; ++d) {
       const bool r = std::binary_search(reduced.back().begin(), reduced.back().end(), d);
       if (!r || spec.keepdim) out.push_back(r ? 1 : sizes[d]);
     }
-    ReduceSpec plain = spec;
-    plain.epilogue.reset();
-    at::Tensor standIn = applyReductionAll(plain, at::zeros(tiny, at::TensorOptions().dtype(dtype)))[0];
+    const at::Tensor standIn = reduceStandIn(spec, sizes, dtype);
     if (standIn.dim() != static_cast<int64_t>(out.size())) return std::nullopt;
     sizes = std::move(out);
     dtype = standIn.scalar_type();

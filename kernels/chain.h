@@ -61,6 +61,9 @@ struct StageInput {
   std::string str() const;
   // The previous stage's value as the expression's operand.
   at::Tensor view(const at::Tensor& previous) const;
+  // The stage's fused-call operands: the expression's (the viewed value as operand `value`, the
+  // stage's input operands as the others), then the epilogue's.
+  std::vector<at::Tensor> operands(const at::Tensor& previous, at::TensorList inputs, at::TensorList epilogue) const;
 };
 
 struct Chain {
@@ -107,6 +110,10 @@ Outputs runChain(const Chain& c, at::TensorList operands, const NativePath& nati
 // A later stage over its input value: ATen's reduction (of the value squeezed first, where
 // `squeeze`), then the epilogue's ATen ops over `extras` (the stage's epilogue operands).
 Outputs applyStage(const ReduceSpec& spec, bool squeeze, const at::Tensor& value, at::TensorList extras);
+
+// ATen's reduction `r` (no epilogue) of a stand-in of `sizes` with at most two elements per dim
+// (no memory): eager's errors, and its result's dtype and rank.
+at::Tensor reduceStandIn(const ReduceSpec& r, std::vector<int64_t> sizes, c10::ScalarType dtype);
 
 // Where dim q of a space goes after reducing its dims `reduced` (sorted): -1 when q is reduced.
 int64_t dimAfterReduction(int64_t q, const std::vector<int64_t>& reduced, bool keepdim);

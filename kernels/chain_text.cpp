@@ -143,6 +143,15 @@ at::Tensor StageInput::view(const at::Tensor& previous) const {
   return v;
 }
 
+std::vector<at::Tensor> StageInput::operands(const at::Tensor& previous, at::TensorList inputs,
+                                             at::TensorList epilogue) const {
+  std::vector<at::Tensor> ops;
+  ops.reserve(static_cast<size_t>(expr->numInputs) + epilogue.size());
+  for (int64_t i = 0, j = 0; i < expr->numInputs; ++i) ops.push_back(i == value ? view(previous) : inputs[j++]);
+  ops.insert(ops.end(), epilogue.begin(), epilogue.end());
+  return ops;
+}
+
 StageText parseStage(const std::string& text, size_t k) {
   StageText st;
   st.squeeze = k > 0 && text.rfind(kSqueeze, 0) == 0;

@@ -185,13 +185,8 @@ Outputs runSweep(const Sweep& s, at::TensorList operands, const NativePath& nati
         // A sum or mean another chain could slice (it keeps a dim) runs there, in eager's order.
         const bool sum = b.kind == Reduction::Sum || b.kind == Reduction::Mean;
         if (!foldsAcrossSlabs(b) || (sum && static_cast<int64_t>(rj.size()) < rankO0)) return separately();
-        // Eager's errors and result dtype from a stand-in of at most two elements per dim.
-        ReduceSpec plain = b;
-        plain.epilogue.reset();
-        std::vector<int64_t> tiny = an->outSizes;
-        for (auto& t : tiny) t = std::min<int64_t>(t, 2);
         folds[j].r = &b;
-        folds[j].dtype = applyReductionAll(plain, at::zeros(tiny, at::TensorOptions().dtype(an->outDtype)))[0].scalar_type();
+        folds[j].dtype = reduceStandIn(b, an->outSizes, an->outDtype).scalar_type();  // eager's errors too
         // A float sum in another order only where it saves storing a value larger than the operands.
         const bool reorders = sum && at::isFloatingType(folds[j].dtype);
         if (reorders && !largerThanOperands(*an, ops0)) return onePiece();

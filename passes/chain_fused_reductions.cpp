@@ -57,7 +57,7 @@ class ChainFusedReductionsPattern : public Pattern {
     if (operand->uses().size() != 1 || (!p->view.views.empty() && p->view.base->uses().size() != 1))
       return rw.notifyMatchFailure(nodes, "the fused reduction's value " + name + " is also used elsewhere, so it is "
                                           "stored anyway");
-    if (!r->spec.dims || (r->spec.dims->empty() && (r->spec.kind == Reduction::Amax || r->spec.kind == Reduction::Amin)))
+    if (reducesEveryDim(r->spec, std::nullopt))
       return rw.notifyMatchFailure(nodes, std::string(consumer->kind().toQualString()) +
                                               " reduces every dim: no dim of " + name +
                                               " is left to compute it slab by slab");

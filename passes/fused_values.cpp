@@ -54,6 +54,11 @@ std::optional<FusedReduction> fusedReductionOf(torch::jit::Node* n) {
   return r;
 }
 
+bool reducesEveryDim(const ReduceSpec& r, std::optional<int64_t> rank) {
+  return !r.dims || (r.dims->empty() && (r.kind == Reduction::Amax || r.kind == Reduction::Amin)) ||
+         (rank && static_cast<int64_t>(r.dims->size()) >= *rank);
+}
+
 std::optional<Stages> stagesOf(torch::jit::Node* n) {
   if (n->kind() != kReduceOp && n->kind() != kChainOp) return std::nullopt;
   Stages s;

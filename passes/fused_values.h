@@ -26,6 +26,10 @@ struct FusedReduction {
 };
 std::optional<FusedReduction> fusedReductionOf(torch::jit::Node* n);
 
+// Whether `r` reduces every dim of a value of rank `rank` (nullopt: unknown): no dims given, none
+// for amax/amin (ATen's rule), or as many as the rank.
+bool reducesEveryDim(const ReduceSpec& r, std::optional<int64_t> rank);
+
 // The fused reduction a node computes, as the first stages of a chain (its operand list node, its
 // expression and stage texts): a tsfuse::reduce or tsfuse::reduce_chain with constant arguments
 // and a prim::ListConstruct operand list; nullopt otherwise.

@@ -18,10 +18,8 @@ const c10::Symbol kSweep = c10::Symbol::fromQualString("tsfuse::reduce_sweep");
 // compute the value slab by slab along).
 bool reducesEveryDim(const ReductionMatch& rm) {
   const auto type = rm.input->type()->cast<c10::TensorType>();
-  const auto rank = type ? type->dim() : std::nullopt;
-  return !rm.spec.dims ||
-         (rm.spec.dims->empty() && (rm.spec.kind == Reduction::Amax || rm.spec.kind == Reduction::Amin)) ||
-         (rank && rm.spec.dims->size() >= *rank);
+  const std::optional<size_t> rank = type ? type->dim() : std::nullopt;
+  return reducesEveryDim(rm.spec, rank ? std::optional<int64_t>(static_cast<int64_t>(*rank)) : std::nullopt);
 }
 
 constexpr const char* kEveryDim = " reduces every dim of the fused reduction's value: no dim is left to compute it slab by slab";
