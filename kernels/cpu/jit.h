@@ -29,6 +29,7 @@
 #pragma once
 
 #include "kernels/plan/iteration.h"
+#include "kernels/cpu/inner_sum.h"
 #include "kernels/cpu/tile_program.h"
 #include "kernels/reduction_rules.h"
 
@@ -58,6 +59,9 @@ enum class Sink : uint8_t {
   SumDouble,  // added into double lane sums
   SumFloat,   // float32 values added in float32 into float32 lane sums (rules::foldsInFloat:
               // eager's own order for a few values)
+  SumInner,   // float32/float64 values added in their dtype as one lane of eager's inner sum
+              // (cpu::InnerSumOrder): Args::lanes times, `rows` rows rotating through four partial
+              // sums, which are then combined and added into the lane sum (of the values' dtype)
   MaxFirst,   // float32 values: each lane keeps its greatest (MinFirst: least) value and the reduced
   MinFirst,   // index where it first met it (int32), as rules::laterBeats folds them
   Store,      // written to consecutive lanes (its dtype: float32/float64, or bool bytes)
@@ -75,7 +79,11 @@ constexpr float extremumStart(Sink s) {
 // after the previous row's.
 constexpr int64_t kSumsRowBytes = kTile * 8;
 // Bytes of one lane sum for a sink (an extremum's value; its index lies kTile * 4 bytes on).
-constexpr int64_t sumLaneBytes(Sink s) { return s == Sink::SumFloat || isExtremum(s) ? 4 : 8; }
+// (SumInner: the values' own, f64: float64.)
+constexpr int64_t sumLaneBytes(Sink s, bool f64 = false) {
+  if (s == Sink::SumInner) return f64 ? 8 : 4;
+  return s == Sink::SumFloat || isExtremum(s) ? 4 : 8;
+}
 constexpr int64_t kExtremumIndexBytes = kTile * 4;
 
 // One call. Sums: rows [0, rows) of the reduced space's innermost dim for `blocks` consecutive
@@ -89,6 +97,9 @@ struct Args {
   int64_t rowStride[kMaxLeaves] = {};    // bytes from one row (block) to the next
   int64_t outerStride[kMaxLeaves] = {};  // bytes from one output row to the next (sums)
   int64_t blockStep[kMaxLeaves] = {};    // sums: bytes from the end of a block's rows to the next block
+  int64_t laneStep[kMaxLeaves] = {};     // SumInner: bytes from the end of one lane's rows to the next's
+  int64_t lanes = 1;                     // SumInner: the lanes of eager's vectors, each `rows` rows
+  int64_t lanesLeft = 0;                 // SumInner: the kernel's own counter
   int64_t rows = 0;
   int64_t blocks = 1;                  // sums: blocks of lanes (vector(): 1); counts down to 0
   int64_t fresh = 0;                   // float sums and extrema: start afresh, not from `out`
@@ -103,9 +114,10 @@ class Kernel {
   // which operands change from one output row to the next (their outerStride), so that a block
   // can cover several rows and reuse the others' loads. Compiled once per program and operand
   // layout, then shared. nullptr, with the reason in *why, where the scope above ends.
+  // SumInner kernels are made for one row count (innerRows: InnerSumOrder::vectors).
   static std::shared_ptr<const Kernel> get(const TileProgram& p, size_t prefix, int source, Sink sink,
                                            const std::vector<Leaf>& leaves, const std::vector<char>& perRow,
-                                           std::string* why);
+                                           std::string* why, int64_t innerRows = 0);
 
   int64_t lanesPerVector() const { return vectorLanes_; }
   int64_t lanesPerBlock() const { return blockLanes_; }
@@ -145,11 +157,17 @@ class VerticalReduce {
   // where no kernel applies (disabled, an operand gathered along the lanes, more reduced rows
   // than int32 indices count, or Kernel::get declined); the reason goes to the kernel log. sink:
   // how the values are folded (not Store).
+  // order: a sum in eager's inner order (its only reduced dim of size > 1 innermost in the
+  // reduced space): sink SumInner, where the values after the vectors go first through a SumFloat
+  // (SumDouble) kernel; a sum in that order with another sink is declined (interpreted).
   static std::optional<VerticalReduce> make(const TileProgram& p, size_t prefix, int source, Sink sink,
-                                         const IterationPlan& plan);
+                                         const IterationPlan& plan, const InnerSumOrder* order = nullptr);
   // Output rows a tile may cover, and the length of the kept dim they run along (a tile's rows
   // must not cross its end).
   int64_t rowsPerTile() const { return kernel_->rowsPerBlock(); }
+  int64_t lanesPerBlock() const { return kernel_->lanesPerBlock(); }
+  // Bytes of one lane's sum in the sums run() folds into.
+  int64_t laneBytes() const { return sumLaneBytes(sink_, f64_); }
   int64_t lineLength() const { return line_; }
   // Folds the reduced rows of lanes [start, start + n) of `rows` (<= rowsPerTile()) consecutive
   // outputs into their sums: output r's lane j at sums + r * kSumsRowBytes + sumLaneBytes() * j,
@@ -170,7 +188,10 @@ class VerticalReduce {
 
  private:
   void runRows(const std::vector<int64_t>& base, int64_t start, bool allRows, int64_t n, void* sums) const;
+  void runInner(const std::vector<int64_t>& base, int64_t start, bool allRows, int64_t n, void* sums) const;
   std::shared_ptr<const Kernel> kernel_;
+  std::shared_ptr<const Kernel> after_;  // SumInner: the values after the vectors (one row a call)
+  std::optional<InnerSumOrder> order_;
   const std::vector<BroadcastView>* views_ = nullptr;
   std::vector<Leaf> leaves_;
   std::vector<int64_t> outerStride_;  // per operand: bytes from one output row to the next
@@ -183,6 +204,7 @@ class VerticalReduce {
   std::vector<int64_t> rowStride_;
   bool fresh_ = false;
   Sink sink_ = Sink::SumDouble;
+  bool f64_ = false;  // the folded values are float64
 };
 
 // Runs a map tile through a Kernel: the whole program, its result written to the output.

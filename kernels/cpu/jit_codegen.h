@@ -23,6 +23,7 @@ struct Plan {
   bool f64 = false;         // the program's floating dtype: float64 (else float32)
   Sink sink = Sink::Store;
   bool boolValue = false;   // the sunk value is a bool (sums: a count; Store: bytes)
+  int64_t innerRows = 0;    // SumInner: the rows of each lane (InnerSumOrder::vectors)
   size_t prefix = 0;
   int source = -1;
   std::vector<lower::Instr> code;              // code[0, prefix)
@@ -38,7 +39,7 @@ struct Plan {
   bool sums() const { return sink != Sink::Store; }
   static std::optional<Plan> make(const TileProgram& p, size_t prefix, int source, Sink sink,
                                   const std::vector<Leaf>& layout, const std::vector<char>& perRowLeaves,
-                                  std::string* why);
+                                  std::string* why, int64_t innerRows = 0);
 };
 
 // How a kernel is laid out: `vectors` vectors of lanes per row (masked: one vector, loads under

@@ -18,8 +18,9 @@ bool fail(std::string* why, const std::string& reason) {
 
 std::optional<Plan> Plan::make(const TileProgram& p, size_t prefix, int source, Sink sink,
                                const std::vector<Leaf>& layout, const std::vector<char>& perRowLeaves,
-                               std::string* why) {
+                               std::string* why, int64_t innerRows) {
   Plan P;
+  P.innerRows = innerRows;
   P.prefix = prefix;
   P.source = source;
   P.sink = sink;
@@ -59,6 +60,8 @@ std::optional<Plan> Plan::make(const TileProgram& p, size_t prefix, int source, 
   if (sink == Sink::SumInt64 && !P.boolValue) return fail(why, "float values summed into integer lanes"), std::nullopt;
   if (sink == Sink::SumFloat && (P.boolValue || P.f64))
     return fail(why, "only float32 values are added in float"), std::nullopt;
+  if (sink == Sink::SumInner && P.boolValue) return fail(why, "bools in eager's inner sum order"), std::nullopt;
+  if ((sink == Sink::SumInner) != (innerRows > 0)) return fail(why, "inner sum without its rows"), std::nullopt;
   if (isExtremum(sink) && (P.boolValue || P.f64))
     return fail(why, "only float32 values keep their extremum and index"), std::nullopt;
   P.needOnes |= isExtremum(sink);  // the row index steps by subtracting -1
@@ -140,7 +143,7 @@ std::optional<Plan> Plan::make(const TileProgram& p, size_t prefix, int source, 
   // The cache key: everything the generated code depends on.
   std::string& key = P.key;
   auto put = [&](int64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
-  put(P.f64), put(static_cast<int64_t>(sink)), put(source), put(p.numLeaves);
+  put(P.f64), put(static_cast<int64_t>(sink)), put(source), put(p.numLeaves), put(innerRows);
   for (size_t i = 0; i < P.leaves.size(); ++i) put(static_cast<int64_t>(P.leaves[i])), put(P.perRow[i]);
   for (const lower::Instr& li : P.code) {
     put(static_cast<int64_t>(li.op)), put(static_cast<int64_t>(li.ct));

@@ -9,6 +9,7 @@
 #include "kernels/cpu/accumulators.h"
 #include "kernels/cpu/drivers.h"
 #include "kernels/cpu/gather.h"
+#include "kernels/cpu/inner_sum.h"
 #include "kernels/cpu/jit.h"
 #include "kernels/cpu/reduce_parts.h"
 
@@ -30,8 +31,10 @@ bool isVertical(const IterationPlan& plan) {
   return !plan.kept.size.empty() && plan.kept.size.back() >= kVerticalMin;
 }
 
+// order: eager's order for this sum (inner_sum.h), which every path then follows.
 template <typename Acc>
-void runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Acc& proto, const Finisher& finish) {
+void runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Acc& proto, const Finisher& finish,
+                    const std::optional<InnerSumOrder>& order) {
   using T = typename Acc::Value;
   using Out = typename Acc::Out;
   constexpr bool kIndexed = std::is_base_of_v<IndexedTag, Acc>;
@@ -50,13 +53,17 @@ void runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
     const int64_t tilesPerRow = (inner + kTile - 1) / kTile;
     const SubSpace outer = plan.kept.outer();
     const int64_t work = outer.numel() * tilesPerRow;
-    // Sums read the value before the program's final cast when that cast cannot change it.
+    // Sums read the value before the program's final cast when that cast cannot change it (not
+    // in eager's order, which adds values of the result's dtype).
     constexpr bool kSum = IsSumLike<Acc>::value;
-    const size_t prefix = kSum ? sumPrefix(prog) : prog.code.size();
+    constexpr bool kOrdered = kSum && std::is_floating_point_v<T>;  // may follow eager's inner order
+    const size_t prefix = kSum && !order ? sumPrefix(prog) : prog.code.size();
     const int source = prefix == prog.code.size() ? prog.result : prog.code[prefix].a;
     // A compiled kernel folds the tile with its values in registers (jit.h), if one applies.
     if constexpr (kSum || FirstExtremum<Acc>::value) {
-      auto compiled = jit::VerticalReduce::make(prog, prefix, source, compiledSink(proto, prog.slotType[source]), plan);
+      auto compiled = jit::VerticalReduce::make(prog, prefix, source,
+                                                compiledSink(proto, prog.slotType[source], order.has_value()), plan,
+                                                order ? &*order : nullptr);
       if (compiled) return runCompiledVertical(*compiled, plan, outer, count, proto, finish);
     }
     std::vector<char> constantOverRows(L);  // operands the same for every row of the reduced space
@@ -67,7 +74,11 @@ void runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
       auto es = finish.scratch();
       std::vector<Acc> acc(kTile, proto);
       std::optional<SumLanes<Wide<T>>> lanes;
-      if constexpr (kSum) lanes.emplace(prog.slotType[source], proto.inFloat);
+      std::optional<InnerSumLanes<std::conditional_t<kOrdered, T, double>>> ordered;
+      if constexpr (kOrdered)
+        if (order) ordered.emplace(*order, kTile);
+      if constexpr (kSum)
+        if (!ordered) lanes.emplace(prog.slotType[source], proto.inFloat);
       std::unique_ptr<Out[]> vals(new Out[kTile]);
       std::vector<int64_t> base(L);
       // Leaf i's n values of rows r0, r0 + 1, ... (rows of them) one after another in its buffer.
@@ -85,7 +96,7 @@ void runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
       for (int64_t w = b; w < e; ++w) {
         const int64_t o = w / tilesPerRow, start = (w % tilesPerRow) * kTile;
         const int64_t n = std::min(kTile, inner - start);
-        if constexpr (kSum) lanes->reset(n);
+        if constexpr (kSum) ordered ? ordered->reset(n) : lanes->reset(n);
         else std::fill(acc.begin(), acc.begin() + n, proto);
         for (int i = 0; i < L; ++i) base[i] = outer.offset(i, o) + start * plan.kept.stride[i].back();
         // A narrow tile (n < kTile / 2) evaluates several rows of the reduced space per program
@@ -118,16 +129,31 @@ void runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
           if constexpr (kSum) {
             prog.runPrefix(scratch, m, prefix);
             const char* v = prog.vectorOf(scratch, source, m);
-            for (int64_t j = 0; j < rows; ++j) lanes->add(v + j * n * sourceSize, n);
+            for (int64_t j = 0; j < rows; ++j) {
+              if constexpr (kOrdered)
+                if (ordered) {
+                  ordered->add(reinterpret_cast<const T*>(v) + j * n);
+                  continue;
+                }
+              lanes->add(v + j * n * sourceSize, n);
+            }
           } else {
             const T* v = reinterpret_cast<const T*>(prog.run(scratch, m));
             for (int64_t j = 0; j < rows; ++j)
               for (int64_t k = 0; k < n; ++k) acc[k].add(v[j * n + k], r0 + j);
           }
         }
+        if constexpr (kOrdered) {
+          if (ordered) {
+            ordered->result(vals.get());
+            for (int64_t j = 0; j < n; ++j) acc[j].v = vals[j];
+          }
+        }
         if constexpr (kSum) {
-          lanes->flush(n);
-          for (int64_t j = 0; j < n; ++j) acc[j].v = lanes->sums[j];
+          if (!ordered) {
+            lanes->flush(n);
+            for (int64_t j = 0; j < n; ++j) acc[j].v = lanes->sums[j];
+          }
         }
         const int64_t o0 = o * inner + start;
         for (int64_t j = 0; j < n; ++j) vals[j] = acc[j].get(count);
@@ -144,7 +170,9 @@ void runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
   // split does not depend on the thread count, so neither do the bits of a float sum.
   const int64_t tilesPerOut = std::max<int64_t>(1, (count + kTile - 1) / kTile);
   constexpr int64_t want = 64;  // work items: enough for 64 threads
-  const int64_t parts = numOut >= want ? 1 : std::min(tilesPerOut, (want + numOut - 1) / numOut);
+  constexpr bool kSumLike = IsSumLike<Acc>::value && std::is_floating_point_v<T>;
+  // (A sum in eager's order is one part: its partial sums do not merge.)
+  const int64_t parts = numOut >= want || order ? 1 : std::min(tilesPerOut, (want + numOut - 1) / numOut);
   const int64_t tilesPerPart = (tilesPerOut + parts - 1) / parts;
   std::vector<Acc> partial(numOut * parts, proto);
   std::vector<char> constant(L);  // operands constant over the reduced space
@@ -156,6 +184,9 @@ void runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
       const int64_t o = w / parts, part = w % parts;
       for (int i = 0; i < L; ++i) base[i] = plan.kept.offset(i, o);
       Acc acc = proto;
+      std::optional<InnerSumFold<T>> fold;
+      if constexpr (kSumLike)
+        if (order) fold.emplace(*order);
       const int64_t first = part * tilesPerPart * kTile;
       const int64_t last = std::min(count, (part + 1) * tilesPerPart * kTile);
       for (int64_t start = first; start < last; start += kTile) {
@@ -169,8 +200,16 @@ void runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
           }
         }
         const T* v = reinterpret_cast<const T*>(prog.run(scratch, n));
+        if constexpr (kSumLike) {
+          if (fold) {
+            for (int64_t j = 0; j < n; ++j) fold->add(v[j]);
+            continue;
+          }
+        }
         for (int64_t j = 0; j < n; ++j) acc.add(v[j], start + j);
       }
+      if constexpr (kSumLike)
+        if (fold) acc.v = fold->result();
       partial[w] = acc;
     }
   });
@@ -252,11 +291,15 @@ Outputs runReduce(TileProgram& prog, const Expr& e, at::TensorList operands, con
   if (an.valueOrder.size() == plan.shape.size())
     for (int64_t d : an.valueOrder)
       if (plan.shape[d] > 1) innermostDim = d;
+  const bool innermost = reducedDim >= 0 && reducedDim == innermostDim;
   const bool inFloat = rules::foldsInFloat(an.reducedDtype == c10::ScalarType::Float, plan.reduced.numel(),
-                                           dimsAboveOne, reducedDim >= 0 && reducedDim == innermostDim);
+                                           dimsAboveOne, innermost);
+  std::optional<InnerSumOrder> order;
+  if (kind == Reduction::Sum || kind == Reduction::Mean)
+    order = eagerInnerSumOrder(an.reducedDtype, plan.reduced.numel(), dimsAboveOne, innermost);
   dispatchAccumulator(kind, prog.slotType[prog.result], [&](auto accTag) {
     using Acc = typename decltype(accTag)::type;
-    runReduceTyped<Acc>(prog, plan, prototype<Acc>(reduce, inFloat), finish);
+    runReduceTyped<Acc>(prog, plan, prototype<Acc>(reduce, inFloat), finish, order);
   });
   return outs;
 }

@@ -128,6 +128,13 @@ TEST(JitSum, ReducedSpacesAndLayouts) {
   at::Tensor big = g.tensor({80, 1, 33}, at::kFloat);
   T sliced = {g.tensor({40, 5, 1}, at::kFloat), big.slice(0, 0, 80, 2)};
   EXPECT_TRUE(checkBoth(kSim, sliced, simEager, kSum0, true));
+  // Tiles whose operand rows overflow L2 (300 rows of 512 lanes): groups of output rows walk
+  // the lanes in chunks (runCompiledVertical); 19 rows end in a partial group, 530 lanes in a
+  // second, partial tile.
+  T tall = {g.tensor({300, 19, 1}, at::kFloat), g.tensor({300, 1, 530}, at::kFloat)};
+  EXPECT_TRUE(checkBoth(kSim, tall, simEager, kSum0, true));
+  EXPECT_TRUE(checkBoth("v1: sub($0, $1); mul(%0, %0)", tall, [](const T& o) { return (o[0] - o[1]) * (o[0] - o[1]); },
+                        kSum0, true, CheckOpts{false}));
 }
 
 TEST(JitSum, DeclinedProgramsAreInterpreted) {

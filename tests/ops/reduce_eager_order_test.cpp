@@ -1,7 +1,8 @@
 // Float32 sums, means and products of at most four values along one dim, and of eight along the
 // dim eager's value holds innermost, are eager's bits (reduce_rules::foldsInFloat): ATen's CPU
 // kernels fold those one after another in float,
-// and the native reduction then rounds every step of its double fold to float. Checked bit for bit
+// and the native reduction then rounds every step of its double fold to float. Sums and means of
+// any length up to 511 along the innermost dim follow eager's inner-sum order (inner_sum.h). Checked bit for bit
 // on every tiling (vertical compiled and interpreted, horizontal) and reduced-dim position, and
 // through a chain whose argmin must then be eager's index. The values span many magnitudes, so
 // the double fold rounded once differs from eager's (asserted: the data can tell the orders apart).
@@ -62,6 +63,44 @@ TEST(ReduceEagerOrder, FewFloat32ValuesAlongOneDimAreEagersBits) {
   EXPECT_GT(distinguishing, 1000);
 }
 
+// Any number of float32/float64 values along the dim eager's value holds innermost, its only
+// reduced dim: eager's inner-sum order (kernels/cpu/inner_sum.h), four partial sums per lane of
+// ATen's vectors, then the lanes. Lengths on both sides of every branch of that rule (shorter
+// than a vector, whole groups of four vectors or not, values after the vectors or not), up to the
+// longest it models.
+TEST(ReduceEagerOrder, SumsAlongTheInnermostDimAreEagersBitsForEveryLength) {
+  ASSERT_TRUE(tsfuse::cpu::eagerSumsInnerInOrder()) << "at::sum no longer sums as kernels/cpu/inner_sum.h says";
+  Gen g(44);
+  int64_t distinguishing = 0;  // outputs where a float fold in index order differs from eager
+  for (bool compiled : {true, false}) {
+    JitOn on(compiled);
+    const int64_t tilesBefore = tsfuse::cpu::jit::tilesRun();
+    for (at::ScalarType type : {at::kFloat, at::kDouble})
+      for (int64_t D : {5, 7, 9, 12, 16, 17, 31, 33, 40, 64, 65, 100, 255, 511})
+        for (int64_t m : {61, 5})  // 61 lanes: whole blocks, then masked vectors
+          for (const std::string kind : {"sum", "mean"}) {
+            if (type == at::kDouble && D > 255) continue;  // past the 16 groups modelled for float64
+            Case c = makeCase(g, D, 2, 23, m);
+            c.x = c.x.to(type), c.y = c.y.to(type);
+            at::Tensor value = (c.x - c.y) * (c.x - c.y);
+            at::Tensor want = eager(kind, value, 2);
+            at::Tensor got =
+                tsfuse::reduce({c.x, c.y}, "v1: sub($0, $1); mul(%0, %0)", kind, std::vector<int64_t>{2}, false, std::nullopt);
+            const std::string what = kind + " of " + std::to_string(D) + " " + c10::toString(type) + ", kept inner " +
+                                     std::to_string(m) + (compiled ? ", compiled" : ", interpreted");
+            EXPECT_EQ(tsfuse::lastPath(), std::string("native")) << what;
+            EXPECT_TRUE(at::equal(got, want)) << what << ": " << (got != want).sum().item<int64_t>() << " differ";
+            if (type == at::kFloat && kind == "sum") {
+              at::Tensor folded = at::zeros({23, m}, at::kFloat);
+              for (int64_t d = 0; d < D; ++d) folded = folded + value.select(2, d);
+              distinguishing += (folded != want).sum().item<int64_t>();
+            }
+          }
+    if (compiled) EXPECT_GT(tsfuse::cpu::jit::tilesRun(), tilesBefore) << "the compiled inner sums ran";
+  }
+  EXPECT_GT(distinguishing, 1000);
+}
+
 TEST(ReduceEagerOrder, ANearestNeighbourOverThreeCoordinatesIsEagersIndex) {
   // Every point's nearest candidates are its own base moved by the six permutations of one offset
   // (a, b, c): equal distances in exact arithmetic, so the pick depends on how the three squares
@@ -94,7 +133,8 @@ TEST(ReduceEagerOrder, SeveralReducedDimsAndLongerDimsStayWithinTolerance) {
   at::Tensor e8 = wide(g, {8, 64, 1}), f8 = wide(g, {8, 1, 40});  // 8 values, outermost in eager's value
   got = tsfuse::reduce({e8, f8}, "v1: sub($0, $1); mul(%0, %0)", "sum", std::vector<int64_t>{0}, false, std::nullopt);
   EXPECT_TRUE(at::allclose(got, ((e8 - f8) * (e8 - f8)).sum(0), 1e-5, 0));
-  at::Tensor a = wide(g, {64, 1, 7}), b = wide(g, {1, 40, 7});
+  // 512 float32 values along the inner dim: ATen's partial sums move through further levels.
+  at::Tensor a = wide(g, {16, 1, 512}), b = wide(g, {1, 40, 512});
   got = tsfuse::reduce({a, b}, "v1: sub($0, $1); mul(%0, %0)", "sum", std::vector<int64_t>{2}, false, std::nullopt);
   EXPECT_TRUE(at::allclose(got, ((a - b) * (a - b)).sum(2), 1e-5, 0));
 }

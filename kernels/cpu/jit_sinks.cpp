@@ -1,0 +1,181 @@
+// Where a compiled kernel's row values go (kernels/cpu/jit_gen.h): sums (counts, double, float and
+// eager's inner order), first extrema with their index, and stores; their start and their end.
+#include "kernels/cpu/jit_gen.h"
+
+#include <cstring>
+
+namespace tsfuse::cpu::jit::gen {
+
+void Gen::innerLanes() {
+  using namespace Xbyak::util;
+  const int64_t rows = P.innerRows, groups = rows / InnerSumOrder::kPartials, rest = rows % InnerSumOrder::kPartials;
+  auto partial = [&](int k, bool set) {
+    load(P.source);
+    for (int v = 0; v < R * U; ++v) {
+      const int s = regAt(P.source, v / U, v % U), a = acc[v * accsPerVector() + k];
+      if (set) vmovaps(y(a), y(s));
+      else P.f64 ? vaddpd(y(a), y(a), y(s)) : vaddps(y(a), y(a), y(s));
+    }
+  };
+  Xbyak::Label lane, group;
+  mov(rax, at(rdi, offsetof(Args, lanes)));
+  mov(at(rdi, offsetof(Args, lanesLeft)), rax);
+  L(lane);
+  for (int k = 0; groups > 0 && k < InnerSumOrder::kPartials; ++k) row([&] { partial(k, true); });
+  if (groups > 1) {
+    mov(rcx, groups - 1);
+    L(group);
+    for (int k = 0; k < InnerSumOrder::kPartials; ++k) row([&] { partial(k, false); });
+    dec(rcx);
+    jnz(group, T_NEAR);
+  }
+  for (int64_t i = 0; i < rest; ++i) row([&] { partial(0, groups == 0 && i == 0); });
+  for (int v = 0; v < R * U; ++v) {
+    const int* a = &acc[v * accsPerVector()];
+    if (groups > 0)
+      for (int k = 1; k < InnerSumOrder::kPartials; ++k)
+        P.f64 ? vaddpd(y(a[0]), y(a[0]), y(a[k])) : vaddps(y(a[0]), y(a[0]), y(a[k]));
+    const Xbyak::Address sum = at(r15, sumOffset(v / U, v % U, 0));
+    vmovups(y(T), sum);
+    P.f64 ? vaddpd(y(T), y(T), y(a[0])) : vaddps(y(T), y(T), y(a[0]));
+    vmovups(sum, y(T));
+  }
+  for (int i = 0; i < static_cast<int>(P.leaves.size()); ++i) advance(i, offsetof(Args, laneStep));
+  dec(qword[rdi + offsetof(Args, lanesLeft)]);
+  jnz(lane, T_NEAR);
+}
+
+void Gen::initSums() {
+  using namespace Xbyak::util;
+  Xbyak::Label fromMemory, ready;
+  if (P.sink == Sink::SumInner) {  // its lane sums: zeroed (Args::fresh), else kept
+    cmp(qword[rdi + offsetof(Args, fresh)], 0);
+    je(ready, T_NEAR);
+    vpxor(y(T), y(T), y(T));
+    for (int v = 0; v < R * U; ++v) vmovups(at(r15, sumOffset(v / U, v % U, 0)), y(T));
+    L(ready);
+    return;
+  }
+  if (extremum()) vpbroadcastd(y(rowIndex), dword[rdi + offsetof(Args, index)]);
+  if (!P.boolValue) {
+    cmp(qword[rdi + offsetof(Args, fresh)], 0);
+    je(fromMemory, T_NEAR);
+  }
+  if (extremum()) {
+    const float start = extremumStart(P.sink);
+    uint32_t bits;
+    std::memcpy(&bits, &start, sizeof bits);
+    mov(eax, bits);
+    vmovd(x(T), eax);
+    vpbroadcastd(y(T), x(T));
+    for (size_t k = 0; k < acc.size(); k += 2) vmovaps(y(acc[k]), y(T)), vmovdqa(y(acc[k + 1]), y(rowIndex));
+  } else {
+    for (int r = 0; r < R; ++r)
+      for (int u = 0; u < U; ++u)
+        for (int h = 0; h < storedPerVector(); ++h) {
+          const int a = acc[(r * U + u) * accsPerVector() + h];
+          vpxor(y(a), y(a), y(a));
+        }
+  }
+  if (P.boolValue) return;
+  jmp(ready, T_NEAR);
+  L(fromMemory);
+  for (int r = 0; r < R; ++r)
+    for (int u = 0; u < U; ++u)
+      for (int h = 0; h < storedPerVector(); ++h) {
+        const int a = acc[(r * U + u) * accsPerVector() + h];
+        vmovupd(y(a), at(r15, sumOffset(r, u, h)));
+      }
+  L(ready);
+}
+
+void Gen::accumulate() {
+  load(P.source);
+  if (extremum()) return keepExtremum();
+  for (int r = 0; r < R; ++r)
+    for (int u = 0; u < U; ++u) {
+      const int s = regAt(P.source, r, u);
+      const int a = ((r * U + u) * accsPerVector());
+      if (P.boolValue) {
+        P.f64 ? vpsubq(y(acc[a]), y(acc[a]), y(s)) : vpsubd(y(acc[a]), y(acc[a]), y(s));  // true is -1
+      } else if (P.sink == Sink::SumFloat) {
+        vaddps(y(acc[a]), y(acc[a]), y(s));
+      } else if (P.f64) {
+        vaddpd(y(acc[a]), y(acc[a]), y(s));
+      } else {
+        vcvtps2pd(y(T), x(s));
+        vaddpd(y(acc[a]), y(acc[a]), y(T));
+        vextractf128(x(T), y(s), 1);
+        vcvtps2pd(y(T), x(T));
+        vaddpd(y(acc[a + 1]), y(acc[a + 1]), y(T));
+      }
+    }
+}
+
+void Gen::keepExtremum() {
+  const int notNaN = take();
+  for (int r = 0; r < R; ++r)
+    for (int u = 0; u < U; ++u) {
+      const int v = regAt(P.source, r, u), k = (r * U + u) * 2;
+      const Xbyak::Ymm kept = y(acc[k]), index = y(acc[k + 1]);
+      if (P.sink == Sink::MaxFirst) vcmpps(y(T), y(v), kept, kNle);
+      else vcmpps(y(T), kept, y(v), kNle);
+      vcmpps(y(notNaN), kept, kept, kOrd);
+      vandps(y(T), y(T), y(notNaN));
+      vblendvps(kept, kept, y(v), y(T));
+      vblendvps(index, index, y(rowIndex), y(T));
+    }
+  give(notNaN);
+  vpsubd(y(rowIndex), y(rowIndex), y(ones));  // the next row: + 1
+}
+
+void Gen::store() {
+  using namespace Xbyak::util;
+  load(P.source);
+  for (int u = 0; u < U; ++u) {
+    const int s = regAt(P.source, 0, u);
+    if (!P.boolValue) {
+      vmovups(at(r15, 32 * u), y(s));
+    } else if (P.f64) {
+      vmovmskpd(r14d, y(s));
+      pdep(r14d, r14d, r13d);
+      mov(dword[r15 + 4 * u], r14d);
+    } else {
+      vmovmskps(r14d, y(s));
+      pdep(r14, r14, r13);
+      mov(qword[r15 + 8 * u], r14);
+    }
+  }
+}
+
+void Gen::storeSums() {
+  using namespace Xbyak::util;
+  for (int r = 0; r < R; ++r)
+    for (int u = 0; u < U; ++u) {
+      const int a = (r * U + u) * accsPerVector();
+      if (!P.boolValue) {
+        for (int h = 0; h < storedPerVector(); ++h) vmovupd(at(r15, sumOffset(r, u, h)), y(acc[a + h]));
+        continue;
+      }
+      // Counts: 64-bit lanes already (f64), or two halves of int32 lanes widened (f32).
+      for (int h = 0; h < halvesPerVector(); ++h) {
+        const auto sum = at(r15, sumOffset(r, u, h));
+        if (P.f64) {
+          vpaddq(y(T), y(acc[a]), sum);  // int64 sums only (Plan::make)
+        } else {
+          const Xbyak::Xmm half = h == 0 ? x(acc[a]) : x(T);
+          if (h == 1) vextracti128(x(T), y(acc[a]), 1);
+          if (P.sink == Sink::SumDouble) {
+            vcvtdq2pd(y(T), half);  // exact: a count below 2^31
+            vaddpd(y(T), y(T), sum);
+          } else {
+            vpmovzxdq(y(T), half);
+            vpaddq(y(T), y(T), sum);
+          }
+        }
+        vmovdqu(sum, y(T));
+      }
+    }
+}
+
+}  // namespace tsfuse::cpu::jit::gen
