@@ -92,7 +92,7 @@ const char* sinkName(Sink s) {
 // "tsfuse_jit_sum_2i_2x2_block_3f9a..." instead of an unknown address in an anonymous mapping):
 // the sink, the instruction count, rows x vectors per block, block or masked tail, the program's key.
 void recordForProfilers(const Plan& plan, const std::vector<std::shared_ptr<Kernel::Code>>& code, int rows,
-                        int vectors) {
+                        int vectors, bool wide) {
   const char* v = std::getenv("TSFUSE_JIT_PERF_MAP");
   if (!(v && std::string(v) == "1")) return;
   const std::string path = "/tmp/perf-" + std::to_string(getpid()) + ".map";
@@ -102,8 +102,9 @@ void recordForProfilers(const Plan& plan, const std::vector<std::shared_ptr<Kern
   for (size_t i = 0; i < code.size(); ++i) {
     const Xbyak::CodeGenerator& g = *code[i]->gen;
     const int r = i < 2 && code.size() > 2 ? 1 : rows;  // the single-row kernels come first (compile)
-    std::fprintf(f, "%lx %zx tsfuse_jit_%s_%zui_%dx%d_%s_%zx\n",
+    std::fprintf(f, "%lx %zx tsfuse_jit_%s%s_%zui_%dx%d_%s_%zx\n",
                  static_cast<unsigned long>(reinterpret_cast<uintptr_t>(g.getCode())), g.getSize(), sinkName(plan.sink),
+                 wide ? "z" : "",
                  plan.code.size(), r, i % 2 ? 1 : vectors, i % 2 ? "tail" : "block", key);
   }
   std::fclose(f);
@@ -111,11 +112,12 @@ void recordForProfilers(const Plan& plan, const std::vector<std::shared_ptr<Kern
 
 // The block and masked-vector kernels of one shape (the vector's literals move to memory if it
 // is one register short); nullptr where the registers do not suffice.
-std::vector<std::shared_ptr<Kernel::Code>> kernelsOf(const Plan& plan, int rows, int vectors, bool inMemory) {
-  std::shared_ptr<Xbyak::CodeGenerator> block = generate(plan, {vectors, false, inMemory, rows});
+std::vector<std::shared_ptr<Kernel::Code>> kernelsOf(const Plan& plan, int rows, int vectors, bool inMemory,
+                                                     bool wide) {
+  std::shared_ptr<Xbyak::CodeGenerator> block = generate(plan, {vectors, false, inMemory, rows, wide});
   if (!block) return {};
-  std::shared_ptr<Xbyak::CodeGenerator> tail = generate(plan, {1, true, inMemory, rows});
-  if (!tail) tail = generate(plan, {1, true, true, rows});
+  std::shared_ptr<Xbyak::CodeGenerator> tail = generate(plan, {1, true, inMemory, rows, wide});
+  if (!tail) tail = generate(plan, {1, true, true, rows, wide});
   if (!tail) return {};
   auto code = [](std::shared_ptr<Xbyak::CodeGenerator> g) { return std::make_shared<Kernel::Code>(Kernel::Code{std::move(g)}); };
   return {code(block), code(tail)};
@@ -127,29 +129,33 @@ Cache::Entry compile(const Plan& plan) {
   // other operands then serves every row (and the single-row kernels take the rows left over).
   const bool perRow = plan.sums() && std::any_of(plan.perRow.begin(), plan.perRow.begin() + plan.leaves.size(),
                                                  [](char c) { return c != 0; });
+  // 64-byte vectors first where they apply (widens): twice the lanes per instruction, and 32
+  // registers for a block's partial sums.
   static const std::pair<int, int> kShapes[] = {{4, 2}, {2, 4}, {2, 2}, {4, 1}, {2, 1}, {1, 4}, {1, 2}, {1, 1}};
+  for (bool wide : {true, false})
   for (bool inMemory : {false, true})
     for (auto [rows, vectors] : kShapes) {
-      if (rows > 1 && !perRow) continue;
-      std::vector<std::shared_ptr<Kernel::Code>> code = kernelsOf(plan, rows, vectors, inMemory);
+      if ((rows > 1 && !perRow) || (wide && !widens(plan))) continue;
+      std::vector<std::shared_ptr<Kernel::Code>> code = kernelsOf(plan, rows, vectors, inMemory, wide);
       if (code.empty()) continue;
       if (rows > 1) {  // the rows left over: single-row kernels with the same lanes per block
-        std::vector<std::shared_ptr<Kernel::Code>> one = kernelsOf(plan, 1, vectors, inMemory);
-        if (one.empty()) one = kernelsOf(plan, 1, vectors, true);
+        std::vector<std::shared_ptr<Kernel::Code>> one = kernelsOf(plan, 1, vectors, inMemory, wide);
+        if (one.empty()) one = kernelsOf(plan, 1, vectors, true, wide);
         if (one.empty()) continue;
         code.insert(code.begin(), one.begin(), one.end());
       }
-      const int64_t esz = plan.f64 ? 8 : 4, lanes = 32 / esz;
+      const int64_t esz = plan.f64 ? 8 : 4, lanes = (wide ? 64 : 32) / esz;
       // int32 count lanes (float32 compares) and int32 extremum indices hold up to 2^31 - 1 rows.
       const bool int32Lanes = (plan.sums() && plan.boolValue && !plan.f64) || isExtremum(plan.sink);
       const int64_t maxRows = int32Lanes ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int64_t>::max();
       const int64_t outBytes = plan.sums() ? 8 : plan.boolValue ? 1 : esz;
-      recordForProfilers(plan, code, rows, vectors);
+      recordForProfilers(plan, code, rows, vectors, wide);
       TSFUSE_LOG(kernel, debug, "compiled ", !plan.sums() ? "map" : isExtremum(plan.sink) ? "extremum" : "sum", ": ",
-                 plan.code.size(), " instructions, ", rows, " row(s) x ", vectors, " x ", lanes, " lanes per block, ",
+                 plan.code.size(), " instructions, ", rows, " row(s) x ", vectors, " x ", lanes, " lanes per block",
+                 wide ? " (AVX-512), " : ", ",
                  code.back()->gen->getSize(), " bytes of code per kernel");
       return {std::make_shared<Kernel>(std::move(code),
-                                       Kernel::Layout{lanes, lanes * vectors, maxRows, esz, outBytes, rows}),
+                                       Kernel::Layout{lanes, lanes * vectors, maxRows, esz, outBytes, rows, wide}),
               ""};
     }
   return {nullptr, "more live values than vector registers"};
@@ -159,7 +165,7 @@ Cache::Entry compile(const Plan& plan) {
 
 Kernel::Kernel(std::vector<std::shared_ptr<Code>> code, const Layout& l)
     : code_(std::move(code)), vectorLanes_(l.vectorLanes), blockLanes_(l.blockLanes), maxRows_(l.maxRows),
-      elemSize_(l.elemSize), outBytes_(l.outBytes), rowsPerBlock_(l.rowsPerBlock) {
+      elemSize_(l.elemSize), outBytes_(l.outBytes), rowsPerBlock_(l.rowsPerBlock), wide_(l.wide) {
   for (int all = 0; all < 2; ++all)
     for (int v = 0; v < 2; ++v) {
       const size_t i = (all && rowsPerBlock_ > 1 ? 2 : 0) + v;
@@ -169,6 +175,11 @@ Kernel::Kernel(std::vector<std::shared_ptr<Code>> code, const Layout& l)
 
 void Kernel::fillMask(int64_t n, void* mask) const {
   std::memset(mask, 0, 32);
+  if (wide_) {
+    const uint16_t bits = static_cast<uint16_t>((1u << std::min(n, vectorLanes_)) - 1);
+    std::memcpy(mask, &bits, sizeof bits);
+    return;
+  }
   std::memset(mask, 0xFF, static_cast<size_t>(std::min(n, vectorLanes_) * elemSize_));
 }
 

@@ -25,7 +25,9 @@
 // ops only (no ATen tile ops, no integers); operands constant along the lanes or contiguous along
 // them (a vertical sum packs an operand strided along the lanes that is the same for every output,
 // see VerticalReduce::kMaxPackBytes). Anything else is declined and the interpreter runs it. Needs
-// AVX2 and BMI2.
+// AVX2 and BMI2. Sums in eager's inner order of arithmetic programs (no bools) get 64-byte vectors
+// where the CPU has AVX-512 F and DQ (jit_codegen.h, widens): the same instructions on twice the
+// lanes, so the same bits.
 #pragma once
 
 #include "kernels/plan/iteration.h"
@@ -105,7 +107,8 @@ struct Args {
   int64_t fresh = 0;                   // float sums and extrema: start afresh, not from `out`
   int64_t index = 0;                   // extrema: the reduced index of row 0
   void* out = nullptr;                 // the first block's lane sums, or where the values go
-  const void* mask = nullptr;          // vector(): 32 bytes, all-ones for the lanes to load
+  const void* mask = nullptr;          // vector(): 32 bytes, all-ones for the lanes to load (wide
+                                       // kernels: a 16-bit lane mask in its first two bytes)
 };
 
 class Kernel {
@@ -132,11 +135,13 @@ class Kernel {
   // callers use only the masked lanes' sums or values; a Store writes the whole vector).
   void vector(const Args& a, bool allRows = false) const { fn_[allRows][1](&a); }
   // Fills the 32-byte mask of a vector() call for its first n lanes.
+  bool wide() const { return wide_; }
   void fillMask(int64_t n, void* mask) const;
 
   struct Code;  // the generated code, kept alive with the kernel
   struct Layout {
     int64_t vectorLanes, blockLanes, maxRows, elemSize, outBytes, rowsPerBlock;
+    bool wide = false;  // 64-byte vectors: masks are lane bits
   };
   // code: block and vector kernels of one row, then (rowsPerBlock > 1) of rowsPerBlock rows.
   Kernel(std::vector<std::shared_ptr<Code>> code, const Layout& layout);
@@ -146,6 +151,7 @@ class Kernel {
   std::vector<std::shared_ptr<Code>> code_;
   Fn fn_[2][2] = {};  // [all rows][vector]
   int64_t vectorLanes_ = 0, blockLanes_ = 0, maxRows_ = 0, elemSize_ = 0, outBytes_ = 0, rowsPerBlock_ = 1;
+  bool wide_ = false;
 };
 
 // Runs vertical reduction tiles through a Kernel: the tile's lanes in blocks, the reduced space's
@@ -226,6 +232,10 @@ class CompiledMap {
 // Process-wide switch (TSFUSE_CPU_JIT=0 turns it off at load; TSFUSE_CPU_ISA=baseline too).
 bool enabled();
 void setEnabled(bool on);
+// AVX-512 kernels where they apply (jit_codegen.h, widens): on where the CPU has AVX-512 F and DQ
+// unless TSFUSE_CPU_AVX512=0; tests turn it off to run the AVX2 kernels too.
+bool wideKernels();
+void setWideKernels(bool on);
 // Tiles run by compiled kernels so far (tests check that the kernels ran).
 int64_t tilesRun();
 

@@ -12,16 +12,18 @@ namespace gen {
 int Gen::constant(uint64_t bits, bool boolLanes) {
   const int r = take();
   if (boolLanes || bits == 0) {
+    TORCH_INTERNAL_ASSERT(!W || !bits, "tsfuse: bool lanes in a wide kernel (widens() declines them)");
     if (bits) vpcmpeqd(y(r), y(r), y(r));
+    else if (W) vpxord(v(r), v(r), v(r));
     else vpxor(y(r), y(r), y(r));
   } else if (P.f64) {
     mov(rax, bits);
     vmovq(x(r), rax);
-    vpbroadcastq(y(r), x(r));
+    vpbroadcastq(v(r), x(r));
   } else {
     mov(eax, static_cast<uint32_t>(bits));
     vmovd(x(r), eax);
-    vpbroadcastd(y(r), x(r));
+    vpbroadcastd(v(r), x(r));
   }
   return r;
 }
@@ -86,10 +88,14 @@ void Gen::emitKernel() {
   }
   assignPointers();
   mov(rcx, at(rdi, offsetof(Args, rows)));
-  if (masked) {
-    mask = take();
+  if (masked) {  // the lanes to load: a vector of all-ones lanes, or (wide) k1's bits
     mov(r15, at(rdi, offsetof(Args, mask)));
-    vmovdqu(y(mask), ptr[r15]);
+    if (W) {
+      kmovw(k1, word[r15]);
+    } else {
+      mask = take();
+      vmovdqu(y(mask), ptr[r15]);
+    }
   }
   mov(r15, at(rdi, offsetof(Args, out)));
   if (P.sums()) {
@@ -125,7 +131,7 @@ void Gen::emitKernel() {
   }
   if (P.sums()) {  // the block's sums out, then on to the next block
     storeSums();
-    add(r15, U * (P.f64 ? 4 : 8) * sumLaneBytes(P.sink, P.f64));
+    add(r15, U * lanesPerVector() * sumLaneBytes(P.sink, P.f64));
     for (int i = 0; i < static_cast<int>(P.leaves.size()); ++i) advance(i, offsetof(Args, blockStep));
     dec(qword[rdi + offsetof(Args, blocks)]);
     jnz(block, T_NEAR);
@@ -143,8 +149,7 @@ void Gen::load(int s) {
   if (poolIndex[s] >= 0) {  // a literal, broadcast from the pool for this row
     const int r = take();
     const auto bits = ptr[Xbyak::util::rip + pool + 8 * poolIndex[s]];
-    if (P.f64) vbroadcastsd(y(r), bits);
-    else vbroadcastss(y(r), bits);
+    broadcast(r, bits);
     reg[s].fill(r);
     return;
   }
@@ -154,11 +159,13 @@ void Gen::load(int s) {
   for (int r = 0; r < rowsOf(s); ++r) {
     const Xbyak::Reg64& g = spilled(s) ? Xbyak::util::rax : leafPtr[s][r];
     for (int u = 0; u < vectorsOf(s); ++u) {
-      const int v = take();
-      if (P.leaves[s] == Leaf::Uniform) P.f64 ? vbroadcastsd(y(v), ptr[g]) : vbroadcastss(y(v), ptr[g]);
-      else if (masked) P.f64 ? vmaskmovpd(y(v), y(mask), at(g, 32 * u)) : vmaskmovps(y(v), y(mask), at(g, 32 * u));
-      else vmovups(y(v), at(g, 32 * u));
-      regAt(s, r, u) = v;
+      const int n = take();
+      const Xbyak::Address lane = at(g, vectorBytes() * u);
+      if (P.leaves[s] == Leaf::Uniform) broadcast(n, ptr[g]);
+      else if (masked && W) P.f64 ? vmovupd(v(n) | k1 | T_z, lane) : vmovups(v(n) | k1 | T_z, lane);
+      else if (masked) P.f64 ? vmaskmovpd(y(n), y(mask), lane) : vmaskmovps(y(n), y(mask), lane);
+      else vmovups(v(n), lane);
+      regAt(s, r, u) = n;
     }
   }
 }
@@ -196,28 +203,31 @@ void Gen::instruction(size_t k) {
     for (int u = 0; u < vectorsOf(out); ++u) regAt(out, r, u) = take();
   for (int r = 0; r < rowsOf(out); ++r)
     for (int u = 0; u < vectorsOf(out); ++u)
-      op(li, y(regAt(out, r, u)), y(in[0][r * U + u]), y(in[1][r * U + u]), y(in[2][r * U + u]));
+      op(li, v(regAt(out, r, u)), v(in[0][r * U + u]), v(in[1][r * U + u]), v(in[2][r * U + u]));
   for (int s : later) release(s);
   if (P.lastUse[out] < 0) release(out);  // computed, never read
 }
 
-void Gen::op(const lower::Instr& li, const Xbyak::Ymm& d, const Xbyak::Ymm& a, const Xbyak::Ymm& b, const Xbyak::Ymm& c) {
+void Gen::op(const lower::Instr& li, const Xbyak::Xmm& d, const Xbyak::Xmm& a, const Xbyak::Xmm& b, const Xbyak::Xmm& c) {
+  using namespace Xbyak::util;
   const bool f64 = P.f64;
-  auto cmp = [&](const Xbyak::Ymm& dst, const Xbyak::Ymm& l, const Xbyak::Ymm& r, uint8_t pred) {
+  auto cmp = [&](const Xbyak::Xmm& dst, const Xbyak::Xmm& l, const Xbyak::Xmm& r, uint8_t pred) {
     if (f64) vcmppd(dst, l, r, pred);
     else vcmpps(dst, l, r, pred);
   };
-  auto blend = [&](const Xbyak::Ymm& dst, const Xbyak::Ymm& no, const Xbyak::Ymm& yes, const Xbyak::Ymm& sel) {
+  auto blend = [&](const Xbyak::Xmm& dst, const Xbyak::Xmm& no, const Xbyak::Xmm& yes, const Xbyak::Xmm& sel) {
     if (f64) vblendvpd(dst, no, yes, sel);
     else vblendvps(dst, no, yes, sel);
   };
   // ew::minimum / ew::maximum: NaN if either operand is NaN, else minps/maxps(a, b), which
-  // return b when the two compare equal or unordered.
+  // return b when the two compare equal or unordered. (Wide: the unordered lanes in k2.)
   auto minmax = [&](bool isMin) {
-    cmp(y(T), a, b, kUnord);
+    if (W) f64 ? vcmppd(k2, a, b, kUnord) : vcmpps(k2, a, b, kUnord);
+    else cmp(y(T), a, b, kUnord);
     if (isMin) f64 ? vminpd(d, a, b) : vminps(d, a, b);
     else f64 ? vmaxpd(d, a, b) : vmaxps(d, a, b);
-    blend(d, d, y(nan), y(T));
+    if (W) f64 ? vblendmpd(d | k2, d, v(nan)) : vblendmps(d | k2, d, v(nan));
+    else blend(d, d, y(nan), y(T));
   };
   const bool boolCompare = li.ct == c10::ScalarType::Bool;
   switch (li.op) {
@@ -242,8 +252,8 @@ void Gen::op(const lower::Instr& li, const Xbyak::Ymm& d, const Xbyak::Ymm& a, c
     case Prim::Or: vorps(d, a, b); break;
     case Prim::Xor: vxorps(d, a, b); break;
     case Prim::Not: vxorps(d, a, y(ones)); break;
-    case Prim::Neg: vxorps(d, a, y(sign)); break;
-    case Prim::Abs: vandps(d, a, y(absMask)); break;
+    case Prim::Neg: vxorps(d, a, v(sign)); break;
+    case Prim::Abs: vandps(d, a, v(absMask)); break;
     case Prim::Where: blend(d, c, b, a); break;  // a ? b : c
     case Prim::Cast:
       if (P.type[li.a] == c10::ScalarType::Bool) vandps(d, a, y(one));  // 1.0 / 0.0

@@ -49,7 +49,13 @@ struct Shape {
   bool masked = false;
   bool literalsInMemory = false;
   int rows = 1;  // output rows (sums)
+  bool wide = false;  // 64-byte vectors (AVX-512: zmm0-31, k1 for masked loads): see widens()
 };
+
+// Whether a plan's kernels may use 64-byte vectors on this CPU: eager's inner sums of programs of
+// arithmetic, min/max and clamps (no bools), where the AVX-512 F and DQ instructions give the
+// same bits as the AVX2 ones (TSFUSE_CPU_AVX512=0 turns it off).
+bool widens(const Plan& plan);
 
 // The kernel, executable; nullptr when the program needs more registers than there are.
 std::unique_ptr<Xbyak::CodeGenerator> generate(const Plan& plan, const Shape& shape);

@@ -29,7 +29,8 @@ class Gen : public Xbyak::CodeGenerator {
  public:
   Gen(const Plan& plan, const Shape& shape, size_t codeSize)
       : CodeGenerator(codeSize, Xbyak::DontSetProtectRWE), P(plan), U(shape.vectors), R(shape.rows),
-        masked(shape.masked), literalsInMemory(shape.literalsInMemory) {
+        masked(shape.masked), literalsInMemory(shape.literalsInMemory), W(shape.wide),
+        freeRegs(shape.wide ? 0xFFFFFFFFu : 0xFFFFu) {
     TORCH_INTERNAL_ASSERT(U * R <= kMaxBlock, "tsfuse: compiled kernel block too large");
     reg.assign(plan.type.size(), {});
     for (auto& r : reg) r.fill(-1);
@@ -43,13 +44,14 @@ class Gen : public Xbyak::CodeGenerator {
   const int R;  // output rows per block (sums): operands with a per-row stride get R pointers
   const bool masked;
   const bool literalsInMemory;  // else each literal holds a register for the whole call
+  const bool W;                 // 64-byte vectors (Shape::wide): v() is a zmm, masks live in k1
   Xbyak::Label pool;            // literalsInMemory: the literals' bits, 8 bytes each
   std::vector<int> poolIndex;   // per slot
   // Per slot, the ymm of each (row, vector) of the block, at row * U + vector; a value the same
   // for every row (vector) uses row (vector) 0 only: see at().
   std::vector<std::array<int, kMaxBlock>> reg;
   std::vector<std::vector<Xbyak::Reg64>> leafPtr;  // per operand: one pointer per row it varies in
-  uint32_t freeRegs = 0xFFFF;
+  uint32_t freeRegs;
   int T = -1, mask = -1, absMask = -1, sign = -1, nan = -1, ones = -1, one = -1, zero = -1;
   int rowIndex = -1;     // extrema: the current row's reduced index in every int32 lane
   // Per (row, vector): f32 double sums: lo, hi; extrema: value, index; SumInner: the four partial
@@ -59,6 +61,16 @@ class Gen : public Xbyak::CodeGenerator {
   std::vector<std::array<int, kMaxBlock>> persistentReg;
 
   static Xbyak::Ymm y(int r) { return Xbyak::Ymm(r); }
+  // A vector register of the kernel's width (what every path a wide kernel takes uses).
+  Xbyak::Xmm v(int r) const { return W ? Xbyak::Xmm(Xbyak::Zmm(r)) : Xbyak::Xmm(Xbyak::Ymm(r)); }
+  int vectorBytes() const { return W ? 64 : 32; }
+  // One element at `a` in every lane of register r.
+  void broadcast(int r, const Xbyak::Address& a) {
+    if (!P.f64) vbroadcastss(v(r), a);
+    else if (W) vbroadcastsd(Xbyak::Zmm(r), a);
+    else vbroadcastsd(Xbyak::Ymm(r), a);
+  }
+  int lanesPerVector() const { return vectorBytes() / (P.f64 ? 8 : 4); }
   static Xbyak::Xmm x(int r) { return Xbyak::Xmm(r); }
   int rowsOf(int s) const { return P.perRow[s] ? R : 1; }
   int vectorsOf(int s) const { return P.uniform[s] ? 1 : U; }
@@ -95,7 +107,8 @@ class Gen : public Xbyak::CodeGenerator {
   // 4-byte lanes, one 32-byte vector per vector of values; extrema: h 0 the values, h 1 their
   // indices kExtremumIndexBytes on).
   int64_t sumOffset(int r, int u, int h) const {
-    if (P.sink == Sink::SumFloat || P.sink == Sink::SumInner) return r * kSumsRowBytes + u * 32;
+    if (P.sink == Sink::SumInner) return r * kSumsRowBytes + u * vectorBytes();
+    if (P.sink == Sink::SumFloat) return r * kSumsRowBytes + u * 32;
     if (extremum()) return r * kSumsRowBytes + h * kExtremumIndexBytes + u * 32;
     const int64_t lanes = P.f64 ? 4 : 8;
     return r * kSumsRowBytes + u * lanes * 8 + h * 32;
@@ -144,7 +157,7 @@ class Gen : public Xbyak::CodeGenerator {
 
   void instruction(size_t k);
 
-  void op(const lower::Instr& li, const Xbyak::Ymm& d, const Xbyak::Ymm& a, const Xbyak::Ymm& b, const Xbyak::Ymm& c);
+  void op(const lower::Instr& li, const Xbyak::Xmm& d, const Xbyak::Xmm& a, const Xbyak::Xmm& b, const Xbyak::Xmm& c);
 
   void accumulate();
 

@@ -2,7 +2,10 @@
 // ops, operand layouts, literals, and what each value needs (uniformity, last use, constants).
 #include "kernels/cpu/jit_codegen.h"
 
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 namespace tsfuse::cpu::jit {
 namespace {
@@ -15,6 +18,44 @@ bool fail(std::string* why, const std::string& reason) {
 }
 
 }  // namespace
+
+namespace {
+
+bool cpuHasAvx512() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+#else
+  return false;
+#endif
+}
+
+std::atomic<bool>& wideState() {
+  static std::atomic<bool> on = [] {
+    const char* v = std::getenv("TSFUSE_CPU_AVX512");
+    return !(v && std::string(v) == "0") && cpuHasAvx512();
+  }();
+  return on;
+}
+
+}  // namespace
+
+bool wideKernels() { return wideState().load(std::memory_order_relaxed); }
+void setWideKernels(bool on) { wideState().store(on && cpuHasAvx512(), std::memory_order_relaxed); }
+
+bool widens(const Plan& plan) {
+  if (!wideKernels() || plan.sink != Sink::SumInner || plan.boolValue) return false;
+  for (const lower::Instr& li : plan.code) {
+    if (isBool(plan.type[li.out])) return false;
+    switch (li.op) {
+      case Prim::Add: case Prim::Sub: case Prim::Mul: case Prim::Div: case Prim::Minimum: case Prim::Maximum:
+      case Prim::ClampMin: case Prim::ClampMax: case Prim::Neg: case Prim::Abs:
+        break;
+      default:
+        return false;
+    }
+  }
+  return true;
+}
 
 std::optional<Plan> Plan::make(const TileProgram& p, size_t prefix, int source, Sink sink,
                                const std::vector<Leaf>& layout, const std::vector<char>& perRowLeaves,
@@ -144,6 +185,7 @@ std::optional<Plan> Plan::make(const TileProgram& p, size_t prefix, int source, 
   std::string& key = P.key;
   auto put = [&](int64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
   put(P.f64), put(static_cast<int64_t>(sink)), put(source), put(p.numLeaves), put(innerRows);
+  put(wideKernels());  // (whether widens() may hold: the switch picks other kernels)
   for (size_t i = 0; i < P.leaves.size(); ++i) put(static_cast<int64_t>(P.leaves[i])), put(P.perRow[i]);
   for (const lower::Instr& li : P.code) {
     put(static_cast<int64_t>(li.op)), put(static_cast<int64_t>(li.ct));

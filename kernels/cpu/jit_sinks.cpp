@@ -11,10 +11,10 @@ void Gen::innerLanes() {
   const int64_t rows = P.innerRows, groups = rows / InnerSumOrder::kPartials, rest = rows % InnerSumOrder::kPartials;
   auto partial = [&](int k, bool set) {
     load(P.source);
-    for (int v = 0; v < R * U; ++v) {
-      const int s = regAt(P.source, v / U, v % U), a = acc[v * accsPerVector() + k];
-      if (set) vmovaps(y(a), y(s));
-      else P.f64 ? vaddpd(y(a), y(a), y(s)) : vaddps(y(a), y(a), y(s));
+    for (int i = 0; i < R * U; ++i) {
+      const int s = regAt(P.source, i / U, i % U), a = acc[i * accsPerVector() + k];
+      if (set) vmovaps(v(a), v(s));
+      else P.f64 ? vaddpd(v(a), v(a), v(s)) : vaddps(v(a), v(a), v(s));
     }
   };
   Xbyak::Label lane, group;
@@ -30,15 +30,15 @@ void Gen::innerLanes() {
     jnz(group, T_NEAR);
   }
   for (int64_t i = 0; i < rest; ++i) row([&] { partial(0, groups == 0 && i == 0); });
-  for (int v = 0; v < R * U; ++v) {
-    const int* a = &acc[v * accsPerVector()];
+  for (int i = 0; i < R * U; ++i) {
+    const int* a = &acc[i * accsPerVector()];
     if (groups > 0)
       for (int k = 1; k < InnerSumOrder::kPartials; ++k)
-        P.f64 ? vaddpd(y(a[0]), y(a[0]), y(a[k])) : vaddps(y(a[0]), y(a[0]), y(a[k]));
-    const Xbyak::Address sum = at(r15, sumOffset(v / U, v % U, 0));
-    vmovups(y(T), sum);
-    P.f64 ? vaddpd(y(T), y(T), y(a[0])) : vaddps(y(T), y(T), y(a[0]));
-    vmovups(sum, y(T));
+        P.f64 ? vaddpd(v(a[0]), v(a[0]), v(a[k])) : vaddps(v(a[0]), v(a[0]), v(a[k]));
+    const Xbyak::Address sum = at(r15, sumOffset(i / U, i % U, 0));
+    vmovups(v(T), sum);
+    P.f64 ? vaddpd(v(T), v(T), v(a[0])) : vaddps(v(T), v(T), v(a[0]));
+    vmovups(sum, v(T));
   }
   for (int i = 0; i < static_cast<int>(P.leaves.size()); ++i) advance(i, offsetof(Args, laneStep));
   dec(qword[rdi + offsetof(Args, lanesLeft)]);
@@ -51,8 +51,8 @@ void Gen::initSums() {
   if (P.sink == Sink::SumInner) {  // its lane sums: zeroed (Args::fresh), else kept
     cmp(qword[rdi + offsetof(Args, fresh)], 0);
     je(ready, T_NEAR);
-    vpxor(y(T), y(T), y(T));
-    for (int v = 0; v < R * U; ++v) vmovups(at(r15, sumOffset(v / U, v % U, 0)), y(T));
+    W ? vpxord(v(T), v(T), v(T)) : vpxor(y(T), y(T), y(T));
+    for (int i = 0; i < R * U; ++i) vmovups(at(r15, sumOffset(i / U, i % U, 0)), v(T));
     L(ready);
     return;
   }

@@ -72,8 +72,12 @@ TEST(ReduceEagerOrder, SumsAlongTheInnermostDimAreEagersBitsForEveryLength) {
   ASSERT_TRUE(tsfuse::cpu::eagerSumsInnerInOrder()) << "at::sum no longer sums as kernels/cpu/inner_sum.h says";
   Gen g(44);
   int64_t distinguishing = 0;  // outputs where a float fold in index order differs from eager
-  for (bool compiled : {true, false}) {
+  const bool wide = tsfuse::cpu::jit::wideKernels();
+  for (int run : {0, 1, 2}) {  // compiled (AVX-512 where the CPU has it), compiled AVX2, interpreted
+    const bool compiled = run < 2;
+    if (run == 1 && !wide) continue;
     JitOn on(compiled);
+    tsfuse::cpu::jit::setWideKernels(wide && run == 0);
     const int64_t tilesBefore = tsfuse::cpu::jit::tilesRun();
     for (at::ScalarType type : {at::kFloat, at::kDouble})
       for (int64_t D : {5, 7, 9, 12, 16, 17, 31, 33, 40, 64, 65, 100, 255, 511})
@@ -87,7 +91,7 @@ TEST(ReduceEagerOrder, SumsAlongTheInnermostDimAreEagersBitsForEveryLength) {
             at::Tensor got =
                 tsfuse::reduce({c.x, c.y}, "v1: sub($0, $1); mul(%0, %0)", kind, std::vector<int64_t>{2}, false, std::nullopt);
             const std::string what = kind + " of " + std::to_string(D) + " " + c10::toString(type) + ", kept inner " +
-                                     std::to_string(m) + (compiled ? ", compiled" : ", interpreted");
+                                     std::to_string(m) + (run == 0 ? ", compiled" : run == 1 ? ", AVX2" : ", interpreted");
             EXPECT_EQ(tsfuse::lastPath(), std::string("native")) << what;
             EXPECT_TRUE(at::equal(got, want)) << what << ": " << (got != want).sum().item<int64_t>() << " differ";
             if (type == at::kFloat && kind == "sum") {
@@ -98,6 +102,7 @@ TEST(ReduceEagerOrder, SumsAlongTheInnermostDimAreEagersBitsForEveryLength) {
           }
     if (compiled) EXPECT_GT(tsfuse::cpu::jit::tilesRun(), tilesBefore) << "the compiled inner sums ran";
   }
+  tsfuse::cpu::jit::setWideKernels(wide);
   EXPECT_GT(distinguishing, 1000);
 }
 
