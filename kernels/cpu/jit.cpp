@@ -35,12 +35,26 @@ bool supported() {
   return false;
 #endif
 }
+// AVX-512 F and DQ (the wide kernels' instructions).
+bool supportedWide() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  return supported() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+#else
+  return false;
+#endif
+}
 
+// The process-wide switches: on where the CPU has what they need, unless their variable is "0".
+bool envAllows(const char* name) {
+  const char* v = std::getenv(name);
+  return !(v && std::string(v) == "0");
+}
 std::atomic<bool>& switchState() {
-  static std::atomic<bool> on = [] {
-    const char* v = std::getenv("TSFUSE_CPU_JIT");
-    return !(v && std::string(v) == "0") && supported();
-  }();
+  static std::atomic<bool> on{envAllows("TSFUSE_CPU_JIT") && supported()};
+  return on;
+}
+std::atomic<bool>& wideState() {
+  static std::atomic<bool> on{envAllows("TSFUSE_CPU_AVX512") && supportedWide()};
   return on;
 }
 
@@ -479,6 +493,8 @@ void CompiledMap::run(char* const* leaf, int64_t n, char* dst) const {
 }
 
 bool enabled() { return switchState().load(std::memory_order_relaxed); }
+bool wideKernels() { return wideState().load(std::memory_order_relaxed); }
+void setWideKernels(bool on) { wideState().store(on && supportedWide(), std::memory_order_relaxed); }
 void setEnabled(bool on) { switchState().store(on && supported(), std::memory_order_relaxed); }
 int64_t tilesRun() {
   int64_t n = 0;

@@ -2,10 +2,7 @@
 // ops, operand layouts, literals, and what each value needs (uniformity, last use, constants).
 #include "kernels/cpu/jit_codegen.h"
 
-#include <atomic>
-#include <cstdlib>
 #include <cstring>
-#include <string>
 
 namespace tsfuse::cpu::jit {
 namespace {
@@ -18,29 +15,6 @@ bool fail(std::string* why, const std::string& reason) {
 }
 
 }  // namespace
-
-namespace {
-
-bool cpuHasAvx512() {
-#if defined(__x86_64__) && defined(__GNUC__)
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
-#else
-  return false;
-#endif
-}
-
-std::atomic<bool>& wideState() {
-  static std::atomic<bool> on = [] {
-    const char* v = std::getenv("TSFUSE_CPU_AVX512");
-    return !(v && std::string(v) == "0") && cpuHasAvx512();
-  }();
-  return on;
-}
-
-}  // namespace
-
-bool wideKernels() { return wideState().load(std::memory_order_relaxed); }
-void setWideKernels(bool on) { wideState().store(on && cpuHasAvx512(), std::memory_order_relaxed); }
 
 bool widens(const Plan& plan) {
   if (!wideKernels() || plan.sink != Sink::SumInner || plan.boolValue) return false;
