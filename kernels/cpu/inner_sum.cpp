@@ -39,10 +39,12 @@ bool probeMatches(c10::ScalarType type, int64_t longest) {
     if (!order) return false;
     const T* rows = v.data_ptr<T>();
     const T* want = eager.data_ptr<T>();
+    InnerSumLanes<T> fold(*order, 1);
     for (int64_t r = 0; r < 64; ++r) {
-      InnerSumFold<T> fold(*order);
-      for (int64_t d = 0; d < count; ++d) fold.add(rows[r * count + d]);
-      const T got = fold.result();
+      fold.reset(1);
+      for (int64_t d = 0; d < count; ++d) fold.add(&rows[r * count + d]);
+      T got;
+      fold.result(&got);
       if (std::memcmp(&got, &want[r], sizeof(T)) != 0) {
         TSFUSE_LOG(kernel, info, "at::sum of ", count, " ", c10::toString(type),
                    " values does not follow the modelled inner-sum order; such sums keep their tolerance");

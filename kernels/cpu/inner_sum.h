@@ -1,5 +1,5 @@
 // Eager's order for a float sum along the dim its value holds innermost: the one description of
-// it, which the interpreted reductions (InnerSumFold, InnerSumLanes) and the compiled kernels
+// it, which the interpreted reductions (InnerSumLanes) and the compiled kernels
 // (jit::Sink::SumInner) follow, so both give eager's bits.
 //
 // ATen's CPU sum (and mean, a sum then a division) of float32/float64 values along the innermost
@@ -20,7 +20,7 @@
 
 #include <c10/core/ScalarType.h>
 
-#include <array>
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -57,35 +57,9 @@ std::optional<InnerSumOrder> eagerInnerSumOrder(c10::ScalarType type, int64_t co
 // Whether at::sum of this process follows InnerSumOrder (checked once, on probe rows).
 bool eagerSumsInnerInOrder();
 
-// One row's sum in that order, its values met in index order (d = 0, 1, ...). T: float or double;
-// every step is an operation in T.
-template <typename T>
-class InnerSumFold {
- public:
-  explicit InnerSumFold(const InnerSumOrder& o) : o_(o) { partial_.fill(T(0)); }
-  void add(T x) {
-    const int s = o_.slotOf(next_++);
-    T& p = s < 0 ? after_ : partial_[s];
-    p = p + x;
-  }
-  T result() const {
-    T sum = after_;
-    for (int64_t l = 0; l < o_.lanes; ++l) {
-      const T* p = &partial_[l * InnerSumOrder::kPartials];
-      sum = sum + (((p[0] + p[1]) + p[2]) + p[3]);
-    }
-    return sum;
-  }
-
- private:
-  InnerSumOrder o_;
-  std::array<T, InnerSumOrder::kMaxLanes * InnerSumOrder::kPartials> partial_;
-  T after_ = T(0);
-  int64_t next_ = 0;
-};
-
-// The same for the n lanes of a vertical tile (one row's sum per lane), a reduced row of values
-// at a time: the interpreter's lanes (the compiled kernels' reference).
+// Sums in that order for n lanes at once (one row's sum per lane; n = 1: one row's values), the
+// reduced row d's n values at a time, d = 0, 1, ...: the interpreter's sums (the compiled
+// kernels' reference). T: float or double; every step is an operation in T.
 template <typename T>
 class InnerSumLanes {
  public:

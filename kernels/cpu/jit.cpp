@@ -146,32 +146,34 @@ Cache::Entry compile(const Plan& plan) {
   // 64-byte vectors first where they apply (widens): twice the lanes per instruction, and 32
   // registers for a block's partial sums.
   static const std::pair<int, int> kShapes[] = {{4, 2}, {2, 4}, {2, 2}, {4, 1}, {2, 1}, {1, 4}, {1, 2}, {1, 1}};
-  for (bool wide : {true, false})
-  for (bool inMemory : {false, true})
-    for (auto [rows, vectors] : kShapes) {
-      if ((rows > 1 && !perRow) || (wide && !widens(plan))) continue;
-      std::vector<std::shared_ptr<Kernel::Code>> code = kernelsOf(plan, rows, vectors, inMemory, wide);
-      if (code.empty()) continue;
-      if (rows > 1) {  // the rows left over: single-row kernels with the same lanes per block
-        std::vector<std::shared_ptr<Kernel::Code>> one = kernelsOf(plan, 1, vectors, inMemory, wide);
-        if (one.empty()) one = kernelsOf(plan, 1, vectors, true, wide);
-        if (one.empty()) continue;
-        code.insert(code.begin(), one.begin(), one.end());
+  for (bool wide : {true, false}) {
+    if (wide && !widens(plan)) continue;
+    for (bool inMemory : {false, true})
+      for (auto [rows, vectors] : kShapes) {
+        if (rows > 1 && !perRow) continue;
+        std::vector<std::shared_ptr<Kernel::Code>> code = kernelsOf(plan, rows, vectors, inMemory, wide);
+        if (code.empty()) continue;
+        if (rows > 1) {  // the rows left over: single-row kernels with the same lanes per block
+          std::vector<std::shared_ptr<Kernel::Code>> one = kernelsOf(plan, 1, vectors, inMemory, wide);
+          if (one.empty()) one = kernelsOf(plan, 1, vectors, true, wide);
+          if (one.empty()) continue;
+          code.insert(code.begin(), one.begin(), one.end());
+        }
+        const int64_t esz = plan.f64 ? 8 : 4, lanes = (wide ? 64 : 32) / esz;
+        // int32 count lanes (float32 compares) and int32 extremum indices hold up to 2^31 - 1 rows.
+        const bool int32Lanes = (plan.sums() && plan.boolValue && !plan.f64) || isExtremum(plan.sink);
+        const int64_t maxRows = int32Lanes ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int64_t>::max();
+        const int64_t outBytes = plan.sums() ? 8 : plan.boolValue ? 1 : esz;
+        recordForProfilers(plan, code, rows, vectors, wide);
+        TSFUSE_LOG(kernel, debug, "compiled ", !plan.sums() ? "map" : isExtremum(plan.sink) ? "extremum" : "sum", ": ",
+                   plan.code.size(), " instructions, ", rows, " row(s) x ", vectors, " x ", lanes, " lanes per block",
+                   wide ? " (AVX-512), " : ", ",
+                   code.back()->gen->getSize(), " bytes of code per kernel");
+        return {std::make_shared<Kernel>(std::move(code),
+                                         Kernel::Layout{lanes, lanes * vectors, maxRows, esz, outBytes, rows, wide}),
+                ""};
       }
-      const int64_t esz = plan.f64 ? 8 : 4, lanes = (wide ? 64 : 32) / esz;
-      // int32 count lanes (float32 compares) and int32 extremum indices hold up to 2^31 - 1 rows.
-      const bool int32Lanes = (plan.sums() && plan.boolValue && !plan.f64) || isExtremum(plan.sink);
-      const int64_t maxRows = int32Lanes ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int64_t>::max();
-      const int64_t outBytes = plan.sums() ? 8 : plan.boolValue ? 1 : esz;
-      recordForProfilers(plan, code, rows, vectors, wide);
-      TSFUSE_LOG(kernel, debug, "compiled ", !plan.sums() ? "map" : isExtremum(plan.sink) ? "extremum" : "sum", ": ",
-                 plan.code.size(), " instructions, ", rows, " row(s) x ", vectors, " x ", lanes, " lanes per block",
-                 wide ? " (AVX-512), " : ", ",
-                 code.back()->gen->getSize(), " bytes of code per kernel");
-      return {std::make_shared<Kernel>(std::move(code),
-                                       Kernel::Layout{lanes, lanes * vectors, maxRows, esz, outBytes, rows, wide}),
-              ""};
-    }
+  }
   return {nullptr, "more live values than vector registers"};
 }
 

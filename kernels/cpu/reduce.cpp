@@ -38,6 +38,9 @@ void runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
   using T = typename Acc::Value;
   using Out = typename Acc::Out;
   constexpr bool kIndexed = std::is_base_of_v<IndexedTag, Acc>;
+  // Sums that may follow eager's inner order (and their values' type where they cannot).
+  constexpr bool kOrdered = IsSumLike<Acc>::value && std::is_floating_point_v<T>;
+  using OrderT = std::conditional_t<kOrdered, T, double>;
   const int64_t numOut = plan.kept.numel();
   const int64_t count = plan.reduced.numel();
   const int L = prog.numLeaves;
@@ -56,7 +59,6 @@ void runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
     // Sums read the value before the program's final cast when that cast cannot change it (not
     // in eager's order, which adds values of the result's dtype).
     constexpr bool kSum = IsSumLike<Acc>::value;
-    constexpr bool kOrdered = kSum && std::is_floating_point_v<T>;  // may follow eager's inner order
     const size_t prefix = kSum && !order ? sumPrefix(prog) : prog.code.size();
     const int source = prefix == prog.code.size() ? prog.result : prog.code[prefix].a;
     // A compiled kernel folds the tile with its values in registers (jit.h), if one applies.
@@ -74,7 +76,7 @@ void runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
       auto es = finish.scratch();
       std::vector<Acc> acc(kTile, proto);
       std::optional<SumLanes<Wide<T>>> lanes;
-      std::optional<InnerSumLanes<std::conditional_t<kOrdered, T, double>>> ordered;
+      std::optional<InnerSumLanes<OrderT>> ordered;
       if constexpr (kOrdered)
         if (order) ordered.emplace(*order, kTile);
       if constexpr (kSum)
@@ -170,7 +172,6 @@ void runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
   // split does not depend on the thread count, so neither do the bits of a float sum.
   const int64_t tilesPerOut = std::max<int64_t>(1, (count + kTile - 1) / kTile);
   constexpr int64_t want = 64;  // work items: enough for 64 threads
-  constexpr bool kSumLike = IsSumLike<Acc>::value && std::is_floating_point_v<T>;
   // (A sum in eager's order is one part: its partial sums do not merge.)
   const int64_t parts = numOut >= want || order ? 1 : std::min(tilesPerOut, (want + numOut - 1) / numOut);
   const int64_t tilesPerPart = (tilesPerOut + parts - 1) / parts;
@@ -180,13 +181,14 @@ void runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
   at::parallel_for(0, numOut * parts, 1, [&](int64_t b, int64_t e) {
     auto scratch = prog.makeScratch();
     std::vector<int64_t> base(L);
+    std::optional<InnerSumLanes<OrderT>> fold;  // one lane: this output's sum
+    if constexpr (kOrdered)
+      if (order) fold.emplace(*order, 1);
     for (int64_t w = b; w < e; ++w) {
       const int64_t o = w / parts, part = w % parts;
       for (int i = 0; i < L; ++i) base[i] = plan.kept.offset(i, o);
       Acc acc = proto;
-      std::optional<InnerSumFold<T>> fold;
-      if constexpr (kSumLike)
-        if (order) fold.emplace(*order);
+      if (fold) fold->reset(1);
       const int64_t first = part * tilesPerPart * kTile;
       const int64_t last = std::min(count, (part + 1) * tilesPerPart * kTile);
       for (int64_t start = first; start < last; start += kTile) {
@@ -200,16 +202,21 @@ void runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
           }
         }
         const T* v = reinterpret_cast<const T*>(prog.run(scratch, n));
-        if constexpr (kSumLike) {
+        if constexpr (kOrdered) {
           if (fold) {
-            for (int64_t j = 0; j < n; ++j) fold->add(v[j]);
+            for (int64_t j = 0; j < n; ++j) fold->add(&v[j]);
             continue;
           }
         }
         for (int64_t j = 0; j < n; ++j) acc.add(v[j], start + j);
       }
-      if constexpr (kSumLike)
-        if (fold) acc.v = fold->result();
+      if constexpr (kOrdered) {
+        if (fold) {
+          T sum;
+          fold->result(&sum);
+          acc.v = sum;
+        }
+      }
       partial[w] = acc;
     }
   });
