@@ -135,7 +135,7 @@ def main(argv=None):
          "process CPU time of a call (all threads); first = the first call in the process (torch.compile: "
          "includes compiling from an empty inductor cache; TorchScript: the profiling run); peak = peak "
          "memory growth during one steady-state call (CPU: RSS; CUDA: allocator), first-peak = the same "
-         "for the first call; tsfuse ops = `tsfuse::` nodes in the executed optimized graph (0 = not fused).",
+         "for the first call; tsfuse ops = fused `tsfuse::` nodes in the executed optimized graph (0 = not fused; the `tsfuse::broadcast_*` view helpers are not counted).",
          ""]
     if pathlib.Path(a.notes).exists():
         L += [pathlib.Path(a.notes).read_text().rstrip(), ""]

@@ -52,13 +52,17 @@ MMAP_THRESHOLD = str(64 * 1024)
 
 
 def count_ops(graph):
-    """(tsfuse ops, other aten ops) in a graph, nested blocks included."""
+    """(fused tsfuse ops, other aten ops) in a graph, nested blocks included. The
+    tsfuse::broadcast_* nodes are not counted: they only make views of a fused op's operands (no
+    arithmetic, no memory)."""
     fused = other = 0
     stack = [graph.nodes()]
     while stack:
         for n in stack.pop():
             kind = n.kind()
-            if kind.startswith("tsfuse::"):
+            if kind.startswith("tsfuse::broadcast_"):
+                pass
+            elif kind.startswith("tsfuse::"):
                 fused += 1
             elif kind.startswith("aten::"):
                 other += 1

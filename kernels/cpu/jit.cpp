@@ -242,8 +242,8 @@ std::optional<VerticalReduce> VerticalReduce::make(const TileProgram& p, size_t 
     const bool once = reduced.constantFor(i);
     const int64_t packedRows = once ? 1 : reduced.numel();
     if (access == Access::Packed && packedRows * v.inner_ * esz <= kMaxPackBytes) {
-      std::vector<char>& pk = v.packed_[i];
-      pk.resize(packedRows * v.inner_ * esz);
+      ScratchBuffer& pk = v.packed_[i];
+      pk = ScratchBuffer(packedRows * v.inner_ * esz);
       for (int64_t r = 0; r < packedRows; ++r)
         gather(views[i].data + reduced.offset(i, r), esz, &v.inner_, &s, 1, 0, v.inner_, pk.data() + r * v.inner_ * esz);
       kind = Leaf::Contiguous;

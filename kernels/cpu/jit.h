@@ -32,6 +32,7 @@
 
 #include "kernels/plan/iteration.h"
 #include "kernels/cpu/inner_sum.h"
+#include "kernels/cpu/scratch.h"
 #include "kernels/cpu/tile_program.h"
 #include "kernels/reduction_rules.h"
 
@@ -203,7 +204,7 @@ class VerticalReduce {
   std::vector<int64_t> outerStride_;  // per operand: bytes from one output row to the next
   int64_t line_ = 1;
   int64_t inner_ = 0;                      // lanes of the kept innermost dim
-  std::vector<std::vector<char>> packed_;  // per operand: its packed copy, or empty
+  std::vector<ScratchBuffer> packed_;      // per operand: its packed copy, or empty
   std::vector<char> packedOnce_;           // per operand: packed as one row, the same for every row
   SubSpace outer_;  // the reduced space without its innermost dim
   int64_t rows_ = 1;

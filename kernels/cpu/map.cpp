@@ -85,10 +85,10 @@ void runRowTiles(const TileProgram& prog, const IterationPlan& plan, at::Tensor&
   char* outData = static_cast<char*>(out.data_ptr());
   const int64_t inner = space.size.back();
   const int64_t rows = numel / inner, tilesPerRow = (inner + kTile - 1) / kTile;
-  std::vector<std::vector<char>> packed(L);
+  std::vector<ScratchBuffer> packed(L);
   for (int i = 0; i < L; ++i) {
     if (access[i] != Access::Packed) continue;
-    packed[i].resize(inner * views[i].elemSize);
+    packed[i] = ScratchBuffer(inner * views[i].elemSize);
     gather(views[i].data, views[i].elemSize, &inner, &space.stride[i].back(), 1, 0, inner, packed[i].data());
   }
   const SubSpace outer = space.outer();
