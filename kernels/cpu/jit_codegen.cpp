@@ -48,6 +48,13 @@ void Gen::assignPointers() {
       add(g[r], at(rdi, offsetof(Args, outerStride) + 8 * i));
     }
   }
+  rowStrideReg.assign(P.leaves.size(), -1);
+  for (int i = 0; i < static_cast<int>(P.leaves.size()) && next < pool.size(); ++i) {
+    if (leafPtr[i].empty()) continue;
+    const Xbyak::Reg64 s = pool[next++];
+    rowStrideReg[i] = s.getIdx();
+    mov(s, at(rdi, offsetof(Args, rowStride) + 8 * i));
+  }
 }
 
 void Gen::advance(int i, size_t strideField) {
@@ -56,6 +63,10 @@ void Gen::advance(int i, size_t strideField) {
   if (spilled(i)) {
     mov(rax, stride);
     add(qword[rdi + static_cast<int>(offsetof(Args, leaf) + 8 * i)], rax);
+    return;
+  }
+  if (strideField == offsetof(Args, rowStride) && rowStrideReg[i] >= 0) {
+    for (const auto& g : leafPtr[i]) add(g, Xbyak::Reg64(rowStrideReg[i]));
     return;
   }
   for (const auto& g : leafPtr[i]) add(g, stride);

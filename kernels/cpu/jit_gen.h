@@ -51,6 +51,7 @@ class Gen : public Xbyak::CodeGenerator {
   // for every row (vector) uses row (vector) 0 only: see at().
   std::vector<std::array<int, kMaxBlock>> reg;
   std::vector<std::vector<Xbyak::Reg64>> leafPtr;  // per operand: one pointer per row it varies in
+  std::vector<int> rowStrideReg;  // per operand: the register holding its Args::rowStride, or -1 (read from Args)
   uint32_t freeRegs;
   int T = -1, mask = -1, absMask = -1, sign = -1, nan = -1, ones = -1, one = -1, zero = -1;
   int rowIndex = -1;     // extrema: the current row's reduced index in every int32 lane
@@ -93,7 +94,9 @@ class Gen : public Xbyak::CodeGenerator {
   // each use) and advanced in Args, a load and a memory add per block more, instead of declining
   // the program. A spilled operand cannot vary per output row (its rows would need registers).
   // NB: a Store of bools keeps r13 and r14 for packing bytes; r15 holds out, rcx the row count,
-  // rdi the arguments, rax the spilled pointers.
+  // rdi the arguments, rax the spilled pointers. The general registers left over then hold
+  // operands' row strides, so a row's pointer steps read no memory (a row of the L2 distance's
+  // kernel issued as many loads for its three pointer steps as for its operands).
   void assignPointers();
 
   bool spilled(int i) const { return P.leaves[i] != Leaf::Unused && leafPtr[i].empty(); }
