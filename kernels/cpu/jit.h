@@ -136,7 +136,6 @@ class Kernel {
   // callers use only the masked lanes' sums or values; a Store writes the whole vector).
   void vector(const Args& a, bool allRows = false) const { fn_[allRows][1](&a); }
   // Fills the 32-byte mask of a vector() call for its first n lanes.
-  bool wide() const { return wide_; }
   void fillMask(int64_t n, void* mask) const;
 
   struct Code;  // the generated code, kept alive with the kernel

@@ -91,7 +91,7 @@ TEST(ReduceEagerOrder, SumsAlongTheInnermostDimAreEagersBitsForEveryLength) {
             at::Tensor got =
                 tsfuse::reduce({c.x, c.y}, "v1: sub($0, $1); mul(%0, %0)", kind, std::vector<int64_t>{2}, false, std::nullopt);
             const std::string what = kind + " of " + std::to_string(D) + " " + c10::toString(type) + ", kept inner " +
-                                     std::to_string(m) + (run == 0 ? ", compiled" : run == 1 ? ", AVX2" : ", interpreted");
+                                     std::to_string(m) + (run == 0 ? (wide ? ", AVX-512" : ", AVX2") : run == 1 ? ", AVX2" : ", interpreted");
             EXPECT_EQ(tsfuse::lastPath(), std::string("native")) << what;
             EXPECT_TRUE(at::equal(got, want)) << what << ": " << (got != want).sum().item<int64_t>() << " differ";
             if (type == at::kFloat && kind == "sum") {
