@@ -111,6 +111,23 @@ TEST(CudaKernels, MinMaxSignedZerosAndNaNs) {
                           nullptr, true)) << dt;
     EXPECT_TRUE(checkBoth("v1: maximum($0, $1)", {col, row}, [](const T& x) { return at::maximum(x[0], x[1]); },
                           nullptr, true)) << dt;
+    // clamp by tensor bounds, by scalar bounds (every value as the bound), relu: the fuzzer found
+    // relu(-0.0) on CUDA (seed 41, program 697), where eager's device max gives +0.0.
+    at::Tensor hi = base.to(dt).view({1, 1, -1});
+    EXPECT_TRUE(checkBoth("v1: clamp($0, $1, $2)", {col.unsqueeze(2), row.unsqueeze(2), hi},
+                          [](const T& x) { return at::clamp(x[0], x[1], x[2]); }, nullptr, true)) << dt;
+    EXPECT_TRUE(checkBoth("v1: relu($0)", {col}, [](const T& x) { return at::relu(x[0]); }, nullptr, true)) << dt;
+    for (float b : v) {
+      if (std::isnan(b)) continue;  // a NaN scalar bound is not the kernels' case (ATen fills NaN)
+      const std::string lit = c10::str(std::signbit(b) && b == 0 ? "-0.0" : c10::str(b));
+      const c10::Scalar sb(static_cast<double>(b));
+      EXPECT_TRUE(checkBoth("v1: clamp($0, " + lit + ", None)", {col},
+                            [sb](const T& x) { return at::clamp_min(x[0], sb); }, nullptr, true)) << dt << " " << lit;
+      EXPECT_TRUE(checkBoth("v1: clamp($0, None, " + lit + ")", {col},
+                            [sb](const T& x) { return at::clamp_max(x[0], sb); }, nullptr, true)) << dt << " " << lit;
+      EXPECT_TRUE(checkBoth("v1: clamp($0, " + lit + ", 0.0)", {col},
+                            [sb](const T& x) { return at::clamp(x[0], sb, 0.0); }, nullptr, true)) << dt << " " << lit;
+    }
   }
 }
 

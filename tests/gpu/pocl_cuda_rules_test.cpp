@@ -9,6 +9,8 @@
 #include "gpu_corpus.h"
 #include "opencl_driver.h"
 
+#include <cmath>
+
 namespace {
 
 using namespace tsfuse_gpu;
@@ -182,18 +184,44 @@ TEST(GeneratedKernelsCudaRules, HalfConversionsMatchC10) {
   }
 }
 
-TEST(GeneratedKernelsCudaRules, ClampWithTensorBounds) {
-  at::Tensor x = at::tensor({-3.0, 0.5, NAN, 5.0, 1.0, -0.0}, at::kFloat);
-  at::Tensor lo = at::tensor({-1.0, NAN, 0.0, 0.0, 2.0, 0.0}, at::kFloat);
-  at::Tensor hi = at::tensor({1.0, 1.0, 1.0, NAN, 1.5, 1.0}, at::kFloat);
-  Outcome got = runCudaRules("v1: clamp($0, $1, $2)", {x, lo, hi});
-  ASSERT_TRUE(got.compiled) << got.why;
-  at::Tensor r = at::where(x < lo, lo, x);
-  r = at::where(hi < r, hi, r);
-  r = at::where(hi.isnan(), hi, r);
-  r = at::where(lo.isnan(), lo, r);
-  r = at::where(x.isnan(), x, r);
-  EXPECT_TRUE(sameTensor(r, got.value, true));
+// The device's max/min as PTX defines them: a NaN operand is ignored, -0.0 orders below +0.0.
+float ptxMax(float a, float b) {
+  if (std::isnan(a)) return b;
+  if (std::isnan(b) || a > b) return a;
+  return a == b && std::signbit(a) ? b : (a < b ? b : a);
+}
+float ptxMin(float a, float b) { return -ptxMax(-a, -b); }
+
+// torch 2.11's CUDA clamp kernels (TensorCompare.cu): a NaN input passes, else the device's
+// max/min. With both bounds a NaN of x, else lo, else hi wins. A signed zero comes out as
+// the device's max/min gives it: clamp_min(-0.0, 0) and relu(-0.0) are +0.0 (eager CPU: -0.0).
+TEST(GeneratedKernelsCudaRules, ClampFollowsTheDevicesMinMax) {
+  const std::vector<float> xs = {-3.0f, 0.5f, NAN, 5.0f, 1.0f, -0.0f, 0.0f, -0.0f};
+  const std::vector<float> los = {-1.0f, NAN, 0.0f, 0.0f, 2.0f, 0.0f, -0.0f, -0.0f};
+  const std::vector<float> his = {1.0f, 1.0f, 1.0f, NAN, 1.5f, 1.0f, -0.0f, 0.0f};
+  std::vector<float> both, lower, upper, relu;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const float x = xs[i], lo = los[i], hi = his[i];
+    both.push_back(std::isnan(x) ? x : std::isnan(lo) ? lo : std::isnan(hi) ? hi : ptxMin(ptxMax(x, lo), hi));
+    lower.push_back(std::isnan(x) ? x : ptxMax(x, 0.0f));
+    upper.push_back(std::isnan(x) ? x : ptxMin(x, -0.0f));
+    relu.push_back(std::isnan(x) ? x : ptxMax(x, 0.0f));
+  }
+  const at::Tensor x = at::tensor(xs), lo = at::tensor(los), hi = at::tensor(his);
+  const struct { const char* expr; const std::vector<float>* want; T ops; } cases[] = {
+      {"v1: clamp($0, $1, $2)", &both, {x, lo, hi}}, {"v1: clamp($0, 0.0, None)", &lower, {x}},
+      {"v1: clamp($0, None, -0.0)", &upper, {x}}, {"v1: relu($0)", &relu, {x}}};
+  for (const auto& [expr, want, ops] : cases) {
+    Outcome got = runCudaRules(expr, ops);
+    ASSERT_TRUE(got.compiled) << expr << ": " << got.why;
+    EXPECT_TRUE(sameTensor(at::tensor(*want), got.value, true)) << expr;
+  }
+  // Scalar bounds on both sides: the same kernel, the bounds literals.
+  Outcome s = runCudaRules("v1: clamp($0, -0.0, 0.0)", {x});
+  ASSERT_TRUE(s.compiled) << s.why;
+  std::vector<float> sw;
+  for (float v : xs) sw.push_back(std::isnan(v) ? v : ptxMin(ptxMax(v, -0.0f), 0.0f));
+  EXPECT_TRUE(sameTensor(at::tensor(sw), s.value, true));
 }
 
 TEST(GeneratedKernelsCudaRules, HalfReductionsAccumulateWide) {

@@ -43,13 +43,30 @@ std::string genMul(const PrimArgs& g) { return g.ct == Ty::Bool ? "(tsf_bool)(" 
 std::string genDiv(const PrimArgs& g) { return isFloatTy(g.ct) ? p(g.a + " / " + g.b) : ""; }
 std::string genMinimum(const PrimArgs& g) { return minMax(g, false); }
 std::string genMaximum(const PrimArgs& g) { return minMax(g, true); }
-std::string genClampMin(const PrimArgs& g) { return p(g.b + " > " + g.a + " ? " + g.b + " : " + g.a); }
-std::string genClampMax(const PrimArgs& g) { return p(g.b + " < " + g.a + " ? " + g.b + " : " + g.a); }
+// clamp_min (isMin) / clamp_max by one scalar bound. A NaN input passes and a NaN bound is ignored
+// under both rules. The CPU kernels compare (lo > x ? lo : x keeps x's zero); torch 2.11's CUDA
+// kernel (TensorCompare.cu, launch_clamp_scalar) takes the device's max/min, which orders -0.0
+// below +0.0: relu(-0.0) is +0.0 on CUDA and -0.0 on the CPU.
+std::string clampOne(const PrimArgs& g, bool isMin) {
+  const std::string pick = isMin ? p(g.b + " > " + g.a + " ? " + g.b + " : " + g.a)
+                                 : p(g.b + " < " + g.a + " ? " + g.b + " : " + g.a);
+  if (!g.cudaRules || !isFloatTy(g.ct)) return pick;
+  const std::string nanA = p(g.a + " != " + g.a), nanB = p(g.b + " != " + g.b);
+  const std::string mm = std::string(isMin ? "TSF_MAX_" : "TSF_MIN_") + fsuffix(g.ct) + "(" + g.a + ", " + g.b + ")";
+  return "((" + nanA + " || " + nanB + ") ? " + g.a + " : " + mm + ")";
+}
+std::string genClampMin(const PrimArgs& g) { return clampOne(g, true); }
+std::string genClampMax(const PrimArgs& g) { return clampOne(g, false); }
+// CUDA's clamp with both bounds (torch 2.11, clamp_kernel_impl and launch_clamp_scalar): a NaN of
+// the input, else of the lower, else of the upper bound wins; otherwise min(max(a, lo), hi) with
+// the device's max/min (-0.0 below +0.0).
 std::string genClamp3(const PrimArgs& g) {
-  // v = a < lo ? lo : a; v = hi < v ? hi : v; then a NaN of a, lo, hi wins (in that order).
-  const std::string lo = p(g.a + " < " + g.b + " ? " + g.b + " : " + g.a);
-  const std::string v = p(g.c + " < " + lo + " ? " + g.c + " : " + lo);
-  if (!isFloatTy(g.ct)) return v;
+  if (!isFloatTy(g.ct)) {
+    const std::string lo = p(g.a + " < " + g.b + " ? " + g.b + " : " + g.a);
+    return p(g.c + " < " + lo + " ? " + g.c + " : " + lo);
+  }
+  const std::string f = fsuffix(g.ct);
+  const std::string v = "TSF_MIN_" + f + "(TSF_MAX_" + f + "(" + g.a + ", " + g.b + "), " + g.c + ")";
   return "(" + p(g.a + " != " + g.a) + " ? " + g.a + " : " + p(g.b + " != " + g.b) + " ? " + g.b + " : " +
          p(g.c + " != " + g.c) + " ? " + g.c + " : " + v + ")";
 }
