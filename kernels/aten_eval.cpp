@@ -137,6 +137,14 @@ at::Tensor applyEpilogue(const ReduceSpec& r, const at::Tensor& reduced, at::Ten
   return evalAten(*r.epilogue, ops);
 }
 
+at::Tensor applyIndicesEpilogue(const ReduceSpec& r, const at::Tensor& values, const at::Tensor& indices,
+                                at::TensorList epilogueOperands) {
+  std::vector<at::Tensor> ops{values};
+  if (r.epilogue->numInputs >= 2) ops.push_back(indices);  // an epilogue of the values alone drops them
+  ops.insert(ops.end(), epilogueOperands.begin(), epilogueOperands.end());
+  return evalAten(*r.epilogue, ops);
+}
+
 bool ReduceSpec::roundsByOrder(c10::ScalarType valueType) const {
   auto inexact = [](c10::ScalarType t) { return c10::isFloatingType(t) || c10::isComplexType(t); };
   if (!inexact(valueType) && !(dtype && inexact(*dtype))) return false;

@@ -23,7 +23,9 @@ struct ReduceSpec {
   double p = 2.0;                            // norm's order
   double correction = 1.0;                   // var/std: the divisor is count - correction
   // Elementwise arithmetic applied to the reduced value: $0 is the reduced value, $k (k >= 1)
-  // is epilogue operand k-1 (the fused op's operands after the expression's own).
+  // is epilogue operand k-1 (the fused op's operands after the expression's own). For max/min
+  // with indices $0 is the values, $1 the indices, $k (k >= 2) operand k-2, and the epilogue's
+  // value replaces the indices.
   std::shared_ptr<const Expr> epilogue;
 
   bool withIndices() const { return kind == Reduction::Max || kind == Reduction::Min; }
@@ -80,6 +82,10 @@ at::Tensor applyReduction(const ReduceSpec& r, const at::Tensor& value);
 std::vector<at::Tensor> applyReductionAll(const ReduceSpec& r, const at::Tensor& value);
 // The epilogue's value for the reduced value `reduced` (r.epilogue must be set).
 at::Tensor applyEpilogue(const ReduceSpec& r, const at::Tensor& reduced, at::TensorList epilogueOperands);
+// max/min with indices: the epilogue reads ($0 values, $1 indices, $2... its operands), and its
+// value takes the indices' place (the op's second output).
+at::Tensor applyIndicesEpilogue(const ReduceSpec& r, const at::Tensor& values, const at::Tensor& indices,
+                                at::TensorList epilogueOperands);
 // The reduction text of the op: "sum", "norm:2.0", "var:1.0", ...
 std::string reductionText(const ReduceSpec& r);
 

@@ -85,8 +85,9 @@ ReduceSpec makeReduceSpec(c10::string_view reduction, at::OptionalIntArrayRef di
   return r;
 }
 
-ReduceSpec makeIndicesSpec(c10::string_view reduction, int64_t dim, bool keepdim) {
-  ReduceSpec spec = makeReduceSpec(reduction, std::vector<int64_t>{dim}, keepdim, std::nullopt);
+ReduceSpec makeIndicesSpec(c10::string_view reduction, int64_t dim, bool keepdim,
+                           std::optional<c10::string_view> epilogue) {
+  ReduceSpec spec = makeReduceSpec(reduction, std::vector<int64_t>{dim}, keepdim, std::nullopt, epilogue);
   TORCH_CHECK(spec.withIndices(), "tsfuse::reduce_with_indices: reduction must be max or min, got '",
               reduction, "'");
   return spec;
@@ -155,6 +156,23 @@ Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const Re
     if (i < e->numInputs) mainDonated.push_back(i);
   }
   if (!donated.empty()) tlsLastDonated = nullptr;
+  if (reduce && reduce->withIndices() && reduce->epilogue) {
+    // Max/min with indices, then the epilogue as one fused elementwise call over (values,
+    // indices, its operands) whose value takes the indices' place, in their memory where it can
+    // (anchor matching's `where(vals < t, -1, idx)`: both outputs of one op, nothing extra held).
+    ReduceSpec plain = *reduce;
+    plain.epilogue.reset();
+    Outputs r = runFusedAll(mainOperands(*e, operands), exprText, &plain, native, mainDonated);
+    const char* path = lastPath();
+    const bool readsIndices = reduce->epilogue->numInputs >= 2;
+    std::vector<at::Tensor> ops{r[0]};
+    if (readsIndices) ops.push_back(std::move(r[1]));
+    for (const auto& t : epilogueOperands(*e, operands)) ops.push_back(t);
+    r[1] = runFusedAll(ops, reduce->epilogue->str(), nullptr, native,
+                       readsIndices ? std::vector<int64_t>{1} : std::vector<int64_t>{})[0];
+    setLastPath(path);
+    return r;
+  }
   auto device = commonDevice(operands);
   if (!device) return runEagerAll(*e, operands, reduce);  // raises eager's device error
   auto an = analyzeCached(e, operands, reduce);

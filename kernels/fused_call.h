@@ -70,8 +70,9 @@ ReduceSpec makeReduceSpec(c10::string_view reduction, at::OptionalIntArrayRef di
                           std::optional<c10::ScalarType> dtype,
                           std::optional<c10::string_view> epilogue = std::nullopt);
 
-// tsfuse::reduce_with_indices: max/min over one dim.
-ReduceSpec makeIndicesSpec(c10::string_view reduction, int64_t dim, bool keepdim);
+// tsfuse::reduce_with_indices: max/min over one dim, with an epilogue over (values, indices) or none.
+ReduceSpec makeIndicesSpec(c10::string_view reduction, int64_t dim, bool keepdim,
+                           std::optional<c10::string_view> epilogue = std::nullopt);
 
 // Unfused evaluation with ATen ops, recorded as the "eager" path (autograd and error paths).
 Outputs runEagerAll(const Expr& e, at::TensorList operands, const ReduceSpec* reduce);

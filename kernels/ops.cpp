@@ -21,7 +21,7 @@ using ReduceFn = at::Tensor(at::TensorList, c10::string_view, c10::string_view, 
                             bool, std::optional<c10::ScalarType>, std::optional<c10::string_view>,
                             at::IntArrayRef);
 using IndicesFn = std::tuple<at::Tensor, at::Tensor>(at::TensorList, c10::string_view, c10::string_view,
-                                                     int64_t, bool);
+                                                     int64_t, bool, std::optional<c10::string_view>);
 using SoftmaxFn = at::Tensor(at::TensorList, c10::string_view, int64_t, bool);
 using ChainFn = at::Tensor(at::TensorList, c10::string_view, std::vector<std::string>);
 using SweepFn = std::vector<at::Tensor>(at::TensorList, c10::string_view, std::vector<std::string>);
@@ -98,13 +98,14 @@ at::Tensor softmaxAutograd(at::TensorList ops, c10::string_view expr, int64_t di
   return softmaxOp().call(ops, expr, dim, log);
 }
 std::tuple<at::Tensor, at::Tensor> indicesAutograd(at::TensorList ops, c10::string_view expr,
-                                                   c10::string_view reduction, int64_t dim, bool keepdim) {
+                                                   c10::string_view reduction, int64_t dim, bool keepdim,
+                                                   std::optional<c10::string_view> epilogue) {
   if (needsGrad(ops)) {
-    ReduceSpec spec = makeIndicesSpec(reduction, dim, keepdim);
+    ReduceSpec spec = makeIndicesSpec(reduction, dim, keepdim, epilogue);
     return pair(runEagerAll(*cachedExpr(std::string(expr)), ops, &spec));
   }
   at::AutoDispatchBelowADInplaceOrView guard;
-  return indicesOp().call(ops, expr, reduction, dim, keepdim);
+  return indicesOp().call(ops, expr, reduction, dim, keepdim, epilogue);
 }
 
 // A chain's ATen reference (autograd and Meta): one output, or (values, indices).
@@ -159,8 +160,9 @@ struct Backend {
     return runSoftmax(ops, expr, dim, log, *Native);
   }
   static std::tuple<at::Tensor, at::Tensor> indices(at::TensorList ops, c10::string_view expr,
-                                                    c10::string_view reduction, int64_t dim, bool keepdim) {
-    ReduceSpec spec = makeIndicesSpec(reduction, dim, keepdim);
+                                                    c10::string_view reduction, int64_t dim, bool keepdim,
+                                                    std::optional<c10::string_view> epilogue) {
+    ReduceSpec spec = makeIndicesSpec(reduction, dim, keepdim, epilogue);
     return pair(runFusedAll(ops, expr, &spec, *Native));
   }
   static at::Tensor chain(at::TensorList ops, c10::string_view expr, std::vector<std::string> stages) {
@@ -197,8 +199,9 @@ at::Tensor reduceMeta(at::TensorList ops, c10::string_view expr, c10::string_vie
   return evalFused(*cachedExpr(std::string(expr)), ops, &spec)[0];
 }
 std::tuple<at::Tensor, at::Tensor> indicesMeta(at::TensorList ops, c10::string_view expr,
-                                               c10::string_view reduction, int64_t dim, bool keepdim) {
-  ReduceSpec spec = makeIndicesSpec(reduction, dim, keepdim);
+                                               c10::string_view reduction, int64_t dim, bool keepdim,
+                                               std::optional<c10::string_view> epilogue) {
+  ReduceSpec spec = makeIndicesSpec(reduction, dim, keepdim, epilogue);
   return pair(evalFused(*cachedExpr(std::string(expr)), ops, &spec));
 }
 
@@ -219,8 +222,11 @@ at::Tensor reduce(at::TensorList operands, const std::string& expr, const std::s
 }
 
 std::tuple<at::Tensor, at::Tensor> reduceWithIndices(at::TensorList operands, const std::string& expr,
-                                                     const std::string& reduction, int64_t dim, bool keepdim) {
-  return indicesOp().call(operands, expr, reduction, dim, keepdim);
+                                                     const std::string& reduction, int64_t dim, bool keepdim,
+                                                     const std::optional<std::string>& epilogue) {
+  std::optional<c10::string_view> epi;
+  if (epilogue) epi = c10::string_view(*epilogue);
+  return indicesOp().call(operands, expr, reduction, dim, keepdim, epi);
 }
 
 at::Tensor softmax(at::TensorList operands, const std::string& expr, int64_t dim, bool log) {
@@ -251,8 +257,8 @@ TORCH_LIBRARY(tsfuse, m) {
       "reduce(Tensor[] operands, str expr, str reduction, int[]? dim=None, bool keepdim=False, "
       "ScalarType? dtype=None, str? epilogue=None, int[] donated=[]) -> Tensor");
   m.def(
-      "reduce_with_indices(Tensor[] operands, str expr, str reduction, int dim, bool keepdim=False) "
-      "-> (Tensor values, Tensor indices)");
+      "reduce_with_indices(Tensor[] operands, str expr, str reduction, int dim, bool keepdim=False, "
+      "str? epilogue=None) -> (Tensor values, Tensor indices)");
   m.def("softmax(Tensor[] operands, str expr, int dim, bool log=False) -> Tensor");
   // Reductions of a reduction's value (kernels/chain.h): `stages` are describe()'s texts.
   m.def("reduce_chain(Tensor[] operands, str expr, str[] stages) -> Tensor");

@@ -52,7 +52,7 @@ Node* duplicateFor(Graph& graph, Node* reduction, Value* v, const Region& r) {
 }
 
 // max/min with indices: (values, indices) = aten::max(region, dim, keepdim)
-//   =>  (values, indices) = tsfuse::reduce_with_indices(operands, expr, "max", dim, keepdim)
+//   =>  (values, indices) = tsfuse::reduce_with_indices(operands, expr, "max", dim, keepdim, None)
 // The fused op has two outputs, which rewriteRegion (one output) does not create.
 Node* rewriteWithIndices(Rewriter& rw, Region& r, Node* reduction, const ReduceSpec& spec) {
   torch::jit::WithInsertPoint guard(reduction);
@@ -64,6 +64,7 @@ Node* rewriteWithIndices(Rewriter& rw, Region& r, Node* reduction, const ReduceS
   fused->addInput(g.insertConstant(reductionText(spec)));
   fused->addInput(g.insertConstant((*spec.dims)[0]));
   fused->addInput(g.insertConstant(spec.keepdim));
+  fused->addInput(g.insertConstant(c10::IValue()));  // epilogue: passes/fold_indices_epilogue.cpp
   g.insertNode(fused);
   fused->setSourceRange(reduction->sourceRange());
   for (size_t i = 0; i < 2; ++i) {

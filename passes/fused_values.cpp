@@ -37,6 +37,8 @@ std::optional<FusedReduction> fusedReductionOf(torch::jit::Node* n) {
   FusedReduction r;
   r.expr = a[0].toStringRef();
   if (n->kind() == kReduceIndicesOp) {
+    // With an epilogue its second output is no longer the indices: not a plain reduction to build on.
+    if (a.size() > 4 && !a[4].isNone()) return std::nullopt;
     const std::vector<int64_t> dim{a[2].toInt()};
     r.spec = makeReduceSpec(a[1].toStringRef(), at::IntArrayRef(dim), a[3].toBool(), std::nullopt, std::nullopt);
     return r;

@@ -141,28 +141,12 @@ class HoistIntoEpiloguePattern : public Pattern {
     if (consumer->kind() != kReduceOp && consumer->kind() != kPairwise && consumer->kind() != kReduceIndicesOp) return false;
     Node* list = consumer->input(0)->node();
     if (list->kind() != c10::prim::ListConstruct) return false;
-    noteIndexedProducer(consumer, list, rw);
     bool changed = false;
     for (size_t k = 0; k < list->inputs().size(); ++k) changed |= hoist(consumer, list, static_cast<int64_t>(k), rw);
     return changed;
   }
 
  private:
-  // A fused op over the values or indices of a max/min with indices (anchor matching's
-  // `idx.masked_fill(vals < 0.5, -1)`) stays a second op: epilogues belong to single-output
-  // reductions. Its operands are output-sized, so nothing large is stored; recorded so that
-  // --explain says why the two ops are not one.
-  static void noteIndexedProducer(Node* consumer, Node* list, Rewriter& rw) {
-    for (Value* v : list->inputs()) {
-      Node* p = v->node();
-      if (p->kind() != kReduceIndicesOp || p->owningBlock() != consumer->owningBlock()) continue;
-      rw.notifyMatchFailure({p, consumer}, "reads the values or indices of a max/min with indices: epilogues run "
-                                           "after single-output reductions only, so this op over their output-sized "
-                                           "results stays a separate fused op");
-      return;
-    }
-  }
-
   bool hoist(Node* consumer, Node* list, int64_t k, Rewriter& rw) {
     std::optional<Unsqueezed> u = unsqueezedReduction(list->input(k));
     if (!u || u->base->node()->owningBlock() != consumer->owningBlock()) return false;

@@ -7,6 +7,7 @@
 #include "passes/fold_upcast.h"
 #include "passes/fuse_broadcast_reduce.h"
 #include "passes/fuse_pairwise.h"
+#include "passes/fold_indices_epilogue.h"
 #include "passes/hoist_into_epilogue.h"
 #include "passes/nest_reductions.h"
 #include "passes/sink_views.h"
@@ -45,6 +46,9 @@ const std::vector<PassInfo>& pipelinePasses() {
       {"chain_fused_reductions",
        "tsfuse::reduce over a tsfuse::reduce/reduce_chain value -> tsfuse::reduce_chain with a fused last stage",
        ChainFusedReductions, true},
+      {"fold_indices_epilogue",
+       "tsfuse::pairwise over a tsfuse::reduce_with_indices' values and indices -> its epilogue (replacing the indices)",
+       FoldIndicesEpilogue, true},
       {"cleanup", "dead code elimination",
        [](std::shared_ptr<torch::jit::Graph>& g) {
          torch::jit::EliminateDeadCode(g);

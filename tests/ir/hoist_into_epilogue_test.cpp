@@ -2,7 +2,7 @@
 // computes on an unsqueezed fused reduction's value alone move into that reduction's epilogue (the
 // Gaussian kernel product with a weight matrix, through aten::unsqueeze and through sink_views'
 // helper; an existing epilogue; a map consumer; a compare that makes the value bool), with named
-// negative cases (among them a map over a max with indices, which stays a second op). Each
+// negative cases (a map over a max with indices is fold_indices_epilogue's). Each
 // rewritten graph gives the bits of the fused graph before the pass, and the original's values
 // (within a sum's rounding: tsfuse folds the weighted sum in its own order).
 #include "weighted_distances.h"
@@ -123,24 +123,6 @@ TEST(HoistIntoEpilogueIR, NegativeTwoValuesReadByTheRest) {
 )IR");
   EXPECT_EQ(h.run.rewrites(), 0);
   EXPECT_TRUE(h.run.rejectedWith("several values")) << h.run.dump();
-}
-
-TEST(HoistIntoEpilogueIR, NegativeMapOverAMaxWithIndices) {
-  // Anchor matching's tail: a map over both outputs of max(dim) stays a second fused op, and says why.
-  Hoisted h = hoist(R"IR(
-  %half : float = prim::Constant[value=0.5]()
-  %s2 : Tensor = aten::sub(%x, %y, %one)
-  %v : Tensor, %i : Tensor = aten::max(%s2, %two, %false)
-  %m : Tensor = aten::lt(%v, %half)
-  %r : Tensor = aten::masked_fill(%i, %m, %m1)
-  return (%r)
-)IR",
-                    {tsfuse::FuseBroadcastReduce, tsfuse::FusePairwise});
-  EXPECT_EQ(h.run.rewrites(), 0);
-  EXPECT_TRUE(h.run.rejectedWith("values or indices of a max/min with indices")) << h.run.dump();
-  EXPECT_EQ(findNodes(h.g, "tsfuse::reduce_with_indices").size(), 1u);
-  EXPECT_EQ(findNodes(h.g, "tsfuse::pairwise").size(), 1u);
-  EXPECT_TRUE(h.sameResults(points(8)));
 }
 
 TEST(HoistIntoEpilogueIR, NegativeValueAlsoReturnedOrSelected) {

@@ -4,6 +4,8 @@
 // negative and multiple dims, empty reductions and their errors, and the autograd fallback.
 #include "test_util.h"
 
+#include "kernels/fused_call.h"
+
 #include <ATen/ATen.h>
 
 namespace {
@@ -193,6 +195,60 @@ TEST(ReduceIndicesNormEpilogue, MaxWithIndicesChunkedSlabs) {
   T ops = {g.tensor({300, 1, 40}, at::kHalf), g.tensor({1, 200, 40}, at::kHalf)};
   EXPECT_TRUE(checkIndices(kSum, sum2, ops, "max", -1, false, "chunked"));
   EXPECT_TRUE(checkIndices(kSum, sum2, ops, "min", 1, true, "chunked"));
+}
+
+// An epilogue over (values, indices[, its operands]) takes the indices' place: anchor matching's
+// masked_fill form and torchvision Matcher's where/full_like form, with a per-row threshold operand,
+// NaN rows and ties, on the native and the chunked path; the same values as eager's composition.
+TEST(ReduceIndicesNormEpilogue, MaxMinWithIndicesEpilogue) {
+  Gen g(12);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  struct Case {
+    std::string epilogue;
+    std::function<at::Tensor(const at::Tensor&, const at::Tensor&, const T&)> eager;
+  };
+  const std::vector<Case> cases = {
+      {"v1: lt($0, 0.5); masked_fill($1, %0, -1)",
+       [](const at::Tensor& v, const at::Tensor& i, const T&) { return i.masked_fill(v < 0.5, -1); }},
+      {"v1: eq($1, $1); masked_fill($1, %0, -1); lt($0, 0.4); where(%2, %1, $1)",
+       [](const at::Tensor& v, const at::Tensor& i, const T&) { return at::where(v < 0.4, at::full_like(i, -1), i); }},
+      {"v1: ge($0, $2); mul($1, %0)",  // a threshold operand after the expression's own
+       [](const at::Tensor& v, const at::Tensor& i, const T& extra) { return i * (v >= extra[0]); }},
+      {"v1: mul($0, 2.0)", [](const at::Tensor& v, const at::Tensor&, const T&) { return v * 2.0; }},
+  };
+  FailureLog log;
+  for (const std::string red : {"max", "min"})
+    for (at::ScalarType dt : {at::kFloat, at::kDouble, at::kHalf})
+      for (const Case& c : cases)
+        for (int64_t dim : {0, 1}) {
+          const bool keepdim = g.coin();
+          at::Tensor a = at::remainder(g.tensor({13, 1}, dt, kAllSpecials), 1.0);
+          a.index_put_({3}, nan);
+          T ops = {a, at::round(g.tensor({1, 9}, dt) * 2) / 4};  // quarters: ties along each row
+          at::Tensor t = g.tensor({1, 1}, dt).abs();
+          at::Tensor value = sum2(ops), wv, wi;
+          std::tie(wv, wi) = red == "max" ? at::max(value, dim, keepdim) : at::min(value, dim, keepdim);
+          const bool extra = c.epilogue.find("$2") != std::string::npos;
+          at::Tensor want = c.eager(wv, wi, {t});
+          T all = ops;
+          if (extra) all.push_back(t);
+          auto [gv, gr] = tsfuse::reduceWithIndices(all, kSum, red, dim, keepdim, c.epilogue);
+          const char* path = dt == at::kHalf ? "chunked" : "native";
+          auto r = sameTensor(wv, gv, true);
+          if (r) r = sameTensor(want, gr, true);
+          if (r && std::string(tsfuse::lastPath()) != path) r = ::testing::AssertionFailure() << "path " << tsfuse::lastPath();
+          // Laid out as the indices, in their dtype: the native path writes the matches over the
+          // indices (the chunked path computes a slab before copying, into a fresh output).
+          const bool inPlace = gr.scalar_type() == at::kLong && gr.sizes() == wi.sizes() && dt != at::kHalf;
+          if (r && inPlace && tsfuse::lastDonatedMemory() != gr.data_ptr())
+            r = ::testing::AssertionFailure() << "the epilogue's value did not take the indices' memory";
+          log.add(r, red + " " + c.epilogue + " dim " + std::to_string(dim) + " " + c10::toString(dt) + ": ");
+        }
+  EXPECT_TRUE(log.result());
+  // A wrong operand count is an error, not a silent misread.
+  T ops = {at::rand({4, 1}), at::rand({1, 3})};
+  EXPECT_THROW(tsfuse::reduceWithIndices(ops, kSum, "max", 1, false, std::string("v1: ge($0, $2); mul($1, %0)")),
+               c10::Error);
 }
 
 // ---- epilogue ----

@@ -55,8 +55,9 @@ EXPECT = {
     "chamfer_of_sum": (0, 0, ["aten::sub", "aten::pow", "aten::sum(%", "aten::amin"], {"reduce_sweep": 1}),
     "anchor_best_iou": (0, 1, ["aten::clamp", "aten::div", "aten::amax"]),
     # max(dim=0) returning values AND indices: one tsfuse::reduce_with_indices, the IoU matrix is
-    # never stored; the final where() over [A] vectors is a small pairwise op.
-    "anchor_matching": (1, 0, ["aten::clamp", "aten::div(", "aten::max("]),
+    # never stored; the final where() over the values and a full_like of the indices is its
+    # epilogue (fold_indices_epilogue), which returns the matches in the indices' place.
+    "anchor_matching": (0, 0, ["aten::clamp", "aten::div(", "aten::max(", "aten::full_like", "aten::where"]),
     # chunk + unpack, then wh[..., 0]: the chunks' rank is provable, every view is sunk.
     "chunk_box_iou": (1, 0, ["aten::clamp", "aten::div", "aten::select", "aten::max(", "aten::min("]),
     # xywh2xyxy fills a buffer slice by slice before box_iou reads it: those writes do not block
