@@ -53,7 +53,7 @@ class ReductionForms:
         if rng.random() < 0.15:
             dt = f", dtype={rng.choice(['torch.float64', 'torch.float32', 'torch.int64'])}"
         kind = rng.choice(["sum", "sum", "mean", "prod", "amax", "amin", "argmax", "argmin", "any", "all",
-                           "max_dim", "min_dim", "max_idx", "logsumexp", "norm", "vector_norm", "var", "std",
+                           "max_dim", "min_dim", "max_idx", "max_match", "logsumexp", "norm", "vector_norm", "var", "std",
                            "softmax", "log_softmax"])
         red = set(range(r)) if dims is None else {d % r for d in dims}
         nred = math.prod(t.shape[d] for d in red) if r else 1
@@ -75,6 +75,12 @@ class ReductionForms:
             expr = f"torch.{kind[:3]}({n}, {one}{ks})[0]"
         elif kind == "max_idx":
             expr = f"{n}.{rng.choice(['max', 'min'])}(dim={one}{ks})[1]"
+        elif kind == "max_match":
+            # torchvision Matcher's step over both outputs of one max (CSE merges the calls):
+            # fold_indices_epilogue makes it the max's epilogue.
+            m, thr = rng.choice(["max", "min"]), rng.choice(["0.5", "0", "-1.5"])
+            best = f"{n}.{m}(dim={one}{ks})"
+            expr = f"torch.where({best}[0] < {thr}, torch.full_like({best}[1], -1), {best}[1])"
         elif kind == "logsumexp":
             expr = f"torch.logsumexp({n}, {dl or '[' + one + ']'}{ks})"
         elif kind in ("softmax", "log_softmax"):
@@ -92,11 +98,11 @@ class ReductionForms:
         else:
             order = rng.choice(["2.0", "1.0", 'float("inf")'])
             expr = f"torch.linalg.vector_norm({n}, {order}, {dl}{ks}{dt})"
-        if kind in ("argmax", "argmin", "max_dim", "min_dim", "max_idx", "softmax", "log_softmax") and dims:
+        if kind in ("argmax", "argmin", "max_dim", "min_dim", "max_idx", "max_match", "softmax", "log_softmax") and dims:
             red, nred = {int(one) % r}, t.shape[int(one)]
 
         def err(out):
-            if kind in ("argmax", "argmin", "max_idx", "any", "all"):
+            if kind in ("argmax", "argmin", "max_idx", "max_match", "any", "all"):
                 self.need_exact(v)
                 return 0.0
             if kind in ("amax", "amin", "max_dim", "min_dim"):

@@ -53,6 +53,7 @@ FORM_OPS = {
     "reduce:max_dim": r"aten::max\(%[\w.]+, %[\w.]+, %[\w.]+\)",
     "reduce:min_dim": r"aten::min\(%[\w.]+, %[\w.]+, %[\w.]+\)",
     "reduce:max_idx": r"aten::(max|min)\(%[\w.]+, %[\w.]+, %[\w.]+\)",
+    "reduce:max_match": r"aten::(max|min)\(%[\w.]+, %[\w.]+, %[\w.]+\)|aten::full_like\(",
     "reduce:logsumexp": r"aten::logsumexp\(", "reduce:norm": r"aten::norm\(",
     "reduce:vector_norm": r"aten::linalg_vector_norm\(",
     "reduce:var": r"aten::var\(", "reduce:std": r"aten::std\(",
