@@ -137,12 +137,17 @@ at::Tensor applyEpilogue(const ReduceSpec& r, const at::Tensor& reduced, at::Ten
   return evalAten(*r.epilogue, ops);
 }
 
+std::vector<at::Tensor> indicesEpilogueOperands(const ReduceSpec& r, at::Tensor values, at::Tensor indices,
+                                                at::TensorList epilogueOperands) {
+  std::vector<at::Tensor> ops{std::move(values)};
+  if (r.epilogue->numInputs >= 2) ops.push_back(std::move(indices));
+  ops.insert(ops.end(), epilogueOperands.begin(), epilogueOperands.end());
+  return ops;
+}
+
 at::Tensor applyIndicesEpilogue(const ReduceSpec& r, const at::Tensor& values, const at::Tensor& indices,
                                 at::TensorList epilogueOperands) {
-  std::vector<at::Tensor> ops{values};
-  if (r.epilogue->numInputs >= 2) ops.push_back(indices);  // an epilogue of the values alone drops them
-  ops.insert(ops.end(), epilogueOperands.begin(), epilogueOperands.end());
-  return evalAten(*r.epilogue, ops);
+  return evalAten(*r.epilogue, indicesEpilogueOperands(r, values, indices, epilogueOperands));
 }
 
 bool ReduceSpec::roundsByOrder(c10::ScalarType valueType) const {

@@ -86,6 +86,10 @@ at::Tensor applyEpilogue(const ReduceSpec& r, const at::Tensor& reduced, at::Ten
 // value takes the indices' place (the op's second output).
 at::Tensor applyIndicesEpilogue(const ReduceSpec& r, const at::Tensor& values, const at::Tensor& indices,
                                 at::TensorList epilogueOperands);
+// Its operands: the values, the indices where it reads them ($1: an epilogue of the values alone
+// drops them), then `epilogueOperands`.
+std::vector<at::Tensor> indicesEpilogueOperands(const ReduceSpec& r, at::Tensor values, at::Tensor indices,
+                                                at::TensorList epilogueOperands);
 // The reduction text of the op: "sum", "norm:2.0", "var:1.0", ...
 std::string reductionText(const ReduceSpec& r);
 

@@ -164,10 +164,9 @@ Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const Re
     plain.epilogue.reset();
     Outputs r = runFusedAll(mainOperands(*e, operands), exprText, &plain, native, mainDonated);
     const char* path = lastPath();
-    const bool readsIndices = reduce->epilogue->numInputs >= 2;
-    std::vector<at::Tensor> ops{r[0]};
-    if (readsIndices) ops.push_back(std::move(r[1]));
-    for (const auto& t : epilogueOperands(*e, operands)) ops.push_back(t);
+    const bool readsIndices = reduce->epilogue->numInputs >= 2;  // then they are its operand 1, donated
+    std::vector<at::Tensor> ops =
+        indicesEpilogueOperands(*reduce, r[0], std::move(r[1]), epilogueOperands(*e, operands));
     r[1] = runFusedAll(ops, reduce->epilogue->str(), nullptr, native,
                        readsIndices ? std::vector<int64_t>{1} : std::vector<int64_t>{})[0];
     setLastPath(path);

@@ -16,7 +16,6 @@ namespace {
 using torch::jit::Node;
 using torch::jit::Value;
 
-const c10::Symbol kPairwise = c10::Symbol::fromQualString("tsfuse::pairwise");
 const c10::Symbol kFullLike = c10::Symbol::fromQualString("aten::full_like");
 constexpr size_t kEpilogueInput = 5;  // tsfuse::reduce_with_indices(operands, expr, reduction, dim, keepdim, epilogue)
 
@@ -37,7 +36,6 @@ std::optional<int64_t> fullLikeOf(Value* v, Value* of) {
 
 // How each operand of the consumer reaches the epilogue.
 struct Plan {
-  Node* reduction = nullptr;
   std::vector<Arg> operand;        // per consumer operand: $0 values, $1 indices, or a fill's value
   std::vector<int64_t> fills;      // the fill constants, in the order of their instructions
   std::vector<Node*> fillNodes;
@@ -61,7 +59,7 @@ class FoldIndicesEpiloguePattern : public Pattern {
   FoldIndicesEpiloguePattern() : Pattern("fold_indices_epilogue", WalkOrder::Forward, NestedBlocks::First) {}
 
   bool matchAndRewrite(Node* consumer, Rewriter& rw) override {
-    if (consumer->kind() != kPairwise) return false;
+    if (consumer->kind() != kPairwiseOp) return false;
     Node* list = consumer->input(0)->node();
     if (list->kind() != c10::prim::ListConstruct) return false;
     Node* reduction = indexedProducer(list);
@@ -118,7 +116,6 @@ class FoldIndicesEpiloguePattern : public Pattern {
     Value* values = reduction->output(0);
     Value* indices = reduction->output(1);
     Plan plan;
-    plan.reduction = reduction;
     for (Value* v : list->inputs()) {
       if (v == values) {
         plan.operand.push_back(Arg::input(0));

@@ -8,6 +8,7 @@
 
 namespace tsfuse {
 
+const c10::Symbol kPairwiseOp = c10::Symbol::fromQualString("tsfuse::pairwise");
 const c10::Symbol kReduceOp = c10::Symbol::fromQualString("tsfuse::reduce");
 const c10::Symbol kReduceIndicesOp = c10::Symbol::fromQualString("tsfuse::reduce_with_indices");
 const c10::Symbol kChainOp = c10::Symbol::fromQualString("tsfuse::reduce_chain");

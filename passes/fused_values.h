@@ -12,6 +12,7 @@
 
 namespace tsfuse {
 
+extern const c10::Symbol kPairwiseOp;           // tsfuse::pairwise
 extern const c10::Symbol kReduceOp;             // tsfuse::reduce
 extern const c10::Symbol kReduceIndicesOp;      // tsfuse::reduce_with_indices
 extern const c10::Symbol kChainOp;              // tsfuse::reduce_chain

@@ -13,7 +13,6 @@ namespace {
 
 using torch::jit::Value;
 
-const c10::Symbol kPairwise = c10::Symbol::fromQualString("tsfuse::pairwise");
 constexpr size_t kEpilogueInput = 6;  // tsfuse::reduce(operands, expr, reduction, dim, keepdim, dtype, epilogue, donated)
 
 // A fused reduction's value seen through unsqueezes (passes/fused_values.h), read by them alone.
@@ -138,7 +137,7 @@ class HoistIntoEpiloguePattern : public Pattern {
   HoistIntoEpiloguePattern() : Pattern("hoist_into_epilogue", WalkOrder::Forward, NestedBlocks::First) {}
 
   bool matchAndRewrite(Node* consumer, Rewriter& rw) override {
-    if (consumer->kind() != kReduceOp && consumer->kind() != kPairwise && consumer->kind() != kReduceIndicesOp) return false;
+    if (consumer->kind() != kReduceOp && consumer->kind() != kPairwiseOp && consumer->kind() != kReduceIndicesOp) return false;
     Node* list = consumer->input(0)->node();
     if (list->kind() != c10::prim::ListConstruct) return false;
     bool changed = false;

@@ -76,7 +76,7 @@ class ReductionForms:
         elif kind == "max_idx":
             expr = f"{n}.{rng.choice(['max', 'min'])}(dim={one}{ks})[1]"
         elif kind == "max_match":
-            # torchvision Matcher's step over both outputs of one max (CSE merges the calls):
+            # a Matcher-style step over both outputs of one max (CSE merges the calls):
             # fold_indices_epilogue makes it the max's epilogue.
             m, thr = rng.choice(["max", "min"]), rng.choice(["0.5", "0", "-1.5"])
             best = f"{n}.{m}(dim={one}{ks})"

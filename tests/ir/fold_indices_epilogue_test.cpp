@@ -1,6 +1,6 @@
 // IR-string tests of fold_indices_epilogue (passes/fold_indices_epilogue.cpp): a fused elementwise
 // op over the values and indices of a max with indices becomes that op's epilogue, whose value
-// replaces the indices (anchor matching's masked_fill form and torchvision Matcher's
+// replaces the indices (anchor matching's masked_fill form and the Matcher-style
 // where/full_like form), with named negative cases. Each rewritten graph gives the bits of the
 // fused graph before the pass and of the original graph.
 #include "weighted_distances.h"
@@ -48,7 +48,7 @@ TEST(FoldIndicesEpilogueIR, MaskedFillOverValuesAndIndices) {
 }
 
 TEST(FoldIndicesEpilogueIR, MatcherWhereOverAFullLikeOfTheIndices) {
-  // torchvision's Matcher: torch.where(below, torch.full_like(matches, -1), matches).
+  // Matcher style (examples/detection_models.py): torch.where(below, torch.full_like(matches, -1), matches).
   Rewritten r = fold(R"IR(
   %m : Tensor = aten::lt(%v, %half)
   %f : Tensor = aten::full_like(%i, %m1, %none, %none, %none, %none, %none)

@@ -198,7 +198,7 @@ TEST(ReduceIndicesNormEpilogue, MaxWithIndicesChunkedSlabs) {
 }
 
 // An epilogue over (values, indices[, its operands]) takes the indices' place: anchor matching's
-// masked_fill form and torchvision Matcher's where/full_like form, with a per-row threshold operand,
+// masked_fill form and the Matcher-style where/full_like form, with a per-row threshold operand,
 // NaN rows and ties, on the native and the chunked path; the same values as eager's composition.
 TEST(ReduceIndicesNormEpilogue, MaxMinWithIndicesEpilogue) {
   Gen g(12);
