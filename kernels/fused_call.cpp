@@ -143,6 +143,18 @@ at::Tensor takeDonated(at::TensorList operands, at::IntArrayRef donated, const A
   return at::Tensor();
 }
 
+at::Tensor shapeOf(at::TensorList operands, c10::string_view exprText) {
+  std::shared_ptr<const Expr> e = cachedExpr(std::string(exprText));
+  checkFusedOperandCount(*e, nullptr, operands.size());
+  for (size_t i = 0; i < operands.size(); ++i)
+    TORCH_CHECK(operands[i].defined(), "tsfuse: operand ", i, " is an undefined tensor");
+  auto device = commonDevice(operands);
+  std::optional<Analysis> an;
+  if (device) an = analyzeCached(e, operands, nullptr);
+  if (!an) return runEager(*e, operands, nullptr);  // raises eager's error (or computes)
+  return at::empty({}, at::TensorOptions().dtype(an->outDtype).device(*device)).expand(an->outSizes);
+}
+
 Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const ReduceSpec* reduce,
                     const NativePath& native, at::IntArrayRef donated) {
   std::shared_ptr<const Expr> e = cachedExpr(std::string(exprText));

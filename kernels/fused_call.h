@@ -14,6 +14,12 @@
 
 namespace tsfuse {
 
+// tsfuse::shape_of: a stand-in for the expression's value to its metadata readers (sizes, numel,
+// rank, dtype, device; passes/fuse_broadcast_reduce.cpp): one element expanded to the value's
+// sizes (every stride 0), of its dtype, on its device. Where eager would raise computing the
+// value, or the analysis cannot tell, it computes the value with ATen (so raises eager's error).
+at::Tensor shapeOf(at::TensorList operands, c10::string_view exprText);
+
 // `donated`: indices of operands the caller gives up (the fused op's `donated` argument, set by
 // passes/donate_operands.cpp where the graph never reads them again). An elementwise call writes
 // its output into such an operand's memory when it is a CPU tensor laid out exactly as the output

@@ -266,6 +266,9 @@ TORCH_LIBRARY(tsfuse, m) {
   // Several reductions of one reduction's value in one sweep (kernels/sweep.h): stage 0, then one
   // output per branch.
   m.def("reduce_sweep(Tensor[] operands, str expr, str[] stages) -> Tensor[]");
+  // A stand-in for the expression's value to readers of its metadata (kernels/fused_call.h).
+  m.def("shape_of(Tensor[] operands, str expr) -> Tensor",
+        [](at::TensorList operands, c10::string_view expr) { return tsfuse::shapeOf(operands, expr); });
   // torchvision's _upcast (passes/fold_upcast.cpp): self itself, or a cast of it.
   m.def("upcast(Tensor(a) self) -> Tensor(a)",
         [](const at::Tensor& self) { return self.to(tsfuse::upcastDtype(self.scalar_type())); });

@@ -2,6 +2,7 @@
 
 #include "passes/driver.h"
 #include "passes/op_table.h"
+#include "passes/shape_facts.h"
 
 #include "kernels/ir/op_registry.h"
 
@@ -9,7 +10,10 @@
 #include <torch/csrc/jit/passes/constant_propagation.h>
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
 
+#include <cmath>
 #include <limits>
+#include <optional>
+#include <string>
 
 namespace tsfuse {
 namespace {
@@ -45,12 +49,77 @@ bool forwardTuples(Block* block) {
   return any;
 }
 
+// What is known statically of a tensor's dtype, enough to tell how a number converts to it.
+enum class KnownDtype { Unknown, Int64, Floating };
+
+KnownDtype knownDtype(Value* x) {
+  Node* p = x->node();
+  const c10::FunctionSchema* s = p->maybeSchema();
+  bool minMaxDim = (p->kind() == c10::aten::max || p->kind() == c10::aten::min) && s && s->overload_name() == "dim";
+  if ((minMaxDim && x == p->output(1)) || p->kind() == c10::aten::argmax || p->kind() == c10::aten::argmin)
+    return KnownDtype::Int64;
+  if (p->kind() == c10::aten::masked_fill) return knownDtype(p->input(0));
+  ElementwiseMatch m;
+  if (matchElementwise(p, m, nullptr) && opDef(m.op).has(kFloatValued)) return KnownDtype::Floating;
+  return KnownDtype::Unknown;
+}
+
+// The number c of index_put_'s value in x[mask] = c, when masked_fill(x, mask, c) writes what
+// index_put_ would; otherwise nullopt and *why. Scripted code builds the value as
+// aten::tensor(c, dtype(x), device(x), False) (c converted to x's dtype, then copied), traces as
+// a constant 0-dim tensor (converted to x's dtype by the copy); masked_fill converts c itself.
+// The two conversions agree where c converts exactly: an integer into an int64 or floating x, a
+// float-exact number into a floating x, and 0 or 1 into any dtype.
+std::optional<c10::Scalar> fillValue(Value* value, Value* x, std::string& why) {
+  Node* v = value->node();
+  std::optional<c10::IValue> c;
+  if (v->kind() == c10::aten::tensor && v->inputs().size() == 4) {
+    auto requiresGrad = toIValue(v->input(3));
+    if (v->input(1)->node()->kind() != c10::prim::dtype || v->input(1)->node()->input() != x ||
+        v->input(2)->node()->kind() != c10::prim::device || v->input(2)->node()->input() != x || !requiresGrad ||
+        !requiresGrad->isBool() || requiresGrad->toBool()) {
+      why = "the value is not tensor(c, dtype=x.dtype, device=x.device)";
+      return std::nullopt;
+    }
+    c = toIValue(v->input(0));
+  } else if (auto t = toIValue(value); t && t->isTensor() && t->toTensor().dim() == 0 &&
+                                        !t->toTensor().requires_grad()) {
+    c = t->toTensor().item();
+  }
+  if (!c || !(c->isInt() || c->isDouble() || c->isScalar())) {
+    why = "the value is not a constant number";
+    return std::nullopt;
+  }
+  c10::Scalar number = c->isScalar() ? c->toScalar() : (c->isInt() ? c10::Scalar(c->toInt()) : c10::Scalar(c->toDouble()));
+  if (number.isBoolean() || number.isComplex()) {
+    why = "the value is a bool or complex number";
+    return std::nullopt;
+  }
+  double d = number.toDouble();
+  bool integral = number.isIntegral(false);
+  bool floatExact = std::isnan(d) || static_cast<double>(static_cast<float>(d)) == d;
+  switch (knownDtype(x)) {
+    case KnownDtype::Int64:
+      if (integral) return number;
+      break;
+    case KnownDtype::Floating:
+      if (integral || floatExact) return number;
+      break;
+    case KnownDtype::Unknown:
+      if (d == 0.0 || d == 1.0) return number;
+      break;
+  }
+  why = "%" + x->debugName() + "'s dtype is not known well enough to convert " + std::to_string(d) +
+        " to it the way index_put_ would";
+  return std::nullopt;
+}
+
 // The node-by-node rewrites (2-4 of canonicalize.h), each node's nested blocks first.
 struct CanonicalizePattern : Pattern {
   CanonicalizePattern() : Pattern("canonicalize", WalkOrder::Forward, NestedBlocks::AtOwner) {}
 
   bool matchAndRewrite(Node* n, Rewriter& rw) override {
-    return tryInPlace(n, rw) || tryIdentitySlice(n, rw) || tryValuesOnlyMinMax(n, rw);
+    return tryInPlace(n, rw) || tryBoolMaskFill(n, rw) || tryIdentitySlice(n, rw) || tryValuesOnlyMinMax(n, rw);
   }
 
   // Why x.op_(args) and x.op(args) could differ in dtype or shape, or "". The in-place form keeps
@@ -106,31 +175,83 @@ struct CanonicalizePattern : Pattern {
       return reject("%" + x->debugName() + " is not a fresh elementwise result in the same block (an input, a view, "
                     "or a value from another block may be visible elsewhere)");
     std::string why = dtypeHazard(fm, pm.op);
+    if (why.empty()) why = writeObserver(n, x, functional, rw);
     if (!why.empty()) return reject(why);
-    for (const auto& use : x->uses()) {
-      if (use.user == n || use.user == functional) continue;  // functional: not inserted yet
-      Node* at = ancestorIn(use.user, n->owningBlock());
-      if (at && at->isAfter(n)) continue;
-      if (!isFreshReader(use.user))
-        return reject("%" + x->debugName() + " is used before the write by " + describeNode(use.user) +
-                      ", which may alias it");
-    }
-    if (rw.aliasDb().mayContainAlias(x, rw.graph().inputs()))
-      return reject("%" + x->debugName() + " may alias a graph input");
-    functional->output()->setType(n->output()->type());
     functional->insertBefore(n);
-    functional->setSourceRange(n->sourceRange());
+    return replaceWrite(n, functional, std::string("in-place ") + n->kind().toQualString() + " on a fresh intermediate",
+                        rw);
+  }
+
+  // In-place `n` writing x -> `functional` (inserted before n), computing what x holds after it:
+  // n's result and the uses of x after n read functional's value instead.
+  static bool replaceWrite(Node* n, Node* functional, const std::string& what, Rewriter& rw) {
+    Value* x = n->input(0);
     Value* y = functional->output();
+    y->setType(n->output()->type());
+    functional->setSourceRange(n->sourceRange());
     n->output()->replaceAllUsesWith(y);
     x->replaceAllUsesAfterNodeWith(n, y);
     RewriteEvent e;
     e.add(n);
-    e.reason = std::string("in-place ") + n->kind().toQualString() + " on a fresh intermediate -> " +
-               functional->kind().toQualString();
     e.fusedOp = functional->kind().toQualString();
+    e.reason = what + " -> " + e.fusedOp;
     rw.notifyRewrite(std::move(e), functional);
     rw.erase(n);
     return true;
+  }
+
+  // Who could observe the write of in-place `n` to x other than the uses after it, or "": a use
+  // before n that may alias x (anything but a fresh reader), or a graph input x may alias.
+  // `pending` is a node built for the rewrite and not inserted yet.
+  static std::string writeObserver(Node* n, Value* x, Node* pending, Rewriter& rw) {
+    for (const auto& use : x->uses()) {
+      if (use.user == n || use.user == pending) continue;
+      Node* at = ancestorIn(use.user, n->owningBlock());
+      if (at && at->isAfter(n)) continue;
+      if (!isFreshReader(use.user))
+        return "%" + x->debugName() + " is used before the write by " + describeNode(use.user) + ", which may alias it";
+    }
+    if (rw.aliasDb().mayContainAlias(x, rw.graph().inputs())) return "%" + x->debugName() + " may alias a graph input";
+    return "";
+  }
+
+  // x[mask] = c, i.e. index_put_(x, [mask], <c as a 0-dim tensor>, False)  ->  y = masked_fill(x, mask, c),
+  // later uses of x -> y
+  // NB: exact when mask is bool with exactly x's shape: both then write c, converted to x's dtype,
+  // where mask holds. index_put_ raises for any other mask shape, where masked_fill would
+  // broadcast, so the shape is proven (shape_facts.h), and the conversion of c must not depend on
+  // which op converts it (fillValue). x must be fresh, as for in-place ops.
+  bool tryBoolMaskFill(Node* n, Rewriter& rw) {
+    const c10::FunctionSchema* schema = n->maybeSchema();
+    if (n->kind() != c10::aten::index_put_ || !schema || schema->overload_name() != "") return false;
+    Value* x = n->input(0);
+    Node* list = n->input(1)->node();
+    if (list->kind() != c10::prim::ListConstruct || list->inputs().size() != 1 || n->input(1)->uses().size() != 1 ||
+        !list->input(0)->type()->isSubtypeOf(*c10::TensorType::get()))
+      return false;  // not x[one tensor] = ...
+    Value* mask = list->input(0);
+    auto reject = [&](const std::string& why) {
+      return rw.notifyMatchFailure({n}, "x[mask] = value kept as index_put_: " + why);
+    };
+    auto accumulate = toIValue(n->input(3));
+    if (!accumulate || !accumulate->isBool() || accumulate->toBool()) return reject("accumulate is not a constant False");
+    if (!provablyBool(mask)) return reject("%" + mask->debugName() + " is not provably a bool tensor");
+    if (!provablySameShape(mask, x))
+      return reject("%" + mask->debugName() + " is not provably of %" + x->debugName() +
+                    "'s shape (index_put_ raises where masked_fill broadcasts)");
+    std::string why;
+    std::optional<c10::Scalar> c = fillValue(n->input(2), x, why);
+    if (!c) return reject(why);
+    Node* producer = x->node();
+    if (producer->owningBlock() != n->owningBlock() || !isFreshReader(producer))
+      return reject("%" + x->debugName() + " is not a fresh result in the same block (an input, a view, "
+                    "or a value from another block may be visible elsewhere)");
+    why = writeObserver(n, x, nullptr, rw);
+    if (!why.empty()) return reject(why);
+    Graph& graph = rw.graph();
+    torch::jit::WithInsertPoint guard(n);
+    Node* fill = graph.insertNode(graph.create(c10::aten::masked_fill, {x, mask, graph.insertConstant(*c)}, 1));
+    return replaceWrite(n, fill, "x[mask] = value (index_put_ of a bool mask of x's shape) on a fresh intermediate", rw);
   }
 
   // slice(x, d, None|0, None|INT64_MAX, 1) -> x, when the slice is only read

@@ -1,6 +1,7 @@
 #include "passes/fuse_broadcast_reduce.h"
 
 #include "passes/driver.h"
+#include "passes/fused_values.h"
 #include "passes/region.h"
 #include "passes/softmax_region.h"
 
@@ -12,9 +13,11 @@
 namespace tsfuse {
 namespace {
 
-// True when every use of v is a reduction of v (e.g. a minimum along each dim, as in Chamfer).
+// True when every use of v is a reduction of v (e.g. a minimum along each dim, as in Chamfer) or
+// reads only its metadata.
 bool onlyReductions(Value* v) {
   for (const auto& use : v->uses()) {
+    if (isMetadataRead(use.user)) continue;
     ReductionMatch m;
     if (use.offset != 0 || use.user->owningBlock() != v->node()->owningBlock() ||
         !matchReduction(use.user, m, nullptr))
@@ -49,6 +52,29 @@ Node* duplicateFor(Graph& graph, Node* reduction, Value* v, const Region& r) {
   }
   reduction->replaceInputWith(v, map.at(v));
   return map.at(v)->node();
+}
+
+// metadata: the value's size/numel/dim/dtype/device readers read a stand-in, so the value itself
+// need not be stored (torchvision's Matcher checks `iou.numel() == 0` before its max):
+//
+//   %v = aten::div(%a, %b)                    %v = aten::div(%a, %b)       (fused next, unstored)
+//   %n = aten::numel(%v)               =>     %s = tsfuse::shape_of([%a, %b], "v1: div($0, $1)")
+//                                             %n = aten::numel(%s)
+//
+// tsfuse::shape_of runs where %v was computed and raises what computing it would have raised
+// (kernels/fused_call.h). Returns how many readers now read it.
+size_t readMetadataFromStandIn(Graph& g, const Region& r, Value* v) {
+  std::vector<torch::jit::Use> readers;
+  for (const auto& use : v->uses())
+    if (isMetadataRead(use.user)) readers.push_back(use);
+  if (readers.empty()) return 0;
+  torch::jit::WithInsertPoint guard(v->node()->next());
+  Value* list = insertOperandList(g, r);
+  Node* s = g.insertNode(g.create(kShapeOfOp, {list, g.insertConstant(r.expr.str())}, 1));
+  s->output()->setType(v->type());
+  s->setSourceRange(v->node()->sourceRange());
+  for (const auto& use : readers) use.user->replaceInput(use.offset, s->output());
+  return readers.size();
 }
 
 // max/min with indices: (values, indices) = aten::max(region, dim, keepdim)
@@ -139,9 +165,15 @@ class FuseBroadcastReducePattern : public Pattern {
     }
     // A region recomputed per reduction shares its repeats with the others: they stay stored.
     Node* at = !epi.chain.empty() && epiHazard.empty() ? epi.chain.back() : reduction;
-    std::string repeats = rm.input->uses().size() == 1 ? planBroadcastRepeats(r, at, rw.aliasDb()) : "";
+    const auto& uses = rm.input->uses();
+    bool onlyReader = std::count_if(uses.begin(), uses.end(), [](const auto& u) { return !isMetadataRead(u.user); }) == 1;
+    std::string repeats = onlyReader ? planBroadcastRepeats(r, at, rw.aliasDb()) : "";
 
     // The graph changes from here on.
+    std::string metadata;
+    if (size_t n = readMetadataFromStandIn(rw.graph(), r, rm.input))
+      metadata = "; " + std::to_string(n) + " reader(s) of %" + rm.input->debugName() +
+                 "'s metadata alone read tsfuse::shape_of";
     std::string dup;
     if (rm.input->uses().size() != 1) {  // several reductions: this one gets its own copy
       dup = "; the elementwise region is recomputed for each of the " +
@@ -155,7 +187,7 @@ class FuseBroadcastReducePattern : public Pattern {
     e.reason = "fused " + std::to_string(r.nodes.size()) + " elementwise ops and " +
                reduction->kind().toQualString();
     for (const auto& b : r.boundary) e.reason += "; " + b;
-    e.reason += dup + repeats;
+    e.reason += metadata + dup + repeats;
 
     Node* fused = nullptr;
     if (rm.spec.withIndices()) {

@@ -14,6 +14,7 @@ const c10::Symbol kReduceIndicesOp = c10::Symbol::fromQualString("tsfuse::reduce
 const c10::Symbol kChainOp = c10::Symbol::fromQualString("tsfuse::reduce_chain");
 const c10::Symbol kChainIndicesOp = c10::Symbol::fromQualString("tsfuse::reduce_chain_with_indices");
 const c10::Symbol kUnsqueezeHelperOp = c10::Symbol::fromQualString("tsfuse::broadcast_unsqueeze");
+const c10::Symbol kShapeOfOp = c10::Symbol::fromQualString("tsfuse::shape_of");
 
 namespace {
 

@@ -254,7 +254,14 @@ bool matchReduction(Node* n, ReductionMatch& out, std::string* why) {
   return true;
 }
 
+bool isMetadataRead(Node* n) {
+  static const std::unordered_set<c10::Symbol> kinds = {c10::prim::dtype, c10::prim::device, c10::aten::size,
+                                                        c10::aten::dim, c10::Symbol::aten("numel")};
+  return kinds.count(n->kind()) && n->inputs().size() <= 2;
+}
+
 bool isFreshReader(Node* n) {
+  if (isMetadataRead(n)) return true;
   ElementwiseMatch m;
   ReductionMatch r;
   if (matchElementwise(n, m, nullptr)) return !opDef(m.op).has(kMayAlias);

@@ -39,9 +39,14 @@ struct ReductionMatch {
 
 bool matchReduction(Node* n, ReductionMatch& out, std::string* why);
 
-// True when `n` only reads its tensor inputs and returns fresh tensors: a matched elementwise op
-// other than to() (which may return its input), or a matched reduction. Such a use can neither
-// observe a later write to its input nor let one escape.
+// True when `n` reads nothing of its tensor input but metadata: its dtype, device, sizes (all, or
+// one dim's), rank or element count.
+bool isMetadataRead(Node* n);
+
+// True when `n` only reads its tensor inputs and returns fresh tensors or metadata: a matched
+// elementwise op other than to() (which may return its input), a matched reduction, or a dtype,
+// device, size, dim or numel query. Such a use can neither observe a later write to its input
+// nor let one escape.
 bool isFreshReader(Node* n);
 
 // Whether `block` (nested blocks included) holds a node a fusion could start from: a matched

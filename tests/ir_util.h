@@ -199,7 +199,8 @@ inline c10::IValue constInput(torch::jit::Node* n, size_t i) {
 // The expr string of a fused node.
 inline std::string exprOf(torch::jit::Node* n) { return constInput(n, 1).toStringRef(); }
 
-// Runs `g` and `ref` on the same inputs and checks that every output agrees (see sameTensor).
+// Runs `g` and `ref` on the same inputs and checks that every output agrees (see sameTensor;
+// numbers, bools and int lists must be equal).
 inline ::testing::AssertionResult sameOutputs(const std::shared_ptr<Graph>& ref,
                                                const std::shared_ptr<Graph>& g,
                                                const std::vector<c10::IValue>& inputs, bool exact = true) {
@@ -213,7 +214,12 @@ inline ::testing::AssertionResult sameOutputs(const std::shared_ptr<Graph>& ref,
   if (a.size() != b.size()) return ::testing::AssertionFailure() << "output counts differ";
   for (size_t i = 0; i < a.size(); ++i) {
     if (a[i].isTensor() != b[i].isTensor()) return ::testing::AssertionFailure() << "output " << i << " kinds differ";
-    if (!a[i].isTensor()) continue;
+    if (!a[i].isTensor()) {
+      bool comparable = a[i].isInt() || a[i].isDouble() || a[i].isBool() || a[i].isIntList();
+      if (comparable && !(a[i] == b[i]))
+        return ::testing::AssertionFailure() << "output " << i << ": " << a[i] << " vs " << b[i];
+      continue;
+    }
     auto r = sameTensor(a[i].toTensor(), b[i].toTensor(), exact);
     if (!r) return r << " (output " << i << ")";
   }

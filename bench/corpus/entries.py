@@ -53,9 +53,9 @@ class Entry:
 
 def is_fused_op(kind: str) -> bool:
     """Whether tsfuse::<kind> is a fused op, not a helper a pass inserts: sink_views' view helpers
-    (broadcast_*) and fold_upcast's tsfuse::upcast (a dtype cast standing for torchvision's
-    _upcast) are not counted."""
-    return not kind.startswith("broadcast_") and kind != "upcast"
+    (broadcast_*), fold_upcast's tsfuse::upcast (a dtype cast standing for torchvision's _upcast)
+    and tsfuse::shape_of (a stand-in for a fused value's metadata readers) are not counted."""
+    return not kind.startswith("broadcast_") and kind not in ("upcast", "shape_of")
 
 
 def boxes_xyxy(n: int, g: torch.Generator, scale: float = 512.0) -> Tensor:

@@ -1,13 +1,15 @@
 """optimize-ts on models that need torchvision (installed from PyPI into BUILD/test-deps/ by
 pypi_deps.py): a model calling torchvision's C++ op torchvision::nms, which loads only with
---library (or TSFUSE_LIBRARIES) naming torchvision/_C.so, and a scripted ResNet-50, which has
-nothing to fuse and must say so in a few lines."""
+--library (or TSFUSE_LIBRARIES) naming torchvision/_C.so, a scripted ResNet-50, which has
+nothing to fuse and must say so in a few lines, and torchvision's proposal Matcher, frozen, which
+becomes one fused op."""
 import json
 import pathlib
 import subprocess
 import sys
 
 import pytest
+import torch
 
 from optimize_ts_util import assert_one_error_line, run_tool
 from pypi_deps import torchvision_env
@@ -21,7 +23,7 @@ def models(torchvision_path, tmp_path_factory):
     script = pathlib.Path(__file__).with_name("torchvision_models.py")
     subprocess.run([sys.executable, str(script), str(outdir)], check=True, capture_output=True,
                    env=torchvision_env(torchvision_path), timeout=600)
-    return {"nms_iou": outdir / "nms_iou.pt", "resnet50": outdir / "resnet50.pt"}
+    return {"nms_iou": outdir / "nms_iou.pt", "resnet50": outdir / "resnet50.pt", "matcher": outdir / "matcher.pt"}
 
 
 @pytest.fixture(scope="module")
@@ -83,3 +85,38 @@ def test_resnet50_verbose_lists_in_place_notes(models, optimize_ts, tmp_path):
     assert proc.returncode == 0, proc.stderr
     notes = [line for line in proc.stdout.splitlines() if "in-place aten::relu_ kept" in line]
     assert len(notes) > 10 and all("(canonicalize)" in n for n in notes)
+
+
+# --- torchvision's Matcher ------------------------------------------------------------------------
+
+def _boxes(n: int, g: torch.Generator) -> torch.Tensor:
+    xy = torch.rand(n, 2, generator=g) * 200
+    return torch.cat([xy, xy + 1 + torch.rand(n, 2, generator=g) * 40], 1)
+
+
+def test_matcher_is_one_fused_op(models, optimize_ts, tsfuse_lib, tmp_path):
+    """box_iou, max(dim=0), `matches[below] = -1`, `matches[between] = -2` and the Matcher's
+    `numel() == 0` check: one tsfuse::reduce_with_indices (its epilogue the two writes), no [N, M]
+    value stored; the same matches as torchvision's, and the same errors for empty inputs."""
+    out = tmp_path / "m.pt"
+    proc = run_tool(optimize_ts, "--check=3", "--input-shape", "gt:12,4", "--input-shape", "proposals:3000,4",
+                    models["matcher"], out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    ref, opt = torch.jit.load(str(models["matcher"])), torch.jit.load(str(out))
+    kinds = [n.kind() for n in opt.graph.nodes()]
+    assert kinds.count("tsfuse::reduce_with_indices") == 1, opt.graph
+    assert not {"tsfuse::pairwise", "aten::index_put_", "aten::masked_fill", "aten::div", "aten::max"} & set(kinds)
+    g = torch.Generator().manual_seed(0)
+    for n, m in [(12, 3000), (1, 1), (40, 257)]:
+        gt, proposals = _boxes(n, g), _boxes(m, g)
+        proposals[: n // 2] = gt[: n // 2]  # some perfect matches
+        want = ref(gt, proposals)
+        assert {-1, -2} <= set(want.tolist()) or m < 40
+        assert torch.equal(opt(gt, proposals), want)
+    for n, m in [(0, 5), (5, 0)]:
+        errors = []
+        for model in (ref, opt):
+            with pytest.raises(Exception) as e:
+                model(_boxes(n, g), _boxes(m, g))
+            errors.append(str(e.value).strip().splitlines()[-1])
+        assert errors[0] == errors[1] and "available for one of the images" in errors[0]

@@ -34,10 +34,27 @@ class NmsThenIou(torch.nn.Module):
         return self.example_boxes, self.example_scores, self.example_anchors
 
 
+class MatchProposals(torch.nn.Module):
+    """The ROI heads' proposal matching of torchvision's two-stage detectors, as shipped:
+    Matcher(0.5, 0.5, allow_low_quality_matches=False) over box_iou(gt, proposals). Frozen for
+    deployment (torch.jit.freeze), so the thresholds and the low-quality flag are constants: the
+    IoU, its max over the ground truth, both threshold writes and the `numel() == 0` check become
+    one fused op."""
+
+    def __init__(self):
+        super().__init__()
+        from torchvision.models.detection._utils import Matcher
+        self.matcher = Matcher(0.5, 0.4, allow_low_quality_matches=False)
+
+    def forward(self, gt: Tensor, proposals: Tensor) -> Tensor:
+        return self.matcher(torchvision.ops.box_iou(gt, proposals))
+
+
 def main(outdir: pathlib.Path):
     outdir.mkdir(parents=True, exist_ok=True)
     torch.jit.script(NmsThenIou()).save(str(outdir / "nms_iou.pt"))
     torch.jit.script(torchvision.models.resnet50(weights=None).eval()).save(str(outdir / "resnet50.pt"))
+    torch.jit.freeze(torch.jit.script(MatchProposals().eval())).save(str(outdir / "matcher.pt"))
 
 
 if __name__ == "__main__":
