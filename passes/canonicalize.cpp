@@ -49,27 +49,37 @@ bool forwardTuples(Block* block) {
   return any;
 }
 
-// What is known statically of a tensor's dtype, enough to tell how a number converts to it.
-enum class KnownDtype { Unknown, Int64, Floating };
+// What is known statically of a tensor's dtype, enough to tell how a number converts to it and
+// whether where(mask, number, x) keeps it (a number never promotes a tensor of its own kind, nor
+// an integer one a floating tensor; an integer promotes bool).
+enum class KnownDtype { Unknown, NeverBool, Int64, Floating };
 
-KnownDtype knownDtype(Value* x) {
+KnownDtype knownDtype(Value* x, int depth = 0) {
   Node* p = x->node();
   const c10::FunctionSchema* s = p->maybeSchema();
   bool minMaxDim = (p->kind() == c10::aten::max || p->kind() == c10::aten::min) && s && s->overload_name() == "dim";
   if ((minMaxDim && x == p->output(1)) || p->kind() == c10::aten::argmax || p->kind() == c10::aten::argmin)
     return KnownDtype::Int64;
-  if (p->kind() == c10::aten::masked_fill) return knownDtype(p->input(0));
+  if (p->kind() == c10::aten::where && s && s->overload_name() == "ScalarSelf" && depth < 64) {
+    auto number = toIValue(p->input(1));
+    KnownDtype other = knownDtype(p->input(2), depth + 1);
+    if (number && number->isInt() && other != KnownDtype::Unknown) return other;
+    if (number && number->isDouble() && other == KnownDtype::Floating) return other;
+    return KnownDtype::Unknown;
+  }
   ElementwiseMatch m;
-  if (matchElementwise(p, m, nullptr) && opDef(m.op).has(kFloatValued)) return KnownDtype::Floating;
-  return KnownDtype::Unknown;
+  if (!matchElementwise(p, m, nullptr)) return KnownDtype::Unknown;
+  if (opDef(m.op).has(kFloatValued)) return KnownDtype::Floating;
+  return opDef(m.op).has(kNeverBool) ? KnownDtype::NeverBool : KnownDtype::Unknown;
 }
 
-// The number c of index_put_'s value in x[mask] = c, when masked_fill(x, mask, c) writes what
-// index_put_ would; otherwise nullopt and *why. Scripted code builds the value as
+// The number c of index_put_'s value in x[mask] = c, when where(mask, c, x) holds what x holds
+// after index_put_; otherwise nullopt and *why. Scripted code builds the value as
 // aten::tensor(c, dtype(x), device(x), False) (c converted to x's dtype, then copied), traces as
-// a constant 0-dim tensor (converted to x's dtype by the copy); masked_fill converts c itself.
-// The two conversions agree where c converts exactly: an integer into an int64 or floating x, a
-// float-exact number into a floating x, and 0 or 1 into any dtype.
+// a constant 0-dim tensor (converted to x's dtype by the copy); where converts c itself, to
+// x's dtype when c's kind cannot promote x's (KnownDtype). The two conversions agree where c
+// converts exactly: an integer into an int64 or floating x, a float-exact number into a floating
+// x, and an integer in [0, 127] into any but bool.
 std::optional<c10::Scalar> fillValue(Value* value, Value* x, std::string& why) {
   Node* v = value->node();
   std::optional<c10::IValue> c;
@@ -105,8 +115,10 @@ std::optional<c10::Scalar> fillValue(Value* value, Value* x, std::string& why) {
     case KnownDtype::Floating:
       if (integral || floatExact) return number;
       break;
+    case KnownDtype::NeverBool:
+      if (integral && d >= 0 && d <= 127) return number;
+      break;
     case KnownDtype::Unknown:
-      if (d == 0.0 || d == 1.0) return number;
       break;
   }
   why = "%" + x->debugName() + "'s dtype is not known well enough to convert " + std::to_string(d) +
@@ -215,12 +227,14 @@ struct CanonicalizePattern : Pattern {
     return "";
   }
 
-  // x[mask] = c, i.e. index_put_(x, [mask], <c as a 0-dim tensor>, False)  ->  y = masked_fill(x, mask, c),
+  // x[mask] = c, i.e. index_put_(x, [mask], <c as a 0-dim tensor>, False)  ->  y = where(mask, c, x),
   // later uses of x -> y
-  // NB: exact when mask is bool with exactly x's shape: both then write c, converted to x's dtype,
-  // where mask holds. index_put_ raises for any other mask shape, where masked_fill would
-  // broadcast, so the shape is proven (shape_facts.h), and the conversion of c must not depend on
-  // which op converts it (fillValue). x must be fresh, as for in-place ops.
+  // NB: exact when mask is bool with exactly x's layout: both then hold c, converted to x's
+  // dtype, where mask holds, and x elsewhere, laid out as x (where is a TensorIterator op over
+  // two operands of one layout; masked_fill would return a contiguous clone). index_put_ raises
+  // for another mask shape, where either would broadcast, so the layout is proven
+  // (shape_facts.h), and the conversion of c must not depend on which op converts it
+  // (fillValue). x must be fresh, as for in-place ops.
   bool tryBoolMaskFill(Node* n, Rewriter& rw) {
     const c10::FunctionSchema* schema = n->maybeSchema();
     if (n->kind() != c10::aten::index_put_ || !schema || schema->overload_name() != "") return false;
@@ -236,22 +250,23 @@ struct CanonicalizePattern : Pattern {
     auto accumulate = toIValue(n->input(3));
     if (!accumulate || !accumulate->isBool() || accumulate->toBool()) return reject("accumulate is not a constant False");
     if (!provablyBool(mask)) return reject("%" + mask->debugName() + " is not provably a bool tensor");
-    if (!provablySameShape(mask, x))
+    if (!provablySameLayout(mask, x))
       return reject("%" + mask->debugName() + " is not provably of %" + x->debugName() +
-                    "'s shape (index_put_ raises where masked_fill broadcasts)");
-    std::string why;
-    std::optional<c10::Scalar> c = fillValue(n->input(2), x, why);
-    if (!c) return reject(why);
+                    "'s shape and strides (index_put_ raises for another shape where where() broadcasts, and "
+                    "keeps x's strides)");
     Node* producer = x->node();
     if (producer->owningBlock() != n->owningBlock() || !isFreshReader(producer))
       return reject("%" + x->debugName() + " is not a fresh result in the same block (an input, a view, "
                     "or a value from another block may be visible elsewhere)");
+    std::string why;
+    std::optional<c10::Scalar> c = fillValue(n->input(2), x, why);
+    if (!c) return reject(why);
     why = writeObserver(n, x, nullptr, rw);
     if (!why.empty()) return reject(why);
     Graph& graph = rw.graph();
     torch::jit::WithInsertPoint guard(n);
-    Node* fill = graph.insertNode(graph.create(c10::aten::masked_fill, {x, mask, graph.insertConstant(*c)}, 1));
-    return replaceWrite(n, fill, "x[mask] = value (index_put_ of a bool mask of x's shape) on a fresh intermediate", rw);
+    Node* fill = graph.insertNode(graph.create(c10::aten::where, {mask, graph.insertConstant(*c), x}, 1));
+    return replaceWrite(n, fill, "x[mask] = value (index_put_ of a bool mask of x's layout) on a fresh intermediate", rw);
   }
 
   // slice(x, d, None|0, None|INT64_MAX, 1) -> x, when the slice is only read

@@ -32,25 +32,31 @@ bool boolAt(Value* v, int depth) {
                                 [&](const MatchedArg& a) { return a.tensor && boolAt(a.tensor, depth + 1); });
 }
 
+bool isWhereScalarSelf(Node* n) {
+  const c10::FunctionSchema* s = n->maybeSchema();
+  return n->kind() == c10::aten::where && s && s->overload_name() == "ScalarSelf";
+}
+
 bool leavesWithin(Value* v, const std::vector<Value*>& twins, int depth) {
   if (std::find(twins.begin(), twins.end(), v) != twins.end()) return true;
   ElementwiseMatch m;
-  if (depth > kMaxDepth || !matchElementwise(v->node(), m, nullptr)) return false;
-  // An elementwise result has the broadcast shape of its tensor arguments; numbers add none.
+  if (depth > kMaxDepth || v->node()->kind() == c10::aten::masked_fill || !matchElementwise(v->node(), m, nullptr))
+    return false;
+  // The result has its tensor arguments' common layout; numbers add none.
   return std::all_of(m.args.begin(), m.args.end(),
                      [&](const MatchedArg& a) { return !a.tensor || leavesWithin(a.tensor, twins, depth + 1); });
 }
 
-// The values known to have x's shape (see provablySameShape).
-std::vector<Value*> shapeTwins(Value* x, int depth) {
+// The values known to have x's layout (see provablySameLayout).
+std::vector<Value*> layoutTwins(Value* x, int depth) {
   std::vector<Value*> twins{x};
   Node* p = x->node();
   if (isMinMaxDim(p)) {
     twins.push_back(p->output(0) == x ? p->output(1) : p->output(0));
-  } else if (p->kind() == c10::aten::masked_fill && depth < kMaxDepth) {
-    // masked_fill(x0, m, c) has x0's shape when m's shape is x0's
-    std::vector<Value*> inner = shapeTwins(p->input(0), depth + 1);
-    if (leavesWithin(p->input(1), inner, 0)) twins.insert(twins.end(), inner.begin(), inner.end());
+  } else if (isWhereScalarSelf(p) && depth < kMaxDepth) {
+    // where(m, c, x0) is laid out as x0 when m is
+    std::vector<Value*> inner = layoutTwins(p->input(2), depth + 1);
+    if (leavesWithin(p->input(0), inner, 0)) twins.insert(twins.end(), inner.begin(), inner.end());
   }
   return twins;
 }
@@ -59,6 +65,6 @@ std::vector<Value*> shapeTwins(Value* x, int depth) {
 
 bool provablyBool(Value* v) { return boolAt(v, 0); }
 
-bool provablySameShape(Value* v, Value* x) { return leavesWithin(v, shapeTwins(x, 0), 0); }
+bool provablySameLayout(Value* v, Value* x) { return leavesWithin(v, layoutTwins(x, 0), 0); }
 
 }  // namespace tsfuse

@@ -9,9 +9,11 @@ namespace tsfuse {
 // `v` is a bool tensor for every input: a comparison or logical op, or &, |, ^, ~ of such values.
 bool provablyBool(torch::jit::Value* v);
 
-// `v` has exactly `x`'s shape for every input: v is x, or an elementwise function whose tensor
-// leaves all have x's shape. Known to have x's shape: x; both outputs of the max|min(dim) that
-// made x; and, for x = masked_fill(x0, m, c) with m of x0's shape, what x0's shape is known from.
-bool provablySameShape(torch::jit::Value* v, torch::jit::Value* x);
+// `v` has exactly the shape and strides of `x`, a fresh (dense) tensor, for every input: v is x,
+// or the result of TensorIterator elementwise ops whose tensor leaves all have x's layout (such
+// an op lays its result out as its inputs when they agree). Known to have x's layout: x; the
+// other output of the max|min(dim) that made x; and, for x = where(m, c, x0) with m of x0's
+// layout, what has x0's. (masked_fill is not such an op: it returns a contiguous clone.)
+bool provablySameLayout(torch::jit::Value* v, torch::jit::Value* x);
 
 }  // namespace tsfuse

@@ -31,7 +31,7 @@ const std::vector<PassInfo>& pipelinePasses() {
          return true;
        }},
       {"canonicalize", "lower tuples, fold constants, in-place -> out-of-place, identity slices, values-only max/min(dim), "
-       "x[bool mask] = c -> masked_fill",
+       "x[bool mask] = c -> where",
        Canonicalize},
       {"fold_upcast", "prim::If on a tensor's dtype computing torchvision's _upcast -> tsfuse::upcast", FoldUpcast},
       {"sink_views", "select/slice/unsqueeze of an elementwise intermediate -> the same ops on views of its leaves",

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from gen_common import DTYPE_NAME, DTYPE_WEIGHTS, ULP, Reject, Val, _finite_max, _is_float
+from gen_common import DTYPE_NAME, DTYPE_WEIGHTS, ULP, Reject, StopProgram, Val, _finite_max, _is_float
 from gen_elementwise import ElementwiseForms
 from gen_forms import OperandForms
 from gen_reduce import ReductionForms
@@ -415,11 +415,15 @@ class Generator(ElementwiseForms, ReductionForms, OperandForms):
                         self.forms.add("reduce_then_pairwise")
                 elif r < 0.29:
                     nxt = rng.choice([self.unpack_form, self.repeat_form])(cur)
+                elif r < 0.33:
+                    nxt = self.mask_write_form(cur)
                 else:
                     nxt = self.elementwise(cur if rng.random() < 0.85 else None)
                 cur = nxt or cur
             if rng.random() < 0.55:
                 last = cur
+                if not last.param and rng.random() < 0.15:
+                    self.metadata_guard(last)
                 cur = self.reduction(last) or cur
                 if cur is not last and rng.random() < 0.3:
                     inner = cur  # a reduction of a reduction's value (tsfuse::reduce_chain)
@@ -458,10 +462,6 @@ class Generator(ElementwiseForms, ReductionForms, OperandForms):
             self.forms.add("py_scalar")
         return Program(self.name, self.seed, params, inputs, self.lines, [v.name for v in outs],
                        [v.err for v in outs], self.forms, self.expect_error)
-
-
-class StopProgram(Exception):
-    pass
 
 
 def generate(seed, index=0):

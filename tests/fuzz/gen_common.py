@@ -15,6 +15,10 @@ class Reject(Exception):
     pass
 
 
+class StopProgram(Exception):
+    """The program ends at the line just added (one eager rejects: the program expects its error)."""
+
+
 def _finite_max(t):
     """max |t| over finite elements (0 when none), as a float."""
     if not isinstance(t, torch.Tensor):

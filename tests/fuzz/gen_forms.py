@@ -1,8 +1,9 @@
 """The program generator's operand forms beyond single views (a mixin of gen.Generator): values
-unpacked from chunk/split/unbind, buffers filled slice by slice before they are read, and repeats
-(of size-1 dims: broadcasts; of larger dims: tiles)."""
+unpacked from chunk/split/unbind, buffers filled slice by slice before they are read, repeats
+(of size-1 dims: broadcasts; of larger dims: tiles), masked writes `x[mask] = c`, and guards that
+read a value's metadata alone before it is reduced."""
 
-from gen_common import Val
+from gen_common import StopProgram, Val
 
 
 class OperandForms:
@@ -82,3 +83,40 @@ class OperandForms:
         if v.t.numel() * 5 * max(1, other.t.shape[0] if other.t.dim() else 1) > 200000:
             return None  # keep repeated operands small
         return self.emit(expr, form, lambda out: v.err)
+
+    def mask_write_form(self, v=None):
+        """x[mask] = c on an intermediate: masks of x itself (comparisons, & of two, NaN tests),
+        sometimes of another operand (another shape: index_put_ raises, or a broadcast one); c an
+        integer, a float-exact or inexact float, inf."""
+        cands = [u for u in self.vals if not u.param and u.root is None and not u.err]
+        if not cands:
+            return None
+        v = v if v in cands else self.rng.choice(cands)
+        n, s = v.name, self.scalar()
+        other = self.operand(exclude=v, prefer_recent=False)
+        mask = self.rng.choice([f"{n} < {s}", f"({n} > {s}) & ({n} <= 2)", f"{n} != {n}", f"~({n} >= 0)",
+                                f"{n} == {n}", f"{other.name} > 0"])
+        c = self.rng.choice(["0", "1", "-1", "-2", "3", "2.5", "0.1", 'float("inf")'])
+        line = f"{n}[{mask}] = {c}"
+        try:
+            exec(line, {"torch": __import__("torch")}, self.env)
+        except Exception:  # noqa: BLE001 - eager rejects it (index_put_ raises before writing)
+            if self.rng.random() < 0.05:
+                self.lines.append(line)
+                self.forms.update({"mask_write", "error"})
+                self.expect_error = True
+                raise StopProgram()
+            return None
+        self.lines.append(line)
+        self.forms.add("mask_write")
+        return v
+
+    def metadata_guard(self, v):
+        """`if x.numel() == 0: raise` (torchvision's Matcher) or a size/dim test, before x is
+        reduced: readers of x's metadata alone, which must not keep x from fusing."""
+        n = v.name
+        cond = self.rng.choice([f"{n}.numel() == 0", f"{n}.dim() > 0 and {n}.size(0) == 0",
+                                f"{n}.shape[-1] == 0" if v.t.dim() else f"{n}.numel() == 0",
+                                f"{n}.dtype == torch.bool and {n}.numel() > 100000"])
+        self.lines += [f"if {cond}:", f'    raise ValueError("guard on {n}")']
+        self.forms.add("metadata_guard")

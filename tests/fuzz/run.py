@@ -59,7 +59,7 @@ FORM_OPS = {
     "reduce:var": r"aten::var\(", "reduce:std": r"aten::std\(",
     "reduce:softmax": r"aten::softmax\(", "reduce:log_softmax": r"aten::log_softmax\(",
     "inplace": r"aten::\w+_\(", "where": r"aten::where\(",
-    "repeat": r"aten::repeat\(",
+    "repeat": r"aten::repeat\(", "mask_write": r"aten::index_put_\(",
 }
 
 # Forms whose own fused op must appear in the optimized graph.

@@ -1,9 +1,9 @@
 // IR-string tests of canonicalize's x[mask] = c rewrite (passes/canonicalize.cpp,
-// tryBoolMaskFill): index_put_ of a bool mask of x's own shape on a fresh intermediate becomes
-// masked_fill and joins the fused region; named negative cases keep index_put_ where the two
-// could differ (another mask shape, a non-bool mask, accumulate, a fill value whose conversion
-// to x's dtype is not known, a graph input). Each rewrite runs before/after through the
-// interpreter.
+// tryBoolMaskFill): index_put_ of a bool mask of x's own layout on a fresh intermediate becomes
+// where(mask, c, x) and joins the fused region; named negative cases keep index_put_ where the
+// two could differ (another mask shape, a non-bool mask, accumulate, a fill value whose
+// conversion to x's dtype is not known, a bool x, a graph input). Each rewrite runs
+// before/after through the interpreter, values, dtypes and strides compared.
 #include "ir_util.h"
 
 #include "passes/canonicalize.h"
@@ -37,18 +37,18 @@ std::vector<c10::IValue> inputs(uint64_t seed) {
 
 PassRun canonicalize(std::shared_ptr<Graph>& g) { return runPass(g, tsfuse::Canonicalize); }
 
-TEST(BoolMaskFillIR, ComparisonOfTheValueBecomesMaskedFillAndFuses) {
+TEST(BoolMaskFillIR, ComparisonOfTheValueBecomesWhereAndFuses) {
   auto g = write("aten::lt(%x, %half)", "int = prim::Constant[value=-3]()");
   auto ref = g->copy();
   PassRun c = canonicalize(g);
   EXPECT_EQ(c.rewrites(), 1) << c.dump();
   EXPECT_TRUE(fileCheck(c.ir, [](FileCheck& fc) {
-    fc.check_not("aten::index_put_")->check("aten::masked_fill(")->check_not("aten::tensor(");
+    fc.check_not("aten::index_put_")->check("aten::where(")->check_not("aten::tensor(");
   }));
   EXPECT_TRUE(sameOutputs(ref, g, inputs(1)));
   PassRun p = runPipelineOn(g);
   ASSERT_EQ(findNodes(g, "tsfuse::pairwise").size(), 1u) << p.dump();
-  EXPECT_NE(exprOf(findNodes(g, "tsfuse::pairwise")[0]).find("masked_fill"), std::string::npos);
+  EXPECT_NE(exprOf(findNodes(g, "tsfuse::pairwise")[0]).find("where("), std::string::npos);
   EXPECT_TRUE(sameOutputs(ref, g, inputs(2)));
 }
 
@@ -77,7 +77,7 @@ TEST(BoolMaskFillIR, SecondWriteMaskedByTheFirstResult) {
   PassRun c = canonicalize(g);
   EXPECT_EQ(c.rewrites(), 2) << c.dump();
   EXPECT_TRUE(fileCheck(c.ir, [](FileCheck& fc) {
-    fc.check_not("aten::index_put_")->check("aten::masked_fill")->check("aten::masked_fill");
+    fc.check_not("aten::index_put_")->check("aten::where(")->check("aten::where(");
   }));
   EXPECT_TRUE(sameOutputs(ref, g, inputs(3)));
   PassRun p = runPipelineOn(g);
@@ -85,8 +85,51 @@ TEST(BoolMaskFillIR, SecondWriteMaskedByTheFirstResult) {
   EXPECT_TRUE(sameOutputs(ref, g, inputs(4)));
 }
 
+TEST(BoolMaskFillIR, StridesOfATransposedIntermediateAreKept) {
+  // x = a.t() / 2 is laid out column-major; index_put_ writes it in place (keeping that layout),
+  // and so does where(mask, c, x) over a mask of x's layout (masked_fill would return rows).
+  auto g = graphWithConstants("%a : Tensor", R"IR(
+  %at : Tensor = aten::t(%a)
+  %x : Tensor = aten::div(%at, %two)
+  %mask : Tensor = aten::eq(%x, %x)
+  %dt : int = prim::dtype(%x)
+  %dev : Device = prim::device(%x)
+  %c : float = prim::Constant[value=2.5]()
+  %val : Tensor = aten::tensor(%c, %dt, %dev, %false)
+  %idx : Tensor?[] = prim::ListConstruct(%mask)
+  %w : Tensor = aten::index_put_(%x, %idx, %val, %false)
+  return (%x)
+)IR");
+  auto ref = g->copy();
+  PassRun c = canonicalize(g);
+  EXPECT_EQ(c.rewrites(), 1) << c.dump();
+  Gen gen(6);
+  at::Tensor a = gen.tensor({5, 8}, at::kFloat);
+  a.view(-1).index_put_({at::arange(0, 40, 3)}, at::full({}, NAN));
+  EXPECT_TRUE(sameOutputs(ref, g, {a}));
+  PassRun p = runPipelineOn(g);
+  EXPECT_EQ(findNodes(g, "tsfuse::pairwise").size(), 1u) << p.dump();
+  EXPECT_TRUE(sameOutputs(ref, g, {a}));
+}
+
+TEST(BoolMaskFillIR, NegativeBoolValue) {
+  // x = a & b is bool: where(mask, 0, x) would promote it to int64.
+  auto g = graphWithConstants("%a : Tensor, %b : Tensor", R"IR(
+  %x : Tensor = aten::logical_and(%a, %b)
+  %mask : Tensor = aten::logical_not(%x)
+  %dt : int = prim::dtype(%x)
+  %dev : Device = prim::device(%x)
+  %val : Tensor = aten::tensor(%zero, %dt, %dev, %false)
+  %idx : Tensor?[] = prim::ListConstruct(%mask)
+  %w : Tensor = aten::index_put_(%x, %idx, %val, %false)
+  return (%x)
+)IR");
+  PassRun c = canonicalize(g);
+  EXPECT_TRUE(c.rejectedWith("dtype is not known well enough")) << c.dump();
+}
+
 TEST(BoolMaskFillIR, NegativeMaskOfAnotherShape) {
-  // %b < 0.5 is [1, 5]: index_put_ raises for it on a [6, 5] x where masked_fill would broadcast.
+  // %b < 0.5 is [1, 5]: index_put_ raises for it on a [6, 5] x where where() would broadcast.
   auto g = write("aten::lt(%b, %half)", "int = prim::Constant[value=0]()");
   PassRun c = canonicalize(g);
   EXPECT_EQ(c.rewrites(), 0) << c.dump();
@@ -94,7 +137,7 @@ TEST(BoolMaskFillIR, NegativeMaskOfAnotherShape) {
 }
 
 TEST(BoolMaskFillIR, NegativeMaskNotProvablyBool) {
-  // x[x * 0] = 0 indexes with a float tensor: index_put_ raises, masked_fill would too, but
+  // x[x * 0] = 0 indexes with a float tensor: index_put_ raises, where() would too, but
   // differently.
   auto g = write("aten::mul(%x, %zero)", "int = prim::Constant[value=0]()");
   PassRun c = canonicalize(g);
