@@ -12,22 +12,25 @@ namespace {
 
 using namespace tsfuse_test;
 
-// %x = %a / %b ([6, 5], floating), then `body`, which writes through %idx (the index list) and
-// %val (aten::tensor(%c, x.dtype, x.device)); %c and the mask are the body's.
-std::shared_ptr<Graph> write(const std::string& mask, const std::string& c, const std::string& extra = "",
-                             const std::string& target = "%x", const std::string& accumulate = "%false") {
-  const std::string body = R"IR(
-  %x : Tensor = aten::div(%a, %b)
-)IR" + extra + "  %mask : Tensor = " + mask + "\n" + "  %c : " + c + "\n" +
-                           "  %dt : int = prim::dtype(" + target + ")\n" + "  %dev : Device = prim::device(" + target +
-                           ")\n" + R"IR(
-  %val : Tensor = aten::tensor(%c, %dt, %dev, %false)
-  %idx : Tensor?[] = prim::ListConstruct(%mask)
-)IR" + "  %w : Tensor = aten::index_put_(" + target + ", %idx, %val, " + accumulate + ")\n" +
-                           "  %y : Tensor = aten::mul(" + target + ", %two)\n  return (%y, " + target + ")\n";
+// The lines scripting emits for `x[mask] = c` (%c, %mask: declared values), their names tagged.
+std::string put(const std::string& x, const std::string& mask, const std::string& c, const std::string& tag = "",
+                const std::string& accumulate = "%false") {
+  return "  %dt" + tag + " : int = prim::dtype(" + x + ")\n  %dev" + tag + " : Device = prim::device(" + x +
+         ")\n  %val" + tag + " : Tensor = aten::tensor(" + c + ", %dt" + tag + ", %dev" + tag +
+         ", %false)\n  %idx" + tag + " : Tensor?[] = prim::ListConstruct(" + mask + ")\n  %w" + tag +
+         " : Tensor = aten::index_put_(" + x + ", %idx" + tag + ", %val" + tag + ", " + accumulate + ")\n";
+}
+
+std::shared_ptr<Graph> graphOf(const std::string& body) {
   return graphWithConstants("%a : Tensor, %b : Tensor", body,
                             "  %half : float = prim::Constant[value=0.5]()\n"
                             "  %tenth : float = prim::Constant[value=0.1]()\n");
+}
+
+// %x = %a / %b ([6, 5], floating), x[mask] = c, then x read and returned.
+std::shared_ptr<Graph> write(const std::string& mask, const std::string& c, const std::string& accumulate = "%false") {
+  return graphOf("  %x : Tensor = aten::div(%a, %b)\n  %mask : Tensor = " + mask + "\n  %c : " + c + "\n" +
+                 put("%x", "%mask", "%c", "", accumulate) + "  %y : Tensor = aten::mul(%x, %two)\n  return (%y, %x)\n");
 }
 
 std::vector<c10::IValue> inputs(uint64_t seed) {
@@ -55,24 +58,11 @@ TEST(BoolMaskFillIR, ComparisonOfTheValueBecomesWhereAndFuses) {
 TEST(BoolMaskFillIR, SecondWriteMaskedByTheFirstResult) {
   // torchvision's Matcher: two writes, the second's mask computed after the first write (from
   // x's new value, known to keep x's shape), one of them through & of two comparisons.
-  auto g = graphWithConstants("%a : Tensor, %b : Tensor", R"IR(
-  %x : Tensor = aten::div(%a, %b)
-  %lo : Tensor = aten::lt(%x, %half)
-  %d1 : int = prim::dtype(%x)
-  %v1 : Device = prim::device(%x)
-  %t1 : Tensor = aten::tensor(%m1, %d1, %v1, %false)
-  %i1 : Tensor?[] = prim::ListConstruct(%lo)
-  %w1 : Tensor = aten::index_put_(%x, %i1, %t1, %false)
-  %ge : Tensor = aten::ge(%x, %tenth)
-  %le : Tensor = aten::le(%x, %half)
-  %mid : Tensor = aten::__and__(%ge, %le)
-  %d2 : int = prim::dtype(%x)
-  %v2 : Device = prim::device(%x)
-  %t2 : Tensor = aten::tensor(%two, %d2, %v2, %false)
-  %i2 : Tensor?[] = prim::ListConstruct(%mid)
-  %w2 : Tensor = aten::index_put_(%x, %i2, %t2, %false)
-  return (%x, %w1)
-)IR", "  %half : float = prim::Constant[value=0.5]()\n  %tenth : float = prim::Constant[value=0.1]()\n");
+  auto g = graphOf("  %x : Tensor = aten::div(%a, %b)\n  %lo : Tensor = aten::lt(%x, %half)\n" +
+                   put("%x", "%lo", "%m1", "1") +
+                   "  %ge : Tensor = aten::ge(%x, %tenth)\n  %le : Tensor = aten::le(%x, %half)\n"
+                   "  %mid : Tensor = aten::__and__(%ge, %le)\n" +
+                   put("%x", "%mid", "%two", "2") + "  return (%x, %w1)\n");
   auto ref = g->copy();
   PassRun c = canonicalize(g);
   EXPECT_EQ(c.rewrites(), 2) << c.dump();
@@ -88,18 +78,10 @@ TEST(BoolMaskFillIR, SecondWriteMaskedByTheFirstResult) {
 TEST(BoolMaskFillIR, StridesOfATransposedIntermediateAreKept) {
   // x = a.t() / 2 is laid out column-major; index_put_ writes it in place (keeping that layout),
   // and so does where(mask, c, x) over a mask of x's layout (masked_fill would return rows).
-  auto g = graphWithConstants("%a : Tensor", R"IR(
-  %at : Tensor = aten::t(%a)
-  %x : Tensor = aten::div(%at, %two)
-  %mask : Tensor = aten::eq(%x, %x)
-  %dt : int = prim::dtype(%x)
-  %dev : Device = prim::device(%x)
-  %c : float = prim::Constant[value=2.5]()
-  %val : Tensor = aten::tensor(%c, %dt, %dev, %false)
-  %idx : Tensor?[] = prim::ListConstruct(%mask)
-  %w : Tensor = aten::index_put_(%x, %idx, %val, %false)
-  return (%x)
-)IR");
+  auto g = graphWithConstants("%a : Tensor",
+                              "  %at : Tensor = aten::t(%a)\n  %x : Tensor = aten::div(%at, %two)\n"
+                              "  %mask : Tensor = aten::eq(%x, %x)\n  %c : float = prim::Constant[value=2.5]()\n" +
+                                  put("%x", "%mask", "%c") + "  return (%x)\n");
   auto ref = g->copy();
   PassRun c = canonicalize(g);
   EXPECT_EQ(c.rewrites(), 1) << c.dump();
@@ -114,16 +96,8 @@ TEST(BoolMaskFillIR, StridesOfATransposedIntermediateAreKept) {
 
 TEST(BoolMaskFillIR, NegativeBoolValue) {
   // x = a & b is bool: where(mask, 0, x) would promote it to int64.
-  auto g = graphWithConstants("%a : Tensor, %b : Tensor", R"IR(
-  %x : Tensor = aten::logical_and(%a, %b)
-  %mask : Tensor = aten::logical_not(%x)
-  %dt : int = prim::dtype(%x)
-  %dev : Device = prim::device(%x)
-  %val : Tensor = aten::tensor(%zero, %dt, %dev, %false)
-  %idx : Tensor?[] = prim::ListConstruct(%mask)
-  %w : Tensor = aten::index_put_(%x, %idx, %val, %false)
-  return (%x)
-)IR");
+  auto g = graphOf("  %x : Tensor = aten::logical_and(%a, %b)\n  %mask : Tensor = aten::logical_not(%x)\n" +
+                   put("%x", "%mask", "%zero") + "  return (%x)\n");
   PassRun c = canonicalize(g);
   EXPECT_TRUE(c.rejectedWith("dtype is not known well enough")) << c.dump();
 }
@@ -145,7 +119,7 @@ TEST(BoolMaskFillIR, NegativeMaskNotProvablyBool) {
 }
 
 TEST(BoolMaskFillIR, NegativeAccumulate) {
-  auto g = write("aten::lt(%x, %half)", "int = prim::Constant[value=2]()", "", "%x", "%true");
+  auto g = write("aten::lt(%x, %half)", "int = prim::Constant[value=2]()", "%true");
   PassRun c = canonicalize(g);
   EXPECT_TRUE(c.rejectedWith("accumulate is not a constant False")) << c.dump();
 }
@@ -156,30 +130,14 @@ TEST(BoolMaskFillIR, NegativeFillValueWhoseConversionIsNotKnown) {
   PassRun c = canonicalize(g);
   EXPECT_TRUE(c.rejectedWith("dtype is not known well enough")) << c.dump();
   // x = a - b may be an integer or unsigned tensor: -1 could convert differently (or overflow).
-  auto h = graphWithConstants("%a : Tensor, %b : Tensor", R"IR(
-  %x : Tensor = aten::sub(%a, %b, %one)
-  %mask : Tensor = aten::ne(%x, %zero)
-  %dt : int = prim::dtype(%x)
-  %dev : Device = prim::device(%x)
-  %val : Tensor = aten::tensor(%m1, %dt, %dev, %false)
-  %idx : Tensor?[] = prim::ListConstruct(%mask)
-  %w : Tensor = aten::index_put_(%x, %idx, %val, %false)
-  return (%x)
-)IR");
+  auto h = graphOf("  %x : Tensor = aten::sub(%a, %b, %one)\n  %mask : Tensor = aten::ne(%x, %zero)\n" +
+                   put("%x", "%mask", "%m1") + "  return (%x)\n");
   PassRun d = canonicalize(h);
   EXPECT_TRUE(d.rejectedWith("dtype is not known well enough")) << d.dump();
 }
 
 TEST(BoolMaskFillIR, NegativeGraphInput) {
-  auto g = graphWithConstants("%a : Tensor, %b : Tensor", R"IR(
-  %mask : Tensor = aten::ne(%a, %a)
-  %dt : int = prim::dtype(%a)
-  %dev : Device = prim::device(%a)
-  %val : Tensor = aten::tensor(%zero, %dt, %dev, %false)
-  %idx : Tensor?[] = prim::ListConstruct(%mask)
-  %w : Tensor = aten::index_put_(%a, %idx, %val, %false)
-  return (%a)
-)IR");
+  auto g = graphOf("  %mask : Tensor = aten::ne(%a, %a)\n" + put("%a", "%mask", "%zero") + "  return (%a)\n");
   PassRun c = canonicalize(g);
   EXPECT_TRUE(c.rejectedWith("is not a fresh result")) << c.dump();
 }
