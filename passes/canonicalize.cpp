@@ -67,6 +67,22 @@ KnownDtype knownDtype(Value* x, int depth = 0) {
     if (number && number->isDouble() && other == KnownDtype::Floating) return other;
     return KnownDtype::Unknown;
   }
+  ReductionMatch r;
+  if (matchReduction(p, r, nullptr) && x == p->output(0)) {
+    if (r.spec.dtype)
+      return c10::isFloatingType(*r.spec.dtype) ? KnownDtype::Floating
+             : *r.spec.dtype == c10::kLong      ? KnownDtype::Int64
+                                                : KnownDtype::Unknown;
+    switch (r.spec.kind) {
+      case Reduction::Mean: case Reduction::Logsumexp: case Reduction::Norm: case Reduction::Var:
+      case Reduction::Std:
+        return KnownDtype::Floating;
+      case Reduction::Sum: case Reduction::Prod:
+        return KnownDtype::NeverBool;  // a bool or integer one is int64
+      default:
+        return KnownDtype::Unknown;  // max/min keep the input's dtype, bool too; any/all are bool
+    }
+  }
   ElementwiseMatch m;
   if (!matchElementwise(p, m, nullptr)) return KnownDtype::Unknown;
   if (opDef(m.op).has(kFloatValued)) return KnownDtype::Floating;
@@ -79,7 +95,7 @@ KnownDtype knownDtype(Value* x, int depth = 0) {
 // a constant 0-dim tensor (converted to x's dtype by the copy); where converts c itself, to
 // x's dtype when c's kind cannot promote x's (KnownDtype). The two conversions agree where c
 // converts exactly: an integer into an int64 or floating x, a float-exact number into a floating
-// x, and an integer in [0, 127] into any but bool.
+// x, and an integer in [0, 127] (as an int) into any but bool.
 std::optional<c10::Scalar> fillValue(Value* value, Value* x, std::string& why) {
   Node* v = value->node();
   std::optional<c10::IValue> c;
@@ -116,7 +132,8 @@ std::optional<c10::Scalar> fillValue(Value* value, Value* x, std::string& why) {
       if (integral || floatExact) return number;
       break;
     case KnownDtype::NeverBool:
-      if (integral && d >= 0 && d <= 127) return number;
+      // as an int: a float number would promote an integer x (a traced `x[m] = 0` holds 0.0)
+      if (d >= 0 && d <= 127 && d == std::floor(d)) return c10::Scalar(static_cast<int64_t>(d));
       break;
     case KnownDtype::Unknown:
       break;
