@@ -143,11 +143,22 @@ at::Tensor takeDonated(at::TensorList operands, at::IntArrayRef donated, const A
   return at::Tensor();
 }
 
-at::Tensor shapeOf(at::TensorList operands, c10::string_view exprText) {
+namespace {
+
+// The call's expression (parsed once per text), after checking its operands: their count, and
+// that each is defined.
+std::shared_ptr<const Expr> checkedExpr(at::TensorList operands, c10::string_view exprText, const ReduceSpec* reduce) {
   std::shared_ptr<const Expr> e = cachedExpr(std::string(exprText));
-  checkFusedOperandCount(*e, nullptr, operands.size());
+  checkFusedOperandCount(*e, reduce, operands.size());
   for (size_t i = 0; i < operands.size(); ++i)
     TORCH_CHECK(operands[i].defined(), "tsfuse: operand ", i, " is an undefined tensor");
+  return e;
+}
+
+}  // namespace
+
+at::Tensor shapeOf(at::TensorList operands, c10::string_view exprText) {
+  std::shared_ptr<const Expr> e = checkedExpr(operands, exprText, nullptr);
   auto device = commonDevice(operands);
   std::optional<Analysis> an;
   if (device) an = analyzeCached(e, operands, nullptr);
@@ -157,10 +168,7 @@ at::Tensor shapeOf(at::TensorList operands, c10::string_view exprText) {
 
 Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const ReduceSpec* reduce,
                     const NativePath& native, at::IntArrayRef donated) {
-  std::shared_ptr<const Expr> e = cachedExpr(std::string(exprText));
-  checkFusedOperandCount(*e, reduce, operands.size());
-  for (size_t i = 0; i < operands.size(); ++i)
-    TORCH_CHECK(operands[i].defined(), "tsfuse: operand ", i, " is an undefined tensor");
+  std::shared_ptr<const Expr> e = checkedExpr(operands, exprText, reduce);
   std::vector<int64_t> mainDonated;  // for a call on the expression's own operands only
   for (int64_t i : donated) {
     TORCH_CHECK(i >= 0 && i < static_cast<int64_t>(operands.size()), "tsfuse: donated operand ", i,

@@ -56,11 +56,9 @@ enum class KnownDtype { Unknown, NeverBool, Int64, Floating };
 
 KnownDtype knownDtype(Value* x, int depth = 0) {
   Node* p = x->node();
-  const c10::FunctionSchema* s = p->maybeSchema();
-  bool minMaxDim = (p->kind() == c10::aten::max || p->kind() == c10::aten::min) && s && s->overload_name() == "dim";
-  if ((minMaxDim && x == p->output(1)) || p->kind() == c10::aten::argmax || p->kind() == c10::aten::argmin)
+  if ((isMinMaxDim(p) && x == p->output(1)) || p->kind() == c10::aten::argmax || p->kind() == c10::aten::argmin)
     return KnownDtype::Int64;
-  if (p->kind() == c10::aten::where && s && s->overload_name() == "ScalarSelf" && depth < 64) {
+  if (isWhereScalarSelf(p) && depth < 64) {
     auto number = toIValue(p->input(1));
     KnownDtype other = knownDtype(p->input(2), depth + 1);
     if (number && number->isInt() && other != KnownDtype::Unknown) return other;
@@ -112,11 +110,11 @@ std::optional<c10::Scalar> fillValue(Value* value, Value* x, std::string& why) {
                                         !t->toTensor().requires_grad()) {
     c = t->toTensor().item();
   }
-  if (!c || !(c->isInt() || c->isDouble() || c->isScalar())) {
+  if (!c || !c->isScalar()) {
     why = "the value is not a constant number";
     return std::nullopt;
   }
-  c10::Scalar number = c->isScalar() ? c->toScalar() : (c->isInt() ? c10::Scalar(c->toInt()) : c10::Scalar(c->toDouble()));
+  c10::Scalar number = c->toScalar();
   if (number.isBoolean() || number.isComplex()) {
     why = "the value is a bool or complex number";
     return std::nullopt;
@@ -313,10 +311,8 @@ struct CanonicalizePattern : Pattern {
   // values, indices = max|min(x, dim, keepdim) with indices unused -> amax|amin(x, [dim], keepdim)
   // (the same values, NaN propagation and empty-dim error as eager's max/min with dim)
   bool tryValuesOnlyMinMax(Node* n, Rewriter& rw) {
-    bool isMax = n->kind() == c10::aten::max, isMin = n->kind() == c10::aten::min;
-    if (!(isMax || isMin) || n->outputs().size() != 2 || n->inputs().size() != 3) return false;
-    const c10::FunctionSchema* s = n->maybeSchema();
-    if (!s || s->overload_name() != "dim" || n->output(1)->hasUses()) return false;
+    if (!isMinMaxDim(n) || n->output(1)->hasUses()) return false;
+    const bool isMax = n->kind() == c10::aten::max;
     Graph& graph = rw.graph();
     torch::jit::WithInsertPoint guard(n);
     Value* dims = graph.insertNode(graph.createList(c10::IntType::get(), {n->input(1)}))->output();

@@ -15,12 +15,6 @@ using torch::jit::Value;
 
 constexpr int kMaxDepth = 64;  // expression trees of real code are far shallower
 
-bool isMinMaxDim(Node* n) {
-  const c10::FunctionSchema* s = n->maybeSchema();
-  return (n->kind() == c10::aten::max || n->kind() == c10::aten::min) && s && s->overload_name() == "dim" &&
-         n->outputs().size() == 2;
-}
-
 bool boolAt(Value* v, int depth) {
   ElementwiseMatch m;
   if (depth > kMaxDepth || !matchElementwise(v->node(), m, nullptr)) return false;
@@ -30,11 +24,6 @@ bool boolAt(Value* v, int depth) {
   // On two bools (or one, for ~) the bitwise ops return bool; a number operand could promote.
   return bitwise && std::all_of(m.args.begin(), m.args.end(),
                                 [&](const MatchedArg& a) { return a.tensor && boolAt(a.tensor, depth + 1); });
-}
-
-bool isWhereScalarSelf(Node* n) {
-  const c10::FunctionSchema* s = n->maybeSchema();
-  return n->kind() == c10::aten::where && s && s->overload_name() == "ScalarSelf";
 }
 
 bool leavesWithin(Value* v, const std::vector<Value*>& twins, int depth) {
@@ -62,6 +51,17 @@ std::vector<Value*> layoutTwins(Value* x, int depth) {
 }
 
 }  // namespace
+
+bool isMinMaxDim(Node* n) {
+  const c10::FunctionSchema* s = n->maybeSchema();
+  return (n->kind() == c10::aten::max || n->kind() == c10::aten::min) && s && s->overload_name() == "dim" &&
+         n->outputs().size() == 2;
+}
+
+bool isWhereScalarSelf(Node* n) {
+  const c10::FunctionSchema* s = n->maybeSchema();
+  return n->kind() == c10::aten::where && s && s->overload_name() == "ScalarSelf";
+}
 
 bool provablyBool(Value* v) { return boolAt(v, 0); }
 

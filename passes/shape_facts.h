@@ -6,6 +6,11 @@
 
 namespace tsfuse {
 
+// values, indices = aten::max|min(x, dim, keepdim)
+bool isMinMaxDim(torch::jit::Node* n);
+// aten::where(condition, <number>, other)
+bool isWhereScalarSelf(torch::jit::Node* n);
+
 // `v` is a bool tensor for every input: a comparison or logical op, or &, |, ^, ~ of such values.
 bool provablyBool(torch::jit::Value* v);
 

@@ -6,7 +6,6 @@
 
 #include "passes/fuse_broadcast_reduce.h"
 
-#include <optional>
 
 namespace {
 
@@ -38,15 +37,12 @@ std::vector<c10::IValue> points(uint64_t seed, int64_t n, int64_t m, at::ScalarT
   return {g.tensor({n, 1, 3}, at::kFloat).to(dtype), g.tensor({m, 3}, at::kFloat).to(dtype)};
 }
 
-// The first line of the error running `g` raises, or nullopt.
-std::optional<std::string> errorOf(const std::shared_ptr<Graph>& g, const std::vector<c10::IValue>& in) {
-  try {
-    runGraph(g, in);
-  } catch (const std::exception& e) {
-    std::string what = e.what();
-    return what.substr(0, what.find('\n'));
-  }
-  return std::nullopt;
+// The message of the error running `g` raises (the interpreter's last line: "RuntimeError: ...",
+// after a traceback that names the node that raised), or "".
+std::string errorRunning(const std::shared_ptr<Graph>& g, const std::vector<c10::IValue>& in) {
+  std::string what = errorOf([&] { runGraph(g, in); });
+  while (!what.empty() && (what.back() == '\n' || what.back() == '>')) what.pop_back();
+  return what.substr(what.find_last_of('\n') + 1);
 }
 
 TEST(MetadataReadersIR, ReadersOfTheReducedValueReadAStandIn) {
@@ -73,14 +69,14 @@ TEST(MetadataReadersIR, StandInRaisesWhatComputingTheValueRaised) {
   // [4, 1, 3] - [5, 2]: the subtraction's broadcast error, before any reader or the min.
   Gen gen(5);
   std::vector<c10::IValue> bad{gen.tensor({4, 1, 3}, at::kFloat), gen.tensor({5, 2}, at::kFloat)};
-  auto want = errorOf(ref, bad);
-  ASSERT_TRUE(want.has_value());
-  EXPECT_EQ(errorOf(g, bad), want);
+  const std::string want = errorRunning(ref, bad);
+  ASSERT_NE(want.find("must match the size of tensor b"), std::string::npos) << want;
+  EXPECT_EQ(errorRunning(g, bad), want);
   // Empty along the reduced dim: the readers see 0 elements, then min raises eager's error.
   std::vector<c10::IValue> empty{gen.tensor({4, 1, 3}, at::kFloat), gen.tensor({0, 3}, at::kFloat)};
-  auto wantEmpty = errorOf(ref, empty);
-  ASSERT_TRUE(wantEmpty.has_value());
-  EXPECT_EQ(errorOf(g, empty), wantEmpty);
+  const std::string wantEmpty = errorRunning(ref, empty);
+  ASSERT_NE(wantEmpty.find("min"), std::string::npos) << wantEmpty;
+  EXPECT_EQ(errorRunning(g, empty), wantEmpty);
 }
 
 TEST(MetadataReadersIR, NegativeValueAlsoReadForItsData) {
