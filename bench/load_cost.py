@@ -3,7 +3,8 @@
 time of large scripted torchvision models with and without the library in the process.
 
     .venv/bin/python bench/load_cost.py [--build build] [--runs 5] [--calls 5] [--threads N]
-                                        [--cells off,on] [--grad] [--json FILE] [--markdown] [MODEL ...]
+                                        [--cells off,on] [--driver python|cpp] [--grad] [--json FILE]
+                                        [--markdown] [MODEL ...]
 
 Loading the library changes every TorchScript model in the process (an executor pre-pass, and
 the profiled-run count set to 0 so that fused models are fused at their first call), so its cost
@@ -13,9 +14,12 @@ from other processes on the machine falls on both alike, torch's thread count is
 cell reports wall and process CPU time (all threads; the steadier one on a shared machine).
 
 Per cell: the first call (the executor builds its plan there: without the library the profiling
-plan, with it the optimized plan and the pre-pass), the second call (without the library the
-optimized plan is built there), then the median of --calls further calls (steady state). Inputs are
-fixed (saved with the model), run under torch.no_grad() (--grad: with autograd on).
+plan; with it, for a model with something to fuse, the optimized plan and the pre-pass), the second
+call (the optimized plan is built there otherwise), then the median of --calls further calls (steady
+state). Inputs are fixed (saved with the model), run under torch.no_grad() (--grad: with autograd
+on). --driver cpp calls the model from a LibTorch app (torch::jit::Module::forward), where the
+library gives a model with nothing to fuse PyTorch's profiled first call; called from Python, every
+model is in first-call mode (registration/first_call.h says why).
 
 Cells: off = no libtsfuse; on = torch.ops.load_library(libtsfuse.so), defaults; the diagnostic
 cells on-profiled (TSFUSE_FIRST_CALL=0: PyTorch's profiled run kept), on-disabled (TSFUSE_DISABLE=1:
@@ -27,6 +31,7 @@ BUILD/test-deps/torchvision-* (tests/python/pypi_deps.py installs it there), or 
 Not part of `make test` (no timing assertions in tests): `make bench-load-cost`.
 """
 import argparse
+import functools
 import json
 import os
 import pathlib
@@ -34,6 +39,7 @@ import re
 import statistics
 import subprocess
 import sys
+import sysconfig
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -133,6 +139,13 @@ def child(a):
     print("RESULT " + json.dumps(out))
 
 
+@functools.lru_cache(maxsize=None)
+def torch_dir():
+    p = subprocess.run([sys.executable, "-c", "import os, torch; print(os.path.dirname(torch.__file__))"],
+                       check=True, capture_output=True, text=True)
+    return p.stdout.strip()
+
+
 def run_cell(a, name, cell, paths, tv_dir, log=False):
     lib, env_extra = CELLS[cell]
     env = dict(os.environ)
@@ -143,10 +156,20 @@ def run_cell(a, name, cell, paths, tv_dir, log=False):
             env.pop(k, None)
     if log:
         env["TSFUSE_LOG_LEVEL"] = "info"
-    cmd = [sys.executable, __file__, "--child", "--threads", str(a.threads), "--calls", str(a.calls),
-           "--model", str(paths / f"{name}.pt"), "--input", str(paths / f"{name}.input.pt"), "--tv-dir", str(tv_dir)]
-    if lib:
-        cmd += ["--lib", str(a.build / "lib" / "libtsfuse.so")]
+    model, inputs, tsfuse_so = paths / f"{name}.pt", paths / f"{name}.input.pt", a.build / "lib" / "libtsfuse.so"
+    if a.driver == "cpp":
+        # torchvision's _C.so links libtorch_python, which needs libpython's symbols (its ops do not
+        # call Python); the app loads both first, with torch's lib folder on the search path.
+        libpython = pathlib.Path(sysconfig.get_config_var("LIBDIR")) / sysconfig.get_config_var("INSTSONAME")
+        env["LD_LIBRARY_PATH"] = str(pathlib.Path(torch_dir()) / "lib")
+        cmd = [str(a.build / "bin" / "tsfuse_load_cost_app"), str(model), str(inputs), str(a.threads), str(a.calls),
+               "--lib", str(libpython), "--lib", str(tv_dir / "torchvision" / "_C.so")]
+        cmd += ["--lib", str(tsfuse_so)] if lib else []
+    else:
+        cmd = [sys.executable, __file__, "--child", "--threads", str(a.threads), "--calls", str(a.calls),
+               "--model", str(model), "--input", str(inputs), "--tv-dir", str(tv_dir)]
+        if lib:
+            cmd += ["--lib", str(tsfuse_so)]
     if a.grad:
         cmd.append("--grad")
     p = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -171,6 +194,9 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--cells", default="off,on", help=f"comma-separated, of {', '.join(CELLS)}")
     ap.add_argument("--grad", action="store_true", help="run with autograd on instead of torch.no_grad()")
+    ap.add_argument("--driver", choices=["python", "cpp"], default="python",
+                    help="python: the model is called from Python (ScriptModule.__call__); cpp: from a LibTorch "
+                         "app through torch::jit::Module::forward (bench/load_cost_app.cpp, built here)")
     ap.add_argument("--json", default=None, help="write the raw cells here")
     ap.add_argument("--markdown", action="store_true", help="print the summary as a markdown table")
     ap.add_argument("models", nargs="*", default=list(MODELS))
@@ -190,6 +216,8 @@ def main():
         if c not in CELLS:
             sys.exit(f"unknown cell {c!r}: {', '.join(CELLS)}")
     tv_dir = find_torchvision(a.build, a.deps)
+    if a.driver == "cpp":
+        subprocess.run(["cmake", "--build", str(a.build), "--target", "tsfuse_load_cost_app"], check=True)
     paths = a.build / "bench" / "load_cost_models"
     prepare(a.models, paths, tv_dir)
 
@@ -213,7 +241,7 @@ def main():
                                                     "pass_ms": pass_ms, "cells": results}, indent=1))
 
     base = cells[0]
-    print(f"\nmedians of {a.runs} fresh processes per cell, {a.threads} threads, "
+    print(f"\n{a.driver} driver; medians of {a.runs} fresh processes per cell, {a.threads} threads, "
           f"{'autograd on' if a.grad else 'no_grad'}; ratios against '{base}'")
     hdr = ["model", "cell", "first ms", "first cpu ms", "second ms", "steady ms", "steady cpu ms",
            "first ratio", "first cpu ratio", "steady ratio", "steady cpu ratio", "tsfuse ops", "pass ms"]

@@ -1,5 +1,6 @@
 #include "registration/executor_hook.h"
 
+#include "registration/first_call.h"
 #include "passes/driver.h"
 #include "passes/op_table.h"
 #include "tsfuse/log.h"
@@ -157,9 +158,13 @@ struct PassTimer {
   }
 };
 
+bool passApplies(const ActiveList& active, const std::shared_ptr<torch::jit::Graph>& g) {
+  return !active.empty() && gEnabled && !optedOut(g);
+}
+
 void runActivePasses(std::shared_ptr<torch::jit::Graph>& g) {
   std::shared_ptr<const ActiveList> active = activePasses();
-  if (active->empty() || !gEnabled || optedOut(g)) return;
+  if (!passApplies(*active, g)) return;
   std::optional<PassTimer> timer;
   if (log::enabled(log::Component::registration, log::Level::info)) timer.emplace();
   // Graphs with nothing to fuse are left exactly as the executor made them (profile nodes too).
@@ -186,6 +191,10 @@ void runActivePasses(std::shared_ptr<torch::jit::Graph>& g) {
 
 }  // namespace
 
+bool executorMayFuse(const std::shared_ptr<torch::jit::Graph>& g) {
+  return passApplies(*activePasses(), g) && mayFuse(g->block());
+}
+
 ExecutorRegistration registerExecutorPass(PipelineOptions options, bool firstCall) {
   options.validate();
   ExecutorRegistration r;
@@ -201,10 +210,7 @@ ExecutorRegistration registerExecutorPass(PipelineOptions options, bool firstCal
     next->push_back({r.prePass, std::move(options)});
     reg.active = std::move(next);
   }
-  if (firstCall) {
-    r.previousProfiledRuns = torch::jit::getNumProfiledRuns().load();
-    torch::jit::getNumProfiledRuns() = 0;
-  }
+  if (firstCall) r.previousProfiledRuns = acquireFirstCallPolicy();
   TSFUSE_LOG(registration, info, "executor pre-pass registered (id ", r.prePass, ", first-call ",
              firstCall ? "on" : "off", ")");
   return r;
@@ -219,7 +225,7 @@ void clearExecutorPass(const ExecutorRegistration& r) {
       if (p.id != r.prePass) next->push_back(p);
     reg.active = std::move(next);
   }
-  if (r.previousProfiledRuns) torch::jit::getNumProfiledRuns() = *r.previousProfiledRuns;
+  if (r.previousProfiledRuns) releaseFirstCallPolicy();
 }
 
 namespace {

@@ -7,7 +7,8 @@
 // First call. The profiling executor runs custom pre-passes only when it builds the optimized
 // plan, after getNumProfiledRuns() profiling calls (default 1): the first call would run
 // unfused. tsfuse therefore sets the number of profiled runs to 0 at load (TSFUSE_FIRST_CALL=0
-// keeps PyTorch's default), so the first call builds the optimized plan and is already fused.
+// keeps PyTorch's default), so the first call builds the optimized plan and is already fused;
+// methods with nothing to fuse get PyTorch's count back (registration/first_call.h).
 // Trade-off: the executor then has no profiled shapes, so NNC (TensorExpr) fusion, which needs
 // them, does not fire — relevant on GPU; on CPU NNC is off by default. See docs/registration.md.
 //
@@ -21,6 +22,10 @@
 #include <string>
 
 namespace tsfuse {
+
+// Whether the executor pass would rewrite anything in `g`: a pass is registered and enabled, the
+// model has not opted out, and the graph holds an op the pipeline can fuse.
+bool executorMayFuse(const std::shared_ptr<torch::jit::Graph>& g);
 
 // PipelineOptions from TSFUSE_PASSES (comma-separated pass names to keep); throws on unknown.
 PipelineOptions optionsFromEnvironment();

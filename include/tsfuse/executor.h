@@ -16,14 +16,16 @@ namespace tsfuse {
 
 struct ExecutorRegistration {
   torch::jit::GraphPassNameType prePass = 0;  // this registration's id (tsfuse's own, not torch's)
-  std::optional<size_t> previousProfiledRuns;  // restored by clear()
+  std::optional<size_t> previousProfiledRuns;  // PyTorch's count, put back by the last clear()
 };
 
-// Registers the pipeline as an executor pre-pass. `firstCall` sets the profiled-run count to 0.
+// Registers the pipeline as an executor pre-pass. `firstCall` sets the profiled-run count to 0
+// (methods with nothing to fuse, called through torch::jit::Method, get PyTorch's count back for
+// their first call: docs/registration.md).
 // Thread-safe: registering and clearing while other threads run models is supported (torch's own
 // pre-pass list is only touched once, by the first registration).
 ExecutorRegistration registerExecutorPass(PipelineOptions options, bool firstCall);
-// Removes the pre-pass and restores the profiled-run count.
+// Removes the pre-pass; the last first-call registration cleared restores the profiled-run count.
 void clearExecutorPass(const ExecutorRegistration& r);
 
 // The registration made at load, if any.

@@ -1,0 +1,167 @@
+#include "registration/first_call.h"
+
+#include "registration/executor_hook.h"
+#include "tsfuse/log.h"
+
+#include <ATen/record_function.h>
+#include <torch/csrc/jit/api/function_impl.h>
+#include <torch/csrc/jit/runtime/graph_executor.h>
+#include <torch/csrc/jit/runtime/profiling_record.h>
+
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+
+namespace tsfuse {
+namespace {
+
+struct Policy {
+  std::mutex mu;
+  size_t users = 0;
+  size_t pytorchRuns = 1;
+  std::optional<at::CallbackHandle> observer;
+  // Methods already attributed, with their graph: a method freed and another allocated at the
+  // same address has another graph (the old one expired with its method).
+  std::unordered_map<const torch::jit::Function*, std::weak_ptr<torch::jit::Graph>> seen;
+  size_t pruneAt = 64;
+  FirstCallStats stats;
+};
+Policy& policy() {
+  static Policy p;
+  return p;
+}
+
+// Nonzero while this thread's candidate-free graph has PyTorch's count (this value) and its
+// executor has not yet read it. Lending and restoring are compare-and-swap under the policy's
+// lock: a count someone else set meanwhile (the user) is theirs and stays, and nothing is
+// restored once the last registration has given the count back.
+thread_local size_t tLentRuns = 0;
+thread_local const c10::Type* tLentSelf = nullptr;  // the lending method's module class
+
+struct Lent : at::ObserverContext {};
+
+std::unique_ptr<at::ObserverContext> lendProfiledRuns(const c10::Type* self) {
+  Policy& p = policy();
+  std::lock_guard<std::mutex> lock(p.mu);
+  size_t expected = 0;
+  if (p.users == 0 || p.pytorchRuns == 0 ||
+      !torch::jit::getNumProfiledRuns().compare_exchange_strong(expected, p.pytorchRuns))
+    return nullptr;
+  tLentRuns = p.pytorchRuns;
+  tLentSelf = self;
+  return std::make_unique<Lent>();
+}
+
+void restoreFirstCallCount() {
+  if (tLentRuns == 0) return;
+  size_t expected = tLentRuns;
+  tLentRuns = 0;
+  Policy& p = policy();
+  std::lock_guard<std::mutex> lock(p.mu);
+  if (p.users > 0) torch::jit::getNumProfiledRuns().compare_exchange_strong(expected, 0);
+}
+
+// The method a TORCHSCRIPT_FUNCTION record is about: its first input is the module (self).
+torch::jit::GraphFunction* calledMethod(const at::RecordFunction& fn) {
+  auto inputs = fn.inputs();
+  if (inputs.empty() || !inputs[0].isObject()) return nullptr;
+  torch::jit::Function* f = inputs[0].toObjectRef().type()->findMethod(fn.name());
+  if (!f || !f->isGraphFunction()) return nullptr;
+  return &torch::jit::toGraphFunction(*f);
+}
+
+bool firstSight(Policy& p, torch::jit::GraphFunction* method) {
+  std::shared_ptr<torch::jit::Graph> graph = method->graph();
+  std::lock_guard<std::mutex> lock(p.mu);
+  auto it = p.seen.find(method);
+  if (it != p.seen.end() && it->second.lock() == graph) return false;
+  if (p.seen.size() >= p.pruneAt) {
+    for (auto e = p.seen.begin(); e != p.seen.end();) e = e->second.expired() ? p.seen.erase(e) : std::next(e);
+    p.pruneAt = std::max<size_t>(64, 2 * p.seen.size());
+  }
+  p.seen[method] = graph;
+  return true;
+}
+
+std::unique_ptr<at::ObserverContext> attribute(const at::RecordFunction& fn) {
+  // The user set another count after loading us: theirs stands.
+  if (torch::jit::getNumProfiledRuns().load() != 0) return nullptr;
+  torch::jit::GraphFunction* method = calledMethod(fn);
+  if (!method) return nullptr;
+  Policy& p = policy();
+  if (!firstSight(p, method)) return nullptr;
+  // The interpreter records each frame too, after its executor chose a plan: Python's calls of a
+  // scripted method are seen only there, too late to choose the count (they keep first-call mode).
+  if (method->get_executor().isOptimized()) return nullptr;
+  // The graph the executor is built from (inlined; cached, so the executor does not redo it).
+  const bool candidates = executorMayFuse(method->optimized_graph());
+  {
+    std::lock_guard<std::mutex> lock(p.mu);
+    ++(candidates ? p.stats.firstCall : p.stats.profiled);
+  }
+  TSFUSE_LOG(registration, debug, "first call of ", method->qualname().qualifiedName(), ": ",
+             candidates ? "fused (first-call mode)" : "nothing to fuse, PyTorch's profiled run");
+  if (candidates) return nullptr;
+  return lendProfiledRuns(fn.inputs()[0].type().get());
+}
+
+std::unique_ptr<at::ObserverContext> onMethodCall(const at::RecordFunction& fn) {
+  try {
+    return attribute(fn);
+  } catch (const std::exception& e) {
+    // Compiling the method failed; the call itself raises the same error. Keep first-call mode.
+    TSFUSE_LOG(registration, debug, "first-call policy skipped a method: ", e.what());
+    return nullptr;
+  }
+}
+
+// Only the record that lent restores: nested records (the interpreter's frame of this call, a
+// TorchScript function that compiling runs, e.g. default-argument evaluation) end inside it.
+void onMethodReturn(const at::RecordFunction&, at::ObserverContext* lent) {
+  if (lent) restoreFirstCallCount();
+}
+
+// Called while the executor instruments a graph, i.e. after it has read the count.
+bool onProfilingQuery(const torch::jit::Node* n) {
+  if (tLentRuns == 0) return false;
+  // The graph being instrumented is the lending method's when its self is of that module's class
+  // (the executor may first instrument others: functions compiled on the way).
+  auto inputs = n->owningGraph()->inputs();
+  if (!inputs.empty() && inputs[0]->type().get() == tLentSelf) restoreFirstCallCount();
+  return false;
+}
+
+}  // namespace
+
+size_t acquireFirstCallPolicy() {
+  Policy& p = policy();
+  std::lock_guard<std::mutex> lock(p.mu);
+  if (p.users++ > 0) return p.pytorchRuns;
+  p.pytorchRuns = torch::jit::getNumProfiledRuns().exchange(0);
+  static const bool kQueryHook = (torch::jit::RegisterProfilingNode(onProfilingQuery), true);
+  (void)kQueryHook;
+  p.observer = at::addGlobalCallback(at::RecordFunctionCallback(onMethodCall, onMethodReturn)
+                                         .needsInputs(true)
+                                         .scopes({at::RecordScope::TORCHSCRIPT_FUNCTION}));
+  return p.pytorchRuns;
+}
+
+void releaseFirstCallPolicy() {
+  Policy& p = policy();
+  std::lock_guard<std::mutex> lock(p.mu);
+  if (p.users == 0 || --p.users > 0) return;
+  if (p.observer) at::removeCallback(*p.observer);
+  p.observer.reset();
+  torch::jit::getNumProfiledRuns() = p.pytorchRuns;
+}
+
+FirstCallStats firstCallStats() {
+  Policy& p = policy();
+  std::lock_guard<std::mutex> lock(p.mu);
+  return p.stats;
+}
+
+}  // namespace tsfuse
