@@ -177,20 +177,62 @@ Node* rewriteRegion(Rewriter& rw, Region& r, Node* consumer, const char* op,
   return fused;
 }
 
+namespace {
+
+// Values of `nodes` (and `reduced`) read by a node outside them.
+size_t openValues(Value* reduced, const std::vector<Node*>& nodes, const std::unordered_set<Node*>& set,
+                  Value** open) {
+  size_t count = 0;
+  auto check = [&](Value* v) {
+    for (const auto& u : v->uses())
+      if (!set.count(u.user)) {
+        *open = v;
+        ++count;
+        return;
+      }
+  };
+  check(reduced);
+  for (Node* n : nodes) check(n->output());
+  return count;
+}
+
+}  // namespace
+
 Epilogue planEpilogue(Value* reduced) {
-  Epilogue epi;
+  // Walk the block after the reduction, taking every elementwise node that reads the reduced value
+  // or a taken node's output; stop at the first other reader. A prefix of the taken nodes is an
+  // epilogue when only its last value is read outside it; the longest such prefix is kept.
+  constexpr int kScanLimit = 64;  // nodes looked at: epilogues are short, blocks can be long
+  Node* red = reduced->node();
+  std::vector<Node*> taken;
   std::vector<ElementwiseMatch> matches;
-  for (Value* c = reduced; !c->uses().empty();) {
-    Node* user = c->uses()[0].user;
-    bool single = true;
-    for (const auto& u : c->uses()) single &= u.user == user;
+  torch::jit::Block* block = red->owningBlock();
+  std::unordered_set<Node*> readers;  // nodes of this block reading a taken value (or inside it)
+  auto addReaders = [&](Value* v) {
+    for (const auto& u : v->uses()) {
+      Node* top = u.user;
+      while (top->owningBlock() != block) top = top->owningBlock()->owningNode();
+      readers.insert(top);
+    }
+  };
+  addReaders(reduced);
+  std::unordered_set<Node*> set;
+  size_t best = 0;
+  int scanned = 0;
+  for (Node* n = red->next(); n != block->return_node() && scanned < kScanLimit; n = n->next(), ++scanned) {
+    if (!readers.count(n)) continue;
     ElementwiseMatch m;
     std::string why;
-    if (!single || user->owningBlock() != reduced->node()->owningBlock() || !matchElementwise(user, m, &why)) break;
-    epi.chain.push_back(user);
+    if (!n->blocks().empty() || !matchElementwise(n, m, &why)) break;
+    taken.push_back(n);
     matches.push_back(std::move(m));
-    c = user->output();
+    addReaders(n->output());
+    set.insert(n);
+    Value* open = nullptr;
+    if (openValues(reduced, taken, set, &open) == 1 && open == n->output()) best = taken.size();
   }
+  Epilogue epi;
+  epi.chain.assign(taken.begin(), taken.begin() + best);
   std::unordered_map<Value*, int64_t> valueIndex{{reduced, -1}};
   for (size_t k = 0; k < epi.chain.size(); ++k) {
     Instr ins{matches[k].op, {}};

@@ -84,9 +84,10 @@ Value* insertOperandList(Graph& g, const Region& r);
 Node* rewriteRegion(Rewriter& rw, Region& r, Node* consumer, const char* op,
                     const std::vector<torch::jit::NamedValue>& extra);
 
-// The elementwise chain that consumes a reduced value alone (each node is the only user of the
-// previous value, possibly several times, as in mul(d, d)), as an expression over the reduced
-// value ($0) and the chain's other operands ($1, ... = extra): a reduction's epilogue.
+// The elementwise ops after a reduction that consume its value alone: the longest run of them,
+// in block order, whose values (the reduced one included) are read by nothing else but the last
+// one, e.g. where(lt(d, 0.5), 0, d) reads d twice. As an expression over the reduced value ($0)
+// and the ops' other operands ($1, ... = extra): a reduction's epilogue. `chain` is in block order.
 struct Epilogue {
   std::vector<Node*> chain;
   Expr expr;

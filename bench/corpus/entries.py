@@ -332,10 +332,11 @@ ENTRIES: List[Entry] = [
           "per-row norms stay ATen's; (A/|A| * B/|B|).sum(-1) over [N,M,D] is one reduce",
           reorders=_BROADCAST_SUM),
     # monai box utilities (numpy-or-tensor code with data-dependent checks: traced)
-    Entry("monai.box_iou", MO, _fn("monai.data.box_utils", "box_iou"), BOXES, "trace", {"pairwise": 3, "reduce": 1},
-          "corner max/min, then torch.prod over [N,M,2] (a 2-element product: exact) with the IoU as its "
-          "epilogue; the .to(float32) casts split the corner regions"),
-    Entry("monai.box_giou", MO, _fn("monai.data.box_utils", "box_giou"), BOXES, "trace", {"pairwise": 3, "reduce": 2},
+    Entry("monai.box_iou", MO, _fn("monai.data.box_utils", "box_iou"), BOXES, "trace", {"pairwise": 2, "reduce": 1},
+          "corner max/min, then torch.prod over [N,M,2] (a 2-element product: exact) with the union and the IoU "
+          "as its epilogue (the union reads the intersection twice); the two pairwise ops are the [N,1] and "
+          "[M] areas"),
+    Entry("monai.box_giou", MO, _fn("monai.data.box_utils", "box_giou"), BOXES, "trace", {"pairwise": 2, "reduce": 2},
           "as monai.box_iou plus the enclosing box's prod"),
 ]
 

@@ -96,15 +96,16 @@ TEST(BoolMaskFillIR, StridesOfATransposedIntermediateAreKept) {
 
 TEST(BoolMaskFillIR, WriteAfterAReductionFuses) {
   // d = |a - b|.sum(1); d[d < 0.5] = 0: a sum is never bool, so 0 converts exactly, and the
-  // write is one fused op over d (not yet d's epilogue: the reduced value is read twice, by the
-  // compare and by where, and an epilogue is planned as a chain).
+  // write becomes the sum's epilogue: where(lt(d, 0.5), 0, d) reads d twice, and nothing else
+  // reads d or the mask.
   auto g = graphOf("  %s : Tensor = aten::sub(%a, %b, %one)\n  %ab : Tensor = aten::abs(%s)\n"
                    "  %d : Tensor = aten::sum(%ab, %dims1, %false, %none)\n  %mask : Tensor = aten::lt(%d, %half)\n" +
                    put("%d", "%mask", "%zero") + "  return (%d)\n");
   auto ref = g->copy();
   PassRun p = runPipelineOn(g);
   EXPECT_TRUE(fileCheck(p.ir, [](FileCheck& fc) {
-    fc.check("tsfuse::reduce(")->check("where(%0, 0, $0)")->check("tsfuse::pairwise")->check_not("aten::index_put_");
+    fc.check("lt($0, 0.5); where(%0, 0, $0)")->check("tsfuse::reduce(")->check_not("tsfuse::pairwise")->check_not(
+        "aten::index_put_");
   }));
   EXPECT_TRUE(sameOutputs(ref, g, inputs(7)));
 }

@@ -1,0 +1,70 @@
+// IR-string tests of a reduction's epilogue when the ops after it read its value, or each other,
+// more than once (passes/region.cpp planEpilogue): the longest run of elementwise ops whose values
+// nothing else reads joins the fused reduction; named negative cases keep the ops outside when
+// the reduced value or an intermediate is read by something else. Before/after through the
+// interpreter, values, dtypes and strides compared.
+#include "ir_util.h"
+
+namespace {
+
+using namespace tsfuse_test;
+
+std::shared_ptr<Graph> distancesThen(const std::string& tail) {
+  return graphWithConstants("%a : Tensor, %b : Tensor",
+                            "  %s : Tensor = aten::sub(%a, %b, %one)\n  %ab : Tensor = aten::abs(%s)\n"
+                            "  %d : Tensor = aten::sum(%ab, %dims1, %false, %none)\n" +
+                                tail,
+                            "  %half : float = prim::Constant[value=0.5]()\n");
+}
+
+std::vector<c10::IValue> inputs(uint64_t seed) {
+  Gen g(seed);
+  return {g.tensor({6, 1}, at::kFloat), g.tensor({1, 5}, at::kFloat)};
+}
+
+std::string epilogueOf(torch::jit::Node* n) {
+  const c10::IValue e = constInput(n, 6);
+  return e.isNone() ? "" : e.toStringRef();
+}
+
+// Runs the pipeline on distancesThen(tail): one tsfuse::reduce with `epilogue` (empty: none),
+// and the original's outputs. Returns the rewritten graph.
+std::shared_ptr<Graph> expectEpilogue(const std::string& tail, const std::string& epilogue, uint64_t seed) {
+  auto g = distancesThen(tail);
+  auto ref = g->copy();
+  PassRun p = runPipelineOn(g);
+  auto r = findNodes(g, "tsfuse::reduce");
+  EXPECT_EQ(r.size(), 1u) << p.dump();
+  if (r.size() == 1) EXPECT_EQ(epilogueOf(r[0]), epilogue) << p.dump();
+  EXPECT_TRUE(sameOutputs(ref, g, inputs(seed)));
+  return g;
+}
+
+TEST(EpilogueGraphIR, ValueReadTwiceJoinsTheReduction) {
+  // d * d + d: the reduced value is read by mul (twice) and by add.
+  auto g = expectEpilogue("  %m : Tensor = aten::mul(%d, %d)\n  %e : Tensor = aten::add(%m, %d, %one)\n  return (%e)\n",
+                          "v1: mul($0, $0); add(%0, $0)", 1);
+  EXPECT_TRUE(findNodes(g, "aten::mul").empty() && findNodes(g, "aten::add").empty());
+}
+
+TEST(EpilogueGraphIR, ThresholdWriteWithAnExtraOperand) {
+  // where(d < 0.5, bs, d) with bs = b.sum(1) computed between: the extra is read as $1.
+  auto g = expectEpilogue("  %bs : Tensor = aten::sum(%b, %dims1, %false, %none)\n  %m : Tensor = aten::lt(%d, %half)\n"
+                          "  %w : Tensor = aten::where(%m, %bs, %d)\n  return (%w)\n",
+                          "v1: lt($0, 0.5); where(%0, $1, $0)", 2);
+  EXPECT_TRUE(findNodes(g, "aten::where").empty());
+}
+
+TEST(EpilogueGraphIR, NegativeReducedValueAlsoReturned) {
+  expectEpilogue("  %m : Tensor = aten::mul(%d, %d)\n  return (%m, %d)\n", "", 3);
+}
+
+TEST(EpilogueGraphIR, NegativeIntermediateAlsoReturnedKeepsTheLongestClosedRun) {
+  // exp(d) is closed (only its value leaves), mask = exp(d) < 0.5 is returned too, so the
+  // where() over both cannot join: the epilogue stops at exp.
+  expectEpilogue("  %x : Tensor = aten::exp(%d)\n  %m : Tensor = aten::lt(%x, %half)\n"
+                 "  %w : Tensor = aten::where(%m, %half, %x)\n  return (%w, %m)\n",
+                 "v1: exp($0)", 4);
+}
+
+}  // namespace
