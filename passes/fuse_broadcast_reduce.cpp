@@ -33,7 +33,7 @@ bool onlyReductions(Value* v) {
 std::string epilogueHazard(const Epilogue& epi, const Region& r, AliasDb& aliasDb) {
   std::vector<Value*> read = r.operands;
   read.insert(read.end(), epi.extra.begin(), epi.extra.end());
-  return readHazard(read, r.nodes.front(), epi.chain.back(), aliasDb);
+  return readHazard(read, earlier(r.nodes.front(), epi.chain.front()), epi.chain.back(), aliasDb);
 }
 
 // reduction_k(f(x)), reduction_j(f(x))  =>  reduction_k(f'(x)), reduction_j(f(x))

@@ -163,7 +163,7 @@ class NestReductionsPattern : public Pattern {
     if (!epi.chain.empty()) {
       std::vector<Value*> read = operands;
       read.insert(read.end(), epi.extra.begin(), epi.extra.end());
-      epiHazard = readHazard(read, inner, epi.chain.back(), rw.aliasDb());
+      epiHazard = readHazard(read, earlier(inner, epi.chain.front()), epi.chain.back(), rw.aliasDb());
       if (!epiHazard.empty()) epi = Epilogue{};
     }
     Node* end = epi.chain.empty() ? reduction : epi.chain.back();

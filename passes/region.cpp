@@ -196,6 +196,44 @@ size_t openValues(Value* reduced, const std::vector<Node*>& nodes, const std::un
   return count;
 }
 
+// An operand of the epilogue made by an elementwise op that only the epilogue reads (the union's
+// area1[:, None] + area2 - inter, where the sum of areas is [N, M]) joins it, and so on up: left
+// outside, it would be stored at the epilogue's size instead of fusing with the ops that read it.
+// Keeps `nodes` (with their matches) in block order.
+void absorbPrivateProducers(Value* reduced, std::vector<Node*>& nodes, std::vector<ElementwiseMatch>& matches) {
+  if (nodes.empty()) return;
+  torch::jit::Block* block = reduced->node()->owningBlock();
+  std::unordered_set<Node*> set(nodes.begin(), nodes.end());
+  std::vector<std::pair<Node*, ElementwiseMatch>> all;
+  for (size_t k = 0; k < nodes.size(); ++k) all.emplace_back(nodes[k], std::move(matches[k]));
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (size_t k = 0; k < all.size() && !grew; ++k) {
+      for (const MatchedArg& a : all[k].second.args) {
+        if (!a.tensor || a.tensor == reduced) continue;
+        Node* p = a.tensor->node();
+        if (set.count(p) || p->owningBlock() != block || p->outputs().size() != 1) continue;
+        bool privately = true;
+        for (const auto& u : a.tensor->uses()) privately &= set.count(u.user) > 0;
+        ElementwiseMatch m;
+        std::string why;
+        if (!privately || !matchElementwise(p, m, &why)) continue;
+        set.insert(p);
+        all.emplace_back(p, std::move(m));
+        grew = true;
+        break;
+      }
+    }
+  }
+  std::sort(all.begin(), all.end(), [](const auto& x, const auto& y) { return x.first->isBefore(y.first); });
+  nodes.clear();
+  matches.clear();
+  for (auto& [n, m] : all) {
+    nodes.push_back(n);
+    matches.push_back(std::move(m));
+  }
+}
+
 }  // namespace
 
 Epilogue planEpilogue(Value* reduced) {
@@ -231,8 +269,11 @@ Epilogue planEpilogue(Value* reduced) {
     Value* open = nullptr;
     if (openValues(reduced, taken, set, &open) == 1 && open == n->output()) best = taken.size();
   }
+  taken.resize(best);
+  matches.resize(best);
+  absorbPrivateProducers(reduced, taken, matches);
   Epilogue epi;
-  epi.chain.assign(taken.begin(), taken.begin() + best);
+  epi.chain = taken;
   std::unordered_map<Value*, int64_t> valueIndex{{reduced, -1}};
   for (size_t k = 0; k < epi.chain.size(); ++k) {
     Instr ins{matches[k].op, {}};

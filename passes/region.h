@@ -87,12 +87,18 @@ Node* rewriteRegion(Rewriter& rw, Region& r, Node* consumer, const char* op,
 // The elementwise ops after a reduction that consume its value alone: the longest run of them,
 // in block order, whose values (the reduced one included) are read by nothing else but the last
 // one, e.g. where(lt(d, 0.5), 0, d) reads d twice. As an expression over the reduced value ($0)
-// and the ops' other operands ($1, ... = extra): a reduction's epilogue. `chain` is in block order.
+// and the ops' other operands ($1, ... = extra): a reduction's epilogue. An operand made by an
+// elementwise op that only the epilogue reads joins it too, wherever it is in the block. `chain`
+// is in block order.
 struct Epilogue {
   std::vector<Node*> chain;
   Expr expr;
   std::vector<Value*> extra;
 };
 Epilogue planEpilogue(Value* reduced);
+
+// The one of two nodes of a block that comes first: where a hazard window opens when an epilogue
+// took producers from before the region.
+inline Node* earlier(Node* a, Node* b) { return b->isBefore(a) ? b : a; }
 
 }  // namespace tsfuse

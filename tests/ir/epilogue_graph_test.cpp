@@ -1,7 +1,8 @@
 // IR-string tests of a reduction's epilogue when the ops after it read its value, or each other,
 // more than once (passes/region.cpp planEpilogue): the longest run of elementwise ops whose values
-// nothing else reads joins the fused reduction; named negative cases keep the ops outside when
-// the reduced value or an intermediate is read by something else. Before/after through the
+// nothing else reads joins the fused reduction, with the elementwise producers of its operands
+// that only it reads; named negative cases keep the ops outside when the reduced value or an
+// intermediate is read by something else. Before/after through the
 // interpreter, values, dtypes and strides compared.
 #include "ir_util.h"
 
@@ -53,6 +54,15 @@ TEST(EpilogueGraphIR, ThresholdWriteWithAnExtraOperand) {
                           "  %w : Tensor = aten::where(%m, %bs, %d)\n  return (%w)\n",
                           "v1: lt($0, 0.5); where(%0, $1, $0)", 2);
   EXPECT_TRUE(findNodes(g, "aten::where").empty());
+}
+
+TEST(EpilogueGraphIR, AnOperandOnlyTheEpilogueReadsJoinsIt) {
+  // The union's shape: q = sa * sa is read by the epilogue alone, so it is computed there, from
+  // sa, instead of being stored (as monai's area1[:, None] + area2 - inter).
+  auto g = expectEpilogue("  %sa : Tensor = aten::sum(%a, %dims1, %false, %none)\n  %q : Tensor = aten::mul(%sa, %sa)\n"
+                          "  %u : Tensor = aten::sub(%q, %d, %one)\n  return (%u)\n",
+                          "v1: mul($1, $1); sub(%0, $0)", 5);
+  EXPECT_TRUE(findNodes(g, "aten::mul").empty());
 }
 
 TEST(EpilogueGraphIR, NegativeReducedValueAlsoReturned) {
