@@ -8,6 +8,8 @@
 #include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/csrc/jit/runtime/profiling_record.h>
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <atomic>
 #include <memory>
@@ -134,6 +136,14 @@ bool onProfilingQuery(const torch::jit::Node* n) {
   return false;
 }
 
+// Python calls a scripted module through Function::run, which the observer cannot attribute (see
+// the header), so in a process that runs Python it would cost every call (~0.8 us) and help none.
+bool pythonRunning() {
+  using IsInitialized = int (*)();
+  auto isInitialized = reinterpret_cast<IsInitialized>(dlsym(RTLD_DEFAULT, "Py_IsInitialized"));
+  return isInitialized && isInitialized() != 0;
+}
+
 }  // namespace
 
 size_t acquireFirstCallPolicy() {
@@ -141,6 +151,10 @@ size_t acquireFirstCallPolicy() {
   std::lock_guard<std::mutex> lock(p.mu);
   if (p.users++ > 0) return p.pytorchRuns;
   p.pytorchRuns = torch::jit::getNumProfiledRuns().exchange(0);
+  if (pythonRunning()) {
+    TSFUSE_LOG(registration, info, "first-call mode for every graph: Python's calls cannot be attributed");
+    return p.pytorchRuns;
+  }
   static const bool kQueryHook = (torch::jit::RegisterProfilingNode(onProfilingQuery), true);
   (void)kQueryHook;
   p.observer = at::addGlobalCallback(at::RecordFunctionCallback(onMethodCall, onMethodReturn)

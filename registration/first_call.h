@@ -17,6 +17,9 @@
 // (Python reaches the executor without that record; the interpreter's own frame record comes
 // after the plan is chosen, so the observer sees the method optimized and leaves it).
 //
+// In a process where Python is running at load, the observer is not installed: Python's calls
+// are what it would see, and it can attribute none of them (it would cost each ~0.8 us).
+//
 // The count is one process-wide value: a fusible graph that another thread instruments inside
 // that window gets PyTorch's count, i.e. its first call runs unfused (same results; fused from
 // its second call). The window is runProfilingInsensitiveOptimizations of the candidate-free
