@@ -18,11 +18,14 @@ plan; with it, for a model with something to fuse, the optimized plan and the pr
 call (the optimized plan is built there otherwise), then the median of --calls further calls (steady
 state). Inputs are fixed (saved with the model), run under torch.no_grad() (--grad: with autograd
 on). --driver cpp calls the model from a LibTorch app (torch::jit::Module::forward), where the
-library gives a model with nothing to fuse PyTorch's profiled first call; called from Python, every
-model is in first-call mode (registration/first_call.h says why).
+library gives a model with nothing to fuse PyTorch's profiled first call; called from Python, the
+package's hook does (cell import); the library alone leaves every model in first-call mode
+(registration/first_call.h says why).
 
-Cells: off = no libtsfuse; on = torch.ops.load_library(libtsfuse.so), defaults; the diagnostic
-cells on-profiled (TSFUSE_FIRST_CALL=0: PyTorch's profiled run kept), on-disabled (TSFUSE_DISABLE=1:
+Cells: off = no libtsfuse; on = torch.ops.load_library(libtsfuse.so), defaults; import = what
+`import tsfuse` does (the library, and the package's first-call hook, python/tsfuse/_first_call.py,
+taken from this source tree: a scripted method with nothing to fuse keeps PyTorch's profiled first
+call; Python driver only); the diagnostic cells on-profiled (TSFUSE_FIRST_CALL=0: PyTorch's profiled run kept), on-disabled (TSFUSE_DISABLE=1:
 the library loaded, no pre-pass, no executor change). The executor pass's own time is read from
 the library's info log in one more, untimed, process per model.
 
@@ -63,11 +66,13 @@ MODELS = {
         lambda: [torch_rand(3, IMAGE, IMAGE)]),
 }
 
+# cell -> (libtsfuse loaded, environment, the package's first-call hook installed)
 CELLS = {
-    "off": (False, {}),
-    "on": (True, {}),
-    "on-profiled": (True, {"TSFUSE_FIRST_CALL": "0"}),
-    "on-disabled": (True, {"TSFUSE_DISABLE": "1"}),
+    "off": (False, {}, False),
+    "on": (True, {}, False),
+    "import": (True, {}, True),
+    "on-profiled": (True, {"TSFUSE_FIRST_CALL": "0"}, False),
+    "on-disabled": (True, {"TSFUSE_DISABLE": "1"}, False),
 }
 
 
@@ -117,6 +122,12 @@ def child(a):
     if a.lib:
         t0 = time.perf_counter()
         torch.ops.load_library(a.lib)
+        if a.hook:
+            import importlib.util
+            spec = importlib.util.spec_from_file_location("tsfuse_first_call", ROOT / "python/tsfuse/_first_call.py")
+            hook = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(hook)
+            hook.install()
         out["load_ms"] = (time.perf_counter() - t0) * 1e3
     m = torch.jit.load(a.model)
     x = torch.load(a.input)
@@ -147,7 +158,7 @@ def torch_dir():
 
 
 def run_cell(a, name, cell, paths, tv_dir, log=False):
-    lib, env_extra = CELLS[cell]
+    lib, env_extra, hook = CELLS[cell]
     env = dict(os.environ)
     env.update(env_extra)
     # Every cell sees the same library-independent environment.
@@ -170,6 +181,8 @@ def run_cell(a, name, cell, paths, tv_dir, log=False):
                "--model", str(model), "--input", str(inputs), "--tv-dir", str(tv_dir)]
         if lib:
             cmd += ["--lib", str(tsfuse_so)]
+        if hook:
+            cmd.append("--hook")
     if a.grad:
         cmd.append("--grad")
     p = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -203,6 +216,7 @@ def main():
     # the child's arguments
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--lib", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--hook", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--model", help=argparse.SUPPRESS)
     ap.add_argument("--input", help=argparse.SUPPRESS)
     ap.add_argument("--tv-dir", help=argparse.SUPPRESS)
@@ -215,6 +229,8 @@ def main():
     for c in cells:
         if c not in CELLS:
             sys.exit(f"unknown cell {c!r}: {', '.join(CELLS)}")
+        if CELLS[c][2] and a.driver == "cpp":
+            sys.exit(f"cell {c!r} is the Python package's hook: --driver python only")
     tv_dir = find_torchvision(a.build, a.deps)
     if a.driver == "cpp":
         subprocess.run(["cmake", "--build", str(a.build), "--target", "tsfuse_load_cost_app"], check=True)

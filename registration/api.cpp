@@ -1,5 +1,6 @@
 // The small public C++ API (include/tsfuse/tsfuse.h) over the pipeline and the executor hook.
 #include "registration/executor_hook.h"
+#include "registration/first_call.h"
 #include "tsfuse/tsfuse.h"
 
 #include <sys/stat.h>
@@ -86,4 +87,8 @@ TORCH_LIBRARY_FRAGMENT(tsfuse, m) {
     return was;
   });
   m.def("is_enabled() -> bool", [] { return tsfuse::isEnabled(); });
+  // The package's first-call hook (python/tsfuse/_first_call.py; registration/first_call.h).
+  m.def("first_call_begin(Any self, str method) -> bool",
+        [](const c10::IValue& self, const std::string& method) { return tsfuse::beginFirstCall(self, method); });
+  m.def("first_call_end() -> ()", [] { tsfuse::endFirstCall(); });
 }

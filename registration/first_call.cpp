@@ -1,6 +1,7 @@
 #include "registration/first_call.h"
 
 #include "registration/executor_hook.h"
+#include "tsfuse/executor.h"
 #include "tsfuse/log.h"
 
 #include <ATen/record_function.h>
@@ -45,16 +46,16 @@ thread_local const c10::Type* tLentSelf = nullptr;  // the lending method's modu
 
 struct Lent : at::ObserverContext {};
 
-std::unique_ptr<at::ObserverContext> lendProfiledRuns(const c10::Type* self) {
+bool lendProfiledRuns(const c10::Type* self) {
   Policy& p = policy();
   std::lock_guard<std::mutex> lock(p.mu);
   size_t expected = 0;
   if (p.users == 0 || p.pytorchRuns == 0 ||
       !torch::jit::getNumProfiledRuns().compare_exchange_strong(expected, p.pytorchRuns))
-    return nullptr;
+    return false;
   tLentRuns = p.pytorchRuns;
   tLentSelf = self;
-  return std::make_unique<Lent>();
+  return true;
 }
 
 void restoreFirstCallCount() {
@@ -66,11 +67,10 @@ void restoreFirstCallCount() {
   if (p.users > 0) torch::jit::getNumProfiledRuns().compare_exchange_strong(expected, 0);
 }
 
-// The method a TORCHSCRIPT_FUNCTION record is about: its first input is the module (self).
-torch::jit::GraphFunction* calledMethod(const at::RecordFunction& fn) {
-  auto inputs = fn.inputs();
-  if (inputs.empty() || !inputs[0].isObject()) return nullptr;
-  torch::jit::Function* f = inputs[0].toObjectRef().type()->findMethod(fn.name());
+// The method `name` of the module `self`, if it is a graph function.
+torch::jit::GraphFunction* methodOf(const c10::IValue& self, const std::string& name) {
+  if (!self.isObject()) return nullptr;
+  torch::jit::Function* f = self.toObjectRef().type()->findMethod(name);
   if (!f || !f->isGraphFunction()) return nullptr;
   return &torch::jit::toGraphFunction(*f);
 }
@@ -88,16 +88,22 @@ bool firstSight(Policy& p, torch::jit::GraphFunction* method) {
   return true;
 }
 
-std::unique_ptr<at::ObserverContext> attribute(const at::RecordFunction& fn) {
+// At the first call of `self`'s method `name`: lends PyTorch's count when the method's graph has
+// nothing to fuse; returns whether it did (the caller restores it when the call returns).
+bool attribute(const c10::IValue& self, const std::string& name) {
   // The user set another count after loading us: theirs stands.
-  if (torch::jit::getNumProfiledRuns().load() != 0) return nullptr;
-  torch::jit::GraphFunction* method = calledMethod(fn);
-  if (!method) return nullptr;
+  if (torch::jit::getNumProfiledRuns().load() != 0) return false;
+  // Switched off (tsfuse.enabled(False)): the executor optimizes, without the pass, at the first
+  // call as documented, not at a second call that may come after the switch is back on.
+  if (!isEnabled()) return false;
+  torch::jit::GraphFunction* method = methodOf(self, name);
+  if (!method) return false;
   Policy& p = policy();
-  if (!firstSight(p, method)) return nullptr;
-  // The interpreter records each frame too, after its executor chose a plan: Python's calls of a
-  // scripted method are seen only there, too late to choose the count (they keep first-call mode).
-  if (method->get_executor().isOptimized()) return nullptr;
+  if (!firstSight(p, method)) return false;
+  // Already planned (called before, or through a path nobody attributed): the count is read.
+  // From the observer this is also how Python's calls look: the interpreter records each frame
+  // after its executor chose a plan.
+  if (method->get_executor().isOptimized()) return false;
   // The graph the executor is built from (inlined; cached, so the executor does not redo it).
   const bool candidates = executorMayFuse(method->optimized_graph());
   {
@@ -106,18 +112,24 @@ std::unique_ptr<at::ObserverContext> attribute(const at::RecordFunction& fn) {
   }
   TSFUSE_LOG(registration, debug, "first call of ", method->qualname().qualifiedName(), ": ",
              candidates ? "fused (first-call mode)" : "nothing to fuse, PyTorch's profiled run");
-  if (candidates) return nullptr;
-  return lendProfiledRuns(fn.inputs()[0].type().get());
+  return !candidates && lendProfiledRuns(self.type().get());
 }
 
-std::unique_ptr<at::ObserverContext> onMethodCall(const at::RecordFunction& fn) {
+bool attributeOrKeep(const c10::IValue& self, const std::string& name) {
   try {
-    return attribute(fn);
+    return attribute(self, name);
   } catch (const std::exception& e) {
     // Compiling the method failed; the call itself raises the same error. Keep first-call mode.
     TSFUSE_LOG(registration, debug, "first-call policy skipped a method: ", e.what());
-    return nullptr;
+    return false;
   }
+}
+
+// A TORCHSCRIPT_FUNCTION record's first input is the module (self) of the method it names.
+std::unique_ptr<at::ObserverContext> onMethodCall(const at::RecordFunction& fn) {
+  auto inputs = fn.inputs();
+  if (inputs.empty() || !attributeOrKeep(inputs[0], fn.name())) return nullptr;
+  return std::make_unique<Lent>();
 }
 
 // Only the record that lent restores: nested records (the interpreter's frame of this call, a
@@ -151,17 +163,24 @@ size_t acquireFirstCallPolicy() {
   std::lock_guard<std::mutex> lock(p.mu);
   if (p.users++ > 0) return p.pytorchRuns;
   p.pytorchRuns = torch::jit::getNumProfiledRuns().exchange(0);
-  if (pythonRunning()) {
-    TSFUSE_LOG(registration, info, "first-call mode for every graph: Python's calls cannot be attributed");
-    return p.pytorchRuns;
-  }
   static const bool kQueryHook = (torch::jit::RegisterProfilingNode(onProfilingQuery), true);
   (void)kQueryHook;
+  if (pythonRunning()) {
+    TSFUSE_LOG(registration, info,
+               "first-call mode per method only for Python calls through the tsfuse package's hook");
+    return p.pytorchRuns;
+  }
   p.observer = at::addGlobalCallback(at::RecordFunctionCallback(onMethodCall, onMethodReturn)
                                          .needsInputs(true)
                                          .scopes({at::RecordScope::TORCHSCRIPT_FUNCTION}));
   return p.pytorchRuns;
 }
+
+bool beginFirstCall(const c10::IValue& self, const std::string& method) {
+  return attributeOrKeep(self, method);
+}
+
+void endFirstCall() { restoreFirstCallCount(); }
 
 void releaseFirstCallPolicy() {
   Policy& p = policy();

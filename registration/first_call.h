@@ -13,12 +13,14 @@
 // own test, executorMayFuse), lends the graph PyTorch's count and takes it back as soon as the
 // executor has read it: when the executor instruments a graph whose self is of that method's
 // class (a RegisterProfilingNode query) or, at the latest, when the call returns. Everything else
-// keeps 0: methods with candidates, free functions, and Python's calls of scripted methods
-// (Python reaches the executor without that record; the interpreter's own frame record comes
-// after the plan is chosen, so the observer sees the method optimized and leaves it).
+// keeps 0: methods with candidates and free functions.
 //
-// In a process where Python is running at load, the observer is not installed: Python's calls
-// are what it would see, and it can attribute none of them (it would cost each ~0.8 us).
+// Python reaches the executor without that record (the interpreter's own frame record comes
+// after the plan is chosen), so in a process where Python is running at load the observer is not
+// installed: it could attribute none of the calls it would see, and would cost each ~0.8 us.
+// There the tsfuse package (python/tsfuse/_first_call.py) stands in for a scripted module's
+// method until its first call and brackets that call with beginFirstCall/endFirstCall, the same
+// decision (ops tsfuse::first_call_begin/_end); after it, calls go straight to the method.
 //
 // The count is one process-wide value: a fusible graph that another thread instruments inside
 // that window gets PyTorch's count, i.e. its first call runs unfused (same results; fused from
@@ -26,7 +28,10 @@
 // graph (milliseconds), not its execution.
 #pragma once
 
+#include <ATen/core/ivalue.h>
+
 #include <cstddef>
+#include <string>
 
 namespace tsfuse {
 
@@ -35,6 +40,12 @@ namespace tsfuse {
 // to graphs with nothing to fuse); the last puts that count back. Later ones return it too.
 size_t acquireFirstCallPolicy();
 void releaseFirstCallPolicy();
+
+// The first call of `self`'s method `method`, made by this thread right after: lends the method's
+// graph PyTorch's count when it has nothing to fuse and this is the method's first call; returns
+// whether it did. endFirstCall takes a lent count back (if the executor has not already read it).
+bool beginFirstCall(const c10::IValue& self, const std::string& method);
+void endFirstCall();
 
 // Counters for tests: method graphs the observer gave PyTorch's count / left in first-call mode.
 struct FirstCallStats {

@@ -2,8 +2,8 @@
 
 ``import tsfuse`` loads libtsfuse once: it registers the fused ops (``torch.ops.tsfuse.*``) and the
 graph-executor pass, so every TorchScript model this process runs is optimized from its first
-call (switches: ``TSFUSE_DISABLE=1`` and the others of docs/registration.md, or
-:func:`enabled`). Explicitly:
+call, while a scripted module's method with nothing to fuse keeps PyTorch's own first call
+(switches: ``TSFUSE_DISABLE=1`` and the others of docs/registration.md, or :func:`enabled`). Explicitly:
 
     optimized, report = tsfuse.optimize(torch.jit.script(model))
     print(report)                    # what was fused, and why the rest was not
@@ -20,7 +20,7 @@ from typing import Iterable, NamedTuple
 
 import torch
 
-from . import _build
+from . import _build, _first_call
 
 __version__ = _build.VERSION
 __all__ = ["optimize", "explain", "enabled", "is_enabled", "Report", "Optimized", "library_path"]
@@ -55,6 +55,9 @@ if _other:
 torch.ops.load_library(str(library_path()))
 # optimize-ts's run and reports as an op (tools/tool_ops.cpp); it links the libtsfuse above.
 torch.ops.load_library(str(_LIB_DIR / "libtsfuse_tool.so"))
+# A scripted module's method with nothing to fuse keeps PyTorch's profiled first call
+# (_first_call.py says how, registration/first_call.h why).
+_first_call.install()
 
 
 class Report(NamedTuple):

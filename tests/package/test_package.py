@@ -79,6 +79,23 @@ def test_import_loads_the_installed_library(venv):
     assert out[2] == "True"
 
 
+def test_import_keeps_pytorchs_first_call_where_nothing_fuses(venv, seeds):
+    # The package's first-call hook (tsfuse/_first_call.py): a model with nothing to fuse runs
+    # PyTorch's profiling plan first; a fusible one is fused on its first call.
+    out = venv.py(f"""
+        import torch, tsfuse
+        def plan():
+            g = str(torch.jit.last_executed_optimized_graph())
+            return "fused" if "tsfuse::" in g else "profiled" if "prim::profile" in g else "optimized"
+        with torch.no_grad():
+            m = torch.jit.load({str(seeds / 'nothing_to_fuse.pt')!r})
+            m(torch.randn(8, 16), torch.randn(16, 4)); print(plan())
+            m = torch.jit.load({str(seeds / 'intersection.pt')!r})
+            m(*m.example_inputs()); print(plan())
+    """).stdout.split()
+    assert out == ["profiled", "fused"], out
+
+
 def test_optimize_explain_enabled(venv, seeds):
     out = venv.py(f"""
         import sys, torch, tsfuse
