@@ -341,8 +341,7 @@ std::optional<SlabPlan> Chain::plan(at::TensorList operands, const Analysis& an)
 Outputs runChain(const Chain& c, at::TensorList operands, const NativePath& native) {
   TORCH_CHECK(operands.size() == c.numOperands, "tsfuse::reduce_chain: expected ", c.numOperands,
               " operands, got ", operands.size());
-  for (size_t i = 0; i < operands.size(); ++i)
-    TORCH_CHECK(operands[i].defined(), "tsfuse: operand ", i, " is an undefined tensor");
+  checkOperandsDefined(operands);
   const at::TensorList ops0 = operands.slice(0, c.firstOperand[1]);
   std::optional<Analysis> an;
   if (commonDevice(operands)) an = analyzeCached(c.expr, ops0, &c.stages[0]);

@@ -143,19 +143,17 @@ at::Tensor takeDonated(at::TensorList operands, at::IntArrayRef donated, const A
   return at::Tensor();
 }
 
-namespace {
+void checkOperandsDefined(at::TensorList operands) {
+  for (size_t i = 0; i < operands.size(); ++i)
+    TORCH_CHECK(operands[i].defined(), "tsfuse: operand ", i, " is an undefined tensor");
+}
 
-// The call's expression (parsed once per text), after checking its operands: their count, and
-// that each is defined.
 std::shared_ptr<const Expr> checkedExpr(at::TensorList operands, c10::string_view exprText, const ReduceSpec* reduce) {
   std::shared_ptr<const Expr> e = cachedExpr(std::string(exprText));
   checkFusedOperandCount(*e, reduce, operands.size());
-  for (size_t i = 0; i < operands.size(); ++i)
-    TORCH_CHECK(operands[i].defined(), "tsfuse: operand ", i, " is an undefined tensor");
+  checkOperandsDefined(operands);
   return e;
 }
-
-}  // namespace
 
 at::Tensor shapeOf(at::TensorList operands, c10::string_view exprText) {
   std::shared_ptr<const Expr> e = checkedExpr(operands, exprText, nullptr);

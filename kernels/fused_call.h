@@ -14,6 +14,12 @@
 
 namespace tsfuse {
 
+// A fused call's operands are tensors: errors on an undefined one (naming its index).
+void checkOperandsDefined(at::TensorList operands);
+// The call's expression (parsed once per text), after checking its operands: their count for the
+// expression (and `reduce`'s epilogue), and that each is defined.
+std::shared_ptr<const Expr> checkedExpr(at::TensorList operands, c10::string_view exprText, const ReduceSpec* reduce);
+
 // tsfuse::shape_of: a stand-in for the expression's value to its metadata readers (sizes, numel,
 // rank, dtype, device; passes/fuse_broadcast_reduce.cpp): one element expanded to the value's
 // sizes (every stride 0), of its dtype, on its device. Where eager would raise computing the

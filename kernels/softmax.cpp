@@ -40,10 +40,7 @@ at::Tensor softmaxAten(const Expr& e, at::TensorList operands, int64_t dim, bool
 
 at::Tensor runSoftmax(at::TensorList operands, c10::string_view exprText, int64_t dim, bool log,
                       const NativePath& native) {
-  std::shared_ptr<const Expr> e = cachedExpr(std::string(exprText));
-  checkFusedOperandCount(*e, nullptr, operands.size());
-  for (size_t i = 0; i < operands.size(); ++i)
-    TORCH_CHECK(operands[i].defined(), "tsfuse: operand ", i, " is an undefined tensor");
+  std::shared_ptr<const Expr> e = checkedExpr(operands, exprText, nullptr);
   auto eager = [&] {
     setLastPath("aten");
     return softmaxAten(*e, operands, dim, log);

@@ -134,8 +134,7 @@ Outputs runSweep(const Sweep& s, at::TensorList operands, const NativePath& nati
   const Chain& c = s.all;
   TORCH_CHECK(operands.size() == c.numOperands, "tsfuse::reduce_sweep: expected ", c.numOperands,
               " operands, got ", operands.size());
-  for (size_t i = 0; i < operands.size(); ++i)
-    TORCH_CHECK(operands[i].defined(), "tsfuse: operand ", i, " is an undefined tensor");
+  checkOperandsDefined(operands);
   const at::TensorList ops0 = operands.slice(0, c.firstOperand[1]);
   const size_t nb = s.branches.size();
   auto eager = [&] {

@@ -167,8 +167,19 @@ TEST(HostileArgs, PathologicalExpressionsRaiseOrCompute) {
   std::string longName = "v1: " + std::string(1 << 20, 'x') + "($0)";
   EXPECT_NE(errorOf([&] { tsfuse::pairwise({a}, longName); }).find("unknown op"), std::string::npos);
   // Undefined operand, operands given to an expression that names none of them.
-  EXPECT_NE(errorOf([&] { tsfuse::pairwise({a, at::Tensor()}, "v1: add($0, $1)"); }).find("undefined"),
-            std::string::npos);
+  // Every fused entry point names the undefined operand.
+  const at::Tensor none;
+  const std::string sq = "v1: sub($0, $1); mul(%0, %0)";
+  const std::vector<std::string> sumThenMin{"sum(dim=[2], keepdim=False)", "amin(dim=[1], keepdim=False)"};
+  const std::vector<std::string> sweep{"sum(dim=[2], keepdim=False)", "amin(dim=[1], keepdim=False)",
+                                       "amin(dim=[0], keepdim=False)"};
+  for (const std::string& err :
+       {errorOf([&] { tsfuse::pairwise({a, none}, "v1: add($0, $1)"); }),
+        errorOf([&] { tsfuse::reduce({none, b}, "v1: add($0, $1)", "sum"); }),
+        errorOf([&] { tsfuse::softmax({a, none}, "v1: add($0, $1)", 0); }),
+        errorOf([&] { tsfuse::reduceChain({none, b}, sq, sumThenMin); }),
+        errorOf([&] { tsfuse::reduceSweep({a, none}, sq, sweep); })})
+    EXPECT_NE(err.find("is an undefined tensor"), std::string::npos) << err;
   EXPECT_NE(errorOf([&] { tsfuse::pairwise({a}, "v1: abs($1)"); }).find("takes 2 operands, got 1"), std::string::npos);
   // Error messages quote at most an excerpt of a huge text.
   EXPECT_LT(errorOf([&] { tsfuse::pairwise({a}, longName); }).size(), 1000u);
