@@ -20,7 +20,7 @@
 // installed: it could attribute none of the calls it would see, and would cost each ~0.8 us.
 // There the tsfuse package (python/tsfuse/_first_call.py) stands in for a scripted module's
 // method until its first call and brackets that call with beginFirstCall/endFirstCall, the same
-// decision (ops tsfuse::first_call_begin/_end); after it, calls go straight to the method.
+// decision (ops tsfuse::_first_call_begin/_end); after it, calls go straight to the method.
 //
 // The count is one process-wide value: a fusible graph that another thread instruments inside
 // that window gets PyTorch's count, i.e. its first call runs unfused (same results; fused from

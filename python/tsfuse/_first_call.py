@@ -11,7 +11,7 @@ the package gives it something:
 A scripted module's method, where Python would cache it on the instance (its ``__dict__``: when
 torch.jit.script compiles it, or when a loaded or traced module's method is first looked up),
 becomes a :class:`_FirstCall` that brackets the method's first call with the library's decision
-(``tsfuse::first_call_begin``: PyTorch's count for that graph if it has nothing to fuse) and puts
+(``tsfuse::_first_call_begin``: PyTorch's count for that graph if it has nothing to fuse) and puts
 the method itself back in its place. Later calls go straight to the method: nothing is added to
 them. Submodules' methods compiled by torch.jit.script (called from Python only by hand) and
 scripted free functions keep first-call mode.
@@ -51,12 +51,12 @@ class _FirstCall:
         module, method = self._resolve()
         if module.__dict__.get(self._name) is self:
             module.__dict__[self._name] = method
-        lent = torch.ops.tsfuse.first_call_begin(module, self._name)
+        lent = torch.ops.tsfuse._first_call_begin(module, self._name)
         try:
             return method(*args, **kwargs)
         finally:
             if lent:
-                torch.ops.tsfuse.first_call_end()
+                torch.ops.tsfuse._first_call_end()
 
     def __getattr__(self, attr):
         return getattr(self._resolve()[1], attr)
