@@ -191,8 +191,8 @@ void runActivePasses(std::shared_ptr<torch::jit::Graph>& g) {
 
 }  // namespace
 
-bool executorMayFuse(const std::shared_ptr<torch::jit::Graph>& g) {
-  return passApplies(*activePasses(), g) && mayFuse(g->block());
+const torch::jit::Node* firstCallCandidate(const std::shared_ptr<torch::jit::Graph>& g) {
+  return passApplies(*activePasses(), g) ? firstFusionCandidate(g->block()) : nullptr;
 }
 
 ExecutorRegistration registerExecutorPass(PipelineOptions options, bool firstCall) {

@@ -23,9 +23,10 @@
 
 namespace tsfuse {
 
-// Whether the executor pass would rewrite anything in `g`: a pass is registered and enabled, the
-// model has not opted out, and the graph holds an op the pipeline can fuse.
-bool executorMayFuse(const std::shared_ptr<torch::jit::Graph>& g);
+// Why `g` should be fused on its first call, or nullptr: a pass is registered and enabled, the
+// model has not opted out, and the graph holds a fusion candidate (passes/op_table.h,
+// firstFusionCandidate), which is returned.
+const torch::jit::Node* firstCallCandidate(const std::shared_ptr<torch::jit::Graph>& g);
 
 // PipelineOptions from TSFUSE_PASSES (comma-separated pass names to keep); throws on unknown.
 PipelineOptions optionsFromEnvironment();

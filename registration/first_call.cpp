@@ -75,6 +75,15 @@ torch::jit::GraphFunction* methodOf(const c10::IValue& self, const std::string& 
   return &torch::jit::toGraphFunction(*f);
 }
 
+// "aten::mul at file.py:12" (the source line where the graph keeps it).
+std::string describe(const torch::jit::Node* n) {
+  if (!n) return "none";
+  std::string d = n->kind().toQualString();
+  if (auto loc = n->sourceRange().file_line_col())
+    d += " at " + std::get<0>(*loc) + ":" + std::to_string(std::get<1>(*loc));
+  return d;
+}
+
 bool firstSight(Policy& p, torch::jit::GraphFunction* method) {
   std::shared_ptr<torch::jit::Graph> graph = method->graph();
   std::lock_guard<std::mutex> lock(p.mu);
@@ -105,13 +114,16 @@ bool attribute(const c10::IValue& self, const std::string& name) {
   // after its executor chose a plan.
   if (method->get_executor().isOptimized()) return false;
   // The graph the executor is built from (inlined; cached, so the executor does not redo it).
-  const bool candidates = executorMayFuse(method->optimized_graph());
+  const torch::jit::Node* candidate = firstCallCandidate(method->optimized_graph());
+  const bool candidates = candidate != nullptr;
   {
     std::lock_guard<std::mutex> lock(p.mu);
     ++(candidates ? p.stats.firstCall : p.stats.profiled);
   }
-  TSFUSE_LOG(registration, debug, "first call of ", method->qualname().qualifiedName(), ": ",
-             candidates ? "fused (first-call mode)" : "nothing to fuse, PyTorch's profiled run");
+  if (log::enabled(log::Component::registration, log::Level::debug))
+    TSFUSE_LOG(registration, debug, "first call of ", method->qualname().qualifiedName(), ": ",
+               candidates ? "fused (first-call mode): candidate " + describe(candidate)
+                          : std::string("nothing to fuse, PyTorch's profiled run"));
   return !candidates && lendProfiledRuns(self.type().get());
 }
 

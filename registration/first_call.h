@@ -9,11 +9,11 @@
 // No custom pass runs before the executor reads the count, but torch::jit::Method::operator()
 // and Method::run (how a LibTorch app calls a model) open a RecordFunction of scope
 // TORCHSCRIPT_FUNCTION before they reach the executor. An observer of that scope, at the first
-// call of a method whose inlined graph has nothing the pipeline could fuse (the executor pass's
-// own test, executorMayFuse), lends the graph PyTorch's count and takes it back as soon as the
-// executor has read it: when the executor instruments a graph whose self is of that method's
-// class (a RegisterProfilingNode query) or, at the latest, when the call returns. Everything else
-// keeps 0: methods with candidates and free functions.
+// call of a method whose inlined graph holds no fusion candidate (firstCallCandidate: the pass
+// is on and passes/op_table.h's firstFusionCandidate finds one), lends the graph PyTorch's count
+// and takes it back as soon as the executor has read it: when the executor instruments a graph
+// whose self is of that method's class (a RegisterProfilingNode query) or, at the latest, when
+// the call returns. Everything else keeps 0: methods with candidates and free functions.
 //
 // Python reaches the executor without that record (the interpreter's own frame record comes
 // after the plan is chosen), so in a process where Python is running at load the observer is not
