@@ -53,6 +53,9 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 IMAGE = 320
 MODELS = {
     "resnet50": (lambda tv: tv.models.resnet50(weights=None), lambda: torch_randn(1, 3, 224, 224)),
+    # Classifiers whose elementwise ops stand alone (GELU, residual adds, hardswish): nothing fuses.
+    "vit_b_16": (lambda tv: tv.models.vit_b_16(weights=None), lambda: torch_randn(1, 3, 224, 224)),
+    "mobilenet_v3_large": (lambda tv: tv.models.mobilenet_v3_large(weights=None), lambda: torch_randn(1, 3, 224, 224)),
     "ssdlite320_mobilenet_v3_large": (
         lambda tv: tv.models.detection.ssdlite320_mobilenet_v3_large(weights=None, weights_backbone=None),
         lambda: [torch_rand(3, IMAGE, IMAGE)]),
