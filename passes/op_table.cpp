@@ -268,11 +268,19 @@ bool isFreshReader(Node* n) {
   return matchReduction(n, r, nullptr);
 }
 
+namespace {
+
+bool isMatchedElementwise(Node* n) {
+  ElementwiseMatch m;
+  return tableKinds().count(n->kind()) && matchElementwise(n, m, nullptr);
+}
+
+}  // namespace
+
 bool mayFuse(torch::jit::Block* block) {
   for (Node* n : block->nodes()) {
     if (n->kind() == c10::prim::CallFunction || n->kind() == c10::prim::CallMethod) return true;
-    ElementwiseMatch m;
-    if (tableKinds().count(n->kind()) && matchElementwise(n, m, nullptr)) return true;
+    if (isMatchedElementwise(n)) return true;
     for (torch::jit::Block* sub : n->blocks())
       if (mayFuse(sub)) return true;
   }
@@ -280,11 +288,6 @@ bool mayFuse(torch::jit::Block* block) {
 }
 
 namespace {
-
-bool isMatchedElementwise(Node* n) {
-  ElementwiseMatch m;
-  return tableKinds().count(n->kind()) && matchElementwise(n, m, nullptr);
-}
 
 bool isReducer(Node* n) {
   ReductionMatch r;

@@ -60,9 +60,9 @@ bool mayFuse(torch::jit::Block* block);
 // functional), or that nothing but reductions, softmax and other elementwise ops read (through
 // views and tuples; sizes may be read where it is reduced); or a call not yet inlined. A region
 // of one op is not rewritten, and a value something else also reads is stored anyway, so a
-// classifier's lone GELUs and residual adds are not candidates. The executor uses this to choose first-call mode
-// per method (registration/first_call.h): a heuristic, never a gate on the pass itself (a miss
-// fuses that method from its second call instead of its first).
+// classifier's lone GELUs and residual adds are not candidates. The executor uses this to choose
+// first-call mode per method (registration/first_call.h): a heuristic, never a gate on the pass
+// itself (a miss fuses that method from its second call instead of its first).
 Node* firstFusionCandidate(torch::jit::Block* block);
 
 }  // namespace tsfuse

@@ -120,10 +120,9 @@ bool attribute(const c10::IValue& self, const std::string& name) {
     std::lock_guard<std::mutex> lock(p.mu);
     ++(candidates ? p.stats.firstCall : p.stats.profiled);
   }
-  if (log::enabled(log::Component::registration, log::Level::debug))
-    TSFUSE_LOG(registration, debug, "first call of ", method->qualname().qualifiedName(), ": ",
-               candidates ? "fused (first-call mode): candidate " + describe(candidate)
-                          : std::string("nothing to fuse, PyTorch's profiled run"));
+  TSFUSE_LOG(registration, debug, "first call of ", method->qualname().qualifiedName(), ": ",
+             candidates ? "fused (first-call mode): candidate " + describe(candidate)
+                        : std::string("nothing to fuse, PyTorch's profiled run"));
   return !candidates && lendProfiledRuns(self.type().get());
 }
 
