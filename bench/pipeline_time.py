@@ -4,10 +4,8 @@ torchvision ResNet-50 and detection models. Not part of `make test` (no timing i
 
     .venv/bin/python bench/pipeline_time.py [--build build] [--runs 7] [--dump DIR] [MODEL ...]
 
-torchvision is not a project requirement; install the release matching the pinned torch into a
-bench-only folder (the script puts it on sys.path; the torch in .venv stays as pinned):
-
-    .venv/bin/pip install --no-deps --target build/bench-deps torchvision==0.26.0
+torchvision is not a project requirement: it is found as bench/load_cost.py finds it
+(BUILD/bench-deps, BUILD/test-deps/torchvision-*, or --deps DIR); the torch in .venv stays as pinned.
 
 The timing itself is C++ (bench/pipeline_time.cpp, built here as the target tsfuse_pipeline_time
 and loaded with ctypes): this process imports torchvision so its ops (nms, roi_align, ...) are
@@ -22,6 +20,8 @@ import pathlib
 import statistics
 import subprocess
 import sys
+
+from load_cost import find_torchvision
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -39,20 +39,16 @@ MODELS = {
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=str(ROOT / "build"))
-    ap.add_argument("--deps", default=None, help="folder holding torchvision (default BUILD/bench-deps)")
+    ap.add_argument("--deps", default=None, help="folder holding torchvision (default: as bench/load_cost.py finds it)")
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--dump", default=None)
     ap.add_argument("--json", default=None, help="write the raw results here")
     ap.add_argument("models", nargs="*", default=list(MODELS), help="names above, or saved .pt files")
     a = ap.parse_args()
     build = pathlib.Path(a.build).resolve()
-    sys.path.insert(0, str(pathlib.Path(a.deps) if a.deps else build / "bench-deps"))
+    sys.path.insert(0, str(find_torchvision(build, a.deps)))
     import torch
-    try:
-        import torchvision
-    except ImportError:
-        sys.exit(f"torchvision not found in {sys.path[0]}: .venv/bin/pip install --no-deps --target "
-                 f"{sys.path[0]} torchvision==<the release matching torch {torch.__version__}>")
+    import torchvision
 
     subprocess.run(["cmake", "--build", str(build), "--target", "tsfuse_pipeline_time"], check=True,
                    stdout=subprocess.DEVNULL)

@@ -8,7 +8,6 @@
 
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/passes/constant_propagation.h>
-#include <torch/csrc/jit/passes/dead_code_elimination.h>
 
 #include <cmath>
 #include <limits>
@@ -146,7 +145,7 @@ struct CanonicalizePattern : Pattern {
   CanonicalizePattern() : Pattern("canonicalize", WalkOrder::Forward, NestedBlocks::AtOwner) {}
 
   bool matchAndRewrite(Node* n, Rewriter& rw) override {
-    return tryInPlace(n, rw) || tryBoolMaskFill(n, rw) || tryIdentitySlice(n, rw) || tryValuesOnlyMinMax(n, rw);
+    return tryInPlace(n, rw) || tryBoolMaskFill(n, rw) || tryValuesOnlyMinMax(n, rw);
   }
 
   // Why x.op_(args) and x.op(args) could differ in dtype or shape, or "". The in-place form keeps
@@ -186,7 +185,7 @@ struct CanonicalizePattern : Pattern {
     // The functional form must exist and be fusible, or the rewrite buys nothing.
     Node* functional = rw.graph().create(c10::Symbol::aten(name.substr(0, name.size() - 1)), n->inputs(), 1);
     ElementwiseMatch fm;
-    bool fusible = functional->maybeSchema() && matchElementwise(functional, fm, nullptr);
+    bool fusible = matchElementwise(functional, fm, nullptr);
     if (!fusible) {
       rw.erase(functional);
       return false;
@@ -198,11 +197,11 @@ struct CanonicalizePattern : Pattern {
     Node* producer = x->node();
     ElementwiseMatch pm;
     if (producer->owningBlock() != n->owningBlock() || !matchElementwise(producer, pm, nullptr) ||
-        producer->kind() == c10::aten::to)
+        opDef(pm.op).has(kMayAlias))
       return reject("%" + x->debugName() + " is not a fresh elementwise result in the same block (an input, a view, "
                     "or a value from another block may be visible elsewhere)");
     std::string why = dtypeHazard(fm, pm.op);
-    if (why.empty()) why = writeObserver(n, x, functional, rw);
+    if (why.empty()) why = writeObserver(n, x, functional);
     if (!why.empty()) return reject(why);
     functional->insertBefore(n);
     return replaceWrite(n, functional, std::string("in-place ") + n->kind().toQualString() + " on a fresh intermediate",
@@ -228,9 +227,13 @@ struct CanonicalizePattern : Pattern {
   }
 
   // Who could observe the write of in-place `n` to x other than the uses after it, or "": a use
-  // before n that may alias x (anything but a fresh reader), or a graph input x may alias.
-  // `pending` is a node built for the rewrite and not inserted yet.
-  static std::string writeObserver(Node* n, Value* x, Node* pending, Rewriter& rw) {
+  // before n that may alias x (anything but a fresh reader). `pending` is a node built for the
+  // rewrite and not inserted yet.
+  // NB: the callers have proven x a fresh result (a new tensor, isFreshReader's producers), so
+  // nothing held x before it was made: a graph input, a list or an object can reach x only
+  // through one of its uses, and a use before n that is not a fresh reader is refused here. No
+  // alias database is needed (building one per rewrite cost more than the rest of the pass).
+  static std::string writeObserver(Node* n, Value* x, Node* pending) {
     for (const auto& use : x->uses()) {
       if (use.user == n || use.user == pending) continue;
       Node* at = ancestorIn(use.user, n->owningBlock());
@@ -238,7 +241,6 @@ struct CanonicalizePattern : Pattern {
       if (!isFreshReader(use.user))
         return "%" + x->debugName() + " is used before the write by " + describeNode(use.user) + ", which may alias it";
     }
-    if (rw.aliasDb().mayContainAlias(x, rw.graph().inputs())) return "%" + x->debugName() + " may alias a graph input";
     return "";
   }
 
@@ -251,8 +253,9 @@ struct CanonicalizePattern : Pattern {
   // (shape_facts.h), and the conversion of c must not depend on which op converts it
   // (fillValue). x must be fresh, as for in-place ops.
   bool tryBoolMaskFill(Node* n, Rewriter& rw) {
+    if (n->kind() != c10::aten::index_put_) return false;
     const c10::FunctionSchema* schema = n->maybeSchema();
-    if (n->kind() != c10::aten::index_put_ || !schema || schema->overload_name() != "") return false;
+    if (!schema || schema->overload_name() != "") return false;
     Value* x = n->input(0);
     Node* list = n->input(1)->node();
     if (list->kind() != c10::prim::ListConstruct || list->inputs().size() != 1 || n->input(1)->uses().size() != 1 ||
@@ -276,36 +279,12 @@ struct CanonicalizePattern : Pattern {
     std::string why;
     std::optional<c10::Scalar> c = fillValue(n->input(2), x, why);
     if (!c) return reject(why);
-    why = writeObserver(n, x, nullptr, rw);
+    why = writeObserver(n, x, nullptr);
     if (!why.empty()) return reject(why);
     Graph& graph = rw.graph();
     torch::jit::WithInsertPoint guard(n);
     Node* fill = graph.insertNode(graph.create(c10::aten::where, {mask, graph.insertConstant(*c), x}, 1));
     return replaceWrite(n, fill, "x[mask] = value (index_put_ of a bool mask of x's layout) on a fresh intermediate", rw);
-  }
-
-  // slice(x, d, None|0, None|INT64_MAX, 1) -> x, when the slice is only read
-  // NB: the slice is the same memory as x; replacing it is exact when nothing writes either and
-  // its uses only read values (so no identity or aliasing of the slice is observable).
-  bool tryIdentitySlice(Node* n, Rewriter& rw) {
-    if (n->kind() != c10::aten::slice || n->inputs().size() != 5) return false;
-    if (!n->input(0)->type()->isSubtypeOf(*c10::TensorType::get())) return false;
-    auto start = toIValue(n->input(2));
-    auto end = toIValue(n->input(3));
-    bool fromStart = start && (start->isNone() || (start->isInt() && start->toInt() == 0));
-    bool toEnd = end && (end->isNone() || (end->isInt() && end->toInt() == std::numeric_limits<int64_t>::max()));
-    if (!fromStart || !toEnd || !isIntConstant(n->input(4), 1) || !toIValue(n->input(1))) return false;
-    Value* out = n->output();
-    for (const auto& use : out->uses()) {
-      Node* u = use.user;
-      bool view = u->kind() == c10::aten::select || u->kind() == c10::aten::slice || u->kind() == c10::aten::unsqueeze;
-      if (!(isFreshReader(u) || (view && use.offset == 0))) return false;
-    }
-    if (rw.aliasDb().hasWriters(out) || rw.aliasDb().hasWriters(n->input(0))) return false;
-    out->replaceAllUsesWith(n->input(0));
-    rw.erase(n);  // no event: the computation is unchanged
-    rw.keepAliasDb();  // the slice aliased its input: every answer about the rest stands
-    return true;
   }
 
   // values, indices = max|min(x, dim, keepdim) with indices unused -> amax|amin(x, [dim], keepdim)
@@ -330,6 +309,39 @@ struct CanonicalizePattern : Pattern {
   }
 };
 
+// Identity slices, in a walk of their own after the rewrites above: the only question here that
+// needs the alias database, which this walk builds once and keeps (the in-place rewrites change
+// what is written, so interleaved with them it was rebuilt after each).
+struct IdentitySlicePattern : Pattern {
+  IdentitySlicePattern() : Pattern("canonicalize", WalkOrder::Forward, NestedBlocks::AtOwner) {}
+
+  bool matchAndRewrite(Node* n, Rewriter& rw) override { return tryIdentitySlice(n, rw); }
+
+  // slice(x, d, None|0, None|INT64_MAX, 1) -> x, when the slice is only read
+  // NB: the slice is the same memory as x; replacing it is exact when nothing writes either and
+  // its uses only read values (so no identity or aliasing of the slice is observable).
+  bool tryIdentitySlice(Node* n, Rewriter& rw) {
+    if (n->kind() != c10::aten::slice || n->inputs().size() != 5) return false;
+    if (!n->input(0)->type()->isSubtypeOf(*c10::TensorType::get())) return false;
+    auto start = toIValue(n->input(2));
+    auto end = toIValue(n->input(3));
+    bool fromStart = start && (start->isNone() || (start->isInt() && start->toInt() == 0));
+    bool toEnd = end && (end->isNone() || (end->isInt() && end->toInt() == std::numeric_limits<int64_t>::max()));
+    if (!fromStart || !toEnd || !isIntConstant(n->input(4), 1) || !toIValue(n->input(1))) return false;
+    Value* out = n->output();
+    for (const auto& use : out->uses()) {
+      Node* u = use.user;
+      bool view = u->kind() == c10::aten::select || u->kind() == c10::aten::slice || u->kind() == c10::aten::unsqueeze;
+      if (!(isFreshReader(u) || (view && use.offset == 0))) return false;
+    }
+    if (rw.aliasDb().hasWriters(out) || rw.aliasDb().hasWriters(n->input(0))) return false;
+    out->replaceAllUsesWith(n->input(0));
+    rw.erase(n);  // no event: the computation is unchanged
+    rw.keepAliasDb();  // the slice aliased its input: every answer about the rest stands
+    return true;
+  }
+};
+
 }  // namespace
 
 bool Canonicalize(std::shared_ptr<Graph>& graph) {
@@ -337,7 +349,9 @@ bool Canonicalize(std::shared_ptr<Graph>& graph) {
   changed |= torch::jit::ConstantPropagation(graph);
   CanonicalizePattern pattern;
   changed |= runPattern(graph, pattern);
-  if (changed) torch::jit::EliminateDeadCode(graph);
+  IdentitySlicePattern slices;
+  changed |= runPattern(graph, slices);
+  if (changed) eraseDeadCode(graph);
   return changed;
 }
 

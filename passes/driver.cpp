@@ -101,4 +101,27 @@ bool runPattern(std::shared_ptr<torch::jit::Graph>& graph, Pattern& pattern) {
   return rw.changed_;
 }
 
+namespace {
+
+bool isDead(Node* n) {
+  if (n->outputs().empty() || !n->blocks().empty()) return false;
+  for (const torch::jit::Value* v : n->outputs())
+    if (v->hasUses()) return false;
+  if (n->hasSideEffects()) return false;
+  const c10::FunctionSchema* s = n->maybeSchema();
+  return !(s && s->is_mutable());
+}
+
+void eraseDeadCode(torch::jit::Block* block) {
+  auto nodes = block->nodes().reverse();
+  for (auto it = nodes.begin(); it != nodes.end(); ++it) {
+    for (torch::jit::Block* sub : it->blocks()) eraseDeadCode(sub);
+    if (isDead(*it)) it.destroyCurrent();
+  }
+}
+
+}  // namespace
+
+void eraseDeadCode(std::shared_ptr<torch::jit::Graph>& graph) { eraseDeadCode(graph->block()); }
+
 }  // namespace tsfuse

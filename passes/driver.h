@@ -138,4 +138,13 @@ size_t countNodes(const torch::jit::Block* block);
 // Runs `pattern` over every block of `graph`. Returns whether any rewrite changed the graph.
 bool runPattern(std::shared_ptr<torch::jit::Graph>& graph, Pattern& pattern);
 
+// Removes the nodes a rewrite left dead: nodes whose results nothing reads, that own no block,
+// have no side effect and write nothing (nested blocks' nodes included). One reverse walk: a
+// node's readers come after it, so a chain of dead nodes goes in the same walk. Dead mutable ops
+// and dead Ifs/Loops stay. Unlike torch's EliminateDeadCode, this builds no alias database and
+// resolves no schema of a live node (each cost 10-30 ms on a detector's executor graph, where the
+// pipeline's time is first-call time); the executor's own dead-code passes, which know aliasing,
+// run before and after the pipeline.
+void eraseDeadCode(std::shared_ptr<torch::jit::Graph>& graph);
+
 }  // namespace tsfuse

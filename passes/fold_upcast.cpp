@@ -7,7 +7,6 @@
 #include "passes/driver.h"
 
 #include <torch/csrc/jit/ir/constants.h>
-#include <torch/csrc/jit/passes/dead_code_elimination.h>
 
 #include <algorithm>
 #include <optional>
@@ -91,8 +90,8 @@ struct DtypeEval {
     if (subject == v) return d;
     Node* n = v->node();
     if (n->kind() == c10::prim::If) return branch(n);
-    const c10::FunctionSchema* s = n->maybeSchema();
-    if (n->kind() == c10::aten::to && s && s->overload_name() == "dtype" && n->input(0) == subject) {
+    const c10::FunctionSchema* s = n->kind() == c10::aten::to ? n->maybeSchema() : nullptr;
+    if (s && s->overload_name() == "dtype" && n->input(0) == subject) {
       auto dtype = torch::jit::toIValue(n->input(1));
       auto nonBlocking = torch::jit::toIValue(n->input(2)), copy = torch::jit::toIValue(n->input(3));
       auto format = torch::jit::toIValue(n->input(4));
@@ -154,7 +153,7 @@ class FoldUpcastPattern : public Pattern {
       if (!onlyDtypeLogic(b, &why)) return reject(why);
     Value* subject = nullptr;
     for (c10::ScalarType d : kDtypes) {
-      DtypeEval ev{subject, d};
+      DtypeEval ev{subject, d, {}};
       auto got = ev.branch(n);
       if (!got) return reject(ev.why);
       subject = ev.subject;
@@ -186,7 +185,7 @@ bool FoldUpcast(std::shared_ptr<Graph>& graph) {
   FoldUpcastPattern pattern;
   const bool changed = runPattern(graph, pattern);
   // The folded Ifs' dtype tests read the tensor: gone, so the tensor's one reader is the op.
-  if (changed) torch::jit::EliminateDeadCode(graph);
+  if (changed) eraseDeadCode(graph);
   return changed;
 }
 

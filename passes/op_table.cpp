@@ -37,15 +37,19 @@ std::optional<c10::IValue> constantValue(Value* v) {
   return c10::IValue(ints);
 }
 
-// The node kinds of the registry's overloads: a symbol lookup rules out most nodes before their
-// schema is resolved.
+// The node kinds of a table keyed by "ns::op.overload". A symbol lookup rules out most nodes before
+// their schema is resolved, which matters: a node without a schema (constants, lists, GetAttr)
+// caches no answer, so each maybeSchema() on it searches the operator registry again.
+template <typename Table>
+std::unordered_set<c10::Symbol> kindsOf(const Table& t) {
+  std::unordered_set<c10::Symbol> k;
+  for (const auto& [schema, entry] : t)
+    k.insert(c10::Symbol::fromQualString(schema.substr(0, schema.find('.', schema.find("::")))));
+  return k;
+}
+
 const std::unordered_set<c10::Symbol>& tableKinds() {
-  static const std::unordered_set<c10::Symbol> kinds = [] {
-    std::unordered_set<c10::Symbol> k;
-    for (const auto& [schema, entry] : table())
-      k.insert(c10::Symbol::fromQualString(schema.substr(0, schema.find('.', schema.find("::")))));
-    return k;
-  }();
+  static const std::unordered_set<c10::Symbol> kinds = kindsOf(table());
   return kinds;
 }
 
@@ -88,8 +92,7 @@ bool isOne(const Arg& a) {
 }  // namespace
 
 bool matchElementwise(Node* n, ElementwiseMatch& out, std::string* why) {
-  const std::string key = schemaKey(n);
-  auto it = table().find(key);
+  auto it = tableKinds().count(n->kind()) ? table().find(schemaKey(n)) : table().end();
   if (it == table().end()) {
     if (why) *why = std::string(n->kind().toQualString()) + " is not a fusible elementwise op";
     return false;
@@ -176,14 +179,17 @@ bool constantScalarOrNone(Value* v, double& out) {
 
 }  // namespace
 
-bool matchReduction(Node* n, ReductionMatch& out, std::string* why) {
-  const std::string key = schemaKey(n);
-  struct R {
-    Reduction kind;
-    int dim = -1, keepdim = -1, dtype = -1;  // input positions, -1 when absent
-    int p = -1;                               // norm's order (a Scalar; None means 2)
-    int unbiased = -1, correction = -1;       // var/std: a bool, or a Scalar (None means 1)
-  };
+namespace {
+
+struct ReductionOverload {
+  Reduction kind;
+  int dim = -1, keepdim = -1, dtype = -1;  // input positions, -1 when absent
+  int p = -1;                               // norm's order (a Scalar; None means 2)
+  int unbiased = -1, correction = -1;       // var/std: a bool, or a Scalar (None means 1)
+};
+
+const std::unordered_map<std::string, ReductionOverload>& reductionTable() {
+  using R = ReductionOverload;
   static const std::unordered_map<std::string, R> reductions = {
       {"aten::sum.dim_IntList", {Reduction::Sum, 1, 2, 3}},  {"aten::sum.", {Reduction::Sum, -1, -1, 1}},
       {"aten::mean.dim", {Reduction::Mean, 1, 2, 3}},        {"aten::mean.", {Reduction::Mean, -1, -1, 1}},
@@ -209,12 +215,20 @@ bool matchReduction(Node* n, ReductionMatch& out, std::string* why) {
       {"aten::std.dim", {Reduction::Std, 1, 3, -1, -1, 2}},
       {"aten::std.correction", {Reduction::Std, 1, 3, -1, -1, -1, 2}},
   };
-  auto it = reductions.find(key);
+  return reductions;
+}
+
+}  // namespace
+
+bool matchReduction(Node* n, ReductionMatch& out, std::string* why) {
+  static const std::unordered_set<c10::Symbol> kinds = kindsOf(reductionTable());
+  const auto& reductions = reductionTable();
+  auto it = kinds.count(n->kind()) ? reductions.find(schemaKey(n)) : reductions.end();
   if (it == reductions.end()) {
     if (why) *why = std::string(n->kind().toQualString()) + " is not a supported reduction";
     return false;
   }
-  const R& r = it->second;
+  const ReductionOverload& r = it->second;
   out.input = n->input(0);
   out.spec = ReduceSpec{};
   out.spec.kind = r.kind;
@@ -272,7 +286,7 @@ namespace {
 
 bool isMatchedElementwise(Node* n) {
   ElementwiseMatch m;
-  return tableKinds().count(n->kind()) && matchElementwise(n, m, nullptr);
+  return matchElementwise(n, m, nullptr);
 }
 
 }  // namespace

@@ -123,8 +123,9 @@ namespace {
 // The aten::repeat(self, repeats) node making v, or nullptr.
 Node* repeatProducer(Value* v) {
   Node* p = v->node();
+  if (p->kind() != c10::aten::repeat) return nullptr;
   const c10::FunctionSchema* s = p->maybeSchema();
-  return p->kind() == c10::aten::repeat && s && s->overload_name().empty() ? p : nullptr;
+  return s && s->overload_name().empty() ? p : nullptr;
 }
 
 }  // namespace

@@ -53,14 +53,15 @@ std::vector<Value*> layoutTwins(Value* x, int depth) {
 }  // namespace
 
 bool isMinMaxDim(Node* n) {
+  if (n->kind() != c10::aten::max && n->kind() != c10::aten::min) return false;
   const c10::FunctionSchema* s = n->maybeSchema();
-  return (n->kind() == c10::aten::max || n->kind() == c10::aten::min) && s && s->overload_name() == "dim" &&
-         n->outputs().size() == 2;
+  return s && s->overload_name() == "dim" && n->outputs().size() == 2;
 }
 
 bool isWhereScalarSelf(Node* n) {
+  if (n->kind() != c10::aten::where) return false;
   const c10::FunctionSchema* s = n->maybeSchema();
-  return n->kind() == c10::aten::where && s && s->overload_name() == "ScalarSelf";
+  return s && s->overload_name() == "ScalarSelf";
 }
 
 bool provablyBool(Value* v) { return boolAt(v, 0); }

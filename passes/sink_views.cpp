@@ -5,7 +5,6 @@
 #include "passes/region.h"
 
 #include <torch/csrc/jit/ir/constants.h>
-#include <torch/csrc/jit/passes/dead_code_elimination.h>
 
 #include <algorithm>
 #include <optional>
@@ -26,6 +25,8 @@ enum class ViewKind { None, Select, Slice, Unsqueeze };
 
 // The view kind of n when it is select.int / slice.Tensor / unsqueeze with constant arguments.
 ViewKind viewKind(Node* n) {
+  if (n->kind() != c10::aten::select && n->kind() != c10::aten::slice && n->kind() != c10::aten::unsqueeze)
+    return ViewKind::None;
   const c10::FunctionSchema* s = n->maybeSchema();
   if (!s) return ViewKind::None;
   ViewKind k = ViewKind::None;
@@ -290,7 +291,7 @@ struct SinkViewsPattern : Pattern {
 bool SinkViews(std::shared_ptr<Graph>& graph) {
   SinkViewsPattern pattern;
   bool changed = runPattern(graph, pattern);
-  if (changed) torch::jit::EliminateDeadCode(graph);  // the intermediates whose views all moved
+  if (changed) eraseDeadCode(graph);  // the intermediates whose views all moved
   return changed;
 }
 

@@ -3,6 +3,7 @@
 #include "passes/canonicalize.h"
 #include "passes/chain_fused_reductions.h"
 #include "passes/donate_operands.h"
+#include "passes/driver.h"
 #include "passes/events.h"
 #include "passes/fold_upcast.h"
 #include "passes/fuse_broadcast_reduce.h"
@@ -14,7 +15,6 @@
 #include "tsfuse/log.h"
 
 #include <torch/csrc/jit/api/function_impl.h>
-#include <torch/csrc/jit/passes/dead_code_elimination.h>
 #include <torch/csrc/jit/passes/inliner.h>
 
 #include <map>
@@ -50,9 +50,9 @@ const std::vector<PassInfo>& pipelinePasses() {
       {"fold_indices_epilogue",
        "tsfuse::pairwise over a tsfuse::reduce_with_indices' values and indices -> its epilogue (replacing the indices)",
        FoldIndicesEpilogue, true},
-      {"cleanup", "dead code elimination",
+      {"cleanup", "remove the nodes rewrites left dead",
        [](std::shared_ptr<torch::jit::Graph>& g) {
-         torch::jit::EliminateDeadCode(g);
+         eraseDeadCode(g);
          return false;
        }},
       // After cleanup: a dead reader would keep an operand from being donated.

@@ -7,8 +7,11 @@
 //   5. fuse_broadcast_reduce  reduction(elementwise region) -> tsfuse::reduce
 //   6. nest_reductions        reduction(tsfuse::reduce)      -> tsfuse::reduce_chain
 //   7. fuse_pairwise          elementwise region (>= 2 ops)  -> tsfuse::pairwise
-//   8. cleanup                dead code elimination
-//   9. donate_operands        operands only a fused op reads -> its `donated` argument
+//   8. hoist_into_epilogue    ops over a reduction's value alone -> that reduction's epilogue
+//   9. chain_fused_reductions tsfuse::reduce(tsfuse::reduce)  -> tsfuse::reduce_chain
+//  10. fold_indices_epilogue  pairwise over values + indices -> the reduction's epilogue
+//  11. cleanup                the nodes rewrites left dead (eraseDeadCode: no alias analysis)
+//  12. donate_operands        operands only a fused op reads -> its `donated` argument
 //
 // Reductions go first so their elementwise input is claimed whole by tsfuse::reduce, and a
 // reduction of such a value then nests into it before fuse_pairwise sees its epilogue.

@@ -139,6 +139,24 @@ TEST(CanonicalizeIR, InPlaceOnIntermediateHeldByAListIsKept) {
   EXPECT_TRUE(sameOutputs(ref, g, inputs(7)));
 }
 
+TEST(CanonicalizeIR, InPlaceOnIntermediateAppendedToAnInputListIsKept) {
+  // The caller's list holds %s once append runs: it must see the doubled values. Nothing held
+  // the fresh %s before that use, so refusing a non-reading use before the write is what keeps it.
+  auto g = parseGraph(R"IR(
+graph(%a : Tensor, %b : Tensor, %l : Tensor[]):
+  %one : int = prim::Constant[value=1]()
+  %two : int = prim::Constant[value=2]()
+  %s : Tensor = aten::sub(%a, %b, %one)
+  %x : Tensor[] = aten::append(%l, %s)
+  %c : Tensor = aten::mul_(%s, %two)
+  %m : Tensor = aten::abs(%c)
+  return (%m)
+)IR");
+  PassRun c = runCanonicalize(g);
+  EXPECT_TRUE(fileCheck(c.ir, [](FileCheck& fc) { fc.check("aten::append")->check("aten::mul_"); })) << c.dump();
+  EXPECT_TRUE(c.rejectedWith("aten::append")) << c.dump();
+}
+
 TEST(CanonicalizeIR, InPlaceInsideABranchIsKept) {
   auto g = parseGraph(R"IR(
 graph(%a : Tensor, %b : Tensor, %flag : bool):

@@ -163,4 +163,35 @@ TEST(PassDriver, RewriterRecordsEventsWithNodeIds) {
   EXPECT_EQ(p.offered, (Ids{"%p", "%q", "%u", "%w"}));
 }
 
+// eraseDeadCode removes what a rewrite left dead, a chain in one walk, nested blocks included, and
+// keeps what it cannot prove removable without alias analysis: dead writes, side effects, blocks.
+TEST(PassDriver, EraseDeadCodeRemovesDeadPureNodesOnly) {
+  auto g = parseNamedGraph(R"IR(
+graph(%a : Tensor, %l : Tensor[], %c : bool):
+  %one : int = prim::Constant[value=1]()
+  %p : Tensor = aten::neg(%a)
+  %q : Tensor = aten::abs(%p)
+  %w : Tensor = aten::add_(%a, %a, %one)
+  %x : Tensor[] = aten::append(%l, %a)
+  %msg : str = prim::Constant[value="dead but warned"]()
+  aten::warn(%msg, %one)
+  %r : Tensor = prim::If(%c)
+    block0():
+      %s : Tensor = aten::sigmoid(%a)
+      %t : Tensor = aten::tanh(%s)
+      -> (%a)
+    block1():
+      -> (%a)
+  %y : Tensor = aten::relu(%a)
+  return (%y)
+)IR");
+  tsfuse::eraseDeadCode(g);
+  EXPECT_TRUE(fileCheck(g->toString(), [](FileCheck& fc) {
+    fc.check_not("aten::neg")->check_not("aten::abs")->check_not("aten::sigmoid")->check_not("aten::tanh");
+  })) << *g;
+  EXPECT_TRUE(fileCheck(g->toString(), [](FileCheck& fc) {
+    fc.check("aten::add_")->check("aten::append")->check("aten::warn")->check("prim::If")->check("aten::relu");
+  })) << *g;
+}
+
 }  // namespace
