@@ -8,6 +8,7 @@
 #include <torch/cuda.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 
 namespace {
@@ -129,6 +130,32 @@ TEST(CudaKernels, MinMaxSignedZerosAndNaNs) {
                             [sb](const T& x) { return at::clamp(x[0], sb, 0.0); }, nullptr, true)) << dt << " " << lit;
     }
   }
+}
+
+// The transcendentals with a device primitive, bit for bit eager CUDA's in every float dtype:
+// both call libdevice on the dtype (a half through float). Values: signed zeros, infinities,
+// NaN, subnormals, the large arguments where sin/cos reduce their argument the slow way, and
+// float32 bit patterns spread over every exponent; alone and after a broadcast subtraction.
+TEST(CudaKernels, TranscendentalsBitForBit) {
+  REQUIRE_GPU();
+  at::Tensor special = at::tensor({0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-40f, -1e-45f, 1e-30f, 0.5f, -1.0f,
+                                   3.14159265f, 1e5f, -1e20f, 3e38f, 88.7f, -104.0f, 9.5f, -20.0f});
+  at::Tensor patterns = at::randint(INT32_MIN, INT32_MAX, {1 << 16}, at::TensorOptions().dtype(at::kInt)).view(at::kFloat);
+  patterns = at::where(at::isnan(patterns), at::zeros_like(patterns), patterns);
+  at::Tensor values = at::cat({special, patterns, at::randn({1 << 16}) * 4});
+  const std::pair<const char*, at::Tensor (*)(const at::Tensor&)> ops[] = {
+      {"sin", [](const at::Tensor& x) { return at::sin(x); }},   {"cos", [](const at::Tensor& x) { return at::cos(x); }},
+      {"atan", [](const at::Tensor& x) { return at::atan(x); }}, {"tanh", [](const at::Tensor& x) { return at::tanh(x); }},
+      {"exp", [](const at::Tensor& x) { return at::exp(x); }},   {"log", [](const at::Tensor& x) { return at::log(x); }}};
+  Gen g(7);
+  for (at::ScalarType dt : {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16})
+    for (const auto& [name, fn] : ops) {
+      EXPECT_TRUE(checkBoth(std::string("v1: ") + name + "($0)", {values.to(dt)},
+                            [fn = fn](const T& x) { return fn(x[0]); }, nullptr, true)) << name << " " << dt;
+      T pair = {g.tensor({300, 1}, dt), g.tensor({1, 200}, dt)};
+      EXPECT_TRUE(checkBoth(std::string("v1: sub($0, $1); ") + name + "(%0)", pair,
+                            [fn = fn](const T& x) { return fn(at::sub(x[0], x[1])); }, nullptr, true)) << name << " " << dt;
+    }
 }
 
 TEST(CudaKernels, SimilarityGemmTiledReduce) {

@@ -33,6 +33,16 @@ inline tsfuse::ReduceSpec red(tsfuse::Reduction k, std::optional<std::vector<int
   return r;
 }
 
+// Whether a kernel text calls the prelude's libm / libdevice functions (exp, log, pow, sin, cos,
+// atan, tanh: a program's, or logsumexp's and a norm's). Their results are a few ulp apart between
+// math libraries (PoCL's against eager CPU: a tolerance), and libdevice's contain FMAs by design.
+inline bool callsLibm(const std::string& kernelText) {
+  const std::string body = kernelText.substr(std::string(tsfuse::gpu::prelude()).size());
+  for (const char* fn : {"TSF_EXP_", "TSF_LOG_", "TSF_POW_", "TSF_SIN_", "TSF_COS_", "TSF_ATAN_", "TSF_TANH_"})
+    if (body.find(fn) != std::string::npos) return true;
+  return false;
+}
+
 // A call analysed and planned, ready for kernelForCall.
 struct Prepared {
   std::shared_ptr<tsfuse::Expr> e;

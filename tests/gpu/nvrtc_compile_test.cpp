@@ -1,9 +1,10 @@
 // Every generated kernel of the corpus (tests/gpu/gpu_corpus.h) compiled by NVRTC for sm_80 and
 // sm_90, as the CUDA path compiles it at first use (no GPU needed): ptxas must report 0 bytes of
-// stack and spills and at most the kernel's register budget (kernels/cuda/codegen/emit.h), and
-// the PTX must hold no fused multiply-add (-fmad=false: eager rounds every op; libdevice's
-// exp/log have their own by design, as in ATen's CUDA kernels). Also the kernel cache (memory,
-// disk, a corrupt entry).
+// spills, 0 bytes of stack (libdevice's sin/cos: their argument reduction's frame, as in ATen's
+// kernels) and at most the kernel's register budget (kernels/cuda/codegen/emit.h), and the PTX
+// must hold no fused multiply-add (-fmad=false: eager rounds every op; libdevice's exp/log/sin/...
+// have their own by design, as in ATen's CUDA kernels). Also the kernel cache (memory, disk, a
+// corrupt entry).
 #include "gpu_corpus.h"
 
 #include "kernels/cuda/codegen/nvrtc.h"
@@ -52,10 +53,21 @@ struct Kernel {
   std::string label, name, text;
   Kind kind;
   int registerBudget;
-  // libdevice's expf/logf (ATen's CUDA exp/log/sigmoid too) contain explicit FMAs by design:
+  // libdevice's expf/logf/sinf/... (ATen's CUDA kernels call the same) contain explicit FMAs by design:
   // -fmad=false stops contraction of our own arithmetic, which is what the check is about.
   bool libdeviceMath = false;
+  // libdevice's sinf/cosf (ATen's CUDA sin/cos kernels are the same code) reduce an argument
+  // beyond about 1e5 by Payne-Hanek into a small local array: a stack frame of 32-40 bytes,
+  // touched on that path only. Every other kernel: no stack.
+  int stackBudget = 0;
 };
+
+int stackBudgetOf(const std::string& kernelText) {
+  const std::string body = kernelText.substr(std::string(tsfuse::gpu::prelude()).size());
+  for (const char* fn : {"TSF_SIN_", "TSF_COS_"})
+    if (body.find(fn) != std::string::npos) return 48;
+  return 0;
+}
 
 // The corpus's unique kernel texts (device rules), every skeleton a call can take.
 std::vector<Kernel> corpusKernels() {
@@ -90,12 +102,9 @@ std::vector<Kernel> corpusKernels() {
         ++declined;
         continue;
       }
-      // libdevice's exp/log/pow (a program's, or logsumexp's and a norm's) contain FMAs by design.
-      const std::string body = k->source.text.substr(std::string(tsfuse::gpu::prelude()).size());
-      bool math = false;
-      for (const char* fn : {"TSF_EXP_", "TSF_LOG_", "TSF_POW_"}) math |= body.find(fn) != std::string::npos;
       if (seen.insert(k->source.hash).second)
-        ks.push_back({c.label + ": " + c.expr, k->source.name, k->source.text, k->spec.kind, k->source.registerBudget, math});
+        ks.push_back({c.label + ": " + c.expr, k->source.name, k->source.text, k->spec.kind, k->source.registerBudget,
+                      callsLibm(k->source.text), stackBudgetOf(k->source.text)});
     }
   }
   std::printf("[corpus] %zu calls, %zu unique kernels, %d variants declined\n", cs.size(), ks.size(), declined);
@@ -129,7 +138,7 @@ TEST(GeneratedKernels, NvrtcCompilesCorpusWithoutSpillsOrFma) {
       }
       r.rep = tsfuse::gpu::parsePtxas(out.log, k.name);
       if (!r.rep.found) r.failure = "no ptxas report in: " + out.log;
-      else if (r.rep.stackBytes || r.rep.spillStores || r.rep.spillLoads)
+      else if (r.rep.stackBytes > k.stackBudget || r.rep.spillStores || r.rep.spillLoads)
         r.failure = "local memory: " + std::to_string(r.rep.stackBytes) + " B stack, " +
                     std::to_string(r.rep.spillStores) + "/" + std::to_string(r.rep.spillLoads) + " B spilled";
       else if (r.rep.registers > k.registerBudget)
@@ -144,7 +153,7 @@ TEST(GeneratedKernels, NvrtcCompilesCorpusWithoutSpillsOrFma) {
   for (auto& t : pool) t.join();
 
   std::map<std::string, std::pair<int, int>> regs;  // "<kind> sm_<arch>" -> (max, count)
-  int failures = 0;
+  int failures = 0, framed = 0, maxFrame = 0;
   for (size_t j = 0; j < results.size(); ++j) {
     const Kernel& k = ks[j / 2];
     if (!results[j].failure.empty()) {
@@ -156,8 +165,13 @@ TEST(GeneratedKernels, NvrtcCompilesCorpusWithoutSpillsOrFma) {
     auto& [mx, cnt] = regs[std::string(tsfuse::gpu::kindName(k.kind)) + " sm_" + std::to_string(archs[j % 2])];
     mx = std::max(mx, results[j].rep.registers);
     ++cnt;
+    if (results[j].rep.stackBytes) {
+      ++framed;
+      maxFrame = std::max(maxFrame, results[j].rep.stackBytes);
+    }
   }
-  for (const auto& [key, v] : regs) std::printf("[ptxas] %-16s %4d kernels, max %d registers, 0 stack, 0 spills\n", key.c_str(), v.second, v.first);
+  std::printf("[ptxas] %d kernels (sin/cos) with a stack frame, at most %d B\n", framed, maxFrame);
+  for (const auto& [key, v] : regs) std::printf("[ptxas] %-16s %4d kernels, max %d registers, 0 spills\n", key.c_str(), v.second, v.first);
   EXPECT_EQ(failures, 0);
 }
 

@@ -100,6 +100,10 @@ std::string unaryMath(const PrimArgs& g, const char* fn) {
 std::string genExp(const PrimArgs& g) { return unaryMath(g, "EXP"); }
 std::string genLog(const PrimArgs& g) { return unaryMath(g, "LOG"); }
 std::string genSqrt(const PrimArgs& g) { return unaryMath(g, "SQRT"); }
+std::string genSin(const PrimArgs& g) { return unaryMath(g, "SIN"); }
+std::string genCos(const PrimArgs& g) { return unaryMath(g, "COS"); }
+std::string genAtan(const PrimArgs& g) { return unaryMath(g, "ATAN"); }
+std::string genTanh(const PrimArgs& g) { return unaryMath(g, "TANH"); }
 std::string genSigmoid(const PrimArgs& g) {
   if (!isFloatTy(g.ct)) return "";
   const std::string one = g.ct == Ty::F32 ? "1.0f" : "1.0";  // exact in either language
