@@ -11,11 +11,13 @@
 # recorded in OUTDIR/summary.txt and the next one still runs (a lent machine's minutes are few),
 # and the exit status is 1 when any step failed. ARCHIVE=FILE.tgz also packs OUTDIR into FILE after
 # every step (a run cut short still leaves the finished steps' logs in one file).
-#   1. build (both archs, as CI)                 5. fuzz: random programs on CUDA vs eager CUDA
-#   1b. generated kernels: NVRTC, PoCL, oclgrind 6. compute-sanitizer racecheck (models)
-#   2. GPU tests (kernels on by default)        7. benchmark cells -> OUTDIR/benchmarks.md
-#   3. example models on CUDA vs eager CUDA      8. full test suite (CPU + default CUDA path)
-#   4. compute-sanitizer memcheck (models)
+#   1. build (both archs, as CI)                 5. compute-sanitizer memcheck (models)
+#   1b. generated kernels: NVRTC, PoCL, oclgrind 6. fuzz: random programs on CUDA vs eager CUDA,
+#   2. GPU tests (kernels on by default)            one step per seed of FUZZ_SEEDS (default 31)
+#   3. example models on CUDA vs eager CUDA      7. compute-sanitizer racecheck (models)
+#   4. the real-model corpus on CUDA vs eager    8. benchmark cells -> OUTDIR/benchmarks.md
+#      CUDA (OUTDIR/corpus.md; its libraries     9. full test suite (CPU + default CUDA path)
+#      from PyPI, or CORPUS_PATH where prebuilt)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-gpu-results}
@@ -61,10 +63,24 @@ step models 120 $PY tests/gpu/cuda_models_check.py --out "$OUT/models.md"
 # The sanitizers run the example models (Python loads libtsfuse after the sanitizer attached; the
 # gtest binary initialises CUDA before it can, and the sanitizer then disables itself): small and
 # medium sizes reach every skeleton, the tiled ones (pair2, gemm, redblock) with shared memory.
+# The corpus's libraries: installed from PyPI by the test helpers, or (PREBUILT) a folder of them
+# carried over (CORPUS_PATH, ahead of the machine's own packages).
+if [ "${PREBUILT:-0}" != 1 ]; then
+  CORPUS_PATH=$($PY -c 'import sys; sys.path.insert(0, "tests/python"); import pypi_deps as d
+print(f"{d.corpus_dir()}:{d.torchvision_dir()}")' 2>> "$OUT/summary.txt")
+fi
+if [ -n "${CORPUS_PATH:-}" ]; then
+  step corpus 300 env PYTHONPATH="$CORPUS_PATH${PYTHONPATH:+:$PYTHONPATH}" \
+    $PY tests/gpu/cuda_corpus_check.py --size bench --out "$OUT/corpus.md"
+else
+  log "corpus: skipped (no CORPUS_PATH)"
+fi
 step memcheck 240 "$SAN" --tool memcheck --error-exitcode 9 $PY tests/gpu/cuda_models_check.py --sizes small,medium
-step fuzz 100 env TSFUSE_FUZZ_DEVICE=cuda $PY tests/fuzz/run.py --programs "$FUZZ_PROGRAMS" \
-  --jobs "$JOBS" --seed 31 --max-minimize 2
-tail -30 "$OUT/fuzz.log" >> "$OUT/summary.txt"
+for seed in ${FUZZ_SEEDS:-31}; do
+  step "fuzz_$seed" "${FUZZ_LIMIT:-100}" env TSFUSE_FUZZ_DEVICE=cuda $PY tests/fuzz/run.py \
+    --programs "$FUZZ_PROGRAMS" --jobs "$JOBS" --seed "$seed" --max-minimize 2
+  tail -30 "$OUT/fuzz_$seed.log" >> "$OUT/summary.txt"
+done
 step racecheck 180 "$SAN" --tool racecheck --error-exitcode 9 $PY tests/gpu/cuda_models_check.py --sizes medium
 step bench 150 $PY bench/cuda_bench.py --out "$OUT/benchmarks.md" --reps "${BENCH_REPS:-20}" --compile-mode "${COMPILE_MODE:-max-autotune}"
 [ -f "$OUT/benchmarks.md" ] && cat "$OUT/benchmarks.md" >> "$OUT/summary.txt"
