@@ -108,10 +108,12 @@ long storageOwners(const at::Tensor& t) {
   return t.is_view() && t._base().use_count() == 1 ? 2 : 1;
 }
 
-// Memory that ATen's CPU allocator gave, and frees when its storage dies: no one outside the
-// reference counts can hold it (unlike from_blob's, e.g. an application's image buffer).
+// Memory that ATen's allocator for the tensor's device (the CPU's, CUDA's caching allocator) gave,
+// and frees when its storage dies: no one outside the reference counts can hold it (unlike
+// from_blob's, e.g. an application's image buffer).
 bool allocatedByAten(const at::Tensor& t) {
-  const c10::DeleterFnPtr atens = c10::GetCPUAllocator()->raw_deleter();
+  const c10::Allocator* allocator = c10::GetAllocator(t.device().type());
+  const c10::DeleterFnPtr atens = allocator ? allocator->raw_deleter() : nullptr;
   return atens != nullptr && t.storage().data_ptr().get_deleter() == atens;
 }
 
@@ -120,12 +122,14 @@ bool allocatedByAten(const at::Tensor& t) {
 at::Tensor takeDonated(at::TensorList operands, at::IntArrayRef donated, const Analysis& an) {
   for (int64_t i : donated) {
     const at::Tensor& t = operands.at(i);
-    // Only the CPU paths are known to read each operand element before writing the output element
-    // at the same place (tile loads precede tile stores; the chunked path computes a slab before
-    // copying it); the CUDA kernels have never run on a GPU.
+    // Every path reads an operand element before it writes the output element at the same place:
+    // CPU tiles load before they store, a CUDA kernel's thread loads what it stores from (an
+    // operand laid out as the output is read where it is written, by the same thread), and the
+    // chunked path computes a slab before copying it. Other devices' paths are not known.
     std::string why;
-    if (!t.is_cpu() || t.layout() != at::kStrided || t.is_conj() || t.is_neg() || t.requires_grad()) {
-      why = "not a plain CPU tensor";
+    if (!(t.is_cpu() || t.is_cuda()) || t.layout() != at::kStrided || t.is_conj() || t.is_neg() ||
+        t.requires_grad()) {
+      why = "not a plain CPU or CUDA tensor";
     } else if (t.scalar_type() != an.outDtype || t.sizes() != at::IntArrayRef(an.outSizes) ||
                t.strides() != at::IntArrayRef(an.outStrides) || !t.is_non_overlapping_and_dense()) {
       why = "not laid out as the output";

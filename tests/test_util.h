@@ -312,7 +312,7 @@ at::Tensor callBoxed(const char* op, std::vector<at::Tensor> operands, Args&&...
 
 // Whether an operand may take an elementwise result like `out` (kernels/fused_call.h, takeDonated).
 inline bool donatable(const at::Tensor& t, const at::Tensor& out) {
-  return t.defined() && t.is_cpu() && !t.is_conj() && !t.is_neg() && !t.requires_grad() &&
+  return t.defined() && (t.is_cpu() || t.is_cuda()) && !t.is_conj() && !t.is_neg() && !t.requires_grad() &&
          t.scalar_type() == out.scalar_type() && t.sizes() == out.sizes() && t.strides() == out.strides() &&
          t.is_non_overlapping_and_dense();
 }
