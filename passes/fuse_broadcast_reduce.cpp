@@ -201,6 +201,19 @@ class FuseBroadcastReducePattern : public Pattern {
       fused = rewriteRegion(rw, r, reduction, "tsfuse::reduce", {reductionText(rm.spec), dims, rm.spec.keepdim, dtype});
       if (!epiHazard.empty()) e.reason += "; epilogue not fused: " + epiHazard;
       else if (!epi.chain.empty()) fused = absorbEpilogue(rw, fused, epi, e);
+      // The plain rewrite erased pure nodes, the fused output took the reduction's place, and its
+      // lists (operands, dims, donated) are new and read by it alone: the alias database still
+      // answers (one build per pass instead of one per reduction). The other forms add nodes
+      // behind the database's back (shape_of readers, duplicated regions, repeats, the epilogue's
+      // second fused op): rebuilt.
+      const bool plain = metadata.empty() && dup.empty() && r.repeats.empty() && fused->inputs().size() == 8 &&
+                         fused->input(6)->type()->kind() == c10::TypeKind::NoneType;
+      if (plain) {
+        std::vector<Value*> fresh;
+        for (Value* v : fused->inputs())
+          if (v->type()->cast<c10::ListType>()) fresh.push_back(v);
+        rw.keepAliasDb(std::move(fresh));
+      }
     }
     rw.notifyRewrite(std::move(e), fused);
     return true;
