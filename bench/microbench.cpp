@@ -6,7 +6,9 @@
 // TSFUSE_CPU_ISA=baseline (the SSE2 loops, no compiled kernels).
 #include <tsfuse/ops.h>
 
+#include "kernels/analysis.h"
 #include "kernels/cpu/jit.h"
+#include "kernels/cuda/codegen/call.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -109,6 +111,35 @@ void BM_Intersection_tiny_tsfuse(benchmark::State& state) {
   setUp(state, 64);
 }
 
+// The host work of one CUDA call before its launch, measured where no GPU is needed (the kernel
+// text does not depend on the device): the cached analysis, the iteration plan, and the kernel
+// for the call (lowering, text, hash; the compiled module then comes from the cache by that
+// hash). Args: the IoU seed's N (M = 500), or 0 for an L2-style sum over D = 64 of [1024, 500];
+// then 1 for the whole, 0 for the analysis and plan alone.
+void BM_CudaHostWork(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const bool kernel = state.range(1) != 0;
+  const bool sum = n == 0;
+  std::vector<at::Tensor> ops = sum ? std::vector<at::Tensor>{at::rand({1024, 1, 64}), at::rand({1, 500, 64})}
+                                    : intersectionOperands(n, 500);
+  const auto e = tsfuse::cachedExpr(sum ? "v1: sub($0, $1); mul(%0, %0)" : kIntersection);
+  tsfuse::ReduceSpec red;
+  red.kind = tsfuse::Reduction::Sum;
+  red.dims = std::vector<int64_t>{-1};
+  const tsfuse::ReduceSpec* r = sum ? &red : nullptr;
+  for (auto _ : state) {
+    auto an = tsfuse::analyzeCached(e, ops, r);
+    const tsfuse::IterationPlan plan = tsfuse::IterationPlan::make(*e, ops, r, *an, true);
+    benchmark::DoNotOptimize(plan);
+    if (!kernel) continue;
+    std::string why;
+    auto k = tsfuse::gpu::kernelForCall(*e, ops, r, *an, plan, tsfuse::gpu::CallOptions{}, &why);
+    if (!k) state.SkipWithError(why.c_str());
+    benchmark::DoNotOptimize(k);
+  }
+  setUp(state, 1);
+}
+
 }  // namespace
 
 BENCHMARK(BM_Intersection_tsfuse)->Arg(4096)->Arg(30000)->Unit(benchmark::kMillisecond);
@@ -119,5 +150,6 @@ BENCHMARK(BM_Similarity_eager)->Arg(250)->Arg(500)->Unit(benchmark::kMillisecond
 BENCHMARK(BM_L1Distance_tsfuse)->Arg(1024)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_L1Distance_eager)->Arg(1024)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Intersection_tiny_tsfuse)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_CudaHostWork)->Args({242991, 1})->Args({242991, 0})->Args({0, 1})->Args({0, 0})->Unit(benchmark::kMicrosecond);
 
 BENCHMARK_MAIN();
