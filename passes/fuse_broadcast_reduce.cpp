@@ -164,7 +164,8 @@ class FuseBroadcastReducePattern : public Pattern {
       if (!epi.chain.empty()) epiHazard = epilogueHazard(epi, r, rw.aliasDb());
     }
     // A region recomputed per reduction shares its repeats with the others: they stay stored.
-    Node* at = !epi.chain.empty() && epiHazard.empty() ? epi.chain.back() : reduction;
+    const bool withEpilogue = !epi.chain.empty() && epiHazard.empty();
+    Node* at = withEpilogue ? epi.chain.back() : reduction;
     const auto& uses = rm.input->uses();
     bool onlyReader = std::count_if(uses.begin(), uses.end(), [](const auto& u) { return !isMetadataRead(u.user); }) == 1;
     std::string repeats = onlyReader ? planBroadcastRepeats(r, at, rw.aliasDb()) : "";
@@ -200,15 +201,13 @@ class FuseBroadcastReducePattern : public Pattern {
       if (rm.spec.dtype) dtype = c10::IValue(static_cast<int64_t>(*rm.spec.dtype));
       fused = rewriteRegion(rw, r, reduction, "tsfuse::reduce", {reductionText(rm.spec), dims, rm.spec.keepdim, dtype});
       if (!epiHazard.empty()) e.reason += "; epilogue not fused: " + epiHazard;
-      else if (!epi.chain.empty()) fused = absorbEpilogue(rw, fused, epi, e);
+      else if (withEpilogue) fused = absorbEpilogue(rw, fused, epi, e);
       // The plain rewrite erased pure nodes, the fused output took the reduction's place, and its
       // lists (operands, dims, donated) are new and read by it alone: the alias database still
       // answers (one build per pass instead of one per reduction). The other forms add nodes
       // behind the database's back (shape_of readers, duplicated regions, repeats, the epilogue's
       // second fused op): rebuilt.
-      const bool plain = metadata.empty() && dup.empty() && r.repeats.empty() && fused->inputs().size() == 8 &&
-                         fused->input(6)->type()->kind() == c10::TypeKind::NoneType;
-      if (plain) {
+      if (metadata.empty() && dup.empty() && r.repeats.empty() && !withEpilogue) {
         std::vector<Value*> fresh;
         for (Value* v : fused->inputs())
           if (v->type()->cast<c10::ListType>()) fresh.push_back(v);

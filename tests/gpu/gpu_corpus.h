@@ -12,6 +12,7 @@
 #include "kernels/cuda/codegen/call.h"
 #include "kernels/ir/op_registry.h"
 
+#include <initializer_list>
 #include <memory>
 
 namespace tsfuse_gpu {
@@ -33,14 +34,19 @@ inline tsfuse::ReduceSpec red(tsfuse::Reduction k, std::optional<std::vector<int
   return r;
 }
 
+// Whether a kernel text, past the prelude that defines them all, uses one of the prelude's macros.
+inline bool bodyCalls(const std::string& kernelText, std::initializer_list<const char*> macros) {
+  const size_t body = std::string(tsfuse::gpu::prelude()).size();
+  for (const char* m : macros)
+    if (kernelText.find(m, body) != std::string::npos) return true;
+  return false;
+}
+
 // Whether a kernel text calls the prelude's libm / libdevice functions (exp, log, pow, sin, cos,
 // atan, tanh: a program's, or logsumexp's and a norm's). Their results are a few ulp apart between
 // math libraries (PoCL's against eager CPU: a tolerance), and libdevice's contain FMAs by design.
 inline bool callsLibm(const std::string& kernelText) {
-  const std::string body = kernelText.substr(std::string(tsfuse::gpu::prelude()).size());
-  for (const char* fn : {"TSF_EXP_", "TSF_LOG_", "TSF_POW_", "TSF_SIN_", "TSF_COS_", "TSF_ATAN_", "TSF_TANH_"})
-    if (body.find(fn) != std::string::npos) return true;
-  return false;
+  return bodyCalls(kernelText, {"TSF_EXP_", "TSF_LOG_", "TSF_POW_", "TSF_SIN_", "TSF_COS_", "TSF_ATAN_", "TSF_TANH_"});
 }
 
 // A call analysed and planned, ready for kernelForCall.

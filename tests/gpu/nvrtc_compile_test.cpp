@@ -62,12 +62,7 @@ struct Kernel {
   int stackBudget = 0;
 };
 
-int stackBudgetOf(const std::string& kernelText) {
-  const std::string body = kernelText.substr(std::string(tsfuse::gpu::prelude()).size());
-  for (const char* fn : {"TSF_SIN_", "TSF_COS_"})
-    if (body.find(fn) != std::string::npos) return 48;
-  return 0;
-}
+int stackBudgetOf(const std::string& kernelText) { return bodyCalls(kernelText, {"TSF_SIN_", "TSF_COS_"}) ? 48 : 0; }
 
 // The corpus's unique kernel texts (device rules), every skeleton a call can take.
 std::vector<Kernel> corpusKernels() {
