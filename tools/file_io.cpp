@@ -1,6 +1,7 @@
 #include "tools/file_io.h"
 
 #include "tools/tool_error.h"
+#include "tsfuse/tsfuse.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -12,15 +13,9 @@
 #include <cstring>
 #include <vector>
 
-namespace tsfuse {
-// include/tsfuse/tsfuse.h (not included: torch's headers bring std::quoted into this file's lookup).
-void checkModuleFile(const std::string& path);
-}  // namespace tsfuse
-
 namespace tsfuse::tool {
 namespace {
 
-std::string quoted(const std::string& p) { return "'" + p + "'"; }
 std::string sysError() { return std::strerror(errno); }
 
 std::string parentDir(const std::string& path) {
@@ -83,18 +78,18 @@ bool sameFile(const std::string& a, const std::string& b) {
 
 void checkOutputPath(const std::string& path, const std::string& input, const std::string& what) {
   if (path.empty()) throw ioError(what + " path is empty");
-  if (path.back() == '/') throw ioError(what + " " + quoted(path) + " names a directory, not a file");
+  if (path.back() == '/') throw ioError(what + " " + quotedPath(path) + " names a directory, not a file");
   if (path == input || sameFile(path, input))
-    throw ioError(what + " " + quoted(path) + " is the input file; the input is never overwritten, choose another path");
+    throw ioError(what + " " + quotedPath(path) + " is the input file; the input is never overwritten, choose another path");
   std::string dir = parentDir(path);
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0)
-    throw ioError("folder " + quoted(dir) + " of the " + what + " does not exist (" + sysError() + ")");
-  if (!S_ISDIR(st.st_mode)) throw ioError(quoted(dir) + " (folder of the " + what + ") is not a directory");
+    throw ioError("folder " + quotedPath(dir) + " of the " + what + " does not exist (" + sysError() + ")");
+  if (!S_ISDIR(st.st_mode)) throw ioError(quotedPath(dir) + " (folder of the " + what + ") is not a directory");
   if (::access(dir.c_str(), W_OK | X_OK) != 0)
-    throw ioError("cannot write the " + what + " into folder " + quoted(dir) + ": " + sysError());
+    throw ioError("cannot write the " + what + " into folder " + quotedPath(dir) + ": " + sysError());
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-    throw ioError(what + " " + quoted(path) + " is a directory");
+    throw ioError(what + " " + quotedPath(path) + " is a directory");
 }
 
 AtomicFile::AtomicFile(const std::string& dest) : dest_(dest) {
@@ -102,7 +97,7 @@ AtomicFile::AtomicFile(const std::string& dest) : dest_(dest) {
   std::vector<char> buf(tmpl.begin(), tmpl.end());
   buf.push_back('\0');
   fd_ = ::mkstemp(buf.data());
-  if (fd_ < 0) throw ioError("cannot create a temporary file next to " + quoted(dest) + ": " + sysError());
+  if (fd_ < 0) throw ioError("cannot create a temporary file next to " + quotedPath(dest) + ": " + sysError());
   temp_ = buf.data();
   slot_ = registerLive(temp_);
 }
@@ -119,22 +114,22 @@ void AtomicFile::write(const std::string& data) {
   while (left > 0) {
     ssize_t n = ::write(fd_, p, left);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw ioError("cannot write " + quoted(temp_) + ": " + sysError());
+    if (n < 0) throw ioError("cannot write " + quotedPath(temp_) + ": " + sysError());
     p += n;
     left -= static_cast<size_t>(n);
   }
 }
 
 void AtomicFile::commit() {
-  if (::fsync(fd_) != 0) throw ioError("cannot flush " + quoted(temp_) + ": " + sysError());
+  if (::fsync(fd_) != 0) throw ioError("cannot flush " + quotedPath(temp_) + ": " + sysError());
   mode_t mask = ::umask(0);
   ::umask(mask);
-  if (::fchmod(fd_, 0666 & ~mask) != 0) throw ioError("cannot set the mode of " + quoted(temp_) + ": " + sysError());
+  if (::fchmod(fd_, 0666 & ~mask) != 0) throw ioError("cannot set the mode of " + quotedPath(temp_) + ": " + sysError());
   int rc = ::close(fd_);
   fd_ = -1;
-  if (rc != 0) throw ioError("cannot close " + quoted(temp_) + ": " + sysError());
+  if (rc != 0) throw ioError("cannot close " + quotedPath(temp_) + ": " + sysError());
   if (::rename(temp_.c_str(), dest_.c_str()) != 0)
-    throw ioError("cannot move " + quoted(temp_) + " to " + quoted(dest_) + ": " + sysError());
+    throw ioError("cannot move " + quotedPath(temp_) + " to " + quotedPath(dest_) + ": " + sysError());
   committed_ = true;
   unregisterLive(slot_);
   slot_ = -1;

@@ -22,7 +22,6 @@ namespace {
 // its symbols are the ones libtorch_python.so was built against.
 constexpr const char* kLibPython = TSFUSE_LIBPYTHON;
 
-std::string quoted(const std::string& s) { return "'" + s + "'"; }
 
 std::string dlopenError(const std::string& path) {
   if (::dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL)) return "";
@@ -78,12 +77,12 @@ void loadLibrary(const std::string& path) {
   // as libpython3.11.so.1.0 is looked up on the dynamic loader's search path.
   struct stat st {};
   bool exists = ::stat(path.c_str(), &st) == 0, bare = path.find('/') == std::string::npos;
-  if (!bare && !exists) throw ioError("--library " + quoted(path) + ": no such file");
-  if (exists && !S_ISREG(st.st_mode)) throw ioError("--library " + quoted(path) + ": not a regular file");
+  if (!bare && !exists) throw ioError("--library " + quotedPath(path) + ": no such file");
+  if (exists && !S_ISREG(st.st_mode)) throw ioError("--library " + quotedPath(path) + ": not a regular file");
   // dlopen never looks in the current folder for a bare name.
   std::string error = loadWithDependencies(bare && exists ? "./" + path : path);
   if (error.empty()) return;
-  std::string msg = "cannot load library " + quoted(path) + ": " + firstLine(error);
+  std::string msg = "cannot load library " + quotedPath(path) + ": " + firstLine(error);
   if (needsPython(error))
     msg += " (a Python extension module: it needs the Python runtime torch was built for; give that first, "
            "e.g. --library /path/to/libpython3.X.so.1.0)";
@@ -117,7 +116,7 @@ std::string unknownOpHint(const std::string& loadError) {
     ++end;
   std::string ns = loadError.substr(begin, end - begin);
   if (ns.empty() || loadError.compare(end, 2, "::") != 0 || ns == "aten" || ns == "prim") return "";
-  std::string hint = "The " + quoted(ns) + " ops come from an extension library: load it with --library PATH (or " +
+  std::string hint = "The " + quotedPath(ns) + " ops come from an extension library: load it with --library PATH (or " +
                      kLibrariesEnv + ")";
   if (ns == "torchvision") hint += "; pip installs torchvision's at <site-packages>/torchvision/_C.so";
   return hint;

@@ -20,6 +20,10 @@ struct ToolError : std::runtime_error {
   int code;
 };
 
+// A path as the tool's messages quote it: 'path'. (Not `quoted`: with torch's headers in the same
+// file, argument-dependent lookup also finds std::quoted.)
+inline std::string quotedPath(const std::string& p) { return "'" + p + "'"; }
+
 inline ToolError usageError(const std::string& m) { return ToolError(kExitUsage, m); }
 inline ToolError ioError(const std::string& m) { return ToolError(kExitIO, m); }
 
