@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <cstdlib>
 
+namespace cuda_cuda_kernels_test {
+
 namespace {
 
 using namespace tsfuse_test;
@@ -263,3 +265,5 @@ TEST(CudaKernels, SkipsCleanlyWithoutGpu) {
 }
 
 }  // namespace
+
+}  // namespace cuda_cuda_kernels_test

@@ -8,6 +8,8 @@
 
 #include "passes/canonicalize.h"
 
+namespace ir_bool_mask_fill_test {
+
 namespace {
 
 using namespace tsfuse_test;
@@ -159,3 +161,5 @@ TEST(BoolMaskFillIR, NegativeGraphInput) {
 }
 
 }  // namespace
+
+}  // namespace ir_bool_mask_fill_test

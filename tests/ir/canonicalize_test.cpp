@@ -6,6 +6,8 @@
 
 #include "passes/canonicalize.h"
 
+namespace ir_canonicalize_test {
+
 namespace {
 
 using namespace tsfuse_test;
@@ -236,3 +238,5 @@ TEST(CanonicalizeIR, IdentitySliceThatIsReturnedOrWrittenStays) {
 }
 
 }  // namespace
+
+}  // namespace ir_canonicalize_test

@@ -11,6 +11,8 @@
 #include "passes/hoist_into_epilogue.h"
 #include "passes/sink_views.h"
 
+namespace ir_chain_fused_reductions_test {
+
 namespace {
 
 using namespace tsfuse_test;
@@ -111,3 +113,5 @@ TEST_F(ChainFusedReductionsIR, NegativeWeightsWrittenInBetween) {
 }
 
 }  // namespace
+
+}  // namespace ir_chain_fused_reductions_test

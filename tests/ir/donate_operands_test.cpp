@@ -8,6 +8,8 @@
 
 #include <set>
 
+namespace ir_donate_operands_test {
+
 namespace {
 
 using namespace tsfuse_test;
@@ -147,3 +149,5 @@ TEST(DonateOperandsIR, AHeldOperandIsNotWrittenEvenWhenTheGraphDonatesIt) {
 }
 
 }  // namespace
+
+}  // namespace ir_donate_operands_test

@@ -5,6 +5,8 @@
 
 #include "passes/driver.h"
 
+namespace ir_driver_test {
+
 namespace {
 
 using namespace tsfuse_test;
@@ -195,3 +197,5 @@ graph(%a : Tensor, %l : Tensor[], %c : bool):
 }
 
 }  // namespace
+
+}  // namespace ir_driver_test

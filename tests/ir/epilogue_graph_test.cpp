@@ -6,6 +6,8 @@
 // interpreter, values, dtypes and strides compared.
 #include "ir_util.h"
 
+namespace ir_epilogue_graph_test {
+
 namespace {
 
 using namespace tsfuse_test;
@@ -78,3 +80,5 @@ TEST(EpilogueGraphIR, NegativeIntermediateAlsoReturnedKeepsTheLongestClosedRun) 
 }
 
 }  // namespace
+
+}  // namespace ir_epilogue_graph_test

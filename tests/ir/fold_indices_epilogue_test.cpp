@@ -9,6 +9,8 @@
 #include "passes/fuse_broadcast_reduce.h"
 #include "passes/fuse_pairwise.h"
 
+namespace ir_fold_indices_epilogue_test {
+
 namespace {
 
 using namespace tsfuse_test;
@@ -91,3 +93,5 @@ TEST(FoldIndicesEpilogueIR, NegativeReadsAnotherTensor) {
 }
 
 }  // namespace
+
+}  // namespace ir_fold_indices_epilogue_test

@@ -7,6 +7,8 @@
 
 #include <torch/csrc/jit/testing/file_check.h>
 
+namespace ir_fold_upcast_test {
+
 namespace {
 
 using namespace tsfuse_test;
@@ -147,3 +149,5 @@ TEST(FoldUpcastIR, AConditionOnTwoTensorsIsKept) {
 }
 
 }  // namespace
+
+}  // namespace ir_fold_upcast_test

@@ -10,6 +10,8 @@
 #include "passes/op_table.h"
 #include "registration/pipeline.h"
 
+namespace ir_fusion_candidate_test {
+
 namespace {
 
 using namespace tsfuse_test;
@@ -118,3 +120,5 @@ INSTANTIATE_TEST_SUITE_P(Cases, FusionCandidateIR, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
+
+}  // namespace ir_fusion_candidate_test

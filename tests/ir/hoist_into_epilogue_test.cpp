@@ -12,6 +12,8 @@
 #include "passes/hoist_into_epilogue.h"
 #include "passes/sink_views.h"
 
+namespace ir_hoist_into_epilogue_test {
+
 namespace {
 
 using namespace tsfuse_test;
@@ -149,3 +151,5 @@ TEST(HoistIntoEpilogueIR, NegativeValueAlsoReturnedOrSelected) {
 }
 
 }  // namespace
+
+}  // namespace ir_hoist_into_epilogue_test

@@ -7,6 +7,8 @@
 #include "passes/fuse_broadcast_reduce.h"
 
 
+namespace ir_metadata_readers_test {
+
 namespace {
 
 using namespace tsfuse_test;
@@ -88,3 +90,5 @@ TEST(MetadataReadersIR, NegativeValueAlsoReadForItsData) {
 }
 
 }  // namespace
+
+}  // namespace ir_metadata_readers_test

@@ -4,6 +4,8 @@
 // at run time (the fused graph raises eager's error).
 #include "ir_util.h"
 
+namespace ir_negative_test {
+
 namespace {
 
 using namespace tsfuse_test;
@@ -341,3 +343,5 @@ TEST(NegativeIR, ShapesThatDoNotBroadcastRaiseEagersErrorAfterFusion) {
 }
 
 }  // namespace
+
+}  // namespace ir_negative_test

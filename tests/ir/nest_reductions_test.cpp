@@ -7,6 +7,8 @@
 #include "passes/fuse_broadcast_reduce.h"
 #include "passes/nest_reductions.h"
 
+namespace ir_nest_reductions_test {
+
 namespace {
 
 using namespace tsfuse_test;
@@ -225,3 +227,5 @@ TEST(NestReductionsIR, ThePipelineNestsAndTheChainGrowsAThirdStage) {
 }
 
 }  // namespace
+
+}  // namespace ir_nest_reductions_test

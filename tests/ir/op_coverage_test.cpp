@@ -3,6 +3,8 @@
 // rounding division, unary ops, and the reductions mean/amax/argmax/any with keepdim.
 #include "ir_util.h"
 
+namespace ir_op_coverage_test {
+
 namespace {
 
 using namespace tsfuse_test;
@@ -182,3 +184,5 @@ TEST(OpCoverageIR, UnaryOps) {
 }
 
 }  // namespace
+
+}  // namespace ir_op_coverage_test

@@ -6,6 +6,8 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+namespace ir_operand_forms_test {
+
 namespace {
 
 using namespace tsfuse_test;
@@ -351,3 +353,5 @@ TEST(OperandFormsIR, NegativeMatmulDistanceReturnedBeforeTheTail) {
 }
 
 }  // namespace
+
+}  // namespace ir_operand_forms_test

@@ -3,6 +3,8 @@
 // the graph computes the same values.
 #include "ir_util.h"
 
+namespace ir_reduce_forms_test {
+
 namespace {
 
 using namespace tsfuse_test;
@@ -189,3 +191,5 @@ TEST(ReduceFormsIR, NegativeSoftmaxWithDtypeOrSharedValue) {
   EXPECT_TRUE(q.rejectedWith("the value is also used elsewhere")) << q.dump();
   EXPECT_TRUE(fileCheck(q.ir, [](FileCheck& fc) { fc.check("aten::mul")->check("aten::softmax"); }));
 }
+
+}  // namespace ir_reduce_forms_test

@@ -4,6 +4,8 @@
 #include "ir_util.h"
 #include "passes/op_table.h"
 
+namespace ir_reduce_indices_norm_epilogue_test {
+
 namespace {
 
 using namespace tsfuse_test;
@@ -281,3 +283,5 @@ graph(%a : Tensor, %b : Tensor, %c : int):
 }
 
 }  // namespace
+
+}  // namespace ir_reduce_indices_norm_epilogue_test

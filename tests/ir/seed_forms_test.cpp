@@ -3,6 +3,8 @@
 // (-> one tsfuse::reduce). Each test also runs the graph before and after and compares outputs.
 #include "ir_util.h"
 
+namespace ir_seed_forms_test {
+
 namespace {
 
 using namespace tsfuse_test;
@@ -234,3 +236,5 @@ TEST(SeedFormsIR, PipelineWithReducePassDisabledFusesTheElementwisePart) {
 }
 
 }  // namespace
+
+}  // namespace ir_seed_forms_test

@@ -11,6 +11,8 @@
 #include <functional>
 #include <regex>
 
+namespace ir_sink_views_test {
+
 namespace {
 
 using namespace tsfuse_test;
@@ -400,3 +402,5 @@ TEST(BroadcastViews, EmptyLeavesOfAPermutedLayout) {
 }
 
 }  // namespace
+
+}  // namespace ir_sink_views_test

@@ -6,6 +6,8 @@
 
 #include "kernels/analysis.h"
 
+namespace ops_analysis_cache_test {
+
 namespace {
 
 using tsfuse::Analysis;
@@ -117,3 +119,5 @@ TEST(AnalysisCache, FusedCallsAlternatingSignatures) {
 }
 
 }  // namespace
+
+}  // namespace ops_analysis_cache_test

@@ -10,6 +10,8 @@
 #include <atomic>
 #include <thread>
 
+namespace ops_chain_fused_stage_test {
+
 namespace {
 
 using tsfuse_test::errorOf;
@@ -188,3 +190,5 @@ TEST(ChainSlabs, DeviceSlabsRunOnTheCallingThread) {
 }
 
 }  // namespace
+
+}  // namespace ops_chain_fused_stage_test

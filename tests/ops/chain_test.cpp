@@ -6,6 +6,8 @@
 // tolerance). Then empty and NaN inputs, eager's own errors, autograd, Meta and malformed stages.
 #include "chain_util.h"
 
+namespace ops_chain_test {
+
 namespace {
 
 using tsfuse_test::chained;
@@ -220,3 +222,5 @@ TEST_F(Chain, MetaGivesTheShapes) {
 }
 
 }  // namespace
+
+}  // namespace ops_chain_test

@@ -6,6 +6,8 @@
 
 #include "kernels/fused_call.h"
 
+namespace ops_donate_test {
+
 namespace {
 
 using tsfuse_test::callBoxed;
@@ -150,3 +152,5 @@ TEST(Donated, TheStoredValueOfAnAtenReductionTakesTheOperand) {
 }
 
 }  // namespace
+
+}  // namespace ops_donate_test

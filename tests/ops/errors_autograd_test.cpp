@@ -5,6 +5,8 @@
 
 #include <c10/core/GradMode.h>
 
+namespace ops_errors_autograd_test {
+
 namespace {
 
 using namespace tsfuse_test;
@@ -237,3 +239,5 @@ TEST(OpAutograd, NoGradModeRunsTheFusedKernel) {
 }
 
 }  // namespace
+
+}  // namespace ops_errors_autograd_test

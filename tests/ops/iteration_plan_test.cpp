@@ -6,6 +6,8 @@
 #include "kernels/fused_call.h"
 #include "kernels/plan/iteration.h"
 
+namespace ops_iteration_plan_test {
+
 namespace {
 
 using namespace tsfuse_test;
@@ -97,3 +99,5 @@ TEST(IterationPlan, WhyNoNativePathTakesACall) {
 }
 
 }  // namespace
+
+}  // namespace ops_iteration_plan_test

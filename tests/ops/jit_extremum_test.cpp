@@ -8,6 +8,8 @@
 
 #include "kernels/aten_eval.h"
 
+namespace ops_jit_extremum_test {
+
 namespace {
 
 using namespace tsfuse_test;
@@ -167,3 +169,5 @@ TEST(JitExtremum, RandomProgramsMatchEagerAndTheInterpreter) {
 }
 
 }  // namespace
+
+}  // namespace ops_jit_extremum_test

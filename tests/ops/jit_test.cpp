@@ -19,6 +19,8 @@
 
 #include <unistd.h>
 
+namespace ops_jit_test {
+
 namespace {
 
 using namespace tsfuse_test;
@@ -381,3 +383,5 @@ TEST(JitMap, KernelsAreNamedForProfilersOnRequest) {
 }
 
 }  // namespace
+
+}  // namespace ops_jit_test

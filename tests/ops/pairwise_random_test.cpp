@@ -6,6 +6,8 @@
 // for float32/float64/integer/bool, "chunked" for float16/bfloat16, "empty" for empty outputs.
 #include "test_util.h"
 
+namespace ops_pairwise_random_test {
+
 namespace {
 
 using namespace tsfuse_test;
@@ -150,3 +152,5 @@ TEST(PairwiseRandom, OutputStridesFollowPermutedInputs) {
 }
 
 }  // namespace
+
+}  // namespace ops_pairwise_random_test

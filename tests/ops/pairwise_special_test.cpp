@@ -4,6 +4,8 @@
 // transcendental ops, one test per op.
 #include "test_util.h"
 
+namespace ops_pairwise_special_test {
+
 namespace {
 
 using namespace tsfuse_test;
@@ -199,3 +201,5 @@ TEST(PairwiseTranscendentalExact, PowTensor) {
 }
 
 }  // namespace
+
+}  // namespace ops_pairwise_special_test

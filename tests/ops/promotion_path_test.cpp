@@ -6,6 +6,8 @@
 
 #include <map>
 
+namespace ops_promotion_path_test {
+
 namespace {
 
 using namespace tsfuse_test;
@@ -188,3 +190,5 @@ TEST(PairwisePath, EmptyOutputs) {
 }
 
 }  // namespace
+
+}  // namespace ops_promotion_path_test

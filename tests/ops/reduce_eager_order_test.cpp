@@ -8,6 +8,8 @@
 // the double fold rounded once differs from eager's (asserted: the data can tell the orders apart).
 #include "test_util.h"
 
+namespace ops_reduce_eager_order_test {
+
 namespace {
 
 using tsfuse_test::Gen;
@@ -145,3 +147,5 @@ TEST(ReduceEagerOrder, SeveralReducedDimsAndLongerDimsStayWithinTolerance) {
 }
 
 }  // namespace
+
+}  // namespace ops_reduce_eager_order_test

@@ -8,6 +8,8 @@
 
 #include <ATen/ATen.h>
 
+namespace ops_reduce_indices_norm_epilogue_test {
+
 namespace {
 
 using namespace tsfuse_test;
@@ -392,3 +394,5 @@ TEST(ReduceIndicesNormEpilogue, MetaKernelsGiveEagerShapes) {
 }
 
 }  // namespace
+
+}  // namespace ops_reduce_indices_norm_epilogue_test

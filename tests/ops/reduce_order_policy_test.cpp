@@ -4,6 +4,8 @@
 // reductions (extrema, any/all, integer sums, norm order 0 and inf) always run fused.
 #include "test_util.h"
 
+namespace ops_reduce_order_policy_test {
+
 namespace {
 
 using tsfuse_test::AnyReduceOrder;
@@ -79,3 +81,5 @@ TEST(ReduceOrderPolicy, TheSwitchLetsKernelsFoldEveryLayout) {
 }
 
 }  // namespace
+
+}  // namespace ops_reduce_order_policy_test

@@ -4,6 +4,8 @@
 // sizes and strides must equal eager's; where eager raises, tsfuse must raise the same message.
 #include "test_util.h"
 
+namespace ops_reduce_random_test {
+
 namespace {
 
 using namespace tsfuse_test;
@@ -128,3 +130,5 @@ TEST(ReduceRandom, LongReductionsSplitIntoParts) {
 }
 
 }  // namespace
+
+}  // namespace ops_reduce_random_test

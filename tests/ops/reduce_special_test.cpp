@@ -3,6 +3,8 @@
 // (sum of bool -> int64, dtype=), empty reductions, 0-dim operands, and the path taken.
 #include "test_util.h"
 
+namespace ops_reduce_special_test {
+
 namespace {
 
 using namespace tsfuse_test;
@@ -200,3 +202,5 @@ TEST(ReducePath, EmptyOutput) {
 }
 
 }  // namespace
+
+}  // namespace ops_reduce_special_test

@@ -3,6 +3,8 @@
 // inputs, empty reduced dims, float64, float16 (the chunked path) and the errors eager raises.
 #include "test_util.h"
 
+namespace ops_reduce_var_std_test {
+
 namespace {
 
 using tsfuse_test::Gen;
@@ -59,3 +61,5 @@ TEST(ReduceVarStd, EdgeCountsAndErrors) {
 }
 
 }  // namespace
+
+}  // namespace ops_reduce_var_std_test

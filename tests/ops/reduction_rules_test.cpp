@@ -5,6 +5,8 @@
 
 #include "kernels/reduction_rules.h"
 
+namespace ops_reduction_rules_test {
+
 namespace {
 
 // Folds values with the CPU rule (index order, laterBeats) and with the CUDA rule (a pairwise
@@ -62,3 +64,5 @@ TEST(ReductionRules, InOrderArgRuleIsEagers) {
 }
 
 }  // namespace
+
+}  // namespace ops_reduction_rules_test

@@ -6,6 +6,8 @@
 
 #include <thread>
 
+namespace ops_reused_output_test {
+
 namespace {
 
 using tsfuse::ReusedOutput;
@@ -54,3 +56,5 @@ TEST(ReusedOutput, OnlyInsideAScopeAndPerThread) {
 }
 
 }  // namespace
+
+}  // namespace ops_reused_output_test

@@ -6,6 +6,8 @@
 #include "kernels/cpu/row_extremum.h"
 #include "kernels/cpu/tile_program.h"
 
+namespace ops_row_extremum_test {
+
 namespace {
 
 using tsfuse_test::Gen;
@@ -56,3 +58,5 @@ TEST(RowExtremum, AChainsLaterMinWithValuesIsEagers) {
 }
 
 }  // namespace
+
+}  // namespace ops_row_extremum_test

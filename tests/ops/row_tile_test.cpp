@@ -7,6 +7,8 @@
 // eager's exact bits.
 #include "test_util.h"
 
+namespace ops_row_tile_test {
+
 namespace {
 
 using namespace tsfuse_test;
@@ -101,3 +103,5 @@ TEST(RowTile, SimilarityVerticalReduceInPlaceAndGathered) {
 }
 
 }  // namespace
+
+}  // namespace ops_row_tile_test

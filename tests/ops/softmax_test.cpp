@@ -6,6 +6,8 @@
 #include "kernels/fused_call.h"
 #include "tsfuse/ops.h"
 
+namespace ops_softmax_test {
+
 namespace {
 
 // Small values normally take ATen's softmax over the stored value; these tests run the fused
@@ -116,3 +118,5 @@ TEST_F(Softmax, GradientFlowsThroughTheUnfusedOps) {
 }
 
 }  // namespace
+
+}  // namespace ops_softmax_test

@@ -9,6 +9,8 @@
 #include "kernels/sweep.h"
 #include "tsfuse/ops.h"
 
+namespace ops_sweep_test {
+
 namespace {
 
 using tsfuse_test::Gen;
@@ -151,3 +153,5 @@ TEST_F(Sweep, EmptyInputsErrorsAutogradMeta) {
 }
 
 }  // namespace
+
+}  // namespace ops_sweep_test

@@ -11,6 +11,8 @@
 
 #include <ATen/Parallel.h>
 
+namespace ops_tile_fast_paths_test {
+
 namespace {
 
 using namespace tsfuse_test;
@@ -149,3 +151,5 @@ TEST(TileFastPaths, ResultsDoNotDependOnTheThreadCount) {
 }
 
 }  // namespace
+
+}  // namespace ops_tile_fast_paths_test

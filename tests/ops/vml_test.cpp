@@ -11,6 +11,8 @@
 
 #include <limits>
 
+namespace ops_vml_test {
+
 namespace {
 
 using tsfuse::Op;
@@ -108,3 +110,5 @@ TEST(VmlRoutines, FusedExpOfABroadcastValueIsEagers) {
 }
 
 }  // namespace
+
+}  // namespace ops_vml_test

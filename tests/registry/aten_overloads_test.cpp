@@ -9,6 +9,8 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+namespace registry_aten_overloads_test {
+
 namespace {
 
 using namespace tsfuse_test;
@@ -91,3 +93,5 @@ graph(%a : Tensor, %b : Tensor):
 }
 
 }  // namespace
+
+}  // namespace registry_aten_overloads_test

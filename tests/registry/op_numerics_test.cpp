@@ -8,6 +8,8 @@
 #include "kernels/aten_eval.h"
 #include "kernels/ir/op_registry.h"
 
+namespace registry_op_numerics_test {
+
 namespace {
 
 using namespace tsfuse_test;
@@ -103,3 +105,5 @@ TEST(RegistryOps, EntriesAreConsistent) {
 }
 
 }  // namespace
+
+}  // namespace registry_op_numerics_test

@@ -11,6 +11,8 @@
 #include <map>
 #include <sstream>
 
+namespace registry_ops_table_test {
+
 namespace {
 
 using tsfuse_test::sampleDtype;
@@ -86,3 +88,5 @@ TEST(RegistryTable, DocsOpsPageIsCurrent) {
 }
 
 }  // namespace
+
+}  // namespace registry_ops_table_test

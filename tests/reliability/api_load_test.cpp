@@ -18,6 +18,8 @@
 #include <memory>
 #include <random>
 
+namespace reliability_api_load_test {
+
 namespace {
 
 using namespace tsfuse_test;
@@ -196,3 +198,5 @@ TEST_F(ApiLoad, OptimizeLeavesAFailingModelRunnable) {
 }
 
 }  // namespace
+
+}  // namespace reliability_api_load_test

@@ -14,6 +14,8 @@
 #include <sstream>
 #include <thread>
 
+namespace reliability_concurrency_test {
+
 namespace {
 
 using namespace tsfuse_test;
@@ -113,3 +115,5 @@ TEST(Concurrency, ModelsRunWhilePassesAreRegisteredAndCleared) {
 }
 
 }  // namespace
+
+}  // namespace reliability_concurrency_test

@@ -8,6 +8,8 @@
 
 #include <cstdlib>
 
+namespace reliability_expr_fuzz_test {
+
 namespace {
 
 using namespace tsfuse_test;
@@ -138,3 +140,5 @@ TEST(ExprFuzz, FusedOpsHoldOnAcceptedMutants) {
 }
 
 }  // namespace
+
+}  // namespace reliability_expr_fuzz_test

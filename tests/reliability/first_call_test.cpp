@@ -11,6 +11,8 @@
 #include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/script.h>
 
+namespace reliability_first_call_test {
+
 namespace {
 
 using namespace tsfuse_test;
@@ -104,3 +106,5 @@ TEST(FirstCallPolicy, ACountTheUserSetStands) {
 }
 
 }  // namespace
+
+}  // namespace reliability_first_call_test

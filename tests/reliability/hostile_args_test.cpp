@@ -7,6 +7,8 @@
 
 #include <limits>
 
+namespace reliability_hostile_args_test {
+
 namespace {
 
 using namespace tsfuse_test;
@@ -186,3 +188,5 @@ TEST(HostileArgs, PathologicalExpressionsRaiseOrCompute) {
 }
 
 }  // namespace
+
+}  // namespace reliability_hostile_args_test
