@@ -263,16 +263,21 @@ def main():
     print(f"\n{a.driver} driver; medians of {a.runs} fresh processes per cell, {a.threads} threads, "
           f"{'autograd on' if a.grad else 'no_grad'}; ratios against '{base}'")
     hdr = ["model", "cell", "first ms", "first cpu ms", "second ms", "steady ms", "steady cpu ms",
-           "first ratio", "first cpu ratio", "steady ratio", "steady cpu ratio", "tsfuse ops", "pass ms"]
+           "first ratio", "paired first ratio", "first cpu ratio", "steady ratio", "steady cpu ratio", "tsfuse ops",
+           "pass ms"]
     rows = []
     for n in a.models:
         b = results[n][base]
         for c in cells:
             rs = results[n][c]
             ratio = lambda key, i: med(rs, key, i) / med(b, key, i)  # noqa: E731
+            # A round's cells ran back to back, so its ratio shares the machine's state of the
+            # moment; on a host whose speed drifts by tens of percent, the median of those is the
+            # steadier comparison.
+            paired = statistics.median(r["first"][0] / q["first"][0] for r, q in zip(rs, b))
             rows.append([n, c, f"{med(rs, 'first', 0):.0f}", f"{med(rs, 'first', 1):.0f}", f"{med(rs, 'second', 0):.0f}",
                          f"{med(rs, 'steady', 0):.0f}", f"{med(rs, 'steady', 1):.0f}",
-                         f"{ratio('first', 0):.3f}", f"{ratio('first', 1):.3f}", f"{ratio('steady', 0):.3f}",
+                         f"{ratio('first', 0):.3f}", f"{paired:.3f}", f"{ratio('first', 1):.3f}", f"{ratio('steady', 0):.3f}",
                          f"{ratio('steady', 1):.3f}", str(rs[0]["tsfuse_ops"]),
                          f"{pass_ms[n]:.0f}" if c == "on" and n in pass_ms else ""])
     if a.markdown:

@@ -361,16 +361,19 @@ void collectReaders(Value* v, Readers& r, std::unordered_set<Value*>& seen, size
 
 }  // namespace
 
+bool startsRegion(Node* n) {
+  if (!isMatchedElementwise(n)) return false;
+  Readers r;
+  std::unordered_set<Value*> seen;
+  size_t steps = 0;
+  for (Value* out : n->outputs()) collectReaders(out, r, seen, steps);
+  return r.written || (!r.escapes && (r.reduced || (r.elementwise && !r.sized)));
+}
+
 Node* firstFusionCandidate(torch::jit::Block* block) {
   for (Node* n : block->nodes()) {
     if (n->kind() == c10::prim::CallFunction || n->kind() == c10::prim::CallMethod) return n;
-    if (isMatchedElementwise(n)) {
-      Readers r;
-      std::unordered_set<Value*> seen;
-      size_t steps = 0;
-      for (Value* out : n->outputs()) collectReaders(out, r, seen, steps);
-      if (r.written || (!r.escapes && (r.reduced || (r.elementwise && !r.sized)))) return n;
-    }
+    if (startsRegion(n)) return n;
     for (torch::jit::Block* sub : n->blocks())
       if (Node* c = firstFusionCandidate(sub)) return c;
   }

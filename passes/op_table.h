@@ -55,14 +55,18 @@ bool isFreshReader(Node* n);
 // (identity slices, in-place ops) for nothing, so the executor pass leaves such graphs alone.
 bool mayFuse(torch::jit::Block* block);
 
-// The first node of `block` (nested blocks included) that looks like the start of a fused region,
-// or nullptr: a matched elementwise op whose value an in-place op writes (canonicalize may make it
-// functional), or that nothing but reductions, softmax and other elementwise ops read (through
-// views and tuples; sizes may be read where it is reduced); or a call not yet inlined. A region
-// of one op is not rewritten, and a value something else also reads is stored anyway, so a
-// classifier's lone GELUs and residual adds are not candidates. The executor uses this to choose
-// first-call mode per method (registration/first_call.h): a heuristic, never a gate on the pass
-// itself (a miss fuses that method from its second call instead of its first).
+// Whether `n` looks like the start of a fused region: a matched elementwise op whose value an
+// in-place op writes (canonicalize may make it functional), or that nothing but reductions,
+// softmax and other elementwise ops read (through views and tuples; sizes may be read where it
+// is reduced). A region of one op is not rewritten, and a value something else also reads is
+// stored anyway, so a classifier's lone GELUs and residual adds do not start one.
+bool startsRegion(Node* n);
+
+// The first node of `block` (nested blocks included) that starts a fused region (startsRegion),
+// or a call not yet inlined; nullptr if none. The executor uses this to choose first-call mode per
+// method where it has no values to judge shapes by (registration/first_call.h; with them,
+// passes/broadcast_probe.h): a heuristic, never a gate on the pass itself (a miss fuses that
+// method from its second call instead of its first).
 Node* firstFusionCandidate(torch::jit::Block* block);
 
 }  // namespace tsfuse

@@ -89,7 +89,9 @@ TORCH_LIBRARY_FRAGMENT(tsfuse, m) {
   m.def("is_enabled() -> bool", [] { return tsfuse::isEnabled(); });
   // The package's first-call hook (python/tsfuse/_first_call.py; registration/first_call.h); private:
   // a begin without its end leaves PyTorch's count lent.
-  m.def("_first_call_begin(Any self, str method) -> bool",
-        [](const c10::IValue& self, const std::string& method) { return tsfuse::beginFirstCall(self, method); });
+  m.def("_first_call_begin(Any self, str method, Any? args=None) -> bool",
+        [](const c10::IValue& self, const std::string& method, const std::optional<c10::IValue>& args) {
+          return tsfuse::beginFirstCall(self, method, args);
+        });
   m.def("_first_call_end() -> ()", [] { tsfuse::endFirstCall(); });
 }

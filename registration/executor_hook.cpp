@@ -1,6 +1,7 @@
 #include "registration/executor_hook.h"
 
 #include "registration/first_call.h"
+#include "passes/broadcast_probe.h"
 #include "passes/driver.h"
 #include "passes/op_table.h"
 #include "tsfuse/log.h"
@@ -191,8 +192,10 @@ void runActivePasses(std::shared_ptr<torch::jit::Graph>& g) {
 
 }  // namespace
 
-const torch::jit::Node* firstCallCandidate(const std::shared_ptr<torch::jit::Graph>& g) {
-  return passApplies(*activePasses(), g) ? firstFusionCandidate(g->block()) : nullptr;
+const torch::jit::Node* firstCallCandidate(const std::shared_ptr<torch::jit::Graph>& g,
+                                          c10::ArrayRef<c10::IValue> inputs) {
+  if (!passApplies(*activePasses(), g)) return nullptr;
+  return inputs.empty() ? firstFusionCandidate(g->block()) : firstBroadcastCandidate(g, inputs);
 }
 
 ExecutorRegistration registerExecutorPass(PipelineOptions options, bool firstCall) {

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <optional>
 #include <unordered_map>
+#include <vector>
 
 namespace tsfuse {
 namespace {
@@ -97,9 +98,10 @@ bool firstSight(Policy& p, torch::jit::GraphFunction* method) {
   return true;
 }
 
-// At the first call of `self`'s method `name`: lends PyTorch's count when the method's graph has
-// nothing to fuse; returns whether it did (the caller restores it when the call returns).
-bool attribute(const c10::IValue& self, const std::string& name) {
+// At the first call of `self`'s method `name` with `inputs` (self first; empty where the call's
+// values are not known): lends PyTorch's count when that call stores no broadcast intermediate a
+// fusion would remove; returns whether it did (the caller restores it when the call returns).
+bool attribute(const c10::IValue& self, const std::string& name, c10::ArrayRef<c10::IValue> inputs) {
   // The user set another count after loading us: theirs stands.
   if (torch::jit::getNumProfiledRuns().load() != 0) return false;
   // Switched off (tsfuse.enabled(False)): the executor optimizes, without the pass, at the first
@@ -114,7 +116,7 @@ bool attribute(const c10::IValue& self, const std::string& name) {
   // after its executor chose a plan.
   if (method->get_executor().isOptimized()) return false;
   // The graph the executor is built from (inlined; cached, so the executor does not redo it).
-  const torch::jit::Node* candidate = firstCallCandidate(method->optimized_graph());
+  const torch::jit::Node* candidate = firstCallCandidate(method->optimized_graph(), inputs);
   const bool candidates = candidate != nullptr;
   {
     std::lock_guard<std::mutex> lock(p.mu);
@@ -122,13 +124,13 @@ bool attribute(const c10::IValue& self, const std::string& name) {
   }
   TSFUSE_LOG(registration, debug, "first call of ", method->qualname().qualifiedName(), ": ",
              candidates ? "fused (first-call mode): candidate " + describe(candidate)
-                        : std::string("nothing to fuse, PyTorch's profiled run"));
+                        : std::string("no broadcast intermediate to fuse, PyTorch's profiled run"));
   return !candidates && lendProfiledRuns(self.type().get());
 }
 
-bool attributeOrKeep(const c10::IValue& self, const std::string& name) {
+bool attributeOrKeep(const c10::IValue& self, const std::string& name, c10::ArrayRef<c10::IValue> inputs) {
   try {
-    return attribute(self, name);
+    return attribute(self, name, inputs);
   } catch (const std::exception& e) {
     // Compiling the method failed; the call itself raises the same error. Keep first-call mode.
     TSFUSE_LOG(registration, debug, "first-call policy skipped a method: ", e.what());
@@ -139,7 +141,7 @@ bool attributeOrKeep(const c10::IValue& self, const std::string& name) {
 // A TORCHSCRIPT_FUNCTION record's first input is the module (self) of the method it names.
 std::unique_ptr<at::ObserverContext> onMethodCall(const at::RecordFunction& fn) {
   auto inputs = fn.inputs();
-  if (inputs.empty() || !attributeOrKeep(inputs[0], fn.name())) return nullptr;
+  if (inputs.empty() || !attributeOrKeep(inputs[0], fn.name(), inputs)) return nullptr;
   return std::make_unique<Lent>();
 }
 
@@ -187,8 +189,16 @@ size_t acquireFirstCallPolicy() {
   return p.pytorchRuns;
 }
 
-bool beginFirstCall(const c10::IValue& self, const std::string& method) {
-  return attributeOrKeep(self, method);
+bool beginFirstCall(const c10::IValue& self, const std::string& method, const std::optional<c10::IValue>& args) {
+  if (!args || !(args->isTuple() || args->isList())) return attributeOrKeep(self, method, {});
+  std::vector<c10::IValue> inputs{self};
+  if (args->isTuple()) {
+    const auto& e = args->toTupleRef().elements();
+    inputs.insert(inputs.end(), e.begin(), e.end());
+  } else {
+    for (const c10::IValue& v : args->toListRef()) inputs.push_back(v);
+  }
+  return attributeOrKeep(self, method, inputs);
 }
 
 void endFirstCall() { restoreFirstCallCount(); }

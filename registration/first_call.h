@@ -8,9 +8,10 @@
 //
 // No custom pass runs before the executor reads the count, but torch::jit::Method::operator()
 // and Method::run (how a LibTorch app calls a model) open a RecordFunction of scope
-// TORCHSCRIPT_FUNCTION before they reach the executor. An observer of that scope, at the first
-// call of a method whose inlined graph holds no fusion candidate (firstCallCandidate: the pass
-// is on and passes/op_table.h's firstFusionCandidate finds one), lends the graph PyTorch's count
+// TORCHSCRIPT_FUNCTION before they reach the executor, with the call's inputs. An observer of that
+// scope, at the first call of a method that stores no broadcast intermediate a fusion would remove
+// (firstCallCandidate: the pass is on and passes/broadcast_probe.h, following the sizes of this
+// call's inputs, finds a region over an outer product), lends the graph PyTorch's count
 // and takes it back as soon as the executor has read it: when the executor instruments a graph
 // whose self is of that method's class (a RegisterProfilingNode query) or, at the latest, when
 // the call returns. Everything else keeps 0: methods with candidates and free functions.
@@ -31,6 +32,7 @@
 #include <ATen/core/ivalue.h>
 
 #include <cstddef>
+#include <optional>
 #include <string>
 
 namespace tsfuse {
@@ -41,10 +43,12 @@ namespace tsfuse {
 size_t acquireFirstCallPolicy();
 void releaseFirstCallPolicy();
 
-// The first call of `self`'s method `method`, made by this thread right after: lends the method's
-// graph PyTorch's count when it has nothing to fuse and this is the method's first call; returns
-// whether it did. endFirstCall takes a lent count back (if the executor has not already read it).
-bool beginFirstCall(const c10::IValue& self, const std::string& method);
+// The first call of `self`'s method `method` with `args` (a tuple or list of the call's other
+// inputs, in the method's order; nullopt where not known), made by this thread right after: lends
+// the method's graph PyTorch's count when this is the method's first call and that call stores no
+// broadcast intermediate to fuse; returns whether it did. endFirstCall takes a lent count back (if
+// the executor has not already read it).
+bool beginFirstCall(const c10::IValue& self, const std::string& method, const std::optional<c10::IValue>& args);
 void endFirstCall();
 
 // Counters for tests: method graphs the observer gave PyTorch's count / left in first-call mode.

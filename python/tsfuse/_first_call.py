@@ -11,7 +11,8 @@ the package gives it something:
 A scripted module's method, where Python would cache it on the instance (its ``__dict__``: when
 torch.jit.script compiles it, or when a loaded or traced module's method is first looked up),
 becomes a :class:`_FirstCall` that brackets the method's first call with the library's decision
-(``tsfuse::_first_call_begin``: PyTorch's count for that graph if it has nothing to fuse) and puts
+(``tsfuse::_first_call_begin`` with the call's values: PyTorch's count for that graph unless the
+call stores a broadcast intermediate a fusion would remove, passes/broadcast_probe.h) and puts
 the method itself back in its place. Later calls go straight to the method: nothing is added to
 them. Submodules' methods compiled by torch.jit.script (called from Python only by hand) and
 scripted free functions keep first-call mode.
@@ -51,7 +52,7 @@ class _FirstCall:
         module, method = self._resolve()
         if module.__dict__.get(self._name) is self:
             module.__dict__[self._name] = method
-        lent = torch.ops.tsfuse._first_call_begin(module, self._name)
+        lent = _begin(module, self._name, method, args, kwargs)
         try:
             return method(*args, **kwargs)
         finally:
@@ -63,6 +64,19 @@ class _FirstCall:
 
     def __repr__(self):
         return repr(self._resolve()[1])
+
+
+def _begin(module, name, method, args, kwargs):
+    """The library's decision for this first call, judged from its values where they convert."""
+    try:
+        if kwargs:
+            # The method's inputs in its order: keywords by name, defaults unknown (None).
+            names = [a.name for a in method.schema.arguments[1 + len(args):]]
+            args = args + tuple(kwargs.get(n) for n in names)
+        return torch.ops.tsfuse._first_call_begin(module, name, args)
+    except (RuntimeError, TypeError):
+        # A value the op's Any cannot carry: decide without the values.
+        return torch.ops.tsfuse._first_call_begin(module, name)
 
 
 def _stand_in(module, name):

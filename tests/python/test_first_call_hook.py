@@ -1,6 +1,7 @@
 """The package's first-call hook (python/tsfuse/_first_call.py) for Python's calls of scripted
-modules: a method with nothing to fuse keeps PyTorch's profiled first call, one with something
-to fuse is fused on its first call, and nothing stays in the way afterwards.
+modules: a method whose first call stores no broadcast intermediate to fuse keeps PyTorch's
+profiled first call, one that does is fused on its first call, and nothing stays in the way
+afterwards.
 
 Each scenario is a fresh process: libtsfuse from the build, the hook installed from the source
 tree as `import tsfuse` installs it (the installed package is tests/package's subject).
@@ -69,6 +70,29 @@ def test_first_calls_by_how_the_module_was_made(tmp_path):
         assert f"{how} CloseCounts fused fused True 0" in out, out
 
 
+def test_the_call_values_decide(tmp_path):
+    # The same method stores a broadcast intermediate for operands shaped [N, 1, D] and [1, M, D]
+    # and none for two [N, M, D] (passes/broadcast_probe.h); keywords count as their position.
+    out = run_py(tmp_path, """
+        class Distances(torch.nn.Module):
+            def forward(self, x, y):
+                return (x - y).abs().sum(-1)
+
+        a, b = torch.randn(6, 1, 4), torch.randn(1, 5, 4)
+        same = torch.randn(6, 5, 4)
+        with torch.no_grad():
+            for name, args, kwargs in (("outer", (a, b), {}), ("outer-keyword", (a,), {"y": b}),
+                                       ("same", (same, same), {}), ("same-keyword", (same,), {"y": same})):
+                # A class per case: the executor (and the decision) belongs to the class's method.
+                cls = type(name.replace("-", "_"), (Distances,), {})
+                m = torch.jit.script(cls())
+                got = m(*args, **kwargs)
+                print(name, plan(), torch.allclose(got, Distances()(*args, **kwargs)))
+    """).stdout.splitlines()
+    assert out == ["outer fused True", "outer-keyword fused True", "same profiled True",
+                   "same-keyword profiled True"], out
+
+
 def test_the_method_itself_takes_over_after_its_first_call(tmp_path):
     out = run_py(tmp_path, """
         m = torch.jit.script(NothingToFuse())
@@ -130,3 +154,30 @@ def test_a_count_the_user_set_stands(tmp_path):
 def test_library_log_says_who_decides_in_a_python_process(tmp_path):
     p = run_py(tmp_path, "pass", TSFUSE_LOG_LEVEL="info")
     assert "first-call mode per method only for Python calls through the tsfuse package's hook" in p.stderr, p.stderr
+
+
+def test_every_example_with_a_broadcast_intermediate_is_fused_on_its_first_call(tmp_path):
+    # The decision (passes/broadcast_probe.h) against the pipeline, over the bundled examples,
+    # scripted and traced: each stores a broadcast intermediate unfused, so each must be fused on
+    # its first call. Named negative: gpytorch's periodic kernel, whose region (sin, pow, ... over
+    # torch.cdist's [D, N, M] output, then a sum) broadcasts nothing; it is fused from its second call.
+    out = run_py(tmp_path, f"""
+        import sys
+        sys.path.insert(0, {str(SOURCE / 'examples')!r})
+        import detection_models as dm, reduce_models as rm
+        models = [(n + " " + how, lambda n=n, how=how: getattr(dm, how)(n)) for n in dm.FUNCTIONS
+                  for how in ("scripted", "traced")]
+        models += [(n + " reduce", lambda cls=cls: torch.jit.script(cls())) for n, (cls, _) in rm.MODELS.items()]
+        with torch.no_grad():
+            for name, make in models:
+                m = make()
+                args = m.example_inputs()
+                first = m(*args); p1 = plan()
+                second = m(*args); p2 = plan()
+                print(name, p1, p2)
+    """).stdout.splitlines()
+    assert len(out) == 2 * 27 + 8, out
+    for line in out:
+        name, first, second = line.rsplit(" ", 2)
+        want = "profiled" if name.startswith("periodic_kernel ") else "fused"
+        assert (first, second) == (want, "fused"), line

@@ -1,7 +1,8 @@
 // First-call mode per method (registration/first_call.h): with the load-time registration, a
-// method called through torch::jit::Method (how LibTorch apps call a model) whose graph has
-// nothing to fuse keeps PyTorch's profiled first call; one with something to fuse is optimized,
-// and fused, on its first call; the process-wide count is 0 again after either.
+// method called through torch::jit::Method (how LibTorch apps call a model) whose first call
+// stores no broadcast intermediate to fuse (nothing to fuse, or a region over operands of one
+// shape) keeps PyTorch's profiled first call; one that does is optimized, and fused, on its first
+// call; the process-wide count is 0 again after either.
 #include "test_util.h"
 
 #include "registration/first_call.h"
@@ -78,6 +79,55 @@ TEST(FirstCallPolicy, MethodWithSomethingToFuseIsFusedOnItsFirstCall) {
   EXPECT_NE(plan->toString().find("tsfuse::reduce"), std::string::npos) << *plan;
   EXPECT_EQ(torch::jit::getNumProfiledRuns().load(), 0u);
   EXPECT_EQ(tsfuse::firstCallStats().firstCall, before + 1);
+}
+
+// The decision follows the call's values (passes/broadcast_probe.h): the same method stores a
+// broadcast intermediate for operands shaped [N, 1, D] and [1, M, D] (a module buffer's sizes
+// count too), and none for two [N, M, D] operands.
+constexpr const char* kDistancesOfShapedOperands = R"(
+def forward(self, x, y):
+    return (x - y).abs().sum(-1)
+)";
+
+TEST(FirstCallPolicy, ARegionWithoutABroadcastIntermediateKeepsPyTorchsProfiledRun) {
+  REQUIRE_FIRST_CALL_MODE();
+  torch::jit::Module m = scripted(kDistancesOfShapedOperands);
+  Gen g(11);
+  const at::Tensor x = g.tensor({6, 5, 3}, at::kFloat), y = g.tensor({6, 5, 3}, at::kFloat);
+  const size_t before = tsfuse::firstCallStats().profiled;
+  c10::NoGradGuard noGrad;
+
+  EXPECT_TRUE(at::equal(m.forward({x, y}).toTensor(), (x - y).abs().sum(-1)));
+  EXPECT_FALSE(executorOf(m).isOptimized()) << "the first call ran the profiling plan";
+  EXPECT_EQ(tsfuse::firstCallStats().profiled, before + 1);
+  EXPECT_EQ(torch::jit::getNumProfiledRuns().load(), 0u);
+  EXPECT_TRUE(at::allclose(m.forward({x, y}).toTensor(), (x - y).abs().sum(-1)));
+  EXPECT_TRUE(executorOf(m).isOptimized());
+}
+
+TEST(FirstCallPolicy, OperandsThatBroadcastToAnOuterProductAreFusedOnTheFirstCall) {
+  REQUIRE_FIRST_CALL_MODE();
+  Gen g(13);
+  const at::Tensor x = g.tensor({6, 1, 3}, at::kFloat), y = g.tensor({1, 5, 3}, at::kFloat);
+  const at::Tensor want = (x - y).abs().sum(-1);
+  c10::NoGradGuard noGrad;
+
+  torch::jit::Module args = scripted(kDistancesOfShapedOperands);
+  torch::jit::Module buffer("B");
+  buffer.register_buffer("y", y);
+  buffer.define(R"(
+def forward(self, x):
+    return (x - self.y).abs().sum(-1)
+)");
+  for (auto [m, inputs] : {std::pair{&args, std::vector<c10::IValue>{x, y}}, std::pair{&buffer, std::vector<c10::IValue>{x}}}) {
+    const size_t before = tsfuse::firstCallStats().firstCall;
+    EXPECT_TRUE(at::allclose(m->forward(inputs).toTensor(), want));
+    EXPECT_TRUE(executorOf(*m).isOptimized()) << "first-call mode";
+    std::shared_ptr<torch::jit::Graph> plan = torch::jit::lastExecutedOptimizedGraph();
+    ASSERT_TRUE(plan);
+    EXPECT_NE(plan->toString().find("tsfuse::"), std::string::npos) << *plan;
+    EXPECT_EQ(tsfuse::firstCallStats().firstCall, before + 1);
+  }
 }
 
 // Python calls a scripted method through Function::run, which the observer only sees from
