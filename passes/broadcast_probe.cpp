@@ -98,6 +98,7 @@ class Probe {
       if (Node* found = visit(n)) return found;
       for (Block* sub : n->blocks())
         if (Node* found = scan(sub)) return found;
+      if (n->kind() == c10::prim::If) joinBranches(n);
     }
     return nullptr;
   }
@@ -184,6 +185,30 @@ class Probe {
     return nullptr;
   }
 
+  // An If's outputs: what both branches agree on (torchvision's _upcast returns its input from
+  // one branch and a converted copy from the other). A branch that raises yields no value.
+  void joinBranches(Node* n) {
+    for (size_t i = 0; i < n->outputs().size(); ++i) {
+      std::vector<const Shape*> branches;
+      for (Block* b : n->blocks()) {
+        Value* v = b->outputs()[i];
+        if (v->node()->kind() == c10::prim::Uninitialized) continue;
+        branches.push_back(shapeOf(v));
+      }
+      if (branches.empty() || std::find(branches.begin(), branches.end(), nullptr) != branches.end()) continue;
+      Shape out = *branches[0];
+      bool agree = true;
+      for (const Shape* other : branches) {
+        if (other->size() != out.size()) agree = false;
+        for (size_t k = 0; agree && k < out.size(); ++k) {
+          if ((*other)[k].size != out[k].size) out[k].size = kUnknown;
+          out[k].stretched = out[k].stretched && (*other)[k].stretched;
+        }
+      }
+      if (agree) shapes_[n->output(i)] = std::move(out);
+    }
+  }
+
   enum class Split { Chunk, Size, Unbind };
 
   // The pieces of x along `dim` as the outputs of `n`: chunk(x, c, dim), split(x, size, dim),
@@ -266,6 +291,8 @@ class Probe {
     const auto in = n->inputs();
     Shape out = x;
     switch (n->kind()) {
+      case c10::aten::to:  // the overloads the registry does not carry (device, layout)
+      case c10::aten::type_as:
       case c10::aten::contiguous:
       case c10::aten::clone:
       case c10::aten::detach:

@@ -192,10 +192,27 @@ void runActivePasses(std::shared_ptr<torch::jit::Graph>& g) {
 
 }  // namespace
 
+namespace {
+
+// TSFUSE_FIRST_CALL=fusible: every method with a region start is fused on its first call, whatever
+// its shapes: first-call memory over first-call time (a chain of same-shape ops over a large
+// matmul or cdist output stores a few copies of it unfused; that call then costs PyTorch's
+// optimization too).
+bool anyRegionDecides() {
+  static const bool fusible = [] {
+    const char* v = std::getenv("TSFUSE_FIRST_CALL");
+    return v && std::string(v) == "fusible";
+  }();
+  return fusible;
+}
+
+}  // namespace
+
 const torch::jit::Node* firstCallCandidate(const std::shared_ptr<torch::jit::Graph>& g,
                                           c10::ArrayRef<c10::IValue> inputs) {
   if (!passApplies(*activePasses(), g)) return nullptr;
-  return inputs.empty() ? firstFusionCandidate(g->block()) : firstBroadcastCandidate(g, inputs);
+  if (inputs.empty() || anyRegionDecides()) return firstFusionCandidate(g->block());
+  return firstBroadcastCandidate(g, inputs);
 }
 
 ExecutorRegistration registerExecutorPass(PipelineOptions options, bool firstCall) {

@@ -1,10 +1,10 @@
 // IR-string tests of firstBroadcastCandidate (passes/broadcast_probe.h): which first calls store a
 // broadcast intermediate that fusion removes, judged from the call's values. Positives: the
 // mission's outer products (unsqueezed operands, a transposed column or chunk, operands the caller
-// shaped, expanded or repeated operands, rows of an unknown count), inside an If too. Named negatives: what the
-// detectors' inference holds (a column times a matrix, the anchor grid that is stored anyway),
-// same-shape regions, an outer product that is the output, and operands of unknown rank. Each
-// case also checks the pipeline: a positive's graph is fused, so the two cannot drift apart.
+// shaped, expanded or repeated operands, rows of an unknown count, an operand through an If), and
+// one inside an If. Named negatives: what the detectors' inference holds (a column times a matrix,
+// the anchor grid that is stored anyway), same-shape regions, and operands of unknown rank. Each
+// positive also checks the pipeline: its graph is fused, so the two cannot drift apart.
 #include "ir_util.h"
 
 #include "passes/broadcast_probe.h"
@@ -146,6 +146,22 @@ const Case kCases[] = {
   %s : Tensor = aten::sum(%e, %dimsm1, %false, %none)
   return (%s))IR",
      {{6, 3}, {3, 3}}, "none"},
+    // torchvision's _upcast: an If that returns its input, or a converted copy of it.
+    {"ThroughAnUpcastIf", R"IR(
+  %f : bool = aten::is_floating_point(%x)
+  %xs : Tensor = prim::If(%f)
+    block0():
+      -> (%x)
+    block1():
+      %xc : Tensor = aten::to(%x, %six, %false, %false, %none)
+      -> (%xc)
+  %xa : Tensor = aten::unsqueeze(%xs, %one)
+  %yb : Tensor = aten::unsqueeze(%y, %zero)
+  %d : Tensor = aten::sub(%xa, %yb, %one)
+  %a : Tensor = aten::abs(%d)
+  %s : Tensor = aten::sum(%a, %dimsm1, %false, %none)
+  return (%s))IR",
+     {{6, 3}, {5, 3}}, "aten::sub"},
     {"InsideAnIf", R"IR(
   %c : bool = aten::gt(%three, %two)
   %r : Tensor = prim::If(%c)

@@ -93,6 +93,21 @@ def test_the_call_values_decide(tmp_path):
                    "same-keyword profiled True"], out
 
 
+def test_first_call_fusible_fuses_every_region_on_its_first_call(tmp_path):
+    # TSFUSE_FIRST_CALL=fusible: the rule before the probe, any region start decides.
+    code = """
+        class Distances(torch.nn.Module):
+            def forward(self, x, y):
+                return (x - y).abs().sum(-1)
+
+        same = torch.randn(6, 5, 4)
+        with torch.no_grad():
+            torch.jit.script(Distances())(same, same); print(plan())
+    """
+    assert run_py(tmp_path, code).stdout.split() == ["profiled"]
+    assert run_py(tmp_path, code, TSFUSE_FIRST_CALL="fusible").stdout.split() == ["fused"]
+
+
 def test_the_method_itself_takes_over_after_its_first_call(tmp_path):
     out = run_py(tmp_path, """
         m = torch.jit.script(NothingToFuse())
