@@ -29,29 +29,30 @@ constexpr const char* kExtra = R"IR(
 
 struct Case {
   const char* name;
-  const char* body;
+  std::string body;
   std::vector<std::vector<int64_t>> sizes;  // of %x and %y at the call
   const char* candidate;                    // the node kind the probe returns, or "none"
 };
 
-// The seed's pairwise form: x[:, None, :] - y[None, :, :], squared and summed over D.
-constexpr const char* kUnsqueezedDistances = R"IR(
-  %xa : Tensor = aten::unsqueeze(%x, %one)
-  %yb : Tensor = aten::unsqueeze(%y, %zero)
-  %d : Tensor = aten::sub(%xa, %yb, %one)
-  %q : Tensor = aten::mul(%d, %d)
-  %s : Tensor = aten::sum(%q, %dimsm1, %false, %none)
-  return (%s))IR";
+// `prefix`, then |a - b| summed over the last dim: the distance every pairwise case ends with.
+std::string absDistances(const std::string& prefix, const std::string& a, const std::string& b) {
+  return prefix + "  %d : Tensor = aten::sub(" + a + ", " + b + ", %one)\n" +
+         "  %e : Tensor = aten::abs(%d)\n"
+         "  %s : Tensor = aten::sum(%e, %dimsm1, %false, %none)\n"
+         "  return (%s)";
+}
 
-// The same reduction over operands the caller shaped.
-constexpr const char* kPlainDistances = R"IR(
-  %d : Tensor = aten::sub(%x, %y, %one)
-  %a : Tensor = aten::abs(%d)
-  %s : Tensor = aten::sum(%a, %dimsm1, %false, %none)
-  return (%s))IR";
+// x[:, None, :] - y[None, :, :] (x replaced by `x`), the seed's pairwise form, then `then`.
+std::string unsqueezedPair(const std::string& x = "%x", const std::string& then = "") {
+  return absDistances(then + "  %xa : Tensor = aten::unsqueeze(" + x + ", %one)\n"
+                             "  %yb : Tensor = aten::unsqueeze(%y, %zero)\n",
+                      "%xa", "%yb");
+}
+
+const std::string kPlainDistances = absDistances("", "%x", "%y");
 
 const Case kCases[] = {
-    {"UnsqueezedOperands", kUnsqueezedDistances, {{6, 3}, {5, 3}}, "aten::sub"},
+    {"UnsqueezedOperands", unsqueezedPair(), {{6, 3}, {5, 3}}, "aten::sub"},
     {"OperandsTheCallerShaped", kPlainDistances, {{6, 1, 3}, {1, 5, 3}}, "aten::sub"},
     {"SameShapes", kPlainDistances, {{6, 5, 3}, {6, 5, 3}}, "none"},
     {"OneOperandBroadcast", kPlainDistances, {{6, 1, 3}, {6, 5, 3}}, "none"},
@@ -80,7 +81,7 @@ const Case kCases[] = {
   return (%c))IR",
      {{6, 4}, {5, 4}}, "aten::min"},
     // Materialized with repeat (xr = x.unsqueeze(1).repeat(1, M, 1)), then a region over them.
-    {"RepeatedOperands", R"IR(
+    {"RepeatedOperands", absDistances(R"IR(
   %xu : Tensor = aten::unsqueeze(%x, %one)
   %yu : Tensor = aten::unsqueeze(%y, %zero)
   %m : int = aten::size(%y, %zero)
@@ -89,10 +90,7 @@ const Case kCases[] = {
   %r2 : int[] = prim::ListConstruct(%n, %one, %one)
   %xr : Tensor = aten::repeat(%xu, %r1)
   %yr : Tensor = aten::repeat(%yu, %r2)
-  %d : Tensor = aten::sub(%xr, %yr, %one)
-  %a : Tensor = aten::abs(%d)
-  %s : Tensor = aten::sum(%a, %dimsm1, %false, %none)
-  return (%s))IR",
+)IR", "%xr", "%yr"),
      {{6, 3}, {5, 3}}, "aten::sub"},
     // torchvision's BoxCoder.decode_single: dx * widths[:, None] + ctr_x[:, None].
     {"ColumnTimesMatrix", R"IR(
@@ -115,39 +113,23 @@ const Case kCases[] = {
   %r : Tensor = aten::reshape(%s, %lr)
   return (%r))IR",
      {{6, 4}, {5, 4}}, "none"},
-    {"ExpandedOperands", R"IR(
+    {"ExpandedOperands", absDistances(R"IR(
   %xa : Tensor = aten::unsqueeze(%x, %one)
   %yb : Tensor = aten::unsqueeze(%y, %zero)
   %xe : Tensor = aten::expand(%xa, %grid, %false)
   %ye : Tensor = aten::expand(%yb, %grid, %false)
-  %d : Tensor = aten::sub(%xe, %ye, %one)
-  %a : Tensor = aten::abs(%d)
-  %s : Tensor = aten::sum(%a, %dimsm1, %false, %none)
-  return (%s))IR",
+)IR", "%xe", "%ye"),
      {{6, 3}, {5, 3}}, "aten::sub"},
     // Rows kept by a count the probe cannot follow (a data-dependent number of detections).
-    {"RowsOfUnknownCount", R"IR(
+    {"RowsOfUnknownCount", unsqueezedPair("%rows", R"IR(
   %k : int = aten::numel(%y)
   %rows : Tensor = aten::slice(%x, %zero, %zero, %k, %one)
-  %xa : Tensor = aten::unsqueeze(%rows, %one)
-  %yb : Tensor = aten::unsqueeze(%y, %zero)
-  %d : Tensor = aten::sub(%xa, %yb, %one)
-  %a : Tensor = aten::abs(%d)
-  %s : Tensor = aten::sum(%a, %dimsm1, %false, %none)
-  return (%s))IR",
+)IR"),
      {{6, 3}, {5, 3}}, "aten::sub"},
     // Operands of a rank the probe cannot follow (mm's): nothing to judge.
-    {"OperandsOfUnknownRank", R"IR(
-  %m : Tensor = aten::mm(%x, %y)
-  %a : Tensor = aten::unsqueeze(%m, %one)
-  %b : Tensor = aten::unsqueeze(%m, %zero)
-  %d : Tensor = aten::sub(%a, %b, %one)
-  %e : Tensor = aten::abs(%d)
-  %s : Tensor = aten::sum(%e, %dimsm1, %false, %none)
-  return (%s))IR",
-     {{6, 3}, {3, 3}}, "none"},
+    {"OperandsOfUnknownRank", unsqueezedPair("%m", "  %m : Tensor = aten::mm(%x, %y)\n"), {{6, 3}, {3, 3}}, "none"},
     // torchvision's _upcast: an If that returns its input, or a converted copy of it.
-    {"ThroughAnUpcastIf", R"IR(
+    {"ThroughAnUpcastIf", unsqueezedPair("%xs", R"IR(
   %f : bool = aten::is_floating_point(%x)
   %xs : Tensor = prim::If(%f)
     block0():
@@ -155,12 +137,7 @@ const Case kCases[] = {
     block1():
       %xc : Tensor = aten::to(%x, %six, %false, %false, %none)
       -> (%xc)
-  %xa : Tensor = aten::unsqueeze(%xs, %one)
-  %yb : Tensor = aten::unsqueeze(%y, %zero)
-  %d : Tensor = aten::sub(%xa, %yb, %one)
-  %a : Tensor = aten::abs(%d)
-  %s : Tensor = aten::sum(%a, %dimsm1, %false, %none)
-  return (%s))IR",
+)IR"),
      {{6, 3}, {5, 3}}, "aten::sub"},
     {"InsideAnIf", R"IR(
   %c : bool = aten::gt(%three, %two)
@@ -208,7 +185,7 @@ TEST(BroadcastProbe, ExpandedInputsAreFlatWhereTheyRepeat) {
 
 // Values of unknown kind (None for a tensor the caller did not pass) leave sizes unknown.
 TEST(BroadcastProbe, MissingValuesAreUnknown) {
-  auto g = graphWithConstants("%x : Tensor, %y : Tensor", kUnsqueezedDistances, kExtra);
+  auto g = graphWithConstants("%x : Tensor, %y : Tensor", unsqueezedPair(), kExtra);
   EXPECT_EQ(tsfuse::firstBroadcastCandidate(g, {at::zeros({6, 3})}), nullptr);
   EXPECT_EQ(tsfuse::firstBroadcastCandidate(g, {c10::IValue(), at::zeros({5, 3})}), nullptr);
 }
