@@ -34,6 +34,10 @@ struct Case {
   const char* candidate;                    // the node kind the probe returns, or "none"
 };
 
+// gtest prints a parameter it has no printer for byte by byte, and a std::string's unused buffer
+// bytes are uninitialised (valgrind's memcheck entry reports them): the case prints its name.
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
 // `prefix`, then |a - b| summed over the last dim: the distance every pairwise case ends with.
 std::string absDistances(const std::string& prefix, const std::string& a, const std::string& b) {
   return prefix + "  %d : Tensor = aten::sub(" + a + ", " + b + ", %one)\n" +
