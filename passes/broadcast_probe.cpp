@@ -83,9 +83,10 @@ class Probe {
   void bind(Value* v, const c10::IValue& iv) {
     if (iv.isTensor()) {
       const at::Tensor& t = iv.toTensor();
-      if (!t.defined()) return;
+      if (!t.defined() || t.is_nested()) return;
+      const bool strided = t.layout() == c10::kStrided;  // sparse and mkldnn tensors have no strides
       Shape s;
-      for (int64_t d = 0; d < t.dim(); ++d) s.push_back({t.size(d), t.stride(d) == 0 && t.size(d) > 1});
+      for (int64_t d = 0; d < t.dim(); ++d) s.push_back({t.size(d), strided && t.stride(d) == 0 && t.size(d) > 1});
       shapes_[v] = std::move(s);
     } else if (iv.isObject() || iv.isTuple() || iv.isList() || iv.isInt()) {
       values_[v] = iv;
