@@ -8,7 +8,8 @@
 // plan, after getNumProfiledRuns() profiling calls (default 1): the first call would run
 // unfused. tsfuse therefore sets the number of profiled runs to 0 at load (TSFUSE_FIRST_CALL=0
 // keeps PyTorch's default), so the first call builds the optimized plan and is already fused;
-// methods with nothing to fuse get PyTorch's count back (registration/first_call.h).
+// methods whose first call stores no broadcast intermediate to fuse get PyTorch's count back
+// (registration/first_call.h).
 // Trade-off: the executor then has no profiled shapes, so NNC (TensorExpr) fusion, which needs
 // them, does not fire — relevant on GPU; on CPU NNC is off by default. See docs/registration.md.
 //

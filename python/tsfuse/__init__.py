@@ -2,8 +2,8 @@
 
 ``import tsfuse`` loads libtsfuse once: it registers the fused ops (``torch.ops.tsfuse.*``) and the
 graph-executor pass, so every TorchScript model this process runs is optimized from its first
-call, while a scripted module's method with nothing to fuse keeps PyTorch's own first call
-(switches: ``TSFUSE_DISABLE=1`` and the others of docs/registration.md, or :func:`enabled`). Explicitly:
+call, while a scripted module's method whose first call stores no broadcast intermediate to fuse
+keeps PyTorch's own first call (switches: ``TSFUSE_DISABLE=1`` and the others of docs/registration.md, or :func:`enabled`). Explicitly:
 
     optimized, report = tsfuse.optimize(torch.jit.script(model))
     print(report)                    # what was fused, and why the rest was not
@@ -55,8 +55,8 @@ if _other:
 torch.ops.load_library(str(library_path()))
 # optimize-ts's run and reports as an op (tools/tool_ops.cpp); it links the libtsfuse above.
 torch.ops.load_library(str(_LIB_DIR / "libtsfuse_tool.so"))
-# A scripted module's method with nothing to fuse keeps PyTorch's profiled first call
-# (_first_call.py says how, registration/first_call.h why).
+# A scripted module's method whose first call stores no broadcast intermediate keeps PyTorch's
+# profiled first call (_first_call.py says how, registration/first_call.h why).
 _first_call.install()
 
 
