@@ -194,16 +194,20 @@ void runActivePasses(std::shared_ptr<torch::jit::Graph>& g) {
 
 namespace {
 
-// TSFUSE_FIRST_CALL=fusible: every method with a region start is fused on its first call, whatever
-// its shapes: first-call memory over first-call time (a chain of same-shape ops over a large
-// matmul or cdist output stores a few copies of it unfused; that call then costs PyTorch's
-// optimization too).
-bool anyRegionDecides() {
-  static const bool fusible = [] {
+// TSFUSE_FIRST_CALL, read once. Off ("0", "false", "off", "no"): the executor keeps its profiling
+// runs. Fusible ("fusible"): every method with a region start is fused on its first call,
+// whatever its shapes: first-call memory over first-call time (a chain of same-shape ops over a
+// large matmul or cdist output stores a few copies of it unfused; that call then costs PyTorch's
+// optimization too). Otherwise: calls that store a broadcast intermediate (passes/broadcast_probe.h).
+enum class FirstCall { Off, Broadcast, Fusible };
+
+FirstCall firstCallSetting() {
+  static const FirstCall setting = [] {
+    if (!envFlag("TSFUSE_FIRST_CALL", true)) return FirstCall::Off;
     const char* v = std::getenv("TSFUSE_FIRST_CALL");
-    return v && std::string(v) == "fusible";
+    return v && std::string(v) == "fusible" ? FirstCall::Fusible : FirstCall::Broadcast;
   }();
-  return fusible;
+  return setting;
 }
 
 }  // namespace
@@ -211,7 +215,7 @@ bool anyRegionDecides() {
 const torch::jit::Node* firstCallCandidate(const std::shared_ptr<torch::jit::Graph>& g,
                                           c10::ArrayRef<c10::IValue> inputs) {
   if (!passApplies(*activePasses(), g)) return nullptr;
-  if (inputs.empty() || anyRegionDecides()) return firstFusionCandidate(g->block());
+  if (inputs.empty() || firstCallSetting() == FirstCall::Fusible) return firstFusionCandidate(g->block());
   return firstBroadcastCandidate(g, inputs);
 }
 
@@ -262,7 +266,7 @@ struct LoadTime {
       return;
     }
     try {
-      reg = registerExecutorPass(optionsFromEnvironment(), envFlag("TSFUSE_FIRST_CALL", true));
+      reg = registerExecutorPass(optionsFromEnvironment(), firstCallSetting() != FirstCall::Off);
     } catch (const std::exception& e) {
       std::cerr << "tsfuse: error: " << e.what() << "; the graph pass is NOT registered\n";
     }

@@ -39,7 +39,8 @@ namespace tsfuse {
 
 // First-call mode is held by the registrations that asked for it (reference-counted). The first
 // sets the count to 0 and installs the observer, and returns the count it found (PyTorch's, lent
-// to first calls that store no broadcast intermediate); the last puts that count back. Later ones return it too.
+// to first calls that store no broadcast intermediate); the last puts that count back. Later ones
+// return it too.
 size_t acquireFirstCallPolicy();
 void releaseFirstCallPolicy();
 

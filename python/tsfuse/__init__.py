@@ -3,7 +3,8 @@
 ``import tsfuse`` loads libtsfuse once: it registers the fused ops (``torch.ops.tsfuse.*``) and the
 graph-executor pass, so every TorchScript model this process runs is optimized from its first
 call, while a scripted module's method whose first call stores no broadcast intermediate to fuse
-keeps PyTorch's own first call (switches: ``TSFUSE_DISABLE=1`` and the others of docs/registration.md, or :func:`enabled`). Explicitly:
+keeps PyTorch's own first call (switches: ``TSFUSE_DISABLE=1`` and the others of
+docs/registration.md, or :func:`enabled`). Explicitly:
 
     optimized, report = tsfuse.optimize(torch.jit.script(model))
     print(report)                    # what was fused, and why the rest was not

@@ -119,7 +119,8 @@ TEST(FirstCallPolicy, OperandsThatBroadcastToAnOuterProductAreFusedOnTheFirstCal
 def forward(self, x):
     return (x - self.y).abs().sum(-1)
 )");
-  for (auto [m, inputs] : {std::pair{&args, std::vector<c10::IValue>{x, y}}, std::pair{&buffer, std::vector<c10::IValue>{x}}}) {
+  const std::pair<torch::jit::Module*, std::vector<c10::IValue>> calls[] = {{&args, {x, y}}, {&buffer, {x}}};
+  for (const auto& [m, inputs] : calls) {
     const size_t before = tsfuse::firstCallStats().firstCall;
     EXPECT_TRUE(at::allclose(m->forward(inputs).toTensor(), want));
     EXPECT_TRUE(executorOf(*m).isOptimized()) << "first-call mode";
