@@ -70,6 +70,7 @@ constexpr size_t kMaxReusedBytes = size_t(8) << 20;  // never keep more than thi
 
 ReusedOutput::ReusedOutput() { ++tlsReuseDepth; }
 ReusedOutput::~ReusedOutput() { --tlsReuseDepth; }
+bool ReusedOutput::active() { return tlsReuseDepth > 0; }
 
 at::Tensor ReusedOutput::allocate(at::IntArrayRef sizes, at::IntArrayRef strides, const at::TensorOptions& options) {
   if (tlsReuseDepth == 0) return at::empty_strided(sizes, strides, options);

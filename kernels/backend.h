@@ -64,6 +64,8 @@ class ReusedOutput {
   // An output of these sizes, strides and options: in the thread's buffer where a ReusedOutput is
   // alive on this thread, else freshly allocated.
   static at::Tensor allocate(at::IntArrayRef sizes, at::IntArrayRef strides, const at::TensorOptions& options);
+  // Whether one is alive on this thread.
+  static bool active();
 };
 
 // Each tensor narrowed to [start, start + len) along `dim` of a space of rank `rank` (tensors align
