@@ -11,8 +11,15 @@
 
 namespace tsfuse::cpu {
 
-// The output, laid out as the analysis says, backed by transparent huge pages when large.
+// The output, laid out as the analysis says; where the allocator hands it fresh pages, mapped as
+// transparent huge pages instead (output.cpp).
 at::Tensor allocOutput(const Analysis& an);
+
+// The bytes of an output of `bytes` bytes that allocOutput backs with huge pages: every whole
+// 2 MiB, and the last partial one where at least 15/16 of it is used (a 1,024 x 500 float output
+// is 1.95 MiB). The rest is 4 KiB pages, so resident memory stays within 1/16 of a huge page of
+// the output's size. 0: the output stays with the allocator.
+size_t hugePageBytes(size_t bytes);
 
 // Writes the value of `prog` at every element of `out` (dense in plan.keptOrder).
 void runMap(const TileProgram& prog, const IterationPlan& plan, at::Tensor& out);

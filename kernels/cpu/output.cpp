@@ -40,19 +40,21 @@ namespace tsfuse::cpu {
 namespace {
 
 constexpr size_t kHuge = size_t(2) << 20;
-constexpr size_t kPage = size_t(4) << 10;
 
-size_t roundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
+}  // namespace
 
-// The bytes of an output of `bytes` bytes that huge pages back: every whole 2 MiB, and the last
-// partial one where at least 15/16 of it is used (a 1,024 x 500 float output is 1.95 MiB). The rest
-// is 4 KiB pages, so resident memory stays within 1/16 of a huge page of the output's size.
-size_t hugeBytes(size_t bytes) {
+size_t hugePageBytes(size_t bytes) {
   const size_t whole = bytes / kHuge * kHuge, tail = bytes - whole;
   return tail != 0 && kHuge - tail <= kHuge / 16 ? whole + kHuge : whole;
 }
 
+namespace {
+
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
+
+constexpr size_t kPage = size_t(4) << 10;
+
+size_t roundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 // Whether the page in the middle of [p, p + bytes) is resident: a block the allocator reused has
 // been written before; a fresh mapping has not.
@@ -67,7 +69,7 @@ bool residentMiddle(const void* p, size_t bytes) {
 class HugePageOutputAllocator final : public c10::Allocator {
  public:
   c10::DataPtr allocate(size_t n) override {
-    const size_t huge = hugeBytes(n);
+    const size_t huge = hugePageBytes(n);
     if (huge == 0) return c10::GetDefaultCPUAllocator()->allocate(n);
     const size_t len = std::max(roundUp(n, kPage), huge);
     // Over-map by one huge page, keep the aligned `len` bytes inside, unmap the rest.
@@ -123,7 +125,7 @@ at::Tensor allocOutput(const Analysis& an) {
   const size_t bytes = at::detail::computeStorageNbytes(an.outSizes, an.outStrides, options.dtype().itemsize());
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   // A thread-kept ReusedOutput buffer is resident after its first use; an installed allocator is honoured.
-  if (hugeBytes(bytes) != 0 && !ReusedOutput::active() && c10::GetCPUAllocator() == c10::GetDefaultCPUAllocator()) {
+  if (hugePageBytes(bytes) != 0 && !ReusedOutput::active() && c10::GetCPUAllocator() == c10::GetDefaultCPUAllocator()) {
     const size_t mappedBefore = mappedBlockBytes();
     at::Tensor out = at::empty_strided(an.outSizes, an.outStrides, options);
     // A block glibc mapped for this output alone, not yet touched: map it here instead (file comment).

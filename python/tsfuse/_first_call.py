@@ -3,10 +3,11 @@
 Loading libtsfuse sets the executor's profiled-run count to 0, so that a fusible model is fused
 on its first call (the call that runs out of memory unfused). For a call that stores no broadcast
 intermediate (nothing to fuse, or regions over operands of one shape) that only moves PyTorch's
-own optimization into the first call (ResNet-50: +96 ms there, -102 ms on the second). The library decides per method where it can see a call coming: a LibTorch app's
-call opens a record before it reaches the executor, and the library observes it. Python's call of
-a scripted method reaches the executor with nothing before it (registration/first_call.h), so
-the package gives it something:
+own optimization into the first call (ResNet-50: +96 ms there, -102 ms on the second). The
+library decides per method where it can see a call coming: a LibTorch app's call opens a record
+before it reaches the executor, and the library observes it. Python's call of a scripted method
+reaches the executor with nothing before it (registration/first_call.h), so the package gives it
+something:
 
 A scripted module's method, where Python would cache it on the instance (its ``__dict__``: when
 torch.jit.script compiles it, or when a loaded or traced module's method is first looked up),

@@ -3,6 +3,8 @@
 // allocator and small outputs keep c10's allocation. Values and tensor behaviour are unchanged.
 #include "test_util.h"
 
+#include "kernels/cpu/drivers.h"
+
 #include <c10/core/CPUAllocator.h>
 
 #include <sys/mman.h>
@@ -73,7 +75,21 @@ TEST(OutputMemory, AFreshLargeOutputIsMappedOnHugePageBoundaries) {
   EXPECT_EQ(errno, ENOMEM);
 }
 
-// Below 15/16 of a huge page, rounding up to one would waste more than 1/16: c10's allocation.
+// Huge pages back whole 2 MiB and a last partial one at least 15/16 used; nothing below that.
+TEST(OutputMemory, HugePagesOnlyWhereAtMostOneSixteenthIsWasted) {
+  using tsfuse::cpu::hugePageBytes;
+  constexpr size_t kMiB = size_t(1) << 20;
+  EXPECT_EQ(hugePageBytes(0), 0u);
+  EXPECT_EQ(hugePageBytes(1024 * 500 * 4), 2 * kMiB);         // 1.95 MiB: one huge page
+  EXPECT_EQ(hugePageBytes(2 * kMiB * 15 / 16), 2 * kMiB);     // exactly 15/16 used
+  EXPECT_EQ(hugePageBytes(2 * kMiB * 15 / 16 - 1), 0u);       // just below: none
+  EXPECT_EQ(hugePageBytes(100 * 4096 * 4), 0u);               // 1.56 MiB
+  EXPECT_EQ(hugePageBytes(40 * kMiB), 40 * kMiB);
+  EXPECT_EQ(hugePageBytes(40 * kMiB + 4000), 40 * kMiB);      // the tail is 4 KiB pages
+  EXPECT_EQ(hugePageBytes(42 * kMiB - 4000), 42 * kMiB);
+}
+
+// Below 15/16 of a huge page the output keeps c10's allocation, whichever block glibc gave it.
 TEST(OutputMemory, ASmallOutputStaysWithTheAllocator) {
   tsfuse_test::Gen g(4);
   const at::Tensor a = g.tensor({100, 1}, at::kFloat), b = g.tensor({1, 4096}, at::kFloat);  // 1.56 MiB
