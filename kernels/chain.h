@@ -139,4 +139,9 @@ void forLaterSlabs(c10::Device device, int64_t n, const std::function<void(int64
 void setChainSlabElements(int64_t elements);
 int64_t chainSlabElements(c10::Device device = c10::kCPU);
 
+// CPU calls so far whose next stage, a sum of the value's last dim, was folded into stage 0 (each
+// row summed as it is finished, the value never stored: chain.cpp, foldedRowSums); tests check
+// that the fold ran or declined.
+int64_t chainRowSumsFolded();
+
 }  // namespace tsfuse

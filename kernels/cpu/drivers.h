@@ -30,4 +30,11 @@ void runMap(const TileProgram& prog, const IterationPlan& plan, at::Tensor& out)
 Outputs runReduce(TileProgram& prog, const Expr& e, at::TensorList operands, const ReduceSpec& reduce,
                   const Analysis& an, const IterationPlan& plan, const at::Tensor& out, std::string* why);
 
+// The same reduction, but each output row (the output's last dim, row-major float32) summed in
+// eager's order (row_sum.h) into sums[row] as soon as its tiles are finished, never stored
+// whole: a reduce_chain whose next stage sums that dim. Compiled vertical kernels only; false,
+// with the reason in *why, elsewhere (nothing written then).
+bool runReduceRowSums(TileProgram& prog, const Expr& e, at::TensorList operands, const ReduceSpec& reduce,
+                      const Analysis& an, const IterationPlan& plan, at::Tensor& sums, std::string* why);
+
 }  // namespace tsfuse::cpu

@@ -26,4 +26,19 @@ Outputs runNative(const Expr& e, at::TensorList operands, const ReduceSpec* redu
   return runReduce(*prog, e, operands, *reduce, an, plan, out, why);
 }
 
+bool runNativeRowSums(const Expr& e, at::TensorList operands, const ReduceSpec& reduce, const Analysis& an,
+                      const IterationPlan& plan, at::Tensor& sums, std::string* why) {
+  if (plan.unsupported) {
+    if (why) *why = plan.unsupported;
+    return false;
+  }
+  for (int i = 0; i < e.numInputs; ++i)
+    if (!operands[i].device().is_cpu()) {
+      if (why) *why = "operand not on the CPU";
+      return false;
+    }
+  auto prog = TileProgram::lower(e, an, operands, why);
+  return prog && runReduceRowSums(*prog, e, operands, reduce, an, plan, sums, why);
+}
+
 }  // namespace tsfuse::cpu

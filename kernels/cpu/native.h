@@ -11,4 +11,12 @@ namespace tsfuse::cpu {
 Outputs runNative(const Expr& e, at::TensorList operands, const ReduceSpec* reduce, const Analysis& an,
                   const IterationPlan& plan, std::string* why);
 
+// A reduction whose value's last dim a reduce_chain's next stage then sums: that sum of every row
+// into `sums` (its sizes: the value's without the last dim, any keepdim 1 included; contiguous
+// float32), in eager's order, the value never stored (drivers.h, runReduceRowSums). False, with
+// the reason in *why, where the compiled vertical path does not apply: the caller runs the chain
+// as before.
+bool runNativeRowSums(const Expr& e, at::TensorList operands, const ReduceSpec& reduce, const Analysis& an,
+                      const IterationPlan& plan, at::Tensor& sums, std::string* why);
+
 }  // namespace tsfuse::cpu

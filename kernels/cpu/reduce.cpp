@@ -14,6 +14,7 @@
 #include "kernels/cpu/reduce_parts.h"
 
 #include <ATen/Parallel.h>
+#include <c10/core/Contiguity.h>
 
 #include <cstring>
 #include <memory>
@@ -31,10 +32,11 @@ bool isVertical(const IterationPlan& plan) {
   return !plan.kept.size.empty() && plan.kept.size.back() >= kVerticalMin;
 }
 
-// order: eager's order for this sum (inner_sum.h), which every path then follows.
+// order: eager's order for this sum (inner_sum.h), which every path then follows. rowSums: only
+// through a compiled vertical kernel (false where none applies; nothing is written then).
 template <typename Acc>
-void runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Acc& proto, const Finisher& finish,
-                    const std::optional<InnerSumOrder>& order) {
+bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Acc& proto, const Finisher& finish,
+                    const std::optional<InnerSumOrder>& order, const RowSums* rowSums) {
   using T = typename Acc::Value;
   using Out = typename Acc::Out;
   constexpr bool kIndexed = std::is_base_of_v<IndexedTag, Acc>;
@@ -66,8 +68,12 @@ void runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
       auto compiled = jit::VerticalReduce::make(prog, prefix, source,
                                                 compiledSink(proto, prog.slotType[source], order.has_value()), plan,
                                                 order ? &*order : nullptr);
-      if (compiled) return runCompiledVertical(*compiled, plan, outer, count, proto, finish);
+      if (compiled && !(rowSums && kIndexed)) {
+        runCompiledVertical(*compiled, plan, outer, count, proto, finish, rowSums);
+        return true;
+      }
     }
+    if (rowSums) return false;
     std::vector<char> constantOverRows(L);  // operands the same for every row of the reduced space
     for (int i = 0; i < L; ++i) constantOverRows[i] = plan.reduced.constantFor(i);
     const int64_t sourceSize = c10::elementSize(prog.slotType[source]);
@@ -164,8 +170,9 @@ void runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
         finish(es ? &*es : nullptr, vals.get(), o0, n);
       }
     });
-    return;
+    return true;
   }
+  if (rowSums) return false;
 
   // Horizontal: tiles run along the (linearised) reduced space. With few outputs, each output's
   // reduced space is split into parts whose partial accumulators are merged in order. NB: the
@@ -236,6 +243,7 @@ void runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
       finish(es ? &*es : nullptr, vals.get(), o0, n);
     }
   });
+  return true;
 }
 
 // inFloat: rules::foldsInFloat holds for this call (sums, means and products of float32 values).
@@ -255,20 +263,19 @@ Acc prototype(const ReduceSpec& r, bool inFloat) {
   }
 }
 
-}  // namespace
-
-Outputs runReduce(TileProgram& prog, const Expr& e, at::TensorList operands, const ReduceSpec& reduce,
-                  const Analysis& an, const IterationPlan& plan, const at::Tensor& out, std::string* why) {
+// runReduce, or runReduceRowSums where rowSums is set: false where that declines.
+bool reduceInto(TileProgram& prog, const Expr& e, at::TensorList operands, const ReduceSpec& reduce,
+                const Analysis& an, const IterationPlan& plan, Outputs& outs, const RowSums* rowSums,
+                std::string* why) {
   const Reduction kind = reduce.kind;
   // These reduce the value converted to their result dtype (sum/mean/prod/norm's dtype argument,
   // logsumexp's float for integers).
   if (kind == Reduction::Sum || kind == Reduction::Mean || kind == Reduction::Prod ||
       kind == Reduction::Logsumexp || kind == Reduction::Norm)
     prog.castResultTo(an.reducedDtype);
-  Outputs outs{out};
   Finisher finish;
-  finish.out = static_cast<char*>(out.data_ptr());
-  finish.outSize = out.element_size();
+  finish.out = rowSums ? nullptr : static_cast<char*>(outs[0].data_ptr());
+  finish.outSize = c10::elementSize(an.outDtype);
   finish.reducedSize = c10::elementSize(an.reducedDtype);
   if (reduce.withIndices()) {
     outs.push_back(an.allocIndices(c10::kCPU));
@@ -284,9 +291,10 @@ Outputs runReduce(TileProgram& prog, const Expr& e, at::TensorList operands, con
     epilogue = TileProgram::lower(*reduce.epilogue, *an.epilogue, leaves, &epiWhy);
     if (!epilogue) {
       if (why) *why = "epilogue: " + epiWhy;
-      return {};
+      return false;
     }
     finish.epilogue = &*epilogue;
+    finish.resultInPlace = epilogue->resultWrittenLast() && epilogue->slotType[epilogue->result] == an.outDtype;
     finish.views = &plan.epilogueViews;
     finish.space = &plan.epilogueSpace;
   }
@@ -304,11 +312,40 @@ Outputs runReduce(TileProgram& prog, const Expr& e, at::TensorList operands, con
   std::optional<InnerSumOrder> order;
   if (kind == Reduction::Sum || kind == Reduction::Mean)
     order = eagerInnerSumOrder(an.reducedDtype, plan.reduced.numel(), dimsAboveOne, innermost);
+  bool ran = false;
   dispatchAccumulator(kind, prog.slotType[prog.result], [&](auto accTag) {
     using Acc = typename decltype(accTag)::type;
-    runReduceTyped<Acc>(prog, plan, prototype<Acc>(reduce, inFloat), finish, order);
+    ran = runReduceTyped<Acc>(prog, plan, prototype<Acc>(reduce, inFloat), finish, order, rowSums);
   });
+  if (!ran && why) *why = "no compiled vertical kernel for its value";
+  return ran;
+}
+
+}  // namespace
+
+Outputs runReduce(TileProgram& prog, const Expr& e, at::TensorList operands, const ReduceSpec& reduce,
+                  const Analysis& an, const IterationPlan& plan, const at::Tensor& out, std::string* why) {
+  Outputs outs{out};
+  if (!reduceInto(prog, e, operands, reduce, an, plan, outs, nullptr, why)) return {};
   return outs;
+}
+
+bool runReduceRowSums(TileProgram& prog, const Expr& e, at::TensorList operands, const ReduceSpec& reduce,
+                      const Analysis& an, const IterationPlan& plan, at::Tensor& sums, std::string* why) {
+  const int64_t length = plan.kept.size.empty() ? 0 : plan.kept.size.back();
+  auto no = [&](const char* reason) {
+    if (why) *why = reason;
+    return false;
+  };
+  if (reduce.withIndices()) return no("max/min with indices");
+  if (an.outDtype != c10::ScalarType::Float || sums.scalar_type() != c10::ScalarType::Float || !sums.is_contiguous())
+    return no("not float32 rows");
+  if (an.outSizes.empty() || length != an.outSizes.back() || sums.numel() * length != an.outNumel())
+    return no("the lanes do not run along whole rows of the output's last dim");
+  if (!c10::_compute_contiguous<int64_t>(an.outSizes, an.outStrides, an.outNumel())) return no("output not row-major");
+  RowSums rows{sums.mutable_data_ptr<float>(), length};
+  Outputs outs{sums};
+  return reduceInto(prog, e, operands, reduce, an, plan, outs, &rows, why);
 }
 
 }  // namespace tsfuse::cpu

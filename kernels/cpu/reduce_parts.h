@@ -6,6 +6,7 @@
 #include "kernels/cpu/accumulators.h"
 #include "kernels/cpu/gather.h"
 #include "kernels/cpu/jit.h"
+#include "kernels/cpu/row_sum.h"
 #include "kernels/cpu/tile_program.h"
 
 #include <ATen/Parallel.h>
@@ -18,11 +19,15 @@
 namespace tsfuse::cpu::reduce_parts {
 
 // Writes finished reduction values to the output: as they are, or through the epilogue, which
-// runs on the same tile of outputs with its operands gathered in the output's memory order.
+// runs on the same tile of outputs. Its leaves are read in place where they can be (the values;
+// an operand contiguous or constant along the tile's run of the output's innermost dim), else
+// gathered in the output's memory order; its result is written straight to the destination where
+// its last instruction writes it in the output's dtype.
 struct Finisher {
   const TileProgram* epilogue = nullptr;
   const std::vector<BroadcastView>* views = nullptr;  // epilogue operands $1.. over the output shape
   const SubSpace* space = nullptr;                    // output dims in memory order, for those views
+  bool resultInPlace = false;
   char* out = nullptr;
   int64_t outSize = 0;      // output element size
   int64_t reducedSize = 0;  // element size of the reduction's values
@@ -30,18 +35,57 @@ struct Finisher {
 
   // vals: n reduced values of outputs [o0, o0 + n) (linear in the output's memory order).
   void operator()(TileProgram::Scratch* es, const void* vals, int64_t o0, int64_t n) const {
+    to(out + o0 * outSize, es, vals, o0, n);
+  }
+  // The same, written to dst instead of the output's own place. runBase (or null): each operand's
+  // byte offset where o0's run along the innermost output dim starts, for callers that finish
+  // many tiles of one row (it costs a division per dim otherwise).
+  void to(char* dst, TileProgram::Scratch* es, const void* vals, int64_t o0, int64_t n,
+          const int64_t* runBase = nullptr) const {
     if (!epilogue) {
-      std::memcpy(out + o0 * outSize, vals, n * outSize);
+      std::memcpy(dst, vals, n * outSize);
       return;
     }
-    std::memcpy(es->slot[0], vals, n * reducedSize);
-    for (size_t i = 0; i < views->size(); ++i) gatherInto(*space, i, (*views)[i], 0, o0, n, es->slot[i + 1]);
-    std::memcpy(out + o0 * outSize, epilogue->run(*es, n), n * outSize);
+    es->vectorLeaf(0, static_cast<const char*>(vals));
+    const int64_t inner = space->size.empty() ? 1 : space->size.back();
+    const bool oneRun = o0 % inner + n <= inner;
+    for (size_t i = 0; i < views->size(); ++i) {
+      const int leaf = static_cast<int>(i) + 1;
+      const BroadcastView& v = (*views)[i];
+      const int64_t step = space->size.empty() ? 0 : space->stride[i].back();
+      if (oneRun && (step == 0 || step == v.elemSize)) {
+        const char* p = v.data + (runBase ? runBase[i] + (o0 % inner) * step : space->offset(i, o0));
+        step == 0 ? es->uniformLeaf(leaf, p) : es->vectorLeaf(leaf, p);
+        continue;
+      }
+      gatherInto(*space, i, v, 0, o0, n, es->buffer[leaf]);
+      es->vectorLeaf(leaf, es->buffer[leaf]);
+    }
+    if (resultInPlace) {
+      es->slot[epilogue->result] = dst;
+      epilogue->run(*es, n);
+      es->slot[epilogue->result] = es->buffer[epilogue->result];
+      return;
+    }
+    std::memcpy(dst, epilogue->run(*es, n), n * outSize);
   }
+  // Fills runBase (as to() reads it) for the run starting at linear output index `start`.
+  void runStart(int64_t start, int64_t* runBase) const {
+    for (size_t i = 0; epilogue && i < views->size(); ++i) runBase[i] = space->offset(i, start);
+  }
+  int64_t innermost() const { return space && !space->size.empty() ? space->size.back() : 1; }
   std::optional<TileProgram::Scratch> scratch() const {
     if (!epilogue) return std::nullopt;
     return epilogue->makeScratch();
   }
+};
+
+// A reduce_chain's next stage folded into this reduction (runReduceRowSums): every output row,
+// `length` float32 values along the output's innermost dim, is finished into the thread's row
+// buffer instead of the output and summed there in eager's order (row_sum.h) into out[row].
+struct RowSums {
+  float* out = nullptr;
+  int64_t length = 0;
 };
 
 template <typename Acc>
@@ -166,7 +210,7 @@ Acc laneAccumulator(const Acc& proto, jit::Sink sink, const char* lanes, int64_t
 // per row.
 template <typename Acc>
 void runCompiledVertical(const jit::VerticalReduce& compiled, const IterationPlan& plan, const SubSpace& outer,
-                         int64_t count, const Acc& proto, const Finisher& finish) {
+                         int64_t count, const Acc& proto, const Finisher& finish, const RowSums* rowSums = nullptr) {
   using Out = typename Acc::Out;
   constexpr bool kIndexed = std::is_base_of_v<IndexedTag, Acc>;
   const int L = static_cast<int>(outer.stride.size());
@@ -184,41 +228,62 @@ void runCompiledVertical(const jit::VerticalReduce& compiled, const IterationPla
   const int64_t RK = chunked ? R * kGroups : R;
   const int64_t groups = (line + RK - 1) / RK, lines = outer.numel() / line;
   const jit::Sink sink = compiled.sink();
-  at::parallel_for(0, lines * groups * tilesPerRow, 1, [&](int64_t b, int64_t e) {
+  // Row sums: a work item is a group's whole rows, its tiles in order into the thread's buffer.
+  const int64_t tilesPerItem = rowSums ? tilesPerRow : 1;
+  at::parallel_for(0, lines * groups * tilesPerRow / tilesPerItem, 1, [&](int64_t b, int64_t e) {
+    const VmlSerialScope serialVml;
     auto es = finish.scratch();
     std::vector<int64_t> buffer(RK * jit::kSumsRowBytes / sizeof(int64_t));  // aligned, raw lanes
     char* lanes = reinterpret_cast<char*>(buffer.data());
     std::unique_ptr<Out[]> vals(new Out[kTile]);
+    std::vector<float> rowBuffer(rowSums ? RK * inner : 0);
     std::vector<int64_t> base(L);
-    for (int64_t w = b; w < e; ++w) {
-      const int64_t start = (w % tilesPerRow) * kTile, n = std::min(kTile, inner - start);
-      const int64_t g = (w / tilesPerRow) % groups, o0 = (w / (tilesPerRow * groups)) * line + g * RK;
-      const int64_t rows = std::min(RK, line - g * RK);
-      if (!compiled.startsFromZero())
-        for (int64_t r = 0; r < rows; ++r) compiled.clear(lanes + r * jit::kSumsRowBytes, n);
-      for (int64_t c0 = 0; c0 < n; c0 += chunk)
-        for (int64_t q = 0; q < rows; q += R) {
-          for (int i = 0; i < L; ++i) base[i] = outer.offset(i, o0 + q) + (start + c0) * plan.kept.stride[i].back();
-          compiled.run(base, start + c0, std::min(R, rows - q), std::min(chunk, n - c0),
-                       lanes + q * jit::kSumsRowBytes + c0 * compiled.laneBytes());
-        }
-      for (int64_t r = 0; r < rows; ++r) {
-        const int64_t o = (o0 + r) * inner + start;
-        const char* row = lanes + r * jit::kSumsRowBytes;
-        if constexpr (std::is_same_v<Acc, SumAcc<float>>) {
-          if (sink == jit::Sink::SumFloat || sink == jit::Sink::SumInner) {  // float32 lanes: the sums as they are
-            finish(es ? &*es : nullptr, row, o, n);
-            continue;
+    // Per output row of the current group: each operand's offset at the row's start, and the
+    // epilogue operands' (where the epilogue's innermost dim is the row), computed once per group.
+    const size_t E = finish.views ? finish.views->size() : 0;
+    const bool epiRows = finish.innermost() == inner;
+    std::vector<int64_t> rowBase(RK * L), epiBase(RK * E);
+    int64_t baseOf = -1;
+    for (int64_t item = b; item < e; ++item)
+      for (int64_t w = item * tilesPerItem; w < (item + 1) * tilesPerItem; ++w) {
+        const int64_t start = (w % tilesPerRow) * kTile, n = std::min(kTile, inner - start);
+        const int64_t g = (w / tilesPerRow) % groups, o0 = (w / (tilesPerRow * groups)) * line + g * RK;
+        const int64_t rows = std::min(RK, line - g * RK);
+        if (o0 != baseOf) {
+          baseOf = o0;
+          for (int64_t r = 0; r < rows; ++r) {
+            for (int i = 0; i < L; ++i) rowBase[r * L + i] = outer.offset(i, o0 + r);
+            if (epiRows) finish.runStart((o0 + r) * inner, epiBase.data() + r * E);
           }
         }
-        for (int64_t j = 0; j < n; ++j) {
-          const Acc acc = laneAccumulator(proto, sink, row, j);
-          vals[j] = acc.get(count);
-          if constexpr (kIndexed) finish.indices[o + j] = acc.index();
+        if (!compiled.startsFromZero())
+          for (int64_t r = 0; r < rows; ++r) compiled.clear(lanes + r * jit::kSumsRowBytes, n);
+        for (int64_t c0 = 0; c0 < n; c0 += chunk)
+          for (int64_t q = 0; q < rows; q += R) {
+            for (int i = 0; i < L; ++i) base[i] = rowBase[q * L + i] + (start + c0) * plan.kept.stride[i].back();
+            compiled.run(base, start + c0, std::min(R, rows - q), std::min(chunk, n - c0),
+                         lanes + q * jit::kSumsRowBytes + c0 * compiled.laneBytes());
+          }
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t o = (o0 + r) * inner + start;
+          char* dst = rowSums ? reinterpret_cast<char*>(&rowBuffer[r * inner + start]) : finish.out + o * finish.outSize;
+          const char* row = lanes + r * jit::kSumsRowBytes;
+          if constexpr (std::is_same_v<Acc, SumAcc<float>>) {
+            if (sink == jit::Sink::SumFloat || sink == jit::Sink::SumInner) {  // float32 lanes: the sums as they are
+              finish.to(dst, es ? &*es : nullptr, row, o, n, epiRows ? epiBase.data() + r * E : nullptr);
+              continue;
+            }
+          }
+          for (int64_t j = 0; j < n; ++j) {
+            const Acc acc = laneAccumulator(proto, sink, row, j);
+            vals[j] = acc.get(count);
+            if constexpr (kIndexed) finish.indices[o + j] = acc.index();
+          }
+          finish.to(dst, es ? &*es : nullptr, vals.get(), o, n, epiRows ? epiBase.data() + r * E : nullptr);
         }
-        finish(es ? &*es : nullptr, vals.get(), o, n);
+        if (rowSums && start + n == inner)
+          for (int64_t r = 0; r < rows; ++r) rowSums->out[o0 + r] = eagerRowSum(&rowBuffer[r * inner], inner);
       }
-    }
   });
 }
 }  // namespace tsfuse::cpu::reduce_parts

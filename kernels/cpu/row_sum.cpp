@@ -12,59 +12,29 @@
 namespace tsfuse::cpu {
 namespace {
 
-constexpr int kPartials = 4;  // row_sum's ILP factor
-constexpr int kLevels = 4;    // multi_row_sum's cascade levels
-constexpr int64_t kVectorBytes = 32;
+namespace base {
+#include "kernels/cpu/row_sum.inc"
+}  // namespace base
+#if defined(__x86_64__) && defined(__GNUC__)
+#define TSFUSE_HAVE_AVX2_ROW_SUM 1
+#pragma GCC push_options
+#pragma GCC target("avx2")
+namespace avx2 {
+#include "kernels/cpu/row_sum.inc"
+}  // namespace avx2
+#pragma GCC pop_options
+#endif
 
-// ATen's ceil_log2: 1 up to 2.
-int64_t ceilLog2(int64_t x) {
-  if (x <= 2) return 1;
-  int64_t bits = 0;
-  for (uint64_t u = static_cast<uint64_t>(x - 1); u; u >>= 1) ++bits;
-  return bits;
-}
+template <typename T>
+using RowSumFn = T (*)(const T*, int64_t);
 
-// Partial vectors of L lanes: each lane's additions are independent, so plain lane loops (which
-// the compiler vectorizes) give the same bits as ATen's vector instructions.
+// The rows' loops for this CPU: AVX2 where it has it (the same bits: one add per lane either way).
 template <typename T, int L>
-struct Partials {
-  T p[kPartials][L];
-  void clear() { std::fill(&p[0][0], &p[0][0] + kPartials * L, T(0)); }
-  void addGroup(const T* g) {  // four consecutive vectors
-    for (int k = 0; k < kPartials; ++k)
-      for (int l = 0; l < L; ++l) p[k][l] += g[k * L + l];
-  }
-  void add(const Partials& o) {
-    for (int k = 0; k < kPartials; ++k)
-      for (int l = 0; l < L; ++l) p[k][l] += o.p[k][l];
-  }
-};
-
-template <typename T, int L>
-T rowSum(const T* v, int64_t n) {
-  const int64_t vectors = n / L, groups = vectors / kPartials;
-  const int64_t power = std::max<int64_t>(4, ceilLog2(groups) / kLevels);
-  const int64_t step = int64_t(1) << power, mask = step - 1;
-  Partials<T, L> acc[kLevels];
-  for (auto& a : acc) a.clear();
-  int64_t i = 0;
-  while (i + step <= groups) {
-    for (int64_t j = 0; j < step; ++j, ++i) acc[0].addGroup(v + i * kPartials * L);
-    for (int j = 1; j < kLevels; ++j) {
-      acc[j].add(acc[j - 1]);
-      acc[j - 1].clear();
-      if ((i & (mask << (j * power))) != 0) break;
-    }
-  }
-  for (; i < groups; ++i) acc[0].addGroup(v + i * kPartials * L);
-  for (int j = 1; j < kLevels; ++j) acc[0].add(acc[j]);
-  T (&p)[kPartials][L] = acc[0].p;
-  for (int64_t q = groups * kPartials; q < vectors; ++q)
-    for (int l = 0; l < L; ++l) p[0][l] += v[q * L + l];
-  T sum = 0;
-  for (int64_t k = vectors * L; k < n; ++k) sum += v[k];
-  for (int l = 0; l < L; ++l) sum += ((p[0][l] + p[1][l]) + p[2][l]) + p[3][l];
-  return T(0) + sum;
+RowSumFn<T> rowSumFor() {
+#ifdef TSFUSE_HAVE_AVX2_ROW_SUM
+  if (__builtin_cpu_supports("avx2")) return avx2::rowSum<T, L>;
+#endif
+  return base::rowSum<T, L>;
 }
 
 // Probe rows whose values span many magnitudes, so that orders round differently, of lengths
@@ -96,8 +66,9 @@ bool probeMatches(c10::ScalarType type) {
 
 template <typename T>
 T eagerRowSum(const T* v, int64_t n) {
-  constexpr int L = kVectorBytes / sizeof(T);
-  return n < L ? rowSum<T, 1>(v, n) : rowSum<T, L>(v, n);
+  constexpr int L = 32 / sizeof(T);  // ATen's sum kernel: 32-byte vectors (it has no AVX-512 build)
+  static const RowSumFn<T> vectors = rowSumFor<T, L>(), scalars = rowSumFor<T, 1>();
+  return n < L ? scalars(v, n) : vectors(v, n);
 }
 template float eagerRowSum<float>(const float*, int64_t);
 template double eagerRowSum<double>(const double*, int64_t);

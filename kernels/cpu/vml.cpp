@@ -83,10 +83,27 @@ void callFortran(FortranVml f, int64_t n, const void* in, void* out) {
   }
 }
 
+// initial-exec: a static TLS slot, read without a call to __tls_get_addr (once per tile)
+__attribute__((tls_model("initial-exec"))) thread_local bool tlsSerial = false;  // a VmlSerialScope holds MKL's count at 1
+
 }  // namespace
 
-void VmlRoutine::operator()(int64_t n, const void* in, void* out) const {
+VmlSerialScope::VmlSerialScope() {
+  if (tlsSerial) return;
   const SetLocalThreads setLocal = setLocalThreads();
+  if (!setLocal) return;
+  previous_ = setLocal(1);
+  owner_ = tlsSerial = true;
+}
+
+VmlSerialScope::~VmlSerialScope() {
+  if (!owner_) return;
+  setLocalThreads()(previous_);
+  tlsSerial = false;
+}
+
+void VmlRoutine::operator()(int64_t n, const void* in, void* out) const {
+  const SetLocalThreads setLocal = tlsSerial ? nullptr : setLocalThreads();
   const int previous = setLocal ? setLocal(1) : 0;
   double_ ? callFortran<double>(fn_, n, in, out) : callFortran<float>(fn_, n, in, out);
   if (setLocal) setLocal(previous);

@@ -35,6 +35,21 @@ class VmlRoutine {
   bool double_ = false;
 };
 
+// While one is alive on a thread, MKL's thread-local thread count stays 1 there, so that each
+// VmlRoutine call need not set and restore it (three TLS calls per tile otherwise). For loops that
+// call the routines on many tiles; nested scopes are free.
+class VmlSerialScope {
+ public:
+  VmlSerialScope();
+  ~VmlSerialScope();
+  VmlSerialScope(const VmlSerialScope&) = delete;
+  VmlSerialScope& operator=(const VmlSerialScope&) = delete;
+
+ private:
+  bool owner_ = false;
+  int previous_ = 0;
+};
+
 // The routine for `op` in dtype t, or an empty one (then the op runs through ATen).
 VmlRoutine vmlRoutine(Op op, c10::ScalarType t);
 
