@@ -59,7 +59,10 @@ std::atomic<bool>& wideState() {
 }
 
 // Tiles run, counted per thread in its own cache line: one shared counter bumped by every tile
-// was 7% of a 64-coordinate distance's profile (its line moving between the cores).
+// was 7% of a 64-coordinate distance's profile (its line moving between the cores). The bump is a
+// plain load and store, not a locked add: a `lock add` waits for the tile's stores to drain (7% of
+// a Gaussian kernel sum's profile). Threads beyond kTileCounts share a slot and may then lose a
+// count; the counts only tell tests that compiled kernels ran.
 struct alignas(64) TileCount {
   std::atomic<int64_t> n{0};
 };
@@ -68,7 +71,8 @@ TileCount tileCounts[kTileCounts];
 std::atomic<int> nextTileCount{0};
 void countTile() {
   thread_local const int slot = nextTileCount.fetch_add(1, std::memory_order_relaxed) % kTileCounts;
-  tileCounts[slot].n.fetch_add(1, std::memory_order_relaxed);
+  std::atomic<int64_t>& n = tileCounts[slot].n;
+  n.store(n.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
 
 // Kernels by Plan::key, declined programs included (as nullptr with the reason). Bounded: past
@@ -468,7 +472,12 @@ void CompiledMap::run(char* const* leaf, int64_t n, char* dst) const {
   const Kernel& k = *kernel_;
   const size_t L = leaves_.size();
   const int64_t outBytes = k.outBytesPerLane();
-  Args a;
+  // One Args per thread, zeroed once: a fresh one is 2 KiB of zeros (`rep stos`) per call, which
+  // cost as much as a 512-value tile's kernel. Every call sets the fields a Store kernel reads for
+  // its leaves; the rest stay zero (only this function writes it). On the heap: the library's own
+  // thread-local storage stays a few bytes.
+  thread_local const std::unique_ptr<Args> args = std::make_unique<Args>();
+  Args& a = *args;
   // Whole blocks in one call: each contiguous operand steps one block per row.
   const int64_t blocks = n / k.lanesPerBlock();
   for (size_t i = 0; i < L; ++i) {

@@ -282,6 +282,7 @@ bool reduceInto(TileProgram& prog, const Expr& e, at::TensorList operands, const
     finish.indices = outs[1].data_ptr<int64_t>();
   }
   std::optional<TileProgram> epilogue;
+  std::optional<SegmentedProgram> segments;
   if (reduce.epilogue) {
     // The reduced value is the epilogue's leaf 0: only its dtype matters for lowering.
     std::vector<at::Tensor> leaves{at::empty({0}, at::TensorOptions().dtype(an.reducedDtype))};
@@ -295,6 +296,16 @@ bool reduceInto(TileProgram& prog, const Expr& e, at::TensorList operands, const
     }
     finish.epilogue = &*epilogue;
     finish.resultInPlace = epilogue->resultWrittenLast() && epilogue->slotType[epilogue->result] == an.outDtype;
+    if (finish.resultInPlace) {
+      // How tiles finished along whole runs of the output's innermost dim read each leaf.
+      std::vector<jit::Leaf> leaves{jit::Leaf::Contiguous};
+      for (size_t i = 0; i < plan.epilogueViews.size(); ++i)
+        leaves.push_back(!plan.epilogueSpace.size.empty() && plan.epilogueSpace.stride[i].back() == 0
+                             ? jit::Leaf::Uniform
+                             : jit::Leaf::Contiguous);
+      segments = SegmentedProgram::make(*epilogue, leaves);
+      if (segments) finish.segments = &*segments;
+    }
     finish.views = &plan.epilogueViews;
     finish.space = &plan.epilogueSpace;
   }

@@ -7,6 +7,7 @@
 #include "kernels/cpu/gather.h"
 #include "kernels/cpu/jit.h"
 #include "kernels/cpu/row_sum.h"
+#include "kernels/cpu/segments.h"
 #include "kernels/cpu/tile_program.h"
 
 #include <ATen/Parallel.h>
@@ -28,6 +29,9 @@ struct Finisher {
   const std::vector<BroadcastView>* views = nullptr;  // epilogue operands $1.. over the output shape
   const SubSpace* space = nullptr;                    // output dims in memory order, for those views
   bool resultInPlace = false;
+  // The epilogue as compiled runs between its MKL routines, for tiles finished with a runBase
+  // (their operands read the same way on every tile); null: interpreted.
+  const SegmentedProgram* segments = nullptr;
   char* out = nullptr;
   int64_t outSize = 0;      // output element size
   int64_t reducedSize = 0;  // element size of the reduction's values
@@ -60,6 +64,10 @@ struct Finisher {
       }
       gatherInto(*space, i, v, 0, o0, n, es->buffer[leaf]);
       es->vectorLeaf(leaf, es->buffer[leaf]);
+    }
+    if (segments && runBase) {
+      segments->run(*es, n, dst);
+      return;
     }
     if (resultInPlace) {
       es->slot[epilogue->result] = dst;

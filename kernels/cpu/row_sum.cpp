@@ -1,4 +1,5 @@
-// Eager's cascade sum of whole rows (kernels/cpu/row_sum.h) and its once-per-process check.
+// The once-per-process check that at::sum follows eagerRowSum (kernels/cpu/row_sum.h; its loops
+// are compiled per instruction set with the tile ops, in tile_program.cpp).
 #include "kernels/cpu/row_sum.h"
 
 #include "tsfuse/log.h"
@@ -6,36 +7,10 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
-#include <algorithm>
 #include <cstring>
 
 namespace tsfuse::cpu {
 namespace {
-
-namespace base {
-#include "kernels/cpu/row_sum.inc"
-}  // namespace base
-#if defined(__x86_64__) && defined(__GNUC__)
-#define TSFUSE_HAVE_AVX2_ROW_SUM 1
-#pragma GCC push_options
-#pragma GCC target("avx2")
-namespace avx2 {
-#include "kernels/cpu/row_sum.inc"
-}  // namespace avx2
-#pragma GCC pop_options
-#endif
-
-template <typename T>
-using RowSumFn = T (*)(const T*, int64_t);
-
-// The rows' loops for this CPU: AVX2 where it has it (the same bits: one add per lane either way).
-template <typename T, int L>
-RowSumFn<T> rowSumFor() {
-#ifdef TSFUSE_HAVE_AVX2_ROW_SUM
-  if (__builtin_cpu_supports("avx2")) return avx2::rowSum<T, L>;
-#endif
-  return base::rowSum<T, L>;
-}
 
 // Probe rows whose values span many magnitudes, so that orders round differently, of lengths
 // that take each branch: scalar rows, vectors with and without values and vectors after the
@@ -63,15 +38,6 @@ bool probeMatches(c10::ScalarType type) {
 }
 
 }  // namespace
-
-template <typename T>
-T eagerRowSum(const T* v, int64_t n) {
-  constexpr int L = 32 / sizeof(T);  // ATen's sum kernel: 32-byte vectors (it has no AVX-512 build)
-  static const RowSumFn<T> vectors = rowSumFor<T, L>(), scalars = rowSumFor<T, 1>();
-  return n < L ? scalars(v, n) : vectors(v, n);
-}
-template float eagerRowSum<float>(const float*, int64_t);
-template double eagerRowSum<double>(const double*, int64_t);
 
 bool eagerSumsRowsInCascade() {
   static const bool matches = probeMatches<float>(at::kFloat) && probeMatches<double>(at::kDouble);

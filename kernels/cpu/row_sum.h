@@ -23,9 +23,10 @@
 
 namespace tsfuse::cpu {
 
-// The sum of v[0, n) as at::sum computes it along a contiguous innermost dim. T: float or double.
-template <typename T>
-T eagerRowSum(const T* v, int64_t n);
+// The sum of v[0, n) as at::sum computes it along a contiguous innermost dim (its loops compiled
+// per instruction set with the tile ops: kernels/cpu/tile_program.cpp, row_sum.inc).
+float eagerRowSum(const float* v, int64_t n);
+double eagerRowSum(const double* v, int64_t n);
 
 // Whether at::sum of this process follows eagerRowSum (checked once, on probe rows of lengths
 // that take each branch of the cascade up to its third level).

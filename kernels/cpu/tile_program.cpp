@@ -1,10 +1,12 @@
 #include "kernels/cpu/tile_program.h"
 
 #include "kernels/cpu/gather.h"
+#include "kernels/cpu/row_sum.h"
 
 #include "kernels/dtype_dispatch.h"
 #include "kernels/elementwise.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -24,6 +26,7 @@ using AccDoubleFn = void (*)(c10::ScalarType, const char*, double*, int64_t);
 using CountFn = void (*)(const char*, uint8_t*, int64_t);
 namespace base {
 #include "kernels/cpu/tile_ops.inc"
+#include "kernels/cpu/row_sum.inc"
 }  // namespace base
 #if defined(__x86_64__) && defined(__GNUC__)
 #define TSFUSE_HAVE_AVX2_OPS 1
@@ -31,9 +34,13 @@ namespace base {
 #pragma GCC target("avx2")
 namespace avx2 {
 #include "kernels/cpu/tile_ops.inc"
+#include "kernels/cpu/row_sum.inc"
 }  // namespace avx2
 #pragma GCC pop_options
 #endif
+
+template <typename T>
+using RowSumFn = T (*)(const T*, int64_t);
 
 struct IsaOps {
   bool avx2;
@@ -41,9 +48,14 @@ struct IsaOps {
   AccLongFn accLong;
   AccDoubleFn accDouble;
   CountFn count;
+  // eagerRowSum's loops over 32-byte vectors, and over single values (rows shorter than one)
+  RowSumFn<float> rowSumF, rowSumF1;
+  RowSumFn<double> rowSumD, rowSumD1;
 };
 
-#define TSFUSE_ISA_OPS(ns, isAvx2) IsaOps{isAvx2, ns::exec, ns::accumulateLong, ns::accumulateDouble, ns::countFlags}
+#define TSFUSE_ISA_OPS(ns, isAvx2)                                                                         \
+  IsaOps{isAvx2, ns::exec, ns::accumulateLong, ns::accumulateDouble, ns::countFlags, ns::rowSum<float, 8>, \
+         ns::rowSum<float, 1>, ns::rowSum<double, 4>, ns::rowSum<double, 1>}
 
 IsaOps chooseIsa() {
   const char* isa = std::getenv("TSFUSE_CPU_ISA");  // "baseline" forces the SSE2 loops (tests, benchmarks)
@@ -186,5 +198,13 @@ void accumulateSum(c10::ScalarType srcType, const char* src, double* dst, int64_
 }
 void countFlags(const char* flags, uint8_t* counts, int64_t n) { isaOps().count(flags, counts, n); }
 bool usingAvx2() { return isaOps().avx2; }
+
+// ATen's sum kernel works in 32-byte vectors (it has no AVX-512 build): 8 floats, 4 doubles.
+float eagerRowSum(const float* v, int64_t n) {
+  return n < 8 ? isaOps().rowSumF1(v, n) : isaOps().rowSumF(v, n);
+}
+double eagerRowSum(const double* v, int64_t n) {
+  return n < 4 ? isaOps().rowSumD1(v, n) : isaOps().rowSumD(v, n);
+}
 
 }  // namespace tsfuse::cpu

@@ -83,8 +83,7 @@ void callFortran(FortranVml f, int64_t n, const void* in, void* out) {
   }
 }
 
-// initial-exec: a static TLS slot, read without a call to __tls_get_addr (once per tile)
-__attribute__((tls_model("initial-exec"))) thread_local bool tlsSerial = false;  // a VmlSerialScope holds MKL's count at 1
+thread_local bool tlsSerial = false;  // a VmlSerialScope holds MKL's count at 1
 
 }  // namespace
 

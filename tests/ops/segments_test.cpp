@@ -1,0 +1,82 @@
+// Epilogues run as compiled runs between their MKL routine calls (kernels/cpu/segments.h), behind
+// a compiled vertical reduction: bit for bit the interpreter's and eager's, for runs before,
+// between and after routines, uniform and contiguous operands, several routines, NaN/inf inputs;
+// and the named case it declines (a run's inner value read after a routine), which keeps the
+// interpreter's bits.
+#include "jit_support.h"
+
+#include "kernels/cpu/segments.h"
+#include "tsfuse/ops.h"
+
+namespace ops_segments_test {
+
+namespace {
+
+using tsfuse_test::Gen;
+using tsfuse_test::JitOn;
+using tsfuse_test::sameTensor;
+
+struct Case {
+  const char* name;
+  std::string epilogue;
+  // eager: the reduced value r [N, M] and the operands b [M], c [1] (uniform)
+  std::function<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&)> eager;
+  bool segmented;
+  bool readsB, readsC;  // the epilogue's $1, $2: b then c, those it reads
+};
+
+TEST(Segments, EpiloguesAroundRoutinesAreEagersBits) {
+  Gen g(21);
+  const std::vector<Case> cases = {
+      {"run, routine, run", "v1: mul($0, -2.0); exp(%0); mul(%1, $1)",
+       [](auto& r, auto& b, auto&) { return at::exp(r * -2.0) * b; }, true, true, false},
+      {"a routine first and last", "v1: sqrt($0); add(%0, $1); log(%1)",
+       [](auto& r, auto&, auto& c) { return at::log(at::sqrt(r) + c); }, true, false, true},
+      {"two routines in a row, then a run over both and a uniform operand", "v1: exp($0); tanh(%0); add(%1, %0); mul(%2, $1)",
+       [](auto& r, auto&, auto& c) {
+         at::Tensor e = at::exp(r);
+         return (at::tanh(e) + e) * c;
+       },
+       true, false, true},
+      {"native only", "v1: mul($0, $1); add(%0, $2); neg(%1)", [](auto& r, auto& b, auto& c) { return -(r * b + c); },
+       true, true, true},
+      {"declined: a run's inner value read after a routine", "v1: mul($0, 0.5); add(%0, $1); exp(%1); mul(%2, %0)",
+       [](auto& r, auto&, auto& c) {
+         at::Tensor h = r * 0.5;
+         return at::exp(h + c) * h;
+       },
+       false, false, true},
+  };
+  for (const Case& k : cases)
+    for (auto [n, m] : std::vector<std::pair<int64_t, int64_t>>{{7, 16}, {33, 700}, {4, 1500}}) {
+      at::Tensor x = g.tensor({n, 1, 3}, at::kFloat, tsfuse_test::kNaNInf), y = g.tensor({m, 3}, at::kFloat);
+      at::Tensor b = g.tensor({m}, at::kFloat), c = g.tensor({1}, at::kFloat);
+      std::vector<at::Tensor> ops{x, y};
+      if (k.readsB) ops.push_back(b);
+      if (k.readsC) ops.push_back(c);
+      const at::Tensor r = ((x - y) * (x - y)).sum(2);
+      const at::Tensor want = k.eager(r, b, c);
+      const std::string what = std::string(k.name) + ", " + std::to_string(n) + " x " + std::to_string(m);
+      auto fused = [&] {
+        return tsfuse::reduce(ops, "v1: sub($0, $1); mul(%0, %0)", "sum", std::vector<int64_t>{2}, false, std::nullopt,
+                              k.epilogue);
+      };
+      const int64_t before = tsfuse::cpu::segmentedProgramsMade();
+      at::Tensor compiled, interpreted;
+      {
+        JitOn on(true);
+        compiled = fused();
+      }
+      EXPECT_EQ(tsfuse::cpu::segmentedProgramsMade() > before, k.segmented && tsfuse_test::haveJit()) << what;
+      {
+        JitOn off(false);
+        interpreted = fused();
+      }
+      EXPECT_TRUE(sameTensor(want, compiled, /*exact=*/true)) << what;
+      EXPECT_TRUE(sameTensor(interpreted, compiled, /*exact=*/true)) << what;
+    }
+}
+
+}  // namespace
+
+}  // namespace ops_segments_test
