@@ -12,6 +12,7 @@
 
 #include <ATen/Parallel.h>
 
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -95,6 +96,22 @@ struct RowSums {
   float* out = nullptr;
   int64_t length = 0;
 };
+
+// Runs f(begin, end) over [0, n) in chunks that torch's threads take in turn as they finish their
+// previous one, about eight per thread, so that threads running at different speeds (a VM's vCPUs
+// sharing a core) end together: static halves left one thread waiting for a third of a Gaussian
+// kernel sum. Each work item writes its own outputs, so the bits do not depend on who runs it.
+template <typename F>
+void forEachChunk(int64_t n, const F& f) {
+  const int threads = at::in_parallel_region() ? 1 : at::get_num_threads();
+  if (n <= 0) return;
+  if (threads <= 1 || n == 1) return f(0, n);
+  const int64_t chunks = std::min<int64_t>(n, int64_t(threads) * 8);
+  std::atomic<int64_t> next{0};
+  at::parallel_for(0, threads, 1, [&](int64_t, int64_t) {
+    for (int64_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < chunks;) f(c * n / chunks, (c + 1) * n / chunks);
+  });
+}
 
 template <typename Acc>
 struct IsSumLike : std::false_type {};
@@ -238,7 +255,7 @@ void runCompiledVertical(const jit::VerticalReduce& compiled, const IterationPla
   const jit::Sink sink = compiled.sink();
   // Row sums: a work item is a group's whole rows, its tiles in order into the thread's buffer.
   const int64_t tilesPerItem = rowSums ? tilesPerRow : 1;
-  at::parallel_for(0, lines * groups * tilesPerRow / tilesPerItem, 1, [&](int64_t b, int64_t e) {
+  forEachChunk(lines * groups * tilesPerRow / tilesPerItem, [&](int64_t b, int64_t e) {
     const VmlSerialScope serialVml;
     auto es = finish.scratch();
     std::vector<int64_t> buffer(RK * jit::kSumsRowBytes / sizeof(int64_t));  // aligned, raw lanes
