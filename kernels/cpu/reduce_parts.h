@@ -97,20 +97,35 @@ struct RowSums {
   int64_t length = 0;
 };
 
-// Runs f(begin, end) over [0, n) in chunks that torch's threads take in turn as they finish their
-// previous one, about eight per thread, so that threads running at different speeds (a VM's vCPUs
-// sharing a core) end together: static halves left one thread waiting for a third of a Gaussian
-// kernel sum. Each work item writes its own outputs, so the bits do not depend on who runs it.
+// Chunks of [0, n), about eight per thread, that torch's threads take in turn as they finish their
+// previous one, so that threads running at different speeds (a VM's vCPUs sharing a core) end
+// together: static halves left one thread waiting for a third of a Gaussian kernel sum. Each work
+// item writes its own outputs, so the bits do not depend on who runs it.
+class ChunkQueue {
+ public:
+  ChunkQueue(int64_t n, int64_t chunks) : n_(n), chunks_(chunks) {}
+  // The next chunk [b, e); false when none is left.
+  bool next(int64_t& b, int64_t& e) const {
+    const int64_t c = next_.fetch_add(1, std::memory_order_relaxed);
+    if (c >= chunks_) return false;
+    b = c * n_ / chunks_, e = (c + 1) * n_ / chunks_;
+    return true;
+  }
+
+ private:
+  int64_t n_, chunks_;
+  mutable std::atomic<int64_t> next_{0};
+};
+
+// Calls worker(queue) once on each of torch's threads (once on this one inside a parallel region):
+// each sets up its scratch once and then takes chunks from the queue.
 template <typename F>
-void forEachChunk(int64_t n, const F& f) {
-  const int threads = at::in_parallel_region() ? 1 : at::get_num_threads();
+void forEachWorker(int64_t n, const F& worker) {
   if (n <= 0) return;
-  if (threads <= 1 || n == 1) return f(0, n);
-  const int64_t chunks = std::min<int64_t>(n, int64_t(threads) * 8);
-  std::atomic<int64_t> next{0};
-  at::parallel_for(0, threads, 1, [&](int64_t, int64_t) {
-    for (int64_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < chunks;) f(c * n / chunks, (c + 1) * n / chunks);
-  });
+  const int threads = at::in_parallel_region() ? 1 : at::get_num_threads();
+  const ChunkQueue queue(n, threads <= 1 ? 1 : std::min<int64_t>(n, int64_t(threads) * 8));
+  if (threads <= 1 || n == 1) return worker(queue);
+  at::parallel_for(0, threads, 1, [&](int64_t, int64_t) { worker(queue); });
 }
 
 template <typename Acc>
@@ -255,7 +270,7 @@ void runCompiledVertical(const jit::VerticalReduce& compiled, const IterationPla
   const jit::Sink sink = compiled.sink();
   // Row sums: a work item is a group's whole rows, its tiles in order into the thread's buffer.
   const int64_t tilesPerItem = rowSums ? tilesPerRow : 1;
-  forEachChunk(lines * groups * tilesPerRow / tilesPerItem, [&](int64_t b, int64_t e) {
+  forEachWorker(lines * groups * tilesPerRow / tilesPerItem, [&](const ChunkQueue& queue) {
     const VmlSerialScope serialVml;
     auto es = finish.scratch();
     std::vector<int64_t> buffer(RK * jit::kSumsRowBytes / sizeof(int64_t));  // aligned, raw lanes
@@ -269,8 +284,8 @@ void runCompiledVertical(const jit::VerticalReduce& compiled, const IterationPla
     const bool epiRows = finish.innermost() == inner;
     std::vector<int64_t> rowBase(RK * L), epiBase(RK * E);
     int64_t baseOf = -1;
-    for (int64_t item = b; item < e; ++item)
-      for (int64_t w = item * tilesPerItem; w < (item + 1) * tilesPerItem; ++w) {
+    for (int64_t b, e; queue.next(b, e);)
+      for (int64_t w = b * tilesPerItem; w < e * tilesPerItem; ++w) {
         const int64_t start = (w % tilesPerRow) * kTile, n = std::min(kTile, inner - start);
         const int64_t g = (w / tilesPerRow) % groups, o0 = (w / (tilesPerRow * groups)) * line + g * RK;
         const int64_t rows = std::min(RK, line - g * RK);
