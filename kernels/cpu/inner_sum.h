@@ -21,6 +21,7 @@
 #include <c10/core/ScalarType.h>
 
 #include <algorithm>
+#include <functional>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -56,6 +57,14 @@ std::optional<InnerSumOrder> eagerInnerSumOrder(c10::ScalarType type, int64_t co
                                                 bool innermost);
 // Whether at::sum of this process follows InnerSumOrder (checked once, on probe rows).
 bool eagerSumsInnerInOrder();
+
+// The probe behind such checks: for each length in `counts`, `rows` rows whose values span many
+// magnitudes (so that orders round differently), each summed by `sum(row, count)` and compared
+// with at::sum's bits along the rows (more than one row: eager sums each whole). Logs `what`
+// where one differs. T: float or double, `type` its dtype.
+template <typename T>
+bool sumsMatchEager(c10::ScalarType type, const std::vector<int64_t>& counts, int64_t rows, uint64_t seed,
+                    const std::function<T(const T*, int64_t)>& sum, const char* what);
 
 // Sums in that order for n lanes at once (one row's sum per lane; n = 1: one row's values), the
 // reduced row d's n values at a time, d = 0, 1, ...: the interpreter's sums (the compiled

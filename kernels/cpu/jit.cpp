@@ -3,6 +3,7 @@
 
 #include "kernels/cpu/gather.h"
 #include "kernels/cpu/jit_codegen.h"
+#include "kernels/cpu/jit_gen.h"
 #include "tsfuse/log.h"
 
 #include <xbyak/xbyak.h>
@@ -56,23 +57,6 @@ std::atomic<bool>& switchState() {
 std::atomic<bool>& wideState() {
   static std::atomic<bool> on{envAllows("TSFUSE_CPU_AVX512") && supportedWide()};
   return on;
-}
-
-// Tiles run, counted per thread in its own cache line: one shared counter bumped by every tile
-// was 7% of a 64-coordinate distance's profile (its line moving between the cores). The bump is a
-// plain load and store, not a locked add: a `lock add` waits for the tile's stores to drain (7% of
-// a Gaussian kernel sum's profile). Threads beyond kTileCounts share a slot and may then lose a
-// count; the counts only tell tests that compiled kernels ran.
-struct alignas(64) TileCount {
-  std::atomic<int64_t> n{0};
-};
-constexpr int kTileCounts = 64;
-TileCount tileCounts[kTileCounts];
-std::atomic<int> nextTileCount{0};
-void countTile() {
-  thread_local const int slot = nextTileCount.fetch_add(1, std::memory_order_relaxed) % kTileCounts;
-  std::atomic<int64_t>& n = tileCounts[slot].n;
-  n.store(n.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
 
 // Kernels by Plan::key, declined programs included (as nullptr with the reason). Bounded: past
@@ -182,6 +166,26 @@ Cache::Entry compile(const Plan& plan) {
 }
 
 }  // namespace
+
+// Tiles run, counted per thread in its own cache line: one shared counter bumped by every tile
+// was 7% of a 64-coordinate distance's profile (its line moving between the cores). The bump is a
+// plain load and store, not a locked add: a `lock add` waits for the tile's stores to drain (7% of
+// a Gaussian kernel sum's profile). Threads beyond kTileCounts share a slot and may then lose a
+// count; the counts only tell tests that compiled kernels ran.
+namespace {
+struct alignas(64) TileCount {
+  std::atomic<int64_t> n{0};
+};
+constexpr int kTileCounts = 64;
+TileCount tileCounts[kTileCounts];
+std::atomic<int> nextTileCount{0};
+}  // namespace
+
+void countTile() {
+  thread_local const int slot = nextTileCount.fetch_add(1, std::memory_order_relaxed) % kTileCounts;
+  std::atomic<int64_t>& n = tileCounts[slot].n;
+  n.store(n.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
 
 Kernel::Kernel(std::vector<std::shared_ptr<Code>> code, const Layout& l)
     : code_(std::move(code)), vectorLanes_(l.vectorLanes), blockLanes_(l.blockLanes), maxRows_(l.maxRows),
@@ -451,72 +455,6 @@ void VerticalReduce::runInner(const std::vector<int64_t>& base, int64_t start, b
     a.outerStride[i] = outerStride_[i];
   }
   sweep(*kernel_, 0, o.lanes, allRows, 0, static_cast<char*>(sums));
-}
-
-std::optional<CompiledMap> CompiledMap::make(const TileProgram& p, c10::ScalarType out,
-                                             const std::vector<Leaf>& leaves) {
-  if (!enabled() || p.slotType[p.result] != out) return std::nullopt;
-  CompiledMap m;
-  std::string why;
-  m.kernel_ = Kernel::get(p, p.code.size(), p.result, Sink::Store, leaves, {}, &why);
-  if (!m.kernel_) {
-    TSFUSE_LOG(kernel, debug, "map interpreted, not compiled: ", why);
-    return std::nullopt;
-  }
-  m.leaves_ = leaves;
-  for (int i = 0; i < p.numLeaves; ++i) m.elemSize_.push_back(c10::elementSize(p.slotType[i]));
-  return m;
-}
-
-namespace {
-
-// A thread's scratch for CompiledMap::run: one Args, zeroed once (a fresh one is 2 KiB of zeros,
-// `rep stos`, per call: as much as a 512-value tile's kernel; every call sets the fields a Store
-// kernel reads for its leaves, the rest stay zero), and a block's worth of each operand and of the
-// output for the lanes after the whole blocks. On the heap: the library's own thread-local storage
-// stays a few bytes.
-struct MapScratch {
-  Args args;
-  std::vector<int64_t> tail;  // 8-byte aligned: per operand, then the output, one block each
-};
-
-}  // namespace
-
-void CompiledMap::run(char* const* leaf, int64_t n, char* dst) const {
-  const Kernel& k = *kernel_;
-  const size_t L = leaves_.size();
-  const int64_t outBytes = k.outBytesPerLane(), B = k.lanesPerBlock();
-  thread_local const std::unique_ptr<MapScratch> scratch = std::make_unique<MapScratch>();
-  Args& a = scratch->args;
-  // Whole blocks in one call: each contiguous operand steps one block per row.
-  const int64_t blocks = n / B;
-  for (size_t i = 0; i < L; ++i) {
-    a.leaf[i] = leaf[i];
-    a.rowStride[i] = leaves_[i] == Leaf::Contiguous ? B * elemSize_[i] : 0;
-  }
-  a.rows = blocks;
-  a.out = dst;
-  if (blocks > 0) k.block(a);
-  const int64_t rest = n - blocks * B;
-  if (rest > 0) {
-    // The lanes after the whole blocks as one more block, its operands copied into a zeroed block
-    // of their own (a vector call per 8 or 16 lanes cost 14 calls a row of 500): the same
-    // instructions on each lane, so the same values; the padding lanes' are not kept.
-    const int64_t slot = B * 8 / static_cast<int64_t>(sizeof(int64_t));
-    std::vector<int64_t>& tail = scratch->tail;
-    if (tail.size() < (L + 1) * slot) tail.assign((L + 1) * slot, 0);
-    char* base = reinterpret_cast<char*>(tail.data());
-    for (size_t i = 0; i < L; ++i)
-      if (leaves_[i] == Leaf::Contiguous) {
-        a.leaf[i] = base + i * slot * 8;
-        std::memcpy(const_cast<char*>(a.leaf[i]), leaf[i] + blocks * B * elemSize_[i], rest * elemSize_[i]);
-      }
-    a.rows = 1;
-    a.out = base + L * slot * 8;
-    k.block(a);
-    std::memcpy(dst + blocks * B * outBytes, a.out, rest * outBytes);
-  }
-  countTile();
 }
 
 bool enabled() { return switchState().load(std::memory_order_relaxed); }

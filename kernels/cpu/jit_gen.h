@@ -177,3 +177,10 @@ class Gen : public Xbyak::CodeGenerator {
 };
 
 }  // namespace tsfuse::cpu::jit::gen
+
+namespace tsfuse::cpu::jit {
+
+// Counts one tile run by a compiled kernel (jit.h, tilesRun; jit.cpp).
+void countTile();
+
+}  // namespace tsfuse::cpu::jit
