@@ -202,6 +202,7 @@ class FuseBroadcastReducePattern : public Pattern {
       fused = rewriteRegion(rw, r, reduction, "tsfuse::reduce", {reductionText(rm.spec), dims, rm.spec.keepdim, dtype});
       if (!epiHazard.empty()) e.reason += "; epilogue not fused: " + epiHazard;
       else if (withEpilogue) fused = absorbEpilogue(rw, fused, epi, e);
+      if (epiHazard.empty() && !epi.stop.empty()) e.reason += "; the epilogue stops at " + epi.stop;
       // The plain rewrite erased pure nodes, the fused output took the reduction's place, and its
       // lists (operands, dims, donated) are new and read by it alone: the alias database still
       // answers (one build per pass instead of one per reduction). The other forms add nodes

@@ -258,11 +258,15 @@ Epilogue planEpilogue(Value* reduced) {
   std::unordered_set<Node*> set;
   size_t best = 0;
   int scanned = 0;
+  std::string stop;
   for (Node* n = red->next(); n != block->return_node() && scanned < kScanLimit; n = n->next(), ++scanned) {
     if (!readers.count(n)) continue;
     ElementwiseMatch m;
     std::string why;
-    if (!n->blocks().empty() || !matchElementwise(n, m, &why)) break;
+    if (!n->blocks().empty() || !matchElementwise(n, m, &why)) {
+      if (!why.empty()) stop = std::string(n->kind().toQualString()) + ": " + why;
+      break;
+    }
     taken.push_back(n);
     matches.push_back(std::move(m));
     addReaders(n->output());
@@ -275,6 +279,7 @@ Epilogue planEpilogue(Value* reduced) {
   absorbPrivateProducers(reduced, taken, matches);
   Epilogue epi;
   epi.chain = taken;
+  epi.stop = std::move(stop);
   std::unordered_map<Value*, int64_t> valueIndex{{reduced, -1}};
   for (size_t k = 0; k < epi.chain.size(); ++k) {
     Instr ins{matches[k].op, {}};

@@ -94,6 +94,10 @@ struct Epilogue {
   std::vector<Node*> chain;
   Expr expr;
   std::vector<Value*> extra;
+  // Why the walk stopped at a reader of the reduced value (or of a taken node) that it could not
+  // take: "aten::div: scalar operand %s is not a constant"; empty where nothing stopped it. The
+  // rewrite's event says it, so that --explain tells why the epilogue is no longer.
+  std::string stop;
 };
 Epilogue planEpilogue(Value* reduced);
 

@@ -230,6 +230,31 @@ TEST(NegativeIR, ControlFlowReductionOfAValueFromOutsideTheBlockIsNotFused) {
   }
 }
 
+// The mission's `exp(-d2 / s).sum(1)` with s a float argument: the reduction's epilogue takes the
+// neg and stops at the division by the non-constant scalar, which stays an ATen op between two
+// fused ops; the rewrite says why, so --explain does.
+TEST(NegativeIR, NonConstantScalarEndsAnEpilogueAndSaysWhy) {
+  auto g = graphOf("%a : Tensor, %b : Tensor, %k : float", R"IR(
+  %s : Tensor = aten::sub(%a, %b, %one)
+  %d : Tensor = aten::abs(%s)
+  %m : Tensor = aten::sum(%d, %dims1, %false, %none)
+  %n : Tensor = aten::neg(%m)
+  %q : Tensor = aten::div(%n, %k)
+  %e : Tensor = aten::exp(%q)
+  return (%e)
+)IR");
+  auto ref = g->copy();
+  PassRun r = runReduce(g);
+  ASSERT_TRUE(r.changed) << r.dump();
+  EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) { fc.check("tsfuse::reduce")->check("aten::div(%")->check("aten::exp"); }));
+  const std::string& why = r.firstRewrite()->reason;
+  EXPECT_NE(why.find("epilogue of 1 elementwise ops"), std::string::npos) << why;
+  EXPECT_NE(why.find("the epilogue stops at aten::div: scalar operand %k is not a constant"), std::string::npos) << why;
+  auto in = twoInputs(9);
+  in.push_back(c10::IValue(0.25));
+  EXPECT_TRUE(sameOutputs(ref, g, in, /*exact=*/false));
+}
+
 const char* kSharedReduce = R"IR(
   %s : Tensor = aten::sub(%a, %b, %one)
   %d : Tensor = aten::abs(%s)
