@@ -66,8 +66,9 @@ void CompiledMap::run(char* const* leaf, int64_t n, char* dst) const {
     char* base = reinterpret_cast<char*>(tail.data());
     for (size_t i = 0; i < L; ++i)
       if (leaves_[i] == Leaf::Contiguous) {
-        a.leaf[i] = base + i * slot * 8;
-        std::memcpy(const_cast<char*>(a.leaf[i]), leaf[i] + blocks * B * elemSize_[i], rest * elemSize_[i]);
+        char* copy = base + i * slot * 8;
+        std::memcpy(copy, leaf[i] + blocks * B * elemSize_[i], rest * elemSize_[i]);
+        a.leaf[i] = copy;
       }
     a.rows = 1;
     a.out = base + L * slot * 8;

@@ -7,16 +7,27 @@
 
 namespace tsfuse::cpu {
 
+namespace {
+
+// The call's program for the native drivers: nullopt, with the reason in *why, where the plan has
+// no native form, an operand is not on the CPU, or a dtype has no tile form.
+std::optional<TileProgram> nativeProgram(const Expr& e, at::TensorList operands, const Analysis& an,
+                                         const IterationPlan& plan, std::string* why) {
+  const char* reason = plan.unsupported;
+  for (int i = 0; !reason && i < e.numInputs; ++i)
+    if (!operands[i].device().is_cpu()) reason = "operand not on the CPU";
+  if (reason) {
+    if (why) *why = reason;
+    return std::nullopt;
+  }
+  return TileProgram::lower(e, an, operands, why);
+}
+
+}  // namespace
+
 Outputs runNative(const Expr& e, at::TensorList operands, const ReduceSpec* reduce, const Analysis& an,
                   const IterationPlan& plan, std::string* why) {
-  auto no = [&](const std::string& reason) {
-    if (why) *why = reason;
-    return Outputs();
-  };
-  if (plan.unsupported) return no(plan.unsupported);
-  for (int i = 0; i < e.numInputs; ++i)
-    if (!operands[i].device().is_cpu()) return no("operand not on the CPU");
-  auto prog = TileProgram::lower(e, an, operands, why);
+  auto prog = nativeProgram(e, operands, an, plan, why);
   if (!prog) return Outputs();
   at::Tensor out = allocOutput(an);
   if (!reduce) {
@@ -28,16 +39,7 @@ Outputs runNative(const Expr& e, at::TensorList operands, const ReduceSpec* redu
 
 bool runNativeRowSums(const Expr& e, at::TensorList operands, const ReduceSpec& reduce, const Analysis& an,
                       const IterationPlan& plan, at::Tensor& sums, std::string* why) {
-  if (plan.unsupported) {
-    if (why) *why = plan.unsupported;
-    return false;
-  }
-  for (int i = 0; i < e.numInputs; ++i)
-    if (!operands[i].device().is_cpu()) {
-      if (why) *why = "operand not on the CPU";
-      return false;
-    }
-  auto prog = TileProgram::lower(e, an, operands, why);
+  auto prog = nativeProgram(e, operands, an, plan, why);
   return prog && runReduceRowSums(*prog, e, operands, reduce, an, plan, sums, why);
 }
 

@@ -282,7 +282,6 @@ bool reduceInto(TileProgram& prog, const Expr& e, at::TensorList operands, const
     finish.indices = outs[1].data_ptr<int64_t>();
   }
   std::optional<TileProgram> epilogue;
-  std::optional<SegmentedProgram> segments;
   if (reduce.epilogue) {
     // The reduced value is the epilogue's leaf 0: only its dtype matters for lowering.
     std::vector<at::Tensor> leaves{at::empty({0}, at::TensorOptions().dtype(an.reducedDtype))};
@@ -296,16 +295,6 @@ bool reduceInto(TileProgram& prog, const Expr& e, at::TensorList operands, const
     }
     finish.epilogue = &*epilogue;
     finish.resultInPlace = epilogue->resultWrittenLast() && epilogue->slotType[epilogue->result] == an.outDtype;
-    if (finish.resultInPlace) {
-      // How tiles finished along whole runs of the output's innermost dim read each leaf.
-      std::vector<jit::Leaf> leaves{jit::Leaf::Contiguous};
-      for (size_t i = 0; i < plan.epilogueViews.size(); ++i)
-        leaves.push_back(!plan.epilogueSpace.size.empty() && plan.epilogueSpace.stride[i].back() == 0
-                             ? jit::Leaf::Uniform
-                             : jit::Leaf::Contiguous);
-      segments = SegmentedProgram::make(*epilogue, leaves);
-      if (segments) finish.segments = &*segments;
-    }
     finish.views = &plan.epilogueViews;
     finish.space = &plan.epilogueSpace;
   }
@@ -344,16 +333,17 @@ Outputs runReduce(TileProgram& prog, const Expr& e, at::TensorList operands, con
 bool runReduceRowSums(TileProgram& prog, const Expr& e, at::TensorList operands, const ReduceSpec& reduce,
                       const Analysis& an, const IterationPlan& plan, at::Tensor& sums, std::string* why) {
   const int64_t length = plan.kept.size.empty() ? 0 : plan.kept.size.back();
-  auto no = [&](const char* reason) {
-    if (why) *why = reason;
+  // What the caller (chain.cpp, foldedRowSums) decides on eager's terms: no indices, float32 rows
+  // of a row-major value, one contiguous float32 sum per row.
+  TORCH_INTERNAL_ASSERT(!reduce.withIndices() && an.outDtype == c10::ScalarType::Float && !an.outSizes.empty() &&
+                            c10::_compute_contiguous<int64_t>(an.outSizes, an.outStrides, an.outNumel()) &&
+                            sums.scalar_type() == c10::ScalarType::Float && sums.is_contiguous() &&
+                            sums.numel() * an.outSizes.back() == an.outNumel(),
+                        "tsfuse: row sums of a value that is not row-major float32 rows");
+  if (length != an.outSizes.back()) {
+    if (why) *why = "the lanes do not run along whole rows of the output's last dim";
     return false;
-  };
-  if (reduce.withIndices()) return no("max/min with indices");
-  if (an.outDtype != c10::ScalarType::Float || sums.scalar_type() != c10::ScalarType::Float || !sums.is_contiguous())
-    return no("not float32 rows");
-  if (an.outSizes.empty() || length != an.outSizes.back() || sums.numel() * length != an.outNumel())
-    return no("the lanes do not run along whole rows of the output's last dim");
-  if (!c10::_compute_contiguous<int64_t>(an.outSizes, an.outStrides, an.outNumel())) return no("output not row-major");
+  }
   RowSums rows{sums.mutable_data_ptr<float>(), length};
   Outputs outs{sums};
   return reduceInto(prog, e, operands, reduce, an, plan, outs, &rows, why);

@@ -31,7 +31,7 @@ struct Finisher {
   const SubSpace* space = nullptr;                    // output dims in memory order, for those views
   bool resultInPlace = false;
   // The epilogue as compiled runs between its MKL routines, for tiles finished with a runBase
-  // (their operands read the same way on every tile); null: interpreted.
+  // (their operands read the same way on every tile: withSegments); null: interpreted.
   const SegmentedProgram* segments = nullptr;
   char* out = nullptr;
   int64_t outSize = 0;      // output element size
@@ -52,7 +52,7 @@ struct Finisher {
       return;
     }
     es->vectorLeaf(0, static_cast<const char*>(vals));
-    const int64_t inner = space->size.empty() ? 1 : space->size.back();
+    const int64_t inner = innermost();
     const bool oneRun = o0 % inner + n <= inner;
     for (size_t i = 0; i < views->size(); ++i) {
       const int leaf = static_cast<int>(i) + 1;
@@ -83,6 +83,20 @@ struct Finisher {
     for (size_t i = 0; epilogue && i < views->size(); ++i) runBase[i] = space->offset(i, start);
   }
   int64_t innermost() const { return space && !space->size.empty() ? space->size.back() : 1; }
+  // The epilogue as compiled runs (into *made), for tiles that each lie in one run of the output's
+  // innermost dim and are finished with a runBase: the values and every operand but those constant
+  // along the run (read as one element) are then read as contiguous lanes. Unchanged where there
+  // is no such epilogue or it does not compile.
+  Finisher withSegments(std::optional<SegmentedProgram>* made) const {
+    Finisher f = *this;
+    if (!epilogue || !resultInPlace) return f;
+    std::vector<jit::Leaf> leaves{jit::Leaf::Contiguous};
+    for (size_t i = 0; i < views->size(); ++i)
+      leaves.push_back(!space->size.empty() && space->stride[i].back() == 0 ? jit::Leaf::Uniform : jit::Leaf::Contiguous);
+    *made = SegmentedProgram::make(*epilogue, leaves);
+    if (*made) f.segments = &**made;
+    return f;
+  }
   std::optional<TileProgram::Scratch> scratch() const {
     if (!epilogue) return std::nullopt;
     return epilogue->makeScratch();
@@ -268,6 +282,11 @@ void runCompiledVertical(const jit::VerticalReduce& compiled, const IterationPla
   const int64_t RK = chunked ? R * kGroups : R;
   const int64_t groups = (line + RK - 1) / RK, lines = outer.numel() / line;
   const jit::Sink sink = compiled.sink();
+  // Tiles never cross a row: where the epilogue's innermost dim is the row, its operands' offsets
+  // are taken once per row and it runs compiled.
+  const bool epiRows = finish.innermost() == inner;
+  std::optional<SegmentedProgram> segments;
+  const Finisher finishRows = epiRows ? finish.withSegments(&segments) : finish;
   // Row sums: a work item is a group's whole rows, its tiles in order into the thread's buffer.
   const int64_t tilesPerItem = rowSums ? tilesPerRow : 1;
   forEachWorker(lines * groups * tilesPerRow / tilesPerItem, [&](const ChunkQueue& queue) {
@@ -281,7 +300,6 @@ void runCompiledVertical(const jit::VerticalReduce& compiled, const IterationPla
     // Per output row of the current group: each operand's offset at the row's start, and the
     // epilogue operands' (where the epilogue's innermost dim is the row), computed once per group.
     const size_t E = finish.views ? finish.views->size() : 0;
-    const bool epiRows = finish.innermost() == inner;
     std::vector<int64_t> rowBase(RK * L), epiBase(RK * E);
     int64_t baseOf = -1;
     for (int64_t b, e; queue.next(b, e);)
@@ -310,7 +328,7 @@ void runCompiledVertical(const jit::VerticalReduce& compiled, const IterationPla
           const char* row = lanes + r * jit::kSumsRowBytes;
           if constexpr (std::is_same_v<Acc, SumAcc<float>>) {
             if (sink == jit::Sink::SumFloat || sink == jit::Sink::SumInner) {  // float32 lanes: the sums as they are
-              finish.to(dst, es ? &*es : nullptr, row, o, n, epiRows ? epiBase.data() + r * E : nullptr);
+              finishRows.to(dst, es ? &*es : nullptr, row, o, n, epiRows ? epiBase.data() + r * E : nullptr);
               continue;
             }
           }
@@ -319,7 +337,7 @@ void runCompiledVertical(const jit::VerticalReduce& compiled, const IterationPla
             vals[j] = acc.get(count);
             if constexpr (kIndexed) finish.indices[o + j] = acc.index();
           }
-          finish.to(dst, es ? &*es : nullptr, vals.get(), o, n, epiRows ? epiBase.data() + r * E : nullptr);
+          finishRows.to(dst, es ? &*es : nullptr, vals.get(), o, n, epiRows ? epiBase.data() + r * E : nullptr);
         }
         if (rowSums && start + n == inner)
           for (int64_t r = 0; r < rows; ++r) rowSums->out[o0 + r] = eagerRowSum(&rowBuffer[r * inner], inner);
