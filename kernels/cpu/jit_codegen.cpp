@@ -172,7 +172,7 @@ void Gen::load(int s) {
     for (int u = 0; u < vectorsOf(s); ++u) {
       const int n = take();
       const Xbyak::Address lane = at(g, vectorBytes() * u);
-      if (P.leaves[s] == Leaf::Uniform) broadcast(n, ptr[g]);
+      if (P.leaves[s] == Leaf::Uniform) broadcastConverted(n, g, P.convertedFrom[s]);
       else if (masked && W) P.f64 ? vmovupd(v(n) | k1 | T_z, lane) : vmovups(v(n) | k1 | T_z, lane);
       else if (masked) P.f64 ? vmaskmovpd(y(n), y(mask), lane) : vmaskmovps(y(n), y(mask), lane);
       else vmovups(v(n), lane);

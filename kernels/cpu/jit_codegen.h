@@ -29,6 +29,10 @@ struct Plan {
   std::vector<lower::Instr> code;              // code[0, prefix)
   std::vector<c10::ScalarType> type;     // per slot
   std::vector<Leaf> leaves;              // per operand (Unused where no instruction reads it)
+  // Per operand: the dtype a uniform leaf is stored in where the kernel converts it to the
+  // program's floating dtype as it broadcasts it (its cast folded: foldUniformCasts), else
+  // Undefined.
+  std::vector<c10::ScalarType> convertedFrom;
   std::vector<std::optional<uint64_t>> literal;  // per slot: a used literal's bits (bools: 0 or ~0)
   std::vector<char> uniform;             // per slot: one value for every lane of a row
   std::vector<char> perRow;              // per slot: changes from one output row to the next

@@ -71,6 +71,21 @@ class Gen : public Xbyak::CodeGenerator {
     else if (W) vbroadcastsd(Xbyak::Zmm(r), a);
     else vbroadcastsd(Xbyak::Ymm(r), a);
   }
+  // The element of dtype `from` at `base` converted to the program's dtype, in every lane of
+  // register r (Undefined: stored in it). Round to nearest, as static_cast (ew::cast) converts.
+  void broadcastConverted(int r, const Xbyak::Reg64& base, c10::ScalarType from) {
+    using c10::ScalarType;
+    if (from == ScalarType::Undefined || from == (P.f64 ? ScalarType::Double : ScalarType::Float))
+      return broadcast(r, ptr[base]);
+    const bool wide = from == ScalarType::Double || from == ScalarType::Long;
+    const Xbyak::Address e = wide ? qword[base] : dword[base];
+    const bool integer = from == ScalarType::Long || from == ScalarType::Int;
+    if (P.f64) integer ? vcvtsi2sd(x(r), x(r), e) : vcvtss2sd(x(r), x(r), e);
+    else integer ? vcvtsi2ss(x(r), x(r), e) : vcvtsd2ss(x(r), x(r), e);
+    if (!P.f64) vbroadcastss(v(r), x(r));
+    else if (W) vbroadcastsd(Xbyak::Zmm(r), x(r));
+    else vbroadcastsd(Xbyak::Ymm(r), x(r));
+  }
   int lanesPerVector() const { return vectorBytes() / (P.f64 ? 8 : 4); }
   static Xbyak::Xmm x(int r) { return Xbyak::Xmm(r); }
   int rowsOf(int s) const { return P.perRow[s] ? R : 1; }

@@ -14,6 +14,52 @@ bool fail(std::string* why, const std::string& reason) {
   return false;
 }
 
+// The dtypes a kernel converts to float32 or float64 as it broadcasts an element (Gen::load).
+bool convertible(c10::ScalarType t) {
+  return t == c10::ScalarType::Double || t == c10::ScalarType::Float || t == c10::ScalarType::Long ||
+         t == c10::ScalarType::Int;
+}
+
+// A uniform leaf of another dtype that the code reads only through casts to one floating dtype
+// (a Python number known only at run time, a wrapped double in a float32 program, or a [N, 1]
+// int64 column) is read as that dtype: each cast goes and its readers read the leaf, which the
+// kernel converts as it broadcasts it, as the cast would (vcvtsd2ss / vcvtsi2ss round to nearest
+// like static_cast). Without this such a program mixes dtypes and runs interpreted.
+//   s3 = cast<float32>(s1)      (s1: a float64 leaf, stride 0)
+//   s4 = div<float32>(s2, s3)   =>   s4 = div<float32>(s2, s1)   (s1 converted as it is loaded)
+void foldUniformCasts(Plan& P, int numLeaves, const std::vector<Leaf>& layout) {
+  P.convertedFrom.assign(numLeaves, c10::ScalarType::Undefined);
+  for (int i = 0; i < numLeaves; ++i) {
+    if (layout[i] != Leaf::Uniform || !convertible(P.type[i])) continue;
+    c10::ScalarType to = c10::ScalarType::Undefined;
+    bool onlyCasts = true;
+    for (const lower::Instr& li : P.code)
+      for (int x : operandsOf(li)) {
+        if (x != i) continue;
+        const bool cast = li.op == Prim::Cast && (li.ct == c10::ScalarType::Float || li.ct == c10::ScalarType::Double) &&
+                          li.ct != P.type[i] && li.out != P.source && (to == c10::ScalarType::Undefined || to == li.ct);
+        onlyCasts &= cast;
+        if (cast) to = li.ct;
+      }
+    if (!onlyCasts || to == c10::ScalarType::Undefined) continue;
+    std::vector<int> renamed(P.type.size());
+    for (size_t s = 0; s < renamed.size(); ++s) renamed[s] = static_cast<int>(s);
+    std::vector<lower::Instr> code;
+    for (lower::Instr li : P.code) {
+      if (li.op == Prim::Cast && li.a == i) {
+        renamed[li.out] = i;
+        continue;
+      }
+      for (int* x : {&li.a, &li.b, &li.c})
+        if (*x >= 0) *x = renamed[*x];
+      code.push_back(std::move(li));
+    }
+    P.code = std::move(code);
+    P.convertedFrom[i] = P.type[i];
+    P.type[i] = to;
+  }
+}
+
 }  // namespace
 
 bool widens(const Plan& plan) {
@@ -44,6 +90,7 @@ std::optional<Plan> Plan::make(const TileProgram& p, size_t prefix, int source, 
   P.code.assign(p.code.begin(), p.code.begin() + prefix);
   if (p.numLeaves > kMaxLeaves) return fail(why, "more than " + std::to_string(kMaxLeaves) + " operands"), std::nullopt;
   if (static_cast<int>(layout.size()) != p.numLeaves) return fail(why, "operand layouts missing"), std::nullopt;
+  foldUniformCasts(P, p.numLeaves, layout);
 
   // The primitives the code generator has (prims.def kJit). NB: an ATen tile op keeps its
   // operands in atenSlots (li.a is -1): declined before any look.
@@ -160,7 +207,8 @@ std::optional<Plan> Plan::make(const TileProgram& p, size_t prefix, int source, 
   auto put = [&](int64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
   put(P.f64), put(static_cast<int64_t>(sink)), put(source), put(p.numLeaves), put(innerRows);
   put(wideKernels());  // (whether widens() may hold: the switch picks other kernels)
-  for (size_t i = 0; i < P.leaves.size(); ++i) put(static_cast<int64_t>(P.leaves[i])), put(P.perRow[i]);
+  for (size_t i = 0; i < P.leaves.size(); ++i)
+    put(static_cast<int64_t>(P.leaves[i])), put(P.perRow[i]), put(static_cast<int64_t>(P.convertedFrom[i]));
   for (const lower::Instr& li : P.code) {
     put(static_cast<int64_t>(li.op)), put(static_cast<int64_t>(li.ct));
     put(li.out), put(li.a), put(li.b), put(li.c);

@@ -148,7 +148,7 @@ TEST(JitSum, DeclinedProgramsAreInterpreted) {
   T floats = {g.tensor({20, 3, 1}, at::kFloat), g.tensor({20, 1, 40}, at::kFloat)};
   EXPECT_TRUE(checkBoth("v1: sub($0, $1); exp(%0)", floats, [](const T& o) { return (o[0] - o[1]).exp(); }, kSum0,
                         false, CheckOpts{false, 1e-5, 1e-4}));
-  T mixed = {g.tensor({20, 3, 1}, at::kFloat), g.tensor({20, 1, 40}, at::kDouble)};
+  T mixed = {g.tensor({20, 1, 40}, at::kFloat), g.tensor({20, 3, 1}, at::kDouble)};
   EXPECT_TRUE(checkBoth("v1: sub($0, $1)", mixed, [](const T& o) { return o[0] - o[1]; }, kSum0, false, CheckOpts{false}));
   // k products live at once, each with its own literal: with 8, narrower blocks and literals read
   // from memory fit the 16 registers; with 12 nothing does and the interpreter runs it.
@@ -170,6 +170,27 @@ TEST(JitSum, DeclinedProgramsAreInterpreted) {
   };
   EXPECT_TRUE(checkBoth(chain(8), floats, chainEager(8), kSum0, true, CheckOpts{false, 1e-5, 1e-3}));
   EXPECT_TRUE(checkBoth(chain(12), floats, chainEager(12), kSum0, false, CheckOpts{false, 1e-5, 1e-3}));
+}
+
+// A leaf of another dtype that is one value along the lanes (a Python number known only at run
+// time, a column) is converted as the kernel broadcasts it: compiled, with the interpreter's bits
+// (its cast rounds to nearest like the kernel's vcvt*), float32 and float64 programs alike.
+TEST(JitSum, UniformLeavesOfOtherDtypesAreConvertedAsTheyAreBroadcast) {
+  if (!haveJit()) GTEST_SKIP() << "no AVX2/BMI2: the compiled kernels are off";
+  Gen g(35);
+  auto sub = [](const T& o) { return o[0] - o[1]; };
+  for (at::ScalarType column : {at::kDouble, at::kLong, at::kInt}) {
+    SCOPED_TRACE(c10::toString(column));
+    T f32 = {g.tensor({20, 1, 40}, at::kFloat), g.tensor({20, 3, 1}, column, kNaNInf)};
+    EXPECT_TRUE(checkBoth("v1: sub($0, $1)", f32, sub, kSum0, column != at::kDouble, CheckOpts{false}));
+    T f64 = {g.tensor({20, 1, 40}, at::kDouble), g.tensor({20, 3, 1}, column == at::kDouble ? at::kFloat : column)};
+    EXPECT_TRUE(checkBoth("v1: sub($0, $1)", f64, sub, kSum0, true, CheckOpts{false}));
+  }
+  // A 0-dim float64 operand of a float32 program, with values float32 rounds: 1/3, denormals.
+  T wrapped = {g.tensor({30, 50}, at::kFloat), at::scalar_tensor(1.0 / 3, at::kDouble)};
+  EXPECT_TRUE(checkBoth("v1: mul($0, $1)", wrapped, [](const T& o) { return o[0] * o[1]; }, kSum0, true));
+  T tiny = {g.tensor({30, 50}, at::kFloat), at::scalar_tensor(3e-39, at::kDouble)};
+  EXPECT_TRUE(checkBoth("v1: div($0, $1)", tiny, [](const T& o) { return o[0] / o[1]; }, kSum0, true));
 }
 
 }  // namespace
