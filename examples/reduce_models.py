@@ -11,6 +11,9 @@ GaussianMMD       the squared MMD of two point sets: three Gaussian kernel means
                   dim of an [N, M] kernel matrix (a one-branch reduce_sweep folds its slab sums)
 SoftQuantize      soft assignment of values to K centres: softmax(-(x - c)^2 / t) over the centres,
                   and its log (differentiable histograms, soft quantisation)
+GaussianKernelSum the mission's exp(-|x_i - y_j|^2 / s).sum(j) with the bandwidth s a module
+                  attribute: a float the scripted graph reads at run time (prim::GetAttr), which
+                  the fused op takes as an operand (tsfuse::wrapped_number)
 
 Each exports example_inputs() so `optimize-ts --check` can run it. Used by
 tests/python/test_reduce_forms_e2e.py and bench/measure_reduce_memory.py.
@@ -189,6 +192,31 @@ class SoftQuantize(torch.nn.Module):
         return self.ex
 
 
+BANDWIDTH = 0.7
+
+
+def gaussian_kernel_sum(x: Tensor, y: Tensor, s: float) -> Tensor:
+    return torch.exp(-((x[:, None] - y[None]) ** 2).sum(-1) / s).sum(1)
+
+
+class GaussianKernelSum(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.s = BANDWIDTH
+        self.ex = (_points(30, 3, 18), _points(24, 3, 19))
+
+    def forward(self, x: Tensor, y: Tensor) -> Tensor:
+        return gaussian_kernel_sum(x, y, self.s)
+
+    @torch.jit.export
+    def example_inputs(self) -> Tuple[Tensor, Tensor]:
+        return self.ex
+
+
+def gaussian_kernel_sum_at_bandwidth(x: Tensor, y: Tensor) -> Tensor:
+    return gaussian_kernel_sum(x, y, BANDWIDTH)
+
+
 MODELS = {
     "nearest_neighbour": (NearestNeighbour, nearest_neighbour),
     "anchor_match": (AnchorMatch, anchor_match),
@@ -198,4 +226,5 @@ MODELS = {
     "kernel_product": (KernelProduct, kernel_product),
     "gaussian_mmd": (GaussianMMD, gaussian_mmd),
     "soft_quantize": (SoftQuantize, soft_quantize),
+    "gaussian_kernel_sum": (GaussianKernelSum, gaussian_kernel_sum_at_bandwidth),
 }

@@ -19,12 +19,13 @@ c10::ScalarType upcastDtype(c10::ScalarType d) {
   return d == c10::kInt || d == c10::kLong ? d : c10::kInt;
 }
 
-at::Tensor wrappedLiteral(const Arg& arg, c10::Device device) {
-  c10::Scalar s = literalScalar(arg);
+at::Tensor wrappedNumber(const c10::Scalar& s, c10::Device device) {
   at::Tensor t = at::scalar_tensor(s, at::TensorOptions().dtype(s.type()).device(device));
   t.unsafeGetTensorImpl()->set_wrapped_number(true);
   return t;
 }
+
+at::Tensor wrappedLiteral(const Arg& arg, c10::Device device) { return wrappedNumber(literalScalar(arg), device); }
 
 void checkOperandCount(const Expr& e, size_t n) {
   TORCH_CHECK(static_cast<int>(n) == e.numInputs, "tsfuse: expression '", e.str(), "' takes ",

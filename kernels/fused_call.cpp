@@ -128,8 +128,8 @@ at::Tensor takeDonated(at::TensorList operands, at::IntArrayRef donated, const A
     // chunked path computes a slab before copying it. Other devices' paths are not known.
     std::string why;
     if (!(t.is_cpu() || t.is_cuda()) || t.layout() != at::kStrided || t.is_conj() || t.is_neg() ||
-        t.requires_grad()) {
-      why = "not a plain CPU or CUDA tensor";
+        t.requires_grad() || t.unsafeGetTensorImpl()->is_wrapped_number()) {
+      why = "not a plain CPU or CUDA tensor";  // a wrapped number would make the output one too
     } else if (t.scalar_type() != an.outDtype || t.sizes() != at::IntArrayRef(an.outSizes) ||
                t.strides() != at::IntArrayRef(an.outStrides) || !t.is_non_overlapping_and_dense()) {
       why = "not laid out as the output";

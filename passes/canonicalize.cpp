@@ -161,8 +161,11 @@ struct CanonicalizePattern : Pattern {
     for (size_t i = 1; i < fm.args.size(); ++i) {
       const MatchedArg& a = fm.args[i];
       if (a.tensor) return "a tensor argument could change the result's dtype or shape";
-      if (a.constant.kind == Arg::Kind::Float) floatScalar = true;
-      else if (a.constant.kind == Arg::Kind::Bool) return "a bool argument could change the result's dtype";
+      // A number known only at run time promotes as a constant of its type would.
+      const c10::TypeKind number = a.number ? a.number->type()->kind() : c10::TypeKind::AnyType;
+      if (a.constant.kind == Arg::Kind::Float || number == c10::TypeKind::FloatType) floatScalar = true;
+      else if (a.constant.kind == Arg::Kind::Bool || number == c10::TypeKind::BoolType)
+        return "a bool argument could change the result's dtype";
     }
     if (floatScalar && !made.has(kFloatValued))
       return "the mutated value may be an integer tensor (the out-of-place result would be float)";

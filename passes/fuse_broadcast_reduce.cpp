@@ -111,7 +111,7 @@ Node* absorbEpilogue(Rewriter& rw, Node* fused, const Epilogue& epi, RewriteEven
   Graph& g = rw.graph();
   std::vector<Value*> operands(fused->input(0)->node()->inputs().begin(), fused->input(0)->node()->inputs().end());
   operands.insert(operands.end(), epi.extra.begin(), epi.extra.end());
-  Value* list = g.insertNode(g.createList(c10::TensorType::get(), operands))->output();
+  Value* list = insertTensorList(g, operands);
   Node* withEpi = g.create(fused->kind(), 1);
   withEpi->addInput(list);
   for (size_t i = 1; i <= 5; ++i) withEpi->addInput(fused->input(i));  // expr .. dtype

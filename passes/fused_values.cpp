@@ -1,6 +1,7 @@
 #include "passes/fused_values.h"
 
 #include "kernels/fused_call.h"
+#include "passes/region.h"
 
 #include <torch/csrc/jit/ir/constants.h>
 
@@ -86,7 +87,7 @@ torch::jit::Node* insertStagedOp(torch::jit::Graph& g, c10::Symbol kind, size_t 
                                  const std::vector<torch::jit::Value*>& operands, const std::string& expr,
                                  const std::vector<std::string>& texts, torch::jit::Node* at) {
   torch::jit::WithInsertPoint guard(at);
-  torch::jit::Value* list = g.insertNode(g.createList(c10::TensorType::get(), operands))->output();
+  torch::jit::Value* list = insertTensorList(g, operands);
   torch::jit::Node* n = g.create(kind, outputs);
   n->addInput(list);
   n->addInput(g.insertConstant(expr));

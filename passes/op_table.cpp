@@ -77,10 +77,32 @@ bool constantArg(Value* v, Arg& out, std::string* why) {
   return true;
 }
 
-bool tensorOrConstant(Value* v, MatchedArg& out, std::string* why) {
+// A Python number (int, float, bool) that is not a compile-time constant.
+bool runtimeNumber(Value* v) {
+  const c10::TypeKind k = v->type()->kind();
+  return (k == c10::TypeKind::FloatType || k == c10::TypeKind::IntType || k == c10::TypeKind::BoolType) &&
+         !toIValue(v);
+}
+
+// `v` as argument `position` of `op`: a tensor, a constant, or (where the op computes on a number
+// as on the number wrapped: kRuntimeNumber, a 'v' position) a number known only at run time.
+bool tensorOrConstant(Value* v, Op op, size_t position, MatchedArg& out, std::string* why) {
   if (v->type()->isSubtypeOf(*c10::TensorType::get())) {
     out.tensor = v;
     return true;
+  }
+  if (runtimeNumber(v)) {
+    const OpDef& def = opDef(op);
+    const char kind = position < static_cast<size_t>(def.arity()) ? def.signature[position] : 's';
+    if (def.has(kRuntimeNumber) && (kind == 'v' || kind == 'o')) {
+      out.number = v;
+      return true;
+    }
+    if (why)
+      *why = "scalar operand %" + v->debugName() + " is not a constant, and " + def.name +
+             (def.has(kRuntimeNumber) ? " takes only a constant there"
+                                      : " computes on a Python number otherwise than on a tensor");
+    return false;
   }
   return constantArg(v, out.constant, why);
 }
@@ -103,7 +125,7 @@ bool matchElementwise(Node* n, ElementwiseMatch& out, std::string* why) {
   out.args.clear();
   auto take = [&](size_t i) {
     MatchedArg a;
-    if (!tensorOrConstant(inputs[i], a, why)) return false;
+    if (!tensorOrConstant(inputs[i], out.op, out.args.size(), a, why)) return false;
     out.args.push_back(a);
     return true;
   };

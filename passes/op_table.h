@@ -16,11 +16,16 @@ namespace tsfuse {
 using torch::jit::Node;
 using torch::jit::Value;
 
-// One expression argument of a matched node: a tensor Value (leaf or in-region value) or an
-// already-evaluated constant (literal, None, dtype).
+// One expression argument of a matched node: a tensor Value (leaf or in-region value), an
+// already-evaluated constant (literal, None, dtype), or a Python number known only at run time
+// (a graph input, a module attribute, a size): an operand of the fused op once wrapped
+// (insertOperandList), where the op's registry entry says so (kRuntimeNumber).
 struct MatchedArg {
   Value* tensor = nullptr;  // set for tensor arguments
-  Arg constant;             // otherwise
+  Arg constant;             // for constants
+  Value* number = nullptr;  // set for numbers known only at run time
+  // The Value the fused op reads as an operand, if any.
+  Value* operand() const { return tensor ? tensor : number; }
 };
 
 struct ElementwiseMatch {

@@ -62,13 +62,14 @@ Region regionOf(std::vector<Node*> nodes) {
     TORCH_INTERNAL_ASSERT(matchElementwise(n, nm, &why), "regionOf: ", describeNode(n), " is not elementwise: ", why);
     Instr ins{nm.op, {}};
     for (const MatchedArg& a : nm.args) {
-      if (!a.tensor) {
+      Value* v = a.operand();
+      if (!v) {
         ins.args.push_back(a.constant);
-      } else if (auto idx = index.find(a.tensor->node()); idx != index.end()) {
+      } else if (auto idx = index.find(v->node()); idx != index.end()) {
         ins.args.push_back(Arg::value(idx->second));  // producers precede users: already indexed
       } else {
-        auto [it, fresh] = operandIndex.emplace(a.tensor, static_cast<int64_t>(r.operands.size()));
-        if (fresh) r.operands.push_back(a.tensor);
+        auto [it, fresh] = operandIndex.emplace(v, static_cast<int64_t>(r.operands.size()));
+        if (fresh) r.operands.push_back(v);
         ins.args.push_back(Arg::input(it->second));
       }
     }
@@ -120,6 +121,8 @@ std::optional<Region> hazardFreeRegion(Node* producer, Node* consumer, Rewriter&
 
 namespace {
 
+bool isTensor(Value* v) { return v->type()->isSubtypeOf(*c10::TensorType::get()); }
+
 // The aten::repeat(self, repeats) node making v, or nullptr.
 Node* repeatProducer(Value* v) {
   Node* p = v->node();
@@ -148,9 +151,10 @@ std::string planBroadcastRepeats(Region& r, Node* at, AliasDb& aliasDb) {
 
 Value* insertOperandList(Graph& g, const Region& r) {
   std::vector<Value*> operands = r.operands;
-  std::vector<Value*> others;  // the operands whose layout a broadcast_repeat must agree with
+  std::vector<Value*> others;  // the tensors whose layout a broadcast_repeat must agree with
   for (Value* v : r.operands)
-    if (std::find(r.repeats.begin(), r.repeats.end(), v->node()) == r.repeats.end()) others.push_back(v);
+    if (isTensor(v) && std::find(r.repeats.begin(), r.repeats.end(), v->node()) == r.repeats.end())
+      others.push_back(v);
   for (Value*& v : operands) {
     Node* p = v->node();
     if (std::find(r.repeats.begin(), r.repeats.end(), p) == r.repeats.end()) continue;
@@ -158,7 +162,18 @@ Value* insertOperandList(Graph& g, const Region& r) {
     v = g.insert(c10::Symbol::fromQualString("tsfuse::broadcast_repeat"), {p->input(0), p->input(1), list}, {},
                  p->sourceRange());
   }
-  return g.insertNode(g.createList(c10::TensorType::get(), operands))->output();
+  return insertTensorList(g, operands);
+}
+
+Value* insertTensorList(Graph& g, const std::vector<Value*>& values) {
+  std::vector<Value*> tensors = values;
+  for (Value*& v : tensors) {
+    if (isTensor(v)) continue;
+    Value* number = v;
+    v = g.insert(c10::Symbol::fromQualString("tsfuse::wrapped_number"), {number});
+    v->setType(c10::TensorType::fromNumberType(*number->type()));
+  }
+  return g.insertNode(g.createList(c10::TensorType::get(), tensors))->output();
 }
 
 Node* rewriteRegion(Rewriter& rw, Region& r, Node* consumer, const char* op,
@@ -284,13 +299,14 @@ Epilogue planEpilogue(Value* reduced) {
   for (size_t k = 0; k < epi.chain.size(); ++k) {
     Instr ins{matches[k].op, {}};
     for (const MatchedArg& a : matches[k].args) {
-      if (!a.tensor) {
+      Value* v = a.operand();
+      if (!v) {
         ins.args.push_back(a.constant);
-      } else if (auto it = valueIndex.find(a.tensor); it != valueIndex.end()) {
+      } else if (auto it = valueIndex.find(v); it != valueIndex.end()) {
         ins.args.push_back(it->second < 0 ? Arg::input(0) : Arg::value(it->second));
       } else {
-        auto pos = std::find(epi.extra.begin(), epi.extra.end(), a.tensor);
-        if (pos == epi.extra.end()) pos = epi.extra.insert(epi.extra.end(), a.tensor);
+        auto pos = std::find(epi.extra.begin(), epi.extra.end(), v);
+        if (pos == epi.extra.end()) pos = epi.extra.insert(epi.extra.end(), v);
         ins.args.push_back(Arg::input(1 + (pos - epi.extra.begin())));
       }
     }

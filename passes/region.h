@@ -22,7 +22,7 @@ using torch::jit::Graph;
 struct Region {
   std::vector<Node*> nodes;                // topological order; the last one produces the value
   std::vector<ElementwiseMatch> matches;   // parallel to nodes
-  std::vector<Value*> operands;            // tensor leaves, in first-use order
+  std::vector<Value*> operands;            // leaves (tensors, runtime numbers), in first-use order
   std::vector<std::string> boundary;       // why neighbouring nodes stayed outside
   Expr expr;
   std::vector<Node*> repeats;              // operand producers read as broadcasts (planBroadcastRepeats)
@@ -78,6 +78,10 @@ std::string planBroadcastRepeats(Region& r, Node* at, AliasDb& aliasDb);
 // insertion point.
 Value* insertOperandList(Graph& g, const Region& r);
 
+// Inserts a Tensor[] of `values` at the graph's insertion point: each runtime number among them
+// (MatchedArg::number) read through tsfuse::wrapped_number, as ATen reads a Python number.
+Value* insertTensorList(Graph& g, const std::vector<Value*>& values);
+
 // Replaces the region (and `consumer`, the node whose output becomes the fused op's output: the
 // root itself, or the reduction consuming it) with `op`(operands, expr, extra...), inserted where
 // `consumer` was. Returns the fused node.
@@ -93,7 +97,7 @@ Node* rewriteRegion(Rewriter& rw, Region& r, Node* consumer, const char* op,
 struct Epilogue {
   std::vector<Node*> chain;
   Expr expr;
-  std::vector<Value*> extra;
+  std::vector<Value*> extra;  // tensors and runtime numbers
   // Why the walk stopped at a reader of the reduced value (or of a taken node) that it could not
   // take: "aten::div: scalar operand %s is not a constant"; empty where nothing stopped it. The
   // rewrite's event says it, so that --explain tells why the epilogue is no longer.

@@ -231,6 +231,10 @@ struct SinkViewsPattern : Pattern {
     Region f = regionOf(nodes);
     nodes = f.nodes;
     const std::vector<Value*>& leaves = f.operands;
+    for (Value* leaf : leaves)
+      if (!leaf->type()->isSubtypeOf(*c10::TensorType::get()))
+        return reject(v, "the elementwise ops read %" + leaf->debugName() +
+                             ", a number known only at run time, which has no view to take", rw);
     for (Node* n : nodes)
       for (Value* arg : n->inputs())
         if (!in.count(arg->node()) && arg->type()->isSubtypeOf(*c10::TensorType::get()) &&

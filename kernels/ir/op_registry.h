@@ -21,6 +21,10 @@ enum OpTrait : uint32_t {
   kLogical = 1u << 4,      // tests its operands for truth (computes in bool), returns bool
   kMayAlias = 1u << 5,     // may return its input itself, not a fresh tensor
   kOpmathScalar = 1u << 6, // ATen's CUDA kernel reads a Python-number operand in the math type
+  // Its Python-number operands may be known only at run time: ATen computes the op on a number
+  // as on that number wrapped in a 0-dim tensor (the Scalar overloads wrap it), so the passes make
+  // such a number a tsfuse::wrapped_number operand (passes/op_table.cpp).
+  kRuntimeNumber = 1u << 7,
 };
 
 // How the typed lowering computes an op natively (kernels/lower/lower.cpp).

@@ -131,6 +131,13 @@ TEST(GeneratedKernelsCudaRules, DivByHostScalarMultipliesByReciprocal) {
   Outcome hs = runCudaRules("v1: div($0, $1)", {x, at::scalar_tensor(7.0, at::kDouble)});
   ASSERT_TRUE(hs.compiled) << hs.why;
   EXPECT_TRUE(sameTensor(at::mul(x, at::scalar_tensor(1.0f / 7.0f, at::kFloat)), hs.value, true));
+  // A Python number known only at run time (tsfuse::wrapped_number) over an int tensor: float32
+  // (a wrapped number does not promote to float64), the reciprocal taken in float.
+  at::Tensor xi = g.tensor({4096}, at::kInt);
+  Outcome wn = runCudaRules("v1: div($0, $1)", {xi, tsfuse::wrappedNumber(7.0)});
+  ASSERT_TRUE(wn.compiled) << wn.why;
+  EXPECT_EQ(wn.value.scalar_type(), at::kFloat);
+  EXPECT_TRUE(sameTensor(at::mul(xi.to(at::kFloat), at::scalar_tensor(1.0f / 7.0f, at::kFloat)), wn.value, true));
 }
 
 TEST(GeneratedKernelsCudaRules, MinMaxOrderSignedZeros) {

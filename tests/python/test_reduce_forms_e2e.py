@@ -1,7 +1,8 @@
 """optimize-ts end to end on the reduction workloads of examples/reduce_models.py: nearest
 neighbour (min with indices), anchor matching (IoU.max(dim=0) values + indices), logsumexp of a
-Gaussian kernel, L2 distance via vector_norm / norm, a reduction with an epilogue, and softmax /
-log_softmax over a broadcast axis (soft quantisation).
+Gaussian kernel, L2 distance via vector_norm / norm, a reduction with an epilogue, softmax /
+log_softmax over a broadcast axis (soft quantisation), and the mission's Gaussian kernel sum with
+its bandwidth a module attribute (a float known only at run time).
 
 Each scripted model goes through `optimize-ts --check --report`; the optimized module must hold
 one fused op in place of the reduction and its elementwise region, and agree with the eager
@@ -37,6 +38,8 @@ CASES = {
                      lambda: (torch.randn(700, 3), torch.randn(500, 3) * 1.2)),
     "soft_quantize": ("tsfuse::softmax", ["aten::softmax", "aten::log_softmax", "aten::pow", "aten::abs"],
                       lambda: (torch.randn(200, 5), torch.linspace(-3, 3, 33))),
+    "gaussian_kernel_sum": ("tsfuse::reduce_chain", ["aten::exp", "aten::div", "aten::sum", "aten::pow", "tsfuse::reduce"],
+                            lambda: (torch.randn(300, 3), torch.randn(200, 3))),
 }
 
 
@@ -126,3 +129,20 @@ def test_autograd_inputs_fall_back_to_eager(optimized, tsfuse_lib):
     reduce_models.kernel_epilogue(x2, y, w2).sum().backward()
     torch.testing.assert_close(x.grad, x2.grad)
     torch.testing.assert_close(w.grad, w2.grad)
+
+
+def test_runtime_bandwidth_is_one_op_with_eagers_bits(optimized, tsfuse_lib):
+    """The bandwidth self.s is read at run time (prim::GetAttr): the fused op takes it through
+    tsfuse::wrapped_number, so the whole kernel sum is ONE op, bit for bit eager's; and a module
+    whose attribute is changed after loading computes with the new value (it is not baked in)."""
+    proc, dst, _ = optimized["gaussian_kernel_sum"]
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    model = torch.jit.load(str(dst))
+    kinds = [n.kind() for n in model.graph.nodes() if n.kind().startswith("tsfuse::")]
+    assert sorted(kinds) == ["tsfuse::reduce_chain", "tsfuse::wrapped_number"], model.graph
+    torch.manual_seed(1)
+    x, y = torch.randn(257, 3), torch.randn(190, 3)
+    with torch.no_grad():
+        assert torch.equal(model(x, y), reduce_models.gaussian_kernel_sum(x, y, reduce_models.BANDWIDTH))
+        model.s = 2.5
+        assert torch.equal(model(x, y), reduce_models.gaussian_kernel_sum(x, y, 2.5))

@@ -48,9 +48,15 @@ std::string renderTable() {
      << "tensor runs through ATen). Where ATen's kernel for float/double `exp`, `log`, `sqrt` or `atan`\n"
      << "is Intel MKL's vector math (the x86-64 wheels), the tile calls that MKL routine directly, with\n"
      << "ATen's mode, after checking its bits against ATen's once (`kernels/cpu/vml.h`).\n"
+     << "*Runtime number*: whether a Python number argument may be a value known only at run time (a\n"
+     << "graph input, a module attribute, a size): ATen computes these ops on a number as on the number\n"
+     << "wrapped in a 0-dim tensor, so the fused op takes it as an operand (`tsfuse::wrapped_number`;\n"
+     << "`tests/registry/runtime_number_test.cpp`). pow, clamp and where run other code on a number (a\n"
+     << "multiply for `x ** 2`, a NaN bound ignored, a checked conversion): a number there must be a\n"
+     << "constant, else the region ends at the op.\n"
      << "How to add an op: [adding-an-op.md](adding-an-op.md).\n\n"
-     << "| op | TorchScript schemas | CPU interpreter | CPU JIT (AVX2) | CUDA (generated) |\n"
-     << "| --- | --- | --- | --- | --- |\n";
+     << "| op | TorchScript schemas | CPU interpreter | CPU JIT (AVX2) | CUDA (generated) | runtime number |\n"
+     << "| --- | --- | --- | --- | --- | --- |\n";
   for (const tsfuse::OpDef& def : tsfuse::allOps()) {
     tsfuse::Expr e = sampleOf(def);
     const at::ScalarType dtype = sampleDtype(def);
@@ -63,13 +69,15 @@ std::string renderTable() {
     for (const auto& s : schemas[def.op]) names += (names.empty() ? "" : ", ") + std::string("`") + s + "`";
     if (names.empty()) names = "(the `alpha` / `rounding_mode` form of a schema above)";
     os << "| `" << def.name << "`" << (dtype == at::kBool ? " (bool)" : "") << " | " << names << " | ";
+    const std::string runtimeNumber = def.has(tsfuse::kRuntimeNumber) ? "yes" : "";
     if (!an) {
-      os << "? | ? | ? |\n";
+      os << "? | ? | ? | " << runtimeNumber << " |\n";
       continue;
     }
     const std::string cpu = howItRuns(e, ops, *an, lower::Target::cpuTiles(), tsfuse::kInterp);
     const std::string jit = cpu == "native" ? howItRuns(e, ops, *an, lower::Target::cpuTiles(), tsfuse::kJit) : "—";
-    os << cpu << " | " << jit << " | " << howItRuns(e, ops, *an, lower::Target::device(), tsfuse::kDevice) << " |\n";
+    os << cpu << " | " << jit << " | " << howItRuns(e, ops, *an, lower::Target::device(), tsfuse::kDevice) << " | "
+       << runtimeNumber << " |\n";
   }
   return os.str();
 }

@@ -1,0 +1,139 @@
+// Python numbers known only at run time (a graph input, a module attribute, a size), generated from
+// the registry: for every listed schema with a number argument (alpha aside), a graph passes a
+// graph input there. Where the op's entry says ATen computes on a number as on the number wrapped
+// in a 0-dim tensor (kRuntimeNumber), the pass fuses it, reading the number through
+// tsfuse::wrapped_number, and the fused graph returns what eager's Scalar overload returns, bit
+// for bit and dtype for dtype, or raises its error, for numbers of both kinds and every edge (NaN,
+// inf, -0.0, denormals, float64 beyond float32, int64 beyond float32's integers) over float32,
+// float64, int32 and bool tensors. Where it does not (pow, clamp, where), the op stays as it is.
+#include "ir_util.h"
+
+#include "registry/registry_util.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+namespace registry_runtime_number_test {
+
+namespace {
+
+using namespace tsfuse_test;
+
+// A schema argument: a Python number (Scalar or Scalar?) other than alpha.
+bool isNumber(const c10::Argument& arg) {
+  c10::TypePtr t = arg.type();
+  if (auto opt = t->cast<c10::OptionalType>()) t = opt->getElementType();
+  return t->kind() == c10::TypeKind::NumberType && arg.name() != "alpha";
+}
+
+// The IR value of argument i: %k for the runtime number, else what the overload test gives it.
+std::string valueOf(const c10::FunctionSchema& s, size_t i, size_t runtime, bool& firstTensor, bool boolOps) {
+  const c10::Argument& arg = s.arguments()[i];
+  if (i == runtime) return "%k";
+  const std::string& name = arg.name();
+  if (name == "condition" || name == "mask") return "%m";
+  c10::TypePtr t = arg.type();
+  if (auto opt = t->cast<c10::OptionalType>()) {
+    if (opt->getElementType()->kind() == c10::TypeKind::NumberType) return "%none";  // clamp's other bound
+    if (opt->getElementType()->kind() == c10::TypeKind::StringType) return "%floor";
+    t = opt->getElementType();
+  }
+  if (t->kind() == c10::TypeKind::TensorType) {
+    const bool first = firstTensor;
+    firstTensor = false;
+    return first ? "%d" : (boolOps ? "%e" : "%b");
+  }
+  if (t->kind() == c10::TypeKind::NumberType) return name == "alpha" ? "%one" : "%two";
+  if (t->kind() == c10::TypeKind::StringType) return "%floor";
+  ADD_FAILURE() << "no test value for argument '" << name << "' of type " << t->str();
+  return "%none";
+}
+
+// The outputs of `g` on `inputs`, or the error it raises (the message's last line: the lines
+// before it are the interpreter's traceback, which names the graph's nodes).
+struct Run {
+  std::vector<c10::IValue> out;
+  std::string error;
+};
+Run run(const std::shared_ptr<Graph>& g, const std::vector<c10::IValue>& inputs) {
+  Run r;
+  try {
+    r.out = runGraph(g, inputs);
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    while (!what.empty() && what.back() == '\n') what.pop_back();
+    r.error = what.substr(what.rfind('\n') + 1);
+  }
+  return r;
+}
+
+::testing::AssertionResult sameRuns(const Run& want, const Run& got) {
+  if (!want.error.empty() || !got.error.empty()) {
+    if (want.error == got.error) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "eager: '" << want.error << "', fused: '" << got.error << "'";
+  }
+  return sameTensor(want.out.at(0).toTensor(), got.out.at(0).toTensor(), /*exact=*/true);
+}
+
+TEST(RegistryRuntimeNumbers, NumbersKnownAtRunTimeFuseWhereTheRegistrySaysAndKeepEagerResults) {
+  const std::vector<c10::IValue> floats = {0.5, -0.0, std::nan(""), -INFINITY, 3.0, 1e-40, 1e300};
+  const std::vector<c10::IValue> ints = {int64_t(2), int64_t(-3), int64_t(0), (int64_t(1) << 40) + 1};
+  int fused = 0, kept = 0;
+  for (const tsfuse::AtenOverload& o : tsfuse::atenOverloads()) {
+    const std::string key = o.schema;
+    const auto dot = key.rfind('.');
+    auto handle = c10::Dispatcher::singleton().findSchema({key.substr(0, dot), key.substr(dot + 1)});
+    ASSERT_TRUE(handle.has_value()) << key;
+    const c10::FunctionSchema& schema = handle->schema();
+    const bool boolOps = sampleDtype(tsfuse::opDef(o.op)) == at::kBool;
+    const bool wraps = tsfuse::opDef(o.op).has(tsfuse::kRuntimeNumber);
+    for (size_t runtime = 0; runtime < schema.arguments().size(); ++runtime) {
+      if (!isNumber(schema.arguments()[runtime])) continue;
+      for (const char* type : {"float", "int"}) {
+        if (boolOps && std::string(type) == "float") continue;  // ATen's bitwise ops take no float
+        bool firstTensor = true;
+        std::string call = schema.name() + "(";
+        for (size_t i = 0; i < schema.arguments().size(); ++i)
+          call += (i ? ", " : "") + valueOf(schema, i, runtime, firstTensor, boolOps);
+        call += ")";
+        const std::string ir = "graph(%a : Tensor, %b : Tensor, %k : " + std::string(type) + R"IR():
+  %none : NoneType = prim::Constant()
+  %one : int = prim::Constant[value=1]()
+  %two : int = prim::Constant[value=2]()
+  %floor : str = prim::Constant[value="floor"]()
+  %m : Tensor = aten::gt(%a, %b)
+  )IR" + std::string(boolOps ? "%d : Tensor = aten::gt(%a, %b)\n  %e : Tensor = aten::lt(%a, %b)\n  "
+                                               : "%d : Tensor = aten::sub(%a, %b, %one)\n  ") +
+                                 "%r : Tensor = " + call + "\n  %r2 : Tensor = aten::mul(%r, %two)\n  return (%r2)\n";
+        SCOPED_TRACE(ir);
+        auto g = parseGraph(ir);
+        auto ref = g->copy();
+        PassRun r = runPairwise(g);
+        if (wraps) {
+          ASSERT_EQ(r.rewrites(), 1) << r.dump();
+          EXPECT_TRUE(fileCheck(r.ir, [&](FileCheck& fc) {
+            fc.check("tsfuse::wrapped_number(%k)")->check("tsfuse::pairwise")->check_not(schema.name() + "(");
+          }));
+          ++fused;
+        } else {
+          EXPECT_TRUE(fileCheck(r.ir, [&](FileCheck& fc) { fc.check(schema.name() + "(")->check_not("wrapped_number"); }));
+          ++kept;
+        }
+        Gen gen(std::hash<std::string>()(ir));
+        for (at::ScalarType dtype : {at::kFloat, at::kDouble, at::kInt}) {
+          const at::Tensor a = gen.tensor({4, 1}, dtype, kNaNInf), b = gen.tensor({1, 5}, dtype, kNaNInf);
+          for (const c10::IValue& k : std::string(type) == "float" ? floats : ints) {
+            SCOPED_TRACE(c10::str(c10::toString(dtype), " tensors, k = ", k));
+            EXPECT_TRUE(sameRuns(run(ref, {a.clone(), b.clone(), k}), run(g, {a.clone(), b.clone(), k})));
+          }
+        }
+      }
+    }
+  }
+  // The forms there are: arithmetic, comparisons and bitwise ops fuse; pow, clamp, where do not.
+  EXPECT_GE(fused, 20);
+  EXPECT_GE(kept, 5);
+}
+
+}  // namespace
+
+}  // namespace registry_runtime_number_test
