@@ -11,9 +11,9 @@ namespace gen {
 
 int Gen::constant(uint64_t bits, bool boolLanes) {
   const int r = take();
-  if (boolLanes || bits == 0) {
-    TORCH_INTERNAL_ASSERT(!W || !bits, "tsfuse: bool lanes in a wide kernel (widens() declines them)");
-    if (bits) vpcmpeqd(y(r), y(r), y(r));
+  if (boolLanes || bits == 0) {  // all ones (bools' true, an extremum's index step -1) or zeros
+    if (bits && W) vpternlogd(v(r), v(r), v(r), 0xff);
+    else if (bits) vpcmpeqd(y(r), y(r), y(r));
     else if (W) vpxord(v(r), v(r), v(r));
     else vpxor(y(r), y(r), y(r));
   } else if (P.f64) {

@@ -56,9 +56,10 @@ struct Shape {
   bool wide = false;  // 64-byte vectors (AVX-512: zmm0-31, k1 for masked loads): see widens()
 };
 
-// Whether a plan's kernels may use 64-byte vectors on this CPU: eager's inner sums of programs of
-// arithmetic, min/max and clamps (no bools), where the AVX-512 F and DQ instructions give the
-// same bits as the AVX2 ones (TSFUSE_CPU_AVX512=0 turns it off).
+// Whether a plan's kernels may use 64-byte vectors on this CPU: eager's inner sums and the first
+// extrema with their index, of programs of arithmetic, min/max and clamps (no bools), where the
+// AVX-512 F and DQ instructions give the same bits as the AVX2 ones (compares and masked moves in
+// place of blends: the same lanes taken) (TSFUSE_CPU_AVX512=0 turns it off).
 bool widens(const Plan& plan);
 
 // The kernel, executable; nullptr when the program needs more registers than there are.

@@ -127,7 +127,7 @@ class Gen : public Xbyak::CodeGenerator {
   int64_t sumOffset(int r, int u, int h) const {
     if (P.sink == Sink::SumInner) return r * kSumsRowBytes + u * vectorBytes();
     if (P.sink == Sink::SumFloat) return r * kSumsRowBytes + u * 32;
-    if (extremum()) return r * kSumsRowBytes + h * kExtremumIndexBytes + u * 32;
+    if (extremum()) return r * kSumsRowBytes + h * kExtremumIndexBytes + u * vectorBytes();
     const int64_t lanes = P.f64 ? 4 : 8;
     return r * kSumsRowBytes + u * lanes * 8 + h * 32;
   }
@@ -183,6 +183,7 @@ class Gen : public Xbyak::CodeGenerator {
   // the kept value is not NaN, and the value is NaN or beyond it. NLE(x, y) is "not x <= y",
   // true where x > y or either is NaN; ORD(k, k) where k is not NaN.
   void keepExtremum();
+  void keepExtremumWide();
 
   // The value of each vector to out: its elements, or bools as bytes (the compare mask's sign bits,
   // one bit deposited per byte).

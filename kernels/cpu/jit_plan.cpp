@@ -63,7 +63,7 @@ void foldUniformCasts(Plan& P, int numLeaves, const std::vector<Leaf>& layout) {
 }  // namespace
 
 bool widens(const Plan& plan) {
-  if (!wideKernels() || plan.sink != Sink::SumInner || plan.boolValue) return false;
+  if (!wideKernels() || (plan.sink != Sink::SumInner && !isExtremum(plan.sink)) || plan.boolValue) return false;
   for (const lower::Instr& li : plan.code) {
     if (isBool(plan.type[li.out])) return false;
     switch (li.op) {

@@ -56,7 +56,7 @@ void Gen::initSums() {
     L(ready);
     return;
   }
-  if (extremum()) vpbroadcastd(y(rowIndex), dword[rdi + offsetof(Args, index)]);
+  if (extremum()) vpbroadcastd(v(rowIndex), dword[rdi + offsetof(Args, index)]);
   if (!P.boolValue) {
     cmp(qword[rdi + offsetof(Args, fresh)], 0);
     je(fromMemory, T_NEAR);
@@ -67,8 +67,8 @@ void Gen::initSums() {
     std::memcpy(&bits, &start, sizeof bits);
     mov(eax, bits);
     vmovd(x(T), eax);
-    vpbroadcastd(y(T), x(T));
-    for (size_t k = 0; k < acc.size(); k += 2) vmovaps(y(acc[k]), y(T)), vmovdqa(y(acc[k + 1]), y(rowIndex));
+    vpbroadcastd(v(T), x(T));
+    for (size_t k = 0; k < acc.size(); k += 2) vmovaps(v(acc[k]), v(T)), vmovaps(v(acc[k + 1]), v(rowIndex));
   } else {
     for (int r = 0; r < R; ++r)
       for (int u = 0; u < U; ++u)
@@ -84,7 +84,7 @@ void Gen::initSums() {
     for (int u = 0; u < U; ++u)
       for (int h = 0; h < storedPerVector(); ++h) {
         const int a = acc[(r * U + u) * accsPerVector() + h];
-        vmovupd(y(a), at(r15, sumOffset(r, u, h)));
+        vmovupd(v(a), at(r15, sumOffset(r, u, h)));
       }
   L(ready);
 }
@@ -113,6 +113,7 @@ void Gen::accumulate() {
 }
 
 void Gen::keepExtremum() {
+  if (W) return keepExtremumWide();
   const int notNaN = take();
   for (int r = 0; r < R; ++r)
     for (int u = 0; u < U; ++u) {
@@ -127,6 +128,23 @@ void Gen::keepExtremum() {
     }
   give(notNaN);
   vpsubd(y(rowIndex), y(rowIndex), y(ones));  // the next row: + 1
+}
+
+// The same rule on 16 lanes, the lanes to take in k2: those where the kept value is not NaN (k3)
+// and the row's value beats it (or is NaN).
+void Gen::keepExtremumWide() {
+  using namespace Xbyak::util;
+  for (int r = 0; r < R; ++r)
+    for (int u = 0; u < U; ++u) {
+      const int val = regAt(P.source, r, u), k = (r * U + u) * 2;
+      const Xbyak::Zmm kept(acc[k]), index(acc[k + 1]);
+      vcmpps(k3, kept, kept, kOrd);
+      if (P.sink == Sink::MaxFirst) vcmpps(k2 | k3, v(val), kept, kNle);
+      else vcmpps(k2 | k3, kept, v(val), kNle);
+      vmovaps(kept | k2, v(val));
+      vmovdqa32(index | k2, v(rowIndex));
+    }
+  vpsubd(v(rowIndex), v(rowIndex), v(ones));
 }
 
 void Gen::store() {
@@ -154,7 +172,7 @@ void Gen::storeSums() {
     for (int u = 0; u < U; ++u) {
       const int a = (r * U + u) * accsPerVector();
       if (!P.boolValue) {
-        for (int h = 0; h < storedPerVector(); ++h) vmovupd(at(r15, sumOffset(r, u, h)), y(acc[a + h]));
+        for (int h = 0; h < storedPerVector(); ++h) vmovupd(at(r15, sumOffset(r, u, h)), v(acc[a + h]));
         continue;
       }
       // Counts: 64-bit lanes already (f64), or two halves of int32 lanes widened (f32).
