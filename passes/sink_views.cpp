@@ -23,6 +23,28 @@ constexpr size_t kMaxRecomputed = 256;
 
 enum class ViewKind { None, Select, Slice, Unsqueeze };
 
+// f's expression over its tensor leaves alone (appended to `tensors`): a number known only at run
+// time is read as the literal 1 of its type, which gives the same dtypes and layout (a number
+// broadcasts nothing), so the views need no operand for it.
+Expr layoutOverTensors(const Region& f, std::vector<Value*>& tensors) {
+  std::vector<int64_t> index(f.operands.size(), -1);
+  for (size_t i = 0; i < f.operands.size(); ++i)
+    if (f.operands[i]->type()->isSubtypeOf(*c10::TensorType::get())) {
+      index[i] = static_cast<int64_t>(tensors.size());
+      tensors.push_back(f.operands[i]);
+    }
+  Expr e = f.expr;
+  for (Instr& ins : e.instrs)
+    for (Arg& a : ins.args) {
+      if (a.kind != Arg::Kind::Input) continue;
+      const c10::TypeKind k = f.operands[a.i]->type()->kind();
+      if (index[a.i] >= 0) a.i = index[a.i];
+      else a = k == c10::TypeKind::FloatType ? Arg::floating(1.0) : k == c10::TypeKind::BoolType ? Arg::boolean(true) : Arg::integer(1);
+    }
+  e.numInputs = static_cast<int>(tensors.size());
+  return e;
+}
+
 // The view kind of n when it is select.int / slice.Tensor / unsqueeze with constant arguments.
 ViewKind viewKind(Node* n) {
   if (n->kind() != c10::aten::select && n->kind() != c10::aten::slice && n->kind() != c10::aten::unsqueeze)
@@ -230,11 +252,8 @@ struct SinkViewsPattern : Pattern {
     // f over its leaves: the views take the layout eager's view of f(leaves) would have.
     Region f = regionOf(nodes);
     nodes = f.nodes;
-    const std::vector<Value*>& leaves = f.operands;
-    for (Value* leaf : leaves)
-      if (!leaf->type()->isSubtypeOf(*c10::TensorType::get()))
-        return reject(v, "the elementwise ops read %" + leaf->debugName() +
-                             ", a number known only at run time, which has no view to take", rw);
+    std::vector<Value*> leaves;  // the tensors: the copies read a runtime number as the originals do
+    const Expr layout = layoutOverTensors(f, leaves);
     for (Node* n : nodes)
       for (Value* arg : n->inputs())
         if (!in.count(arg->node()) && arg->type()->isSubtypeOf(*c10::TensorType::get()) &&
@@ -256,7 +275,7 @@ struct SinkViewsPattern : Pattern {
                      : kind == ViewKind::Slice ? "tsfuse::broadcast_slice"
                                                : "tsfuse::broadcast_unsqueeze";
     Value* views = graph.insert(c10::Symbol::fromQualString(op), args,
-                                {torch::jit::NamedValue("layout", c10::IValue(f.expr.str()))}, v->sourceRange());
+                                {torch::jit::NamedValue("layout", c10::IValue(layout.str()))}, v->sourceRange());
     Node* unpack = graph.insertNode(graph.createListUnpack(views, leaves.size()));
     std::unordered_map<Value*, Value*> map;
     for (size_t i = 0; i < leaves.size(); ++i) map[leaves[i]] = unpack->output(i);
