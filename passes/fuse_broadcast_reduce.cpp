@@ -98,7 +98,7 @@ Node* rewriteWithIndices(Rewriter& rw, Region& r, Node* reduction, const ReduceS
     reduction->output(i)->replaceAllUsesWith(fused->output(i));
   }
   rw.erase(reduction);
-  for (auto it = r.nodes.rbegin(); it != r.nodes.rend(); ++it) rw.erase(*it);
+  eraseRegionNodes(rw, r);
   for (Node* p : r.repeats) rw.erase(p);
   return fused;
 }
@@ -151,12 +151,20 @@ class FuseBroadcastReducePattern : public Pattern {
     std::string why;
     if (producer->owningBlock() != reduction->owningBlock() || !matchElementwise(producer, m, &why))
       return false;  // reducing a value no elementwise op made here: not a candidate
-    if (rm.input->uses().size() != 1 && !onlyReductions(rm.input))
+    const bool shared = rm.input->uses().size() != 1 && !onlyReductions(rm.input);
+    if (shared && !fusibleReaders(rm.input))
       return rw.notifyMatchFailure({reduction, producer}, "the reduced value %" + rm.input->debugName() +
                                                               " is also used elsewhere, so it is materialised anyway");
     std::optional<Region> region = hazardFreeRegion(producer, reduction, rw);
     if (!region) return false;
     Region r = std::move(*region);
+    // Its other readers are elementwise ops (and reductions) that fuse too: this reduction gets
+    // its own copy of the region where that is cheap, else the value is stored for them all.
+    if (shared && !recomputable(r))
+      return rw.notifyMatchFailure({reduction, producer}, "the reduced value %" + rm.input->debugName() +
+                                                              " is also read by other elementwise ops, and its " +
+                                                              std::to_string(r.nodes.size()) +
+                                                              " ops are too many or too costly to compute twice");
     Epilogue epi;
     std::string epiHazard;
     if (!rm.spec.withIndices()) {
@@ -178,7 +186,8 @@ class FuseBroadcastReducePattern : public Pattern {
     std::string dup;
     if (rm.input->uses().size() != 1) {  // several reductions: this one gets its own copy
       dup = "; the elementwise region is recomputed for each of the " +
-            std::to_string(rm.input->uses().size()) + " reductions of %" + rm.input->debugName();
+            std::to_string(rm.input->uses().size()) + (shared ? " readers of %" : " reductions of %") +
+            rm.input->debugName();
       r = growRegion(duplicateFor(rw.graph(), reduction, rm.input, r));
     }
     RewriteEvent e;

@@ -1,5 +1,7 @@
 #include "passes/region.h"
 
+#include "kernels/ir/op_registry.h"
+
 #include <torch/csrc/jit/ir/named_value.h>
 
 #include <algorithm>
@@ -8,13 +10,21 @@
 
 namespace tsfuse {
 
-Region growRegion(Node* root) {
+namespace {
+
+// A duplicated subexpression costs its ops once more per reader: at most this many ops.
+constexpr size_t kMaxRecomputed = 8;
+
+// The region grown from root. duplicate: a producer whose value others read too joins where
+// every reader is fusible and the op cheap (it is then recomputed here, not read stored).
+Region grow(Node* root, bool duplicate) {
   std::unordered_map<Node*, ElementwiseMatch> in;
   ElementwiseMatch m;
   std::string why;
   TORCH_INTERNAL_ASSERT(matchElementwise(root, m, &why), "growRegion: root is not elementwise");
   in.emplace(root, m);
   Region r;
+  std::vector<Node*> shared;
   bool changed = true;
   while (changed) {
     changed = false;
@@ -33,7 +43,9 @@ Region growRegion(Node* root) {
         if (!matchElementwise(p, pm, &why)) continue;  // views, calls, constants...: an operand
         bool usedOutside = false;
         for (const auto& use : a.tensor->uses()) usedOutside |= !in.count(use.user);
-        if (usedOutside) {
+        if (usedOutside && duplicate && cheapToRecompute(pm.op) && fusibleReaders(a.tensor) && broadcasts(p)) {
+          shared.push_back(p);
+        } else if (usedOutside) {
           r.boundary.push_back("%" + a.tensor->debugName() + " (" + describeNode(p) +
                                ") is also used outside the region; it stays an operand");
           continue;
@@ -47,8 +59,98 @@ Region growRegion(Node* root) {
   for (auto& kv : in) nodes.push_back(kv.first);
   Region grown = regionOf(std::move(nodes));
   grown.boundary = std::move(r.boundary);
+  std::sort(shared.begin(), shared.end(), [](Node* a, Node* b) { return a->isBefore(b); });
+  for (Node* p : shared) {
+    std::unordered_set<Node*> others;
+    for (const auto& use : p->output()->uses())
+      if (!in.count(use.user)) others.insert(use.user);
+    grown.boundary.push_back("%" + p->output()->debugName() + " (" + describeNode(p) + ") is also read by " +
+                             std::to_string(others.size()) + " other fusible op(s): recomputed here rather than stored");
+  }
+  grown.recomputed = std::move(shared);
   return grown;
 }
+
+// The nodes a region leaves in the graph for other readers: those it recomputes and, within the
+// region, what they read.
+std::vector<Node*> keptForOthers(const Region& r) {
+  std::unordered_set<Node*> in(r.nodes.begin(), r.nodes.end()), kept;
+  std::vector<Node*> todo = r.recomputed;
+  while (!todo.empty()) {
+    Node* n = todo.back();
+    todo.pop_back();
+    if (!kept.insert(n).second) continue;
+    for (Value* v : n->inputs())
+      if (in.count(v->node())) todo.push_back(v->node());
+  }
+  return {kept.begin(), kept.end()};
+}
+
+}  // namespace
+
+bool cheapToRecompute(Op op) {
+  const OpDef& def = opDef(op);
+  return def.rule != LowerRule::Aten && (!def.prim() || primHas(*def.prim(), kJit));
+}
+
+bool fusibleReaders(Value* v) {
+  for (const auto& use : v->uses()) {
+    Node* u = use.user;
+    if (u->owningBlock() != v->node()->owningBlock()) return false;
+    ElementwiseMatch em;
+    ReductionMatch rm;
+    if (!matchElementwise(u, em, nullptr) && !(use.offset == 0 && matchReduction(u, rm, nullptr))) return false;
+  }
+  return true;
+}
+
+bool broadcasts(Node* p, int depth) {
+  auto numel = [](Value* v) -> std::optional<int64_t> {  // (TensorType::numel() is 1 for an unknown rank)
+    auto t = v->type()->cast<c10::TensorType>();
+    auto sizes = t ? t->sizes().concrete_sizes() : std::nullopt;
+    if (!sizes) return std::nullopt;
+    int64_t n = 1;
+    for (int64_t s : *sizes) n *= s;
+    return n;
+  };
+  std::optional<int64_t> out = numel(p->output());
+  bool known = out.has_value(), larger = true;
+  for (Value* v : p->inputs()) {
+    if (!v->type()->cast<c10::TensorType>()) continue;
+    const std::optional<int64_t> n = numel(v);
+    known &= n.has_value();
+    larger &= known && *n < *out;
+  }
+  if (known) return larger;
+  for (Value* v : p->inputs()) {
+    Node* q = v->node();
+    if (q->kind() == c10::aten::unsqueeze) return true;
+    if (q->kind() == c10::prim::ListUnpack &&
+        std::string(q->input()->node()->kind().toQualString()).rfind("tsfuse::broadcast_", 0) == 0)
+      return true;
+    ElementwiseMatch m;
+    if (depth < 4 && q->owningBlock() == p->owningBlock() && matchElementwise(q, m, nullptr) && broadcasts(q, depth + 1))
+      return true;
+  }
+  return false;
+}
+
+// Whether the nodes of r among `nodes` are few and cheap enough to compute once more.
+bool cheaplyRecomputed(const Region& r, const std::vector<Node*>& nodes) {
+  if (nodes.size() > kMaxRecomputed) return false;
+  for (size_t k = 0; k < r.nodes.size(); ++k)
+    if (std::find(nodes.begin(), nodes.end(), r.nodes[k]) != nodes.end() && !cheapToRecompute(r.matches[k].op))
+      return false;
+  return true;
+}
+
+Region growRegion(Node* root) {
+  Region r = grow(root, /*duplicate=*/true);
+  if (r.recomputed.empty() || cheaplyRecomputed(r, keptForOthers(r))) return r;
+  return grow(root, false);
+}
+
+bool recomputable(const Region& r) { return cheaplyRecomputed(r, r.nodes) && broadcasts(r.root()); }
 
 Region regionOf(std::vector<Node*> nodes) {
   Region r;
@@ -176,6 +278,11 @@ Value* insertTensorList(Graph& g, const std::vector<Value*>& values) {
   return g.insertNode(g.createList(c10::TensorType::get(), tensors))->output();
 }
 
+void eraseRegionNodes(Rewriter& rw, const Region& r) {
+  for (auto it = r.nodes.rbegin(); it != r.nodes.rend(); ++it)
+    if (!(*it)->hasUses()) rw.erase(*it);  // what it recomputes for other readers stays
+}
+
 Node* rewriteRegion(Rewriter& rw, Region& r, Node* consumer, const char* op,
                     const std::vector<torch::jit::NamedValue>& extra) {
   Graph& g = rw.graph();
@@ -188,7 +295,7 @@ Node* rewriteRegion(Rewriter& rw, Region& r, Node* consumer, const char* op,
   fused->setSourceRange(consumer->sourceRange());
   rw.replaceAllUsesWith(consumer->output(), out);
   if (consumer != r.root()) rw.erase(consumer);
-  for (auto it = r.nodes.rbegin(); it != r.nodes.rend(); ++it) rw.erase(*it);
+  eraseRegionNodes(rw, r);
   for (Node* p : r.repeats) rw.erase(p);  // its only readers were the region's nodes
   return fused;
 }

@@ -26,17 +26,44 @@ struct Region {
   std::vector<std::string> boundary;       // why neighbouring nodes stayed outside
   Expr expr;
   std::vector<Node*> repeats;              // operand producers read as broadcasts (planBroadcastRepeats)
+  // Nodes whose value other readers read too, recomputed in the region rather than read stored
+  // (growRegion); they stay in the graph for those readers until those fuse as well.
+  std::vector<Node*> recomputed;
 
   Node* root() const { return nodes.back(); }
 };
 
 // Grows the maximal region whose value is `root`'s output (root must match as elementwise).
 // A producer joins when it is elementwise, in root's block, and every use of its value is
-// already in the region; otherwise its value becomes an operand (it is computed anyway).
+// already in the region; otherwise its value becomes an operand (it is computed anyway) unless
+// it is a cheap broadcast value whose other readers all fuse too: then it is recomputed here
+// rather than stored (Region::recomputed, said in the boundary notes), at most a few ops in all.
+//
+//   %d = aten::sub(%xu, %yu)                        %d = aten::sub(%xu, %yu)      (for %b's reader)
+//   %a = aten::abs(%d)                  =>          %a = tsfuse::reduce([%xu, %yu], "v1: sub($0, $1); abs(%0)", ...)
+//   %s = aten::sum(%a, ...)  ... %b = aten::mul(%d, %d) ...
 Region growRegion(Node* root);
 
-// The region of exactly `nodes` (elementwise, one block, each value but the last used only
-// inside): its expression, in node order, over its tensor operands in first-use order.
+// An op the compiled kernels compute with their own instructions (arithmetic, min/max, clamps,
+// compares, where, casts): recomputing it per reader costs less than storing a broadcast value.
+bool cheapToRecompute(Op op);
+// Whether every reader of v, in v's block, is one the passes fuse: an elementwise op or a
+// reduction (of v itself). (A metadata read would keep v stored.)
+bool fusibleReaders(Value* v);
+// Whether p's value is larger than each of its tensor operands, as far as the graph shows: by
+// their complete sizes where the types have them, else by construction (an operand made by
+// unsqueeze, x[:, None], or by sink_views' broadcast views, or itself such a value).
+bool broadcasts(Node* p, int depth = 0);
+
+// Whether the whole region may be computed once more for another reader of its value rather
+// than its value stored: a broadcast value of a few cheap ops.
+bool recomputable(const Region& r);
+
+// Erases the region's nodes that nothing reads any more (all but those kept for other readers).
+void eraseRegionNodes(Rewriter& rw, const Region& r);
+
+// The region of exactly `nodes` (elementwise, one block): its expression, in node order, over its
+// operands in first-use order.
 Region regionOf(std::vector<Node*> nodes);
 
 // The first node after `from` up to and including `to` (a later node of from's block), nested

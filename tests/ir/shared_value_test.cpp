@@ -1,0 +1,131 @@
+// A cheap broadcast value read by several fusible ops (d = x[:, None] - y[None] summed as |d| and
+// as d * d) is recomputed in each fused op rather than stored: the [N, M] value never exists.
+// Each rewrite says so ("recomputed here rather than stored"). Where a reader does not fuse (the
+// value is returned), the value is costly (exp) or nothing shows that it broadcasts, it stays an
+// operand, as before.
+#include "ir_util.h"
+
+namespace ir_shared_value_test {
+
+namespace {
+
+using namespace tsfuse_test;
+
+// %d = x[:, None] - y[None] over two vectors, then `body`.
+std::shared_ptr<Graph> pairwiseGraph(const std::string& body) {
+  return graphWithConstants("%x : Tensor, %y : Tensor", R"IR(
+  %xu : Tensor = aten::unsqueeze(%x, %one)
+  %yu : Tensor = aten::unsqueeze(%y, %zero)
+  %d : Tensor = aten::sub(%xu, %yu, %one)
+)IR" + body);
+}
+
+std::vector<c10::IValue> vectors(uint64_t seed) {
+  Gen gen(seed);
+  return {gen.tensor({7}, at::kFloat, kNaNInf), gen.tensor({9}, at::kFloat, kNaNInf)};
+}
+
+bool anyRewriteSays(const PassRun& r, const std::string& text) {
+  for (const auto& e : r.events)
+    if (e.kind == tsfuse::FusionEvent::Kind::Rewrite && e.reason.find(text) != std::string::npos) return true;
+  return false;
+}
+
+TEST(SharedValueIR, ADifferenceTwoReductionsReadIsRecomputedInEach) {
+  auto g = pairwiseGraph(R"IR(
+  %a : Tensor = aten::abs(%d)
+  %s1 : Tensor = aten::sum(%a, %dims1, %false, %none)
+  %m : Tensor = aten::mul(%d, %d)
+  %s2 : Tensor = aten::sum(%m, %dims1, %false, %none)
+  return (%s1, %s2)
+)IR");
+  auto ref = g->copy();
+  PassRun r = runPipelineOn(g);
+  EXPECT_EQ(findNodes(g, "tsfuse::reduce").size(), 2u) << r.ir;
+  EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) { fc.check_not("aten::sub")->check_not("aten::abs"); }));
+  EXPECT_TRUE(anyRewriteSays(r, "(aten::sub) is also read by 1 other fusible op(s): recomputed here rather than stored"))
+      << r.dump();
+  EXPECT_TRUE(sameOutputs(ref, g, vectors(1)));
+}
+
+TEST(SharedValueIR, AReducedValueAlsoReadElementwiseIsRecomputedForEachReader) {
+  auto g = pairwiseGraph(R"IR(
+  %s1 : Tensor = aten::sum(%d, %dims1, %false, %none)
+  %a : Tensor = aten::abs(%d)
+  %s2 : Tensor = aten::sum(%a, %dims1, %false, %none)
+  return (%s1, %s2)
+)IR");
+  auto ref = g->copy();
+  PassRun r = runPipelineOn(g);
+  EXPECT_EQ(findNodes(g, "tsfuse::reduce").size(), 2u) << r.ir;
+  EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) { fc.check_not("aten::sub"); }));
+  EXPECT_TRUE(anyRewriteSays(r, "the elementwise region is recomputed for each of the 2 readers of %")) << r.dump();
+  EXPECT_TRUE(sameOutputs(ref, g, vectors(2)));
+}
+
+TEST(SharedValueIR, TwoMapsOfOneDifferenceAreTwoOpsWithoutIt) {
+  auto g = pairwiseGraph(R"IR(
+  %a : Tensor = aten::abs(%d)
+  %b : Tensor = aten::mul(%d, %two)
+  return (%a, %b)
+)IR");
+  auto ref = g->copy();
+  PassRun r = runPipelineOn(g);
+  EXPECT_EQ(findNodes(g, "tsfuse::pairwise").size(), 2u) << r.ir;
+  EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) { fc.check_not("aten::sub"); }));
+  EXPECT_TRUE(sameOutputs(ref, g, vectors(3)));
+}
+
+TEST(SharedValueIR, NegativeAValueAlsoReturnedIsStored) {
+  auto g = pairwiseGraph(R"IR(
+  %a : Tensor = aten::abs(%d)
+  %s1 : Tensor = aten::sum(%a, %dims1, %false, %none)
+  %m : Tensor = aten::mul(%d, %d)
+  %s2 : Tensor = aten::sum(%m, %dims1, %false, %none)
+  return (%s1, %s2, %d)
+)IR");
+  auto ref = g->copy();
+  PassRun r = runPipelineOn(g);
+  EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) { fc.check("aten::sub"); }));
+  EXPECT_TRUE(anyRewriteSays(r, "(aten::sub) is also used outside the region; it stays an operand")) << r.dump();
+  EXPECT_FALSE(anyRewriteSays(r, "recomputed here")) << r.dump();
+  EXPECT_TRUE(sameOutputs(ref, g, vectors(4)));
+}
+
+TEST(SharedValueIR, NegativeACostlyValueIsStored) {
+  // exp runs MKL's routine on the CPU, not the compiled kernels' instructions: computing it twice
+  // costs more than storing it.
+  auto g = pairwiseGraph(R"IR(
+  %e : Tensor = aten::exp(%d)
+  %a : Tensor = aten::abs(%e)
+  %s1 : Tensor = aten::sum(%a, %dims1, %false, %none)
+  %m : Tensor = aten::mul(%e, %e)
+  %s2 : Tensor = aten::sum(%m, %dims1, %false, %none)
+  return (%s1, %s2)
+)IR");
+  auto ref = g->copy();
+  PassRun r = runPipelineOn(g);
+  EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) { fc.check("tsfuse::pairwise")->check("tsfuse::reduce"); }));
+  EXPECT_FALSE(anyRewriteSays(r, "recomputed here")) << r.dump();
+  EXPECT_TRUE(sameOutputs(ref, g, vectors(5), /*exact=*/false));
+}
+
+TEST(SharedValueIR, NegativeNoVisibleBroadcastNoRecompute) {
+  // Equal known shapes: the value is no larger than its operands, so storing it costs what
+  // reading them twice would.
+  auto g = graphWithConstants("%x : Float(7, 9, strides=[9, 1], device=cpu), %y : Float(7, 9, strides=[9, 1], device=cpu)", R"IR(
+  %d : Float(7, 9, strides=[9, 1], device=cpu) = aten::sub(%x, %y, %one)
+  %a : Float(7, 9, strides=[9, 1], device=cpu) = aten::abs(%d)
+  %s1 : Float(7, strides=[1], device=cpu) = aten::sum(%a, %dims1, %false, %none)
+  %m : Float(7, 9, strides=[9, 1], device=cpu) = aten::mul(%d, %d)
+  %s2 : Float(7, strides=[1], device=cpu) = aten::sum(%m, %dims1, %false, %none)
+  return (%s1, %s2)
+)IR");
+  PassRun r = runPipelineOn(g);
+  EXPECT_FALSE(anyRewriteSays(r, "recomputed here")) << r.dump();
+  EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) { fc.check("aten::sub"); }));
+}
+
+}  // namespace
+
+}  // namespace ir_shared_value_test
