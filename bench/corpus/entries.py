@@ -53,9 +53,10 @@ class Entry:
 
 def is_fused_op(kind: str) -> bool:
     """Whether tsfuse::<kind> is a fused op, not a helper a pass inserts: sink_views' view helpers
-    (broadcast_*), fold_upcast's tsfuse::upcast (a dtype cast standing for torchvision's _upcast)
-    and tsfuse::shape_of (a stand-in for a fused value's metadata readers) are not counted."""
-    return not kind.startswith("broadcast_") and kind not in ("upcast", "shape_of")
+    (broadcast_*), fold_upcast's tsfuse::upcast (a dtype cast standing for torchvision's _upcast),
+    tsfuse::shape_of (a stand-in for a fused value's metadata readers) and tsfuse::wrapped_number
+    (a Python number known at run time, as an operand) are not counted."""
+    return not kind.startswith("broadcast_") and kind not in ("upcast", "shape_of", "wrapped_number")
 
 
 def boxes_xyxy(n: int, g: torch.Generator, scale: float = 512.0) -> Tensor:
@@ -234,27 +235,30 @@ ENTRIES: List[Entry] = [
           {"pairwise": 1}, "IoU, enclosing diagonal and centre distances: one pairwise op; " + _UPCAST),
     Entry("tv.complete_box_iou", TV, _fn("torchvision.ops", "complete_box_iou"), BOXES, "script",
           {"pairwise": 1}, "as distance_box_iou; the atan aspect-ratio term joins the region"),
-    Entry("tv.Matcher(box_iou)", TV, _match_anchors, _matcher_inputs, "script", {"pairwise": 1},
+    Entry("tv.Matcher(box_iou)", TV, _match_anchors, _matcher_inputs, "script", {"pairwise": 2},
           "the IoU matrix is fused (as tv.box_iou); the matcher's max(dim=0) is not: the matrix is "
-          "also read by torch.where(iou == best[:, None]) (low-quality matches), so it is stored anyway",
+          "also read by torch.where(iou == best[:, None]) (low-quality matches), so it is stored anyway; "
+          "(vals >= self.low_threshold) & (vals < self.high_threshold) is the second op (thresholds: "
+          "module attributes, numbers read at run time)",
           kind="model"),
     Entry("tv.resnet18", TV, _classifier, _image(64, 224), "script", {},
           "nothing to fuse: convolutions, batch norm, in-place relu_", kind="model"),
     Entry("tv.resnet18[traced]", TV, _classifier, _image(64, 224), "trace", {}, "nothing to fuse", kind="model"),
     Entry("tv.ssdlite320_mobilenet_v3_large", TV,
           _detector("ssdlite320_mobilenet_v3_large", score_thresh=0.001), _image(160, 320, batch=False), "script",
-          {"pairwise": 19}, "box decoding (exp * size, centre +- half size) and the training-only "
+          {"pairwise": 30}, "box decoding (exp * size, centre +- half size; the box coder's weights and "
+          "clip are module attributes, numbers read at run time) and the training-only "
           "encode fuse as small [N,4] pairwise ops, and so do the regions over tensors written in "
           "place before them (boxes clamped, images normalized in place: only a write between a "
           "region's reads blocks it); the matched IoU is stored for the matcher. The executor's "
           "pre-pass fuses 16 more such small regions (its graph differs; not analysed yet)",
-          fused_loadtime={"pairwise": 35},
+          fused_loadtime={"pairwise": 46},
           needs_torchvision_ops=True, kind="model"),
     Entry("tv.retinanet_resnet50_fpn", TV,
           _detector("retinanet_resnet50_fpn", score_thresh=0.001, min_size=256, max_size=256),
-          _image(128, 256, batch=False), "script", {"pairwise": 31, "reduce": 4},
+          _image(128, 256, batch=False), "script", {"pairwise": 45, "reduce": 4},
           "as ssdlite; the reduces are in the training-only losses (not run in eval)",
-          fused_loadtime={"pairwise": 33, "reduce": 4},
+          fused_loadtime={"pairwise": 47, "reduce": 4},
           needs_torchvision_ops=True, kind="model"),
     # torchmetrics.functional.pairwise (Literal/Optional arguments: traced)
     Entry("tm.pairwise_euclidean_distance", TM, _fn("torchmetrics.functional.pairwise", "pairwise_euclidean_distance"),
