@@ -25,8 +25,10 @@ bool isNumber(const c10::Argument& arg) {
   return t->kind() == c10::TypeKind::NumberType && arg.name() != "alpha";
 }
 
-// The IR value of argument i: %k for the runtime number, else what the overload test gives it.
-std::string valueOf(const c10::FunctionSchema& s, size_t i, size_t runtime, bool& firstTensor, bool boolOps) {
+// The IR value of argument i: %k for the runtime number, else what the overload test gives it
+// (alpha: `alpha`, 1 for the plain op, 2 for its add_alpha / sub_alpha form).
+std::string valueOf(const c10::FunctionSchema& s, size_t i, size_t runtime, bool& firstTensor, bool boolOps,
+                    const std::string& alpha) {
   const c10::Argument& arg = s.arguments()[i];
   if (i == runtime) return "%k";
   const std::string& name = arg.name();
@@ -42,7 +44,7 @@ std::string valueOf(const c10::FunctionSchema& s, size_t i, size_t runtime, bool
     firstTensor = false;
     return first ? "%d" : (boolOps ? "%e" : "%b");
   }
-  if (t->kind() == c10::TypeKind::NumberType) return name == "alpha" ? "%one" : "%two";
+  if (t->kind() == c10::TypeKind::NumberType) return name == "alpha" ? alpha : "%two";
   if (t->kind() == c10::TypeKind::StringType) return "%floor";
   ADD_FAILURE() << "no test value for argument '" << name << "' of type " << t->str();
   return "%none";
@@ -88,12 +90,14 @@ TEST(RegistryRuntimeNumbers, NumbersKnownAtRunTimeFuseWhereTheRegistrySaysAndKee
     const bool wraps = tsfuse::opDef(o.op).has(tsfuse::kRuntimeNumber);
     for (size_t runtime = 0; runtime < schema.arguments().size(); ++runtime) {
       if (!isNumber(schema.arguments()[runtime])) continue;
-      for (const char* type : {"float", "int"}) {
+      const bool hasAlpha = schema.argumentIndexWithName("alpha").has_value();
+      for (const char* type : {"float", "int"})
+      for (const std::string alpha : hasAlpha ? std::vector<std::string>{"%one", "%two"} : std::vector<std::string>{""}) {
         if (boolOps && std::string(type) == "float") continue;  // ATen's bitwise ops take no float
         bool firstTensor = true;
         std::string call = schema.name() + "(";
         for (size_t i = 0; i < schema.arguments().size(); ++i)
-          call += (i ? ", " : "") + valueOf(schema, i, runtime, firstTensor, boolOps);
+          call += (i ? ", " : "") + valueOf(schema, i, runtime, firstTensor, boolOps, alpha);
         call += ")";
         const std::string ir = "graph(%a : Tensor, %b : Tensor, %k : " + std::string(type) + R"IR():
   %none : NoneType = prim::Constant()
