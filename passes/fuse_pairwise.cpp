@@ -16,7 +16,7 @@ bool provablyNoBroadcast(const Region& r) {
   auto outSizes = outType->sizes().concrete_sizes();
   if (!outSizes) return false;
   for (Value* v : r.operands) {
-    if (!v->type()->isSubtypeOf(*c10::TensorType::get())) continue;  // a number broadcasts nothing
+    if (!isTensor(v)) continue;  // a number broadcasts nothing
     auto t = v->type()->cast<c10::TensorType>();
     auto s = t ? t->sizes().concrete_sizes() : std::nullopt;
     if (!s || *s != *outSizes) return false;

@@ -77,6 +77,12 @@ bool constantArg(Value* v, Arg& out, std::string* why) {
   return true;
 }
 
+}  // namespace
+
+bool isTensor(Value* v) { return v->type()->isSubtypeOf(*c10::TensorType::get()); }
+
+namespace {
+
 // A Python number (int, float, bool) that is not a compile-time constant.
 bool runtimeNumber(Value* v) {
   const c10::TypeKind k = v->type()->kind();
@@ -87,7 +93,7 @@ bool runtimeNumber(Value* v) {
 // `v` as argument `position` of `op`: a tensor, a constant, or (where the op computes on a number
 // as on the number wrapped: kRuntimeNumber, a 'v' position) a number known only at run time.
 bool tensorOrConstant(Value* v, Op op, size_t position, MatchedArg& out, std::string* why) {
-  if (v->type()->isSubtypeOf(*c10::TensorType::get())) {
+  if (isTensor(v)) {
     out.tensor = v;
     return true;
   }

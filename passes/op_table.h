@@ -33,6 +33,9 @@ struct ElementwiseMatch {
   std::vector<MatchedArg> args;
 };
 
+// Whether v is a tensor Value (not a number, list, ...).
+bool isTensor(Value* v);
+
 // True when `n` is a functional elementwise op the expression can carry; otherwise false with
 // the reason in *why (unknown op, non-constant scalar, unsupported argument value, ...).
 bool matchElementwise(Node* n, ElementwiseMatch& out, std::string* why);

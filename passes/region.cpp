@@ -223,8 +223,6 @@ std::optional<Region> hazardFreeRegion(Node* producer, Node* consumer, Rewriter&
 
 namespace {
 
-bool isTensor(Value* v) { return v->type()->isSubtypeOf(*c10::TensorType::get()); }
-
 // The aten::repeat(self, repeats) node making v, or nullptr.
 Node* repeatProducer(Value* v) {
   Node* p = v->node();

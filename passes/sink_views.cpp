@@ -29,7 +29,7 @@ enum class ViewKind { None, Select, Slice, Unsqueeze };
 Expr layoutOverTensors(const Region& f, std::vector<Value*>& tensors) {
   std::vector<int64_t> index(f.operands.size(), -1);
   for (size_t i = 0; i < f.operands.size(); ++i)
-    if (f.operands[i]->type()->isSubtypeOf(*c10::TensorType::get())) {
+    if (isTensor(f.operands[i])) {
       index[i] = static_cast<int64_t>(tensors.size());
       tensors.push_back(f.operands[i]);
     }
@@ -256,7 +256,7 @@ struct SinkViewsPattern : Pattern {
     const Expr layout = layoutOverTensors(f, leaves);
     for (Node* n : nodes)
       for (Value* arg : n->inputs())
-        if (!in.count(arg->node()) && arg->type()->isSubtypeOf(*c10::TensorType::get()) &&
+        if (!in.count(arg->node()) && isTensor(arg) &&
             std::find(leaves.begin(), leaves.end(), arg) == leaves.end())
           return reject(v, describeNode(n) + " reads a tensor that is not one of its elementwise operands", rw);
     // The copies read the leaves at v, the originals from nodes.front() on.

@@ -65,8 +65,8 @@ class Gen : public Xbyak::CodeGenerator {
   // A vector register of the kernel's width (what every path a wide kernel takes uses).
   Xbyak::Xmm v(int r) const { return W ? Xbyak::Xmm(Xbyak::Zmm(r)) : Xbyak::Xmm(Xbyak::Ymm(r)); }
   int vectorBytes() const { return W ? 64 : 32; }
-  // One element at `a` in every lane of register r.
-  void broadcast(int r, const Xbyak::Address& a) {
+  // One element (at an address, or in lane 0 of an xmm) in every lane of register r.
+  void broadcast(int r, const Xbyak::Operand& a) {
     if (!P.f64) vbroadcastss(v(r), a);
     else if (W) vbroadcastsd(Xbyak::Zmm(r), a);
     else vbroadcastsd(Xbyak::Ymm(r), a);
@@ -82,9 +82,7 @@ class Gen : public Xbyak::CodeGenerator {
     const bool integer = from == ScalarType::Long || from == ScalarType::Int;
     if (P.f64) integer ? vcvtsi2sd(x(r), x(r), e) : vcvtss2sd(x(r), x(r), e);
     else integer ? vcvtsi2ss(x(r), x(r), e) : vcvtsd2ss(x(r), x(r), e);
-    if (!P.f64) vbroadcastss(v(r), x(r));
-    else if (W) vbroadcastsd(Xbyak::Zmm(r), x(r));
-    else vbroadcastsd(Xbyak::Ymm(r), x(r));
+    broadcast(r, x(r));
   }
   int lanesPerVector() const { return vectorBytes() / (P.f64 ? 8 : 4); }
   static Xbyak::Xmm x(int r) { return Xbyak::Xmm(r); }

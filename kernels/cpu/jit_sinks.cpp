@@ -133,7 +133,6 @@ void Gen::keepExtremum() {
 // The same rule on 16 lanes, the lanes to take in k2: those where the kept value is not NaN (k3)
 // and the row's value beats it (or is NaN).
 void Gen::keepExtremumWide() {
-  using namespace Xbyak::util;
   for (int r = 0; r < R; ++r)
     for (int u = 0; u < U; ++u) {
       const int val = regAt(P.source, r, u), k = (r * U + u) * 2;
