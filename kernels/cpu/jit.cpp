@@ -46,10 +46,11 @@ bool supportedWide() {
 }
 
 // The process-wide switches: on where the CPU has what they need, unless their variable is "0".
-bool envAllows(const char* name) {
+bool envIs(const char* name, const char* value) {
   const char* v = std::getenv(name);
-  return !(v && std::string(v) == "0");
+  return v && std::string(v) == value;
 }
+bool envAllows(const char* name) { return !envIs(name, "0"); }
 std::atomic<bool>& switchState() {
   static std::atomic<bool> on{envAllows("TSFUSE_CPU_JIT") && supported()};
   return on;
@@ -93,23 +94,30 @@ const char* sinkName(Sink s) {
 // to /tmp/perf-<pid>.map under a name that says what it is (perf report then shows
 // "tsfuse_jit_sum_2i_2x2_block_3f9a..." instead of an unknown address in an anonymous mapping):
 // the sink, the instruction count, rows x vectors per block, block or masked tail, the program's key.
+// With TSFUSE_JIT_DUMP=1 each kernel's bytes also go to <that name>.bin in the working directory
+// (read them with `objdump -D -b binary -m i386:x86-64 -M intel FILE`).
 void recordForProfilers(const Plan& plan, const std::vector<std::shared_ptr<Kernel::Code>>& code, int rows,
                         int vectors, bool wide) {
-  const char* v = std::getenv("TSFUSE_JIT_PERF_MAP");
-  if (!(v && std::string(v) == "1")) return;
-  const std::string path = "/tmp/perf-" + std::to_string(getpid()) + ".map";
-  std::FILE* f = std::fopen(path.c_str(), "a");
-  if (!f) return;
+  const bool perfMap = envIs("TSFUSE_JIT_PERF_MAP", "1"), dump = envIs("TSFUSE_JIT_DUMP", "1");
+  if (!perfMap && !dump) return;
+  std::FILE* map = perfMap ? std::fopen(("/tmp/perf-" + std::to_string(getpid()) + ".map").c_str(), "a") : nullptr;
   const size_t key = std::hash<std::string>()(plan.key);
   for (size_t i = 0; i < code.size(); ++i) {
     const Xbyak::CodeGenerator& g = *code[i]->gen;
     const int r = i < 2 && code.size() > 2 ? 1 : rows;  // the single-row kernels come first (compile)
-    std::fprintf(f, "%lx %zx tsfuse_jit_%s%s_%zui_%dx%d_%s_%zx\n",
-                 static_cast<unsigned long>(reinterpret_cast<uintptr_t>(g.getCode())), g.getSize(), sinkName(plan.sink),
-                 wide ? "z" : "",
-                 plan.code.size(), r, i % 2 ? 1 : vectors, i % 2 ? "tail" : "block", key);
+    char name[160];
+    std::snprintf(name, sizeof(name), "tsfuse_jit_%s%s_%zui_%dx%d_%s_%zx", sinkName(plan.sink), wide ? "z" : "",
+                  plan.code.size(), r, i % 2 ? 1 : vectors, i % 2 ? "tail" : "block", key);
+    if (map)
+      std::fprintf(map, "%lx %zx %s\n", static_cast<unsigned long>(reinterpret_cast<uintptr_t>(g.getCode())),
+                   g.getSize(), name);
+    if (!dump) continue;
+    if (std::FILE* f = std::fopen((std::string(name) + ".bin").c_str(), "wb")) {
+      std::fwrite(g.getCode(), 1, g.getSize(), f);
+      std::fclose(f);
+    }
   }
-  std::fclose(f);
+  if (map) std::fclose(map);
 }
 
 // The block and masked-vector kernels of one shape (the vector's literals move to memory if it
@@ -248,12 +256,12 @@ std::optional<VerticalReduce> VerticalReduce::make(const TileProgram& p, size_t 
     // Reduced rows (in the reduced space's row-major order) by lanes, contiguous; one row where the
     // operand is the same for every reduced row (an anchor's coordinate against every box).
     const bool once = reduced.constantFor(i);
-    const int64_t packedRows = once ? 1 : reduced.numel();
-    if (access == Access::Packed && packedRows * v.inner_ * esz <= kMaxPackBytes) {
+    const int64_t packedRows = once ? 1 : reduced.numel(), rowBytes = packedRowBytes(v.inner_ * esz);
+    if (access == Access::Packed && packedRows * v.inner_ * esz <= kMaxPackBytes) {  // (plus the padding)
       ScratchBuffer& pk = v.packed_[i];
-      pk = ScratchBuffer(packedRows * v.inner_ * esz);
+      pk = ScratchBuffer(packedRows * rowBytes);
       for (int64_t r = 0; r < packedRows; ++r)
-        gather(views[i].data + reduced.offset(i, r), esz, &v.inner_, &s, 1, 0, v.inner_, pk.data() + r * v.inner_ * esz);
+        gather(views[i].data + reduced.offset(i, r), esz, &v.inner_, &s, 1, 0, v.inner_, pk.data() + r * rowBytes);
       kind = Leaf::Contiguous;
       v.packedOnce_[i] = once;
     }
@@ -279,7 +287,7 @@ std::optional<VerticalReduce> VerticalReduce::make(const TileProgram& p, size_t 
     for (size_t i = 0; i < views.size(); ++i) {
       v.rowStride_[i] = v.packed_[i].empty() ? reduced.stride[i].back()
                         : v.packedOnce_[i]    ? 0
-                                              : v.inner_ * views[i].elemSize;
+                                              : packedRowBytes(v.inner_ * views[i].elemSize);
       v.outer_.stride[i].pop_back();
     }
   }
@@ -355,7 +363,8 @@ void VerticalReduce::runRows(const std::vector<int64_t>& base, int64_t start, bo
       if (packed_[i].empty())
         a.leaf[i] = views[i].data + base[i] + outer_.offset(i, ro) + r0 * rowStride_[i] + lane;
       else  // packed: [outer reduced][rows][lanes], or once: [lanes]
-        a.leaf[i] = packed_[i].data() + ((packedOnce_[i] ? 0 : ro * rows_ + r0) * inner_ + start) * esz + lane;
+        a.leaf[i] = packed_[i].data() + (packedOnce_[i] ? 0 : ro * rows_ + r0) * packedRowBytes(inner_ * esz) +
+                    start * esz + lane;
     }
   };
   int64_t v0 = 0;
@@ -413,7 +422,7 @@ void VerticalReduce::runInner(const std::vector<int64_t>& base, int64_t start, b
       if (packed_[i].empty())
         a.leaf[i] = views[i].data + base[i] + r * outerStride_[i] + row * rowStride_[i] + lane;
       else
-        a.leaf[i] = packed_[i].data() + ((packedOnce_[i] ? 0 : row) * inner_ + start) * esz + lane;
+        a.leaf[i] = packed_[i].data() + (packedOnce_[i] ? 0 : row) * packedRowBytes(inner_ * esz) + start * esz + lane;
     }
   };
   // Every lane from v0 = 0: whole blocks in one call, then a masked vector at a time.
