@@ -249,24 +249,31 @@ std::optional<VerticalReduce> VerticalReduce::make(const TileProgram& p, size_t 
     TSFUSE_LOG(kernel, debug, "vertical reduction interpreted, not compiled: more rows than int32 indices count");
     return std::nullopt;
   }
+  // The panel: every lane, or the most lanes (whole tiles) of which each packed operand's copy fits
+  // (none: the operands stay strided, and a kernel that reads one is declined).
+  int64_t fit = v.inner_;
+  for (size_t i = 0; i < views.size(); ++i)
+    if (plan.keptAccess[i] == Access::Packed)
+      fit = std::min(fit, kMaxPackBytes / ((reduced.constantFor(i) ? 1 : reduced.numel()) * views[i].elemSize));
+  const bool pack = fit >= std::min(v.inner_, kTile);
+  v.panel_ = !pack ? v.inner_ : fit < v.inner_ ? fit / kTile * kTile : v.inner_;
   for (size_t i = 0; i < views.size(); ++i) {
-    const int64_t s = kept.stride[i].back(), esz = views[i].elemSize;
     const Access access = plan.keptAccess[i];
     Leaf kind = access == Access::Uniform ? Leaf::Uniform : access == Access::InPlace ? Leaf::Contiguous : Leaf::Strided;
     // Reduced rows (in the reduced space's row-major order) by lanes, contiguous; one row where the
     // operand is the same for every reduced row (an anchor's coordinate against every box).
     const bool once = reduced.constantFor(i);
-    const int64_t packedRows = once ? 1 : reduced.numel(), rowBytes = packedRowBytes(v.inner_ * esz);
-    if (access == Access::Packed && packedRows * v.inner_ * esz <= kMaxPackBytes) {  // (plus the padding)
-      ScratchBuffer& pk = v.packed_[i];
-      pk = ScratchBuffer(packedRows * rowBytes);
-      for (int64_t r = 0; r < packedRows; ++r)
-        gather(views[i].data + reduced.offset(i, r), esz, &v.inner_, &s, 1, 0, v.inner_, pk.data() + r * rowBytes);
+    if (access == Access::Packed && pack) {
+      const int64_t packedRows = once ? 1 : reduced.numel();
+      v.packed_[i] = ScratchBuffer(packedRows * packedRowBytes(v.panel_ * views[i].elemSize));
       kind = Leaf::Contiguous;
       v.packedOnce_[i] = once;
     }
     v.leaves_.push_back(kind);
   }
+  v.reduced_ = reduced;
+  for (size_t i = 0; i < views.size(); ++i) v.laneStride_.push_back(kept.stride[i].back());
+  if (pack) v.packPanel(0);
   // Output rows along the kept dim next to the lanes' dim: operands that move along it change per
   // row; the others are read once for a tile's rows.
   const size_t kd = kept.size.size();
@@ -287,7 +294,7 @@ std::optional<VerticalReduce> VerticalReduce::make(const TileProgram& p, size_t 
     for (size_t i = 0; i < views.size(); ++i) {
       v.rowStride_[i] = v.packed_[i].empty() ? reduced.stride[i].back()
                         : v.packedOnce_[i]    ? 0
-                                              : packedRowBytes(v.inner_ * views[i].elemSize);
+                                              : packedRowBytes(v.panel_ * views[i].elemSize);
       v.outer_.stride[i].pop_back();
     }
   }
@@ -329,6 +336,20 @@ void VerticalReduce::clear(void* sums, int64_t n) const {
   std::memset(p + kExtremumIndexBytes, 0, n * sizeof(int32_t));
 }
 
+void VerticalReduce::packPanel(int64_t p0) {
+  TORCH_INTERNAL_ASSERT(p0 % std::max<int64_t>(panel_, 1) == 0 && p0 < inner_, "tsfuse: a packed panel off its grid");
+  panelStart_ = p0;
+  const int64_t lanes = std::min(panel_, inner_ - p0);
+  for (size_t i = 0; i < packed_.size(); ++i) {
+    if (packed_[i].empty()) continue;
+    const int64_t esz = (*views_)[i].elemSize, rowBytes = packedRowBytes(panel_ * esz);
+    const int64_t rows = packedOnce_[i] ? 1 : reduced_.numel();
+    for (int64_t r = 0; r < rows; ++r)
+      gather((*views_)[i].data + reduced_.offset(i, r), esz, &inner_, &laneStride_[i], 1, p0, lanes,
+             packed_[i].data() + r * rowBytes);
+  }
+}
+
 void VerticalReduce::run(const std::vector<int64_t>& base, int64_t start, int64_t rows, int64_t n, void* sums) const {
   const Kernel& k = *kernel_;
   if (rows != k.rowsPerBlock()) {  // fewer rows than a block takes: one row at a time
@@ -363,8 +384,8 @@ void VerticalReduce::runRows(const std::vector<int64_t>& base, int64_t start, bo
       if (packed_[i].empty())
         a.leaf[i] = views[i].data + base[i] + outer_.offset(i, ro) + r0 * rowStride_[i] + lane;
       else  // packed: [outer reduced][rows][lanes], or once: [lanes]
-        a.leaf[i] = packed_[i].data() + (packedOnce_[i] ? 0 : ro * rows_ + r0) * packedRowBytes(inner_ * esz) +
-                    start * esz + lane;
+        a.leaf[i] = packed_[i].data() + (packedOnce_[i] ? 0 : ro * rows_ + r0) * packedRowBytes(panel_ * esz) +
+                    (start - panelStart_) * esz + lane;
     }
   };
   int64_t v0 = 0;
@@ -422,7 +443,8 @@ void VerticalReduce::runInner(const std::vector<int64_t>& base, int64_t start, b
       if (packed_[i].empty())
         a.leaf[i] = views[i].data + base[i] + r * outerStride_[i] + row * rowStride_[i] + lane;
       else
-        a.leaf[i] = packed_[i].data() + (packedOnce_[i] ? 0 : row) * packedRowBytes(inner_ * esz) + start * esz + lane;
+        a.leaf[i] = packed_[i].data() + (packedOnce_[i] ? 0 : row) * packedRowBytes(panel_ * esz) +
+                    (start - panelStart_) * esz + lane;
     }
   };
   // Every lane from v0 = 0: whole blocks in one call, then a masked vector at a time.

@@ -188,9 +188,18 @@ class VerticalReduce {
   void clear(void* sums, int64_t n) const;
 
   // An operand the plan marks Packed (strided along the lanes but the same for every output:
-  // `y[j, d]` summed over d) is packed once per call, reduced rows by lanes, when that takes at
-  // most this many bytes (the operand's own elements: a bounded copy, never of the broadcast shape).
+  // `y[j, d]` summed over d) is packed, reduced rows by lanes, into at most this many bytes (the
+  // operand's own elements: a bounded copy, never of the broadcast shape): all its lanes once per
+  // call where they fit, else a panel of lanes at a time (a multiple of kTile lanes; the caller
+  // packs each with packPanel and runs the tiles of its lanes: pairwise L2 over D = 64 and 8192
+  // points takes 2 MiB).
   static constexpr int64_t kMaxPackBytes = int64_t(1) << 20;
+  // Lanes packed at a time: the kept innermost dim's whole length unless packed by panels.
+  int64_t panelLanes() const { return panel_; }
+  bool panelled() const { return panel_ < inner_; }
+  // Packs lanes [p0, p0 + panelLanes()) of the panel-packed operands; run() then reads only tiles
+  // of those lanes. Not while a run() is under way.
+  void packPanel(int64_t p0);
   // Bytes from one packed row to the next: the row's bytes in whole cache lines, an odd number of
   // them. A block reads the same lanes of every row; rows a multiple of 4 KiB apart (1024 float32
   // lanes) all fall in one L1 set and evict each other (pairwise L2 over D = 64, 1024 x 1024:
@@ -208,8 +217,11 @@ class VerticalReduce {
   std::vector<int64_t> outerStride_;  // per operand: bytes from one output row to the next
   int64_t line_ = 1;
   int64_t inner_ = 0;                      // lanes of the kept innermost dim
-  std::vector<ScratchBuffer> packed_;      // per operand: its packed copy, or empty
+  std::vector<ScratchBuffer> packed_;      // per operand: its packed copy (of the current panel), or empty
   std::vector<char> packedOnce_;           // per operand: packed as one row, the same for every row
+  int64_t panel_ = 0, panelStart_ = 0;     // lanes per packed panel (inner_: no panels), the current one's first
+  SubSpace reduced_;                       // the plan's reduced space (packPanel's rows)
+  std::vector<int64_t> laneStride_;        // per operand: its stride along the lanes (elements)
   SubSpace outer_;  // the reduced space without its innermost dim
   int64_t rows_ = 1;
   std::vector<int64_t> rowStride_;

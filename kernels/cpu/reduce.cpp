@@ -68,7 +68,7 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
       auto compiled = jit::VerticalReduce::make(prog, prefix, source,
                                                 compiledSink(proto, prog.slotType[source], order.has_value()), plan,
                                                 order ? &*order : nullptr);
-      if (compiled && !(rowSums && kIndexed)) {
+      if (compiled && !(rowSums && (kIndexed || compiled->panelled()))) {
         runCompiledVertical(*compiled, plan, outer, count, proto, finish, rowSums);
         return true;
       }

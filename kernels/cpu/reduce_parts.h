@@ -263,7 +263,7 @@ Acc laneAccumulator(const Acc& proto, jit::Sink sink, const char* lanes, int64_t
 // in its own kSumsRowBytes row of the lanes buffer; then the accumulator's value and the finisher,
 // per row.
 template <typename Acc>
-void runCompiledVertical(const jit::VerticalReduce& compiled, const IterationPlan& plan, const SubSpace& outer,
+void runCompiledVertical(jit::VerticalReduce& compiled, const IterationPlan& plan, const SubSpace& outer,
                          int64_t count, const Acc& proto, const Finisher& finish, const RowSums* rowSums = nullptr) {
   using Out = typename Acc::Out;
   constexpr bool kIndexed = std::is_base_of_v<IndexedTag, Acc>;
@@ -289,59 +289,67 @@ void runCompiledVertical(const jit::VerticalReduce& compiled, const IterationPla
   const Finisher finishRows = epiRows ? finish.withSegments(&segments) : finish;
   // Row sums: a work item is a group's whole rows, its tiles in order into the thread's buffer.
   const int64_t tilesPerItem = rowSums ? tilesPerRow : 1;
-  forEachWorker(lines * groups * tilesPerRow / tilesPerItem, [&](const ChunkQueue& queue) {
-    const VmlSerialScope serialVml;
-    auto es = finish.scratch();
-    std::vector<int64_t> buffer(RK * jit::kSumsRowBytes / sizeof(int64_t));  // aligned, raw lanes
-    char* lanes = reinterpret_cast<char*>(buffer.data());
-    std::unique_ptr<Out[]> vals(new Out[kTile]);
-    std::vector<float> rowBuffer(rowSums ? RK * inner : 0);
-    std::vector<int64_t> base(L);
-    // Per output row of the current group: each operand's offset at the row's start, and the
-    // epilogue operands' (where the epilogue's innermost dim is the row), computed once per group.
-    const size_t E = finish.views ? finish.views->size() : 0;
-    std::vector<int64_t> rowBase(RK * L), epiBase(RK * E);
-    int64_t baseOf = -1;
-    for (int64_t b, e; queue.next(b, e);)
-      for (int64_t w = b * tilesPerItem; w < e * tilesPerItem; ++w) {
-        const int64_t start = (w % tilesPerRow) * kTile, n = std::min(kTile, inner - start);
-        const int64_t g = (w / tilesPerRow) % groups, o0 = (w / (tilesPerRow * groups)) * line + g * RK;
-        const int64_t rows = std::min(RK, line - g * RK);
-        if (o0 != baseOf) {
-          baseOf = o0;
-          for (int64_t r = 0; r < rows; ++r) {
-            for (int i = 0; i < L; ++i) rowBase[r * L + i] = outer.offset(i, o0 + r);
-            if (epiRows) finish.runStart((o0 + r) * inner, epiBase.data() + r * E);
-          }
-        }
-        if (!compiled.startsFromZero())
-          for (int64_t r = 0; r < rows; ++r) compiled.clear(lanes + r * jit::kSumsRowBytes, n);
-        for (int64_t c0 = 0; c0 < n; c0 += chunk)
-          for (int64_t q = 0; q < rows; q += R) {
-            for (int i = 0; i < L; ++i) base[i] = rowBase[q * L + i] + (start + c0) * plan.kept.stride[i].back();
-            compiled.run(base, start + c0, std::min(R, rows - q), std::min(chunk, n - c0),
-                         lanes + q * jit::kSumsRowBytes + c0 * compiled.laneBytes());
-          }
-        for (int64_t r = 0; r < rows; ++r) {
-          const int64_t o = (o0 + r) * inner + start;
-          char* dst = rowSums ? reinterpret_cast<char*>(&rowBuffer[r * inner + start]) : finish.out + o * finish.outSize;
-          const char* row = lanes + r * jit::kSumsRowBytes;
-          if constexpr (std::is_same_v<Acc, SumAcc<float>>) {
-            if (sink == jit::Sink::SumFloat || sink == jit::Sink::SumInner) {  // float32 lanes: the sums as they are
-              finishRows.to(dst, es ? &*es : nullptr, row, o, n, epiRows ? epiBase.data() + r * E : nullptr);
-              continue;
+  TORCH_INTERNAL_ASSERT(!(rowSums && compiled.panelled()), "tsfuse: row sums over packed panels");
+  // Panel by panel where an operand is packed a panel of lanes at a time (else one panel): every
+  // output row's tiles of the panel's lanes, then the next panel packed.
+  const int64_t panel = compiled.panelLanes();
+  for (int64_t p0 = 0; p0 < inner; p0 += panel) {
+    if (p0 > 0) compiled.packPanel(p0);
+    const int64_t firstTile = p0 / kTile, tiles = (std::min(panel, inner - p0) + kTile - 1) / kTile;
+    forEachWorker(lines * groups * tiles / (rowSums ? tiles : 1), [&](const ChunkQueue& queue) {
+      const VmlSerialScope serialVml;
+      auto es = finish.scratch();
+      std::vector<int64_t> buffer(RK * jit::kSumsRowBytes / sizeof(int64_t));  // aligned, raw lanes
+      char* lanes = reinterpret_cast<char*>(buffer.data());
+      std::unique_ptr<Out[]> vals(new Out[kTile]);
+      std::vector<float> rowBuffer(rowSums ? RK * inner : 0);
+      std::vector<int64_t> base(L);
+      // Per output row of the current group: each operand's offset at the row's start, and the
+      // epilogue operands' (where the epilogue's innermost dim is the row), computed once per group.
+      const size_t E = finish.views ? finish.views->size() : 0;
+      std::vector<int64_t> rowBase(RK * L), epiBase(RK * E);
+      int64_t baseOf = -1;
+      for (int64_t b, e; queue.next(b, e);)
+        for (int64_t w = b * tilesPerItem; w < e * tilesPerItem; ++w) {
+          const int64_t start = (firstTile + w % tiles) * kTile, n = std::min(kTile, inner - start);
+          const int64_t g = (w / tiles) % groups, o0 = (w / (tiles * groups)) * line + g * RK;
+          const int64_t rows = std::min(RK, line - g * RK);
+          if (o0 != baseOf) {
+            baseOf = o0;
+            for (int64_t r = 0; r < rows; ++r) {
+              for (int i = 0; i < L; ++i) rowBase[r * L + i] = outer.offset(i, o0 + r);
+              if (epiRows) finish.runStart((o0 + r) * inner, epiBase.data() + r * E);
             }
           }
-          for (int64_t j = 0; j < n; ++j) {
-            const Acc acc = laneAccumulator(proto, sink, row, j);
-            vals[j] = acc.get(count);
-            if constexpr (kIndexed) finish.indices[o + j] = acc.index();
+          if (!compiled.startsFromZero())
+            for (int64_t r = 0; r < rows; ++r) compiled.clear(lanes + r * jit::kSumsRowBytes, n);
+          for (int64_t c0 = 0; c0 < n; c0 += chunk)
+            for (int64_t q = 0; q < rows; q += R) {
+              for (int i = 0; i < L; ++i) base[i] = rowBase[q * L + i] + (start + c0) * plan.kept.stride[i].back();
+              compiled.run(base, start + c0, std::min(R, rows - q), std::min(chunk, n - c0),
+                           lanes + q * jit::kSumsRowBytes + c0 * compiled.laneBytes());
+            }
+          for (int64_t r = 0; r < rows; ++r) {
+            const int64_t o = (o0 + r) * inner + start;
+            char* dst = rowSums ? reinterpret_cast<char*>(&rowBuffer[r * inner + start]) : finish.out + o * finish.outSize;
+            const char* row = lanes + r * jit::kSumsRowBytes;
+            if constexpr (std::is_same_v<Acc, SumAcc<float>>) {
+              if (sink == jit::Sink::SumFloat || sink == jit::Sink::SumInner) {  // float32 lanes: the sums as they are
+                finishRows.to(dst, es ? &*es : nullptr, row, o, n, epiRows ? epiBase.data() + r * E : nullptr);
+                continue;
+              }
+            }
+            for (int64_t j = 0; j < n; ++j) {
+              const Acc acc = laneAccumulator(proto, sink, row, j);
+              vals[j] = acc.get(count);
+              if constexpr (kIndexed) finish.indices[o + j] = acc.index();
+            }
+            finishRows.to(dst, es ? &*es : nullptr, vals.get(), o, n, epiRows ? epiBase.data() + r * E : nullptr);
           }
-          finishRows.to(dst, es ? &*es : nullptr, vals.get(), o, n, epiRows ? epiBase.data() + r * E : nullptr);
+          if (rowSums && start + n == inner)
+            for (int64_t r = 0; r < rows; ++r) rowSums->out[o0 + r] = eagerRowSum(&rowBuffer[r * inner], inner);
         }
-        if (rowSums && start + n == inner)
-          for (int64_t r = 0; r < rows; ++r) rowSums->out[o0 + r] = eagerRowSum(&rowBuffer[r * inner], inner);
-      }
-  });
+    });
+  }
 }
 }  // namespace tsfuse::cpu::reduce_parts

@@ -139,6 +139,28 @@ TEST(JitSum, ReducedSpacesAndLayouts) {
                         kSum0, true, CheckOpts{false}));
 }
 
+// An operand packed for the lanes whose copy would pass VerticalReduce::kMaxPackBytes is packed a
+// panel of lanes at a time (whole tiles), every output row's tiles of a panel before the next.
+TEST(JitSum, PackedOperandsPastThePackBudgetRunPanelByPanel) {
+  if (!haveJit()) GTEST_SKIP() << "no AVX2/BMI2: the compiled kernels are off";
+  Gen g(35);
+  const ReduceArgs lastDim{"sum", std::vector<int64_t>{-1}};
+  auto l2Eager = [](const T& o) { return at::pow(o[0] - o[1], 2); };
+  // y[j, d] summed over d in eager's inner order: 64 rows x 4200 lanes (1.03 MiB) -> 4096 + 104.
+  T points = {g.tensor({3, 1, 64}, at::kFloat, kNaNInf), g.tensor({1, 4200, 64}, at::kFloat, kNaNInf)};
+  EXPECT_TRUE(checkBoth("v1: sub($0, $1); pow(%0, 2)", points, l2Eager, lastDim, true, CheckOpts{false}));
+  // float64: half the lanes per panel (2048), three panels.
+  T wide = {g.tensor({2, 1, 64}, at::kDouble), g.tensor({1, 4500, 64}, at::kDouble)};
+  EXPECT_TRUE(checkBoth("v1: sub($0, $1); pow(%0, 2)", wide, l2Eager, lastDim, true, CheckOpts{false}));
+  // A y strided along the lanes summed over dim 0 (rows of the reduced space, not eager's inner
+  // order): 300 rows x 1000 lanes -> panels of 768 and 232 lanes, over output rows in blocks.
+  at::Tensor y = g.tensor({300, 1000, 2}, at::kFloat).select(2, 0);  // [300, 1000], lanes 2 apart
+  T columns = {g.tensor({300, 5, 1}, at::kFloat), y.unsqueeze(1)};
+  EXPECT_TRUE(checkBoth(kSim, columns, simEager, kSum0, true));
+  columns[0] = g.tensor({300, 5, 1}, at::kFloat);  // again, through the kernel compiled above
+  EXPECT_TRUE(checkBoth(kSim, columns, simEager, kSum0, true));
+}
+
 TEST(JitSum, DeclinedProgramsAreInterpreted) {
   if (!haveJit()) GTEST_SKIP() << "no AVX2/BMI2: the compiled kernels are off";
   Gen g(34);
