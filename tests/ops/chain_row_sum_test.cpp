@@ -67,6 +67,16 @@ TEST(ChainRowSum, KeepdimAndAHigherRank) {
   auto [got4, folded4] = run(ops4, rank4);
   EXPECT_TRUE(folded4);
   EXPECT_TRUE(sameTensor(eagerChain(ops4, rank4), got4, /*exact=*/true));
+
+  // Rows shorter than a vector (8 and 3 points per row): the compiled kernel over masked lanes,
+  // several output rows a call.
+  for (int64_t m : {8, 3}) {
+    const std::vector<at::Tensor> few{g.tensor({500, 1, 3}, at::kFloat), g.tensor({m, 3}, at::kFloat),
+                                      g.tensor({m}, at::kFloat)};
+    auto [gotFew, foldedFew] = run(few, {kKernel, "sum(dim=[1], keepdim=False)"});
+    EXPECT_TRUE(foldedFew) << m;
+    EXPECT_TRUE(sameTensor(eagerChain(few, {kKernel, "sum(dim=[1], keepdim=False)"}), gotFew, /*exact=*/true)) << m;
+  }
 }
 
 // NaN and infinities in the points (their rows only), -0.0 weights, distances whose exp underflows
@@ -126,7 +136,6 @@ TEST(ChainRowSum, DeclinedChainsKeepTheirValues) {
       {"the next stage sums the first dim", {kKernel, "sum(dim=[0], keepdim=False)"}, 64, 700, at::kFloat, false},
       {"one row (eager may split its sum among threads)", {kKernel, "sum(dim=[1], keepdim=False)"}, 1, 40000,
        at::kFloat, true},
-      {"rows shorter than a compiled tile's lanes", {kKernel, "sum(dim=[1], keepdim=False)"}, 500, 8, at::kFloat, true},
       {"float64 values", {kKernel, "sum(dim=[1], keepdim=False)"}, 64, 700, at::kDouble, true},
       {"the next stage is a mean", {kKernel, "mean(dim=[1], keepdim=False)"}, 64, 700, at::kFloat, true},
   };

@@ -161,6 +161,26 @@ TEST(JitSum, PackedOperandsPastThePackBudgetRunPanelByPanel) {
   EXPECT_TRUE(checkBoth(kSim, columns, simEager, kSum0, true));
 }
 
+// Outputs whose innermost dim is shorter than a vector (distances to 3 centroids) run vertically
+// through the compiled kernels when the reduced space is shorter than a tile; a long reduction
+// into few outputs keeps the horizontal tiling (interpreted).
+TEST(JitSum, NarrowOutputsOfShortReductionsRunCompiled) {
+  if (!haveJit()) GTEST_SKIP() << "no AVX2/BMI2: the compiled kernels are off";
+  Gen g(36);
+  const ReduceArgs lastDim{"sum", std::vector<int64_t>{-1}};
+  auto l2Eager = [](const T& o) { return at::pow(o[0] - o[1], 2); };
+  for (int64_t m : {1, 3, 15}) {
+    T centroids = {g.tensor({700, 1, 3}, at::kFloat, kNaNInf), g.tensor({1, m, 3}, at::kFloat)};
+    EXPECT_TRUE(checkBoth("v1: sub($0, $1); pow(%0, 2)", centroids, l2Eager, lastDim, true, CheckOpts{false})) << m;
+    T wide = {g.tensor({300, 1, 40}, at::kDouble), g.tensor({1, m, 40}, at::kDouble)};
+    EXPECT_TRUE(checkBoth("v1: sub($0, $1); pow(%0, 2)", wide, l2Eager, lastDim, true, CheckOpts{false})) << m;
+  }
+  T counts = {g.tensor({200, 6, 1}, at::kFloat), g.tensor({200, 1, 5}, at::kFloat)};
+  EXPECT_TRUE(checkBoth(kSim, counts, simEager, kSum0, true));
+  T longRows = {g.tensor({1, 3, 1}, at::kFloat), g.tensor({5000, 1, 3}, at::kFloat)};
+  EXPECT_TRUE(checkBoth(kSim, longRows, simEager, kSum0, false));
+}
+
 TEST(JitSum, DeclinedProgramsAreInterpreted) {
   if (!haveJit()) GTEST_SKIP() << "no AVX2/BMI2: the compiled kernels are off";
   Gen g(34);
