@@ -273,7 +273,6 @@ std::optional<VerticalReduce> VerticalReduce::make(const TileProgram& p, size_t 
   }
   v.reduced_ = reduced;
   for (size_t i = 0; i < views.size(); ++i) v.laneStride_.push_back(kept.stride[i].back());
-  if (pack) v.packPanel(0);
   // Output rows along the kept dim next to the lanes' dim: operands that move along it change per
   // row; the others are read once for a tile's rows.
   const size_t kd = kept.size.size();
@@ -298,6 +297,7 @@ std::optional<VerticalReduce> VerticalReduce::make(const TileProgram& p, size_t 
       v.outer_.stride[i].pop_back();
     }
   }
+  if (pack) v.packPanel(0);  // (after rowStride_, which packedAt reads)
   std::string why;
   if (order) {
     // Eager's inner order: the kernels walk one reduced dim of `rows_` values (the values after
@@ -342,11 +342,10 @@ void VerticalReduce::packPanel(int64_t p0) {
   const int64_t lanes = std::min(panel_, inner_ - p0);
   for (size_t i = 0; i < packed_.size(); ++i) {
     if (packed_[i].empty()) continue;
-    const int64_t esz = (*views_)[i].elemSize, rowBytes = packedRowBytes(panel_ * esz);
     const int64_t rows = packedOnce_[i] ? 1 : reduced_.numel();
     for (int64_t r = 0; r < rows; ++r)
-      gather((*views_)[i].data + reduced_.offset(i, r), esz, &inner_, &laneStride_[i], 1, p0, lanes,
-             packed_[i].data() + r * rowBytes);
+      gather((*views_)[i].data + reduced_.offset(i, r), (*views_)[i].elemSize, &inner_, &laneStride_[i], 1, p0,
+             lanes, packedAt(i, r, p0));
   }
 }
 
@@ -384,8 +383,7 @@ void VerticalReduce::runRows(const std::vector<int64_t>& base, int64_t start, bo
       if (packed_[i].empty())
         a.leaf[i] = views[i].data + base[i] + outer_.offset(i, ro) + r0 * rowStride_[i] + lane;
       else  // packed: [outer reduced][rows][lanes], or once: [lanes]
-        a.leaf[i] = packed_[i].data() + (packedOnce_[i] ? 0 : ro * rows_ + r0) * packedRowBytes(panel_ * esz) +
-                    (start - panelStart_) * esz + lane;
+        a.leaf[i] = packedAt(i, ro * rows_ + r0, start) + lane;
     }
   };
   int64_t v0 = 0;
@@ -443,8 +441,7 @@ void VerticalReduce::runInner(const std::vector<int64_t>& base, int64_t start, b
       if (packed_[i].empty())
         a.leaf[i] = views[i].data + base[i] + r * outerStride_[i] + row * rowStride_[i] + lane;
       else
-        a.leaf[i] = packed_[i].data() + (packedOnce_[i] ? 0 : row) * packedRowBytes(panel_ * esz) +
-                    (start - panelStart_) * esz + lane;
+        a.leaf[i] = packedAt(i, row, start) + lane;
     }
   };
   // Every lane from v0 = 0: whole blocks in one call, then a masked vector at a time.

@@ -209,6 +209,11 @@ class VerticalReduce {
  private:
   void runRows(const std::vector<int64_t>& base, int64_t start, bool allRows, int64_t n, void* sums) const;
   void runInner(const std::vector<int64_t>& base, int64_t start, bool allRows, int64_t n, void* sums) const;
+  // Packed operand i's element at reduced row `row` (any row of a once-packed one: its only row)
+  // and lane `lane` of the current panel: rows rowStride_ apart (0 when packed once).
+  char* packedAt(size_t i, int64_t row, int64_t lane) const {
+    return packed_[i].data() + row * rowStride_[i] + (lane - panelStart_) * (*views_)[i].elemSize;
+  }
   std::shared_ptr<const Kernel> kernel_;
   std::shared_ptr<const Kernel> after_;  // SumInner: the values after the vectors (one row a call)
   std::optional<InnerSumOrder> order_;

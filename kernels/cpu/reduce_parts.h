@@ -296,7 +296,7 @@ void runCompiledVertical(jit::VerticalReduce& compiled, const IterationPlan& pla
   for (int64_t p0 = 0; p0 < inner; p0 += panel) {
     if (p0 > 0) compiled.packPanel(p0);
     const int64_t firstTile = p0 / kTile, tiles = (std::min(panel, inner - p0) + kTile - 1) / kTile;
-    forEachWorker(lines * groups * tiles / (rowSums ? tiles : 1), [&](const ChunkQueue& queue) {
+    forEachWorker(lines * groups * tiles / tilesPerItem, [&](const ChunkQueue& queue) {  // (rowSums: tiles = tilesPerRow)
       const VmlSerialScope serialVml;
       auto es = finish.scratch();
       std::vector<int64_t> buffer(RK * jit::kSumsRowBytes / sizeof(int64_t));  // aligned, raw lanes
