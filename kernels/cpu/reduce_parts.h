@@ -258,13 +258,34 @@ Acc laneAccumulator(const Acc& proto, jit::Sink sink, const char* lanes, int64_t
   return acc;
 }
 
+// Copies n elements of `size` bytes from src to dst, `step` elements apart there.
+inline void scatter(const char* src, char* dst, int64_t n, int64_t step, int64_t size) {
+  auto typed = [&](auto tag) {
+    using U = decltype(tag);
+    for (int64_t j = 0; j < n; ++j) std::memcpy(dst + j * step * sizeof(U), src + j * sizeof(U), sizeof(U));
+  };
+  switch (size) {
+    case 1: return typed(uint8_t());
+    case 2: return typed(uint16_t());
+    case 4: return typed(uint32_t());
+    case 8: return typed(uint64_t());
+    default:
+      for (int64_t j = 0; j < n; ++j) std::memcpy(dst + j * step * size, src + j * size, size);
+  }
+}
+
 // A vertical reduction through compiled kernels (jit::VerticalReduce): tiles of up to
 // rowsPerTile() consecutive outputs along the kept dim next to the lanes' dim, each output's lanes
 // in its own kSumsRowBytes row of the lanes buffer; then the accumulator's value and the finisher,
 // per row.
+// swap: the plan's two innermost kept dims are the output's swapped (IterationPlan::
+// withInnerKeptSwapped): the lanes run along the output's second-innermost dim, a work item takes
+// every row of the output's short innermost dim for its tile of lanes, and each row is written
+// `swap->inner` elements apart (row sums: each lane's rows summed in eager's order).
 template <typename Acc>
 void runCompiledVertical(jit::VerticalReduce& compiled, const IterationPlan& plan, const SubSpace& outer,
-                         int64_t count, const Acc& proto, const Finisher& finish, const RowSums* rowSums = nullptr) {
+                         int64_t count, const Acc& proto, const Finisher& finish, const RowSums* rowSums = nullptr,
+                         const InnerSwap* swap = nullptr) {
   using Out = typename Acc::Out;
   constexpr bool kIndexed = std::is_base_of_v<IndexedTag, Acc>;
   const int L = static_cast<int>(outer.stride.size());
@@ -276,10 +297,11 @@ void runCompiledVertical(jit::VerticalReduce& compiled, const IterationPlan& pla
   // once, not once per group (seed similarity 1024 x 500: 20.3 -> 13.8 ms). Below that, L2 serves
   // the groups one after another as well (128 x 1000: chunks were 4% slower).
   constexpr int64_t kGroups = 8, kChunkBytes = int64_t(16) << 10, kTileBytes = int64_t(512) << 10;
-  const bool chunked = count * kTile * 4 > kTileBytes;
+  const bool chunked = count * kTile * 4 > (swap ? kChunkBytes : kTileBytes);
   const int64_t perBlock = compiled.lanesPerBlock();
   const int64_t chunk = chunked ? std::max(perBlock, kChunkBytes / (count * 4) / perBlock * perBlock) : kTile;
-  const int64_t RK = chunked ? R * kGroups : R;
+  const int64_t RK = swap ? line : chunked ? R * kGroups : R;
+  TORCH_INTERNAL_ASSERT(!swap || (line == swap->inner && line < kTile), "tsfuse: swapped lanes over a long row");
   const int64_t groups = (line + RK - 1) / RK, lines = outer.numel() / line;
   const jit::Sink sink = compiled.sink();
   // Tiles never cross a row: where the epilogue's innermost dim is the row, its operands' offsets
@@ -288,8 +310,8 @@ void runCompiledVertical(jit::VerticalReduce& compiled, const IterationPlan& pla
   std::optional<SegmentedProgram> segments;
   const Finisher finishRows = epiRows ? finish.withSegments(&segments) : finish;
   // Row sums: a work item is a group's whole rows, its tiles in order into the thread's buffer.
-  const int64_t tilesPerItem = rowSums ? tilesPerRow : 1;
-  TORCH_INTERNAL_ASSERT(!(rowSums && compiled.panelled()), "tsfuse: row sums over packed panels");
+  const int64_t tilesPerItem = rowSums && !swap ? tilesPerRow : 1;
+  TORCH_INTERNAL_ASSERT(!(rowSums && !swap && compiled.panelled()), "tsfuse: row sums over packed panels");
   // Panel by panel where an operand is packed a panel of lanes at a time (else one panel): every
   // output row's tiles of the panel's lanes, then the next panel packed.
   const int64_t panel = compiled.panelLanes();
@@ -302,7 +324,8 @@ void runCompiledVertical(jit::VerticalReduce& compiled, const IterationPlan& pla
       std::vector<int64_t> buffer(RK * jit::kSumsRowBytes / sizeof(int64_t));  // aligned, raw lanes
       char* lanes = reinterpret_cast<char*>(buffer.data());
       std::unique_ptr<Out[]> vals(new Out[kTile]);
-      std::vector<float> rowBuffer(rowSums ? RK * inner : 0);
+      std::vector<float> rowBuffer(rowSums ? RK * (swap ? kTile : inner) : 0);
+      std::unique_ptr<char[]> staged(swap && !rowSums ? new char[kTile * finish.outSize] : nullptr);
       std::vector<int64_t> base(L);
       // Per output row of the current group: each operand's offset at the row's start, and the
       // epilogue operands' (where the epilogue's innermost dim is the row), computed once per group.
@@ -330,24 +353,37 @@ void runCompiledVertical(jit::VerticalReduce& compiled, const IterationPlan& pla
                            lanes + q * jit::kSumsRowBytes + c0 * compiled.laneBytes());
             }
           for (int64_t r = 0; r < rows; ++r) {
-            const int64_t o = (o0 + r) * inner + start;
-            char* dst = rowSums ? reinterpret_cast<char*>(&rowBuffer[r * inner + start]) : finish.out + o * finish.outSize;
+            const int64_t o = (o0 + r) * inner + start, at = swap ? swap->outputIndex(o) : o;
+            const int64_t step = swap ? swap->inner : 1;  // between the outputs of consecutive lanes
+            char* dst = rowSums ? reinterpret_cast<char*>(&rowBuffer[swap ? r * kTile : r * inner + start])
+                        : swap  ? staged.get()
+                                : finish.out + o * finish.outSize;
             const char* row = lanes + r * jit::kSumsRowBytes;
-            if constexpr (std::is_same_v<Acc, SumAcc<float>>) {
-              if (sink == jit::Sink::SumFloat || sink == jit::Sink::SumInner) {  // float32 lanes: the sums as they are
-                finishRows.to(dst, es ? &*es : nullptr, row, o, n, epiRows ? epiBase.data() + r * E : nullptr);
-                continue;
+            const int64_t* runBase = epiRows ? epiBase.data() + r * E : nullptr;
+            bool asTheyAre = false;  // float32 lane sums: finished as they are
+            if constexpr (std::is_same_v<Acc, SumAcc<float>>)
+              asTheyAre = sink == jit::Sink::SumFloat || sink == jit::Sink::SumInner;
+            if (asTheyAre) {
+              finishRows.to(dst, es ? &*es : nullptr, row, o, n, runBase);
+            } else {
+              for (int64_t j = 0; j < n; ++j) {
+                const Acc acc = laneAccumulator(proto, sink, row, j);
+                vals[j] = acc.get(count);
+                if constexpr (kIndexed) finish.indices[at + j * step] = acc.index();
               }
+              finishRows.to(dst, es ? &*es : nullptr, vals.get(), o, n, runBase);
             }
-            for (int64_t j = 0; j < n; ++j) {
-              const Acc acc = laneAccumulator(proto, sink, row, j);
-              vals[j] = acc.get(count);
-              if constexpr (kIndexed) finish.indices[o + j] = acc.index();
-            }
-            finishRows.to(dst, es ? &*es : nullptr, vals.get(), o, n, epiRows ? epiBase.data() + r * E : nullptr);
+            if (swap && !rowSums) scatter(dst, finish.out + at * finish.outSize, n, step, finish.outSize);
           }
-          if (rowSums && start + n == inner)
+          if (rowSums && swap) {  // every row of the output's innermost dim is here, lane by lane
+            float v[kTile];
+            for (int64_t j = 0; j < n; ++j) {
+              for (int64_t r = 0; r < rows; ++r) v[r] = rowBuffer[r * kTile + j];
+              rowSums->out[o0 / line * inner + start + j] = eagerRowSum(v, rows);
+            }
+          } else if (rowSums && start + n == inner) {
             for (int64_t r = 0; r < rows; ++r) rowSums->out[o0 + r] = eagerRowSum(&rowBuffer[r * inner], inner);
+          }
         }
     });
   }

@@ -150,6 +150,24 @@ int64_t IterationPlan::numel() const {
   return n;
 }
 
+IterationPlan IterationPlan::withInnerKeptSwapped() const {
+  const size_t kd = kept.size.size();
+  TORCH_INTERNAL_ASSERT(kd >= 2 && keptOrder.size() == kd && outOrder.size() == kd,
+                        "tsfuse: swapping the innermost kept dims of a plan with fewer than two");
+  IterationPlan p = *this;
+  auto swapInner = [](auto& v) { std::swap(v[v.size() - 1], v[v.size() - 2]); };
+  swapInner(p.keptOrder);
+  swapInner(p.outOrder);
+  swapInner(p.kept.size);
+  for (auto& st : p.kept.stride) swapInner(st);
+  p.keptAccess = accessOf(p.kept, p.views);
+  if (p.epilogueSpace.size.size() == kd) {
+    swapInner(p.epilogueSpace.size);
+    for (auto& st : p.epilogueSpace.stride) swapInner(st);
+  }
+  return p;
+}
+
 int64_t IterationPlan::slabDim() const {
   for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d)
     if (!isReduced(d) && shape[d] > 1) return d;

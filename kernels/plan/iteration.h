@@ -79,6 +79,18 @@ struct SubSpace {
   }
 };
 
+// Where linear index o of a kept space whose two innermost dims were swapped
+// (IterationPlan::withInnerKeptSwapped) lies in the output: the output's innermost dim has `inner`
+// indices, the one outside it `outer`, and consecutive o along the swapped space's innermost dim
+// are `inner` elements apart in the output.
+struct InnerSwap {
+  int64_t inner = 1, outer = 1;
+  int64_t outputIndex(int64_t o) const {
+    const int64_t plane = inner * outer, within = o % plane;
+    return o - within + (within % outer) * inner + within / outer;
+  }
+};
+
 struct IterationPlan {
   DimVector shape;        // the broadcast shape
   DimVector reducedDims;  // every reduced dim of it, sorted (size-1 dims included)
@@ -114,6 +126,11 @@ struct IterationPlan {
   // The outermost kept dim (in dim order) with more than one index, or -1: the chunked path
   // slices the output along it.
   int64_t slabDim() const;
+  // The same plan with the two innermost kept dims walked the other way round (kept, keptOrder,
+  // outOrder, keptAccess and the epilogue's space): tiles along the innermost dim of `kept` then
+  // run along the output's second-innermost dim, and linear index o of the kept space is no longer
+  // the output's element o (see InnerSwap). Needs two kept dims.
+  IterationPlan withInnerKeptSwapped() const;
 };
 
 }  // namespace tsfuse
