@@ -133,6 +133,21 @@ class Chamfer(torch.nn.Module):
         return torch.min(d2, dim=1)[0].mean() + torch.min(d2, dim=0)[0].mean()
 
 
+class BatchedChamfer(torch.nn.Module):
+    """Chamfer distance of each pair of point clouds in a batch (a point cloud loss) -> [B]."""
+
+    def forward(self, x: Tensor, y: Tensor) -> Tensor:
+        d2 = ((x[:, :, None, :] - y[:, None, :, :]) ** 2).sum(-1)
+        return torch.min(d2, dim=2)[0].mean(1) + torch.min(d2, dim=1)[0].mean(1)
+
+
+class KMeansAssign(torch.nn.Module):
+    """Nearest of K centroids for every point (a k-means step, vector quantisation) -> int64 [N]."""
+
+    def forward(self, x: Tensor, c: Tensor) -> Tensor:
+        return ((x[:, None, :] - c[None, :, :]) ** 2).sum(-1).argmin(dim=1)
+
+
 class AnchorMatching(torch.nn.Module):
     """Index of the best ground-truth box per anchor, -1 below IoU 0.5 -> int64 [N]."""
 
@@ -165,6 +180,14 @@ def points_inputs(dim):
         g = _gen(device)
         n, m = size
         return (torch.randn(n, dim, generator=g).to(device), torch.randn(m, dim, generator=g).to(device))
+    return make
+
+
+def batched_points_inputs(batch, dim):
+    def make(size, device):
+        g = _gen(device)
+        n, m = size
+        return (torch.randn(batch, n, dim, generator=g).to(device), torch.randn(batch, m, dim, generator=g).to(device))
     return make
 
 
@@ -289,6 +312,12 @@ WORKLOADS = [
              keops=keops_nearest, keops_why=""),
     Workload("chamfer", "Chamfer distance, D = 3", Chamfer, points_inputs(3), [(1024, 1024), (4096, 4096)],
              None, "N x M points", keops=keops_chamfer, keops_why=""),
+    Workload("chamfer_batched", "Chamfer distance over a batch of 8 point clouds, D = 3", BatchedChamfer,
+             batched_points_inputs(8, 3), [(1024, 1024), (2048, 2048)], None, "N x M points (x 8)",
+             keops_why="not measured: the KeOps forms here take one pair of point sets"),
+    Workload("kmeans_assign", "Nearest of K centroids (k-means assignment), D = 16", KMeansAssign,
+             points_inputs(16), [(100000, 8), (1000000, 16)], None, "N points x K centroids",
+             keops=keops_nearest, keops_why=""),
     Workload("anchor_matching", "Anchor matching (IoU, max with index, threshold)", AnchorMatching,
              boxes_inputs, [(4096, 500), (30000, 500)], None, "N x M boxes", keops=keops_anchor_matching,
              keops_why=""),

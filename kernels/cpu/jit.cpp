@@ -251,11 +251,23 @@ std::optional<VerticalReduce> VerticalReduce::make(const TileProgram& p, size_t 
     TSFUSE_LOG(kernel, debug, "vertical reduction interpreted, not compiled: more rows than int32 indices count");
     return std::nullopt;
   }
+  // Operands packed per line: strided along the lanes, the same for every row of a line (stride 0
+  // along the rows' dim) but not for every line. Each line is then a pass of its own (packed, then
+  // its tiles run on every thread), so only where a line holds enough work to pay for one.
+  constexpr int64_t kMinLineWork = int64_t(1) << 16;  // values a line's tiles fold
+  const size_t kd = kept.size.size();
+  v.packedPerLine_.assign(views.size(), 0);
+  if (kd >= 3 && kept.size[kd - 2] * v.inner_ * reduced.numel() >= kMinLineWork) {
+    v.lines_ = kept.outer().outer();
+    for (size_t i = 0; i < views.size(); ++i)
+      v.packedPerLine_[i] = plan.keptAccess[i] == Access::Gathered && kept.stride[i][kd - 2] == 0;
+  }
   // The panel: every lane, or the most lanes (whole tiles) of which each packed operand's copy fits
   // (none: the operands stay strided, and a kernel that reads one is declined).
+  auto packable = [&](size_t i) { return plan.keptAccess[i] == Access::Packed || v.packedPerLine_[i]; };
   int64_t fit = v.inner_;
   for (size_t i = 0; i < views.size(); ++i)
-    if (plan.keptAccess[i] == Access::Packed)
+    if (packable(i))
       fit = std::min(fit, kMaxPackBytes / ((reduced.constantFor(i) ? 1 : reduced.numel()) * views[i].elemSize));
   const bool pack = fit >= std::min(v.inner_, kTile);
   v.panel_ = !pack ? v.inner_ : fit < v.inner_ ? fit / kTile * kTile : v.inner_;
@@ -265,11 +277,12 @@ std::optional<VerticalReduce> VerticalReduce::make(const TileProgram& p, size_t 
     // Reduced rows (in the reduced space's row-major order) by lanes, contiguous; one row where the
     // operand is the same for every reduced row (an anchor's coordinate against every box).
     const bool once = reduced.constantFor(i);
-    if (access == Access::Packed && pack) {
+    if (packable(i) && pack) {
       const int64_t packedRows = once ? 1 : reduced.numel();
       v.packed_[i] = ScratchBuffer(packedRows * packedRowBytes(v.panel_ * views[i].elemSize));
       kind = Leaf::Contiguous;
       v.packedOnce_[i] = once;
+      v.perLine_ = v.perLine_ || v.packedPerLine_[i];
     }
     v.leaves_.push_back(kind);
   }
@@ -277,7 +290,6 @@ std::optional<VerticalReduce> VerticalReduce::make(const TileProgram& p, size_t 
   for (size_t i = 0; i < views.size(); ++i) v.laneStride_.push_back(kept.stride[i].back());
   // Output rows along the kept dim next to the lanes' dim: operands that move along it change per
   // row; the others are read once for a tile's rows.
-  const size_t kd = kept.size.size();
   std::vector<char> perRow(views.size(), 0);
   v.outerStride_.assign(views.size(), 0);
   if (kd >= 2) {
@@ -299,7 +311,7 @@ std::optional<VerticalReduce> VerticalReduce::make(const TileProgram& p, size_t 
       v.outer_.stride[i].pop_back();
     }
   }
-  if (pack) v.packPanel(0);  // (after rowStride_, which packedAt reads)
+  if (pack) v.pack(0, 0);  // (after rowStride_, which packedAt reads)
   std::string why;
   if (order) {
     // Eager's inner order: the kernels walk one reduced dim of `rows_` values (the values after
@@ -338,8 +350,9 @@ void VerticalReduce::clear(void* sums, int64_t n) const {
   std::memset(p + kExtremumIndexBytes, 0, n * sizeof(int32_t));
 }
 
-void VerticalReduce::packPanel(int64_t p0) {
-  TORCH_INTERNAL_ASSERT(p0 % std::max<int64_t>(panel_, 1) == 0 && p0 < inner_, "tsfuse: a packed panel off its grid");
+void VerticalReduce::pack(int64_t line, int64_t p0) {
+  TORCH_INTERNAL_ASSERT(p0 % std::max<int64_t>(panel_, 1) == 0 && p0 < inner_ && (line == 0 || perLine_),
+                        "tsfuse: a packed panel off its grid");
   panelStart_ = p0;
   const int64_t lanes = std::min(panel_, inner_ - p0);
   // Blocks of lanes, every row of a block before the next: a block's source lines (x[i, :] of 64
@@ -352,7 +365,8 @@ void VerticalReduce::packPanel(int64_t p0) {
     if (packed_[i].empty()) continue;
     const int64_t rows = packedOnce_[i] ? 1 : reduced_.numel(), esz = (*views_)[i].elemSize;
     std::vector<const char*> rowStart(rows);
-    for (int64_t r = 0; r < rows; ++r) rowStart[r] = (*views_)[i].data + reduced_.offset(i, r);
+    const char* data = (*views_)[i].data + (packedPerLine_[i] ? lines_.offset(i, line) : 0);
+    for (int64_t r = 0; r < rows; ++r) rowStart[r] = data + reduced_.offset(i, r);
     const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 15) / (rows * kBlockLanes));  // 32K elements a task
     auto body = [&](int64_t b, int64_t e) {
       for (int64_t l0 = p0 + b * kBlockLanes; l0 < std::min(p0 + lanes, p0 + e * kBlockLanes); l0 += kBlockLanes) {

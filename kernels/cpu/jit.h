@@ -23,11 +23,11 @@
 //
 // Scope: programs over float32 or float64 values (one of them per program) and bools, with native
 // ops only (no ATen tile ops, no integers); operands constant along the lanes or contiguous along
-// them (a vertical sum packs an operand strided along the lanes that is the same for every output,
-// see VerticalReduce::kMaxPackBytes). Anything else is declined and the interpreter runs it. Needs
-// AVX2 and BMI2. Sums in eager's inner order of arithmetic programs (no bools) get 64-byte vectors
-// where the CPU has AVX-512 F and DQ (jit_codegen.h, widens): the same instructions on twice the
-// lanes, so the same bits.
+// them (a vertical sum packs an operand strided along the lanes that is the same for every output
+// row, once per call or once per line of rows: see VerticalReduce::kMaxPackBytes, packsPerLine).
+// Anything else is declined and the interpreter runs it. Needs AVX2 and BMI2. Sums in eager's
+// inner order of arithmetic programs (no bools) get 64-byte vectors where the CPU has AVX-512 F
+// and DQ (jit_codegen.h, widens): the same instructions on twice the lanes, so the same bits.
 #pragma once
 
 #include "kernels/plan/iteration.h"
@@ -191,15 +191,20 @@ class VerticalReduce {
   // `y[j, d]` summed over d) is packed, reduced rows by lanes, into at most this many bytes (the
   // operand's own elements: a bounded copy, never of the broadcast shape): all its lanes once per
   // call where they fit, else a panel of lanes at a time (a multiple of kTile lanes; the caller
-  // packs each with packPanel and runs the tiles of its lanes: pairwise L2 over D = 64 and 8192
+  // packs each with pack() and runs the tiles of its lanes: pairwise L2 over D = 64 and 8192
   // points takes 2 MiB).
   static constexpr int64_t kMaxPackBytes = int64_t(1) << 20;
   // Lanes packed at a time: the kept innermost dim's whole length unless packed by panels.
   int64_t panelLanes() const { return panel_; }
   bool panelled() const { return panel_ < inner_; }
-  // Packs lanes [p0, p0 + panelLanes()) of the panel-packed operands; run() then reads only tiles
-  // of those lanes. Not while a run() is under way.
-  void packPanel(int64_t p0);
+  // Whether an operand is packed per line: it differs from one line (index of the kept dims
+  // outside the rows' dim) to the next but not from row to row within one (a batch of point
+  // clouds: y[b, j, d] read along j). run() then reads only the current line's rows.
+  bool packsPerLine() const { return perLine_; }
+  // Packs lanes [p0, p0 + panelLanes()) of line `line` (0 unless packsPerLine()) of the packed
+  // operands; run() then reads only tiles of those lanes (and rows of that line). Not while a
+  // run() is under way.
+  void pack(int64_t line, int64_t p0);
   // Bytes from one packed row to the next: the row's bytes in whole cache lines, an odd number of
   // them. A block reads the same lanes of every row; rows a multiple of 4 KiB apart (1024 float32
   // lanes) all fall in one L1 set and evict each other (pairwise L2 over D = 64, 1024 x 1024:
@@ -224,8 +229,11 @@ class VerticalReduce {
   int64_t inner_ = 0;                      // lanes of the kept innermost dim
   std::vector<ScratchBuffer> packed_;      // per operand: its packed copy (of the current panel), or empty
   std::vector<char> packedOnce_;           // per operand: packed as one row, the same for every row
+  SubSpace lines_;                         // the kept dims outside the rows' dim (a line's offsets)
+  std::vector<char> packedPerLine_;        // per operand: packed again for each line
+  bool perLine_ = false;                   // some operand is
   int64_t panel_ = 0, panelStart_ = 0;     // lanes per packed panel (inner_: no panels), the current one's first
-  SubSpace reduced_;                       // the plan's reduced space (packPanel's rows)
+  SubSpace reduced_;                       // the plan's reduced space (pack()'s rows)
   std::vector<int64_t> laneStride_;        // per operand: its stride along the lanes (elements)
   SubSpace outer_;  // the reduced space without its innermost dim
   int64_t rows_ = 1;

@@ -313,12 +313,15 @@ void runCompiledVertical(jit::VerticalReduce& compiled, const IterationPlan& pla
   const int64_t tilesPerItem = rowSums && !swap ? tilesPerRow : 1;
   TORCH_INTERNAL_ASSERT(!(rowSums && !swap && compiled.panelled()), "tsfuse: row sums over packed panels");
   // Panel by panel where an operand is packed a panel of lanes at a time (else one panel): every
-  // output row's tiles of the panel's lanes, then the next panel packed.
-  const int64_t panel = compiled.panelLanes();
-  for (int64_t p0 = 0; p0 < inner; p0 += panel) {
-    if (p0 > 0) compiled.packPanel(p0);
+  // output row's tiles of the panel's lanes, then the next panel packed. Line by line where an
+  // operand is packed per line (else every line at once).
+  const int64_t panel = compiled.panelLanes(), panels = (inner + panel - 1) / panel;
+  const int64_t lineCount = compiled.packsPerLine() ? 1 : lines;  // lines a pass covers
+  for (int64_t pass = 0; pass < lines / lineCount * panels; ++pass) {
+    const int64_t firstLine = pass / panels * lineCount, p0 = pass % panels * panel;
+    if (pass > 0) compiled.pack(firstLine, p0);
     const int64_t firstTile = p0 / kTile, tiles = (std::min(panel, inner - p0) + kTile - 1) / kTile;
-    forEachWorker(lines * groups * tiles / tilesPerItem, [&](const ChunkQueue& queue) {  // (rowSums: tiles = tilesPerRow)
+    forEachWorker(lineCount * groups * tiles / tilesPerItem, [&](const ChunkQueue& queue) {  // (rowSums: tiles = tilesPerRow)
       const VmlSerialScope serialVml;
       auto es = finish.scratch();
       std::vector<int64_t> buffer(RK * jit::kSumsRowBytes / sizeof(int64_t));  // aligned, raw lanes
@@ -335,7 +338,7 @@ void runCompiledVertical(jit::VerticalReduce& compiled, const IterationPlan& pla
       for (int64_t b, e; queue.next(b, e);)
         for (int64_t w = b * tilesPerItem; w < e * tilesPerItem; ++w) {
           const int64_t start = (firstTile + w % tiles) * kTile, n = std::min(kTile, inner - start);
-          const int64_t g = (w / tiles) % groups, o0 = (w / (tiles * groups)) * line + g * RK;
+          const int64_t g = (w / tiles) % groups, o0 = (firstLine + w / (tiles * groups)) * line + g * RK;
           const int64_t rows = std::min(RK, line - g * RK);
           if (o0 != baseOf) {
             baseOf = o0;
