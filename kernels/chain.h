@@ -44,7 +44,7 @@ struct SlabPlan {
   std::vector<int64_t> ranks;   // the same spaces' ranks
   std::vector<int64_t> inPos, inRanks;  // in fused stage k's expression space (-1 for other stages)
   std::vector<int64_t> finalSizes;
-  int64_t extent = 0, step = 0;  // step >= 2; the last slab may hold step + 1
+  int64_t extent = 0, step = 0;  // step >= 1 (slabStep); the last slab may hold step + 1
 };
 
 struct ChainPlans;
@@ -123,9 +123,20 @@ int64_t dimAfterReduction(int64_t q, const std::vector<int64_t>& reduced, bool k
 bool worthSlicing(const Analysis& stage0, c10::Device device);
 
 // The slab size for a stage-0 value of `stored` elements sliced along a dim of `extent` (>= 2, so
-// a slab's value broadcasts beyond its operands exactly when the whole value does), and the
-// slabs (start, length): `step` each, the last one longer rather than a lone index.
-int64_t slabStep(int64_t stored, int64_t extent, c10::Device device);
+// that a slab's value broadcasts beyond its operands exactly when the whole value does, unless
+// `oneIndex` says one index's value already does: oneIndexBroadcasts), and the slabs (start,
+// length): `step` each, the last one longer rather than a lone index.
+int64_t slabStep(int64_t stored, int64_t extent, c10::Device device, bool oneIndex = false);
+// Whether the value of one index along a dim of `extent` of stage 0's expression space holds more
+// elements than any of its operands (`main`: the expression's own): then slabs of one index decide
+// fused_call's do-no-harm rule as the whole value does. (A batch of [2048, 2048] distance matrices:
+// slabs of one matrix, not two: 16 MiB of value a slab instead of 32.)
+bool oneIndexBroadcasts(const Analysis& an, at::TensorList main, int64_t extent);
+// Whether two indices of a dim of `extent` of a stage-0 value of `stored` elements fit the slab
+// budget. Chains and sweeps slice the outermost kept dim where they do, else the outermost: a
+// batch of [2048, 2048] distance matrices is sliced along its rows, not its batch (a matrix a
+// slab holds 16 MiB, read back by each later stage from memory, not cache).
+bool slabFits(int64_t stored, int64_t extent, c10::Device device);
 std::vector<std::pair<int64_t, int64_t>> slabRanges(int64_t extent, int64_t step);
 
 // Runs f(begin, end) over the slabs [1, n) after the first: on torch's threads for a CPU call

@@ -35,11 +35,16 @@ std::atomic<bool>& keepOrderState() {
 
 }  // namespace
 
-bool broadcastsBeyondOperands(const Analysis& an, at::TensorList operands) {
-  int64_t value = 1, largest = 0;
-  for (int64_t s : an.valueShape) value *= s;
+int64_t largestFootprint(at::TensorList operands) {
+  int64_t largest = 0;
   for (const at::Tensor& t : operands) largest = std::max<int64_t>(largest, footprint(t));
-  return value > largest;
+  return largest;
+}
+
+bool broadcastsBeyondOperands(const Analysis& an, at::TensorList operands) {
+  int64_t value = 1;
+  for (int64_t s : an.valueShape) value *= s;
+  return value > largestFootprint(operands);
 }
 
 bool keepsEagerOrder() { return keepOrderState().load(std::memory_order_relaxed); }

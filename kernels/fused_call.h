@@ -70,6 +70,8 @@ int64_t softmaxStoredLimit();
 // Whether the expression's value has more elements than its largest operand holds (stride-0 dims
 // count once): only then does fusing a reduction keep a broadcast intermediate from being stored.
 bool broadcastsBeyondOperands(const Analysis& an, at::TensorList operands);
+// The most elements one of the operands holds (stride-0 dims counted once).
+int64_t largestFootprint(at::TensorList operands);
 
 // Step 5's policy, process-wide: on by default; TSFUSE_REDUCE_ORDER=any at load (or
 // setKeepEagerOrder(false)) lets the fused kernels fold such reductions too (kernel tests do, to

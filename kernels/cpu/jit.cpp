@@ -253,11 +253,12 @@ std::optional<VerticalReduce> VerticalReduce::make(const TileProgram& p, size_t 
   }
   // Operands packed per line: strided along the lanes, the same for every row of a line (stride 0
   // along the rows' dim) but not for every line. Each line is then a pass of its own (packed, then
-  // its tiles run on every thread), so only where a line holds enough work to pay for one.
+  // its tiles run on every thread), so only where a line holds enough work to pay for one, or
+  // where the call runs on one thread anyway (a slab of a chain or sweep, inside a parallel region).
   constexpr int64_t kMinLineWork = int64_t(1) << 16;  // values a line's tiles fold
   const size_t kd = kept.size.size();
   v.packedPerLine_.assign(views.size(), 0);
-  if (kd >= 3 && kept.size[kd - 2] * v.inner_ * reduced.numel() >= kMinLineWork) {
+  if (kd >= 3 && (at::in_parallel_region() || kept.size[kd - 2] * v.inner_ * reduced.numel() >= kMinLineWork)) {
     v.lines_ = kept.outer().outer();
     for (size_t i = 0; i < views.size(); ++i)
       v.packedPerLine_[i] = plan.keptAccess[i] == Access::Gathered && kept.stride[i][kd - 2] == 0;

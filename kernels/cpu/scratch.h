@@ -59,8 +59,9 @@ class ScratchBuffer {
 
   char* data() const { return static_cast<char*>(block_.data.get()); }
   bool empty() const { return bytes_ == 0; }
-  // Frees the blocks this thread keeps (tests start from an empty cache).
+  // Frees the blocks this thread keeps (tests start from an empty cache), and how many it keeps.
   static void dropThreadCache() { threadCache().clear(); }
+  static size_t threadCacheSize() { return threadCache().size(); }
 
  private:
   struct Block {
