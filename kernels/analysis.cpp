@@ -160,6 +160,12 @@ int64_t Analysis::outNumel() const {
   return n;
 }
 
+int64_t Analysis::valueNumel() const {
+  int64_t n = 1;
+  for (int64_t s : valueShape) n *= s;
+  return n;
+}
+
 at::Tensor Analysis::allocOut(c10::Device device) const {
   if (donated.defined() && donated.device() == device) return donated;
   return at::empty_strided(outSizes, outStrides, at::TensorOptions().dtype(outDtype).device(device));

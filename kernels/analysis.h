@@ -40,6 +40,7 @@ struct Analysis {
   at::Tensor donated;
 
   int64_t outNumel() const;
+  int64_t valueNumel() const;  // of valueShape
   at::Tensor allocOut(c10::Device device) const;
   // max/min with indices: the int64 indices, laid out like the values.
   at::Tensor allocIndices(c10::Device device) const;

@@ -185,25 +185,22 @@ void forLaterSlabs(c10::Device device, int64_t n, const std::function<void(int64
   else f(1, n);
 }
 
-int64_t slabStep(int64_t stored, int64_t extent, c10::Device device, bool oneIndex) {
-  const int64_t budget = chainSlabElements(device);
+int64_t slabStep(const Analysis& stage0, at::TensorList main, int64_t extent, c10::Device device) {
+  const int64_t budget = chainSlabElements(device), stored = stage0.outNumel();
   const int64_t perIndex = stored / extent;
   const int64_t slabs = (stored + budget - 1) / budget;  // equal slabs: none of a lone row
-  // At least two indices per slab (unless one index's value broadcasts beyond its operands): then
-  // a slab's value broadcasts beyond its operands exactly when the whole value does, so
-  // fused_call's do-no-harm rule decides alike for every slab.
-  return std::max<int64_t>(oneIndex ? 1 : 2,
-                           std::min<int64_t>((extent + slabs - 1) / slabs, budget / std::max<int64_t>(perIndex, 1)));
+  const int64_t least = stage0.valueNumel() / extent > largestFootprint(main) ? 1 : 2;
+  return std::max<int64_t>(least, std::min<int64_t>((extent + slabs - 1) / slabs, budget / std::max<int64_t>(perIndex, 1)));
 }
 
-bool slabFits(int64_t stored, int64_t extent, c10::Device device) {
-  return 2 * (stored / extent) <= chainSlabElements(device);
-}
-
-bool oneIndexBroadcasts(const Analysis& an, at::TensorList main, int64_t extent) {
-  int64_t value = 1;
-  for (int64_t s : an.valueShape) value *= s;
-  return extent > 0 && value / extent > largestFootprint(main);
+std::vector<int64_t> slabDimOrder(const Analysis& stage0, c10::Device device) {
+  std::vector<int64_t> fit, other;
+  for (int64_t d = 0; d < static_cast<int64_t>(stage0.valueShape.size()); ++d) {
+    const int64_t extent = stage0.valueShape[d];
+    if (extent > 1) (2 * (stage0.outNumel() / extent) <= chainSlabElements(device) ? fit : other).push_back(d);
+  }
+  fit.insert(fit.end(), other.begin(), other.end());
+  return fit;
 }
 
 std::vector<std::pair<int64_t, int64_t>> slabRanges(int64_t extent, int64_t step) {
@@ -291,11 +288,8 @@ std::optional<SlabPlan> planSlabs(const Chain& c, at::TensorList operands, const
   }
   p.ranks.push_back(static_cast<int64_t>(sizes.size()));
   p.finalSizes = sizes;
-  // The outermost dim of the expression's space (of extent > 1) that every stage keeps, and whose
-  // slabs fit the budget where one does (slabFits).
-  for (int64_t t = 0; t < 2 * rank0 && p.pos.empty(); ++t) {
-    const int64_t d = t % rank0;  // the dims whose slabs fit first, then every dim
-    if (an.valueShape[d] <= 1 || (t < rank0 && !slabFits(an.outNumel(), an.valueShape[d], device))) continue;
+  // The first dim of the expression's space in slabDimOrder that every stage keeps.
+  for (int64_t d : slabDimOrder(an, device)) {
     std::vector<int64_t> pos{d};
     std::vector<int64_t> inPos(c.stages.size(), -1);
     for (size_t k = 0; k < c.stages.size() && pos.back() >= 0; ++k) {
@@ -306,11 +300,11 @@ std::optional<SlabPlan> planSlabs(const Chain& c, at::TensorList operands, const
     if (pos.back() < 0) continue;
     p.pos = std::move(pos);
     p.inPos = std::move(inPos);
+    break;
   }
   if (p.pos.empty()) return std::nullopt;
   p.extent = an.valueShape[p.pos[0]];
-  p.step = slabStep(an.outNumel(), p.extent, device,
-                    oneIndexBroadcasts(an, operands.slice(0, c.expr->numInputs), p.extent));
+  p.step = slabStep(an, operands.slice(0, c.expr->numInputs), p.extent, device);
   return p;
 }
 

@@ -122,22 +122,19 @@ int64_t dimAfterReduction(int64_t q, const std::vector<int64_t>& reduced, bool k
 // expression's broadcast shape, with an epilogue (if any) that keeps it, not 0-dim.
 bool worthSlicing(const Analysis& stage0, c10::Device device);
 
-// The slab size for a stage-0 value of `stored` elements sliced along a dim of `extent` (>= 2, so
-// that a slab's value broadcasts beyond its operands exactly when the whole value does, unless
-// `oneIndex` says one index's value already does: oneIndexBroadcasts), and the slabs (start,
-// length): `step` each, the last one longer rather than a lone index.
-int64_t slabStep(int64_t stored, int64_t extent, c10::Device device, bool oneIndex = false);
-// Whether the value of one index along a dim of `extent` of stage 0's expression space holds more
-// elements than any of its operands (`main`: the expression's own): then slabs of one index decide
-// fused_call's do-no-harm rule as the whole value does. (A batch of [2048, 2048] distance matrices:
-// slabs of one matrix, not two: 16 MiB of value a slab instead of 32.)
-bool oneIndexBroadcasts(const Analysis& an, at::TensorList main, int64_t extent);
-// Whether two indices of a dim of `extent` of a stage-0 value of `stored` elements fit the slab
-// budget. Chains and sweeps slice the outermost kept dim where they do, else the outermost: a
-// batch of [2048, 2048] distance matrices is sliced along its rows, not its batch (a matrix a
-// slab holds 16 MiB, read back by each later stage from memory, not cache).
-bool slabFits(int64_t stored, int64_t extent, c10::Device device);
+// The slab size for stage 0's value sliced along a dim of `extent` (`main`: the expression's own
+// operands), and the slabs (start, length): `step` each, the last one longer rather than a lone
+// index. At least two indices a slab, so that a slab's value broadcasts beyond its operands exactly
+// when the whole value does and fused_call's do-no-harm rule decides alike for every slab; one
+// where one index's value already holds more elements than any operand (a batch of [2048, 2048]
+// distance matrices: one matrix a slab, 16 MiB of value instead of 32).
+int64_t slabStep(const Analysis& stage0, at::TensorList main, int64_t extent, c10::Device device);
 std::vector<std::pair<int64_t, int64_t>> slabRanges(int64_t extent, int64_t step);
+// The dims of stage 0's expression space of extent > 1, in the order chains and sweeps try them as
+// the slab dim: those of which two indices fit the slab budget first, then the others, each group
+// outermost first (a batch of [2048, 2048] distance matrices is sliced along its rows, not its
+// batch: a matrix a slab is read back by each later stage from memory, not cache).
+std::vector<int64_t> slabDimOrder(const Analysis& stage0, c10::Device device);
 
 // Runs f(begin, end) over the slabs [1, n) after the first: on torch's threads for a CPU call
 // (each task a run of consecutive slabs); on the calling thread for a device's, whose kernels and

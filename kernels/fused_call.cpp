@@ -42,9 +42,7 @@ int64_t largestFootprint(at::TensorList operands) {
 }
 
 bool broadcastsBeyondOperands(const Analysis& an, at::TensorList operands) {
-  int64_t value = 1;
-  for (int64_t s : an.valueShape) value *= s;
-  return value > largestFootprint(operands);
+  return an.valueNumel() > largestFootprint(operands);
 }
 
 bool keepsEagerOrder() { return keepOrderState().load(std::memory_order_relaxed); }

@@ -164,15 +164,17 @@ Outputs runSweep(const Sweep& s, at::TensorList operands, const NativePath& nati
   const c10::Device device = mainDevice(ops0);
   if (!worthSlicing(*an, device)) return onePiece();
 
-  // The slab dim: the outermost dim of the expression's space, of extent > 1, that stage 0 keeps.
+  // The slab dim: the first dim in slabDimOrder that stage 0 keeps (the branches' plans choose
+  // alike).
   const ReduceSpec& s0 = c.stages[0];
   const std::vector<int64_t> reduced0 = reducedDims(s0, rank0);
-  // (Whose slabs fit the budget where one does: chain.h, slabFits; the branches' plans choose alike.)
   int64_t d = -1, q = -1;
-  for (int64_t t = 0; t < 2 * rank0 && d < 0; ++t) {
-    const int64_t k = t % rank0;
+  for (int64_t k : slabDimOrder(*an, device)) {
     q = dimAfterReduction(k, reduced0, s0.keepdim);
-    if (an->valueShape[k] > 1 && q >= 0 && (t >= rank0 || slabFits(an->outNumel(), an->valueShape[k], device))) d = k;
+    if (q >= 0) {
+      d = k;
+      break;
+    }
   }
   if (d < 0) return separately();
   const int64_t rankO0 = static_cast<int64_t>(an->outSizes.size());
@@ -201,8 +203,7 @@ Outputs runSweep(const Sweep& s, at::TensorList operands, const NativePath& nati
   }
 
   const at::TensorList main = ops0.slice(0, c.expr->numInputs), epi0 = ops0.slice(c.expr->numInputs);
-  const int64_t extent = an->valueShape[d];
-  const auto slabs = slabRanges(extent, slabStep(an->outNumel(), extent, device, oneIndexBroadcasts(*an, main, extent)));
+  const auto slabs = slabRanges(an->valueShape[d], slabStep(*an, main, an->valueShape[d], device));
   Outputs out(nb);
   // One slab: stage 0's value, each kept branch written into its output, each folding branch's
   // partial folded into `fs`.

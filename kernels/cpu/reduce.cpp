@@ -42,12 +42,12 @@ bool isVertical(const IterationPlan& plan) {
 // from 50000 points to 3 centroids: [50000, 3]): their compiled tiles run along that outer dim
 // instead, with every row of the short dim in one work item (InnerSwap), so a vector's lanes are
 // all used and the epilogue runs on whole tiles, not on 3 values at a time.
-std::atomic<int64_t> gSwapped{0};
-
 bool swapsLanes(const IterationPlan& plan) {
   const size_t kd = plan.kept.size.size();
   return kd >= 2 && plan.kept.size.back() < kVerticalMin && plan.kept.size[kd - 2] >= kVerticalMin;
 }
+
+std::atomic<int64_t> gSwapped{0};  // swappedLaneReductions()
 
 // order: eager's order for this sum (inner_sum.h), which every path then follows. rowSums: only
 // through a compiled vertical kernel (false where none applies; nothing is written then).

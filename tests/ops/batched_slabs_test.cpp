@@ -1,4 +1,4 @@
-// Slabs of batched chains and sweeps (kernels/chain.h: slabFits, oneIndexBroadcasts): a batch of
+// Slabs of batched chains and sweeps (kernels/chain.h: slabDimOrder, slabStep): a batch of
 // [N, M] distance matrices is sliced along its rows where two matrices would pass the slab
 // budget, and along the batch one matrix a slab where only the batch is kept by every stage and
 // one matrix already broadcasts beyond the operands. Checked: the plan's slab dim and step, and
@@ -40,22 +40,29 @@ std::vector<at::Tensor> unsliced(const std::vector<at::Tensor>& ops, const std::
   return tsfuse_test::chained(ops, kSq, stages);
 }
 
+// Under the current budget: the plan slices dim `dim` (`step` indices a slab, unless -1), and the
+// sliced chain gives the bits of the chain in one piece.
+::testing::AssertionResult slicedAs(const std::vector<at::Tensor>& ops, const std::vector<std::string>& stages,
+                                    int64_t dim, int64_t step = -1) {
+  const auto plan = planOf(ops, stages);
+  if (!plan) return ::testing::AssertionFailure() << "no slab plan";
+  if (plan->pos[0] != dim) return ::testing::AssertionFailure() << "sliced along dim " << plan->pos[0] << ", not " << dim;
+  if (step >= 0 && plan->step != step)
+    return ::testing::AssertionFailure() << plan->step << " indices a slab, not " << step;
+  return sameAll(unsliced(ops, stages), tsfuse_test::chained(ops, kSq, stages), /*exact=*/true);
+}
+
 TEST(BatchedSlabs, RowsAreSlicedWhereTwoMatricesPassTheBudget) {
   Gen g(61);
   const std::vector<std::string> stages{"sum(dim=[3], keepdim=False)", "amin(dim=[2], keepdim=False)"};
   const auto ops = clouds(g, 3, 40, 50, 3);
   {
     const Budget b(300);  // a matrix holds 2000 values, three rows of the batch 150
-    const auto plan = planOf(ops, stages);
-    ASSERT_TRUE(plan.has_value());
-    EXPECT_EQ(plan->pos[0], 1) << "sliced along the rows";
-    EXPECT_TRUE(sameAll(unsliced(ops, stages), tsfuse_test::chained(ops, kSq, stages), /*exact=*/true));
+    EXPECT_TRUE(slicedAs(ops, stages, 1)) << "along the rows";
   }
   {
     const Budget b(5000);  // two matrices fit: along the batch, as before
-    const auto plan = planOf(ops, stages);
-    ASSERT_TRUE(plan.has_value());
-    EXPECT_EQ(plan->pos[0], 0) << "sliced along the batch";
+    EXPECT_TRUE(slicedAs(ops, stages, 0)) << "along the batch";
   }
   const auto eager = tsfuse::evalChain(tsfuse::Chain::parse(kSq, stages), ops);
   EXPECT_TRUE(sameAll(eager, unsliced(ops, stages), /*exact=*/true));
@@ -69,18 +76,10 @@ TEST(BatchedSlabs, OneMatrixASlabWhereOnlyTheBatchIsKept) {
                                         "sum(dim=[1], keepdim=False)"};
   const auto ops = clouds(g, 4, 40, 50, 3);
   const Budget b(100);
-  const auto plan = planOf(ops, stages);
-  ASSERT_TRUE(plan.has_value());
-  EXPECT_EQ(plan->pos[0], 0);
-  EXPECT_EQ(plan->step, 1);
-  EXPECT_TRUE(sameAll(unsliced(ops, stages), tsfuse_test::chained(ops, kSq, stages), /*exact=*/true));
+  EXPECT_TRUE(slicedAs(ops, stages, 0, 1));
   // Where one matrix (2000 x 2 x 3 values) is not larger than an operand (x holds 4 x 2000 x 3),
   // two a slab.
-  const auto wide = clouds(g, 4, 2000, 2, 3);
-  const auto widePlan = planOf(wide, stages);
-  ASSERT_TRUE(widePlan.has_value());
-  EXPECT_EQ(widePlan->step, 2);
-  EXPECT_TRUE(sameAll(unsliced(wide, stages), tsfuse_test::chained(wide, kSq, stages), /*exact=*/true));
+  EXPECT_TRUE(slicedAs(clouds(g, 4, 2000, 2, 3), stages, 0, 2));
 }
 
 // The batched Chamfer distance's sweep (both minima of each matrix), sliced along the rows.

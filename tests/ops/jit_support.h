@@ -71,12 +71,35 @@ inline ::testing::AssertionResult expectBoth(const BothRuns& b, bool compiled, c
 }
 
 // A reduction through both paths (runBoth), each against eager.
+inline BothRuns reduceBoth(const std::string& expr, const std::vector<at::Tensor>& ops, const EagerFn& eager,
+                           const ReduceArgs& a, CheckOpts o, const std::string& what) {
+  return runBoth([&] { return checkReduce(expr, ops, eager, a, o); },
+                 [&] { return tsfuse::reduce(ops, expr, a.reduction, a.dim, a.keepdim, a.dtype); }, what);
+}
+
+// reduceBoth, and the compiled kernels must have run (`compiled`) or not.
 inline ::testing::AssertionResult checkBoth(const std::string& expr, const std::vector<at::Tensor>& ops, const EagerFn& eager, const ReduceArgs& a,
                                      bool compiled, CheckOpts o = {}) {
   const std::string what = expr + " on " + describeOperands(ops);
-  return expectBoth(runBoth([&] { return checkReduce(expr, ops, eager, a, o); },
-                            [&] { return tsfuse::reduce(ops, expr, a.reduction, a.dim, a.keepdim, a.dtype); }, what),
-                    compiled, what);
+  return expectBoth(reduceBoth(expr, ops, eager, a, o, what), compiled, what);
+}
+
+// max/min with indices over `dim` through both paths (runBoth): the values and indices bit for bit
+// against at::max/at::min over eager's value, and compiled against interpreted.
+inline BothRuns extremaBoth(const std::string& expr, const std::vector<at::Tensor>& ops, const EagerFn& eager,
+                            const std::string& red, int64_t dim, const std::string& what) {
+  at::Tensor values, indices;
+  auto run = [&] {
+    std::tie(values, indices) = tsfuse::reduceWithIndices(ops, expr, red, dim);
+    return at::cat({values.to(at::kDouble).flatten(), indices.to(at::kDouble).flatten()});
+  };
+  auto check = [&]() -> ::testing::AssertionResult {
+    run();
+    auto [wv, wi] = red == "max" ? at::max(eager(ops), dim) : at::min(eager(ops), dim);
+    auto r = sameTensor(wv, values, /*exact=*/true);
+    return r ? sameTensor(wi, indices, /*exact=*/true) : r;
+  };
+  return runBoth(check, run, what);
 }
 
 // Random programs: n instructions over numInputs float operands, a float or bool result.

@@ -43,9 +43,7 @@ TEST(PackedLines, BatchedSumsAreTheInterpretersBits) {
                         Case{{2}, 5, 5000, 64, at::kFloat}, Case{{50}, 8, 20, 3, at::kFloat}}) {
     const T ops = clouds(g, c.batch, c.n, c.m, c.d, c.dt, kNaNInf);
     const std::string what = describeOperands(ops);
-    auto check = [&] { return checkReduce(kSq, ops, sq, lastDim, CheckOpts{false}); };
-    auto run = [&] { return tsfuse::reduce(ops, kSq, "sum", std::vector<int64_t>{-1}); };
-    EXPECT_TRUE(expectBoth(runBoth(check, run, what), c.n * c.m * c.d >= (1 << 16), what));
+    EXPECT_TRUE(expectBoth(reduceBoth(kSq, ops, sq, lastDim, CheckOpts{false}, what), c.n * c.m * c.d >= (1 << 16), what));
   }
 }
 
@@ -59,18 +57,7 @@ TEST(PackedLines, BatchedExtremaKeepTheirFirstIndex) {
       for (at::Tensor& t : ops) t = at::round(t * 2) / 4;  // quarters: ties
       ops[1][2][0][1][0] = nan;
       const std::string what = red + " over " + describeOperands(ops);
-      at::Tensor values, indices;
-      auto run = [&] {
-        std::tie(values, indices) = tsfuse::reduceWithIndices(ops, kSq, red, 3);
-        return at::cat({values.to(at::kDouble).flatten(), indices.to(at::kDouble).flatten()});
-      };
-      auto check = [&]() -> ::testing::AssertionResult {
-        run();
-        auto [wv, wi] = red == "max" ? at::max(sq(ops), 3) : at::min(sq(ops), 3);
-        auto r = sameTensor(wv, values, /*exact=*/true);
-        return r ? sameTensor(wi, indices, /*exact=*/true) : r;
-      };
-      EXPECT_TRUE(expectBoth(runBoth(check, run, what), true, what));
+      EXPECT_TRUE(expectBoth(extremaBoth(kSq, ops, sq, red, 3, what), true, what));
     }
 }
 

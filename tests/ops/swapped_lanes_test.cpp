@@ -23,12 +23,11 @@ using T = std::vector<at::Tensor>;
 const char* kSq = "v1: sub($0, $1); mul(%0, %0)";
 at::Tensor sq(const T& o) { return (o[0] - o[1]) * (o[0] - o[1]); }
 
-// f runs once with the compiled kernels and once interpreted (runBoth): the swap must have run in
-// the first and the two results must be the same bits.
-::testing::AssertionResult swappedAndInterpretedAgree(const std::function<::testing::AssertionResult()>& check,
-                                                      const std::function<at::Tensor()>& f, const std::string& what) {
+// both() runs a call once with the compiled kernels and once interpreted (runBoth, extremaBoth):
+// the swap must have run in the first and the two results must be the same bits.
+::testing::AssertionResult swappedAndInterpretedAgree(const std::function<BothRuns()>& both, const std::string& what) {
   const int64_t before = tsfuse::cpu::swappedLaneReductions();
-  const BothRuns b = runBoth(check, f, what);
+  const BothRuns b = both();
   if (!b.result) return b.result;
   if (!b.ran || tsfuse::cpu::swappedLaneReductions() == before)
     return ::testing::AssertionFailure() << "the swapped compiled tiles did not run for " << what;
@@ -49,9 +48,7 @@ TEST(SwappedLanes, NarrowSumsAreTheInterpretersBits) {
                        Size{5000, 8, 64, at::kFloat}, Size{1100, 5, 40, at::kDouble}}) {
     T ops = {g.tensor({s.n, 1, s.d}, s.dt, kNaNInf), g.tensor({1, s.m, s.d}, s.dt, kAllSpecials)};
     const std::string what = std::to_string(s.n) + " x " + std::to_string(s.m) + " x " + std::to_string(s.d);
-    EXPECT_TRUE(swappedAndInterpretedAgree([&] { return checkReduce(kSq, ops, sq, lastDim, CheckOpts{false}); },
-                                           [&] { return tsfuse::reduce(ops, kSq, "sum", std::vector<int64_t>{-1}); },
-                                           what));
+    EXPECT_TRUE(swappedAndInterpretedAgree([&] { return reduceBoth(kSq, ops, sq, lastDim, CheckOpts{false}, what); }, what));
   }
 }
 
@@ -72,9 +69,8 @@ TEST(SwappedLanes, EpilogueOperandsAlongEitherDim) {
       const at::Tensor got = tsfuse::reduce(all, kSq, "sum", std::vector<int64_t>{-1}, false, std::nullopt, epi);
       return sameTensor(want, got, /*exact=*/false);
     };
-    EXPECT_TRUE(swappedAndInterpretedAgree(
-        check, [&] { return tsfuse::reduce(all, kSq, "sum", std::vector<int64_t>{-1}, false, std::nullopt, epi); },
-        what));
+    auto run = [&] { return tsfuse::reduce(all, kSq, "sum", std::vector<int64_t>{-1}, false, std::nullopt, epi); };
+    EXPECT_TRUE(swappedAndInterpretedAgree([&] { return runBoth(check, run, what); }, what));
   }
 }
 
@@ -90,18 +86,7 @@ TEST(SwappedLanes, ExtremaKeepTheirFirstIndex) {
       x[300][0][0] = nan;
       const T ops = {x, y};
       const std::string what = red + " over d = " + std::to_string(d);
-      at::Tensor values, indices;
-      auto run = [&] {
-        std::tie(values, indices) = tsfuse::reduceWithIndices(ops, kSq, red, 2);
-        return at::cat({values.to(at::kDouble).flatten(), indices.to(at::kDouble).flatten()});
-      };
-      auto check = [&]() -> ::testing::AssertionResult {
-        run();
-        auto [wv, wi] = red == "max" ? at::max(sq(ops), 2) : at::min(sq(ops), 2);
-        auto r = sameTensor(wv, values, /*exact=*/true);
-        return r ? sameTensor(wi, indices, /*exact=*/true) : r;
-      };
-      EXPECT_TRUE(swappedAndInterpretedAgree(check, run, what));
+      EXPECT_TRUE(swappedAndInterpretedAgree([&] { return extremaBoth(kSq, ops, sq, red, 2, what); }, what));
     }
 }
 
@@ -116,14 +101,11 @@ TEST(SwappedLanes, HigherRanksAndPermutedLayouts) {
   const T transposed = {g.tensor({5, 1, 300}, at::kFloat).permute({2, 1, 0}), g.tensor({1, 9, 5}, at::kFloat)};
   for (const T& ops : {batched, transposed}) {
     const std::string what = describeOperands(ops);
-    EXPECT_TRUE(swappedAndInterpretedAgree([&] { return checkReduce(kSq, ops, sq, lastDim, CheckOpts{false}); },
-                                           [&] { return tsfuse::reduce(ops, kSq, "sum", std::vector<int64_t>{-1}); },
-                                           what));
+    EXPECT_TRUE(swappedAndInterpretedAgree([&] { return reduceBoth(kSq, ops, sq, lastDim, CheckOpts{false}, what); }, what));
   }
   const ReduceArgs keep{"sum", std::vector<int64_t>{-1}, true};
-  EXPECT_TRUE(swappedAndInterpretedAgree(
-      [&] { return checkReduce(kSq, batched, sq, keep, CheckOpts{false}); },
-      [&] { return tsfuse::reduce(batched, kSq, "sum", std::vector<int64_t>{-1}, true); }, "keepdim"));
+  EXPECT_TRUE(swappedAndInterpretedAgree([&] { return reduceBoth(kSq, batched, sq, keep, CheckOpts{false}, "keepdim"); },
+                                         "keepdim"));
 }
 
 // The Gaussian kernel sum over a few centroids: stage 0's [n, m] rows summed across the swapped
