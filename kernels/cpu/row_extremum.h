@@ -4,7 +4,8 @@
 // `!(value >= best)` replaces, a NaN stops the walk). ATen walks each row one value at a time; an
 // outer stage of a chain (nearest neighbour: argmin over the candidates) spends most of its time
 // there. Here two vector passes give the same index: the row's extremum value (or whether it has a
-// NaN), then the first index holding it (IEEE equality) or the first NaN.
+// NaN), then the first index holding it (IEEE equality) or the first NaN; short rows go eight at a
+// time, one a vector lane, through ATen's own step.
 #pragma once
 
 #include <cstdint>
