@@ -11,6 +11,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/CPUAllocator.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -396,6 +397,17 @@ struct FailureLog {
     for (size_t i = 0; i < failures.size() && i < show; ++i) f << "\n[" << i << "] " << failures[i];
     return f;
   }
+};
+
+// Counts what it allocates, through c10's default allocator (as a memory profiler would).
+struct CountingAllocator final : c10::Allocator {
+  int64_t blocks = 0;
+  c10::DataPtr allocate(size_t n) override {
+    ++blocks;
+    return c10::GetDefaultCPUAllocator()->allocate(n);
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return c10::GetDefaultCPUAllocator()->raw_deleter(); }
+  void copy_data(void* dest, const void* src, std::size_t count) const override { default_copy_data(dest, src, count); }
 };
 
 }  // namespace tsfuse_test

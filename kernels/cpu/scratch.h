@@ -1,9 +1,21 @@
-// A call's bounded scratch copy (a packed operand) from c10's CPU allocator, like the call's
-// tensors: what a fused call allocates is then one count, which bench/memprobe.cpp measures
-// against the bound output + O(tile). Move-only; empty when default-constructed.
+// A call's bounded scratch copy (a packed operand). Move-only; empty when default-constructed.
+//
+// Small buffers, and every buffer while another CPU allocator is installed (a memory profiler's,
+// bench/memprobe.cpp's counter), come from c10's CPU allocator like the call's tensors: what a
+// fused call allocates is then one count, measured against the bound output + O(tile).
+//
+// Large ones (kMappedBytes and up) are pages mapped for the buffer alone and kept by the thread
+// that releases them (at most kCached, each at most kCacheBytes), to serve its next buffer that
+// fits. A pack buffer (up to 1 MiB, jit::VerticalReduce::kMaxPackBytes) is then faulted in once
+// per thread, not on every call, where malloc maps every large block afresh (a fixed mmap
+// threshold, as bench/suite.py sets for its memory counts: 1.7 of the 3.5 ms of a k-means
+// assignment over 100000 points). Blocks are mapped here rather than taken from malloc because a
+// kept heap block pins the top of malloc's heap: the freed memory below it is then neither
+// trimmed nor mapped afresh, which changes where later large tensors land (the huge-page output
+// test saw it). Kept blocks are reported freed to c10's profiler hook, as a freed tensor is.
 #pragma once
 
-#include <c10/core/CPUAllocator.h>
+#include <c10/core/Allocator.h>
 
 #include <cstddef>
 
@@ -11,14 +23,29 @@ namespace tsfuse::cpu {
 
 class ScratchBuffer {
  public:
+  static constexpr size_t kMappedBytes = size_t(64) << 10;
+  static constexpr size_t kCacheBytes = size_t(4) << 20;
+  static constexpr size_t kCached = 4;
+
   ScratchBuffer() = default;
-  explicit ScratchBuffer(size_t bytes) : bytes_(bytes), data_(c10::GetCPUAllocator()->allocate(bytes)) {}
-  char* data() const { return static_cast<char*>(data_.get()); }
-  bool empty() const { return bytes_ == 0; }
+  explicit ScratchBuffer(size_t bytes);
+  ScratchBuffer(ScratchBuffer&& o) noexcept { *this = std::move(o); }
+  ScratchBuffer& operator=(ScratchBuffer&& o) noexcept;
+  ScratchBuffer(const ScratchBuffer&) = delete;
+  ScratchBuffer& operator=(const ScratchBuffer&) = delete;
+  ~ScratchBuffer() { release(); }
+
+  char* data() const { return data_; }
+  bool empty() const { return data_ == nullptr; }
+  // Unmaps the blocks this thread keeps (tests start from an empty cache), and how many it kept.
+  static size_t dropThreadCache();
 
  private:
-  size_t bytes_ = 0;
-  c10::DataPtr data_;
+  void release();
+
+  char* data_ = nullptr;
+  size_t mapped_ = 0;     // bytes of this buffer's own mapping; 0: from the allocator
+  c10::DataPtr owned_;    // the allocator's block
 };
 
 }  // namespace tsfuse::cpu

@@ -7,12 +7,14 @@
 
 #include <c10/core/CPUAllocator.h>
 
+#include <malloc.h>
 #include <sys/mman.h>
 
 #include <cerrno>
 #include <cstdint>
 #include <fstream>
 #include <string>
+#include <vector>
 
 namespace ops_output_memory_test {
 
@@ -35,25 +37,41 @@ int64_t residentKiB() {
   return -1;
 }
 
-// Counts what it allocates, through c10's default allocator (as a memory profiler would).
-struct CountingAllocator final : c10::Allocator {
-  int64_t blocks = 0;
-  c10::DataPtr allocate(size_t n) override {
-    ++blocks;
-    return c10::GetDefaultCPUAllocator()->allocate(n);
+// Holds, while alive, every free heap chunk that could serve `bytes`: glibc serves a large block
+// from such a chunk (left by earlier tests below a block still in use, and kept because its trim
+// threshold grows with its mmap threshold) before it maps one, whatever the threshold. While one
+// is alive, a block of `bytes` is a fresh mapping.
+class HeapRoomHeld {
+ public:
+  explicit HeapRoomHeld(size_t bytes) {
+    for (;;) {
+      const size_t mapped = mallinfo2().hblkhd;
+      void* p = std::malloc(bytes);
+      const bool fresh = mallinfo2().hblkhd > mapped;
+      if (fresh || p == nullptr) {
+        std::free(p);
+        return;
+      }
+      held_.push_back(p);
+    }
   }
-  c10::DeleterFnPtr raw_deleter() const override { return c10::GetDefaultCPUAllocator()->raw_deleter(); }
-  void copy_data(void* dest, const void* src, std::size_t count) const override { default_copy_data(dest, src, count); }
+  ~HeapRoomHeld() {
+    for (void* p : held_) std::free(p);
+  }
+
+ private:
+  std::vector<void*> held_;
 };
 
 }  // namespace
 
-// 40 MiB: past glibc's largest dynamic mmap threshold (32 MiB), so c10's block is always a fresh
-// mapping, whatever the process allocated before.
+// 40 MiB: past glibc's largest dynamic mmap threshold (32 MiB), so c10's block is a fresh mapping
+// once no free heap chunk can serve it (HeapRoomHeld).
 TEST(OutputMemory, AFreshLargeOutputIsMappedOnHugePageBoundaries) {
   tsfuse_test::Gen g(3);
   const at::Tensor a = g.tensor({2560, 1}, at::kFloat), b = g.tensor({1, 4096}, at::kFloat);
   const at::Tensor want = at::abs(a - b) * 3;
+  const HeapRoomHeld room(2560 * 4096 * sizeof(float));
   const int64_t before = residentKiB();
   at::Tensor out = absDiff(a, b);
   const int64_t grown = residentKiB() - before;
@@ -103,11 +121,11 @@ TEST(OutputMemory, ASmallOutputStaysWithTheAllocator) {
 TEST(OutputMemory, AnInstalledAllocatorIsHonoured) {
   tsfuse_test::Gen g(5);
   const at::Tensor a = g.tensor({2560, 1}, at::kFloat), b = g.tensor({1, 4096}, at::kFloat);
-  static CountingAllocator counting;
+  static tsfuse_test::CountingAllocator counting;
   c10::Allocator* previous = c10::GetCPUAllocator();
-  c10::SetCPUAllocator(&counting, /*priority=*/100);
+  c10::SetCPUAllocator(&counting, /*priority=*/UINT8_MAX);  // (>= every earlier test's)
   at::Tensor out = absDiff(a, b);
-  c10::SetCPUAllocator(previous, /*priority=*/101);
+  c10::SetCPUAllocator(previous, /*priority=*/UINT8_MAX);
   EXPECT_EQ(out.storage().allocator(), &counting);
   EXPECT_GE(counting.blocks, 1);
   EXPECT_TRUE(sameTensor(at::abs(a - b) * 3, out, true));
