@@ -245,20 +245,22 @@ std::optional<VerticalReduce> VerticalReduce::make(const TileProgram& p, size_t 
   VerticalReduce v;
   v.views_ = &views;
   v.inner_ = kept.size.back();
-  v.packed_.resize(views.size());
+  v.packed_ = ScratchSet(views.size());
   v.packedOnce_.assign(views.size(), 0);
   if (isExtremum(sink) && reduced.numel() > std::numeric_limits<int32_t>::max()) {
     TSFUSE_LOG(kernel, debug, "vertical reduction interpreted, not compiled: more rows than int32 indices count");
     return std::nullopt;
   }
   // Operands packed per line: strided along the lanes, the same for every row of a line (stride 0
-  // along the rows' dim) but not for every line. Each line is then a pass of its own (packed, then
-  // its tiles run on every thread), so only where a line holds enough work to pay for one, or
+  // along the rows' dim) but not for every line. Each line is then a pass of its own: packed, then
+  // its tiles run on every thread where a line holds enough work to pay for that, else lines run
+  // in parallel, each thread packing its own (a batch of small point clouds), or one after another
   // where the call runs on one thread anyway (a slab of a chain or sweep, inside a parallel region).
   constexpr int64_t kMinLineWork = int64_t(1) << 16;  // values a line's tiles fold
   const size_t kd = kept.size.size();
   v.packedPerLine_.assign(views.size(), 0);
-  if (kd >= 3 && (at::in_parallel_region() || kept.size[kd - 2] * v.inner_ * reduced.numel() >= kMinLineWork)) {
+  if (kd >= 3) {
+    v.linesInParallel_ = !at::in_parallel_region() && kept.size[kd - 2] * v.inner_ * reduced.numel() < kMinLineWork;
     v.lines_ = kept.outer().outer();
     for (size_t i = 0; i < views.size(); ++i)
       v.packedPerLine_[i] = plan.keptAccess[i] == Access::Gathered && kept.stride[i][kd - 2] == 0;
@@ -280,7 +282,7 @@ std::optional<VerticalReduce> VerticalReduce::make(const TileProgram& p, size_t 
     const bool once = reduced.constantFor(i);
     if (packable(i) && pack) {
       const int64_t packedRows = once ? 1 : reduced.numel();
-      v.packed_[i] = ScratchBuffer(packedRows * packedRowBytes(v.panel_ * views[i].elemSize));
+      v.packed_.allocate(i, packedRows * packedRowBytes(v.panel_ * views[i].elemSize));
       kind = Leaf::Contiguous;
       v.packedOnce_[i] = once;
       v.perLine_ = v.perLine_ || v.packedPerLine_[i];

@@ -201,6 +201,12 @@ class VerticalReduce {
   // outside the rows' dim) to the next but not from row to row within one (a batch of point
   // clouds: y[b, j, d] read along j). run() then reads only the current line's rows.
   bool packsPerLine() const { return perLine_; }
+  // Whether lines are too small to share among threads one at a time (packsPerLine() outside a
+  // parallel region): each thread then takes whole lines, packing them into its own copy
+  // (forAnotherThread()).
+  bool linesInParallel() const { return perLine_ && linesInParallel_; }
+  // The same reduction with pack buffers of its own (nothing packed yet).
+  VerticalReduce forAnotherThread() const { return *this; }
   // Packs lanes [p0, p0 + panelLanes()) of line `line` (0 unless packsPerLine()) of the packed
   // operands; run() then reads only tiles of those lanes (and rows of that line). Not while a
   // run() is under way.
@@ -227,11 +233,12 @@ class VerticalReduce {
   std::vector<int64_t> outerStride_;  // per operand: bytes from one output row to the next
   int64_t line_ = 1;
   int64_t inner_ = 0;                      // lanes of the kept innermost dim
-  std::vector<ScratchBuffer> packed_;      // per operand: its packed copy (of the current panel), or empty
+  ScratchSet packed_;                      // per operand: its packed copy (of the current panel), or empty
   std::vector<char> packedOnce_;           // per operand: packed as one row, the same for every row
   SubSpace lines_;                         // the kept dims outside the rows' dim (a line's offsets)
   std::vector<char> packedPerLine_;        // per operand: packed again for each line
   bool perLine_ = false;                   // some operand is
+  bool linesInParallel_ = false;
   int64_t panel_ = 0, panelStart_ = 0;     // lanes per packed panel (inner_: no panels), the current one's first
   SubSpace reduced_;                       // the plan's reduced space (pack()'s rows)
   std::vector<int64_t> laneStride_;        // per operand: its stride along the lanes (elements)

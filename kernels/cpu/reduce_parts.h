@@ -317,78 +317,92 @@ void runCompiledVertical(jit::VerticalReduce& compiled, const IterationPlan& pla
   // operand is packed per line (else every line at once).
   const int64_t panel = compiled.panelLanes(), panels = (inner + panel - 1) / panel;
   const int64_t lineCount = compiled.packsPerLine() ? 1 : lines;  // lines a pass covers
-  for (int64_t pass = 0; pass < lines / lineCount * panels; ++pass) {
-    const int64_t firstLine = pass / panels * lineCount, p0 = pass % panels * panel;
-    if (pass > 0) compiled.pack(firstLine, p0);
-    const int64_t firstTile = p0 / kTile, tiles = (std::min(panel, inner - p0) + kTile - 1) / kTile;
-    forEachWorker(lineCount * groups * tiles / tilesPerItem, [&](const ChunkQueue& queue) {  // (rowSums: tiles = tilesPerRow)
-      const VmlSerialScope serialVml;
-      auto es = finish.scratch();
-      std::vector<int64_t> buffer(RK * jit::kSumsRowBytes / sizeof(int64_t));  // aligned, raw lanes
-      char* lanes = reinterpret_cast<char*>(buffer.data());
-      std::unique_ptr<Out[]> vals(new Out[kTile]);
-      std::vector<float> rowBuffer(rowSums ? RK * (swap ? kTile : inner) : 0);
-      std::unique_ptr<char[]> staged(swap && !rowSums ? new char[kTile * finish.outSize] : nullptr);
-      std::vector<int64_t> base(L);
-      // Per output row of the current group: each operand's offset at the row's start, and the
-      // epilogue operands' (where the epilogue's innermost dim is the row), computed once per group.
-      const size_t E = finish.views ? finish.views->size() : 0;
-      std::vector<int64_t> rowBase(RK * L), epiBase(RK * E);
-      int64_t baseOf = -1;
-      for (int64_t b, e; queue.next(b, e);)
-        for (int64_t w = b * tilesPerItem; w < e * tilesPerItem; ++w) {
-          const int64_t start = (firstTile + w % tiles) * kTile, n = std::min(kTile, inner - start);
-          const int64_t g = (w / tiles) % groups, o0 = (firstLine + w / (tiles * groups)) * line + g * RK;
-          const int64_t rows = std::min(RK, line - g * RK);
-          if (o0 != baseOf) {
-            baseOf = o0;
-            for (int64_t r = 0; r < rows; ++r) {
-              for (int i = 0; i < L; ++i) rowBase[r * L + i] = outer.offset(i, o0 + r);
-              if (epiRows) finish.runStart((o0 + r) * inner, epiBase.data() + r * E);
-            }
-          }
-          if (!compiled.startsFromZero())
-            for (int64_t r = 0; r < rows; ++r) compiled.clear(lanes + r * jit::kSumsRowBytes, n);
-          for (int64_t c0 = 0; c0 < n; c0 += chunk)
-            for (int64_t q = 0; q < rows; q += R) {
-              for (int i = 0; i < L; ++i) base[i] = rowBase[q * L + i] + (start + c0) * plan.kept.stride[i].back();
-              compiled.run(base, start + c0, std::min(R, rows - q), std::min(chunk, n - c0),
-                           lanes + q * jit::kSumsRowBytes + c0 * compiled.laneBytes());
-            }
-          for (int64_t r = 0; r < rows; ++r) {
-            const int64_t o = (o0 + r) * inner + start, at = swap ? swap->outputIndex(o) : o;
-            const int64_t step = swap ? swap->inner : 1;  // between the outputs of consecutive lanes
-            char* dst = rowSums ? reinterpret_cast<char*>(&rowBuffer[swap ? r * kTile : r * inner + start])
-                        : swap  ? staged.get()
-                                : finish.out + o * finish.outSize;
-            const char* row = lanes + r * jit::kSumsRowBytes;
-            const int64_t* runBase = epiRows ? epiBase.data() + r * E : nullptr;
-            bool asTheyAre = false;  // float32 lane sums: finished as they are
-            if constexpr (std::is_same_v<Acc, SumAcc<float>>)
-              asTheyAre = sink == jit::Sink::SumFloat || sink == jit::Sink::SumInner;
-            if (asTheyAre) {
-              finishRows.to(dst, es ? &*es : nullptr, row, o, n, runBase);
-            } else {
-              for (int64_t j = 0; j < n; ++j) {
-                const Acc acc = laneAccumulator(proto, sink, row, j);
-                vals[j] = acc.get(count);
-                if constexpr (kIndexed) finish.indices[at + j * step] = acc.index();
+  const int64_t passes = lines / lineCount * panels;
+  // Passes [b, e) with v's packed operands (v holds pass `packed` packed; -1: none).
+  auto runPasses = [&](jit::VerticalReduce& red, int64_t packed, int64_t b, int64_t e) {
+    for (int64_t pass = b; pass < e; ++pass) {
+      const int64_t firstLine = pass / panels * lineCount, p0 = pass % panels * panel;
+      if (pass != packed) red.pack(firstLine, p0);
+      const int64_t firstTile = p0 / kTile, tiles = (std::min(panel, inner - p0) + kTile - 1) / kTile;
+      forEachWorker(lineCount * groups * tiles / tilesPerItem, [&](const ChunkQueue& queue) {  // (rowSums: tiles = tilesPerRow)
+        const VmlSerialScope serialVml;
+        auto es = finish.scratch();
+        std::vector<int64_t> buffer(RK * jit::kSumsRowBytes / sizeof(int64_t));  // aligned, raw lanes
+        char* lanes = reinterpret_cast<char*>(buffer.data());
+        std::unique_ptr<Out[]> vals(new Out[kTile]);
+        std::vector<float> rowBuffer(rowSums ? RK * (swap ? kTile : inner) : 0);
+        std::unique_ptr<char[]> staged(swap && !rowSums ? new char[kTile * finish.outSize] : nullptr);
+        std::vector<int64_t> base(L);
+        // Per output row of the current group: each operand's offset at the row's start, and the
+        // epilogue operands' (where the epilogue's innermost dim is the row), computed once per group.
+        const size_t E = finish.views ? finish.views->size() : 0;
+        std::vector<int64_t> rowBase(RK * L), epiBase(RK * E);
+        int64_t baseOf = -1;
+        for (int64_t b, e; queue.next(b, e);)
+          for (int64_t w = b * tilesPerItem; w < e * tilesPerItem; ++w) {
+            const int64_t start = (firstTile + w % tiles) * kTile, n = std::min(kTile, inner - start);
+            const int64_t g = (w / tiles) % groups, o0 = (firstLine + w / (tiles * groups)) * line + g * RK;
+            const int64_t rows = std::min(RK, line - g * RK);
+            if (o0 != baseOf) {
+              baseOf = o0;
+              for (int64_t r = 0; r < rows; ++r) {
+                for (int i = 0; i < L; ++i) rowBase[r * L + i] = outer.offset(i, o0 + r);
+                if (epiRows) finish.runStart((o0 + r) * inner, epiBase.data() + r * E);
               }
-              finishRows.to(dst, es ? &*es : nullptr, vals.get(), o, n, runBase);
             }
-            if (swap && !rowSums) scatter(dst, finish.out + at * finish.outSize, n, step, finish.outSize);
-          }
-          if (rowSums && swap) {  // every row of the output's innermost dim is here, lane by lane
-            float v[kTile];
-            for (int64_t j = 0; j < n; ++j) {
-              for (int64_t r = 0; r < rows; ++r) v[r] = rowBuffer[r * kTile + j];
-              rowSums->out[o0 / line * inner + start + j] = eagerRowSum(v, rows);
+            if (!red.startsFromZero())
+              for (int64_t r = 0; r < rows; ++r) red.clear(lanes + r * jit::kSumsRowBytes, n);
+            for (int64_t c0 = 0; c0 < n; c0 += chunk)
+              for (int64_t q = 0; q < rows; q += R) {
+                for (int i = 0; i < L; ++i) base[i] = rowBase[q * L + i] + (start + c0) * plan.kept.stride[i].back();
+                red.run(base, start + c0, std::min(R, rows - q), std::min(chunk, n - c0),
+                         lanes + q * jit::kSumsRowBytes + c0 * red.laneBytes());
+              }
+            for (int64_t r = 0; r < rows; ++r) {
+              const int64_t o = (o0 + r) * inner + start, at = swap ? swap->outputIndex(o) : o;
+              const int64_t step = swap ? swap->inner : 1;  // between the outputs of consecutive lanes
+              char* dst = rowSums ? reinterpret_cast<char*>(&rowBuffer[swap ? r * kTile : r * inner + start])
+                          : swap  ? staged.get()
+                                  : finish.out + o * finish.outSize;
+              const char* row = lanes + r * jit::kSumsRowBytes;
+              const int64_t* runBase = epiRows ? epiBase.data() + r * E : nullptr;
+              bool asTheyAre = false;  // float32 lane sums: finished as they are
+              if constexpr (std::is_same_v<Acc, SumAcc<float>>)
+                asTheyAre = sink == jit::Sink::SumFloat || sink == jit::Sink::SumInner;
+              if (asTheyAre) {
+                finishRows.to(dst, es ? &*es : nullptr, row, o, n, runBase);
+              } else {
+                for (int64_t j = 0; j < n; ++j) {
+                  const Acc acc = laneAccumulator(proto, sink, row, j);
+                  vals[j] = acc.get(count);
+                  if constexpr (kIndexed) finish.indices[at + j * step] = acc.index();
+                }
+                finishRows.to(dst, es ? &*es : nullptr, vals.get(), o, n, runBase);
+              }
+              if (swap && !rowSums) scatter(dst, finish.out + at * finish.outSize, n, step, finish.outSize);
             }
-          } else if (rowSums && start + n == inner) {
-            for (int64_t r = 0; r < rows; ++r) rowSums->out[o0 + r] = eagerRowSum(&rowBuffer[r * inner], inner);
+            if (rowSums && swap) {  // every row of the output's innermost dim is here, lane by lane
+              float v[kTile];
+              for (int64_t j = 0; j < n; ++j) {
+                for (int64_t r = 0; r < rows; ++r) v[r] = rowBuffer[r * kTile + j];
+                rowSums->out[o0 / line * inner + start + j] = eagerRowSum(v, rows);
+              }
+            } else if (rowSums && start + n == inner) {
+              for (int64_t r = 0; r < rows; ++r) rowSums->out[o0 + r] = eagerRowSum(&rowBuffer[r * inner], inner);
+            }
           }
-        }
+      });
+    }
+  };
+  // Lines too small to share among threads one at a time: each thread takes whole lines, packing
+  // them into its own copy of the reduction (a batch of 128 clouds of 32 points: interpreted before).
+  if (compiled.linesInParallel()) {
+    at::parallel_for(0, passes, 1, [&](int64_t b, int64_t e) {
+      jit::VerticalReduce own = compiled.forAnotherThread();
+      runPasses(own, -1, b, e);
     });
+  } else {
+    runPasses(compiled, 0, 0, passes);
   }
 }
 }  // namespace tsfuse::cpu::reduce_parts

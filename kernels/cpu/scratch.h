@@ -18,6 +18,7 @@
 #include <c10/core/Allocator.h>
 
 #include <cstddef>
+#include <vector>
 
 namespace tsfuse::cpu {
 
@@ -46,6 +47,36 @@ class ScratchBuffer {
   char* data_ = nullptr;
   size_t mapped_ = 0;     // bytes of this buffer's own mapping; 0: from the allocator
   c10::DataPtr owned_;    // the allocator's block
+};
+
+// Scratch buffers by index, some empty. A copy has buffers of its own of the same sizes, not
+// their contents: an object that keeps its packed operands here, copied for another thread, packs
+// its own (jit::VerticalReduce, lines in parallel).
+class ScratchSet {
+ public:
+  ScratchSet() = default;
+  explicit ScratchSet(size_t n) : buffers_(n), bytes_(n, 0) {}
+  ScratchSet(const ScratchSet& o) : ScratchSet(o.size()) {
+    for (size_t i = 0; i < o.size(); ++i)
+      if (o.bytes_[i] != 0) allocate(i, o.bytes_[i]);
+  }
+  ScratchSet& operator=(const ScratchSet& o) {
+    if (this != &o) *this = ScratchSet(o);
+    return *this;
+  }
+  ScratchSet(ScratchSet&&) noexcept = default;
+  ScratchSet& operator=(ScratchSet&&) noexcept = default;
+
+  void allocate(size_t i, size_t bytes) {
+    buffers_[i] = ScratchBuffer(bytes);
+    bytes_[i] = bytes;
+  }
+  const ScratchBuffer& operator[](size_t i) const { return buffers_[i]; }
+  size_t size() const { return buffers_.size(); }
+
+ private:
+  std::vector<ScratchBuffer> buffers_;
+  std::vector<size_t> bytes_;
 };
 
 }  // namespace tsfuse::cpu

@@ -37,13 +37,17 @@ TEST(PackedLines, BatchedSumsAreTheInterpretersBits) {
   };
   // Wide outputs (m >= 16); narrow ones (m < 16: lanes along n, x packed per line); two batch
   // dims; float64; y past the pack budget in each batch (5000 x 64 float32: panels per line).
-  // Each line folds at least 2^16 values; the last case's lines do not and stay interpreted.
+  // Lines of at least 2^16 values run one at a time on every thread; smaller ones (the last four:
+  // many small clouds, narrow ones among them, a single line) whole lines a thread, each thread
+  // packing its own.
   for (const Case& c : {Case{{3}, 300, 100, 3, at::kFloat}, Case{{4}, 5000, 5, 3, at::kFloat},
                         Case{{2, 3}, 200, 33, 11, at::kFloat}, Case{{3}, 150, 50, 9, at::kDouble},
-                        Case{{2}, 5, 5000, 64, at::kFloat}, Case{{50}, 8, 20, 3, at::kFloat}}) {
+                        Case{{2}, 5, 5000, 64, at::kFloat}, Case{{50}, 8, 20, 3, at::kFloat},
+                        Case{{37}, 40, 5, 3, at::kFloat}, Case{{3, 7}, 17, 33, 2, at::kDouble},
+                        Case{{1}, 30, 40, 3, at::kFloat}}) {
     const T ops = clouds(g, c.batch, c.n, c.m, c.d, c.dt, kNaNInf);
     const std::string what = describeOperands(ops);
-    EXPECT_TRUE(expectBoth(reduceBoth(kSq, ops, sq, lastDim, CheckOpts{false}, what), c.n * c.m * c.d >= (1 << 16), what));
+    EXPECT_TRUE(expectBoth(reduceBoth(kSq, ops, sq, lastDim, CheckOpts{false}, what), true, what));
   }
 }
 
@@ -52,8 +56,8 @@ TEST(PackedLines, BatchedExtremaKeepTheirFirstIndex) {
   Gen g(52);
   const float nan = std::numeric_limits<float>::quiet_NaN();
   for (const std::string red : {"max", "min"})
-    for (int64_t m : {40, 6}) {
-      T ops = clouds(g, {3}, m == 6 ? 4000 : 600, m, 3, at::kFloat);
+    for (int64_t m : {40, 6, 41}) {  // 41: 25 clouds of 30 points, whole clouds a thread
+      T ops = clouds(g, {m == 41 ? 25 : 3}, m == 6 ? 4000 : m == 41 ? 30 : 600, m, 3, at::kFloat);
       for (at::Tensor& t : ops) t = at::round(t * 2) / 4;  // quarters: ties
       ops[1][2][0][1][0] = nan;
       const std::string what = red + " over " + describeOperands(ops);
