@@ -1,5 +1,7 @@
 #include "kernels/fused_call.h"
 
+#include "kernels/hoist.h"
+
 #include "tsfuse/log.h"
 #include "tsfuse/ops.h"
 
@@ -105,6 +107,27 @@ const void* lastDonatedMemory() { return tlsLastDonated; }
 
 namespace {
 
+// The operand list a hoisting call (kernels/hoist.h) hands on, while that call runs on this thread:
+// its handles are this call's own, so a donated operand may be held by one of them too.
+class HoistedCopy {
+ public:
+  explicit HoistedCopy(const std::vector<at::Tensor>& ops) : previous_(tls_) { tls_ = &ops; }
+  ~HoistedCopy() { tls_ = previous_; }
+  HoistedCopy(const HoistedCopy&) = delete;
+  HoistedCopy& operator=(const HoistedCopy&) = delete;
+  static long handles(const at::Tensor& t) {
+    long n = 0;
+    if (tls_)
+      for (const at::Tensor& o : *tls_) n += o.is_same(t);
+    return n;
+  }
+
+ private:
+  const std::vector<at::Tensor>* previous_;
+  static thread_local const std::vector<at::Tensor>* tls_;
+};
+thread_local const std::vector<at::Tensor>* HoistedCopy::tls_ = nullptr;
+
 // The tensors that own t's storage when nothing but t can reach it: t, and the base of a view
 // (e.g. torch.cdist's result) that only t's view record still holds.
 long storageOwners(const at::Tensor& t) {
@@ -136,7 +159,7 @@ at::Tensor takeDonated(at::TensorList operands, at::IntArrayRef donated, const A
     } else if (t.scalar_type() != an.outDtype || t.sizes() != at::IntArrayRef(an.outSizes) ||
                t.strides() != at::IntArrayRef(an.outStrides) || !t.is_non_overlapping_and_dense()) {
       why = "not laid out as the output";
-    } else if (t.use_count() > kCallReferences || !t.has_storage() ||
+    } else if (t.use_count() > kCallReferences + HoistedCopy::handles(t) || !t.has_storage() ||
                static_cast<long>(t.storage().use_count()) != storageOwners(t)) {
       why = c10::str("held elsewhere (", t.use_count(), " handles, its storage by ",
                      t.has_storage() ? t.storage().use_count() : 0, " tensors)");
@@ -199,6 +222,22 @@ Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const Re
   }
   auto device = commonDevice(operands);
   if (!device) return runEagerAll(*e, operands, reduce);  // raises eager's device error
+  // Costly work over fewer dims than the call's space, once at its own shape (kernels/hoist.h).
+  std::optional<Hoisted> hoisted;
+  try {
+    hoisted = hoistNarrowWork(*e, operands);
+  } catch (const c10::Error&) {
+    // (operands that do not broadcast, or an op that raises: the call below raises eager's error)
+  }
+  if (hoisted) {
+    std::vector<int64_t> moved;  // the donated operands' new places
+    for (int64_t i : donated) {
+      const int64_t at = i < e->numInputs ? hoisted->position[i] : i + hoisted->rest;
+      if (at >= 0) moved.push_back(at);
+    }
+    const HoistedCopy held(hoisted->operands);
+    return runFusedAll(hoisted->operands, hoisted->expr, reduce, native, moved);
+  }
   auto an = analyzeCached(e, operands, reduce);
   if (!an) return runEagerAll(*e, operands, reduce);  // raises eager's error (or computes)
   if (an->outNumel() == 0) {

@@ -1,0 +1,120 @@
+// Hoisting costly narrow work out of a fused call (kernels/hoist.h): which instructions leave the
+// program (a transcendental over at most a quarter of the space's elements) and which stay (over
+// the whole space, cheap ones, wider ones), the rewritten program and its operands, and the call's
+// values, errors and donation unchanged: eager's bits, eager's error where a dead instruction
+// raises, the donated operand still taken.
+#include "test_util.h"
+
+#include "kernels/hoist.h"
+
+namespace ops_hoist_test {
+
+namespace {
+
+using tsfuse::hoistNarrowWork;
+using tsfuse_test::callBoxed;
+using tsfuse_test::Gen;
+using tsfuse_test::sameTensor;
+
+std::vector<at::Tensor> owned(std::initializer_list<at::Tensor> ts) { return std::vector<at::Tensor>(ts); }
+
+at::Tensor pairwise(std::vector<at::Tensor> ops, const std::string& expr, std::vector<int64_t> donated = {}) {
+  return callBoxed("tsfuse::pairwise", std::move(ops), expr, std::move(donated));
+}
+
+// Complete IoU's aspect term: atan(w / h) of each of M boxes, against every one of N.
+TEST(Hoist, APerBoxAtanLeavesTheProgram) {
+  Gen g(71);
+  const at::Tensor w = g.tensor({1, 50}, at::kFloat).abs() + 1, h = g.tensor({1, 50}, at::kFloat).abs() + 1;
+  const at::Tensor x = g.tensor({40, 50}, at::kFloat);
+  const std::string expr = "v1: div($0, $1); atan(%0); sub($2, %1)";
+  const auto hoisted = hoistNarrowWork(tsfuse::Expr::parse(expr), {w, h, x});
+  ASSERT_TRUE(hoisted.has_value());
+  EXPECT_EQ(hoisted->expr, "v1: sub($0, $1)");  // w and h no longer read; atan(w / h) is $1
+  ASSERT_EQ(hoisted->operands.size(), 2u);
+  EXPECT_TRUE(hoisted->operands[0].is_same(x));
+  EXPECT_TRUE(sameTensor(at::atan(w / h), hoisted->operands[1], true));
+  EXPECT_EQ(hoisted->position, (std::vector<int64_t>{-1, -1, 0}));
+  EXPECT_TRUE(sameTensor(x - at::atan(w / h), pairwise(owned({w, h, x}), expr), true));
+}
+
+TEST(Hoist, WorkOverTheWholeSpaceCheapOrWideStays) {
+  Gen g(72);
+  const at::Tensor row = g.tensor({1, 50}, at::kFloat), col = g.tensor({40, 1}, at::kFloat);
+  const at::Tensor two = g.tensor({2, 50}, at::kFloat);
+  struct Case {
+    const char* name;
+    std::string expr;
+    std::vector<at::Tensor> ops;
+  };
+  for (const Case& c : {Case{"exp over the whole space", "v1: sub($0, $1); exp(%0)", {row, col}},
+                        Case{"cheap narrow work", "v1: mul($0, 2.0); add(%0, $1)", {row, col}},
+                        Case{"over half the space", "v1: exp($0); add(%0, $1)", {row, two}}}) {
+    EXPECT_FALSE(hoistNarrowWork(tsfuse::Expr::parse(c.expr), c.ops).has_value()) << c.name;
+  }
+}
+
+// Each of the two sides' costly values leaves; a cheap instruction read by both the cone and the
+// rest stays in the rest; values equal eager's over float64 too.
+TEST(Hoist, BothSidesAndSharedCheapWork) {
+  Gen g(73);
+  for (at::ScalarType dt : {at::kFloat, at::kDouble}) {
+    const at::Tensor a = g.tensor({30, 1}, dt), b = g.tensor({1, 20}, dt);
+    const std::string expr = "v1: mul($0, 0.5); exp(%0); log1p($1); add(%1, %2); mul(%3, %0)";
+    const auto hoisted = hoistNarrowWork(tsfuse::Expr::parse(expr), {a, b});
+    ASSERT_TRUE(hoisted.has_value());
+    EXPECT_EQ(hoisted->expr, "v1: mul($0, 0.5); add($1, $2); mul(%1, %0)");
+    const at::Tensor want = (at::exp(a * 0.5) + at::log1p(b)) * (a * 0.5);
+    EXPECT_TRUE(sameTensor(want, pairwise(owned({a, b}), expr), true)) << dt;
+  }
+}
+
+// Eager evaluates every instruction: a dead one that raises (where over an int64 condition) still
+// raises through the fused op when a costly value before it is hoisted.
+TEST(Hoist, ADeadInstructionStillRaisesEagersError) {
+  Gen g(74);
+  const at::Tensor a = g.tensor({1, 8}, at::kFloat), cond = g.tensor({4, 8}, at::kLong);
+  const std::string expr = "v1: exp($0); where($1, $0, 1.0); add(%0, $1)";
+  std::string eager, fused;
+  try {
+    tsfuse::evalAten(tsfuse::Expr::parse(expr), {a, cond});
+  } catch (const c10::Error& e) {
+    eager = e.what_without_backtrace();
+  }
+  try {
+    pairwise(owned({a, cond}), expr);
+  } catch (const c10::Error& e) {
+    fused = e.what_without_backtrace();
+  }
+  EXPECT_FALSE(eager.empty());
+  EXPECT_EQ(eager, fused);
+}
+
+// The donated operand (the wide one, read in place) still takes the result.
+TEST(Hoist, TheDonatedOperandStillTakesTheResult) {
+  Gen g(75);
+  const at::Tensor a = g.tensor({1, 300}, at::kFloat), b = g.tensor({64, 300}, at::kFloat);
+  const at::Tensor want = at::exp(a) + b;
+  std::vector<at::Tensor> ops;
+  ops.push_back(a);
+  ops.push_back(b.clone());
+  const void* memory = ops[1].data_ptr();
+  const at::Tensor out = pairwise(std::move(ops), "v1: exp($0); add(%0, $1)", {1});
+  EXPECT_EQ(out.data_ptr(), memory);
+  EXPECT_TRUE(sameTensor(want, out, true));
+}
+
+// A reduction with an epilogue and its own operand: the hoisted values go between the
+// expression's operands and the epilogue's, which it still reads.
+TEST(Hoist, AReductionsEpilogueOperandsFollowTheHoistedValues) {
+  Gen g(76);
+  const at::Tensor a = g.tensor({1, 40}, at::kFloat), b = g.tensor({30, 40}, at::kFloat);
+  const at::Tensor scale = g.tensor({30}, at::kFloat);
+  const at::Tensor got = tsfuse::reduce({a, b, scale}, "v1: atan($0); mul(%0, $1)", "amax", std::vector<int64_t>{1},
+                                        false, std::nullopt, "v1: mul($0, $1)");
+  EXPECT_TRUE(sameTensor(at::amax(at::atan(a) * b, {1}) * scale, got, true));
+}
+
+}  // namespace
+
+}  // namespace ops_hoist_test
