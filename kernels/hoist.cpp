@@ -129,8 +129,8 @@ std::optional<Hoisted> hoistNarrowWork(const Expr& e, at::TensorList operands) {
     largest = std::max(largest, t.numel());
     space = space.empty() ? t.sizes().vec() : at::infer_size(space, t.sizes());  // may throw: caller's error
   }
-  if (space.size() > 63) return std::nullopt;
   const int64_t total = c10::multiply_integers(space);
+  if (space.size() > 63 || total == 0) return std::nullopt;  // (an empty call computes nothing)
   std::vector<Mask> mask(e.instrs.size(), 0);
   std::vector<size_t> hoisted;
   for (size_t j = 0; j < e.instrs.size(); ++j) {
