@@ -25,6 +25,10 @@ bool costlyPerValue(Op op) {
 
 using Mask = uint64_t;  // the broadcast space's dims a value varies along
 
+// Evaluations a hoisted instruction must save to pay for its own ATen call and the rewritten
+// program's lookup (a few microseconds): a tiny call keeps its program as it is.
+constexpr int64_t kMinSaved = int64_t(1) << 12;
+
 // The dims of `space` (right-aligned) along which t varies.
 Mask varyingDims(const at::Tensor& t, at::IntArrayRef space) {
   Mask m = 0;
@@ -139,7 +143,8 @@ std::optional<Hoisted> hoistNarrowWork(const Expr& e, at::TensorList operands) {
       if (a.kind == Arg::Kind::Value) mask[j] |= mask[a.i];
     }
     const int64_t narrow = numelOver(mask[j], space);
-    if (j + 1 < e.instrs.size() && costlyPerValue(e.instrs[j].op) && narrow * 4 <= total && narrow <= largest)
+    if (j + 1 < e.instrs.size() && costlyPerValue(e.instrs[j].op) && narrow * 4 <= total && narrow <= largest &&
+        total - narrow >= kMinSaved)
       hoisted.push_back(j);
   }
   if (hoisted.empty()) return std::nullopt;

@@ -1,8 +1,8 @@
 // Hoisting costly narrow work out of a fused call (kernels/hoist.h): which instructions leave the
 // program (a transcendental over at most a quarter of the space's elements) and which stay (over
-// the whole space, cheap ones, wider ones), the rewritten program and its operands, and the call's
-// values, errors and donation unchanged: eager's bits, eager's error where a dead instruction
-// raises, the donated operand still taken.
+// the whole space, cheap ones, wider ones, those of a tiny call), the rewritten program and its
+// operands, and the call's values, errors and donation unchanged: eager's bits, eager's error
+// where a dead instruction raises, the donated operand still taken.
 #include "test_util.h"
 
 #include "kernels/hoist.h"
@@ -25,8 +25,8 @@ at::Tensor pairwise(std::vector<at::Tensor> ops, const std::string& expr, std::v
 // Complete IoU's aspect term: atan(w / h) of each of M boxes, against every one of N.
 TEST(Hoist, APerBoxAtanLeavesTheProgram) {
   Gen g(71);
-  const at::Tensor w = g.tensor({1, 50}, at::kFloat).abs() + 1, h = g.tensor({1, 50}, at::kFloat).abs() + 1;
-  const at::Tensor x = g.tensor({40, 50}, at::kFloat);
+  const at::Tensor w = g.tensor({1, 100}, at::kFloat).abs() + 1, h = g.tensor({1, 100}, at::kFloat).abs() + 1;
+  const at::Tensor x = g.tensor({80, 100}, at::kFloat);
   const std::string expr = "v1: div($0, $1); atan(%0); sub($2, %1)";
   const auto hoisted = hoistNarrowWork(tsfuse::Expr::parse(expr), {w, h, x});
   ASSERT_TRUE(hoisted.has_value());
@@ -40,8 +40,9 @@ TEST(Hoist, APerBoxAtanLeavesTheProgram) {
 
 TEST(Hoist, WorkOverTheWholeSpaceCheapOrWideStays) {
   Gen g(72);
-  const at::Tensor row = g.tensor({1, 50}, at::kFloat), col = g.tensor({40, 1}, at::kFloat);
-  const at::Tensor two = g.tensor({2, 50}, at::kFloat);
+  const at::Tensor row = g.tensor({1, 100}, at::kFloat), col = g.tensor({80, 1}, at::kFloat);
+  const at::Tensor two = g.tensor({2, 100}, at::kFloat), tinyRow = g.tensor({1, 50}, at::kFloat);
+  const at::Tensor tinyCol = g.tensor({40, 1}, at::kFloat);
   struct Case {
     const char* name;
     std::string expr;
@@ -49,7 +50,8 @@ TEST(Hoist, WorkOverTheWholeSpaceCheapOrWideStays) {
   };
   for (const Case& c : {Case{"exp over the whole space", "v1: sub($0, $1); exp(%0)", {row, col}},
                         Case{"cheap narrow work", "v1: mul($0, 2.0); add(%0, $1)", {row, col}},
-                        Case{"over half the space", "v1: exp($0); add(%0, $1)", {row, two}}}) {
+                        Case{"over half the space", "v1: exp($0); add(%0, $1)", {row, two}},
+                        Case{"a tiny call (2000 values)", "v1: exp($0); add(%0, $1)", {tinyRow, tinyCol}}}) {
     EXPECT_FALSE(hoistNarrowWork(tsfuse::Expr::parse(c.expr), c.ops).has_value()) << c.name;
   }
 }
@@ -59,7 +61,7 @@ TEST(Hoist, WorkOverTheWholeSpaceCheapOrWideStays) {
 TEST(Hoist, BothSidesAndSharedCheapWork) {
   Gen g(73);
   for (at::ScalarType dt : {at::kFloat, at::kDouble}) {
-    const at::Tensor a = g.tensor({30, 1}, dt), b = g.tensor({1, 20}, dt);
+    const at::Tensor a = g.tensor({100, 1}, dt), b = g.tensor({1, 60}, dt);
     const std::string expr = "v1: mul($0, 0.5); exp(%0); log1p($1); add(%1, %2); mul(%3, %0)";
     const auto hoisted = hoistNarrowWork(tsfuse::Expr::parse(expr), {a, b});
     ASSERT_TRUE(hoisted.has_value());
@@ -73,7 +75,8 @@ TEST(Hoist, BothSidesAndSharedCheapWork) {
 // raises through the fused op when a costly value before it is hoisted.
 TEST(Hoist, ADeadInstructionStillRaisesEagersError) {
   Gen g(74);
-  const at::Tensor a = g.tensor({1, 8}, at::kFloat), cond = g.tensor({4, 8}, at::kLong);
+  const at::Tensor a = g.tensor({1, 128}, at::kFloat), cond = g.tensor({64, 128}, at::kLong);
+  ASSERT_TRUE(hoistNarrowWork(tsfuse::Expr::parse("v1: exp($0); where($1, $0, 1.0); add(%0, $1)"), {a, cond}));
   const std::string expr = "v1: exp($0); where($1, $0, 1.0); add(%0, $1)";
   std::string eager, fused;
   try {
@@ -108,8 +111,8 @@ TEST(Hoist, TheDonatedOperandStillTakesTheResult) {
 // expression's operands and the epilogue's, which it still reads.
 TEST(Hoist, AReductionsEpilogueOperandsFollowTheHoistedValues) {
   Gen g(76);
-  const at::Tensor a = g.tensor({1, 40}, at::kFloat), b = g.tensor({30, 40}, at::kFloat);
-  const at::Tensor scale = g.tensor({30}, at::kFloat);
+  const at::Tensor a = g.tensor({1, 60}, at::kFloat), b = g.tensor({100, 60}, at::kFloat);
+  const at::Tensor scale = g.tensor({100}, at::kFloat);
   const at::Tensor got = tsfuse::reduce({a, b, scale}, "v1: atan($0); mul(%0, $1)", "amax", std::vector<int64_t>{1},
                                         false, std::nullopt, "v1: mul($0, $1)");
   EXPECT_TRUE(sameTensor(at::amax(at::atan(a) * b, {1}) * scale, got, true));
