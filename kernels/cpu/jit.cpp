@@ -251,6 +251,10 @@ std::optional<VerticalReduce> VerticalReduce::make(const TileProgram& p, size_t 
     TSFUSE_LOG(kernel, debug, "vertical reduction interpreted, not compiled: more rows than int32 indices count");
     return std::nullopt;
   }
+  if (reduced.numel() == 0) {  // (a sum over an empty dim: the interpreter writes each output's start)
+    TSFUSE_LOG(kernel, debug, "vertical reduction interpreted, not compiled: an empty reduced space");
+    return std::nullopt;
+  }
   // Operands packed per line: strided along the lanes, the same for every row of a line (stride 0
   // along the rows' dim) but not for every line. Each line is then a pass of its own: packed, then
   // its tiles run on every thread where a line holds enough work to pay for that, else lines run

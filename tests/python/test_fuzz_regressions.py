@@ -49,3 +49,14 @@ def p1267(x1: Tensor):
         got = cu.p1267(x1)
     assert "tsfuse::" in str(torch.jit.last_executed_optimized_graph())
     assert got.stride() == want.stride() and torch.equal(got, want)
+
+
+def test_a_sum_over_an_empty_dim_with_a_packed_operand(tsfuse_lib):
+    # Fuzzer seed 99, program 168: neg of x1[None][1:] (an empty [0, 3, 5] uint8 view) summed over
+    # dims 0 and 2 into [3] zeros. The compiled vertical sum sized its pack panel by dividing by the
+    # reduced space's element count, 0 here: the process died of SIGFPE. An empty reduced space is
+    # now left to the interpreter, which writes each output's start.
+    x1 = make_input((3, 5), torch.uint8, "contiguous", seed=160411589)
+    v4 = x1.unsqueeze(0)[1:]
+    got = torch.ops.tsfuse.reduce([v4], "v1: neg($0)", "sum", [-3, 2], False, None)
+    assert torch.equal(got, torch.sum(torch.neg(v4), [-3, 2]))
