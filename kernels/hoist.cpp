@@ -2,6 +2,7 @@
 #include "kernels/hoist.h"
 
 #include "kernels/aten_eval.h"
+#include "kernels/fused_call.h"
 #include "kernels/ir/op_registry.h"
 #include "kernels/ir/prim.h"
 #include "tsfuse/log.h"
@@ -127,12 +128,11 @@ std::optional<Hoisted> hoistNarrowWork(const Expr& e, at::TensorList operands) {
   if (!any) return std::nullopt;
   const at::TensorList main = operands.slice(0, e.numInputs);
   std::vector<int64_t> space;
-  int64_t largest = 0;
   for (const at::Tensor& t : main) {
     if (!t.defined() || !t.device().is_cpu()) return std::nullopt;  // (other devices: not measured)
-    largest = std::max(largest, t.numel());
     space = space.empty() ? t.sizes().vec() : at::infer_size(space, t.sizes());  // may throw: caller's error
   }
+  const int64_t largest = largestFootprint(main);
   const int64_t total = c10::multiply_integers(space);
   if (space.size() > 63 || total == 0) return std::nullopt;  // (an empty call computes nothing)
   std::vector<Mask> mask(e.instrs.size(), 0);
