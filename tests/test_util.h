@@ -311,6 +311,12 @@ at::Tensor callBoxed(const char* op, std::vector<at::Tensor> operands, Args&&...
   return s.at(0).toTensor();
 }
 
+// tsfuse::pairwise called boxed, with `donated` operands: `ops` is the list's only holder where the
+// caller moves it in (an initializer list would keep a copy of each operand alive).
+inline at::Tensor pairwiseBoxed(std::vector<at::Tensor> ops, const std::string& expr, std::vector<int64_t> donated = {}) {
+  return callBoxed("tsfuse::pairwise", std::move(ops), expr, std::move(donated));
+}
+
 // Whether an operand may take an elementwise result like `out` (kernels/fused_call.h, takeDonated).
 inline bool donatable(const at::Tensor& t, const at::Tensor& out) {
   return t.defined() && (t.is_cpu() || t.is_cuda()) && !t.is_conj() && !t.is_neg() && !t.requires_grad() &&
@@ -323,7 +329,7 @@ inline bool donatable(const at::Tensor& t, const at::Tensor& out) {
 inline std::pair<at::Tensor, bool> pairwiseDonating(std::vector<at::Tensor> ops, const std::string& expr, size_t i) {
   ops[i] = ops[i].clone();  // preserves a dense layout
   const void* memory = ops[i].data_ptr();
-  at::Tensor out = callBoxed("tsfuse::pairwise", std::move(ops), expr, std::vector<int64_t>{static_cast<int64_t>(i)});
+  at::Tensor out = pairwiseBoxed(std::move(ops), expr, {static_cast<int64_t>(i)});
   return {out, out.data_ptr() == memory};
 }
 

@@ -81,9 +81,12 @@ ThreadCache& threadCache() {
 
 ScratchBuffer::ScratchBuffer(size_t bytes) {
   if (bytes == 0) return;
-  if (!kCanMap || bytes < kMappedBytes || tlsCacheGone || c10::GetCPUAllocator() != c10::GetDefaultCPUAllocator()) {
+  auto fromAllocator = [&] {
     owned_ = c10::GetCPUAllocator()->allocate(bytes);
     data_ = static_cast<char*>(owned_.get());
+  };
+  if (!kCanMap || bytes < kMappedBytes || tlsCacheGone || c10::GetCPUAllocator() != c10::GetDefaultCPUAllocator()) {
+    fromAllocator();
     return;
   }
   if (const Mapped m = threadCache().take(bytes); m.data != nullptr) {
@@ -94,8 +97,7 @@ ScratchBuffer::ScratchBuffer(size_t bytes) {
     const size_t len = (bytes + kPage - 1) / kPage * kPage;
     void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {  // the allocator's error (c10's out-of-memory message) where it fails too
-      owned_ = c10::GetCPUAllocator()->allocate(bytes);
-      data_ = static_cast<char*>(owned_.get());
+      fromAllocator();
       return;
     }
     data_ = static_cast<char*>(p);

@@ -11,6 +11,7 @@ namespace ops_donate_test {
 namespace {
 
 using tsfuse_test::callBoxed;
+using tsfuse_test::pairwiseBoxed;
 using tsfuse_test::sameTensor;
 
 const std::string kAbsDiff = "v1: sub($0, $1); abs(%0); mul(%1, 3)";
@@ -25,9 +26,6 @@ std::vector<at::Tensor> owned(at::Tensor a, at::Tensor b) {
   return v;
 }
 
-at::Tensor pairwise(std::vector<at::Tensor> ops, const std::string& expr, std::vector<int64_t> donated) {
-  return callBoxed("tsfuse::pairwise", std::move(ops), expr, std::move(donated));
-}
 
 at::Tensor eagerAbsDiff(const at::Tensor& a, const at::Tensor& b) { return at::abs(a - b) * 3; }
 
@@ -38,7 +36,7 @@ TEST(Donated, AnOperandNothingElseHoldsTakesTheResult) {
     at::Tensor want = eagerAbsDiff(a, b);
     at::Tensor mine = a.clone();
     const void* memory = mine.data_ptr();
-    at::Tensor out = pairwise(owned(std::move(mine), b), kAbsDiff, {0});
+    at::Tensor out = pairwiseBoxed(owned(std::move(mine), b), kAbsDiff, {0});
     EXPECT_EQ(out.data_ptr(), memory) << dt;
     EXPECT_TRUE(sameTensor(want, out, true)) << dt;
   }
@@ -51,12 +49,12 @@ TEST(Donated, AViewWhoseBaseNothingElseHoldsTakesTheResult) {
   at::Tensor view = a.clone().view({64 * 300}).view({64, 300});
   ASSERT_TRUE(view.is_view());
   const void* memory = view.data_ptr();
-  at::Tensor out = pairwise(owned(std::move(view), b), kAbsDiff, {0});
+  at::Tensor out = pairwiseBoxed(owned(std::move(view), b), kAbsDiff, {0});
   EXPECT_EQ(out.data_ptr(), memory);
   EXPECT_TRUE(sameTensor(eagerAbsDiff(a, b), out, true));
   // The base still held: left alone.
   at::Tensor base = a.clone();
-  at::Tensor out2 = pairwise(owned(base.view({64, 300}), b), kAbsDiff, {0});
+  at::Tensor out2 = pairwiseBoxed(owned(base.view({64, 300}), b), kAbsDiff, {0});
   EXPECT_NE(out2.data_ptr(), base.data_ptr());
   EXPECT_TRUE(sameTensor(a, base, true));
 }
@@ -66,14 +64,14 @@ TEST(Donated, AnOperandHeldElsewhereIsLeftAlone) {
   at::Tensor a = g.tensor({64, 300}, at::kFloat), b = g.tensor({1, 300}, at::kFloat);
   at::Tensor kept = a.clone();
   at::Tensor held = a.clone();  // the caller still holds it: three handles in the call
-  at::Tensor out = pairwise(owned(held, b), kAbsDiff, {0});
+  at::Tensor out = pairwiseBoxed(owned(held, b), kAbsDiff, {0});
   EXPECT_NE(out.data_ptr(), held.data_ptr());
   EXPECT_TRUE(sameTensor(kept, held, true));
   EXPECT_TRUE(sameTensor(eagerAbsDiff(a, b), out, true));
   // A view of it alive: the storage has another owner.
   at::Tensor base = a.clone();
   at::Tensor row = base[0];
-  at::Tensor out2 = pairwise(owned(std::move(base), b), kAbsDiff, {0});
+  at::Tensor out2 = pairwiseBoxed(owned(std::move(base), b), kAbsDiff, {0});
   EXPECT_NE(out2.data_ptr(), row.data_ptr());
   EXPECT_TRUE(sameTensor(a[0], row, true));
 }
@@ -83,7 +81,7 @@ TEST(Donated, MemoryNotFromAtensAllocatorIsLeftAlone) {
   tsfuse_test::Gen g(7);
   at::Tensor a = g.tensor({64, 300}, at::kFloat), b = g.tensor({1, 300}, at::kFloat);
   std::vector<float> buffer(a.data_ptr<float>(), a.data_ptr<float>() + a.numel());
-  at::Tensor out = pairwise(owned(at::from_blob(buffer.data(), {64, 300}), b), kAbsDiff, {0});
+  at::Tensor out = pairwiseBoxed(owned(at::from_blob(buffer.data(), {64, 300}), b), kAbsDiff, {0});
   EXPECT_NE(out.data_ptr(), static_cast<void*>(buffer.data()));
   EXPECT_TRUE(sameTensor(a, at::from_blob(buffer.data(), {64, 300}), true));
   EXPECT_TRUE(sameTensor(eagerAbsDiff(a, b), out, true));
@@ -96,12 +94,12 @@ TEST(Donated, OnlyTheOutputsLayoutIsTaken) {
   at::Tensor i = g.tensor({8, 5}, at::kInt), f = g.tensor({1, 5}, at::kFloat);
   at::Tensor ic = i.clone();
   const void* im = ic.data_ptr();
-  at::Tensor o1 = pairwise(owned(std::move(ic), f), "v1: mul($0, $1); add(%0, 0.5)", {0});
+  at::Tensor o1 = pairwiseBoxed(owned(std::move(ic), f), "v1: mul($0, $1); add(%0, 0.5)", {0});
   EXPECT_NE(o1.data_ptr(), im);
   EXPECT_TRUE(sameTensor(i * f + 0.5, o1, true));
   at::Tensor bc = f.clone();
   const void* bm = bc.data_ptr();
-  at::Tensor o2 = pairwise(owned(i.to(at::kFloat), std::move(bc)), "v1: sub($0, $1); abs(%0)", {1});
+  at::Tensor o2 = pairwiseBoxed(owned(i.to(at::kFloat), std::move(bc)), "v1: sub($0, $1); abs(%0)", {1});
   EXPECT_NE(o2.data_ptr(), bm);
   EXPECT_TRUE(sameTensor(at::abs(i.to(at::kFloat) - f), o2, true));
   at::Tensor t = g.tensor({5, 8}, at::kFloat).t(), d = g.tensor({8, 5}, at::kFloat);
@@ -109,7 +107,7 @@ TEST(Donated, OnlyTheOutputsLayoutIsTaken) {
   ASSERT_NE(want.strides(), t.strides());
   at::Tensor tc = t.clone(at::MemoryFormat::Preserve);
   const void* tm = tc.data_ptr();
-  at::Tensor o3 = pairwise(owned(d, std::move(tc)), "v1: sub($0, $1); abs(%0)", {1});
+  at::Tensor o3 = pairwiseBoxed(owned(d, std::move(tc)), "v1: sub($0, $1); abs(%0)", {1});
   EXPECT_NE(o3.data_ptr(), tm);
   EXPECT_TRUE(sameTensor(want, o3, true));
 }
@@ -119,9 +117,9 @@ TEST(Donated, UndonatedOperandsAreNeverWritten) {
   at::Tensor a = g.tensor({64, 300}, at::kFloat), b = g.tensor({1, 300}, at::kFloat);
   at::Tensor mine = a.clone();
   const void* memory = mine.data_ptr();
-  at::Tensor out = pairwise(owned(std::move(mine), b), kAbsDiff, {});
+  at::Tensor out = pairwiseBoxed(owned(std::move(mine), b), kAbsDiff, {});
   EXPECT_NE(out.data_ptr(), memory);
-  EXPECT_NE(tsfuse_test::errorOf([&] { pairwise(owned(a, b), kAbsDiff, {2}); }).find("donated operand 2 out of range"),
+  EXPECT_NE(tsfuse_test::errorOf([&] { pairwiseBoxed(owned(a, b), kAbsDiff, {2}); }).find("donated operand 2 out of range"),
             std::string::npos);
 }
 

@@ -12,15 +12,10 @@ namespace ops_hoist_test {
 namespace {
 
 using tsfuse::hoistNarrowWork;
-using tsfuse_test::callBoxed;
 using tsfuse_test::Gen;
+using tsfuse_test::pairwiseBoxed;
 using tsfuse_test::sameTensor;
 
-std::vector<at::Tensor> owned(std::initializer_list<at::Tensor> ts) { return std::vector<at::Tensor>(ts); }
-
-at::Tensor pairwise(std::vector<at::Tensor> ops, const std::string& expr, std::vector<int64_t> donated = {}) {
-  return callBoxed("tsfuse::pairwise", std::move(ops), expr, std::move(donated));
-}
 
 // Complete IoU's aspect term: atan(w / h) of each of M boxes, against every one of N.
 TEST(Hoist, APerBoxAtanLeavesTheProgram) {
@@ -35,7 +30,7 @@ TEST(Hoist, APerBoxAtanLeavesTheProgram) {
   EXPECT_TRUE(hoisted->operands[0].is_same(x));
   EXPECT_TRUE(sameTensor(at::atan(w / h), hoisted->operands[1], true));
   EXPECT_EQ(hoisted->position, (std::vector<int64_t>{-1, -1, 0}));
-  EXPECT_TRUE(sameTensor(x - at::atan(w / h), pairwise(owned({w, h, x}), expr), true));
+  EXPECT_TRUE(sameTensor(x - at::atan(w / h), pairwiseBoxed(std::vector<at::Tensor>({w, h, x}), expr), true));
 }
 
 TEST(Hoist, WorkOverTheWholeSpaceCheapOrWideStays) {
@@ -67,7 +62,7 @@ TEST(Hoist, BothSidesAndSharedCheapWork) {
     ASSERT_TRUE(hoisted.has_value());
     EXPECT_EQ(hoisted->expr, "v1: mul($0, 0.5); add($1, $2); mul(%1, %0)");
     const at::Tensor want = (at::exp(a * 0.5) + at::log1p(b)) * (a * 0.5);
-    EXPECT_TRUE(sameTensor(want, pairwise(owned({a, b}), expr), true)) << dt;
+    EXPECT_TRUE(sameTensor(want, pairwiseBoxed(std::vector<at::Tensor>({a, b}), expr), true)) << dt;
   }
 }
 
@@ -85,7 +80,7 @@ TEST(Hoist, ADeadInstructionStillRaisesEagersError) {
     eager = e.what_without_backtrace();
   }
   try {
-    pairwise(owned({a, cond}), expr);
+    pairwiseBoxed(std::vector<at::Tensor>({a, cond}), expr);
   } catch (const c10::Error& e) {
     fused = e.what_without_backtrace();
   }
@@ -102,7 +97,7 @@ TEST(Hoist, TheDonatedOperandStillTakesTheResult) {
   ops.push_back(a);
   ops.push_back(b.clone());
   const void* memory = ops[1].data_ptr();
-  const at::Tensor out = pairwise(std::move(ops), "v1: exp($0); add(%0, $1)", {1});
+  const at::Tensor out = pairwiseBoxed(std::move(ops), "v1: exp($0); add(%0, $1)", {1});
   EXPECT_EQ(out.data_ptr(), memory);
   EXPECT_TRUE(sameTensor(want, out, true));
 }
