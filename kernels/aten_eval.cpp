@@ -1,5 +1,7 @@
 #include "kernels/aten_eval.h"
 
+#include "kernels/ir/op_registry.h"
+
 #include <cmath>
 #include <sstream>
 
@@ -26,6 +28,20 @@ at::Tensor wrappedNumber(const c10::Scalar& s, c10::Device device) {
 }
 
 at::Tensor wrappedLiteral(const Arg& arg, c10::Device device) { return wrappedNumber(literalScalar(arg), device); }
+
+bool isWrappedNumber(const at::Tensor& t) {
+  return t.defined() && t.dim() == 0 && t.unsafeGetTensorImpl()->is_wrapped_number();
+}
+
+bool RefArgs::number(size_t k) const {
+  const Arg& arg = ins_.args[k];
+  return arg.kind == Arg::Kind::Input && readsNumberByValue(ins_.op, k) && isWrappedNumber(inputs_[arg.i]) &&
+         inputs_[arg.i].is_cpu();
+}
+
+c10::Scalar RefArgs::S(size_t k) const {
+  return number(k) ? inputs_[ins_.args[k].i].item() : literalScalar(ins_.args[k]);
+}
 
 void checkOperandCount(const Expr& e, size_t n) {
   TORCH_CHECK(static_cast<int>(n) == e.numInputs, "tsfuse: expression '", e.str(), "' takes ",

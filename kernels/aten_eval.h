@@ -49,6 +49,9 @@ at::Tensor wrappedNumber(const c10::Scalar& s, c10::Device device = c10::kCPU);
 at::Tensor wrappedLiteral(const Arg& arg, c10::Device device);
 c10::Scalar literalScalar(const Arg& arg);
 
+// Whether `t` is a Python number as ATen marks one (tsfuse::wrapped_number's value).
+bool isWrappedNumber(const at::Tensor& t);
+
 // Throws c10::Error unless `n` is the number of operands `e` takes.
 void checkOperandCount(const Expr& e, size_t n);
 
@@ -60,14 +63,20 @@ class RefArgs {
   // Argument k as a tensor: an operand, a value, or a literal as ATen sees a Python number (a
   // 0-dim CPU wrapped number whatever the tensors' device: ATen's CUDA kernels read it on the host).
   at::Tensor T(size_t k) const;
-  c10::Scalar S(size_t k) const { return literalScalar(ins_.args[k]); }
+  // Argument k as a Python number: a literal, or a number read by value (number()).
+  c10::Scalar S(size_t k) const;
   std::optional<at::Tensor> optT(size_t k) const;
   std::optional<c10::Scalar> optS(size_t k) const;
-  bool literal(size_t k) const { return ins_.args[k].isLiteral(); }
-  bool tensor(size_t k) const { return ins_.args[k].isTensor(); }
+  // Whether argument k is a Python number: a literal, or a number known only at run time read by
+  // value (a wrapped-number operand where readsNumberByValue holds), which takes the op's Scalar
+  // overload as the graph's number did.
+  bool literal(size_t k) const { return ins_.args[k].isLiteral() || number(k); }
+  bool tensor(size_t k) const { return ins_.args[k].isTensor() && !number(k); }
   c10::ScalarType dtype(size_t k) const { return ins_.args[k].dtype; }
 
  private:
+  bool number(size_t k) const;
+
   const Instr& ins_;
   const std::vector<at::Tensor>& values_;
   at::TensorList inputs_;

@@ -1,5 +1,6 @@
 #include "kernels/fused_call.h"
 
+#include "kernels/bind_numbers.h"
 #include "kernels/hoist.h"
 
 #include "tsfuse/log.h"
@@ -187,6 +188,7 @@ std::shared_ptr<const Expr> checkedExpr(at::TensorList operands, c10::string_vie
 
 at::Tensor shapeOf(at::TensorList operands, c10::string_view exprText) {
   std::shared_ptr<const Expr> e = checkedExpr(operands, exprText, nullptr);
+  if (auto bound = bindNumbers(e, nullptr, operands)) return shapeOf(bound->operands, bound->text);
   auto device = commonDevice(operands);
   std::optional<Analysis> an;
   if (device) an = analyzeCached(e, operands, nullptr);
@@ -204,6 +206,13 @@ Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const Re
     if (i < e->numInputs) mainDonated.push_back(i);
   }
   if (!donated.empty()) tlsLastDonated = nullptr;
+  if (auto bound = bindNumbers(e, reduce, operands)) {
+    // Numbers the program reads by value, written in as literals (kernels/bind_numbers.h).
+    std::vector<int64_t> moved;
+    for (int64_t i : donated)
+      if (bound->position[i] >= 0) moved.push_back(bound->position[i]);
+    return runFusedAll(bound->operands, bound->text, bound->reduce ? &*bound->reduce : nullptr, native, moved);
+  }
   if (reduce && reduce->withIndices() && reduce->epilogue) {
     // Max/min with indices, then the epilogue as one fused elementwise call over (values,
     // indices, its operands) whose value takes the indices' place, in their memory where it can

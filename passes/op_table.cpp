@@ -90,8 +90,9 @@ bool runtimeNumber(Value* v) {
          !toIValue(v);
 }
 
-// `v` as argument `position` of `op`: a tensor, a constant, or (where the op computes on a number
-// as on the number wrapped: kRuntimeNumber, a 'v' position) a number known only at run time.
+// `v` as argument `position` of `op`: a tensor, a constant, or (at a tensor-or-number position) a
+// number known only at run time, an operand once wrapped: read as a tensor where the op computes on
+// a number as on the number wrapped (kRuntimeNumber), else by value (kernels/bind_numbers.h).
 bool tensorOrConstant(Value* v, Op op, size_t position, MatchedArg& out, std::string* why) {
   if (isTensor(v)) {
     out.tensor = v;
@@ -100,14 +101,11 @@ bool tensorOrConstant(Value* v, Op op, size_t position, MatchedArg& out, std::st
   if (runtimeNumber(v)) {
     const OpDef& def = opDef(op);
     const char kind = position < static_cast<size_t>(def.arity()) ? def.signature[position] : 's';
-    if (def.has(kRuntimeNumber) && (kind == 'v' || kind == 'o')) {
+    if (kind == 'v' || kind == 'o') {
       out.number = v;
       return true;
     }
-    if (why)
-      *why = "scalar operand %" + v->debugName() + " is not a constant, and " + def.name +
-             (def.has(kRuntimeNumber) ? " takes only a constant there"
-                                      : " computes on a Python number otherwise than on a tensor");
+    if (why) *why = "scalar operand %" + v->debugName() + " is not a constant, and " + def.name + " takes only a constant there";
     return false;
   }
   return constantArg(v, out.constant, why);
@@ -168,12 +166,6 @@ bool matchElementwise(Node* n, ElementwiseMatch& out, std::string* why) {
         out.op = m == "floor" ? Op::DivFloor : Op::DivTrunc;
       }
       return take(0) && take(1);
-    }
-    case AtenForm::ClampMin:
-    case AtenForm::ClampMax: {
-      if (!take(0) || !take(1)) return false;
-      out.args.insert(out.args.begin() + (entry.form == AtenForm::ClampMin ? 2 : 1), MatchedArg{nullptr, Arg::none()});
-      return true;
     }
     case AtenForm::ToDtype: {
       auto dtype = toIValue(inputs[1]);

@@ -19,7 +19,7 @@ using torch::jit::Value;
 // One expression argument of a matched node: a tensor Value (leaf or in-region value), an
 // already-evaluated constant (literal, None, dtype), or a Python number known only at run time
 // (a graph input, a module attribute, a size): an operand of the fused op once wrapped
-// (insertOperandList), where the op's registry entry says so (kRuntimeNumber).
+// (insertOperandList), at a tensor-or-number position of the op (kernels/bind_numbers.h).
 struct MatchedArg {
   Value* tensor = nullptr;  // set for tensor arguments
   Arg constant;             // for constants

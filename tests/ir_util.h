@@ -189,6 +189,16 @@ inline std::vector<torch::jit::Node*> findNodes(const std::shared_ptr<Graph>& g,
   return out;
 }
 
+// The tsfuse:: ops of `g`'s top block that compute: not wrapped_number, not the broadcast_* views.
+inline int computingFusedOps(const std::shared_ptr<Graph>& g) {
+  int n = 0;
+  for (torch::jit::Node* node : g->nodes()) {
+    const std::string kind = node->kind().toQualString();
+    n += kind.rfind("tsfuse::", 0) == 0 && kind != "tsfuse::wrapped_number" && kind.rfind("tsfuse::broadcast_", 0) != 0;
+  }
+  return n;
+}
+
 // The constant value of input i of n (throws when it is not a constant).
 inline c10::IValue constInput(torch::jit::Node* n, size_t i) {
   auto v = torch::jit::toIValue(n->input(i));

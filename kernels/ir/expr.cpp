@@ -278,7 +278,9 @@ void Expr::validate() const {
                 " has no tensor argument");
     if (ins.op == Op::Clamp) {
       TORCH_CHECK(ins.args[0].isTensor(), "tsfuse expr: clamp's first argument must be a tensor");
-      bool lo = ins.args[1].isTensor(), hi = ins.args[2].isTensor();
+      // An operand bound beside a literal one is a number known only at run time (RefArgs reads it
+      // by value); a value of the program is a tensor, and ATen's clamp takes two of a kind.
+      bool lo = ins.args[1].kind == Arg::Kind::Value, hi = ins.args[2].kind == Arg::Kind::Value;
       bool loS = ins.args[1].isLiteral(), hiS = ins.args[2].isLiteral();
       TORCH_CHECK(!((lo && hiS) || (hi && loS)),
                   "tsfuse expr: clamp bounds must be both scalars/None or both tensors/None");

@@ -40,6 +40,12 @@ const OpDef& opDef(Op op) {
   return kOps[i];
 }
 
+bool readsNumberByValue(Op op, size_t position) {
+  const OpDef& d = opDef(op);
+  if (d.has(kRuntimeNumber) || position >= static_cast<size_t>(d.arity())) return false;
+  return d.signature[position] == 'v' || d.signature[position] == 'o';
+}
+
 const std::vector<OpDef>& allOps() { return kOps; }
 const std::vector<AtenOverload>& atenOverloads() { return kOverloads; }
 

@@ -21,9 +21,10 @@ enum OpTrait : uint32_t {
   kLogical = 1u << 4,      // tests its operands for truth (computes in bool), returns bool
   kMayAlias = 1u << 5,     // may return its input itself, not a fresh tensor
   kOpmathScalar = 1u << 6, // ATen's CUDA kernel reads a Python-number operand in the math type
-  // Its Python-number operands may be known only at run time: ATen computes the op on a number
-  // as on that number wrapped in a 0-dim tensor (the Scalar overloads wrap it), so the passes make
-  // such a number a tsfuse::wrapped_number operand (passes/op_table.cpp).
+  // ATen computes the op on a Python number as on that number wrapped in a 0-dim tensor (its
+  // Scalar overloads wrap it): a number known only at run time is a tsfuse::wrapped_number operand
+  // read as a tensor, one kernel for every value. Without it the op reads a number by value
+  // (readsNumberByValue).
   kRuntimeNumber = 1u << 7,
 };
 
@@ -31,7 +32,7 @@ enum OpTrait : uint32_t {
 enum class LowerRule : uint8_t { Map, Relu, Clamp, Where, MaskedFill, To, Div, Square, Bitwise, Aten };
 
 // How a TorchScript schema's inputs become the instruction's arguments (passes/op_table.cpp).
-enum class AtenForm : uint8_t { Plain, Alpha, RevAlpha, DivMode, ClampMin, ClampMax, ToDtype };
+enum class AtenForm : uint8_t { Plain, Alpha, RevAlpha, DivMode, ToDtype };
 
 struct OpDef {
   Op op;
@@ -49,6 +50,14 @@ struct OpDef {
 };
 
 const OpDef& opDef(Op op);
+
+// Whether argument `position` of `op`, when it is a Python number, is read by value: a tensor-or-
+// number position ('v', 'o') of an op without kRuntimeNumber (pow, clamp, where), whose Scalar
+// overload runs another kernel than its Tensor overload (pow's special exponents, clamp's NaN
+// bounds, where's checked conversion). A number known only at run time there is still a
+// tsfuse::wrapped_number operand; the reference reads it as the number (RefArgs), and the fast
+// paths write it into the expression as a literal before they compile it (kernels/bind_numbers.h).
+bool readsNumberByValue(Op op, size_t position);
 // Every op, in registry order (the generated tests walk it).
 const std::vector<OpDef>& allOps();
 

@@ -153,7 +153,7 @@ struct Lowering {
         out = emit(Prim::ClampMin, ct, rt, x, slotFor(Arg::integer(0), ct, true));
         break;
       }
-      case LowerRule::Clamp: out = lowerClamp(A, ct, rt); break;
+      case LowerRule::Clamp: out = lowerClamp(ins.op, A, ct, rt); break;
       case LowerRule::Where: out = where(A[0], A[1], A[2], ct, rt); break;
       case LowerRule::MaskedFill: out = where(A[1], A[2], A[0], ct, rt); break;  // x's dtype: no promotion
       case LowerRule::To: out = slotFor(A[0], rt); break;
@@ -187,23 +187,27 @@ struct Lowering {
     return emit(Prim::Where, ct, rt, c, x, slotFor(b, ct));
   }
 
-  // With both scalar bounds, a NaN bound makes ATen's clamp return NaN everywhere (the
-  // propagating minimum/maximum); a lone bound is clamp_min/clamp_max (a NaN bound is ignored),
-  // or for a tensor bound maximum/minimum. CUDA's clamp kernel with both bounds is Clamp3.
-  int lowerClamp(const std::vector<Arg>& A, c10::ScalarType ct, c10::ScalarType rt) {
-    const bool hasLo = A[1].kind != Arg::Kind::None, hasHi = A[2].kind != Arg::Kind::None;
-    const bool tensorBounds = A[1].isTensor() || A[2].isTensor();
+  // clamp(x, lo?, hi?), clamp_min(x, lo), clamp_max(x, hi). A NaN number bound makes ATen return
+  // NaN everywhere (the propagating minimum/maximum) in clamp with both bounds and in
+  // clamp_min/clamp_max; clamp's lone bound is the non-propagating ClampMin/ClampMax, which ignores
+  // it. A tensor bound is maximum/minimum. CUDA's clamp kernel with both bounds is Clamp3.
+  int lowerClamp(Op op, const std::vector<Arg>& A, c10::ScalarType ct, c10::ScalarType rt) {
+    const Arg none = Arg::none();
+    const Arg& lo = op == Op::ClampMax ? none : A[1];
+    const Arg& hi = op == Op::ClampMax ? A[1] : op == Op::ClampMin ? none : A[2];
+    const bool hasLo = lo.kind != Arg::Kind::None, hasHi = hi.kind != Arg::Kind::None;
+    const bool tensorBounds = lo.isTensor() || hi.isTensor();
     auto isNaN = [](const Arg& b) { return b.kind == Arg::Kind::Float && b.f != b.f; };
-    const bool nanBound = hasLo && hasHi && (isNaN(A[1]) || isNaN(A[2]));
+    const bool nanBound = (op != Op::Clamp || (hasLo && hasHi)) && (isNaN(lo) || isNaN(hi));
     int x = slotFor(A[0], ct);
     if (target.cudaRules && hasLo && hasHi && !nanBound) {
-      const int lo = slotFor(A[1], ct, !tensorBounds);
-      return emit(Prim::Clamp3, ct, rt, x, lo, slotFor(A[2], ct, !tensorBounds));
+      const int l = slotFor(lo, ct, !tensorBounds);
+      return emit(Prim::Clamp3, ct, rt, x, l, slotFor(hi, ct, !tensorBounds));
     }
     if (hasLo)
-      x = emit(tensorBounds || nanBound ? Prim::Maximum : Prim::ClampMin, ct, rt, x, slotFor(A[1], ct, !tensorBounds));
+      x = emit(tensorBounds || nanBound ? Prim::Maximum : Prim::ClampMin, ct, rt, x, slotFor(lo, ct, !tensorBounds));
     if (hasHi)
-      x = emit(tensorBounds || nanBound ? Prim::Minimum : Prim::ClampMax, ct, rt, x, slotFor(A[2], ct, !tensorBounds));
+      x = emit(tensorBounds || nanBound ? Prim::Minimum : Prim::ClampMax, ct, rt, x, slotFor(hi, ct, !tensorBounds));
     return x;
   }
 };

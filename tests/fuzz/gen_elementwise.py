@@ -51,6 +51,11 @@ class ElementwiseForms:
             return f
 
         al = rng.choice(["-1", "3", "0.5"])
+        # pow and clamp read a number by value: a runtime number there is bound per call
+        # (kernels/bind_numbers.h), so the forms draw the program's scalar parameter too.
+        runtime = self.scalar_params[0] if self.scalar_params and rng.random() < 0.3 else None
+        exponent = runtime or rng.choice(["2", "0.5", "3", "-1", "2.5"])
+        bounds = f"min={runtime}" if runtime else rng.choice(["0, 1", "-0.5, 0.5", "min=0.0", "max=2"])
         table = {
             "sub": (f"{A} - {B}", lin), "add": (f"{A} + {B}", lin), "mul": (f"{A} * {B}", lambda o: self._mul(a, b, o)),
             "div": (f"{A} / {B}", lambda o: self._div(a, b, o)),
@@ -77,8 +82,8 @@ class ElementwiseForms:
             "square": (f"torch.square({A})", trans), "hypot": (f"torch.hypot({A}, {B})", trans),
             "masked_fill": (None, None),
             "bitwise": (f"{A} {rng.choice(['&', '|', '^'])} {B}", disc), "invert": (f"~{A}", disc),
-            "pow_s": (f"{A}.pow({rng.choice(['2', '0.5', '3', '-1', '2.5'])})", trans),
-            "sq": (f"{A} ** 2", trans), "clamp_s": (f"{A}.clamp({rng.choice(['0, 1', '-0.5, 0.5', 'min=0.0', 'max=2'])})", mx),
+            "pow_s": (f"{A}.pow({exponent})", trans),
+            "sq": (f"{A} ** 2", trans), "clamp_s": (f"{A}.clamp({bounds})", mx),
             "clamp_min_s": (f"{A}.clamp_min({s})", mx), "clamp_max_s": (f"torch.clamp_max({A}, {s})", mx),
             "sub_s": (f"{A} - {s}", lin), "add_s": (f"{A} + {s}", lin),
             "mul_s": (f"{A} * {s}", lambda o: self._mul(a, float(eval(s, {}, self.env)), o)),

@@ -139,8 +139,8 @@ TEST(OpCoverageIR, ClampMinClampMaxAndTensorClamp) {
   %e : Tensor = aten::clamp(%d, %a, %none)
   return (%e)
 )IR",
-                 "v1: sub($0, $1); clamp(%0, 0.5, None); clamp(%1, None, 2); clamp(%2, $0, None)",
-                 {"aten::sub", "aten::clamp"});
+                 "v1: sub($0, $1); clamp_min(%0, 0.5); clamp_max(%1, 2); clamp(%2, $0, None)",
+                 {"aten::sub", "aten::clamp_min", "aten::clamp_max", "aten::clamp"});
 }
 
 TEST(OpCoverageIR, MinimumMaximumAndRoundingDivision) {

@@ -31,7 +31,7 @@ TEST(OpErrors, MalformedExpressionTextThrowsC10Error) {
       "v1: add(1, 2)",                    // no tensor argument
       "v1: add($0, None)",                // None outside clamp
       "v1: clamp($0, None, None)",        // clamp without bounds
-      "v1: clamp($0, $1, 2)",             // mixed tensor / scalar bounds
+      "v1: neg($0); clamp($0, %0, 2)",             // mixed tensor / scalar bounds
       "v1: to($0, float99)",              // unknown dtype
       "v1: to($0, 1)",                    // to() needs a dtype
       "v1: add($0, float32)",             // dtype outside to()

@@ -7,6 +7,8 @@
 #include "kernels/lower/program.h"
 #include "registry/registry_util.h"
 
+#include <ATen/core/dispatch/Dispatcher.h>
+
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -34,6 +36,29 @@ std::string howItRuns(const tsfuse::Expr& e, const std::vector<at::Tensor>& ops,
   return all ? "native" : "—";
 }
 
+// How a Python number known only at run time is taken where the op's schemas have one (alpha and
+// rounding_mode aside): as an operand (kRuntimeNumber), by value (bound per value), or not at all.
+std::string runtimeNumberOf(const tsfuse::OpDef& def) {
+  if (def.has(tsfuse::kRuntimeNumber)) return "operand";
+  std::string how;
+  for (const tsfuse::AtenOverload& o : tsfuse::atenOverloads()) {
+    if (o.op != def.op || o.form != tsfuse::AtenForm::Plain) continue;
+    const std::string key = o.schema;
+    const auto dot = key.rfind('.');
+    auto handle = c10::Dispatcher::singleton().findSchema({key.substr(0, dot), key.substr(dot + 1)});
+    if (!handle) continue;
+    const auto& args = handle->schema().arguments();
+    for (size_t i = 0; i < args.size() && i < static_cast<size_t>(def.arity()); ++i) {
+      c10::TypePtr t = args[i].type();
+      if (auto opt = t->cast<c10::OptionalType>()) t = opt->getElementType();
+      if (t->kind() != c10::TypeKind::NumberType) continue;
+      if (tsfuse::readsNumberByValue(def.op, i)) how = "by value";
+      else if (how.empty()) how = "constant only";
+    }
+  }
+  return how;
+}
+
 std::string renderTable() {
   std::map<tsfuse::Op, std::vector<std::string>> schemas;
   for (const auto& o : tsfuse::atenOverloads()) schemas[o.op].push_back(o.schema);
@@ -48,12 +73,13 @@ std::string renderTable() {
      << "tensor runs through ATen). Where ATen's kernel for float/double `exp`, `log`, `sqrt` or `atan`\n"
      << "is Intel MKL's vector math (the x86-64 wheels), the tile calls that MKL routine directly, with\n"
      << "ATen's mode, after checking its bits against ATen's once (`kernels/cpu/vml.h`).\n"
-     << "*Runtime number*: whether a Python number argument may be a value known only at run time (a\n"
-     << "graph input, a module attribute, a size): ATen computes these ops on a number as on the number\n"
-     << "wrapped in a 0-dim tensor, so the fused op takes it as an operand (`tsfuse::wrapped_number`;\n"
-     << "`tests/registry/runtime_number_test.cpp`). pow, clamp and where run other code on a number (a\n"
-     << "multiply for `x ** 2`, a NaN bound ignored, a checked conversion): a number there must be a\n"
-     << "constant, else the region ends at the op.\n"
+     << "*Runtime number*: how a Python number argument known only at run time (a graph input, a\n"
+     << "module attribute, a size) is fused (`tsfuse::wrapped_number`; `tests/registry/runtime_number_test.cpp`).\n"
+     << "*operand*: ATen computes the op on a number as on the number wrapped in a 0-dim tensor, so the\n"
+     << "fused op reads it as a tensor, one kernel for every value. *by value*: the op runs other code on a\n"
+     << "number (a multiply for `x ** 2`, a NaN bound, a checked conversion), so each call writes the\n"
+     << "number into the program as a literal first, one kernel per value (`kernels/bind_numbers.h`).\n"
+     << "*constant only*: a number there must be a constant, else the region ends at the op.\n"
      << "How to add an op: [adding-an-op.md](adding-an-op.md).\n\n"
      << "| op | TorchScript schemas | CPU interpreter | CPU JIT (AVX2) | CUDA (generated) | runtime number |\n"
      << "| --- | --- | --- | --- | --- | --- |\n";
@@ -69,7 +95,7 @@ std::string renderTable() {
     for (const auto& s : schemas[def.op]) names += (names.empty() ? "" : ", ") + std::string("`") + s + "`";
     if (names.empty()) names = "(the `alpha` / `rounding_mode` form of a schema above)";
     os << "| `" << def.name << "`" << (dtype == at::kBool ? " (bool)" : "") << " | " << names << " | ";
-    const std::string runtimeNumber = def.has(tsfuse::kRuntimeNumber) ? "yes" : "";
+    const std::string runtimeNumber = runtimeNumberOf(def);
     if (!an) {
       os << "? | ? | ? | " << runtimeNumber << " |\n";
       continue;

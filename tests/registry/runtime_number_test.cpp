@@ -1,11 +1,14 @@
 // Python numbers known only at run time (a graph input, a module attribute, a size), generated from
 // the registry: for every listed schema with a number argument (alpha aside), a graph passes a
-// graph input there. Where the op's entry says ATen computes on a number as on the number wrapped
-// in a 0-dim tensor (kRuntimeNumber), the pass fuses it, reading the number through
-// tsfuse::wrapped_number, and the fused graph returns what eager's Scalar overload returns, bit
-// for bit and dtype for dtype, or raises its error, for numbers of both kinds and every edge (NaN,
-// inf, -0.0, denormals, float64 beyond float32, int64 beyond float32's integers) over float32,
-// float64, int32 and bool tensors. Where it does not (pow, clamp, where), the op stays as it is.
+// graph input there. At a tensor-or-number position the pass fuses it, reading the number through
+// tsfuse::wrapped_number: as a 0-dim operand where the op's entry says ATen computes on a number as
+// on the number wrapped (kRuntimeNumber), by value elsewhere (pow, clamp, clamp_min/max, where:
+// kernels/bind_numbers.h). Either way the fused graph returns what eager's Scalar overload
+// returns, bit for bit and dtype for dtype, or raises its error, for numbers of both kinds and
+// every edge (NaN, inf, -0.0, denormals, float64 beyond float32, int64 beyond float32's integers)
+// over float32, float64, int32 and bool tensors, each value in turn through the same graph (a
+// kernel compiled for one value must not serve the next). A number-only position (masked_fill's
+// value) takes constants only: the op stays as it is.
 #include "ir_util.h"
 
 #include "registry/registry_util.h"
@@ -79,7 +82,7 @@ Run run(const std::shared_ptr<Graph>& g, const std::vector<c10::IValue>& inputs)
 TEST(RegistryRuntimeNumbers, NumbersKnownAtRunTimeFuseWhereTheRegistrySaysAndKeepEagerResults) {
   const std::vector<c10::IValue> floats = {0.5, -0.0, std::nan(""), -INFINITY, 3.0, 1e-40, 1e300};
   const std::vector<c10::IValue> ints = {int64_t(2), int64_t(-3), int64_t(0), (int64_t(1) << 40) + 1};
-  int fused = 0, kept = 0;
+  int fused = 0, byValue = 0, kept = 0;
   for (const tsfuse::AtenOverload& o : tsfuse::atenOverloads()) {
     const std::string key = o.schema;
     const auto dot = key.rfind('.');
@@ -87,9 +90,14 @@ TEST(RegistryRuntimeNumbers, NumbersKnownAtRunTimeFuseWhereTheRegistrySaysAndKee
     ASSERT_TRUE(handle.has_value()) << key;
     const c10::FunctionSchema& schema = handle->schema();
     const bool boolOps = sampleDtype(tsfuse::opDef(o.op)) == at::kBool;
-    const bool wraps = tsfuse::opDef(o.op).has(tsfuse::kRuntimeNumber);
+    const tsfuse::OpDef& def = tsfuse::opDef(o.op);
     for (size_t runtime = 0; runtime < schema.arguments().size(); ++runtime) {
       if (!isNumber(schema.arguments()[runtime])) continue;
+      // Plain forms keep the schema's argument order; the others (alpha, rounding_mode) put their
+      // numbers at tensor-or-number positions.
+      const bool wraps = o.form != tsfuse::AtenForm::Plain ||
+                         (runtime < static_cast<size_t>(def.arity()) && std::string("vo").find(def.signature[runtime]) != std::string::npos);
+      const bool readByValue = wraps && !def.has(tsfuse::kRuntimeNumber);
       const bool hasAlpha = schema.argumentIndexWithName("alpha").has_value();
       for (const char* type : {"float", "int"})
       for (const std::string alpha : hasAlpha ? std::vector<std::string>{"%one", "%two"} : std::vector<std::string>{""}) {
@@ -118,6 +126,7 @@ TEST(RegistryRuntimeNumbers, NumbersKnownAtRunTimeFuseWhereTheRegistrySaysAndKee
             fc.check("tsfuse::wrapped_number(%k)")->check("tsfuse::pairwise")->check_not(schema.name() + "(");
           }));
           ++fused;
+          byValue += readByValue;
         } else {
           EXPECT_TRUE(fileCheck(r.ir, [&](FileCheck& fc) { fc.check(schema.name() + "(")->check_not("wrapped_number"); }));
           ++kept;
@@ -133,9 +142,11 @@ TEST(RegistryRuntimeNumbers, NumbersKnownAtRunTimeFuseWhereTheRegistrySaysAndKee
       }
     }
   }
-  // The forms there are: arithmetic, comparisons and bitwise ops fuse; pow, clamp, where do not.
-  EXPECT_GE(fused, 20);
-  EXPECT_GE(kept, 5);
+  // The forms there are: arithmetic, comparisons and bitwise ops fuse as operands; pow, clamp,
+  // clamp_min, clamp_max and where by value; masked_fill does not fuse.
+  EXPECT_GE(fused, 30);
+  EXPECT_GE(byValue, 10);
+  EXPECT_GE(kept, 1);
 }
 
 }  // namespace

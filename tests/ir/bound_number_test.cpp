@@ -1,0 +1,177 @@
+// Numbers known only at run time that an op reads by value (pow's exponent, clamp's bounds,
+// where's values: kernels/bind_numbers.h): they join the region as tsfuse::wrapped_number
+// operands, and each call binds them into the program as literals, so the fused op computes what
+// eager's Scalar overloads compute for every value, on its native path. The detection code this
+// is for: `torch.clamp(d, min=self.eps)` and `torch.where(iou > self.thr, ...)` in a scripted
+// module read float attributes, which TorchScript keeps as prim::GetAttr, not constants.
+// tests/registry/runtime_number_test.cpp covers every schema and edge value one op at a time.
+#include "ir_util.h"
+
+#include "tsfuse/ops.h"
+
+namespace ir_bound_number_test {
+
+namespace {
+
+using namespace tsfuse_test;
+
+std::shared_ptr<Graph> graphOf(const std::string& signature, const std::string& body) {
+  return graphWithConstants(signature, body, "  %f1 : float = prim::Constant[value=1.]()\n");
+}
+
+// The pairwise intersection of intervals [a0, a1] x [b0, b1], clamped at a runtime epsilon, then
+// thresholded at a runtime number: one fused op, eager's bits for every (eps, thr), including a
+// NaN epsilon (clamp's lone NaN bound is ignored) and -0.0, each pair in turn through the same
+// graph, on the native path.
+TEST(BoundNumberIR, ClampAtAnEpsilonAndWhereAtAThresholdAreOneNativeOp) {
+  auto g = graphOf("%a0 : Tensor, %a1 : Tensor, %b0 : Tensor, %b1 : Tensor, %eps : float, %thr : float", R"IR(
+  %a0u : Tensor = aten::unsqueeze(%a0, %one)
+  %a1u : Tensor = aten::unsqueeze(%a1, %one)
+  %b0u : Tensor = aten::unsqueeze(%b0, %zero)
+  %b1u : Tensor = aten::unsqueeze(%b1, %zero)
+  %hi : Tensor = aten::min(%a1u, %b1u)
+  %lo : Tensor = aten::max(%a0u, %b0u)
+  %w : Tensor = aten::sub(%hi, %lo, %one)
+  %c : Tensor = aten::clamp(%w, %eps, %none)
+  %m : Tensor = aten::gt(%c, %thr)
+  %t2 : float = aten::mul(%thr, %two)
+  %o : Tensor = aten::where(%m, %c, %t2)
+  return (%o)
+)IR");
+  auto ref = g->copy();
+  PassRun r = runPipelineOn(g);
+  ASSERT_EQ(computingFusedOps(g), 1) << r.ir;
+  EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) {
+    fc.check("tsfuse::wrapped_number(%eps)")->check("tsfuse::pairwise")->check_not("aten::clamp")->check_not("aten::where");
+  }));
+  Gen gen(21);
+  const at::Tensor a0 = gen.tensor({40}, at::kFloat), b0 = gen.tensor({30}, at::kFloat);
+  const at::Tensor a1 = a0 + gen.tensor({40}, at::kFloat).abs(), b1 = b0 + gen.tensor({30}, at::kFloat).abs();
+  for (auto [eps, thr] : std::vector<std::pair<double, double>>{
+           {0.0, 0.25}, {1e-6, 0.5}, {-0.0, 0.0}, {std::nan(""), 0.1}, {0.3, -1.0}, {0.0, 0.25}}) {
+    SCOPED_TRACE(c10::str("eps = ", eps, ", thr = ", thr));
+    EXPECT_TRUE(sameOutputs(ref, g, {a0, a1, b0, b1, c10::IValue(eps), c10::IValue(thr)}));
+    EXPECT_STREQ(tsfuse::lastPath(), "native");
+  }
+}
+
+// A runtime exponent: pow(x, 2.0) multiplies, other exponents take ATen's pow kernel on the tile,
+// each value its own program; an int exponent over an int tensor stays integral.
+TEST(BoundNumberIR, PowByARuntimeExponentComputesEagersPowForEachValue) {
+  auto g = graphOf("%a : Tensor, %b : Tensor, %k : float", R"IR(
+  %d : Tensor = aten::sub(%a, %b, %one)
+  %x : Tensor = aten::abs(%d)
+  %p : Tensor = aten::pow(%x, %k)
+  %n : Tensor = aten::neg(%p)
+  return (%n)
+)IR");
+  auto ref = g->copy();
+  PassRun r = runPipelineOn(g);
+  ASSERT_EQ(computingFusedOps(g), 1) << r.ir;
+  EXPECT_EQ(exprOf(findNodes(g, "tsfuse::pairwise").at(0)), "v1: sub($0, $1); abs(%0); pow(%1, $2); neg(%2)");
+  Gen gen(22);
+  const at::Tensor a = gen.tensor({50, 1}, at::kFloat, kNaNInf), b = gen.tensor({1, 60}, at::kFloat);
+  for (double k : {2.0, 0.5, 3.0, -1.0, 0.0, -2.5, 2.0}) {
+    SCOPED_TRACE(k);
+    EXPECT_TRUE(sameOutputs(ref, g, {a, b, c10::IValue(k)}));
+  }
+  auto gi = graphOf("%a : Tensor, %b : Tensor, %k : int", R"IR(
+  %d : Tensor = aten::sub(%a, %b, %one)
+  %x : Tensor = aten::abs(%d)
+  %p : Tensor = aten::pow(%x, %k)
+  return (%p)
+)IR");
+  auto refi = gi->copy();
+  runPipelineOn(gi);
+  ASSERT_EQ(computingFusedOps(gi), 1);
+  const at::Tensor ai = gen.tensor({50, 1}, at::kInt), bi = gen.tensor({1, 60}, at::kInt);
+  for (int64_t k : {2, 3, 0, 1}) {
+    SCOPED_TRACE(k);
+    EXPECT_TRUE(sameOutputs(refi, gi, {ai, bi, c10::IValue(k)}));
+    EXPECT_EQ(runGraph(gi, {ai, bi, c10::IValue(k)})[0].toTensor().scalar_type(), at::kInt);
+  }
+}
+
+// A reduction's epilogue reads numbers by value too (pow's exponent; clamp's lower bound beside a
+// constant upper one): the epilogue's operands are bound and renumbered after the expression's.
+TEST(BoundNumberIR, NumbersInAReductionsEpilogueAreBoundThere) {
+  auto g = graphOf("%a : Tensor, %b : Tensor, %k : float, %lo : float", R"IR(
+  %d : Tensor = aten::sub(%a, %b, %one)
+  %x : Tensor = aten::abs(%d)
+  %s : Tensor = aten::sum(%x, %dims1, %false, %none)
+  %n : Tensor = aten::mul(%s, %k)
+  %p : Tensor = aten::pow(%n, %k)
+  %c : Tensor = aten::clamp(%p, %lo, %f1)
+  return (%c)
+)IR");
+  auto ref = g->copy();
+  PassRun r = runPipelineOn(g);
+  ASSERT_EQ(computingFusedOps(g), 1) << r.ir;
+  EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) { fc.check("tsfuse::reduce")->check_not("aten::pow")->check_not("aten::clamp"); }));
+  Gen gen(23);
+  const at::Tensor a = gen.tensor({70, 1}, at::kFloat), b = gen.tensor({1, 90}, at::kFloat);
+  for (auto [k, lo] : std::vector<std::pair<double, double>>{{0.02, 0.1}, {0.01, std::nan("")}, {-0.03, 0.5}, {0.02, 0.1}}) {
+    SCOPED_TRACE(c10::str("k = ", k, ", lo = ", lo));
+    EXPECT_TRUE(sameOutputs(ref, g, {a, b, c10::IValue(k), c10::IValue(lo)}, /*exact=*/false));
+  }
+}
+
+// A thread keeps its last binding: the same call with the same numbers reuses it, and a number
+// that changes, even 0.0 to -0.0 (equal as numbers, not as where's values), binds again.
+TEST(BoundNumberIR, ARepeatedCallRebindsWhenANumberChangesItsBits) {
+  auto g = graphOf("%a : Tensor, %b : Tensor, %k : float", R"IR(
+  %d : Tensor = aten::sub(%a, %b, %one)
+  %m : Tensor = aten::gt(%d, %zero)
+  %o : Tensor = aten::where(%m, %d, %k)
+  return (%o)
+)IR");
+  auto ref = g->copy();
+  runPipelineOn(g);
+  ASSERT_EQ(computingFusedOps(g), 1);
+  Gen gen(25);
+  const at::Tensor a = gen.tensor({9, 1}, at::kFloat), b = gen.tensor({1, 11}, at::kFloat);
+  for (double k : {0.0, -0.0, -0.0, 0.0, 0.5, 0.0}) {
+    SCOPED_TRACE(k);
+    EXPECT_TRUE(sameOutputs(ref, g, {a, b, c10::IValue(k)}));
+    const at::Tensor out = runGraph(g, {a, b, c10::IValue(k)})[0].toTensor();
+    const at::Tensor filled = out.masked_select((a - b) <= 0);
+    ASSERT_GT(filled.numel(), 0);
+    EXPECT_EQ(at::signbit(filled).all().item<bool>(), std::signbit(k));
+  }
+}
+
+// clamp_min / clamp_max with a NaN number fill the result with NaN, where clamp's lone NaN bound is
+// ignored: the registry keeps them apart (a constant NaN was computed as clamp's before).
+TEST(BoundNumberIR, ClampMinWithANaNBoundIsNaNEverywhere) {
+  auto g = graphOf("%a : Tensor, %b : Tensor, %k : float", R"IR(
+  %nan : float = prim::Constant[value=7.5]()
+  %d : Tensor = aten::sub(%a, %b, %one)
+  %c : Tensor = aten::clamp_min(%d, %nan)
+  %e : Tensor = aten::clamp_max(%d, %k)
+  %f : Tensor = aten::clamp(%d, %nan, %none)
+  %s : Tensor = aten::add(%c, %e, %one)
+  %o : Tensor = aten::add(%s, %f, %one)
+  return (%o, %f)
+)IR");
+  for (torch::jit::Node* n : g->nodes())  // the IR parser reads no NaN: %nan's value is set here
+    if (n->kind() == c10::prim::Constant && n->output()->type()->kind() == c10::TypeKind::FloatType &&
+        n->f(c10::attr::value) == 7.5)
+      n->f_(c10::attr::value, std::nan(""));
+  auto ref = g->copy();
+  PassRun r = runPipelineOn(g);
+  ASSERT_EQ(computingFusedOps(g), 1) << r.ir;  // %d and %f, read twice, stay operands
+  EXPECT_NE(r.ir.find("clamp_min($0, nan); clamp_max($0, $1)"), std::string::npos) << r.ir;
+  Gen gen(24);
+  const at::Tensor a = gen.tensor({6, 1}, at::kFloat), b = gen.tensor({1, 7}, at::kFloat);
+  for (double k : {0.0, std::nan("")}) {
+    SCOPED_TRACE(k);
+    EXPECT_TRUE(sameOutputs(ref, g, {a, b, c10::IValue(k)}));
+    const auto out = runGraph(g, {a, b, c10::IValue(k)});
+    EXPECT_TRUE(out[0].toTensor().isnan().all().item<bool>());
+    EXPECT_FALSE(out[1].toTensor().isnan().any().item<bool>());
+  }
+}
+
+}  // namespace
+
+}  // namespace ir_bound_number_test
