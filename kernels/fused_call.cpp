@@ -108,26 +108,28 @@ const void* lastDonatedMemory() { return tlsLastDonated; }
 
 namespace {
 
-// The operand list a hoisting call (kernels/hoist.h) hands on, while that call runs on this thread:
-// its handles are this call's own, so a donated operand may be held by one of them too.
-class HoistedCopy {
+// An operand list a call hands on to the call it makes (bound numbers: kernels/bind_numbers.h;
+// hoisting: kernels/hoist.h), while that call runs on this thread: its handles are the outer call's
+// own, so a donated operand may be held by them too (by each list of a nested hand-on).
+class HandedOnOperands {
  public:
-  explicit HoistedCopy(const std::vector<at::Tensor>& ops) : previous_(tls_) { tls_ = &ops; }
-  ~HoistedCopy() { tls_ = previous_; }
-  HoistedCopy(const HoistedCopy&) = delete;
-  HoistedCopy& operator=(const HoistedCopy&) = delete;
+  explicit HandedOnOperands(const std::vector<at::Tensor>& ops) : ops_(ops), previous_(tls_) { tls_ = this; }
+  ~HandedOnOperands() { tls_ = previous_; }
+  HandedOnOperands(const HandedOnOperands&) = delete;
+  HandedOnOperands& operator=(const HandedOnOperands&) = delete;
   static long handles(const at::Tensor& t) {
     long n = 0;
-    if (tls_)
-      for (const at::Tensor& o : *tls_) n += o.is_same(t);
+    for (const HandedOnOperands* list = tls_; list; list = list->previous_)
+      for (const at::Tensor& o : list->ops_) n += o.is_same(t);
     return n;
   }
 
  private:
-  const std::vector<at::Tensor>* previous_;
-  static thread_local const std::vector<at::Tensor>* tls_;
+  const std::vector<at::Tensor>& ops_;
+  const HandedOnOperands* previous_;
+  static thread_local const HandedOnOperands* tls_;
 };
-thread_local const std::vector<at::Tensor>* HoistedCopy::tls_ = nullptr;
+thread_local const HandedOnOperands* HandedOnOperands::tls_ = nullptr;
 
 // The tensors that own t's storage when nothing but t can reach it: t, and the base of a view
 // (e.g. torch.cdist's result) that only t's view record still holds.
@@ -160,7 +162,7 @@ at::Tensor takeDonated(at::TensorList operands, at::IntArrayRef donated, const A
     } else if (t.scalar_type() != an.outDtype || t.sizes() != at::IntArrayRef(an.outSizes) ||
                t.strides() != at::IntArrayRef(an.outStrides) || !t.is_non_overlapping_and_dense()) {
       why = "not laid out as the output";
-    } else if (t.use_count() > kCallReferences + HoistedCopy::handles(t) || !t.has_storage() ||
+    } else if (t.use_count() > kCallReferences + HandedOnOperands::handles(t) || !t.has_storage() ||
                static_cast<long>(t.storage().use_count()) != storageOwners(t)) {
       why = c10::str("held elsewhere (", t.use_count(), " handles, its storage by ",
                      t.has_storage() ? t.storage().use_count() : 0, " tensors)");
@@ -211,6 +213,7 @@ Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const Re
     std::vector<int64_t> moved;
     for (int64_t i : donated)
       if (bound->position[i] >= 0) moved.push_back(bound->position[i]);
+    const HandedOnOperands held(bound->operands);
     return runFusedAll(bound->operands, bound->text, bound->reduce ? &*bound->reduce : nullptr, native, moved);
   }
   if (reduce && reduce->withIndices() && reduce->epilogue) {
@@ -244,7 +247,7 @@ Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const Re
       const int64_t at = i < e->numInputs ? hoisted->position[i] : i + hoisted->rest;
       if (at >= 0) moved.push_back(at);
     }
-    const HoistedCopy held(hoisted->operands);
+    const HandedOnOperands held(hoisted->operands);
     return runFusedAll(hoisted->operands, hoisted->expr, reduce, native, moved);
   }
   auto an = analyzeCached(e, operands, reduce);

@@ -90,9 +90,10 @@ bool runtimeNumber(Value* v) {
          !toIValue(v);
 }
 
-// `v` as argument `position` of `op`: a tensor, a constant, or (at a tensor-or-number position) a
-// number known only at run time, an operand once wrapped: read as a tensor where the op computes on
-// a number as on the number wrapped (kRuntimeNumber), else by value (kernels/bind_numbers.h).
+// `v` as argument `position` of `op`: a tensor, a constant, or a number known only at run time, an
+// operand once wrapped: read as a tensor where the op computes on a number as on the number wrapped
+// (kRuntimeNumber), else by value (kernels/bind_numbers.h). add_alpha's / sub_alpha's alpha takes
+// constants only.
 bool tensorOrConstant(Value* v, Op op, size_t position, MatchedArg& out, std::string* why) {
   if (isTensor(v)) {
     out.tensor = v;
@@ -101,7 +102,7 @@ bool tensorOrConstant(Value* v, Op op, size_t position, MatchedArg& out, std::st
   if (runtimeNumber(v)) {
     const OpDef& def = opDef(op);
     const char kind = position < static_cast<size_t>(def.arity()) ? def.signature[position] : 's';
-    if (kind == 'v' || kind == 'o') {
+    if (kind == 'v' || kind == 'o' || readsNumberByValue(op, position)) {
       out.number = v;
       return true;
     }

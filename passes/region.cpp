@@ -58,7 +58,7 @@ Region grow(Node* root, bool duplicate) {
   std::vector<Node*> nodes;
   for (auto& kv : in) nodes.push_back(kv.first);
   Region grown = regionOf(std::move(nodes));
-  grown.boundary = std::move(r.boundary);
+  grown.boundary.insert(grown.boundary.begin(), r.boundary.begin(), r.boundary.end());
   std::sort(shared.begin(), shared.end(), [](Node* a, Node* b) { return a->isBefore(b); });
   for (Node* p : shared) {
     std::unordered_set<Node*> others;
@@ -158,13 +158,18 @@ Region regionOf(std::vector<Node*> nodes) {
   std::sort(r.nodes.begin(), r.nodes.end(), [](Node* a, Node* b) { return a->isBefore(b); });
   std::unordered_map<Node*, int64_t> index;
   std::unordered_map<Value*, int64_t> operandIndex;
+  std::unordered_set<Value*> readByValue;  // numbers already noted in r.boundary
   for (Node* n : r.nodes) {
     ElementwiseMatch nm;
     std::string why;
     TORCH_INTERNAL_ASSERT(matchElementwise(n, nm, &why), "regionOf: ", describeNode(n), " is not elementwise: ", why);
     Instr ins{nm.op, {}};
-    for (const MatchedArg& a : nm.args) {
+    for (size_t position = 0; position < nm.args.size(); ++position) {
+      const MatchedArg& a = nm.args[position];
       Value* v = a.operand();
+      if (a.number && readsNumberByValue(nm.op, position) && readByValue.insert(v).second)
+        r.boundary.push_back("%" + v->debugName() + " is read by value (" + opName(nm.op) +
+                             "): each call writes it into the program, one compiled kernel per value");
       if (!v) {
         ins.args.push_back(a.constant);
       } else if (auto idx = index.find(v->node()); idx != index.end()) {

@@ -271,8 +271,9 @@ void Expr::validate() const {
                   " ", def.name, ": argument ", a, (dtypeSlot ? " must" : " must not"), " be a dtype");
       TORCH_CHECK(arg.kind != Arg::Kind::None || want == 'o', "tsfuse expr: instruction %", k, " ",
                   def.name, ": argument ", a, " may not be None");
-      TORCH_CHECK(want != 's' || arg.isLiteral(), "tsfuse expr: instruction %", k, " ", def.name,
-                  ": argument ", a, " must be a number");
+      // (an operand there holds a number known only at run time, read by value: bind_numbers.h)
+      TORCH_CHECK(want != 's' || arg.isLiteral() || (arg.kind == Arg::Kind::Input && readsNumberByValue(ins.op, a)),
+                  "tsfuse expr: instruction %", k, " ", def.name, ": argument ", a, " must be a number");
     }
     TORCH_CHECK(anyTensor, "tsfuse expr: instruction %", k, " ", def.name,
                 " has no tensor argument");

@@ -43,7 +43,7 @@ const OpDef& opDef(Op op) {
 bool readsNumberByValue(Op op, size_t position) {
   const OpDef& d = opDef(op);
   if (d.has(kRuntimeNumber) || position >= static_cast<size_t>(d.arity())) return false;
-  return d.signature[position] == 'v' || d.signature[position] == 'o';
+  return d.signature[position] != 'd';
 }
 
 const std::vector<OpDef>& allOps() { return kOps; }

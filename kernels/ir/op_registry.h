@@ -51,10 +51,10 @@ struct OpDef {
 
 const OpDef& opDef(Op op);
 
-// Whether argument `position` of `op`, when it is a Python number, is read by value: a tensor-or-
-// number position ('v', 'o') of an op without kRuntimeNumber (pow, clamp, where), whose Scalar
-// overload runs another kernel than its Tensor overload (pow's special exponents, clamp's NaN
-// bounds, where's checked conversion). A number known only at run time there is still a
+// Whether argument `position` of `op`, when it is a Python number, is read by value: a number
+// position ('v', 'o', 's') of an op without kRuntimeNumber (pow, clamp, where, masked_fill), whose
+// Scalar overload runs another kernel than its Tensor overload (pow's special exponents, clamp's
+// NaN bounds, where's checked conversion) or which has none. A number known only at run time there is still a
 // tsfuse::wrapped_number operand; the reference reads it as the number (RefArgs), and the fast
 // paths write it into the expression as a literal before they compile it (kernels/bind_numbers.h).
 bool readsNumberByValue(Op op, size_t position);

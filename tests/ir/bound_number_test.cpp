@@ -44,6 +44,9 @@ TEST(BoundNumberIR, ClampAtAnEpsilonAndWhereAtAThresholdAreOneNativeOp) {
   EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) {
     fc.check("tsfuse::wrapped_number(%eps)")->check("tsfuse::pairwise")->check_not("aten::clamp")->check_not("aten::where");
   }));
+  // --explain and the viewer say what a by-value number costs
+  EXPECT_NE(r.dump().find("%eps is read by value (clamp): each call writes it into the program"), std::string::npos)
+      << r.dump();
   Gen gen(21);
   const at::Tensor a0 = gen.tensor({40}, at::kFloat), b0 = gen.tensor({30}, at::kFloat);
   const at::Tensor a1 = a0 + gen.tensor({40}, at::kFloat).abs(), b1 = b0 + gen.tensor({30}, at::kFloat).abs();

@@ -4,6 +4,7 @@
 // Every checkPairwise in the suite also repeats its call with a donated operand (tests/test_util.h).
 #include "test_util.h"
 
+#include "kernels/aten_eval.h"
 #include "kernels/fused_call.h"
 
 namespace ops_donate_test {
@@ -146,6 +147,26 @@ TEST(Donated, TheStoredValueOfAnAtenReductionTakesTheOperand) {
     // Without an epilogue the last donation is the operand's; with one, the reduced value's.
     EXPECT_EQ(tsfuse::lastDonatedMemory(), epilogue ? out.data_ptr() : memory);
     EXPECT_TRUE(sameTensor(epilogue ? at::exp(value.sum({0}) * s) : value.sum({0}), out, true));
+  }
+}
+
+// A call whose numbers are read by value hands its operands on, bound (kernels/bind_numbers.h): the
+// bound call's list holds the donated operand too, and the result is still written over it; the
+// same with the clamp's cost hoisted first (an atan over [1, M] feeding an [N, M] program), where
+// two lists are handed on.
+TEST(Donated, ABoundCallStillTakesTheDonatedOperand) {
+  tsfuse_test::Gen g(3);
+  const at::Tensor a = g.tensor({256, 300}, at::kFloat), b = g.tensor({1, 300}, at::kFloat);
+  for (const std::string expr : {"v1: sub($0, $1); clamp(%0, $2, None)", "v1: atan($1); sub($0, %0); clamp(%1, $2, None)"}) {
+    SCOPED_TRACE(expr);
+    at::Tensor mine = a.clone();
+    const void* memory = mine.data_ptr();
+    std::vector<at::Tensor> ops = owned(std::move(mine), b);
+    ops.push_back(tsfuse::wrappedNumber(0.25));
+    at::Tensor out = pairwiseBoxed(std::move(ops), expr, {0});
+    EXPECT_EQ(out.data_ptr(), memory);
+    const at::Tensor d = expr.find("atan") != std::string::npos ? a - at::atan(b) : a - b;
+    EXPECT_TRUE(sameTensor(at::clamp(d, 0.25), out, true));
   }
 }
 

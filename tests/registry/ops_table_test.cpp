@@ -79,7 +79,7 @@ std::string renderTable() {
      << "fused op reads it as a tensor, one kernel for every value. *by value*: the op runs other code on a\n"
      << "number (a multiply for `x ** 2`, a NaN bound, a checked conversion), so each call writes the\n"
      << "number into the program as a literal first, one kernel per value (`kernels/bind_numbers.h`).\n"
-     << "*constant only*: a number there must be a constant, else the region ends at the op.\n"
+     << "`alpha` and `rounding_mode` must be constants, else the region ends at the op.\n"
      << "How to add an op: [adding-an-op.md](adding-an-op.md).\n\n"
      << "| op | TorchScript schemas | CPU interpreter | CPU JIT (AVX2) | CUDA (generated) | runtime number |\n"
      << "| --- | --- | --- | --- | --- | --- |\n";

@@ -2,13 +2,13 @@
 // the registry: for every listed schema with a number argument (alpha aside), a graph passes a
 // graph input there. At a tensor-or-number position the pass fuses it, reading the number through
 // tsfuse::wrapped_number: as a 0-dim operand where the op's entry says ATen computes on a number as
-// on the number wrapped (kRuntimeNumber), by value elsewhere (pow, clamp, clamp_min/max, where:
+// on the number wrapped (kRuntimeNumber), by value elsewhere (pow, clamp, clamp_min/max, where, masked_fill:
 // kernels/bind_numbers.h). Either way the fused graph returns what eager's Scalar overload
 // returns, bit for bit and dtype for dtype, or raises its error, for numbers of both kinds and
 // every edge (NaN, inf, -0.0, denormals, float64 beyond float32, int64 beyond float32's integers)
 // over float32, float64, int32 and bool tensors, each value in turn through the same graph (a
-// kernel compiled for one value must not serve the next). A number-only position (masked_fill's
-// value) takes constants only: the op stays as it is.
+// kernel compiled for one value must not serve the next). (alpha takes constants only:
+// tests/ir/negative_test.cpp.)
 #include "ir_util.h"
 
 #include "registry/registry_util.h"
@@ -82,7 +82,7 @@ Run run(const std::shared_ptr<Graph>& g, const std::vector<c10::IValue>& inputs)
 TEST(RegistryRuntimeNumbers, NumbersKnownAtRunTimeFuseWhereTheRegistrySaysAndKeepEagerResults) {
   const std::vector<c10::IValue> floats = {0.5, -0.0, std::nan(""), -INFINITY, 3.0, 1e-40, 1e300};
   const std::vector<c10::IValue> ints = {int64_t(2), int64_t(-3), int64_t(0), (int64_t(1) << 40) + 1};
-  int fused = 0, byValue = 0, kept = 0;
+  int fused = 0, byValue = 0;
   for (const tsfuse::AtenOverload& o : tsfuse::atenOverloads()) {
     const std::string key = o.schema;
     const auto dot = key.rfind('.');
@@ -94,10 +94,8 @@ TEST(RegistryRuntimeNumbers, NumbersKnownAtRunTimeFuseWhereTheRegistrySaysAndKee
     for (size_t runtime = 0; runtime < schema.arguments().size(); ++runtime) {
       if (!isNumber(schema.arguments()[runtime])) continue;
       // Plain forms keep the schema's argument order; the others (alpha, rounding_mode) put their
-      // numbers at tensor-or-number positions.
-      const bool wraps = o.form != tsfuse::AtenForm::Plain ||
-                         (runtime < static_cast<size_t>(def.arity()) && std::string("vo").find(def.signature[runtime]) != std::string::npos);
-      const bool readByValue = wraps && !def.has(tsfuse::kRuntimeNumber);
+      // numbers at tensor-or-number positions, of ops that read them as operands.
+      const bool readByValue = o.form == tsfuse::AtenForm::Plain && tsfuse::readsNumberByValue(o.op, runtime);
       const bool hasAlpha = schema.argumentIndexWithName("alpha").has_value();
       for (const char* type : {"float", "int"})
       for (const std::string alpha : hasAlpha ? std::vector<std::string>{"%one", "%two"} : std::vector<std::string>{""}) {
@@ -120,17 +118,12 @@ TEST(RegistryRuntimeNumbers, NumbersKnownAtRunTimeFuseWhereTheRegistrySaysAndKee
         auto g = parseGraph(ir);
         auto ref = g->copy();
         PassRun r = runPairwise(g);
-        if (wraps) {
-          ASSERT_EQ(r.rewrites(), 1) << r.dump();
-          EXPECT_TRUE(fileCheck(r.ir, [&](FileCheck& fc) {
-            fc.check("tsfuse::wrapped_number(%k)")->check("tsfuse::pairwise")->check_not(schema.name() + "(");
-          }));
-          ++fused;
-          byValue += readByValue;
-        } else {
-          EXPECT_TRUE(fileCheck(r.ir, [&](FileCheck& fc) { fc.check(schema.name() + "(")->check_not("wrapped_number"); }));
-          ++kept;
-        }
+        ASSERT_EQ(r.rewrites(), 1) << r.dump();
+        EXPECT_TRUE(fileCheck(r.ir, [&](FileCheck& fc) {
+          fc.check("tsfuse::wrapped_number(%k)")->check("tsfuse::pairwise")->check_not(schema.name() + "(");
+        }));
+        ++fused;
+        byValue += readByValue;
         Gen gen(std::hash<std::string>()(ir));
         for (at::ScalarType dtype : {at::kFloat, at::kDouble, at::kInt}) {
           const at::Tensor a = gen.tensor({4, 1}, dtype, kNaNInf), b = gen.tensor({1, 5}, dtype, kNaNInf);
@@ -142,11 +135,10 @@ TEST(RegistryRuntimeNumbers, NumbersKnownAtRunTimeFuseWhereTheRegistrySaysAndKee
       }
     }
   }
-  // The forms there are: arithmetic, comparisons and bitwise ops fuse as operands; pow, clamp,
-  // clamp_min, clamp_max and where by value; masked_fill does not fuse.
+  // The forms there are: arithmetic, comparisons and bitwise ops fuse it as an operand; pow, clamp,
+  // clamp_min, clamp_max, where and masked_fill read it by value.
   EXPECT_GE(fused, 30);
   EXPECT_GE(byValue, 10);
-  EXPECT_GE(kept, 1);
 }
 
 }  // namespace
