@@ -318,25 +318,50 @@ void runCompiledVertical(jit::VerticalReduce& compiled, const IterationPlan& pla
   const int64_t panel = compiled.panelLanes(), panels = (inner + panel - 1) / panel;
   const int64_t lineCount = compiled.packsPerLine() ? 1 : lines;  // lines a pass covers
   const int64_t passes = lines / lineCount * panels;
-  // Passes [b, e) with v's packed operands (v holds pass `packed` packed; -1: none).
-  auto runPasses = [&](jit::VerticalReduce& red, int64_t packed, int64_t b, int64_t e) {
+  // A worker's buffers (every value in them is written before it is read).
+  const size_t E = finish.views ? finish.views->size() : 0;
+  struct Buffers {
+    std::optional<TileProgram::Scratch> es;
+    std::vector<int64_t> lanes;  // aligned, raw lanes
+    std::unique_ptr<Out[]> vals;
+    std::vector<float> rowBuffer;
+    std::unique_ptr<char[]> staged;
+    // Per output row of the current group: each operand's offset at the row's start, and the
+    // epilogue operands' (where the epilogue's innermost dim is the row), computed once per group.
+    std::vector<int64_t> base, rowBase, epiBase;
+  };
+  auto makeBuffers = [&] {
+    Buffers f;
+    f.es = finish.scratch();
+    f.lanes.resize(RK * jit::kSumsRowBytes / sizeof(int64_t));
+    f.vals.reset(new Out[kTile]);
+    f.rowBuffer.resize(rowSums ? RK * (swap ? kTile : inner) : 0);
+    if (swap && !rowSums) f.staged.reset(new char[kTile * finish.outSize]);
+    f.base.resize(L);
+    f.rowBase.resize(RK * L);
+    f.epiBase.resize(RK * E);
+    return f;
+  };
+  // Passes [b, e) with red's packed operands (red holds pass `packed` packed; -1: none); each worker
+  // sets up its buffers, or uses `kept`, a thread's for all its passes (lines in parallel: a pass
+  // is one small line, and its worker is the thread itself).
+  auto runPasses = [&](jit::VerticalReduce& red, int64_t packed, int64_t b, int64_t e, Buffers* kept) {
     for (int64_t pass = b; pass < e; ++pass) {
       const int64_t firstLine = pass / panels * lineCount, p0 = pass % panels * panel;
       if (pass != packed) red.pack(firstLine, p0);
       const int64_t firstTile = p0 / kTile, tiles = (std::min(panel, inner - p0) + kTile - 1) / kTile;
       forEachWorker(lineCount * groups * tiles / tilesPerItem, [&](const ChunkQueue& queue) {  // (rowSums: tiles = tilesPerRow)
         const VmlSerialScope serialVml;
-        auto es = finish.scratch();
-        std::vector<int64_t> buffer(RK * jit::kSumsRowBytes / sizeof(int64_t));  // aligned, raw lanes
-        char* lanes = reinterpret_cast<char*>(buffer.data());
-        std::unique_ptr<Out[]> vals(new Out[kTile]);
-        std::vector<float> rowBuffer(rowSums ? RK * (swap ? kTile : inner) : 0);
-        std::unique_ptr<char[]> staged(swap && !rowSums ? new char[kTile * finish.outSize] : nullptr);
-        std::vector<int64_t> base(L);
-        // Per output row of the current group: each operand's offset at the row's start, and the
-        // epilogue operands' (where the epilogue's innermost dim is the row), computed once per group.
-        const size_t E = finish.views ? finish.views->size() : 0;
-        std::vector<int64_t> rowBase(RK * L), epiBase(RK * E);
+        std::optional<Buffers> own;
+        Buffers& f = kept ? *kept : own.emplace(makeBuffers());
+        auto& es = f.es;
+        char* lanes = reinterpret_cast<char*>(f.lanes.data());
+        auto& vals = f.vals;
+        auto& rowBuffer = f.rowBuffer;
+        auto& staged = f.staged;
+        auto& base = f.base;
+        auto& rowBase = f.rowBase;
+        auto& epiBase = f.epiBase;
         int64_t baseOf = -1;
         for (int64_t b, e; queue.next(b, e);)
           for (int64_t w = b * tilesPerItem; w < e * tilesPerItem; ++w) {
@@ -399,10 +424,11 @@ void runCompiledVertical(jit::VerticalReduce& compiled, const IterationPlan& pla
   if (compiled.linesInParallel()) {
     at::parallel_for(0, passes, 1, [&](int64_t b, int64_t e) {
       jit::VerticalReduce own = compiled.forAnotherThread();
-      runPasses(own, -1, b, e);
+      Buffers buffers = makeBuffers();
+      runPasses(own, -1, b, e, &buffers);
     });
   } else {
-    runPasses(compiled, 0, 0, passes);
+    runPasses(compiled, 0, 0, passes, nullptr);
   }
 }
 }  // namespace tsfuse::cpu::reduce_parts

@@ -81,6 +81,23 @@ TEST(PackedLines, BatchedKernelSumsAreEagersBits) {
   }
 }
 
+// Small lines with an epilogue: each thread's buffers (the epilogue's scratch among them) serve all
+// its lines, and every line is finished with its own epilogue operands (a weight per cloud and point).
+TEST(PackedLines, SmallBatchesFinishEveryLineWithItsOwnEpilogueOperands) {
+  if (!haveJit()) GTEST_SKIP() << "no AVX2/BMI2: the compiled kernels are off";
+  Gen g(54);
+  for (int64_t clouds_ : {50, 3}) {
+    T ops = clouds(g, {clouds_}, 8, 20, 3, at::kFloat);
+    ops.push_back(g.tensor({clouds_, 1, 20}, at::kFloat));
+    const at::Tensor want = at::sqrt(sq(ops).sum(-1)) * ops[2];
+    const int64_t tiles = jit::tilesRun();
+    const at::Tensor got =
+        tsfuse::reduce(ops, kSq, "sum", std::vector<int64_t>{-1}, false, std::nullopt, "v1: sqrt($0); mul(%0, $1)");
+    EXPECT_GT(jit::tilesRun(), tiles) << clouds_;
+    EXPECT_TRUE(sameTensor(want, got, /*exact=*/false)) << clouds_;
+  }
+}
+
 }  // namespace
 
 }  // namespace ops_packed_lines_test
