@@ -10,6 +10,7 @@
 #include <ATen/ExpandUtils.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdint>
 
 namespace tsfuse {
@@ -28,7 +29,14 @@ using Mask = uint64_t;  // the broadcast space's dims a value varies along
 
 // Evaluations a hoisted instruction must save to pay for its own ATen call and the rewritten
 // program's lookup (a few microseconds): a tiny call keeps its program as it is.
-constexpr int64_t kMinSaved = int64_t(1) << 12;
+// TSFUSE_HOIST_MIN_SAVED=N sets another bound (the fuzzer's small programs hoist with 1).
+int64_t minSaved() {
+  static const int64_t n = [] {
+    const char* v = std::getenv("TSFUSE_HOIST_MIN_SAVED");
+    return v && *v ? std::max<int64_t>(1, std::atoll(v)) : int64_t(1) << 12;
+  }();
+  return n;
+}
 
 // The dims of `space` (right-aligned) along which t varies.
 Mask varyingDims(const at::Tensor& t, at::IntArrayRef space) {
@@ -144,7 +152,7 @@ std::optional<Hoisted> hoistNarrowWork(const Expr& e, at::TensorList operands) {
     }
     const int64_t narrow = numelOver(mask[j], space);
     if (j + 1 < e.instrs.size() && costlyPerValue(e.instrs[j].op) && narrow * 4 <= total && narrow <= largest &&
-        total - narrow >= kMinSaved)
+        total - narrow >= minSaved())
       hoisted.push_back(j);
   }
   if (hoisted.empty()) return std::nullopt;
