@@ -1,4 +1,6 @@
 #include "kernels/chain.h"
+
+#include "kernels/bind_numbers.h"
 #include "kernels/chain_text.h"
 
 #include "common/text_cache.h"
@@ -349,16 +351,25 @@ Outputs runStages(const Chain& c, at::TensorList stage0, const std::vector<Stage
 // when the sum has more than one output (ATen then splits only rows among threads) and the value
 // is row-major (its last dim contiguous: eager's value is laid out as the analysis says). nullopt
 // where any of that, or the compiled path, does not hold (with the reason in the kernel log).
-std::optional<Outputs> foldedRowSums(const Chain& c, at::TensorList ops0, const Analysis& an, const NativePath& native) {
+std::optional<Outputs> foldedRowSums(const Chain& c, at::TensorList chainOps0, const Analysis& chainAn,
+                                     const NativePath& native) {
   auto no = [&](const std::string& why) -> std::optional<Outputs> {
     TSFUSE_LOG(kernel, debug, "reduce_chain: next stage not folded into stage 0 (", why, ")");
     return std::nullopt;
   };
-  const ReduceSpec& first = c.stages[0];
   const ReduceSpec& next = c.stages.back();
-  if (!native || !mainDevice(ops0).is_cpu() || c.stages.size() != 2 || c.input[1] || c.squeezeFirst[1] ||
-      next.kind != Reduction::Sum || next.epilogue || first.withIndices())
+  if (!native || !mainDevice(chainOps0).is_cpu() || c.stages.size() != 2 || c.input[1] || c.squeezeFirst[1] ||
+      next.kind != Reduction::Sum || next.epilogue || c.stages[0].withIndices())
     return std::nullopt;
+  // Stage 0 runs here, not through runFusedAll: the numbers it reads by value are written in here
+  // as runFusedAll writes them (kernels/bind_numbers.h).
+  const std::optional<BoundNumbers> bound = bindNumbers(c.expr, &c.stages[0], chainOps0);
+  const std::shared_ptr<const Expr>& expr = bound ? bound->expr : c.expr;
+  const ReduceSpec& first = bound ? *bound->reduce : c.stages[0];
+  const at::TensorList ops0 = bound ? at::TensorList(bound->operands) : chainOps0;
+  const std::optional<Analysis> boundAn = bound ? analyzeCached(expr, ops0, &first) : std::nullopt;
+  if (bound && !boundAn) return no("stage 0 with its numbers bound does not analyze (it raises)");
+  const Analysis& an = bound ? *boundAn : chainAn;
   const int64_t rank = static_cast<int64_t>(an.outSizes.size());
   if (next.dtype && *next.dtype != c10::ScalarType::Float) return no("the sum changes the dtype");
   if (an.outDtype != c10::ScalarType::Float || rank == 0 || !an.epilogueKeepsShape) return no("not float32 rows");
@@ -367,15 +378,15 @@ std::optional<Outputs> foldedRowSums(const Chain& c, at::TensorList ops0, const 
   if (an.outNumel() / an.outSizes.back() < 2) return no("one row: eager may split its sum among threads");
   if (!c10::_compute_contiguous<int64_t>(an.outSizes, an.outStrides, an.outNumel())) return no("the value is not row-major");
   if (keepsEagerOrder() && first.roundsByOrder(an.resultType.back()) &&
-      !broadcastsBeyondOperands(an, ops0.slice(0, c.expr->numInputs)))
+      !broadcastsBeyondOperands(an, ops0.slice(0, expr->numInputs)))
     return no("stage 0 keeps ATen's reduction (its value is no larger than an operand)");
   if (!cpu::eagerSumsRowsInCascade()) return no("at::sum does not sum rows as modelled");
   std::vector<int64_t> sizes(an.outSizes.begin(), an.outSizes.end() - 1);
   if (next.keepdim) sizes.push_back(1);
   at::Tensor sums = at::empty(sizes, at::TensorOptions().dtype(at::kFloat));
-  const IterationPlan plan = IterationPlan::make(*c.expr, ops0, &first, an, /*bindData=*/true);
+  const IterationPlan plan = IterationPlan::make(*expr, ops0, &first, an, /*bindData=*/true);
   std::string why;
-  if (!cpu::runNativeRowSums(*c.expr, ops0, first, an, plan, sums, &why)) return no(why);
+  if (!cpu::runNativeRowSums(*expr, ops0, first, an, plan, sums, &why)) return no(why);
   ++gRowSumsFolded;
   setLastPath("native");
   return Outputs{sums};

@@ -119,6 +119,37 @@ TEST(BoundNumberIR, NumbersInAReductionsEpilogueAreBoundThere) {
   }
 }
 
+// The Gaussian kernel sum with a runtime exponent in stage 0's epilogue: the chain's row sums are
+// folded into stage 0 (kernels/chain.cpp, foldedRowSums), which runs stage 0 itself, and binds its
+// numbers as every fused call does: eager's bits for every exponent (pow(x, 2.0) multiplies, 0.5
+// takes sqrt; unbound, the program read the exponent as a tensor and missed eager's bits).
+TEST(BoundNumberIR, AChainsFoldedRowSumsBindStageZerosNumbers) {
+  auto g = graphOf("%x : Tensor, %y : Tensor, %p : float", R"IR(
+  %xu : Tensor = aten::unsqueeze(%x, %one)
+  %yu : Tensor = aten::unsqueeze(%y, %zero)
+  %d : Tensor = aten::sub(%xu, %yu, %one)
+  %q : Tensor = aten::pow(%d, %two)
+  %dl : int[] = prim::ListConstruct(%m1)
+  %r : Tensor = aten::sum(%q, %dl, %false, %none)
+  %s : Tensor = aten::sub(%r, %f1, %one)
+  %w : Tensor = aten::pow(%s, %p)
+  %n : Tensor = aten::neg(%w)
+  %e : Tensor = aten::exp(%n)
+  %o : Tensor = aten::sum(%e, %dims1, %false, %none)
+  return (%o)
+)IR");
+  auto ref = g->copy();
+  PassRun r = runPipelineOn(g);
+  ASSERT_EQ(computingFusedOps(g), 1) << r.ir;
+  EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) { fc.check("tsfuse::reduce_chain")->check_not("aten::pow"); }));
+  Gen gen(26);
+  const at::Tensor x = gen.tensor({70, 3}, at::kFloat), y = gen.tensor({90, 3}, at::kFloat);
+  for (double p : {2.0, 0.5, 1.5, 2.0}) {
+    SCOPED_TRACE(p);
+    EXPECT_TRUE(sameOutputs(ref, g, {x, y, c10::IValue(p)}));
+  }
+}
+
 // A thread keeps its last binding: the same call with the same numbers reuses it, and a number
 // that changes, even 0.0 to -0.0 (equal as numbers, not as where's values), binds again.
 TEST(BoundNumberIR, ARepeatedCallRebindsWhenANumberChangesItsBits) {
