@@ -11,6 +11,7 @@
 //   v1: minimum($0, $1); clamp(%0, $2, None)     $2 = wrapped 1e-06
 //   -> v1: minimum($0, $1); clamp(%0, 1e-06, None)   over ($0, $1)
 //
+// (runFusedAll, shapeOf, and a chain's folded row sums, the one path that runs a stage itself),
 // so the call is the call the same number written in the source would make: its analysis, its
 // lowering (pow(x, 2.0) multiplies), its errors (where(m, x, 1e300) over float32 raises) and its
 // compiled kernel, one per value, kept by the caches as any other program's. The operands only the
