@@ -14,16 +14,15 @@
 #include <cstdint>
 
 namespace tsfuse {
-namespace {
 
-// Computed outside the CPU's compiled code, per value: an ATen op on the tile or a transcendental
-// (MKL's routine or libm).
 bool costlyPerValue(Op op) {
   const OpDef& d = opDef(op);
   if (d.rule == LowerRule::Aten) return true;
   const std::optional<Prim> p = d.prim();
   return d.rule == LowerRule::Map && p && !primHas(*p, kJit);
 }
+
+namespace {
 
 using Mask = uint64_t;  // the broadcast space's dims a value varies along
 

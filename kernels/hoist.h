@@ -33,6 +33,10 @@ struct Hoisted {
   int64_t rest = 0;                  // what to add to the index of an operand after the main ones
 };
 
+// Whether the CPU computes `op` outside its compiled code, per value: an ATen op on the tile or a
+// transcendental (MKL's routine or libm). Such an instruction is what hoisting moves.
+bool costlyPerValue(Op op);
+
 // nullopt where nothing is worth hoisting (or the operands do not broadcast: the call itself then
 // raises eager's error). `operands`: the call's, the expression's first.
 std::optional<Hoisted> hoistNarrowWork(const Expr& e, at::TensorList operands);

@@ -1,5 +1,6 @@
 #include "passes/region.h"
 
+#include "kernels/hoist.h"
 #include "kernels/ir/op_registry.h"
 
 #include <torch/csrc/jit/ir/named_value.h>
@@ -152,6 +153,54 @@ Region growRegion(Node* root) {
 
 bool recomputable(const Region& r) { return cheaplyRecomputed(r, r.nodes) && broadcasts(r.root()); }
 
+namespace {
+
+// An operand as a note names it: a view sink_views made (a tsfuse::broadcast_* list, unpacked) or
+// an unsqueeze by what it views, which is what the source calls it.
+std::string operandName(Value* v) {
+  Node* p = v->node();
+  Value* source = nullptr;
+  if (p->kind() == c10::prim::ListUnpack) {
+    Node* views = p->input()->node();
+    Node* list = views->inputs().empty() ? nullptr : views->input(0)->node();
+    const size_t at = std::find(p->outputs().begin(), p->outputs().end(), v) - p->outputs().begin();
+    if (std::string(views->kind().toQualString()).rfind("tsfuse::broadcast_", 0) == 0 && list &&
+        list->kind() == c10::prim::ListConstruct && at < list->inputs().size())
+      source = list->input(at);
+  } else if (p->kind() == c10::aten::unsqueeze) {
+    source = p->input(0);
+  }
+  return "%" + (source ? source->debugName() : v->debugName());
+}
+
+// Costly per-value work (kernels/hoist.h, costlyPerValue) that reads only some of the region's
+// operands: at run time, where those vary over at most a quarter of the call's elements, the CPU
+// computes it once at their shape (complete IoU's atan(w / h) per box). The graph cannot show a
+// decision made on the call's sizes, so the region's notes say where it may happen.
+void noteHoistableWork(Region& r) {
+  const size_t n = r.expr.instrs.size(), operands = r.operands.size();
+  std::vector<std::vector<char>> reads(n, std::vector<char>(operands, 0));  // each value's operands
+  int noted = 0;
+  for (size_t k = 0; k < n; ++k) {
+    for (const Arg& a : r.expr.instrs[k].args) {
+      if (a.kind == Arg::Kind::Input) reads[k][a.i] = 1;
+      if (a.kind == Arg::Kind::Value)
+        for (size_t i = 0; i < operands; ++i) reads[k][i] |= reads[a.i][i];
+    }
+    const size_t count = std::count(reads[k].begin(), reads[k].end(), 1);
+    if (k + 1 == n || !costlyPerValue(r.expr.instrs[k].op) || count == 0 || count == operands || noted == 3) continue;
+    std::string names;
+    for (size_t i = 0; i < operands; ++i)
+      if (reads[k][i]) names += (names.empty() ? "" : ", ") + operandName(r.operands[i]);
+    r.boundary.push_back(std::string(opName(r.expr.instrs[k].op)) + " reads " + names +
+                         " only: on the CPU it runs once at their shape where they vary over at most a quarter "
+                         "of the call's elements (kernels/hoist.h)");
+    ++noted;
+  }
+}
+
+}  // namespace
+
 Region regionOf(std::vector<Node*> nodes) {
   Region r;
   r.nodes = std::move(nodes);
@@ -186,6 +235,7 @@ Region regionOf(std::vector<Node*> nodes) {
   }
   r.expr.numInputs = static_cast<int>(r.operands.size());
   r.expr.validate();
+  noteHoistableWork(r);
   return r;
 }
 
