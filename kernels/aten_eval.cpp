@@ -33,10 +33,14 @@ bool isWrappedNumber(const at::Tensor& t) {
   return t.defined() && t.dim() == 0 && t.unsafeGetTensorImpl()->is_wrapped_number();
 }
 
+bool numberReadByValue(const Instr& ins, size_t position, const at::Tensor& operand) {
+  return ins.args[position].kind == Arg::Kind::Input && readsNumberByValue(ins.op, position) &&
+         isWrappedNumber(operand) && operand.is_cpu();
+}
+
 bool RefArgs::number(size_t k) const {
   const Arg& arg = ins_.args[k];
-  return arg.kind == Arg::Kind::Input && readsNumberByValue(ins_.op, k) && isWrappedNumber(inputs_[arg.i]) &&
-         inputs_[arg.i].is_cpu();
+  return arg.kind == Arg::Kind::Input && numberReadByValue(ins_, k, inputs_[arg.i]);
 }
 
 c10::Scalar RefArgs::S(size_t k) const {

@@ -51,6 +51,10 @@ c10::Scalar literalScalar(const Arg& arg);
 
 // Whether `t` is a Python number as ATen marks one (tsfuse::wrapped_number's value).
 bool isWrappedNumber(const at::Tensor& t);
+// Whether argument `position` of `ins`, an operand whose value is `operand`, is a number known
+// only at run time that the op reads by value (readsNumberByValue): RefArgs reads it as the number,
+// and the fast paths bind it as a literal (kernels/bind_numbers.h).
+bool numberReadByValue(const Instr& ins, size_t position, const at::Tensor& operand);
 
 // Throws c10::Error unless `n` is the number of operands `e` takes.
 void checkOperandCount(const Expr& e, size_t n);

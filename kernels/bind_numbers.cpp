@@ -1,7 +1,5 @@
 #include "kernels/bind_numbers.h"
 
-#include "kernels/ir/op_registry.h"
-
 #include <algorithm>
 #include <cstring>
 
@@ -30,9 +28,7 @@ struct Binder {
 
   bool byValue(const Instr& ins, size_t p, int64_t own, int64_t base) const {
     const Arg& a = ins.args[p];
-    if (a.kind != Arg::Kind::Input || a.i < own || !readsNumberByValue(ins.op, p)) return false;
-    const at::Tensor& operand = operands[base + a.i - own];
-    return isWrappedNumber(operand) && operand.is_cpu();
+    return a.kind == Arg::Kind::Input && a.i >= own && numberReadByValue(ins, p, operands[base + a.i - own]);
   }
   // Each number read by value, in program order: its operand, then the literal it binds to.
   void values(const Expr& e, int64_t own, int64_t base, std::vector<Arg>& out) const {
