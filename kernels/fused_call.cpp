@@ -208,13 +208,18 @@ Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const Re
     if (i < e->numInputs) mainDonated.push_back(i);
   }
   if (!donated.empty()) tlsLastDonated = nullptr;
+  // The donated operands' places in a call handed on (-1 in `position`: no longer read).
+  auto moved = [&](const std::vector<int64_t>& position) {
+    std::vector<int64_t> out;
+    for (int64_t i : donated)
+      if (position[i] >= 0) out.push_back(position[i]);
+    return out;
+  };
   if (auto bound = bindNumbers(e, reduce, operands)) {
     // Numbers the program reads by value, written in as literals (kernels/bind_numbers.h).
-    std::vector<int64_t> moved;
-    for (int64_t i : donated)
-      if (bound->position[i] >= 0) moved.push_back(bound->position[i]);
     const HandedOnOperands held(bound->operands);
-    return runFusedAll(bound->operands, bound->text, bound->reduce ? &*bound->reduce : nullptr, native, moved);
+    return runFusedAll(bound->operands, bound->text, bound->reduce ? &*bound->reduce : nullptr, native,
+                       moved(bound->position));
   }
   if (reduce && reduce->withIndices() && reduce->epilogue) {
     // Max/min with indices, then the epilogue as one fused elementwise call over (values,
@@ -242,13 +247,8 @@ Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const Re
     // (operands that do not broadcast, or an op that raises: the call below raises eager's error)
   }
   if (hoisted) {
-    std::vector<int64_t> moved;  // the donated operands' new places
-    for (int64_t i : donated) {
-      const int64_t at = i < e->numInputs ? hoisted->position[i] : i + hoisted->rest;
-      if (at >= 0) moved.push_back(at);
-    }
     const HandedOnOperands held(hoisted->operands);
-    return runFusedAll(hoisted->operands, hoisted->expr, reduce, native, moved);
+    return runFusedAll(hoisted->operands, hoisted->expr, reduce, native, moved(hoisted->position));
   }
   auto an = analyzeCached(e, operands, reduce);
   if (!an) return runEagerAll(*e, operands, reduce);  // raises eager's error (or computes)

@@ -164,8 +164,10 @@ std::optional<Hoisted> hoistNarrowWork(const Expr& e, at::TensorList operands) {
   }
   for (size_t h = 0; h < hoisted.size(); ++h)
     if (used[e.numInputs + h]) out.operands.push_back(evalAten(cone(e, hoisted[h]), main));
-  out.rest = static_cast<int64_t>(out.operands.size()) - e.numInputs;
-  out.operands.insert(out.operands.end(), operands.begin() + e.numInputs, operands.end());
+  for (size_t i = e.numInputs; i < operands.size(); ++i) {
+    out.position.push_back(static_cast<int64_t>(out.operands.size()));
+    out.operands.push_back(operands[i]);
+  }
   out.expr = rest.str();
   TSFUSE_LOG(kernel, debug, "hoisted ", hoisted.size(), " narrow costly value(s) out of ", e.str(), " -> ", out.expr);
   return out;

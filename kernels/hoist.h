@@ -29,8 +29,7 @@ namespace tsfuse {
 struct Hoisted {
   std::vector<at::Tensor> operands;  // the main operands still read, the hoisted values, the rest
   std::string expr;                  // the program over them
-  std::vector<int64_t> position;     // per main operand: its index in `operands`, -1 if not read
-  int64_t rest = 0;                  // what to add to the index of an operand after the main ones
+  std::vector<int64_t> position;     // per operand of the call: its index in `operands`, -1 if not read
 };
 
 // Whether the CPU computes `op` outside its compiled code, per value: an ATen op on the tile or a
