@@ -7,8 +7,6 @@
 
 #include "registry/registry_util.h"
 
-#include <ATen/core/dispatch/Dispatcher.h>
-
 namespace registry_aten_overloads_test {
 
 namespace {
@@ -46,10 +44,9 @@ TEST(RegistryOverloads, EveryListedSchemaFusesAndKeepsItsResults) {
   for (const tsfuse::AtenOverload& o : tsfuse::atenOverloads()) {
     const std::string key = o.schema;
     SCOPED_TRACE(key);
-    const auto dot = key.rfind('.');
-    auto handle = c10::Dispatcher::singleton().findSchema({key.substr(0, dot), key.substr(dot + 1)});
-    ASSERT_TRUE(handle.has_value());
-    const c10::FunctionSchema& schema = handle->schema();
+    const c10::FunctionSchema* found = schemaOf(o);
+    ASSERT_NE(found, nullptr);
+    const c10::FunctionSchema& schema = *found;
     // Tensors of the op's sample dtype: float (d = a - b, then b), or bool for the bitwise ops
     // (d = a > b, then e = a < b).
     const bool boolOps = sampleDtype(tsfuse::opDef(o.op)) == at::kBool;

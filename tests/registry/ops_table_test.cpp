@@ -7,8 +7,6 @@
 #include "kernels/lower/program.h"
 #include "registry/registry_util.h"
 
-#include <ATen/core/dispatch/Dispatcher.h>
-
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -43,11 +41,9 @@ std::string runtimeNumberOf(const tsfuse::OpDef& def) {
   std::string how;
   for (const tsfuse::AtenOverload& o : tsfuse::atenOverloads()) {
     if (o.op != def.op || o.form != tsfuse::AtenForm::Plain) continue;
-    const std::string key = o.schema;
-    const auto dot = key.rfind('.');
-    auto handle = c10::Dispatcher::singleton().findSchema({key.substr(0, dot), key.substr(dot + 1)});
-    if (!handle) continue;
-    const auto& args = handle->schema().arguments();
+    const c10::FunctionSchema* schema = tsfuse_test::schemaOf(o);
+    if (!schema) continue;
+    const auto& args = schema->arguments();
     for (size_t i = 0; i < args.size() && i < static_cast<size_t>(def.arity()); ++i) {
       c10::TypePtr t = args[i].type();
       if (auto opt = t->cast<c10::OptionalType>()) t = opt->getElementType();

@@ -5,6 +5,9 @@
 #include "kernels/ir/op_registry.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <string>
 
 namespace tsfuse_test {
 
@@ -32,6 +35,15 @@ inline at::ScalarType sampleDtype(const tsfuse::OpDef& def) {
   if (def.op == tsfuse::Op::Where) ops[0] = ops[0].to(at::kBool);
   if (def.op == tsfuse::Op::MaskedFill) ops[1] = ops[1].to(at::kBool);
   return tsfuse::analyze(e, ops, nullptr) ? at::kFloat : at::kBool;
+}
+
+// The registered schema of a registry row ("aten::add.Tensor"; the overload after the last dot,
+// empty for "aten::abs."), or nullptr when no such operator is registered.
+inline const c10::FunctionSchema* schemaOf(const tsfuse::AtenOverload& o) {
+  const std::string key = o.schema;
+  const auto dot = key.rfind('.');
+  auto handle = c10::Dispatcher::singleton().findSchema({key.substr(0, dot), key.substr(dot + 1)});
+  return handle ? &handle->schema() : nullptr;
 }
 
 }  // namespace tsfuse_test

@@ -13,8 +13,6 @@
 
 #include "registry/registry_util.h"
 
-#include <ATen/core/dispatch/Dispatcher.h>
-
 namespace registry_runtime_number_test {
 
 namespace {
@@ -84,11 +82,9 @@ TEST(RegistryRuntimeNumbers, NumbersKnownAtRunTimeFuseWhereTheRegistrySaysAndKee
   const std::vector<c10::IValue> ints = {int64_t(2), int64_t(-3), int64_t(0), (int64_t(1) << 40) + 1};
   int fused = 0, byValue = 0;
   for (const tsfuse::AtenOverload& o : tsfuse::atenOverloads()) {
-    const std::string key = o.schema;
-    const auto dot = key.rfind('.');
-    auto handle = c10::Dispatcher::singleton().findSchema({key.substr(0, dot), key.substr(dot + 1)});
-    ASSERT_TRUE(handle.has_value()) << key;
-    const c10::FunctionSchema& schema = handle->schema();
+    const c10::FunctionSchema* found = schemaOf(o);
+    ASSERT_NE(found, nullptr) << o.schema;
+    const c10::FunctionSchema& schema = *found;
     const bool boolOps = sampleDtype(tsfuse::opDef(o.op)) == at::kBool;
     const tsfuse::OpDef& def = tsfuse::opDef(o.op);
     for (size_t runtime = 0; runtime < schema.arguments().size(); ++runtime) {
