@@ -16,6 +16,14 @@ namespace {
 // A duplicated subexpression costs its ops once more per reader: at most this many ops.
 constexpr size_t kMaxRecomputed = 8;
 
+// The tsfuse::broadcast_* op whose views `unpack` unpacks (sink_views' views of a value's leaves),
+// or nullptr when `unpack` is not a prim::ListUnpack of one.
+Node* broadcastViews(Node* unpack) {
+  if (unpack->kind() != c10::prim::ListUnpack) return nullptr;
+  Node* views = unpack->input()->node();
+  return std::string(views->kind().toQualString()).rfind("tsfuse::broadcast_", 0) == 0 ? views : nullptr;
+}
+
 // The region grown from root. duplicate: a producer whose value others read too joins where
 // every reader is fusible and the op cheap (it is then recomputed here, not read stored).
 Region grow(Node* root, bool duplicate) {
@@ -125,10 +133,7 @@ bool broadcasts(Node* p, int depth) {
   if (known) return larger;
   for (Value* v : p->inputs()) {
     Node* q = v->node();
-    if (q->kind() == c10::aten::unsqueeze) return true;
-    if (q->kind() == c10::prim::ListUnpack &&
-        std::string(q->input()->node()->kind().toQualString()).rfind("tsfuse::broadcast_", 0) == 0)
-      return true;
+    if (q->kind() == c10::aten::unsqueeze || broadcastViews(q)) return true;
     ElementwiseMatch m;
     if (depth < 4 && q->owningBlock() == p->owningBlock() && matchElementwise(q, m, nullptr) && broadcasts(q, depth + 1))
       return true;
@@ -160,13 +165,10 @@ namespace {
 std::string operandName(Value* v) {
   Node* p = v->node();
   Value* source = nullptr;
-  if (p->kind() == c10::prim::ListUnpack) {
-    Node* views = p->input()->node();
+  if (Node* views = broadcastViews(p)) {
     Node* list = views->inputs().empty() ? nullptr : views->input(0)->node();
     const size_t at = std::find(p->outputs().begin(), p->outputs().end(), v) - p->outputs().begin();
-    if (std::string(views->kind().toQualString()).rfind("tsfuse::broadcast_", 0) == 0 && list &&
-        list->kind() == c10::prim::ListConstruct && at < list->inputs().size())
-      source = list->input(at);
+    if (list && list->kind() == c10::prim::ListConstruct && at < list->inputs().size()) source = list->input(at);
   } else if (p->kind() == c10::aten::unsqueeze) {
     source = p->input(0);
   }
