@@ -62,8 +62,11 @@ std::atomic<bool>& wideState() {
   return on;
 }
 
-// Kernels by Plan::key, declined programs included (as nullptr with the reason). Bounded: past
-// kMaxEntries new programs are compiled per call and not kept.
+std::atomic<int64_t> compiledKernels{0};
+
+// Kernels by Plan::key, declined programs included (as nullptr with the reason). Bounded: full,
+// it starts afresh (the kernels in use stay alive with their callers), so that no program, however
+// many came before it, compiles on every call.
 struct Cache {
   static constexpr size_t kMaxEntries = 512;
   struct Entry {
@@ -165,8 +168,9 @@ Cache::Entry compile(const Plan& plan) {
         recordForProfilers(plan, code, rows, vectors, wide);
         TSFUSE_LOG(kernel, debug, "compiled ", !plan.sums() ? "map" : isExtremum(plan.sink) ? "extremum" : "sum", ": ",
                    plan.code.size(), " instructions, ", rows, " row(s) x ", vectors, " x ", lanes, " lanes per block",
-                   wide ? " (AVX-512), " : ", ",
+                   wide ? " (AVX-512), " : ", ", inMemory ? "literals in memory, " : "",
                    code.back()->gen->getSize(), " bytes of code per kernel");
+        compiledKernels.fetch_add(1, std::memory_order_relaxed);
         return {std::make_shared<Kernel>(std::move(code),
                                          Kernel::Layout{lanes, lanes * vectors, maxRows, esz, outBytes, rows, wide}),
                 ""};
@@ -190,6 +194,8 @@ constexpr int kTileCounts = 64;
 TileCount tileCounts[kTileCounts];
 std::atomic<int> nextTileCount{0};
 }  // namespace
+
+int64_t kernelsCompiled() { return compiledKernels.load(std::memory_order_relaxed); }
 
 void countTile() {
   thread_local const int slot = nextTileCount.fetch_add(1, std::memory_order_relaxed) % kTileCounts;
@@ -227,14 +233,18 @@ std::shared_ptr<const Kernel> Kernel::get(const TileProgram& p, size_t prefix, i
   auto it = c.entries.find(plan->key);
   if (it == c.entries.end()) {
     Cache::Entry e = compile(*plan);
-    if (c.entries.size() >= Cache::kMaxEntries) {
-      if (why) *why = e.why;
-      return e.kernel;
-    }
+    if (c.entries.size() >= Cache::kMaxEntries) c.entries.clear();
     it = c.entries.emplace(plan->key, std::move(e)).first;
   }
   if (why) *why = it->second.why;
-  return it->second.kernel;
+  const std::shared_ptr<const Kernel>& shared = it->second.kernel;
+  std::vector<uint64_t> literals;
+  for (const auto& bits : plan->literal)
+    if (bits) literals.push_back(*bits);
+  if (!shared || literals.empty()) return shared;
+  auto kernel = std::make_shared<Kernel>(*shared);
+  kernel->literals_ = std::move(literals);
+  return kernel;
 }
 
 std::optional<VerticalReduce> VerticalReduce::make(const TileProgram& p, size_t prefix, int source, Sink sink,

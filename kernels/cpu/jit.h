@@ -117,7 +117,9 @@ class Kernel {
   // The kernels for code[0, prefix) of `p`, sinking slot `source`. perRow (sums; empty: none):
   // which operands change from one output row to the next (their outerStride), so that a block
   // can cover several rows and reuse the others' loads. Compiled once per program and operand
-  // layout, then shared. nullptr, with the reason in *why, where the scope above ends.
+  // layout, then shared; the program's literals are not in the code but passed with each call
+  // (the kernel returned holds `p`'s values), so a number bound per call (bind_numbers.h) compiles
+  // nothing new. nullptr, with the reason in *why, where the scope above ends.
   // SumInner kernels are made for one row count (innerRows: InnerSumOrder::vectors).
   static std::shared_ptr<const Kernel> get(const TileProgram& p, size_t prefix, int source, Sink sink,
                                            const std::vector<Leaf>& leaves, const std::vector<char>& perRow,
@@ -131,10 +133,10 @@ class Kernel {
   // Bytes a Store kernel writes per lane (sums: 8).
   int64_t outBytesPerLane() const { return outBytes_; }
   // blockLanes_ lanes, all in range, of one output row (or rowsPerBlock() rows: allRows).
-  void block(const Args& a, bool allRows = false) const { fn_[allRows][0](&a); }
+  void block(const Args& a, bool allRows = false) const { fn_[allRows][0](&a, literals_.data()); }
   // vectorLanes_ lanes of which those set in a.mask are loaded (the others are computed on zeros:
   // callers use only the masked lanes' sums or values; a Store writes the whole vector).
-  void vector(const Args& a, bool allRows = false) const { fn_[allRows][1](&a); }
+  void vector(const Args& a, bool allRows = false) const { fn_[allRows][1](&a, literals_.data()); }
   // Fills the 32-byte mask of a vector() call for its first n lanes.
   void fillMask(int64_t n, void* mask) const;
 
@@ -147,8 +149,11 @@ class Kernel {
   Kernel(std::vector<std::shared_ptr<Code>> code, const Layout& layout);
 
  private:
-  using Fn = void (*)(const Args*);
+  // The generated code's ABI (System V): rdi the call's Args, rsi the literals' bits, 8 bytes
+  // each, in slot order (Plan::literal).
+  using Fn = void (*)(const Args*, const uint64_t*);
   std::vector<std::shared_ptr<Code>> code_;
+  std::vector<uint64_t> literals_;
   Fn fn_[2][2] = {};  // [all rows][vector]
   int64_t vectorLanes_ = 0, blockLanes_ = 0, maxRows_ = 0, elemSize_ = 0, outBytes_ = 0, rowsPerBlock_ = 1;
   bool wide_ = false;
@@ -275,5 +280,7 @@ bool wideKernels();
 void setWideKernels(bool on);
 // Tiles run by compiled kernels so far (tests check that the kernels ran).
 int64_t tilesRun();
+// Programs compiled so far (tests check that a literal's new value compiles nothing).
+int64_t kernelsCompiled();
 
 }  // namespace tsfuse::cpu::jit

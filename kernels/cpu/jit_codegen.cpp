@@ -85,16 +85,26 @@ void Gen::emitKernel() {
   if (P.needOnes) ones = constant(~uint64_t(0), true);
   if (P.needOne) one = constant(onev);
   if (P.needZero) zero = constant(0);
-  poolIndex.assign(P.literal.size(), -1);
-  std::vector<uint64_t> poolBits;
+  // The literals come with each call (the second argument, rsi: Kernel::literals), so one kernel
+  // serves every value of them (a number the model computes at run time, bound per call). Those
+  // held in registers are broadcast here, before rsi becomes an operand pointer; the others are
+  // copied to the stack frame and broadcast from it where used.
+  literalIndex.assign(P.literal.size(), -1);
+  int count = 0;
+  for (size_t s = 0; s < P.literal.size(); ++s)
+    if (P.literal[s]) literalIndex[s] = count++;
+  frameBytes = literalsInMemory ? 8 * count : 0;
+  if (frameBytes) sub(rsp, frameBytes);
   for (size_t s = 0; s < P.literal.size(); ++s) {
-    if (!P.literal[s]) continue;
+    if (literalIndex[s] < 0) continue;
+    const Xbyak::Address bits = ptr[rsi + 8 * literalIndex[s]];
     if (literalsInMemory) {
-      poolIndex[s] = static_cast<int>(poolBits.size());
-      poolBits.push_back(*P.literal[s]);
+      mov(rax, bits);
+      mov(ptr[rsp + 8 * literalIndex[s]], rax);
       continue;
     }
-    const int r = constant(*P.literal[s], P.type[s] == c10::ScalarType::Bool);
+    const int r = take();
+    broadcast(r, bits);
     reg[s].fill(r);
   }
   assignPointers();
@@ -148,19 +158,16 @@ void Gen::emitKernel() {
     jnz(block, T_NEAR);
   }
   vzeroupper();
+  if (frameBytes) add(rsp, frameBytes);
   for (int i = 5; i >= 0; --i) pop(saved[i]);
   ret();
-  align(8);
-  L(pool);
-  for (uint64_t bits : poolBits) dq(bits);
 }
 
 void Gen::load(int s) {
   if (reg[s][0] >= 0) return;
-  if (poolIndex[s] >= 0) {  // a literal, broadcast from the pool for this row
+  if (literalsInMemory && literalIndex[s] >= 0) {  // a literal, broadcast from the frame for this row
     const int r = take();
-    const auto bits = ptr[Xbyak::util::rip + pool + 8 * poolIndex[s]];
-    broadcast(r, bits);
+    broadcast(r, ptr[Xbyak::util::rsp + 8 * literalIndex[s]]);
     reg[s].fill(r);
     return;
   }
@@ -182,7 +189,7 @@ void Gen::load(int s) {
 }
 
 void Gen::release(int s) {
-  if ((P.literal[s] && poolIndex[s] < 0) || reg[s][0] < 0) return;
+  if ((P.literal[s] && !literalsInMemory) || reg[s][0] < 0) return;
   for (int r = 0; r < rowsOf(s); ++r)
     for (int u = 0; u < vectorsOf(s); ++u) give(regAt(s, r, u));
   reg[s].fill(-1);

@@ -45,8 +45,8 @@ class Gen : public Xbyak::CodeGenerator {
   const bool masked;
   const bool literalsInMemory;  // else each literal holds a register for the whole call
   const bool W;                 // 64-byte vectors (Shape::wide): v() is a zmm, masks live in k1
-  Xbyak::Label pool;            // literalsInMemory: the literals' bits, 8 bytes each
-  std::vector<int> poolIndex;   // per slot
+  std::vector<int> literalIndex;  // per slot: its literal's index in Kernel::literals, or -1
+  int frameBytes = 0;             // literalsInMemory: the literals' copy on the stack, 8 bytes each
   // Per slot, the ymm of each (row, vector) of the block, at row * U + vector; a value the same
   // for every row (vector) uses row (vector) 0 only: see at().
   std::vector<std::array<int, kMaxBlock>> reg;

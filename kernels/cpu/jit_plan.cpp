@@ -202,7 +202,8 @@ std::optional<Plan> Plan::make(const TileProgram& p, size_t prefix, int source, 
   }
   P.lastUse[source] = static_cast<int>(P.code.size());
 
-  // The cache key: everything the generated code depends on.
+  // The cache key: everything the generated code depends on (the literals' values are not: see
+  // Kernel::get).
   std::string& key = P.key;
   auto put = [&](int64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
   put(P.f64), put(static_cast<int64_t>(sink)), put(source), put(p.numLeaves), put(innerRows);
@@ -216,7 +217,7 @@ std::optional<Plan> Plan::make(const TileProgram& p, size_t prefix, int source, 
   for (int s = 0; s < S; ++s) {
     if (!used[s]) continue;
     put(s), put(static_cast<int64_t>(P.type[s]));
-    if (P.literal[s]) put(static_cast<int64_t>(*P.literal[s]));
+    put(P.literal[s].has_value());  // not its value: that comes with each call
   }
   return P;
 }

@@ -7,7 +7,10 @@
 // tests/registry/runtime_number_test.cpp covers every schema and edge value one op at a time.
 #include "ir_util.h"
 
+#include "kernels/cpu/jit.h"
 #include "tsfuse/ops.h"
+
+#include <limits>
 
 namespace ir_bound_number_test {
 
@@ -172,6 +175,39 @@ TEST(BoundNumberIR, ARepeatedCallRebindsWhenANumberChangesItsBits) {
     ASSERT_GT(filled.numel(), 0);
     EXPECT_EQ(at::signbit(filled).all().item<bool>(), std::signbit(k));
   }
+}
+
+// A number that changes on every call (a threshold the model computes from its data) compiles
+// one kernel, not one per value: the compiled code reads its literals from each call, so only the
+// lowering runs again. Values whose lowering differs (a NaN bound, which clamp ignores) may
+// compile their own; none of the others does, and each runs compiled, with eager's bits.
+TEST(BoundNumberIR, ANumberThatChangesOnEveryCallCompilesOneKernel) {
+  auto g = graphOf("%a : Tensor, %b : Tensor, %eps : float, %thr : float", R"IR(
+  %au : Tensor = aten::unsqueeze(%a, %one)
+  %bu : Tensor = aten::unsqueeze(%b, %zero)
+  %d : Tensor = aten::sub(%au, %bu, %one)
+  %c : Tensor = aten::clamp(%d, %eps, %none)
+  %m : Tensor = aten::gt(%c, %thr)
+  %o : Tensor = aten::where(%m, %c, %thr)
+  return (%o)
+)IR");
+  auto ref = g->copy();
+  runPipelineOn(g);
+  ASSERT_EQ(computingFusedOps(g), 1);
+  JitOn on(true);
+  if (!tsfuse::cpu::jit::enabled()) GTEST_SKIP() << "no compiled kernels on this CPU";
+  Gen gen(27);
+  const at::Tensor a = gen.tensor({64}, at::kFloat, kNaNInf), b = gen.tensor({48}, at::kFloat);
+  EXPECT_TRUE(sameOutputs(ref, g, {a, b, c10::IValue(0.25), c10::IValue(0.5)}));  // compiles
+  const int64_t compiled = tsfuse::cpu::jit::kernelsCompiled();
+  for (double v : {1e-6, -0.0, 0.0, 3.5, -1e30, 0.125, std::numeric_limits<double>::infinity(), 1e-6}) {
+    SCOPED_TRACE(v);
+    const int64_t tiles = tsfuse::cpu::jit::tilesRun();
+    EXPECT_TRUE(sameOutputs(ref, g, {a, b, c10::IValue(v), c10::IValue(v / 3)}));
+    EXPECT_GT(tsfuse::cpu::jit::tilesRun(), tiles) << "not run compiled";
+  }
+  EXPECT_EQ(tsfuse::cpu::jit::kernelsCompiled(), compiled);
+  EXPECT_TRUE(sameOutputs(ref, g, {a, b, c10::IValue(std::nan("")), c10::IValue(0.5)}));
 }
 
 // clamp_min / clamp_max with a NaN number fill the result with NaN, where clamp's lone NaN bound is

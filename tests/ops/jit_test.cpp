@@ -367,6 +367,29 @@ TEST(JitMap, DeclinedProgramsAreInterpreted) {
   EXPECT_TRUE(checkMapBoth("v1: lt($0, $1)", mixed, [](const T& o) { return o[0] < o[1]; }, false));
 }
 
+// The kernel cache is bounded; full, it starts afresh. A process that has run more programs than
+// it keeps (a fuzzer, a server loading many models) still compiles a new program once, not on
+// every call.
+TEST(JitMap, ProgramsPastTheKernelCachesBoundCompileOnce) {
+  if (!haveJit()) GTEST_SKIP() << "no AVX2/BMI2: the compiled kernels are off";
+  JitOn on(true);
+  Gen g(44);
+  const T ops = {g.tensor({4, 1}, at::kFloat), g.tensor({1, 40}, at::kFloat)};
+  const char* bin[] = {"add", "sub", "mul", "div", "minimum", "maximum"};
+  for (int k = 0; k < 600; ++k) {  // 600 programs of four instructions, no two alike
+    std::string e = "v1: ";
+    for (int i = 0, code = k; i < 4; ++i, code /= 6)
+      e += std::string(i ? "; " : "") + bin[code % 6] + "(" + (i ? "%" + std::to_string(i - 1) : "$0") + ", $1)";
+    tsfuse::pairwise(ops, e);
+  }
+  const std::string next = "v1: sub($0, $1); abs(%0); neg(%1); add(%2, $0); mul(%3, $1)";
+  tsfuse::pairwise(ops, next);
+  const int64_t compiled = jit::kernelsCompiled(), tiles = jit::tilesRun();
+  EXPECT_TRUE(checkPairwise(next, ops, [](const T& o) { return (-(o[0] - o[1]).abs() + o[0]) * o[1]; }));
+  EXPECT_EQ(jit::kernelsCompiled(), compiled);
+  EXPECT_GT(jit::tilesRun(), tiles);
+}
+
 TEST(JitMap, RandomProgramsMatchEagerBitForBit) {
   if (!haveJit()) GTEST_SKIP() << "no AVX2/BMI2: the compiled kernels are off";
   ProgramGen pg(43);
