@@ -94,6 +94,7 @@ class ClDriver {
           break;
         }
         case tsfuse::gpu::Param::HostValue:
+        case tsfuse::gpu::Param::Literal:
         case tsfuse::gpu::Param::Index: err = clSetKernelArg(kern, at, values[i].size, values[i].bytes); break;
       }
     }

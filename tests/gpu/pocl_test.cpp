@@ -9,6 +9,7 @@
 #include "opencl_driver.h"
 
 #include <cstdio>
+#include <functional>
 
 namespace {
 
@@ -174,6 +175,56 @@ TEST(GeneratedKernelsPocl, RandomRegistryProgramsVsEagerCpu) {
   for (const GpuCase& c : randomCases(23, 220)) check(*d, c, t, false);
   std::printf("[pocl] random programs: %d runs (%d exact), %d skipped, %d declined\n", t.runs, t.exact, t.skipped, t.declined);
   EXPECT_GT(t.runs, 100);
+}
+
+// A program's literals are kernel parameters (Param::Literal), so the text, and the kernel NVRTC
+// compiles from it, are the same for every value: a number the model computes at run time,
+// bound into the program per call (kernels/bind_numbers.h), costs no compile on the device. Each
+// value of each literal dtype (float32/64, float16 held in float, int32/64, bool), in a program
+// and in a reduction's epilogue, runs against eager CPU.
+TEST(GeneratedKernelsPocl, LiteralsArePassedWithEachCall) {
+  ClDriver* d = driverOrFail();
+  if (!d) return;
+  Gen g(26);
+  struct Form {
+    std::string label;
+    std::function<std::string(const std::string&)> expr;  // of one literal's text
+    T ops;
+    std::optional<tsfuse::ReduceSpec> reduce;
+  };
+  auto floats = [](const std::string& v) { return "v1: sub($0, $1); clamp(%0, " + v + ", None); mul(%1, " + v + "); gt(%2, " + v + "); where(%3, %2, " + v + ")"; };
+  auto ints = [](const std::string& v) { return "v1: sub($0, $1); mul(%0, " + v + "); lt(%1, " + v + "); logical_xor(%2, " + (v == "0" ? "False" : "True") + ")"; };
+  std::vector<Form> forms;
+  for (at::ScalarType dt : {at::kFloat, at::kDouble, at::kHalf})  // float16: under the CUDA rules only
+    forms.push_back({std::string("float ") + c10::toString(dt), floats,
+                     {g.tensor({9, 1}, dt, tsfuse_test::kNaNInf), g.tensor({1, 40}, dt, tsfuse_test::kSignedZero)}, {}});
+  for (at::ScalarType dt : {at::kInt, at::kLong})
+    forms.push_back({std::string("int ") + c10::toString(dt), ints, {g.tensor({9, 1}, dt), g.tensor({1, 40}, dt)}, {}});
+  tsfuse::ReduceSpec s = red(tsfuse::Reduction::Sum, std::vector<int64_t>{1});
+  forms.push_back({"epilogue", [](const std::string&) { return std::string("v1: sub($0, $1); abs(%0)"); },
+                   {g.tensor({9, 1}, at::kFloat), g.tensor({1, 40}, at::kFloat)}, s});
+  const std::vector<std::string> floatValues = {"0.5", "-0.0", "1000.25", "-3", "inf"}, intValues = {"3", "-7", "0", "100000"};
+  Tally t;
+  for (const Form& f : forms) {
+    const bool integral = f.label.rfind("int", 0) == 0;
+    std::optional<std::string> text;
+    for (const std::string& v : integral ? intValues : floatValues) {
+      GpuCase c{f.label + " " + v, f.expr(v), f.ops, f.reduce};
+      if (c.reduce) c.reduce->epilogue = std::make_shared<tsfuse::Expr>(tsfuse::Expr::parse("v1: mul($0, " + v + "); clamp(%0, None, " + v + ")"));
+      Prepared p = prepare(c);
+      ASSERT_TRUE(p.an && p.plan) << c.label;
+      const bool half = c.ops[0].scalar_type() == at::kHalf;
+      tsfuse::gpu::CallOptions o;
+      o.cudaRules = half;  // (the CPU rules have no float16 form; pocl_cuda_rules_test runs it)
+      std::string why;
+      auto k = tsfuse::gpu::kernelForCall(*p.e, c.ops, c.reduce ? &*c.reduce : nullptr, *p.an, *p.plan, o, &why);
+      ASSERT_TRUE(k) << c.label << ": " << why;
+      if (!text) text = k->source.text;
+      EXPECT_EQ(k->source.text, *text) << c.label << ": the text depends on the literal's value";
+      if (!half) check(*d, c, t, false);
+    }
+  }
+  EXPECT_GE(t.runs, 2 * (2 * 5 + 2 * 4 + 5));
 }
 
 // Small shapes of every skeleton (tails, a capped grid, a block reduction with fewer elements

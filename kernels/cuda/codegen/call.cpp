@@ -191,6 +191,12 @@ std::vector<HostArg> valueArgs(const CallKernel& k, at::TensorList operands) {
     const Param& p = k.source.params[i];
     if (p.kind == Param::HostValue) {
       out[i] = hostArg(p, operands[p.leaf]);
+    } else if (p.kind == Param::Literal) {
+      const auto mainLiterals = static_cast<int>(k.program.literals.size());
+      const lower::Program& prog = p.leaf < mainLiterals ? k.program : *k.epilogue;
+      const uint64_t v = literalArg(prog, prog.literals.at(p.leaf < mainLiterals ? p.leaf : p.leaf - mainLiterals));
+      out[i].size = 8;
+      std::memcpy(out[i].bytes, &v, 8);
     } else if (p.kind == Param::Index) {
       const int64_t v = k.index.at(indexAt++);
       const int32_t v32 = static_cast<int32_t>(v);

@@ -1,6 +1,6 @@
 // The kernel texts (kernels/cuda/codegen/emit.h): the dtypes, the common parts of the writer
 // (emitter.h) and the map skeleton. A program becomes one `const` local per slot: operands loaded
-// from their strided addresses, literals as exact bit patterns, each instruction the text of its
+// from their strided addresses, literals as exact bit patterns passed with each call, each instruction the text of its
 // primitive (prim_text.cpp). Skeletons keep every loop bound uniform across a block (barriers only
 // where all threads reach them) and index with the kernel's own index type, so 32-bit kernels do
 // no 64-bit arithmetic.
@@ -64,6 +64,29 @@ uint64_t fnv1a(const std::string& s) {
   return h;
 }
 
+uint64_t literalArg(const lower::Program& p, const lower::Program::Literal& lit) {
+  uint64_t bits = 0;
+  p.literalValue(lit, &bits);  // the value converted to the slot's dtype, as ATen converts it
+  const Ty t = *tyOf(p.slotType[lit.slot]);
+  if (isHalfTy(t)) {  // held in float: the half value's float bits
+    const float f = t == Ty::F16 ? float(c10::Half(uint16_t(bits), c10::Half::from_bits()))
+                                 : float(c10::BFloat16(uint16_t(bits), c10::BFloat16::from_bits()));
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+  }
+  switch (t) {
+    case Ty::F32: return uint32_t(bits);
+    case Ty::F64:
+    case Ty::I64: return bits;
+    case Ty::I8: return static_cast<uint64_t>(int64_t(int8_t(bits)));
+    case Ty::Bool:
+    case Ty::U8: return uint8_t(bits);
+    case Ty::I16: return static_cast<uint64_t>(int64_t(int16_t(bits)));
+    default: return static_cast<uint64_t>(int64_t(int32_t(bits)));
+  }
+}
+
 namespace detail {
 
 Emitter::Emitter(const lower::Program& prog, const lower::Program* epilogue, const KernelSpec& s)
@@ -107,6 +130,13 @@ void Emitter::declareParams(const std::vector<Ty>& outs) {
       if (c->p->hostLeaf[l])
         param({Param::HostValue, c->operandBase + l, c->slot[l]},
               std::string("const ") + localName(c->slot[l]) + " " + c->pre + "h" + str(l));
+  // The literals, each as 8 bytes (literalArg), so that the text, and the compiled kernel, serve
+  // every value of them: a number bound per call (kernels/bind_numbers.h) compiles nothing new.
+  int literalIndex = 0;
+  for (const Code* c : codes)
+    for (size_t k = 0; k < c->p->literals.size(); ++k)
+      param({Param::Literal, literalIndex++, c->slot[c->p->literals[k].slot]},
+            "const tsf_u64 " + c->pre + "lit" + str(static_cast<int>(k)));
   const Ty it = spec.index64 ? Ty::I64 : Ty::I32;
   auto index = [&](const std::string& n) { param({Param::Index, -1, it}, "const " + idx + " " + n); };
   auto space = [&](const Code& c, const std::string& count, const std::string& size, const std::string& stride,
@@ -153,49 +183,21 @@ void Emitter::loads(const Code& c, const std::string& off) {
   for (int l = c.firstLeaf; l < c.p->numLeaves; ++l) declareLeaf(c, l, load(c, l, off + str(l)));
 }
 
-std::string Emitter::literalText(const Code& c, const lower::Program::Literal& lit) const {
-  uint64_t bits = 0;
-  c.p->literalValue(lit, &bits);  // the value converted to the slot's dtype, as ATen converts it
-  char buf[96];
+std::string Emitter::literalText(const Code& c, int k) const {
+  const lower::Program::Literal& lit = c.p->literals[k];
+  const std::string param = c.pre + "lit" + str(k);
   const Ty t = c.slot[lit.slot];
-  if (isHalfTy(t)) {  // held in float: the half value's float bits
-    const float f = t == Ty::F16 ? float(c10::Half(uint16_t(bits), c10::Half::from_bits()))
-                                 : float(c10::BFloat16(uint16_t(bits), c10::BFloat16::from_bits()));
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    std::snprintf(buf, sizeof buf, "TSF_F32_BITS(0x%08" PRIx32 "u) /* %s %.9g */", u, tyName(t), f);
-    return buf;
-  }
-  switch (t) {
-    case Ty::F32: {
-      float f;
-      std::memcpy(&f, &bits, 4);
-      std::snprintf(buf, sizeof buf, "TSF_F32_BITS(0x%08" PRIx32 "u) /* %.9g */", uint32_t(bits), f);
-      break;
-    }
-    case Ty::F64: {
-      double f;
-      std::memcpy(&f, &bits, 8);
-      std::snprintf(buf, sizeof buf, "TSF_F64_BITS(TSF_U64(0x%016" PRIx64 ")) /* %.17g */", bits, f);
-      break;
-    }
-    case Ty::I64: std::snprintf(buf, sizeof buf, "(tsf_i64)TSF_U64(0x%016" PRIx64 ")", bits); break;
-    default: {
-      int64_t v = 0;
-      switch (tySize(t)) {
-        case 1: v = t == Ty::I8 ? int64_t(int8_t(bits)) : int64_t(uint8_t(bits)); break;
-        case 2: v = int16_t(bits); break;
-        default: v = int32_t(bits); break;
-      }
-      std::snprintf(buf, sizeof buf, "(%s)(%" PRId64 ")", tyName(t), v);
-    }
-  }
-  return buf;
+  if (isHalfTy(t) || t == Ty::F32) return "TSF_F32_BITS(" + param + ")";
+  if (t == Ty::F64) return "TSF_F64_BITS(" + param + ")";
+  if (t == Ty::I64) return "(tsf_i64)" + param;
+  return "(" + std::string(tyName(t)) + ")(tsf_i64)" + param;
 }
 
 bool Emitter::body(const Code& c) {
-  for (const auto& lit : c.p->literals)
-    line(std::string("const ") + localName(c.slot[lit.slot]) + " " + c.name(lit.slot) + " = " + literalText(c, lit) + ";");
+  for (size_t k = 0; k < c.p->literals.size(); ++k) {
+    const int slot = c.p->literals[k].slot;
+    line(std::string("const ") + localName(c.slot[slot]) + " " + c.name(slot) + " = " + literalText(c, static_cast<int>(k)) + ";");
+  }
   for (const lower::Instr& in : c.p->code) {
     const Ty ct = *tyOf(in.ct);
     // An op of a half dtype computes in float (operands that are float already, such as a host

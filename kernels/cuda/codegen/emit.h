@@ -6,11 +6,12 @@
 // (kernels/cuda/codegen/prim_text.cpp), so a primitive without a device form fails to build.
 //
 //   v1: sub($0, $1); abs(%0); lt(%1, 1)   float32 [N, 1] x [1, M], map, rank 2, 32-bit
-//   =>  TSF_KERNEL tsf_map_r2_i32_<hash>(TSF_GLOBAL tsf_bool* out, TSF_GLOBAL const tsf_f32* in0, ...)
+//   =>  TSF_KERNEL tsf_map_r2_i32_<hash>(TSF_GLOBAL tsf_bool* out, TSF_GLOBAL const tsf_f32* in0, ...,
+//                                         const tsf_u64 lit0 /* 1.0f's bits */, ...)
 //       { for (i = ...) { c1 = i % k1; c0 = i / k1;
 //           const tsf_f32 a0 = in0[c0 * s0_0 + c1 * s0_1]; const tsf_f32 a1 = ...;
 //           const tsf_f32 v2 = a0 - a1; const tsf_f32 v3 = TSF_FABS_F32(v2);
-//           const tsf_f32 v4 = TSF_F32_BITS(0x3f800000u); const tsf_bool v5 = (tsf_bool)(v3 < v4);
+//           const tsf_f32 v4 = TSF_F32_BITS(lit0); const tsf_bool v5 = (tsf_bool)(v3 < v4);
 //           out[i] = v5; } }
 #pragma once
 
@@ -72,14 +73,16 @@ struct KernelSpec {
 };
 
 // The kernel's parameters, in order; launchers bind them so: the outputs (values, then the
-// int64 indices of max/min), the data operands, the host values, then the index parameters, of
+// int64 indices of max/min), the data operands, the host values, the literals (8 bytes each:
+// literalArg), then the index parameters, of
 // the kernel's index type (int32 or int64): numOut, keptSize[keptRank], each data operand's
 // element strides over the kept dims; reductions add count, reducedSize[reducedRank] and the
 // strides over the reduced dims; an epilogue adds its space's sizes[epilogueRank] and its data
 // operands' strides over them.
 struct Param {
-  enum Kind : uint8_t { Out, Data, HostValue, Index } kind;
-  int leaf = -1;  // Out: the output (0 values, 1 indices); Data / HostValue: the fused op's operand
+  enum Kind : uint8_t { Out, Data, HostValue, Literal, Index } kind;
+  int leaf = -1;  // Out: the output (0 values, 1 indices); Data / HostValue: the fused op's operand;
+                  // Literal: the program's literal, then the epilogue's (after the program's)
   Ty type = Ty::I64;
 };
 
@@ -107,5 +110,9 @@ std::optional<KernelSource> emitKernel(const lower::Program& p, const KernelSpec
 const char* prelude();
 
 uint64_t fnv1a(const std::string& s);
+
+// A literal's Param::Literal value: the bits of a float (float16/bfloat16: of the float holding
+// it), the value of an integer or bool sign-extended to 64 bits, as the text reads it back.
+uint64_t literalArg(const lower::Program& p, const lower::Program::Literal& lit);
 
 }  // namespace tsfuse::gpu

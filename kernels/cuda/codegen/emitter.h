@@ -65,7 +65,8 @@ struct Emitter {
   std::string load(const Code& c, int l, const std::string& offset) const;
   void declareLeaf(const Code& c, int l, const std::string& value);
   void loads(const Code& c, const std::string& off);  // every leaf at offset <off><l>
-  std::string literalText(const Code& c, const lower::Program::Literal& lit) const;
+  // c's literal k, read from its parameter as its local type.
+  std::string literalText(const Code& c, int k) const;
   // c's straight-line code; its value is in c.name(c.p->result).
   bool body(const Code& c);
   // The epilogue over the reduced value `value` for output o, stored to out[o]; or the value.
