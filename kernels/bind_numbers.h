@@ -13,9 +13,11 @@
 //
 // (runFusedAll, shapeOf, and a chain's folded row sums, the one path that runs a stage itself),
 // so the call is the call the same number written in the source would make: its analysis, its
-// lowering (pow(x, 2.0) multiplies), its errors (where(m, x, 1e300) over float32 raises) and its
-// compiled kernel, one per value, kept by the caches as any other program's. The operands only the
-// bound numbers read leave the list.
+// lowering (pow(x, 2.0) multiplies) and its errors (where(m, x, 1e300) over float32 raises). Its
+// compiled kernel is shared by every value whose lowering is the same: the CPU and CUDA kernels
+// take their literals with each call (Kernel::literals, Param::Literal), so a number that changes
+// on every call costs an analysis and a lowering, not a compile. The operands only the bound
+// numbers read leave the list.
 #pragma once
 
 #include "kernels/aten_eval.h"

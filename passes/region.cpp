@@ -220,7 +220,7 @@ Region regionOf(std::vector<Node*> nodes) {
       Value* v = a.operand();
       if (a.number && readsNumberByValue(nm.op, position) && readByValue.insert(v).second)
         r.boundary.push_back("%" + v->debugName() + " is read by value (" + opName(nm.op) +
-                             "): each call writes it into the program, one compiled kernel per value");
+                             "): each call writes it into the program; a new value is lowered again");
       if (!v) {
         ins.args.push_back(a.constant);
       } else if (auto idx = index.find(v->node()); idx != index.end()) {
