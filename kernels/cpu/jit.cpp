@@ -128,10 +128,10 @@ void recordForProfilers(const Plan& plan, const std::vector<std::shared_ptr<Kern
 // The block and masked-vector kernels of one shape (the vector's literals move to memory if it
 // is one register short); nullptr where the registers do not suffice.
 std::vector<std::shared_ptr<Kernel::Code>> kernelsOf(const Plan& plan, int rows, int vectors, bool inMemory,
-                                                     bool wide) {
-  std::shared_ptr<Xbyak::CodeGenerator> block = generate(plan, {vectors, false, inMemory, rows, wide});
+                                                     bool wide, bool hold = false) {
+  std::shared_ptr<Xbyak::CodeGenerator> block = generate(plan, {vectors, false, inMemory, rows, wide, hold});
   if (!block) return {};
-  std::shared_ptr<Xbyak::CodeGenerator> tail = generate(plan, {1, true, inMemory, rows, wide});
+  std::shared_ptr<Xbyak::CodeGenerator> tail = generate(plan, {1, true, inMemory, rows, wide, hold});
   if (!tail) tail = generate(plan, {1, true, true, rows, wide});
   if (!tail) return {};
   auto code = [](std::shared_ptr<Xbyak::CodeGenerator> g) { return std::make_shared<Kernel::Code>(Kernel::Code{std::move(g)}); };
@@ -147,12 +147,16 @@ Cache::Entry compile(const Plan& plan) {
   // 64-byte vectors first where they apply (widens): twice the lanes per instruction, and 32
   // registers for a block's partial sums.
   static const std::pair<int, int> kShapes[] = {{4, 2}, {2, 4}, {2, 2}, {4, 1}, {2, 1}, {1, 4}, {1, 2}, {1, 1}};
+  // A map's converted uniform operands held in registers first (Shape::holdUniforms), if they fit.
+  bool uniforms = false;
+  for (size_t i = 0; i < plan.leaves.size(); ++i)
+    uniforms |= !plan.sums() && plan.leaves[i] == Leaf::Uniform && plan.convertedFrom[i] != c10::ScalarType::Undefined;
   for (bool wide : {true, false}) {
     if (wide && !widens(plan)) continue;
-    for (bool inMemory : {false, true})
+    for (auto [inMemory, hold] : {std::pair{false, true}, {false, false}, {true, true}, {true, false}})
       for (auto [rows, vectors] : kShapes) {
-        if (rows > 1 && !perRow) continue;
-        std::vector<std::shared_ptr<Kernel::Code>> code = kernelsOf(plan, rows, vectors, inMemory, wide);
+        if ((rows > 1 && !perRow) || (hold && !uniforms)) continue;
+        std::vector<std::shared_ptr<Kernel::Code>> code = kernelsOf(plan, rows, vectors, inMemory, wide, hold);
         if (code.empty()) continue;
         if (rows > 1) {  // the rows left over: single-row kernels with the same lanes per block
           std::vector<std::shared_ptr<Kernel::Code>> one = kernelsOf(plan, 1, vectors, inMemory, wide);
@@ -169,6 +173,7 @@ Cache::Entry compile(const Plan& plan) {
         TSFUSE_LOG(kernel, debug, "compiled ", !plan.sums() ? "map" : isExtremum(plan.sink) ? "extremum" : "sum", ": ",
                    plan.code.size(), " instructions, ", rows, " row(s) x ", vectors, " x ", lanes, " lanes per block",
                    wide ? " (AVX-512), " : ", ", inMemory ? "literals in memory, " : "",
+                   hold ? "converted uniform operands held, " : "",
                    code.back()->gen->getSize(), " bytes of code per kernel");
         compiledKernels.fetch_add(1, std::memory_order_relaxed);
         return {std::make_shared<Kernel>(std::move(code),

@@ -35,7 +35,7 @@ void Gen::assignPointers() {
   size_t next = 0;
   leafPtr.assign(P.leaves.size(), {});
   for (int i = 0; i < static_cast<int>(P.leaves.size()); ++i) {
-    if (P.leaves[i] == Leaf::Unused) continue;
+    if (P.leaves[i] == Leaf::Unused || held[i]) continue;
     if (next + rowsOf(i) > pool.size()) {
       if (rowsOf(i) > 1) throw OutOfRegisters();
       continue;  // spilled
@@ -59,6 +59,7 @@ void Gen::assignPointers() {
 
 void Gen::advance(int i, size_t strideField) {
   using namespace Xbyak::util;
+  if (held[i]) return;
   const Xbyak::Address stride = at(rdi, static_cast<int64_t>(strideField) + 8 * i);
   if (spilled(i)) {
     mov(rax, stride);
@@ -90,6 +91,7 @@ void Gen::emitKernel() {
   // held in registers are broadcast here, before rsi becomes an operand pointer; the others are
   // copied to the stack frame and broadcast from it where used.
   literalIndex.assign(P.literal.size(), -1);
+  held.assign(P.literal.size(), 0);
   int count = 0;
   for (size_t s = 0; s < P.literal.size(); ++s)
     if (P.literal[s]) literalIndex[s] = count++;
@@ -106,7 +108,22 @@ void Gen::emitKernel() {
     const int r = take();
     broadcast(r, bits);
     reg[s].fill(r);
+    held[s] = 1;
   }
+  // A map's uniform operands are one value for the whole call (CompiledMap steps them by 0). Those
+  // converted as they are broadcast (a runtime threshold, a 0-dim float64 operand of a float32
+  // map: a load, a convert and a shuffle a block) are held like the literals: converted once a
+  // call, and no pointer register (IoU thresholded at self.thr: 7-16% over the constant's time,
+  // 1-6% held). A plain broadcast is one load; holding every uniform operand would cost vectors.
+  if (P.sink == Sink::Store && holdUniforms)
+    for (int i = 0; i < static_cast<int>(P.leaves.size()); ++i) {
+      if (P.leaves[i] != Leaf::Uniform || P.convertedFrom[i] == c10::ScalarType::Undefined) continue;
+      const int r = take();
+      mov(rax, at(rdi, offsetof(Args, leaf) + 8 * i));
+      broadcastConverted(r, rax, P.convertedFrom[i]);
+      reg[i].fill(r);
+      held[i] = 1;
+    }
   assignPointers();
   mov(rcx, at(rdi, offsetof(Args, rows)));
   if (masked) {  // the lanes to load: a vector of all-ones lanes, or (wide) k1's bits
@@ -189,7 +206,7 @@ void Gen::load(int s) {
 }
 
 void Gen::release(int s) {
-  if ((P.literal[s] && !literalsInMemory) || reg[s][0] < 0) return;
+  if (held[s] || reg[s][0] < 0) return;
   for (int r = 0; r < rowsOf(s); ++r)
     for (int u = 0; u < vectorsOf(s); ++u) give(regAt(s, r, u));
   reg[s].fill(-1);
@@ -297,7 +314,9 @@ std::unique_ptr<Xbyak::CodeGenerator> generate(const Plan& plan, const Shape& sh
   } catch (const gen::OutOfRegisters&) {
     return nullptr;
   } catch (const std::exception& e) {  // Xbyak::Error: code buffer too small, protection refused
-    TSFUSE_LOG(kernel, debug, "compiled kernel: code generation failed: ", e.what());
+    TSFUSE_LOG(kernel, debug, "compiled kernel: code generation failed: ", e.what(), " (", shape.rows, " row(s) x ",
+               shape.vectors, " vectors", shape.masked ? ", masked" : "", shape.wide ? ", AVX-512" : "",
+               shape.literalsInMemory ? ", literals in memory" : "", shape.holdUniforms ? ", uniforms held" : "", ")");
     return nullptr;
   }
 }

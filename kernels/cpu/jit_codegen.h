@@ -54,6 +54,7 @@ struct Shape {
   bool literalsInMemory = false;
   int rows = 1;  // output rows (sums)
   bool wide = false;  // 64-byte vectors (AVX-512: zmm0-31, k1 for masked loads): see widens()
+  bool holdUniforms = false;  // maps: converted uniform operands in registers for the whole call
 };
 
 // Whether a plan's kernels may use 64-byte vectors on this CPU: eager's inner sums and the first

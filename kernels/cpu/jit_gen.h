@@ -29,7 +29,7 @@ class Gen : public Xbyak::CodeGenerator {
  public:
   Gen(const Plan& plan, const Shape& shape, size_t codeSize)
       : CodeGenerator(codeSize, Xbyak::DontSetProtectRWE), P(plan), U(shape.vectors), R(shape.rows),
-        masked(shape.masked), literalsInMemory(shape.literalsInMemory), W(shape.wide),
+        masked(shape.masked), literalsInMemory(shape.literalsInMemory), holdUniforms(shape.holdUniforms), W(shape.wide),
         freeRegs(shape.wide ? 0xFFFFFFFFu : 0xFFFFu) {
     TORCH_INTERNAL_ASSERT(U * R <= kMaxBlock, "tsfuse: compiled kernel block too large");
     reg.assign(plan.type.size(), {});
@@ -44,9 +44,12 @@ class Gen : public Xbyak::CodeGenerator {
   const int R;  // output rows per block (sums): operands with a per-row stride get R pointers
   const bool masked;
   const bool literalsInMemory;  // else each literal holds a register for the whole call
+  const bool holdUniforms;
   const bool W;                 // 64-byte vectors (Shape::wide): v() is a zmm, masks live in k1
   std::vector<int> literalIndex;  // per slot: its literal's index in Kernel::literals, or -1
   int frameBytes = 0;             // literalsInMemory: the literals' copy on the stack, 8 bytes each
+  std::vector<char> held;         // per slot: in a register for the whole call (literals, a map's
+                                  // converted uniform operands): not loaded, released or advanced per block
   // Per slot, the ymm of each (row, vector) of the block, at row * U + vector; a value the same
   // for every row (vector) uses row (vector) 0 only: see at().
   std::vector<std::array<int, kMaxBlock>> reg;
@@ -112,7 +115,7 @@ class Gen : public Xbyak::CodeGenerator {
   // kernel issued as many loads for its three pointer steps as for its operands).
   void assignPointers();
 
-  bool spilled(int i) const { return P.leaves[i] != Leaf::Unused && leafPtr[i].empty(); }
+  bool spilled(int i) const { return P.leaves[i] != Leaf::Unused && !held[i] && leafPtr[i].empty(); }
 
   // Advances operand i's pointer(s) by the Args array entry at `strideField` (its row stride or
   // block step): in its registers, or in Args::leaf where it is spilled.
