@@ -2,6 +2,7 @@
 
 #include "kernels/ir/op_registry.h"
 
+#include <array>
 #include <cmath>
 #include <sstream>
 
@@ -25,6 +26,25 @@ at::Tensor wrappedNumber(const c10::Scalar& s, c10::Device device) {
   at::Tensor t = at::scalar_tensor(s, at::TensorOptions().dtype(s.type()).device(device));
   t.unsafeGetTensorImpl()->set_wrapped_number(true);
   return t;
+}
+
+at::Tensor reusedWrappedNumber(const c10::Scalar& s) {
+  thread_local std::array<at::Tensor, 8> kept;
+  const c10::ScalarType type = s.type();
+  for (at::Tensor& t : kept) {
+    if (!t.defined()) {
+      t = wrappedNumber(s);
+      return t;
+    }
+    if (t.use_count() != 1 || t.storage().use_count() != 1 || t.scalar_type() != type) continue;
+    switch (type) {
+      case at::kDouble: *t.mutable_data_ptr<double>() = s.toDouble(); return t;
+      case at::kLong: *t.mutable_data_ptr<int64_t>() = s.toLong(); return t;
+      case at::kBool: *t.mutable_data_ptr<bool>() = s.toBool(); return t;
+      default: return wrappedNumber(s);
+    }
+  }
+  return wrappedNumber(s);
 }
 
 at::Tensor wrappedLiteral(const Arg& arg, c10::Device device) { return wrappedNumber(literalScalar(arg), device); }

@@ -45,6 +45,7 @@ c10::ScalarType upcastDtype(c10::ScalarType d);
 // A Python number as ATen sees it: a 0-dim "wrapped number" tensor on `device` (the value of
 // tsfuse::wrapped_number, the operand a number known only at run time becomes).
 at::Tensor wrappedNumber(const c10::Scalar& s, c10::Device device = c10::kCPU);
+at::Tensor reusedWrappedNumber(const c10::Scalar& s);
 // A literal as a wrapped number.
 at::Tensor wrappedLiteral(const Arg& arg, c10::Device device);
 c10::Scalar literalScalar(const Arg& arg);

@@ -271,7 +271,7 @@ TORCH_LIBRARY(tsfuse, m) {
         [](at::TensorList operands, c10::string_view expr) { return tsfuse::shapeOf(operands, expr); });
   // A Python number known only at run time as an operand: a 0-dim CPU tensor flagged as a wrapped
   // number, as ATen's Scalar overloads see it (passes/op_table.cpp, kRuntimeNumber).
-  m.def("wrapped_number(Scalar s) -> Tensor", [](const c10::Scalar& s) { return tsfuse::wrappedNumber(s); });
+  m.def("wrapped_number(Scalar s) -> Tensor", [](const c10::Scalar& s) { return tsfuse::reusedWrappedNumber(s); });
   // torchvision's _upcast (passes/fold_upcast.cpp): self itself, or a cast of it.
   m.def("upcast(Tensor(a) self) -> Tensor(a)",
         [](const at::Tensor& self) { return self.to(tsfuse::upcastDtype(self.scalar_type())); });
