@@ -45,7 +45,11 @@ constexpr size_t kHuge = size_t(2) << 20;
 
 size_t hugePageBytes(size_t bytes) {
   const size_t whole = bytes / kHuge * kHuge, tail = bytes - whole;
-  return tail != 0 && kHuge - tail <= kHuge / 16 ? whole + kHuge : whole;
+  // The last partial huge page too where the bytes it maps past the output are at most 1/16 of a
+  // huge page, or of the output up to half a huge page: a 1000 x 1000 float32 map's last 1.8 MiB
+  // were 466 faults of 4 KiB a call (0.5-0.9 ms here, twice the kernel), for 190 KiB unused.
+  const size_t allowed = std::max(kHuge / 16, std::min(bytes / 16, kHuge / 2));
+  return tail != 0 && kHuge - tail <= allowed ? whole + kHuge : whole;
 }
 
 namespace {

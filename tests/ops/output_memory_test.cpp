@@ -93,7 +93,8 @@ TEST(OutputMemory, AFreshLargeOutputIsMappedOnHugePageBoundaries) {
   EXPECT_EQ(errno, ENOMEM);
 }
 
-// Huge pages back whole 2 MiB and a last partial one at least 15/16 used; nothing below that.
+// Huge pages back whole 2 MiB and a last partial one at least 15/16 used, or (larger outputs) one
+// that maps at most 1/16 of the output more, up to half a huge page; nothing below that.
 TEST(OutputMemory, HugePagesOnlyWhereAtMostOneSixteenthIsWasted) {
   using tsfuse::cpu::hugePageBytes;
   constexpr size_t kMiB = size_t(1) << 20;
@@ -105,6 +106,11 @@ TEST(OutputMemory, HugePagesOnlyWhereAtMostOneSixteenthIsWasted) {
   EXPECT_EQ(hugePageBytes(40 * kMiB), 40 * kMiB);
   EXPECT_EQ(hugePageBytes(40 * kMiB + 4000), 40 * kMiB);      // the tail is 4 KiB pages
   EXPECT_EQ(hugePageBytes(42 * kMiB - 4000), 42 * kMiB);
+  EXPECT_EQ(hugePageBytes(1000 * 1000 * 4), 4 * kMiB);       // 190 KiB past it: 1/21 of the output
+  EXPECT_EQ(hugePageBytes(4096 * 500 * 4), 8 * kMiB);
+  EXPECT_EQ(hugePageBytes(3 * kMiB + 256 * 1024), 2 * kMiB);  // 768 KiB past it: 1/4
+  EXPECT_EQ(hugePageBytes(40 * kMiB + kMiB), 42 * kMiB);      // 1 MiB past it: half a page
+  EXPECT_EQ(hugePageBytes(40 * kMiB + kMiB - 1), 40 * kMiB);  // more than half
 }
 
 // Below 15/16 of a huge page the output keeps c10's allocation, whichever block glibc gave it.
