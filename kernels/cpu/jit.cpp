@@ -149,8 +149,7 @@ Cache::Entry compile(const Plan& plan) {
   static const std::pair<int, int> kShapes[] = {{4, 2}, {2, 4}, {2, 2}, {4, 1}, {2, 1}, {1, 4}, {1, 2}, {1, 1}};
   // A map's converted uniform operands held in registers first (Shape::holdUniforms), if they fit.
   bool uniforms = false;
-  for (size_t i = 0; i < plan.leaves.size(); ++i)
-    uniforms |= !plan.sums() && plan.leaves[i] == Leaf::Uniform && plan.convertedFrom[i] != c10::ScalarType::Undefined;
+  for (size_t i = 0; i < plan.leaves.size(); ++i) uniforms |= plan.holdable(i);
   for (bool wide : {true, false}) {
     if (wide && !widens(plan)) continue;
     for (auto [inMemory, hold] : {std::pair{false, true}, {false, false}, {true, true}, {true, false}})

@@ -115,9 +115,9 @@ void Gen::emitKernel() {
   // map: a load, a convert and a shuffle a block) are held like the literals: converted once a
   // call, and no pointer register (IoU thresholded at self.thr: 7-16% over the constant's time,
   // 1-6% held). A plain broadcast is one load; holding every uniform operand would cost vectors.
-  if (P.sink == Sink::Store && holdUniforms)
+  if (holdUniforms)
     for (int i = 0; i < static_cast<int>(P.leaves.size()); ++i) {
-      if (P.leaves[i] != Leaf::Uniform || P.convertedFrom[i] == c10::ScalarType::Undefined) continue;
+      if (!P.holdable(i)) continue;
       const int r = take();
       mov(rax, at(rdi, offsetof(Args, leaf) + 8 * i));
       broadcastConverted(r, rax, P.convertedFrom[i]);

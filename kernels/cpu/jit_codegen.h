@@ -41,6 +41,11 @@ struct Plan {
   std::string key;                       // identifies the generated code
 
   bool sums() const { return sink != Sink::Store; }
+  // Whether operand i is one a map may hold in a register for the whole call (Shape::holdUniforms):
+  // uniform, and converted as it is broadcast.
+  bool holdable(size_t i) const {
+    return !sums() && leaves[i] == Leaf::Uniform && convertedFrom[i] != c10::ScalarType::Undefined;
+  }
   static std::optional<Plan> make(const TileProgram& p, size_t prefix, int source, Sink sink,
                                   const std::vector<Leaf>& layout, const std::vector<char>& perRowLeaves,
                                   std::string* why, int64_t innerRows = 0);
