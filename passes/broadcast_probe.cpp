@@ -2,6 +2,8 @@
 
 #include "passes/op_table.h"
 
+#include "kernels/full_slice.h"
+
 #include <torch/csrc/jit/ir/constants.h>
 
 #include <algorithm>
@@ -291,6 +293,11 @@ class Probe {
   void view(Node* n, const Shape& x) {
     const auto in = n->inputs();
     Shape out = x;
+    static const c10::Symbol fullSlice = c10::Symbol::fromQualString(kFullSliceOp);
+    if (n->kind() == fullSlice) {  // x itself, after slice's checks
+      shapes_[n->output()] = std::move(out);
+      return;
+    }
     switch (n->kind()) {
       case c10::aten::to:  // the overloads the registry does not carry (device, layout)
       case c10::aten::type_as:

@@ -320,32 +320,65 @@ struct IdentitySlicePattern : Pattern {
 
   bool matchAndRewrite(Node* n, Rewriter& rw) override { return tryIdentitySlice(n, rw); }
 
-  // slice(x, d, None|0, None|INT64_MAX, 1) -> x, when the slice is only read
-  // NB: the slice is the same memory as x; replacing it is exact when nothing writes either and
-  // its uses only read values (so no identity or aliasing of the slice is observable).
+  // slice(x, d, None|0, None|INT64_MAX, 1) -> x, when the slice is only read and dropping it drops
+  // no error (one that may raise stays; pass full_slice_checks makes it cheaper).
   bool tryIdentitySlice(Node* n, Rewriter& rw) {
-    if (n->kind() != c10::aten::slice || n->inputs().size() != 5) return false;
-    if (!n->input(0)->type()->isSubtypeOf(*c10::TensorType::get())) return false;
-    auto start = toIValue(n->input(2));
-    auto end = toIValue(n->input(3));
-    bool fromStart = start && (start->isNone() || (start->isInt() && start->toInt() == 0));
-    bool toEnd = end && (end->isNone() || (end->isInt() && end->toInt() == std::numeric_limits<int64_t>::max()));
-    if (!fromStart || !toEnd || !isIntConstant(n->input(4), 1) || !toIValue(n->input(1))) return false;
-    Value* out = n->output();
-    for (const auto& use : out->uses()) {
-      Node* u = use.user;
-      bool view = u->kind() == c10::aten::select || u->kind() == c10::aten::slice || u->kind() == c10::aten::unsqueeze;
-      if (!(isFreshReader(u) || (view && use.offset == 0))) return false;
-    }
-    if (rw.aliasDb().hasWriters(out) || rw.aliasDb().hasWriters(n->input(0))) return false;
-    out->replaceAllUsesWith(n->input(0));
+    if (!isReadOnlyFullSlice(n, rw.aliasDb(), false) || !raisesNothingOfItsOwn(n, rw.aliasDb())) return false;
+    n->output()->replaceAllUsesWith(n->input(0));
     rw.erase(n);  // no event: the computation is unchanged
     rw.keepAliasDb();  // the slice aliased its input: every answer about the rest stands
+    return true;
+  }
+
+  // The identity slice n = slice(x, d, ...) raises only on a tensor of too low a rank (x[:, None, :]
+  // on a 1-D x: "Dimension out of range"). It may go when that cannot happen, x's rank being at
+  // least d + 1 by what made x; or when the same error comes anyway: for d = 0 or -1, which only a
+  // 0-dim x fails, when every use is a slice (each says "slice() cannot be applied to a 0-dim
+  // tensor" first) and nothing with an effect runs between n and them.
+  static bool raisesNothingOfItsOwn(Node* n, const torch::jit::AliasDb& aliases) {
+    const int64_t d = toIValue(n->input(1))->toInt();
+    if (RankBounds().atLeast(n->input(0)) >= rankFor(d)) return true;
+    if (rankFor(d) > 1) return false;
+    for (const auto& use : n->output()->uses()) {
+      Node* u = use.user;
+      if (u->kind() != c10::aten::slice || use.offset != 0 || u->owningBlock() != n->owningBlock()) return false;
+      for (Node* k = n->next(); k != u; k = k->next())
+        if (k->hasSideEffects() || !k->blocks().empty() || aliases.isMutable(k))
+          return false;
+    }
     return true;
   }
 };
 
 }  // namespace
+
+// A list only tsfuse ops read: a fused op's operands (a donated one is taken only where nothing else
+// holds its tensor or memory at run time, kernels/fused_call.h).
+static bool isFusedOperandList(Node* list) {
+  if (list->kind() != c10::prim::ListConstruct) return false;
+  static const c10::Symbol tsfuse = c10::Symbol::fromQualString("namespaces::tsfuse");
+  for (const auto& use : list->output()->uses())
+    if (use.user->kind().ns() != tsfuse) return false;
+  return true;
+}
+
+// NB: the slice is the same memory as x; replacing it is exact when nothing writes either and its
+// uses only read values (so no identity or aliasing of the slice is observable).
+bool isReadOnlyFullSlice(Node* n, const torch::jit::AliasDb& aliases, bool fusedOperands) {
+  if (n->kind() != c10::aten::slice || n->inputs().size() != 5) return false;
+  if (!n->input(0)->type()->isSubtypeOf(*c10::TensorType::get())) return false;
+  auto start = toIValue(n->input(2));
+  auto end = toIValue(n->input(3));
+  bool fromStart = start && (start->isNone() || (start->isInt() && start->toInt() == 0));
+  bool toEnd = end && (end->isNone() || (end->isInt() && end->toInt() == std::numeric_limits<int64_t>::max()));
+  if (!fromStart || !toEnd || !isIntConstant(n->input(4), 1) || !toIValue(n->input(1))) return false;
+  for (const auto& use : n->output()->uses()) {
+    Node* u = use.user;
+    bool view = u->kind() == c10::aten::select || u->kind() == c10::aten::slice || u->kind() == c10::aten::unsqueeze;
+    if (!(isFreshReader(u) || (view && use.offset == 0) || (fusedOperands && isFusedOperandList(u)))) return false;
+  }
+  return !aliases.hasWriters(n->output()) && !aliases.hasWriters(n->input(0));
+}
 
 bool Canonicalize(std::shared_ptr<Graph>& graph) {
   bool changed = forwardTuples(graph->block());

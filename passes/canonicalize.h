@@ -11,9 +11,12 @@
 //      (only when the mask is provably bool and of x's shape and strides, c converts to x's
 //      dtype exactly, and x is fresh as in 2)
 //   5. slice(x, d, None|0, None|INT64_MAX, 1) read only    -> x   (identity views, common in traces;
-//      alias analysis shows nothing writes x or the slice), in a second walk after 2-4
+//      alias analysis shows nothing writes x or the slice), in a second walk after 2-4, where the
+//      slice raises nothing of its own: x's rank is proven >= d + 1, or d is 0 or -1 and every
+//      use is a slice (x[:, None, :] on a 1-D x raises; without the slice it would broadcast)
 #pragma once
 
+#include <torch/csrc/jit/ir/alias_analysis.h>
 #include <torch/csrc/jit/ir/ir.h>
 
 #include <memory>
@@ -21,5 +24,11 @@
 namespace tsfuse {
 
 bool Canonicalize(std::shared_ptr<torch::jit::Graph>& graph);
+
+// n is slice(x, d, None|0, None|INT64_MAX, 1) with a constant d whose uses only read values (fresh
+// readers; select, slice or unsqueeze of it; with `fusedOperands`, lists only tsfuse ops read), and
+// nothing writes x or it: a view equal to x whose identity nothing observes. Canonicalize drops
+// such a slice where it raises nothing of its own (5 above); full_slice_checks replaces the others.
+bool isReadOnlyFullSlice(torch::jit::Node* n, const torch::jit::AliasDb& aliases, bool fusedOperands);
 
 }  // namespace tsfuse

@@ -4,6 +4,10 @@
 
 #include <torch/csrc/jit/ir/ir.h>
 
+#include <cstdint>
+#include <optional>
+#include <unordered_map>
+
 namespace tsfuse {
 
 // values, indices = aten::max|min(x, dim, keepdim)
@@ -20,5 +24,31 @@ bool provablyBool(torch::jit::Value* v);
 // other output of the max|min(dim) that made x; and, for x = where(m, c, x0) with m of x0's
 // layout, what has x0's. (masked_fill is not such an op: it returns a contiguous clone.)
 bool provablySameLayout(torch::jit::Value* v, torch::jit::Value* x);
+
+// select.int / slice.Tensor / unsqueeze with constant arguments: the views passes move or drop.
+enum class ViewKind { None, Select, Slice, Unsqueeze };
+ViewKind viewKind(torch::jit::Node* n);
+
+// The least rank a tensor must have for dim `d` to be valid in it.
+inline int64_t rankFor(int64_t d) { return d >= 0 ? d + 1 : -d; }
+
+// A lower bound of a tensor value's rank: its type's, or what the ops that made it imply (each of
+// them raises on a tensor of lower rank, so a value that exists has at least that rank). 0 when
+// nothing is known. Memoised per value: hold one for a walk that creates values, not across
+// rewrites that erase the ops a bound came from.
+class RankBounds {
+ public:
+  int64_t atLeast(torch::jit::Value* v) { return bound(v, 0); }
+  // A value a rewrite created in place of a view, with the view's bound.
+  void remember(torch::jit::Value* v, int64_t rank) { known_[v] = rank; }
+
+ private:
+  int64_t bound(torch::jit::Value* v, int depth);
+  std::optional<int64_t> otherView(torch::jit::Node* p, int depth);
+  std::optional<int64_t> splitElement(torch::jit::Node* list, int depth);
+  std::optional<int64_t> reduced(torch::jit::Node* p, const c10::FunctionSchema& s, int depth);
+
+  std::unordered_map<torch::jit::Value*, int64_t> known_;
+};
 
 }  // namespace tsfuse

@@ -3,11 +3,11 @@
 #include "passes/driver.h"
 #include "passes/op_table.h"
 #include "passes/region.h"
+#include "passes/shape_facts.h"
 
 #include <torch/csrc/jit/ir/constants.h>
 
 #include <algorithm>
-#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -20,8 +20,6 @@ using torch::jit::toIValue;
 // Sinking recomputes the intermediate's subexpression once per view; beyond this many recomputed
 // ops in all, storing the intermediate is the better trade.
 constexpr size_t kMaxRecomputed = 256;
-
-enum class ViewKind { None, Select, Slice, Unsqueeze };
 
 // f's expression over its tensor leaves alone (appended to `tensors`): a number known only at run
 // time is read as the literal 1 of its type, which gives the same dtypes and layout (a number
@@ -45,125 +43,15 @@ Expr layoutOverTensors(const Region& f, std::vector<Value*>& tensors) {
   return e;
 }
 
-// The view kind of n when it is select.int / slice.Tensor / unsqueeze with constant arguments.
-ViewKind viewKind(Node* n) {
-  if (n->kind() != c10::aten::select && n->kind() != c10::aten::slice && n->kind() != c10::aten::unsqueeze)
-    return ViewKind::None;
-  const c10::FunctionSchema* s = n->maybeSchema();
-  if (!s) return ViewKind::None;
-  ViewKind k = ViewKind::None;
-  if (n->kind() == c10::aten::select && s->overload_name() == "int") k = ViewKind::Select;
-  else if (n->kind() == c10::aten::slice && s->overload_name() == "Tensor") k = ViewKind::Slice;
-  else if (n->kind() == c10::aten::unsqueeze && s->overload_name().empty()) k = ViewKind::Unsqueeze;
-  if (k == ViewKind::None) return k;
-  for (size_t i = 1; i < n->inputs().size(); ++i)
-    if (!toIValue(n->input(i))) return ViewKind::None;
-  return k;
-}
-
 int64_t constInt(Value* v) { return toIValue(v)->toInt(); }
 
-// The least rank a tensor must have for dim `d` to be valid in it.
-int64_t rankFor(int64_t d) { return d >= 0 ? d + 1 : -d; }
-
 struct SinkViewsPattern : Pattern {
-  std::unordered_map<Value*, int64_t> minRanks;
+  RankBounds ranks;
 
   SinkViewsPattern() : Pattern("sink_views", WalkOrder::Forward, NestedBlocks::AtOwner) {}
 
   bool matchAndRewrite(Node* n, Rewriter& rw) override {
     return viewKind(n) != ViewKind::None && trySink(n, rw);
-  }
-
-  // A lower bound of v's rank from its type, or from the view ops and elementwise ops that made it.
-  int64_t minRank(Value* v, int depth = 0) {
-    if (auto t = v->type()->cast<c10::TensorType>(); t && t->dim()) return static_cast<int64_t>(*t->dim());
-    if (auto it = minRanks.find(v); it != minRanks.end()) return it->second;
-    if (depth > 64) return 0;
-    Node* p = v->node();
-    int64_t r = 0;
-    ElementwiseMatch m;
-    if (auto other = otherViewRank(p, depth)) {
-      minRanks[v] = *other;
-      return *other;
-    }
-    switch (viewKind(p)) {
-      case ViewKind::Unsqueeze:
-        r = std::max(minRank(p->input(0), depth + 1) + 1, rankFor(constInt(p->input(1))));
-        break;
-      case ViewKind::Select:
-        r = std::max(minRank(p->input(0), depth + 1), rankFor(constInt(p->input(1)))) - 1;
-        break;
-      case ViewKind::Slice:
-        r = std::max(minRank(p->input(0), depth + 1), rankFor(constInt(p->input(1))));
-        break;
-      case ViewKind::None:
-        if (matchElementwise(p, m, nullptr))
-          for (const MatchedArg& a : m.args)
-            if (a.tensor) r = std::max(r, minRank(a.tensor, depth + 1));
-        break;
-    }
-    minRanks[v] = r;
-    return r;
-  }
-
-  // A lower bound of the rank of p's tensor output for the ops viewKind does not cover: list
-  // elements of chunk/split/unbind (unpacked or indexed), and rank-keeping or rank-fixing views.
-  std::optional<int64_t> otherViewRank(Node* p, int depth) {
-    using namespace c10;
-    if (p->kind() == prim::ListUnpack || p->kind() == aten::__getitem__) {
-      if (p->kind() == aten::__getitem__ && p->outputs().size() != 1) return std::nullopt;
-      return splitElementRank(p->input(0)->node(), depth);
-    }
-    const c10::FunctionSchema* s = p->maybeSchema();
-    if (!s || p->inputs().empty() || !p->input(0)->type()->isSubtypeOf(*TensorType::get())) return std::nullopt;
-    const std::string& o = s->overload_name();
-    auto self = [&] { return minRank(p->input(0), depth + 1); };
-    if (p->kind() == aten::transpose && o == "int")  // a 0-dim tensor accepts dims 0 and -1
-      return std::max({self(), dimRank(p->input(1), true), dimRank(p->input(2), true)});
-    if ((p->kind() == aten::t || p->kind() == aten::contiguous || p->kind() == aten::clone ||
-         p->kind() == aten::detach) && o.empty())
-      return self();
-    if ((p->kind() == aten::permute || p->kind() == aten::view || p->kind() == aten::reshape) && o.empty())
-      return listLength(p->input(1));  // the rank is the list's length
-    if ((p->kind() == aten::expand || p->kind() == aten::repeat) && o.empty()) {
-      auto n = listLength(p->input(1));
-      return n ? std::max(*n, self()) : self();
-    }
-    return std::nullopt;
-  }
-
-  // The rank bound of each tensor of the list `list` makes (chunk/split/unbind of a tensor).
-  std::optional<int64_t> splitElementRank(Node* list, int depth) {
-    using namespace c10;
-    const c10::FunctionSchema* s = list->maybeSchema();
-    if (!s || list->inputs().size() < 2 || !list->input(0)->type()->isSubtypeOf(*TensorType::get()))
-      return std::nullopt;
-    for (const auto& use : list->output()->uses())  // a list mutated later could hold other tensors
-      if (use.user->kind() != prim::ListUnpack && use.user->kind() != aten::__getitem__) return std::nullopt;
-    const bool unbind = list->kind() == aten::unbind && s->overload_name() == "int";
-    const bool keeps = list->kind() == aten::chunk || list->kind() == aten::split ||
-                       list->kind() == aten::split_with_sizes || list->kind() == aten::tensor_split ||
-                       list->kind() == aten::unsafe_chunk || list->kind() == aten::unsafe_split;
-    if (!unbind && !keeps) return std::nullopt;
-    Value* dim = list->inputs().back();  // every such overload ends with `int dim`
-    int64_t r = std::max(minRank(list->input(0), depth + 1), dimRank(dim));
-    return unbind ? std::max<int64_t>(r - 1, 0) : r;
-  }
-
-  // The least rank a constant dim argument implies (0 when it is not a constant int, or when
-  // `scalarOk` and the op accepts it on a 0-dim tensor, as it does dims 0 and -1).
-  static int64_t dimRank(Value* d, bool scalarOk = false) {
-    auto iv = toIValue(d);
-    if (!iv || !iv->isInt() || (scalarOk && (iv->toInt() == 0 || iv->toInt() == -1))) return 0;
-    return rankFor(iv->toInt());
-  }
-
-  // The length of an int[] argument built by prim::ListConstruct or a constant.
-  static std::optional<int64_t> listLength(Value* l) {
-    if (l->node()->kind() == c10::prim::ListConstruct) return static_cast<int64_t>(l->node()->inputs().size());
-    if (auto iv = toIValue(l); iv && iv->isIntList()) return static_cast<int64_t>(iv->toIntList().size());
-    return std::nullopt;
   }
 
   // Why the layout of `view` could be observed, or "": it, or a view of it (transitively), is
@@ -189,7 +77,7 @@ struct SinkViewsPattern : Pattern {
     if (std::string why = layoutObserver(v->output()); !why.empty()) return why;
     ViewKind k = viewKind(v);
     int64_t d = constInt(v->input(1));
-    if (k == ViewKind::Select && std::max(minRank(x), rankFor(d)) < 2)
+    if (k == ViewKind::Select && std::max(ranks.atLeast(x), rankFor(d)) < 2)
       return "cannot prove %" + x->debugName() +
              " has rank >= 2 (selecting from a 1-D value could change type promotion)";
     if (rw.aliasDb().hasWriters(v->output())) return "the view is written by an in-place op";
@@ -265,7 +153,7 @@ struct SinkViewsPattern : Pattern {
                            ") between the intermediate and its view", rw);
 
     ViewKind kind = viewKind(v);
-    int64_t rankX = minRank(x);
+    int64_t rankX = ranks.atLeast(x);
     Graph& graph = rw.graph();
     torch::jit::WithInsertPoint guard(v);
     Value* list = graph.insertNode(graph.createList(c10::TensorType::get(), leaves))->output();
@@ -288,7 +176,7 @@ struct SinkViewsPattern : Pattern {
       map[n->output()] = c->output();
     }
     Value* result = map.at(x);
-    minRanks[result] = kind == ViewKind::Select ? rankX - 1 : kind == ViewKind::Unsqueeze ? rankX + 1 : rankX;
+    ranks.remember(result, kind == ViewKind::Select ? rankX - 1 : kind == ViewKind::Unsqueeze ? rankX + 1 : rankX);
     RewriteEvent e;
     e.add(v).add(nodes);
     e.fusedOp = op;

@@ -7,6 +7,7 @@
 #include "passes/events.h"
 #include "passes/fold_upcast.h"
 #include "passes/fuse_broadcast_reduce.h"
+#include "passes/full_slice_checks.h"
 #include "passes/fuse_pairwise.h"
 #include "passes/fold_indices_epilogue.h"
 #include "passes/hoist_into_epilogue.h"
@@ -58,6 +59,8 @@ const std::vector<PassInfo>& pipelinePasses() {
       // After cleanup: a dead reader would keep an operand from being donated.
       {"donate_operands", "operands only a fused op reads -> its `donated` argument (its result may reuse their memory)",
        DonateOperands},
+      {"full_slice_checks", "identity slices kept for the error they raise -> tsfuse::full_slice (the checks without a view)",
+       FullSliceChecks},
   };
   return passes;
 }

@@ -12,6 +12,7 @@
 //  10. fold_indices_epilogue  pairwise over values + indices -> the reduction's epilogue
 //  11. cleanup                the nodes rewrites left dead (eraseDeadCode: no alias analysis)
 //  12. donate_operands        operands only a fused op reads -> its `donated` argument
+//  13. full_slice_checks      identity slices kept for their errors -> tsfuse::full_slice (no view)
 //
 // Reductions go first so their elementwise input is claimed whole by tsfuse::reduce, and a
 // reduction of such a value then nests into it before fuse_pairwise sees its epilogue.

@@ -189,12 +189,14 @@ inline std::vector<torch::jit::Node*> findNodes(const std::shared_ptr<Graph>& g,
   return out;
 }
 
-// The tsfuse:: ops of `g`'s top block that compute: not wrapped_number, not the broadcast_* views.
+// The tsfuse:: ops of `g`'s top block that compute: not wrapped_number, not the broadcast_* views,
+// not full_slice.
 inline int computingFusedOps(const std::shared_ptr<Graph>& g) {
   int n = 0;
   for (torch::jit::Node* node : g->nodes()) {
     const std::string kind = node->kind().toQualString();
-    n += kind.rfind("tsfuse::", 0) == 0 && kind != "tsfuse::wrapped_number" && kind.rfind("tsfuse::broadcast_", 0) != 0;
+    n += kind.rfind("tsfuse::", 0) == 0 && kind != "tsfuse::wrapped_number" && kind != "tsfuse::full_slice" &&
+         kind.rfind("tsfuse::broadcast_", 0) != 0;
   }
   return n;
 }
@@ -208,6 +210,19 @@ inline c10::IValue constInput(torch::jit::Node* n, size_t i) {
 
 // The expr string of a fused node.
 inline std::string exprOf(torch::jit::Node* n) { return constInput(n, 1).toStringRef(); }
+
+// The error a graph raises on `in` (the last line of the interpreter's report, after the graph
+// excerpt, which differs between a graph and its rewrite), or "" when it runs.
+inline std::string errorOf(const std::shared_ptr<Graph>& g, std::vector<c10::IValue> in) {
+  try {
+    runGraph(g, std::move(in));
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    while (!what.empty() && what.back() == '\n') what.pop_back();
+    return what.substr(what.rfind('\n') + 1);
+  }
+  return "";
+}
 
 // Runs `g` and `ref` on the same inputs and checks that every output agrees (see sameTensor;
 // numbers, bools and int lists must be equal).

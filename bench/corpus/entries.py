@@ -54,9 +54,10 @@ class Entry:
 def is_fused_op(kind: str) -> bool:
     """Whether tsfuse::<kind> is a fused op, not a helper a pass inserts: sink_views' view helpers
     (broadcast_*), fold_upcast's tsfuse::upcast (a dtype cast standing for torchvision's _upcast),
-    tsfuse::shape_of (a stand-in for a fused value's metadata readers) and tsfuse::wrapped_number
-    (a Python number known at run time, as an operand) are not counted."""
-    return not kind.startswith("broadcast_") and kind not in ("upcast", "shape_of", "wrapped_number")
+    tsfuse::shape_of (a stand-in for a fused value's metadata readers), tsfuse::wrapped_number
+    (a Python number known at run time, as an operand) and tsfuse::full_slice (the checks of a
+    `:` over a whole dim) are not counted."""
+    return not kind.startswith("broadcast_") and kind not in ("upcast", "shape_of", "wrapped_number", "full_slice")
 
 
 def boxes_xyxy(n: int, g: torch.Generator, scale: float = 512.0) -> Tensor:

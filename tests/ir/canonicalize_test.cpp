@@ -1,7 +1,7 @@
 // IR-string tests of the canonicalize pass: in-place ops on fresh intermediates become
 // out-of-place (and then fuse), in-place ops whose target is visible elsewhere (an input, a view
 // read later, a list, an output of another block) stay, values-only max/min(dim) become amax/amin,
-// and identity slices disappear. Every case also runs before/after through the interpreter.
+// and identity slices that raise nothing of their own disappear. Every case also runs before/after through the interpreter.
 #include "ir_util.h"
 
 #include "passes/canonicalize.h"
@@ -208,19 +208,46 @@ TEST(CanonicalizeIR, MaxWithDimWhoseIndicesAreUsedStays) {
   EXPECT_TRUE(fileCheck(c.ir, [](FileCheck& fc) { fc.check("aten::max")->check_not("aten::amax"); }));
 }
 
-TEST(CanonicalizeIR, IdentitySlicesOfReadOnlyValuesDisappear) {
+TEST(CanonicalizeIR, IdentitySlicesThatCannotRaiseDisappear) {
   auto g = graphOf(R"IR(
-  %s0 : Tensor = aten::slice(%a, %zero, %zero, %big, %one)
-  %s1 : Tensor = aten::slice(%b, %one, %none, %none, %one)
-  %d : Tensor = aten::sub(%s0, %s1, %one)
+  %u : Tensor = aten::unsqueeze(%a, %one)
+  %s0 : Tensor = aten::slice(%u, %one, %zero, %big, %one)
+  %s1 : Tensor = aten::slice(%b, %zero, %none, %none, %one)
+  %s2 : Tensor = aten::slice(%s1, %one, %zero, %two, %one)
+  %d : Tensor = aten::sub(%s0, %s2, %one)
   %e : Tensor = aten::slice(%a, %zero, %one, %big, %one)
   return (%d, %e)
 )IR");
   auto ref = g->copy();
   PassRun c = runCanonicalize(g);
-  // The two identity slices go; the real one (start 1) stays.
-  EXPECT_TRUE(fileCheck(c.ir, [](FileCheck& fc) { fc.check_count("aten::slice", 1, true); }));
+  // %s0 goes (dim 1 of an unsqueezed value: rank >= 2), %s1 goes (dim 0, read by a slice, which
+  // raises the same error on a 0-dim %b); the real slices (end 2, start 1) stay.
+  EXPECT_TRUE(fileCheck(c.ir, [](FileCheck& fc) { fc.check_count("aten::slice", 2, true); }));
   EXPECT_TRUE(sameOutputs(ref, g, inputs(10)));
+}
+
+TEST(CanonicalizeIR, IdentitySliceThatMayRaiseStays) {
+  // x[:, None, :] on a 1-D x raises "Dimension out of range": dropping the last slice returned a
+  // value of the wrong shape. b[:, 0] on a 0-dim b raises slice's error, not select's.
+  auto g = graphOf(R"IR(
+  %u : Tensor = aten::unsqueeze(%a, %one)
+  %s : Tensor = aten::slice(%u, %two, %none, %none, %one)
+  %t : Tensor = aten::slice(%b, %zero, %none, %none, %one)
+  %c : Tensor = aten::select(%t, %one, %zero)
+  %d : Tensor = aten::sub(%s, %c, %one)
+  return (%d)
+)IR");
+  auto ref = g->copy();
+  PassRun c = runCanonicalize(g);
+  EXPECT_TRUE(fileCheck(c.ir, [](FileCheck& fc) { fc.check_count("aten::slice", 2, true); })) << c.ir;
+  EXPECT_TRUE(sameOutputs(ref, g, inputs(12)));
+  Gen gen(13);
+  for (auto [a, b] : {std::pair{gen.tensor({6}, at::kFloat), gen.tensor({1, 5}, at::kFloat)},
+                      std::pair{gen.tensor({6, 1}, at::kFloat), at::scalar_tensor(2.0)}}) {
+    const std::string want = errorOf(ref, {a, b});
+    EXPECT_FALSE(want.empty());
+    EXPECT_EQ(errorOf(g, {a, b}), want);
+  }
 }
 
 TEST(CanonicalizeIR, IdentitySliceThatIsReturnedOrWrittenStays) {
