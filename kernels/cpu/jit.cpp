@@ -388,7 +388,7 @@ void VerticalReduce::pack(int64_t line, int64_t p0) {
     std::vector<const char*> rowStart(rows);
     const char* data = (*views_)[i].data + (packedPerLine_[i] ? lines_.offset(i, line) : 0);
     for (int64_t r = 0; r < rows; ++r) rowStart[r] = data + reduced_.offset(i, r);
-    const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 15) / (rows * kBlockLanes));  // 32K elements a task
+    const int64_t grain = grainFor(rows * kBlockLanes);
     auto body = [&](int64_t b, int64_t e) {
       for (int64_t l0 = p0 + b * kBlockLanes; l0 < std::min(p0 + lanes, p0 + e * kBlockLanes); l0 += kBlockLanes) {
         const int64_t n = std::min(kBlockLanes, p0 + lanes - l0);

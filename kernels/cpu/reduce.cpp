@@ -104,7 +104,7 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
     std::vector<char> constantOverRows(L);  // operands the same for every row of the reduced space
     for (int i = 0; i < L; ++i) constantOverRows[i] = plan.reduced.constantFor(i);
     const int64_t sourceSize = c10::elementSize(prog.slotType[source]);
-    at::parallel_for(0, work, 1, [&](int64_t b, int64_t e) {
+    at::parallel_for(0, work, grainFor(kTile * count), [&](int64_t b, int64_t e) {
       auto scratch = prog.makeScratch();
       auto es = finish.scratch();
       std::vector<Acc> acc(kTile, proto);
@@ -212,7 +212,7 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
   std::vector<Acc> partial(numOut * parts, proto);
   std::vector<char> constant(L);  // operands constant over the reduced space
   for (int i = 0; i < L; ++i) constant[i] = plan.reduced.constantFor(i);
-  at::parallel_for(0, numOut * parts, 1, [&](int64_t b, int64_t e) {
+  at::parallel_for(0, numOut * parts, grainFor(std::min(count, tilesPerPart * kTile)), [&](int64_t b, int64_t e) {
     auto scratch = prog.makeScratch();
     std::vector<int64_t> base(L);
     std::optional<InnerSumLanes<OrderT>> fold;  // one lane: this output's sum
@@ -255,7 +255,7 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
     }
   });
   const int64_t chunks = (numOut + kTile - 1) / kTile;
-  at::parallel_for(0, chunks, 1, [&](int64_t b, int64_t e) {
+  at::parallel_for(0, chunks, grainFor(kTile), [&](int64_t b, int64_t e) {
     auto es = finish.scratch();
     std::unique_ptr<Out[]> vals(new Out[kTile]);
     for (int64_t c = b; c < e; ++c) {

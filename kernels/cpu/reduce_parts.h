@@ -131,12 +131,13 @@ class ChunkQueue {
   mutable std::atomic<int64_t> next_{0};
 };
 
-// Calls worker(queue) once on each of torch's threads (once on this one inside a parallel region):
+// Calls worker(queue) once on each of torch's threads (once on this one where `alone`, inside a
+// parallel region, or for n items of `perItem` elements each that are too little work to share):
 // each sets up its scratch once and then takes chunks from the queue.
 template <typename F>
-void forEachWorker(int64_t n, const F& worker) {
+void forEachWorker(int64_t n, int64_t perItem, bool alone, const F& worker) {
   if (n <= 0) return;
-  const int threads = at::in_parallel_region() ? 1 : at::get_num_threads();
+  const int threads = alone || at::in_parallel_region() || n <= grainFor(perItem) ? 1 : at::get_num_threads();
   const ChunkQueue queue(n, threads <= 1 ? 1 : std::min<int64_t>(n, int64_t(threads) * 8));
   if (threads <= 1 || n == 1) return worker(queue);
   at::parallel_for(0, threads, 1, [&](int64_t, int64_t) { worker(queue); });
@@ -350,7 +351,10 @@ void runCompiledVertical(jit::VerticalReduce& compiled, const IterationPlan& pla
       const int64_t firstLine = pass / panels * lineCount, p0 = pass % panels * panel;
       if (pass != packed) red.pack(firstLine, p0);
       const int64_t firstTile = p0 / kTile, tiles = (std::min(panel, inner - p0) + kTile - 1) / kTile;
-      forEachWorker(lineCount * groups * tiles / tilesPerItem, [&](const ChunkQueue& queue) {  // (rowSums: tiles = tilesPerRow)
+      // A thread's own buffers (`kept`): it is the only worker, whether or not at::parallel_for ran
+      // it on a pool thread (OpenMP's in_parallel_region is false where the loop ran inline).
+      forEachWorker(lineCount * groups * tiles / tilesPerItem, RK * tilesPerItem * kTile * count, kept != nullptr,
+                    [&](const ChunkQueue& queue) {  // (rowSums: tiles = tilesPerRow)
         const VmlSerialScope serialVml;
         std::optional<Buffers> own;
         Buffers& f = kept ? *kept : own.emplace(makeBuffers());
@@ -422,7 +426,7 @@ void runCompiledVertical(jit::VerticalReduce& compiled, const IterationPlan& pla
   // Lines too small to share among threads one at a time: each thread takes whole lines, packing
   // them into its own copy of the reduction (a batch of 128 clouds of 32 points: interpreted before).
   if (compiled.linesInParallel()) {
-    at::parallel_for(0, passes, 1, [&](int64_t b, int64_t e) {
+    at::parallel_for(0, passes, grainFor(outer.numel() / passes * inner * count), [&](int64_t b, int64_t e) {
       jit::VerticalReduce own = compiled.forAnotherThread();
       Buffers buffers = makeBuffers();
       runPasses(own, -1, b, e, &buffers);

@@ -12,6 +12,7 @@
 #include "kernels/cpu/vml.h"
 #include "kernels/lower/program.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +20,13 @@
 namespace tsfuse::cpu {
 
 constexpr int64_t kTile = 512;
+
+// Elements of work below which a parallel loop stays on the calling thread (ATen's
+// at::internal::GRAIN_SIZE, the rule eager's kernels follow): waking a worker costs microseconds
+// on an idle machine and a scheduler tick, milliseconds, on a busy one.
+constexpr int64_t kTaskElements = 32768;
+// at::parallel_for's grain over items of `perItem` elements each.
+inline int64_t grainFor(int64_t perItem) { return std::max<int64_t>(1, kTaskElements / std::max<int64_t>(1, perItem)); }
 
 // The typed program (kernels/lower/program.h) lowered for CPU tiles, and its interpreter.
 struct TileProgram : lower::Program {
