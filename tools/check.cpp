@@ -295,7 +295,12 @@ CheckInputs makeCheckInputs(torch::jit::Module& module, const std::vector<InputS
     if (!isTensorType(arg.type()))
       throw usageError("--input-shape '" + arg.name() + "': forward's argument is a " + arg.type()->str() +
                        ", not a Tensor");
-    in.kwargs[arg.name()] = randomTensor(*it->second, gen);
+    try {
+      in.kwargs[arg.name()] = randomTensor(*it->second, gen);
+    } catch (const c10::Error& e) {  // e.g. too large to allocate: the user's shape, not a bug
+      throw usageError("--input-shape '" + it->second->str() + "': cannot make the tensor: " +
+                       firstLine(e.what_without_backtrace()));
+    }
     in.described.push_back(it->second->str());
   }
   return in;

@@ -17,11 +17,13 @@
 #include "tsfuse/tsfuse.h"
 
 #include <CLI/CLI.hpp>
+#include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/serialization/import.h>
 
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -116,8 +118,19 @@ std::optional<int> parseArgs(int argc, char** argv, Options& o) {
       ->allow_extra_args(false)
       ->type_name("SPEC")
       ->needs(check);
-  app.add_option("--rtol", o.rtol, "--check relative tolerance (default 1e-5)")->check(CLI::NonNegativeNumber)->needs(check);
-  app.add_option("--atol", o.atol, "--check absolute tolerance (default 1e-6)")->check(CLI::NonNegativeNumber)->needs(check);
+  // A tolerance is a finite number >= 0 (CLI::NonNegativeNumber lets nan through, and names its
+  // range with a 300-digit bound).
+  const CLI::Validator tolerance(
+      [](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (end == text.c_str() || *end != '\0' || !std::isfinite(v) || v < 0)
+          return "expected a finite number >= 0, got '" + text + "'";
+        return "";
+      },
+      "TOLERANCE");
+  app.add_option("--rtol", o.rtol, "--check relative tolerance (default 1e-5)")->check(tolerance)->needs(check);
+  app.add_option("--atol", o.atol, "--check absolute tolerance (default 1e-6)")->check(tolerance)->needs(check);
   app.add_option("--seed", o.seed, "--check random seed for --input-shape inputs (default 0)")->needs(check);
   app.add_option("--device", o.device, "--check runs both modules on this device: cpu (default), cuda, cuda:N")
       ->type_name("DEV")
@@ -142,6 +155,24 @@ torch::jit::Module loadModule(const std::string& path) {
     if (std::string hint = unknownOpHint(msg); !hint.empty()) msg += (msg.back() == '.' ? " " : ". ") + hint;
     throw ioError(msg);
   }
+}
+
+// The model's extra files (torch.jit.save's _extra_files: the archive's extra/ records: a
+// deployment's metadata, labels, versions), for the optimized model to keep.
+torch::jit::ExtraFilesMap extraFilesOf(const std::string& path) {
+  torch::jit::ExtraFilesMap files;
+  try {
+    caffe2::serialize::PyTorchStreamReader reader(path);
+    const std::string prefix = "extra/";
+    for (const std::string& name : reader.getAllRecords()) {
+      if (name.rfind(prefix, 0) != 0) continue;
+      auto [data, size] = reader.getRecord(name);
+      files[name.substr(prefix.size())] = std::string(static_cast<const char*>(data.get()), size);
+    }
+  } catch (const c10::Error& e) {
+    throw ioError("cannot read the extra files of '" + path + "': " + firstLine(e.what_without_backtrace()));
+  }
+  return files;
 }
 
 // The pipeline options for --enable/--disable (usage errors name the unknown pass).
@@ -237,7 +268,7 @@ int run(int argc, char** argv) {
   Report report = optimizeModule(module, pipeline);
 
   std::ostringstream saved;
-  module.save(saved);
+  module.save(saved, extraFilesOf(o.input));
   std::optional<CheckResult> check;
   if (o.checkRuns) {
     // Check what is about to be written: the optimized module loaded back from its bytes.

@@ -188,6 +188,19 @@ def test_check_runs_the_original_unfused(seeds, optimize_ts, tmp_path):
     assert "'executor'" not in proc.stderr  # ...and nothing else got fused
 
 
+def test_the_models_extra_files_are_kept(optimize_ts, tmp_path, tsfuse_lib):
+    # torch.jit.save(..., _extra_files=...) metadata (labels, versions) was dropped from OUT.pt
+    src = tmp_path / "in.pt"
+    files = {"meta.json": '{"version": 3}', "labels.txt": "person\ncar\n", "empty": ""}
+    torch.jit.save(torch.jit.script(IntAndBool()), str(src), _extra_files=files)
+    proc = run_tool(optimize_ts, "-q", src, tmp_path / "out.pt")
+    assert proc.returncode == 0, proc.stderr
+    got = dict.fromkeys(files, "")
+    torch.jit.load(str(tmp_path / "out.pt"), _extra_files=got)
+    assert got == {k: v.encode() for k, v in files.items()}
+    assert "tsfuse::" in graph_of(tmp_path / "out.pt", tsfuse_lib)
+
+
 # --- --check inputs and mismatches ------------------------------------------------------------------
 
 def test_check_mismatch(optimize_ts, tmp_path):
