@@ -93,7 +93,14 @@ void checkOutputPath(const std::string& path, const std::string& input, const st
 }
 
 AtomicFile::AtomicFile(const std::string& dest) : dest_(dest) {
-  std::string tmpl = parentDir(dest) + "/." + baseName(dest) + ".tmp-XXXXXX";
+  // ".NAME.tmp-XXXXXX", where it fits the folder's name limit; else a shortened NAME (a name
+  // within 13 bytes of the limit is a valid OUT.pt too).
+  std::string base = baseName(dest);
+  const long limit = ::pathconf(parentDir(dest).c_str(), _PC_NAME_MAX);
+  const size_t fits = limit > 0 ? static_cast<size_t>(limit) : 255;
+  const std::string suffix = ".tmp-XXXXXX";
+  if (1 + base.size() + suffix.size() > fits) base.resize(fits > 1 + suffix.size() + 16 ? fits - 1 - suffix.size() - 16 : 1);
+  std::string tmpl = parentDir(dest) + "/." + base + suffix;
   std::vector<char> buf(tmpl.begin(), tmpl.end());
   buf.push_back('\0');
   fd_ = ::mkstemp(buf.data());

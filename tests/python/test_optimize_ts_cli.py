@@ -201,6 +201,16 @@ def test_the_models_extra_files_are_kept(optimize_ts, tmp_path, tsfuse_lib):
     assert "tsfuse::" in graph_of(tmp_path / "out.pt", tsfuse_lib)
 
 
+def test_an_output_name_near_the_name_limit(optimize_ts, tmp_path, tsfuse_lib):
+    # The temp file (".NAME.tmp-XXXXXX") passed the 255-byte limit where OUT's own name did not
+    src = script_and_save(IntAndBool(), tmp_path / "in.pt")
+    dst = tmp_path / ("m" * 247 + ".opt.pt")  # 254 bytes
+    proc = run_tool(optimize_ts, "-q", src, dst)
+    assert proc.returncode == 0, proc.stderr
+    assert "tsfuse::" in graph_of(dst, tsfuse_lib)
+    assert leftover_temps(tmp_path) == []
+
+
 # --- --check inputs and mismatches ------------------------------------------------------------------
 
 def test_check_mismatch(optimize_ts, tmp_path):
