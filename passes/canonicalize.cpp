@@ -350,17 +350,16 @@ struct IdentitySlicePattern : Pattern {
   }
 };
 
-}  // namespace
-
 // A list only tsfuse ops read: a fused op's operands (a donated one is taken only where nothing else
 // holds its tensor or memory at run time, kernels/fused_call.h).
-static bool isFusedOperandList(Node* list) {
+bool isFusedOperandList(Node* list) {
   if (list->kind() != c10::prim::ListConstruct) return false;
-  static const c10::Symbol tsfuse = c10::Symbol::fromQualString("namespaces::tsfuse");
   for (const auto& use : list->output()->uses())
-    if (use.user->kind().ns() != tsfuse) return false;
+    if (!isTsfuseOp(use.user)) return false;
   return true;
 }
+
+}  // namespace
 
 // NB: the slice is the same memory as x; replacing it is exact when nothing writes either and its
 // uses only read values (so no identity or aliasing of the slice is observable).

@@ -2,6 +2,7 @@
 
 #include "passes/canonicalize.h"
 #include "passes/driver.h"
+#include "passes/op_table.h"
 
 #include "kernels/full_slice.h"
 
@@ -39,9 +40,8 @@ class FullSliceChecksPattern : public Pattern {
 };
 
 bool callsTsfuse(const Block* block) {
-  static const c10::Symbol tsfuse = c10::Symbol::fromQualString("namespaces::tsfuse");
   for (const Node* n : block->nodes()) {
-    if (n->kind().ns() == tsfuse) return true;
+    if (isTsfuseOp(n)) return true;
     for (const Block* b : n->blocks())
       if (callsTsfuse(b)) return true;
   }

@@ -295,6 +295,11 @@ bool isMetadataRead(Node* n) {
   return kinds.count(n->kind()) && n->inputs().size() <= 2;
 }
 
+bool isTsfuseOp(const Node* n) {
+  static const c10::Symbol tsfuse = c10::Symbol::fromQualString("namespaces::tsfuse");
+  return n->kind().ns() == tsfuse;
+}
+
 bool isFreshReader(Node* n) {
   if (isMetadataRead(n)) return true;
   ElementwiseMatch m;

@@ -57,6 +57,9 @@ bool isMetadataRead(Node* n);
 // nor let one escape.
 bool isFreshReader(Node* n);
 
+// Whether `n` is one of tsfuse's own ops (a fused op, a view helper, a check, a wrapped number).
+bool isTsfuseOp(const Node* n);
+
 // Whether `block` (nested blocks included) holds a node a fusion could start from: a matched
 // elementwise op (every fused region holds one, and canonicalize's and sink_views's rewrites
 // start from one) or a call not yet inlined. Without one the pipeline can only rewrite spellings

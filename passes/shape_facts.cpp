@@ -3,10 +3,9 @@
 #include "passes/op_table.h"
 
 #include "kernels/full_slice.h"
+#include "kernels/ir/op_registry.h"
 
 #include <torch/csrc/jit/ir/constants.h>
-
-#include "kernels/ir/op_registry.h"
 
 #include <algorithm>
 #include <vector>
