@@ -34,7 +34,7 @@ sys.path.insert(0, str(HERE))
 # The nested-reduction family of issue 14, at 1024 x 500 and at a size where eager needs > 1 GB.
 DEFAULT_WORKLOADS = ("l1_distance", "l2_distance", "l2_distance_d3", "l2_distance_d64", "gaussian_kernel_sum",
                      "gaussian_kernel_product", "gaussian_mmd", "nearest_neighbour", "chamfer", "iou", "giou",
-                     "diou", "ciou", "anchor_matching")
+                     "diou", "ciou", "anchor_matching", "soft_assignment")
 POINT_SIZES, BOX_SIZES = ("1024x500", "4096x4096"), ("1024x500", "4096x500")
 SLACK = 2 * 1024 * 1024
 MIB = 1024.0 * 1024.0

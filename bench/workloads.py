@@ -148,6 +148,13 @@ class KMeansAssign(torch.nn.Module):
         return ((x[:, None, :] - c[None, :, :]) ** 2).sum(-1).argmin(dim=1)
 
 
+class SoftAssignment(torch.nn.Module):
+    """Soft k-means assignment: softmax over K centroids of -|x_i - c_k|^2 / T (T = 0.5) -> [N, K]."""
+
+    def forward(self, x: Tensor, c: Tensor) -> Tensor:
+        return torch.softmax(((x[:, None, :] - c[None, :, :]) ** 2).sum(-1) * -2.0, dim=1)
+
+
 class AnchorMatching(torch.nn.Module):
     """Index of the best ground-truth box per anchor, -1 below IoU 0.5 -> int64 [N]."""
 
@@ -318,6 +325,8 @@ WORKLOADS = [
     Workload("kmeans_assign", "Nearest of K centroids (k-means assignment), D = 16", KMeansAssign,
              points_inputs(16), [(100000, 8), (1000000, 16)], None, "N points x K centroids",
              keops=keops_nearest, keops_why=""),
+    Workload("soft_assignment", "Soft k-means assignment (softmax of -squared L2 / T over K centroids), D = 16",
+             SoftAssignment, points_inputs(16), [(4096, 256), (65536, 256)], None, "N points x K centroids"),
     Workload("anchor_matching", "Anchor matching (IoU, max with index, threshold)", AnchorMatching,
              boxes_inputs, [(4096, 500), (30000, 500)], None, "N x M boxes", keops=keops_anchor_matching,
              keops_why=""),

@@ -11,6 +11,8 @@ GaussianMMD       the squared MMD of two point sets: three Gaussian kernel means
                   dim of an [N, M] kernel matrix (a one-branch reduce_sweep folds its slab sums)
 SoftQuantize      soft assignment of values to K centres: softmax(-(x - c)^2 / t) over the centres,
                   and its log (differentiable histograms, soft quantisation)
+SoftAssignment    soft k-means responsibilities: softmax over K centroids of -beta |x_i - c_k|^2, beta a
+                  module attribute (the [N, K] distances flow slab by slab into the softmax)
 GaussianKernelSum the mission's exp(-|x_i - y_j|^2 / s).sum(j) with the bandwidth s a module
                   attribute: a float the scripted graph reads at run time (prim::GetAttr), which
                   the fused op takes as an operand (tsfuse::wrapped_number)
@@ -192,6 +194,29 @@ class SoftQuantize(torch.nn.Module):
         return self.ex
 
 
+def soft_assignment(x: Tensor, c: Tensor, beta: float) -> Tensor:
+    return torch.softmax(-beta * ((x[:, None, :] - c[None, :, :]) ** 2).sum(-1), dim=1)
+
+
+class SoftAssignment(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.beta = SOFTNESS
+        self.ex = (_points(40, 3, 25), _points(6, 3, 26))
+
+    def forward(self, x: Tensor, c: Tensor) -> Tensor:
+        return soft_assignment(x, c, self.beta)
+
+    @torch.jit.export
+    def example_inputs(self) -> Tuple[Tensor, Tensor]:
+        return self.ex
+
+
+def soft_assignment_at_softness(x: Tensor, c: Tensor) -> Tensor:
+    return soft_assignment(x, c, SOFTNESS)
+
+
+SOFTNESS = 2.0
 BANDWIDTH = 0.7
 
 
@@ -226,5 +251,6 @@ MODELS = {
     "kernel_product": (KernelProduct, kernel_product),
     "gaussian_mmd": (GaussianMMD, gaussian_mmd),
     "soft_quantize": (SoftQuantize, soft_quantize),
+    "soft_assignment": (SoftAssignment, soft_assignment_at_softness),
     "gaussian_kernel_sum": (GaussianKernelSum, gaussian_kernel_sum_at_bandwidth),
 }

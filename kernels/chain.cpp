@@ -113,6 +113,7 @@ Chain Chain::parse(c10::string_view expr, c10::ArrayRef<std::string> stages) {
     ReduceSpec& spec = st.spec;
     std::shared_ptr<const StageInput>& input = st.input;
     c.squeezeFirst.push_back(st.squeeze);
+    c.softmax.push_back(st.softmax);
     TORCH_CHECK(k + 1 == stages.size() || !spec.withIndices(), "tsfuse::reduce_chain: stage ", k,
                 " is max/min with indices; only the last stage may be");
     c.firstOperand.push_back(next);
@@ -128,7 +129,7 @@ Chain Chain::parse(c10::string_view expr, c10::ArrayRef<std::string> stages) {
 std::vector<std::string> Chain::stageTexts() const {
   std::vector<std::string> out;
   for (size_t k = 0; k < stages.size(); ++k)
-    out.push_back(stageText(squeezeFirst[k], input[k].get(), stages[k]));
+    out.push_back(softmax[k] ? stageText(*softmax[k]) : stageText(squeezeFirst[k], input[k].get(), stages[k]));
   return out;
 }
 
@@ -156,9 +157,17 @@ std::shared_ptr<const Chain> cachedChain(c10::string_view expr, c10::ArrayRef<st
 namespace {
 
 // Later stage k over the previous stage's value: ATen's reduction of it, or a fused stage's input
-// computed and reduced by `native` (the backend's runFusedAll; null: the reference, evalFused).
+// computed and reduced by `native` (the backend's runFusedAll; null: the reference, evalFused), or
+// ATen's softmax of it (written into `out` where one is given: a slab of the chain's output).
 Outputs laterStage(const Chain& c, size_t k, const at::Tensor& value, at::TensorList inputs, at::TensorList epilogue,
-                   const NativePath* native) {
+                   const NativePath* native, const at::Tensor* out = nullptr) {
+  if (const auto& sm = c.softmax[k]) {
+    if (!out) return Outputs{sm->log ? at::log_softmax(value, sm->dim) : at::softmax(value, sm->dim)};
+    at::Tensor o = *out;
+    if (sm->log) at::log_softmax_out(o, value, sm->dim);
+    else at::softmax_out(o, value, sm->dim);
+    return Outputs{o};
+  }
   const StageInput* in = c.input[k].get();
   if (!in) return applyStage(c.stages[k], c.squeezeFirst[k], value, epilogue);
   const std::vector<at::Tensor> ops = in->operands(value, inputs, epilogue);
@@ -181,10 +190,14 @@ int64_t chainRowSumsFolded() { return gRowSumsFolded.load(); }
 void setChainSlabElements(int64_t elements) { gSlabElements = std::max<int64_t>(1, elements); }
 int64_t chainSlabElements(c10::Device device) { return slabElements(device, gSlabElements.load()); }
 
+void forSlabs(c10::Device device, int64_t begin, int64_t end, const std::function<void(int64_t, int64_t)>& f) {
+  if (end <= begin) return;
+  if (device.is_cpu()) at::parallel_for(begin, end, 1, f);
+  else f(begin, end);
+}
+
 void forLaterSlabs(c10::Device device, int64_t n, const std::function<void(int64_t, int64_t)>& f) {
-  if (n <= 1) return;
-  if (device.is_cpu()) at::parallel_for(1, n, 1, f);
-  else f(1, n);
+  forSlabs(device, 1, n, f);
 }
 
 int64_t slabStep(const Analysis& stage0, at::TensorList main, int64_t extent, c10::Device device) {
@@ -238,6 +251,21 @@ std::optional<SlabPlan> planSlabs(const Chain& c, at::TensorList operands, const
   for (size_t k = 1; k < c.stages.size(); ++k) {
     const ReduceSpec& spec = c.stages[k];
     p.ranks.push_back(static_cast<int64_t>(sizes.size()));
+    if (const auto& sm = c.softmax[k]) {
+      // Eager's errors and dtype from a stand-in; a slab may cut only the dims before the softmax's
+      // (kept, as a keepdim reduction keeps them), the others count as reduced.
+      std::vector<int64_t> small = sizes;
+      for (auto& q : small) q = std::min<int64_t>(q, 2);
+      const at::Tensor standIn = at::zeros(small, at::TensorOptions().dtype(dtype));
+      dtype = (sm->log ? at::log_softmax(standIn, sm->dim) : at::softmax(standIn, sm->dim)).scalar_type();
+      const int64_t rank = static_cast<int64_t>(sizes.size());
+      const int64_t d = at::maybe_wrap_dim(sm->dim, rank);
+      inMap.emplace_back();
+      for (int64_t q = 0; q < rank; ++q) inMap.back().push_back(q);
+      reduced.emplace_back();
+      for (int64_t q = device.is_cpu() || d == rank - 1 ? d : 0; q < rank; ++q) reduced.back().push_back(q);
+      continue;
+    }
     if (const StageInput* in = c.input[k].get()) {
       // Where each dim of the value lands in the stage's space (after the unsqueezes, aligned to its
       // trailing dims), and the stage's analysis over the value's sizes and dtype (no memory).
@@ -290,6 +318,7 @@ std::optional<SlabPlan> planSlabs(const Chain& c, at::TensorList operands, const
   }
   p.ranks.push_back(static_cast<int64_t>(sizes.size()));
   p.finalSizes = sizes;
+  p.finalDtype = dtype;
   // The first dim of the expression's space in slabDimOrder that every stage keeps.
   for (int64_t d : slabDimOrder(an, device)) {
     std::vector<int64_t> pos{d};
@@ -297,7 +326,7 @@ std::optional<SlabPlan> planSlabs(const Chain& c, at::TensorList operands, const
     for (size_t k = 0; k < c.stages.size() && pos.back() >= 0; ++k) {
       const int64_t in = inMap[k][pos.back()];
       if (c.input[k]) inPos[k] = in;
-      pos.push_back(in < 0 ? -1 : dimAfterReduction(in, reduced[k], c.stages[k].keepdim));
+      pos.push_back(in < 0 ? -1 : dimAfterReduction(in, reduced[k], c.stages[k].keepdim || c.softmax[k]));
     }
     if (pos.back() < 0) continue;
     p.pos = std::move(pos);
@@ -327,12 +356,14 @@ struct StageOperands {
   std::vector<at::Tensor> input, epilogue;
 };
 
-// The chain over one piece of the operands (all of them, or a slab).
+// The chain over one piece of the operands (all of them, or a slab); a last softmax stage writes
+// into `final` where one is given.
 Outputs runStages(const Chain& c, at::TensorList stage0, const std::vector<StageOperands>& later,
-                  const NativePath& native) {
+                  const NativePath& native, const at::Tensor* final = nullptr) {
   Outputs out = runFusedAll(stage0, c.expr->str(), &c.stages[0], native);
   const char* path = lastPath();
-  for (size_t k = 1; k < c.stages.size(); ++k) out = laterStage(c, k, out[0], later[k].input, later[k].epilogue, &native);
+  for (size_t k = 1; k < c.stages.size(); ++k)
+    out = laterStage(c, k, out[0], later[k].input, later[k].epilogue, &native, k + 1 == c.stages.size() ? final : nullptr);
   setLastPath(path);
   return out;
 }
@@ -358,8 +389,8 @@ std::optional<Outputs> foldedRowSums(const Chain& c, at::TensorList chainOps0, c
     return std::nullopt;
   };
   const ReduceSpec& next = c.stages.back();
-  if (!native || !mainDevice(chainOps0).is_cpu() || c.stages.size() != 2 || c.input[1] || c.squeezeFirst[1] ||
-      next.kind != Reduction::Sum || next.epilogue || c.stages[0].withIndices())
+  if (!native || !mainDevice(chainOps0).is_cpu() || c.stages.size() != 2 || c.input[1] || c.softmax[1] ||
+      c.squeezeFirst[1] || next.kind != Reduction::Sum || next.epilogue || c.stages[0].withIndices())
     return std::nullopt;
   // Stage 0 runs here, not through runFusedAll: the numbers it reads by value are written in here
   // as runFusedAll writes them (kernels/bind_numbers.h).
@@ -444,6 +475,10 @@ Outputs runChain(const Chain& c, at::TensorList operands, const NativePath& nati
   const std::vector<std::pair<int64_t, int64_t>> slabs = slabRanges(plan->extent, plan->step);
   const at::TensorList main = ops0.slice(0, c.expr->numInputs);
   const at::TensorList epi0 = ops0.slice(c.expr->numInputs);
+  // A last softmax stage writes each slab into the output, which is eager's: dense, row-major.
+  Outputs finals;
+  if (c.softmax.back())
+    finals.push_back(at::empty(plan->finalSizes, ops0[0].options().dtype(plan->finalDtype).device(mainDevice(operands))));
   auto runSlab = [&](size_t i) {
     ReusedOutput scope;  // stage 0's values in one buffer per thread (later fused stages' outputs are fresh)
     const auto [s, len] = slabs[i];
@@ -454,26 +489,36 @@ Outputs runChain(const Chain& c, at::TensorList operands, const NativePath& nati
       if (c.input[k]) slabLater[k].input = narrowOperands(later[k].input, plan->inRanks[k], plan->inPos[k], s, len);
       slabLater[k].epilogue = narrowOperands(later[k].epilogue, plan->ranks[k + 1], plan->pos[k + 1], s, len);
     }
-    return runStages(c, in0, slabLater, native);
+    if (finals.empty()) return runStages(c, in0, slabLater, native);
+    const at::Tensor out = finals[0].narrow(plan->pos.back(), s, len);
+    return runStages(c, in0, slabLater, native, &out);
   };
-  // The first slab decides the outputs' layout (the one eager's last op gives a fresh tensor).
-  Outputs first = runSlab(0);
-  const char* path = lastPath();
-  Outputs finals;
-  for (const auto& o : first) {
-    const std::vector<int64_t> order = strideOrder(o.sizes(), o.strides());
-    finals.push_back(at::empty_strided(plan->finalSizes, denseStrides(plan->finalSizes, order), o.options()));
+  // Slabs run on torch's threads, one slab per task (each stage then runs single-threaded inside
+  // it: one slab of scratch per thread, and the per-call work of a fused op split too).
+  const auto n = static_cast<int64_t>(slabs.size());
+  const char* path = nullptr;
+  if (!finals.empty()) {
+    forSlabs(mainDevice(operands), 0, n, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) runSlab(static_cast<size_t>(i));
+      if (b == 0) path = lastPath();
+    });
+  } else {
+    // The first slab decides the outputs' layout (the one eager's last op gives a fresh tensor).
+    Outputs first = runSlab(0);
+    path = lastPath();
+    for (const auto& o : first) {
+      const std::vector<int64_t> order = strideOrder(o.sizes(), o.strides());
+      finals.push_back(at::empty_strided(plan->finalSizes, denseStrides(plan->finalSizes, order), o.options()));
+    }
+    auto store = [&](size_t i, const Outputs& out) {
+      for (size_t j = 0; j < out.size(); ++j) finals[j].narrow(plan->pos.back(), slabs[i].first, slabs[i].second).copy_(out[j]);
+    };
+    store(0, first);
+    first.clear();
+    forLaterSlabs(mainDevice(operands), n, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) store(static_cast<size_t>(i), runSlab(static_cast<size_t>(i)));
+    });
   }
-  auto store = [&](size_t i, const Outputs& out) {
-    for (size_t j = 0; j < out.size(); ++j) finals[j].narrow(plan->pos.back(), slabs[i].first, slabs[i].second).copy_(out[j]);
-  };
-  store(0, first);
-  first.clear();
-  // The other slabs on torch's threads, one slab per task (each stage then runs single-threaded
-  // inside it: one slab of scratch per thread, and the per-call work of a fused op split too).
-  forLaterSlabs(mainDevice(operands), static_cast<int64_t>(slabs.size()), [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) store(static_cast<size_t>(i), runSlab(static_cast<size_t>(i)));
-  });
   TSFUSE_LOG(kernel, debug, "reduce_chain: ", slabs.size(), " slabs of ", plan->step, " along dim ", plan->pos[0],
              " of ", c.expr->str());
   setLastPath(path);

@@ -28,6 +28,13 @@
 //     stage 1 fused(v1: mul($0, $1); $0 = value.unsqueeze(2)) |> sum(dim=[1], keepdim=False)
 //                                                                            over [N, M, K] -> [N, K]
 //
+// A later stage may also be a softmax (or log_softmax) along one dim of the previous stage's
+// value: the soft assignment softmax(-b * ((x[:, None] - c[None]) ** 2).sum(-1), 1) is stage 0's
+// sum and epilogue, then "softmax(dim=1)": each slab's [slab, M] value from scratch into ATen's
+// softmax, the [N, M] distances never stored. A slab cuts only dims before the softmax's (on a
+// device: only where it is the last dim), since ATen computes each index of those alone and
+// vectorizes across the dims after it, so a slab's softmax has eager's bits.
+//
 // Operands: the expression's, then stage 0's epilogue's ($1, $2, ... of the epilogue), then stage
 // 1's (a fused stage's expression's other operands, then its epilogue's), and so on. Only the last
 // stage may be max/min with indices (tsfuse::reduce_chain_with_indices, two outputs).
@@ -44,6 +51,7 @@ struct SlabPlan {
   std::vector<int64_t> ranks;   // the same spaces' ranks
   std::vector<int64_t> inPos, inRanks;  // in fused stage k's expression space (-1 for other stages)
   std::vector<int64_t> finalSizes;
+  c10::ScalarType finalDtype = c10::ScalarType::Undefined;
   int64_t extent = 0, step = 0;  // step >= 1 (slabStep); the last slab may hold step + 1
 };
 
@@ -66,14 +74,23 @@ struct StageInput {
   std::vector<at::Tensor> operands(const at::Tensor& previous, at::TensorList inputs, at::TensorList epilogue) const;
 };
 
+// softmax (log_softmax where `log`) along `dim` (wrapped to the value's rank at run time).
+struct SoftmaxStage {
+  int64_t dim = 0;
+  bool log = false;
+};
+
 struct Chain {
   std::shared_ptr<const Expr> expr;
+  // Each stage's reduction (a softmax stage's is unused: ReduceSpec's defaults).
   std::vector<ReduceSpec> stages;
   // Whether stage k squeezes its input's size-1 dims before reducing (a traced `.squeeze()`
   // between the reductions; its text starts "squeeze() |> "). Never stage 0.
   std::vector<bool> squeezeFirst;
   // A fused stage's input (null: the stage is ATen's reduction of the previous value). Never stage 0.
   std::vector<std::shared_ptr<const StageInput>> input;
+  // A softmax stage (nullopt: a reduction). Never stage 0; takes no operands.
+  std::vector<std::optional<SoftmaxStage>> softmax;
   // Index of each stage's first operand (stage 0: the first after the expression's own).
   std::vector<size_t> firstOperand;
   size_t numOperands = 0;
@@ -140,6 +157,8 @@ std::vector<int64_t> slabDimOrder(const Analysis& stage0, c10::Device device);
 // (each task a run of consecutive slabs); on the calling thread for a device's, whose kernels and
 // copies must go to the caller's current stream (a worker thread's is the device's default one).
 void forLaterSlabs(c10::Device device, int64_t n, const std::function<void(int64_t, int64_t)>& f);
+// The same over the slabs [begin, end).
+void forSlabs(c10::Device device, int64_t begin, int64_t end, const std::function<void(int64_t, int64_t)>& f);
 
 // The most elements of stage 0's value one slab stores on the CPU (default kSlabElements / 2,
 // 512 KiB of float32; a GPU's slabs are kDeviceSlabScale times larger); tests set it small to

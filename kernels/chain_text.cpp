@@ -76,6 +76,8 @@ class StageParser {
 };
 
 constexpr const char* kSqueeze = "squeeze() |> ";
+constexpr const char* kSoftmax = "softmax(dim=";
+constexpr const char* kLogSoftmax = "log_softmax(dim=";
 constexpr const char* kFused = "fused(";
 constexpr const char* kThen = ") |> ";
 
@@ -154,6 +156,21 @@ std::vector<at::Tensor> StageInput::operands(const at::Tensor& previous, at::Ten
 
 StageText parseStage(const std::string& text, size_t k) {
   StageText st;
+  const bool log = text.rfind(kLogSoftmax, 0) == 0;
+  if (k > 0 && (log || text.rfind(kSoftmax, 0) == 0)) {
+    const size_t open = std::strlen(log ? kLogSoftmax : kSoftmax);
+    size_t used = 0;
+    int64_t dim = 0;
+    try {
+      dim = std::stoll(text.substr(open), &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    TORCH_CHECK(used > 0 && text.size() == open + used + 1 && text.back() == ')', "tsfuse::reduce_chain: stage ", k,
+                " '", text, "': expected '", log ? kLogSoftmax : kSoftmax, "<int>)'");
+    st.softmax = SoftmaxStage{dim, log};
+    return st;
+  }
   st.squeeze = k > 0 && text.rfind(kSqueeze, 0) == 0;
   std::string rest = st.squeeze ? text.substr(std::strlen(kSqueeze)) : text;
   if (k > 0 && !st.squeeze && rest.rfind(kFused, 0) == 0) st.input = parseInput(text, k, &rest);
@@ -163,6 +180,10 @@ StageText parseStage(const std::string& text, size_t k) {
 
 std::string stageText(bool squeeze, const StageInput* input, const ReduceSpec& spec) {
   return (squeeze ? kSqueeze : "") + (input ? input->str() + " |> " : "") + describe(spec);
+}
+
+std::string stageText(const SoftmaxStage& softmax) {
+  return (softmax.log ? kLogSoftmax : kSoftmax) + std::to_string(softmax.dim) + ")";
 }
 
 }  // namespace tsfuse

@@ -6,6 +6,7 @@
 #include "passes/driver.h"
 #include "passes/fused_values.h"
 #include "passes/region.h"
+#include "passes/softmax_region.h"
 
 #include <algorithm>
 
@@ -91,6 +92,7 @@ class NestReductionsPattern : public Pattern {
   NestReductionsPattern() : Pattern("nest_reductions", WalkOrder::Forward, NestedBlocks::First) {}
 
   bool matchAndRewrite(Node* reduction, Rewriter& rw) override {
+    if (isSoftmax(reduction)) return nestSoftmax(reduction, rw);
     ReductionMatch rm;
     if (!matchReduction(reduction, rm, nullptr)) return false;
     // A traced `.squeeze()` between the reductions (kmeans-pytorch's pairwise_distance) becomes

@@ -18,4 +18,17 @@ bool isSoftmax(Node* n);
 // (a recorded rejection, or no elementwise producer) otherwise.
 bool fuseSoftmax(Node* n, Rewriter& rw);
 
+// For the nest_reductions pass: the softmax `n` of a fused reduction's value (a tsfuse::reduce or
+// a chain) becomes that chain's last stage (kernels/chain.h), so the value is computed slab by slab
+// into ATen's softmax and never stored:
+//
+//   %d = tsfuse::reduce(%l, "v1: sub($0, $1); mul(%0, %0)", "sum", [2], False, None, "v1: mul($0, -2.0)", [])
+//   %s = aten::softmax(%d, 1, None)
+// =>
+//   %s = tsfuse::reduce_chain(%l, "v1: sub($0, $1); mul(%0, %0)",
+//                             ["sum(dim=[2], keepdim=False) |> v1: mul($0, -2.0)", "softmax(dim=1)"])
+//
+// False (a recorded rejection, or no fused reduction's value) otherwise.
+bool nestSoftmax(Node* n, Rewriter& rw);
+
 }  // namespace tsfuse

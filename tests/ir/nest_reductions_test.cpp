@@ -1,7 +1,7 @@
 // IR-string tests of nest_reductions (passes/nest_reductions.cpp): a reduction of a fused
 // reduction's value becomes one tsfuse::reduce_chain (the Gaussian kernel sum, nearest neighbour,
-// max with indices), several of them one tsfuse::reduce_sweep (Chamfer's two minima), with named
-// negative cases. Each rewritten graph computes what the original does.
+// max with indices), several of them one tsfuse::reduce_sweep (Chamfer's two minima), a softmax
+// of it the chain's last stage (soft assignment), with named negative cases. Each rewritten graph computes what the original does.
 #include "ir_util.h"
 
 #include "passes/fuse_broadcast_reduce.h"
@@ -19,6 +19,7 @@ std::shared_ptr<Graph> distances(const std::string& body) {
   return squaredDistancesThen(body, R"IR(
   %dims0 : int[] = prim::Constant[value=[0]]()
   %mtwo : float = prim::Constant[value=-2.]()
+  %f64 : int = prim::Constant[value=7]()
 )IR");
 }
 
@@ -224,6 +225,59 @@ TEST(NestReductionsIR, ThePipelineNestsAndTheChainGrowsAThirdStage) {
   ASSERT_EQ(c.size(), 1u) << r.dump();
   EXPECT_EQ(stagesOf(c[0]).size(), 3u) << r.ir;
   EXPECT_TRUE(sameOutputs(ref, g, points(8, at::kInt)));
+}
+
+// Soft assignment: softmax(-2 * |x_i - y_j|^2, dim=1), and log_softmax over the other dim.
+TEST(NestReductionsIR, ASoftmaxOfTheValueIsTheChainsLastStage) {
+  for (const char* kind : {"aten::softmax", "aten::log_softmax"}) {
+    const bool log = std::string(kind) == "aten::log_softmax";
+    Nested n = nest(std::string("  %e : Tensor = aten::mul(%d, %mtwo)\n  %s : Tensor = ") + kind + "(%e, " +
+                    (log ? "%zero" : "%one") + ", %none)\n  return (%s)\n");
+    ASSERT_EQ(n.nest.rewrites(), 1) << n.reduce.dump() << n.nest.dump();
+    EXPECT_EQ(n.nest.firstRewrite()->fusedOp, "tsfuse::reduce_chain");
+    EXPECT_NE(n.nest.firstRewrite()->reason.find("into ATen's softmax, never stored"), std::string::npos);
+    EXPECT_TRUE(fileCheck(n.nest.ir, [&](FileCheck& fc) {
+      fc.check_count("tsfuse::reduce_chain", 1, true)->check_not("tsfuse::reduce(")->check_not(kind);
+    }));
+    auto c = findNodes(n.g, "tsfuse::reduce_chain");
+    ASSERT_EQ(c.size(), 1u);
+    EXPECT_EQ(stagesOf(c[0]), (std::vector<std::string>{"sum(dim=[-1], keepdim=False) |> v1: mul($0, -2.0)",
+                                                        log ? "log_softmax(dim=0)" : "softmax(dim=1)"}));
+    EXPECT_TRUE(sameOutputs(n.ref, n.g, points(21)));  // bit for bit
+    EXPECT_TRUE(sameOutputs(n.ref, n.g, points(22, at::kDouble)));
+  }
+}
+
+// A reduction of the softmax's value nests after it: the chain's third stage.
+TEST(NestReductionsIR, AReductionAfterTheSoftmaxIsAThirdStage) {
+  auto g = distances(R"IR(
+  %s : Tensor = aten::softmax(%d, %one, %none)
+  %i : Tensor = aten::argmax(%s, %zero, %false)
+  return (%i)
+)IR");
+  auto ref = g->copy();
+  PassRun r = runPipelineOn(g);
+  auto c = findNodes(g, "tsfuse::reduce_chain");
+  ASSERT_EQ(c.size(), 1u) << r.dump();
+  EXPECT_EQ(stagesOf(c[0]), (std::vector<std::string>{"sum(dim=[-1], keepdim=False)", "softmax(dim=1)",
+                                                      "argmax(dim=[0], keepdim=False)"}));
+  EXPECT_TRUE(sameOutputs(ref, g, points(23)));
+}
+
+TEST(NestReductionsIR, ASoftmaxWithADtypeOrOfAValueReadElsewhereIsNotNested) {
+  Nested dtype = nest(R"IR(
+  %s : Tensor = aten::softmax(%d, %one, %f64)
+  return (%s)
+)IR");
+  EXPECT_EQ(dtype.nest.rewrites(), 0) << dtype.nest.dump();
+  EXPECT_TRUE(dtype.nest.rejectedWith("a dtype argument")) << dtype.nest.dump();
+  Nested shared = nest(R"IR(
+  %s : Tensor = aten::log_softmax(%d, %one, %none)
+  return (%s, %d)
+)IR");
+  EXPECT_EQ(shared.nest.rewrites(), 0) << shared.nest.dump();
+  EXPECT_TRUE(shared.nest.rejectedWith("also used elsewhere, so it is stored anyway")) << shared.nest.dump();
+  EXPECT_TRUE(sameOutputs(shared.ref, shared.g, points(24)));
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 """optimize-ts end to end on the reduction workloads of examples/reduce_models.py: nearest
 neighbour (min with indices), anchor matching (IoU.max(dim=0) values + indices), logsumexp of a
 Gaussian kernel, L2 distance via vector_norm / norm, a reduction with an epilogue, softmax /
-log_softmax over a broadcast axis (soft quantisation), and the mission's Gaussian kernel sum with
+log_softmax over a broadcast axis (soft quantisation), a softmax over a fused distance (soft
+k-means assignment), and the mission's Gaussian kernel sum with
 its bandwidth a module attribute (a float known only at run time).
 
 Each scripted model goes through `optimize-ts --check --report`; the optimized module must hold
@@ -38,6 +39,8 @@ CASES = {
                      lambda: (torch.randn(700, 3), torch.randn(500, 3) * 1.2)),
     "soft_quantize": ("tsfuse::softmax", ["aten::softmax", "aten::log_softmax", "aten::pow", "aten::abs"],
                       lambda: (torch.randn(200, 5), torch.linspace(-3, 3, 33))),
+    "soft_assignment": ("tsfuse::reduce_chain", ["aten::softmax", "aten::sum", "aten::pow", "tsfuse::reduce"],
+                        lambda: (torch.randn(300, 3), torch.randn(20, 3))),
     "gaussian_kernel_sum": ("tsfuse::reduce_chain", ["aten::exp", "aten::div", "aten::sum", "aten::pow", "tsfuse::reduce"],
                             lambda: (torch.randn(300, 3), torch.randn(200, 3))),
 }
@@ -147,3 +150,22 @@ def test_runtime_bandwidth_is_one_op_with_eagers_bits(optimized, tsfuse_lib):
         assert torch.equal(model(x, y), reduce_models.gaussian_kernel_sum(x, y, reduce_models.BANDWIDTH))
         model.s = 2.5
         assert torch.equal(model(x, y), reduce_models.gaussian_kernel_sum(x, y, 2.5))
+
+
+def test_soft_assignment_is_one_chain_with_eagers_bits(optimized, tsfuse_lib):
+    """The [N, K] distances flow slab by slab into ATen's softmax: eager's bits, at a size of many
+    slabs, and the softness read at run time."""
+    _, dst, _ = optimized["soft_assignment"]
+    model = torch.jit.load(str(dst))
+    chains = [n for n in model.graph.findAllNodes("tsfuse::reduce_chain")]
+    assert len(chains) == 1, model.graph
+    stages = [v.toIValue() for v in chains[0].inputsAt(2).node().inputs()]  # a saved str[] is a ListConstruct
+    assert stages[-1] == "softmax(dim=1)" and len(stages) == 2, stages
+    g = torch.Generator().manual_seed(5)
+    for n, k in ((3000, 200), (100000, 7), (5, 40000)):
+        x, c = torch.randn(n, 3, generator=g), torch.randn(k, 3, generator=g)
+        with torch.no_grad():
+            got = model(x, c)
+        want = reduce_models.soft_assignment_at_softness(x, c)
+        assert got.stride() == want.stride()
+        assert torch.equal(got, want), (n, k, (got - want).abs().max())
