@@ -29,7 +29,7 @@ enum OpTrait : uint32_t {
 };
 
 // How the typed lowering computes an op natively (kernels/lower/lower.cpp).
-enum class LowerRule : uint8_t { Map, Relu, Clamp, Where, MaskedFill, To, Div, Square, Bitwise, Aten };
+enum class LowerRule : uint8_t { Map, Relu, Clamp, Where, MaskedFill, To, Div, Reciprocal, Square, Bitwise, Aten };
 
 // How a TorchScript schema's inputs become the instruction's arguments (passes/op_table.cpp).
 enum class AtenForm : uint8_t { Plain, Alpha, RevAlpha, DivMode, ToDtype };

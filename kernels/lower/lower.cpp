@@ -148,6 +148,12 @@ struct Lowering {
           out = emit(Prim::Div, ct, rt, x, slotFor(A[1], ct));
         }
         break;
+      case LowerRule::Reciprocal: {  // 1 / x (ops.def)
+        if (!isFloating(ct)) return fail("reciprocal in an integer compute dtype");
+        const int one = literal(c10::Scalar(1.0), ct);
+        out = emit(Prim::Div, ct, rt, one, slotFor(A[0], ct));
+        break;
+      }
       case LowerRule::Relu: {  // clamp_min(x, 0)
         const int x = slotFor(A[0], ct);
         out = emit(Prim::ClampMin, ct, rt, x, slotFor(Arg::integer(0), ct, true));

@@ -6,6 +6,7 @@
 #include "test_util.h"
 
 #include "kernels/aten_eval.h"
+#include "kernels/cpu/vml.h"
 #include "kernels/ir/op_registry.h"
 
 namespace registry_op_numerics_test {
@@ -50,15 +51,36 @@ std::vector<std::vector<Arg>> argumentForms(const tsfuse::OpDef& def) {
   return forms;
 }
 
+// An op the native CPU path computes with ATen's own kernel on each contiguous tile, where that
+// kernel is not MKL's vector math (whose bits do not depend on the layout: kernels/cpu/vml.h):
+// pow other than a square, sigmoid, log1p, hypot, ... ATen's vector loop of those (SLEEF) and its
+// scalar loop (libm) differ by up to 1 ulp, and eager takes the scalar loop for rows shorter than a
+// vector, which these layouts' rows are; the contract there is 1 ulp (README, "Exactness";
+// tests/fuzz/compare.py's aten_on_tile_1ulp).
+bool eagerBitsFollowTheLayout(const tsfuse::OpDef& def) {
+  return (def.rule == tsfuse::LowerRule::Aten || def.rule == tsfuse::LowerRule::Square) &&
+         !tsfuse::cpu::vmlRoutine(def.op, at::kFloat);
+}
+
+// Each op's cases come from a generator seeded by its name, so that adding an op to the registry
+// leaves every other op's cases as they were.
+uint64_t seedOf(const std::string& name) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
 TEST(RegistryOps, EveryOpMatchesItsAtenReferenceOnTheNativePath) {
   const std::vector<at::ScalarType> dtypes = {at::kFloat, at::kDouble, at::kInt, at::kBool};
   // Broadcast layouts: an outer product, a shared trailing dim with a 0-dim operand, an empty one.
   const std::vector<std::vector<std::vector<int64_t>>> layouts = {
       {{4, 1}, {1, 5}, {5}}, {{3, 1, 2}, {}, {4, 2}}, {{0, 1}, {1, 5}, {1}}};
-  Gen gen(2024);
   int covered = 0;
   for (const tsfuse::OpDef& def : tsfuse::allOps()) {
     SCOPED_TRACE(def.name);
+    Gen gen(seedOf(def.name));
+    CheckOpts opts{true, 0, 0, nullptr};
+    if (eagerBitsFollowTheLayout(def)) opts = CheckOpts{false, 2.4e-7, 0, nullptr};  // 1 float32 ulp
     FailureLog log;
     int ran = 0;
     for (const auto& args : argumentForms(def)) {
@@ -80,7 +102,7 @@ TEST(RegistryOps, EveryOpMatchesItsAtenReferenceOnTheNativePath) {
             ops.push_back(gen.tensor(shapes[i], i == slot ? t : dtypes[(i + 1) % dtypes.size()], kNaNInf));
           ++ran;
           log.add(checkPairwise(text, ops, [&](const std::vector<at::Tensor>& x) { return tsfuse::evalAten(e, x); },
-                                {true, 0, 0, ops[0].numel() == 0 ? "empty" : "native"}),
+                                {opts.exact, opts.rtol, opts.atol, ops[0].numel() == 0 ? "empty" : "native"}),
                   text + ": ");
         }
     }
