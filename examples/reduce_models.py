@@ -13,6 +13,9 @@ SoftQuantize      soft assignment of values to K centres: softmax(-(x - c)^2 / t
                   and its log (differentiable histograms, soft quantisation)
 SoftAssignment    soft k-means responsibilities: softmax over K centroids of -beta |x_i - c_k|^2, beta a
                   module attribute (the [N, K] distances flow slab by slab into the softmax)
+StudentT          DEC's soft assignment (Xie et al. 2016, as pt-dec writes it): the Student-t kernel
+                  1 / (1 + |z_i - mu_k|^2 / alpha), to the power (alpha + 1) / 2, divided by its
+                  sum over the clusters
 GaussianKernelSum the mission's exp(-|x_i - y_j|^2 / s).sum(j) with the bandwidth s a module
                   attribute: a float the scripted graph reads at run time (prim::GetAttr), which
                   the fused op takes as an operand (tsfuse::wrapped_number)
@@ -216,7 +219,34 @@ def soft_assignment_at_softness(x: Tensor, c: Tensor) -> Tensor:
     return soft_assignment(x, c, SOFTNESS)
 
 
+def student_t(z: Tensor, mu: Tensor, alpha: float) -> Tensor:
+    norm_squared = torch.sum((z.unsqueeze(1) - mu) ** 2, 2)
+    numerator = 1.0 / (1.0 + (norm_squared / alpha))
+    power = float(alpha + 1) / 2
+    numerator = numerator ** power
+    return numerator / torch.sum(numerator, dim=1, keepdim=True)
+
+
+class StudentT(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.alpha = DEGREES
+        self.ex = (_points(40, 10, 27), _points(5, 10, 28))
+
+    def forward(self, z: Tensor, mu: Tensor) -> Tensor:
+        return student_t(z, mu, self.alpha)
+
+    @torch.jit.export
+    def example_inputs(self) -> Tuple[Tensor, Tensor]:
+        return self.ex
+
+
+def student_t_at_degrees(z: Tensor, mu: Tensor) -> Tensor:
+    return student_t(z, mu, DEGREES)
+
+
 SOFTNESS = 2.0
+DEGREES = 1.0
 BANDWIDTH = 0.7
 
 
@@ -252,5 +282,6 @@ MODELS = {
     "gaussian_mmd": (GaussianMMD, gaussian_mmd),
     "soft_quantize": (SoftQuantize, soft_quantize),
     "soft_assignment": (SoftAssignment, soft_assignment_at_softness),
+    "student_t": (StudentT, student_t_at_degrees),
     "gaussian_kernel_sum": (GaussianKernelSum, gaussian_kernel_sum_at_bandwidth),
 }

@@ -64,6 +64,20 @@ std::optional<Outputs> extremaAlongOneDim(const ReduceSpec& r, const at::Tensor&
 
 }  // namespace
 
+at::Tensor NormalizeStage::apply(const at::Tensor& value, const at::Tensor* out) const {
+  const bool fresh = out == nullptr;
+  at::Tensor o = fresh ? at::Tensor() : *out;  // a handle on the output's slab
+  switch (kind) {
+    case Kind::Softmax: return fresh ? at::softmax(value, dim) : at::softmax_out(o, value, dim);
+    case Kind::LogSoftmax: return fresh ? at::log_softmax(value, dim) : at::log_softmax_out(o, value, dim);
+    case Kind::DivSum: {
+      const at::Tensor sum = at::sum(value, {dim}, /*keepdim=*/true);
+      return fresh ? at::div(value, sum) : at::div_out(o, value, sum);
+    }
+  }
+  TORCH_INTERNAL_ASSERT(false, "unknown normalization");
+}
+
 Outputs applyStage(const ReduceSpec& spec, bool squeeze, const at::Tensor& value, at::TensorList extras) {
   ReduceSpec plain = spec;
   plain.epilogue.reset();
@@ -113,7 +127,7 @@ Chain Chain::parse(c10::string_view expr, c10::ArrayRef<std::string> stages) {
     ReduceSpec& spec = st.spec;
     std::shared_ptr<const StageInput>& input = st.input;
     c.squeezeFirst.push_back(st.squeeze);
-    c.softmax.push_back(st.softmax);
+    c.normalize.push_back(st.normalize);
     TORCH_CHECK(k + 1 == stages.size() || !spec.withIndices(), "tsfuse::reduce_chain: stage ", k,
                 " is max/min with indices; only the last stage may be");
     c.firstOperand.push_back(next);
@@ -129,7 +143,7 @@ Chain Chain::parse(c10::string_view expr, c10::ArrayRef<std::string> stages) {
 std::vector<std::string> Chain::stageTexts() const {
   std::vector<std::string> out;
   for (size_t k = 0; k < stages.size(); ++k)
-    out.push_back(softmax[k] ? stageText(*softmax[k]) : stageText(squeezeFirst[k], input[k].get(), stages[k]));
+    out.push_back(normalize[k] ? stageText(*normalize[k]) : stageText(squeezeFirst[k], input[k].get(), stages[k]));
   return out;
 }
 
@@ -158,16 +172,10 @@ namespace {
 
 // Later stage k over the previous stage's value: ATen's reduction of it, or a fused stage's input
 // computed and reduced by `native` (the backend's runFusedAll; null: the reference, evalFused), or
-// ATen's softmax of it (written into `out` where one is given: a slab of the chain's output).
+// its normalization (written into `out` where one is given: a slab of the chain's output).
 Outputs laterStage(const Chain& c, size_t k, const at::Tensor& value, at::TensorList inputs, at::TensorList epilogue,
                    const NativePath* native, const at::Tensor* out = nullptr) {
-  if (const auto& sm = c.softmax[k]) {
-    if (!out) return Outputs{sm->log ? at::log_softmax(value, sm->dim) : at::softmax(value, sm->dim)};
-    at::Tensor o = *out;
-    if (sm->log) at::log_softmax_out(o, value, sm->dim);
-    else at::softmax_out(o, value, sm->dim);
-    return Outputs{o};
-  }
+  if (const auto& n = c.normalize[k]) return Outputs{n->apply(value, out)};
   const StageInput* in = c.input[k].get();
   if (!in) return applyStage(c.stages[k], c.squeezeFirst[k], value, epilogue);
   const std::vector<at::Tensor> ops = in->operands(value, inputs, epilogue);
@@ -251,19 +259,21 @@ std::optional<SlabPlan> planSlabs(const Chain& c, at::TensorList operands, const
   for (size_t k = 1; k < c.stages.size(); ++k) {
     const ReduceSpec& spec = c.stages[k];
     p.ranks.push_back(static_cast<int64_t>(sizes.size()));
-    if (const auto& sm = c.softmax[k]) {
-      // Eager's errors and dtype from a stand-in; a slab may cut only the dims before the softmax's
-      // (kept, as a keepdim reduction keeps them), the others count as reduced.
+    if (const auto& n = c.normalize[k]) {
+      // Eager's errors and dtype from a stand-in. A normalization along the last dim keeps the
+      // other dims (as a keepdim reduction keeps them) for a slab to cut: ATen gives each row to one
+      // thread whole. Along another dim eager's own bits depend on how its threads split the dims
+      // after it (softmax over dim 1 of [5, 34, 62]: 43 values differ between 1 and 2 threads), so
+      // no slab gives them: every dim counts as reduced, and the chain runs in one piece.
       std::vector<int64_t> small = sizes;
       for (auto& q : small) q = std::min<int64_t>(q, 2);
-      const at::Tensor standIn = at::zeros(small, at::TensorOptions().dtype(dtype));
-      dtype = (sm->log ? at::log_softmax(standIn, sm->dim) : at::softmax(standIn, sm->dim)).scalar_type();
+      dtype = n->apply(at::zeros(small, at::TensorOptions().dtype(dtype))).scalar_type();
       const int64_t rank = static_cast<int64_t>(sizes.size());
-      const int64_t d = at::maybe_wrap_dim(sm->dim, rank);
+      const int64_t d = at::maybe_wrap_dim(n->dim, rank);
       inMap.emplace_back();
       for (int64_t q = 0; q < rank; ++q) inMap.back().push_back(q);
       reduced.emplace_back();
-      for (int64_t q = device.is_cpu() || d == rank - 1 ? d : 0; q < rank; ++q) reduced.back().push_back(q);
+      for (int64_t q = d == rank - 1 ? d : 0; q < rank; ++q) reduced.back().push_back(q);
       continue;
     }
     if (const StageInput* in = c.input[k].get()) {
@@ -326,7 +336,7 @@ std::optional<SlabPlan> planSlabs(const Chain& c, at::TensorList operands, const
     for (size_t k = 0; k < c.stages.size() && pos.back() >= 0; ++k) {
       const int64_t in = inMap[k][pos.back()];
       if (c.input[k]) inPos[k] = in;
-      pos.push_back(in < 0 ? -1 : dimAfterReduction(in, reduced[k], c.stages[k].keepdim || c.softmax[k]));
+      pos.push_back(in < 0 ? -1 : dimAfterReduction(in, reduced[k], c.stages[k].keepdim || c.normalize[k]));
     }
     if (pos.back() < 0) continue;
     p.pos = std::move(pos);
@@ -356,8 +366,8 @@ struct StageOperands {
   std::vector<at::Tensor> input, epilogue;
 };
 
-// The chain over one piece of the operands (all of them, or a slab); a last softmax stage writes
-// into `final` where one is given.
+// The chain over one piece of the operands (all of them, or a slab); a last normalizing stage
+// writes into `final` where one is given.
 Outputs runStages(const Chain& c, at::TensorList stage0, const std::vector<StageOperands>& later,
                   const NativePath& native, const at::Tensor* final = nullptr) {
   Outputs out = runFusedAll(stage0, c.expr->str(), &c.stages[0], native);
@@ -389,7 +399,7 @@ std::optional<Outputs> foldedRowSums(const Chain& c, at::TensorList chainOps0, c
     return std::nullopt;
   };
   const ReduceSpec& next = c.stages.back();
-  if (!native || !mainDevice(chainOps0).is_cpu() || c.stages.size() != 2 || c.input[1] || c.softmax[1] ||
+  if (!native || !mainDevice(chainOps0).is_cpu() || c.stages.size() != 2 || c.input[1] || c.normalize[1] ||
       c.squeezeFirst[1] || next.kind != Reduction::Sum || next.epilogue || c.stages[0].withIndices())
     return std::nullopt;
   // Stage 0 runs here, not through runFusedAll: the numbers it reads by value are written in here
@@ -475,9 +485,9 @@ Outputs runChain(const Chain& c, at::TensorList operands, const NativePath& nati
   const std::vector<std::pair<int64_t, int64_t>> slabs = slabRanges(plan->extent, plan->step);
   const at::TensorList main = ops0.slice(0, c.expr->numInputs);
   const at::TensorList epi0 = ops0.slice(c.expr->numInputs);
-  // A last softmax stage writes each slab into the output, which is eager's: dense, row-major.
+  // A last normalizing stage writes each slab into the output, which is eager's: dense, row-major.
   Outputs finals;
-  if (c.softmax.back())
+  if (c.normalize.back())
     finals.push_back(at::empty(plan->finalSizes, ops0[0].options().dtype(plan->finalDtype).device(mainDevice(operands))));
   auto runSlab = [&](size_t i) {
     ReusedOutput scope;  // stage 0's values in one buffer per thread (later fused stages' outputs are fresh)

@@ -28,12 +28,14 @@
 //     stage 1 fused(v1: mul($0, $1); $0 = value.unsqueeze(2)) |> sum(dim=[1], keepdim=False)
 //                                                                            over [N, M, K] -> [N, K]
 //
-// A later stage may also be a softmax (or log_softmax) along one dim of the previous stage's
-// value: the soft assignment softmax(-b * ((x[:, None] - c[None]) ** 2).sum(-1), 1) is stage 0's
-// sum and epilogue, then "softmax(dim=1)": each slab's [slab, M] value from scratch into ATen's
-// softmax, the [N, M] distances never stored. A slab cuts only dims before the softmax's (on a
-// device: only where it is the last dim), since ATen computes each index of those alone and
-// vectorizes across the dims after it, so a slab's softmax has eager's bits.
+// A later stage may also normalize the previous stage's value along one dim (NormalizeStage):
+// softmax, log_softmax, or a division by its sum. The soft assignment
+// softmax(-b * ((x[:, None] - c[None]) ** 2).sum(-1), 1) is stage 0's sum and epilogue, then
+// "softmax(dim=1)": each slab's [slab, M] value from scratch into ATen's softmax, the [N, M]
+// distances never stored; DEC's Student-t assignment q / q.sum(1, keepdim=True) ends in
+// "div_sum(dim=1)". Only a normalization along the value's last dim runs in slabs (of rows, which
+// ATen computes each whole on one thread, so a slab's rows have eager's bits); along another dim
+// eager's bits depend on how its threads split the value, and the chain runs in one piece.
 //
 // Operands: the expression's, then stage 0's epilogue's ($1, $2, ... of the epilogue), then stage
 // 1's (a fused stage's expression's other operands, then its epilogue's), and so on. Only the last
@@ -74,23 +76,28 @@ struct StageInput {
   std::vector<at::Tensor> operands(const at::Tensor& previous, at::TensorList inputs, at::TensorList epilogue) const;
 };
 
-// softmax (log_softmax where `log`) along `dim` (wrapped to the value's rank at run time).
-struct SoftmaxStage {
+// A normalization along `dim` (wrapped to the value's rank at run time), with ATen's ops:
+// softmax, log_softmax, or v / v.sum(dim, keepdim=True).
+struct NormalizeStage {
+  enum class Kind : uint8_t { Softmax, LogSoftmax, DivSum };
+  Kind kind = Kind::Softmax;
   int64_t dim = 0;
-  bool log = false;
+
+  // The stage over `value`, written into *out where one is given (a slab of the chain's output).
+  at::Tensor apply(const at::Tensor& value, const at::Tensor* out = nullptr) const;
 };
 
 struct Chain {
   std::shared_ptr<const Expr> expr;
-  // Each stage's reduction (a softmax stage's is unused: ReduceSpec's defaults).
+  // Each stage's reduction (a normalizing stage's is unused: ReduceSpec's defaults).
   std::vector<ReduceSpec> stages;
   // Whether stage k squeezes its input's size-1 dims before reducing (a traced `.squeeze()`
   // between the reductions; its text starts "squeeze() |> "). Never stage 0.
   std::vector<bool> squeezeFirst;
   // A fused stage's input (null: the stage is ATen's reduction of the previous value). Never stage 0.
   std::vector<std::shared_ptr<const StageInput>> input;
-  // A softmax stage (nullopt: a reduction). Never stage 0; takes no operands.
-  std::vector<std::optional<SoftmaxStage>> softmax;
+  // A normalizing stage (nullopt: a reduction). Never stage 0; takes no operands.
+  std::vector<std::optional<NormalizeStage>> normalize;
   // Index of each stage's first operand (stage 0: the first after the expression's own).
   std::vector<size_t> firstOperand;
   size_t numOperands = 0;

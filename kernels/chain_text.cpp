@@ -76,8 +76,8 @@ class StageParser {
 };
 
 constexpr const char* kSqueeze = "squeeze() |> ";
-constexpr const char* kSoftmax = "softmax(dim=";
-constexpr const char* kLogSoftmax = "log_softmax(dim=";
+// A normalizing stage's text before its dim, by NormalizeStage::Kind.
+constexpr const char* kNormalize[] = {"softmax(dim=", "log_softmax(dim=", "div_sum(dim="};
 constexpr const char* kFused = "fused(";
 constexpr const char* kThen = ") |> ";
 
@@ -156,9 +156,10 @@ std::vector<at::Tensor> StageInput::operands(const at::Tensor& previous, at::Ten
 
 StageText parseStage(const std::string& text, size_t k) {
   StageText st;
-  const bool log = text.rfind(kLogSoftmax, 0) == 0;
-  if (k > 0 && (log || text.rfind(kSoftmax, 0) == 0)) {
-    const size_t open = std::strlen(log ? kLogSoftmax : kSoftmax);
+  for (size_t kind = 0; k > 0 && kind < std::size(kNormalize); ++kind) {
+    const char* head = kNormalize[kind];
+    if (text.rfind(head, 0) != 0) continue;
+    const size_t open = std::strlen(head);
     size_t used = 0;
     int64_t dim = 0;
     try {
@@ -167,8 +168,8 @@ StageText parseStage(const std::string& text, size_t k) {
       used = 0;
     }
     TORCH_CHECK(used > 0 && text.size() == open + used + 1 && text.back() == ')', "tsfuse::reduce_chain: stage ", k,
-                " '", text, "': expected '", log ? kLogSoftmax : kSoftmax, "<int>)'");
-    st.softmax = SoftmaxStage{dim, log};
+                " '", text, "': expected '", head, "<int>)'");
+    st.normalize = NormalizeStage{static_cast<NormalizeStage::Kind>(kind), dim};
     return st;
   }
   st.squeeze = k > 0 && text.rfind(kSqueeze, 0) == 0;
@@ -182,8 +183,8 @@ std::string stageText(bool squeeze, const StageInput* input, const ReduceSpec& s
   return (squeeze ? kSqueeze : "") + (input ? input->str() + " |> " : "") + describe(spec);
 }
 
-std::string stageText(const SoftmaxStage& softmax) {
-  return (softmax.log ? kLogSoftmax : kSoftmax) + std::to_string(softmax.dim) + ")";
+std::string stageText(const NormalizeStage& normalize) {
+  return kNormalize[static_cast<size_t>(normalize.kind)] + std::to_string(normalize.dim) + ")";
 }
 
 }  // namespace tsfuse

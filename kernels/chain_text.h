@@ -1,10 +1,10 @@
 // The text form of a chain's stages (kernels/chain.h):
 //
 //   [squeeze() |> ][fused(<expr>; $<i> = value[.unsqueeze(<d>)...]) |> ]<reduction>(dim=..., keepdim=...[, dtype=...])[ |> <epilogue>]
-//   softmax(dim=<d>) | log_softmax(dim=<d>)
+//   softmax(dim=<d>) | log_softmax(dim=<d>) | div_sum(dim=<d>)
 //
 // where the reduction part is describe()'s form. Only later stages (k > 0) may squeeze first or
-// be fused, not both, or be a softmax (of the previous stage's value, as it is).
+// be fused, not both, or normalize (the previous stage's value, as it is: NormalizeStage).
 #pragma once
 
 #include "kernels/chain.h"
@@ -14,7 +14,7 @@ namespace tsfuse {
 struct StageText {
   bool squeeze = false;
   std::shared_ptr<const StageInput> input;  // a fused stage's input, else null
-  std::optional<SoftmaxStage> softmax;      // a softmax stage (then `spec` is unused), else nullopt
+  std::optional<NormalizeStage> normalize;  // a normalizing stage (then `spec` is unused), else nullopt
   ReduceSpec spec;
 };
 
@@ -22,6 +22,6 @@ struct StageText {
 StageText parseStage(const std::string& text, size_t k);
 // The text of a stage (parseStage's inverse).
 std::string stageText(bool squeeze, const StageInput* input, const ReduceSpec& spec);
-std::string stageText(const SoftmaxStage& softmax);
+std::string stageText(const NormalizeStage& normalize);
 
 }  // namespace tsfuse

@@ -136,8 +136,8 @@ Sweep Sweep::parse(c10::string_view expr, c10::ArrayRef<std::string> stages) {
   Sweep s;
   s.all = Chain::parse(expr, stages);
   for (size_t j = 1; j < stages.size(); ++j) {
-    TORCH_CHECK(!s.all.stages[j].withIndices() && !s.all.squeezeFirst[j] && !s.all.input[j] && !s.all.softmax[j],
-                "tsfuse::reduce_sweep: branch ", j, " is max/min with indices, squeezes first, is fused or a softmax; a sweep's "
+    TORCH_CHECK(!s.all.stages[j].withIndices() && !s.all.squeezeFirst[j] && !s.all.input[j] && !s.all.normalize[j],
+                "tsfuse::reduce_sweep: branch ", j, " is max/min with indices, squeezes first, is fused or normalizes; a sweep's "
                 "branches are reductions of stage 0's value with one output each");
     s.branches.push_back(cachedChain(expr, {stages[0], stages[j]}));
   }

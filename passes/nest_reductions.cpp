@@ -93,6 +93,7 @@ class NestReductionsPattern : public Pattern {
 
   bool matchAndRewrite(Node* reduction, Rewriter& rw) override {
     if (isSoftmax(reduction)) return nestSoftmax(reduction, rw);
+    if (std::optional<bool> nested = nestDivSum(reduction, rw)) return *nested;
     ReductionMatch rm;
     if (!matchReduction(reduction, rm, nullptr)) return false;
     // A traced `.squeeze()` between the reductions (kmeans-pytorch's pairwise_distance) becomes

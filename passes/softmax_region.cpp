@@ -59,6 +59,37 @@ bool fuseSoftmax(Node* n, Rewriter& rw) {
 }
 
 
+namespace {
+
+// `nodes` (in block order, the last one's output the result) normalize the fused reduction
+// `inner`'s value as `stage`: the chain of inner's stages and that one replaces them.
+bool nestNormalization(Node* inner, Stages& stages, const std::vector<Node*>& nodes, const NormalizeStage& stage,
+                       Rewriter& rw) {
+  Node* last = nodes.back();
+  std::vector<Value*> operands(stages.list->inputs().begin(), stages.list->inputs().end());
+  if (std::string why = readHazard(operands, inner, last, rw.aliasDb()); !why.empty())
+    return rw.notifyMatchFailure({last, inner}, why);
+  stages.texts.push_back(stageText(stage));
+  RewriteEvent e;
+  e.add(inner).add(nodes);
+  e.fusedOp = kChainOp.toQualString();
+  e.expr = stages.expr;
+  for (const auto& t : stages.texts) e.expr += " |> " + t;
+  e.reason = "nested " + stageText(stage) + " into the fused reduction: its value %" + inner->output()->debugName() +
+             " is computed slab by slab and normalized by ATen's ops, never stored";
+  Node* chain = insertStagedOp(rw.graph(), kChainOp, 1, operands, stages.expr, stages.texts, last);
+  chain->output()->setType(last->output()->type());
+  rw.replaceAllUsesWith(last->output(), chain->output());
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) rw.erase(*it);
+  Node* oldList = stages.list;
+  rw.erase(inner);
+  if (!oldList->hasUses()) rw.erase(oldList);
+  rw.notifyRewrite(std::move(e), chain);
+  return true;
+}
+
+}  // namespace
+
 bool nestSoftmax(Node* n, Rewriter& rw) {
   Value* v = n->input(0);
   Node* inner = v->node();
@@ -72,26 +103,34 @@ bool nestSoftmax(Node* n, Rewriter& rw) {
   if (!dim) return rw.notifyMatchFailure({n, inner}, what + ": " + why);
   if (v->uses().size() != 1)
     return rw.notifyMatchFailure({n, inner}, what + ": the value is also used elsewhere, so it is stored anyway");
-  std::vector<Value*> operands(stages->list->inputs().begin(), stages->list->inputs().end());
-  if (why = readHazard(operands, inner, n, rw.aliasDb()); !why.empty()) return rw.notifyMatchFailure({n, inner}, why);
+  using Kind = NormalizeStage::Kind;
+  return nestNormalization(inner, *stages, {n},
+                           NormalizeStage{n->kind() == c10::aten::log_softmax ? Kind::LogSoftmax : Kind::Softmax, *dim}, rw);
+}
 
-  stages->texts.push_back(stageText(SoftmaxStage{*dim, n->kind() == c10::aten::log_softmax}));
-  RewriteEvent e;
-  e.add(inner).add(n);
-  e.fusedOp = kChainOp.toQualString();
-  e.expr = stages->expr;
-  for (const auto& t : stages->texts) e.expr += " |> " + t;
-  e.reason = std::string("nested ") + n->kind().toQualString() + " into the fused reduction: its value %" +
-             v->debugName() + " is computed slab by slab into ATen's softmax, never stored";
-  Node* chain = insertStagedOp(rw.graph(), kChainOp, 1, operands, stages->expr, stages->texts, n);
-  chain->output()->setType(n->output()->type());
-  rw.replaceAllUsesWith(n->output(), chain->output());
-  rw.erase(n);
-  Node* oldList = stages->list;
-  rw.erase(inner);
-  if (!oldList->hasUses()) rw.erase(oldList);
-  rw.notifyRewrite(std::move(e), chain);
-  return true;
+std::optional<bool> nestDivSum(Node* sum, Rewriter& rw) {
+  const c10::FunctionSchema* s = sum->maybeSchema();
+  if (sum->kind() != c10::aten::sum || !s || s->overload_name() != "dim_IntList") return std::nullopt;
+  Value* v = sum->input(0);
+  Node* inner = v->node();
+  std::optional<Stages> stages = stagesOf(inner);
+  if (!stages || v->uses().size() != 2 || sum->output()->uses().size() != 1) return std::nullopt;
+  Node* div = sum->output()->uses()[0].user;
+  const c10::FunctionSchema* ds = div->maybeSchema();
+  if (div->kind() != c10::aten::div || !ds || ds->overload_name() != "Tensor" || div->input(0) != v ||
+      div->input(1) != sum->output())
+    return std::nullopt;
+  auto dims = torch::jit::toIValue(sum->input(1));
+  auto keepdim = torch::jit::toIValue(sum->input(2));
+  auto dtype = torch::jit::toIValue(sum->input(3));
+  if (!dims || !dims->isIntList() || dims->toIntList().size() != 1 || !keepdim || !keepdim->isBool() ||
+      !keepdim->toBool() || !dtype || !dtype->isNone())
+    return std::nullopt;  // another form: nest_reductions' own business
+  if (inner->owningBlock() != div->owningBlock() || sum->owningBlock() != div->owningBlock())
+    return rw.notifyMatchFailure({div, sum, inner}, "the division by the sum of %" + v->debugName() +
+                                                         " is in another block than the fused reduction");
+  return nestNormalization(inner, *stages, {sum, div},
+                           NormalizeStage{NormalizeStage::Kind::DivSum, dims->toIntList().get(0)}, rw);
 }
 
 }  // namespace tsfuse

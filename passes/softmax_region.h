@@ -31,4 +31,15 @@ bool fuseSoftmax(Node* n, Rewriter& rw);
 // False (a recorded rejection, or no fused reduction's value) otherwise.
 bool nestSoftmax(Node* n, Rewriter& rw);
 
+// The same for a division by the sum, for nest_reductions at the sum: v / v.sum(d, keepdim=True)
+// of a fused reduction's value v (DEC's Student-t assignment, a softmax written out as
+// e / e.sum(1, keepdim=True)) becomes the chain's last stage "div_sum(dim=d)":
+//
+//   %s = aten::sum(%q, [1], True, None)
+//   %r = aten::div(%q, %s)                 =>    %r = tsfuse::reduce_chain(%l, ..., [..., "div_sum(dim=1)"])
+//
+// nullopt where `sum` and its value's readers are not that form (nothing recorded); else whether
+// it was rewritten (a rejection is recorded).
+std::optional<bool> nestDivSum(Node* sum, Rewriter& rw);
+
 }  // namespace tsfuse

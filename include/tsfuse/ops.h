@@ -28,8 +28,9 @@
 // reduce_chain([x, y], "v1: sub($0, $1); mul(%0, %0)", {"sum(dim=[2], keepdim=False)",
 // "argmin(dim=[1], keepdim=False)"}) is ((x - y) ** 2).sum(2).argmin(1) for x [N, 1, D], y [M, D];
 // operands of each stage's epilogue follow the previous stage's. A later stage may also be
-// "softmax(dim=1)" or "log_softmax(dim=1)": torch.softmax / log_softmax of the previous stage's
-// value, with ATen's bits (soft assignment: the [N, M] distances flow slab by slab into it).
+// "softmax(dim=1)", "log_softmax(dim=1)" or "div_sum(dim=1)": torch.softmax / log_softmax of the
+// previous stage's value, or v / v.sum(1, keepdim=True), with ATen's bits (soft assignment: the
+// [N, M] distances flow slab by slab into it).
 // reduce_sweep's stages after the
 // first are branches that each reduce stage 0's value (one output each, in one sweep: Chamfer's
 // row and column minima).

@@ -6,6 +6,14 @@ import torch
 from gen_common import DTYPE_NAME, ULP, Reject, Val, _finite_max, _is_float
 
 
+class _Exact:
+    """An error-free dividend (the number of `s / x`, the 1 of reciprocal) for _div's bound."""
+    err = 0.0
+
+
+EXACT = _Exact()
+
+
 class ElementwiseForms:
     def elementwise(self, a=None):
         rng = self.rng
@@ -24,7 +32,8 @@ class ElementwiseForms:
             op = rng.choice(["abs", "neg", "neg_op", "relu", "sqrt", "exp", "log", "sigmoid", "lnot", "pow_s",
                              "sq", "clamp_s", "clamp_min_s", "clamp_max_s", "sub_s", "mul_s", "div_s",
                              "cmp_s", "where_s", "to", "add_s", "rsub_s1", "zero_dim_const",
-                             "atan", "rsqrt", "log1p", "square", "masked_fill", "invert", "sin", "cos", "tanh"])
+                             "atan", "rsqrt", "log1p", "square", "masked_fill", "invert", "sin", "cos", "tanh",
+                             "rdiv_s", "reciprocal"])
         A, B = a.name, b.name if b else None
         s = self.scalar()
         cmp = rng.choice(["<", "<=", ">", ">=", "==", "!="])
@@ -88,6 +97,9 @@ class ElementwiseForms:
             "sub_s": (f"{A} - {s}", lin), "add_s": (f"{A} + {s}", lin),
             "mul_s": (f"{A} * {s}", lambda o: self._mul(a, float(eval(s, {}, self.env)), o)),
             "div_s": (f"{A} / {s}", lambda o: self._div(a, float(eval(s, {}, self.env)), o)),
+            # a number over a tensor: x.reciprocal() * s, in eager and TorchScript alike
+            "rdiv_s": (f"{s} / {A}", lambda o: self._div(EXACT, a, o)),
+            "reciprocal": (f"{A}.reciprocal()", lambda o: self._div(EXACT, a, o)),
             "cmp_s": (f"{A} {cmp} {s}", cmpf),
             "where_s": (None, None),
             "to": (f"{A}.to({DTYPE_NAME[self.pick_dtype()]})", lambda o: self._cast(a, o)),

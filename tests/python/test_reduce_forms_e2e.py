@@ -2,7 +2,7 @@
 neighbour (min with indices), anchor matching (IoU.max(dim=0) values + indices), logsumexp of a
 Gaussian kernel, L2 distance via vector_norm / norm, a reduction with an epilogue, softmax /
 log_softmax over a broadcast axis (soft quantisation), a softmax over a fused distance (soft
-k-means assignment), and the mission's Gaussian kernel sum with
+k-means assignment) or divided by its sum (DEC's Student-t assignment), and the mission's Gaussian kernel sum with
 its bandwidth a module attribute (a float known only at run time).
 
 Each scripted model goes through `optimize-ts --check --report`; the optimized module must hold
@@ -41,6 +41,9 @@ CASES = {
                       lambda: (torch.randn(200, 5), torch.linspace(-3, 3, 33))),
     "soft_assignment": ("tsfuse::reduce_chain", ["aten::softmax", "aten::sum", "aten::pow", "tsfuse::reduce"],
                         lambda: (torch.randn(300, 3), torch.randn(20, 3))),
+    "student_t": ("tsfuse::reduce_chain", ["aten::sum", "aten::reciprocal", "aten::pow", "tsfuse::reduce",
+                                           "tsfuse::pairwise"],
+                  lambda: (torch.randn(300, 10), torch.randn(12, 10))),
     "gaussian_kernel_sum": ("tsfuse::reduce_chain", ["aten::exp", "aten::div", "aten::sum", "aten::pow", "tsfuse::reduce"],
                             lambda: (torch.randn(300, 3), torch.randn(200, 3))),
 }
@@ -152,20 +155,21 @@ def test_runtime_bandwidth_is_one_op_with_eagers_bits(optimized, tsfuse_lib):
         assert torch.equal(model(x, y), reduce_models.gaussian_kernel_sum(x, y, 2.5))
 
 
-def test_soft_assignment_is_one_chain_with_eagers_bits(optimized, tsfuse_lib):
-    """The [N, K] distances flow slab by slab into ATen's softmax: eager's bits, at a size of many
-    slabs, and the softness read at run time."""
-    _, dst, _ = optimized["soft_assignment"]
+@pytest.mark.parametrize("name,last,dim", [("soft_assignment", "softmax(dim=1)", 3), ("student_t", "div_sum(dim=1)", 10)])
+def test_a_normalized_distance_is_one_chain_with_eagers_bits(optimized, tsfuse_lib, name, last, dim):
+    """The [N, K] distances flow slab by slab into ATen's softmax (or sum and division): eager's
+    bits, at sizes of many slabs, and the softness / degrees of freedom read at run time."""
+    _, dst, _ = optimized[name]
     model = torch.jit.load(str(dst))
     chains = [n for n in model.graph.findAllNodes("tsfuse::reduce_chain")]
     assert len(chains) == 1, model.graph
     stages = [v.toIValue() for v in chains[0].inputsAt(2).node().inputs()]  # a saved str[] is a ListConstruct
-    assert stages[-1] == "softmax(dim=1)" and len(stages) == 2, stages
+    assert stages[-1] == last and len(stages) == 2, stages
     g = torch.Generator().manual_seed(5)
     for n, k in ((3000, 200), (100000, 7), (5, 40000)):
-        x, c = torch.randn(n, 3, generator=g), torch.randn(k, 3, generator=g)
+        x, c = torch.randn(n, dim, generator=g), torch.randn(k, dim, generator=g)
         with torch.no_grad():
             got = model(x, c)
-        want = reduce_models.soft_assignment_at_softness(x, c)
+        want = reduce_models.MODELS[name][1](x, c)
         assert got.stride() == want.stride()
         assert torch.equal(got, want), (n, k, (got - want).abs().max())
