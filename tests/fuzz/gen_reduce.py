@@ -54,7 +54,9 @@ class ReductionForms:
             dt = f", dtype={rng.choice(['torch.float64', 'torch.float32', 'torch.int64'])}"
         kind = rng.choice(["sum", "sum", "mean", "prod", "amax", "amin", "argmax", "argmin", "any", "all",
                            "max_dim", "min_dim", "max_idx", "max_match", "logsumexp", "norm", "vector_norm", "var", "std",
-                           "softmax", "log_softmax"])
+                           "softmax", "log_softmax", "div_sum"])
+        if kind == "div_sum" and r == 0:
+            kind = "softmax"
         red = set(range(r)) if dims is None else {d % r for d in dims}
         nred = math.prod(t.shape[d] for d in red) if r else 1
         if kind == "sum":
@@ -88,6 +90,9 @@ class ReductionForms:
             expr = f"torch.{kind}({n}, {one}{sdt})" if r else f"torch.{kind}({n}, 0{sdt})"
             red = {int(one) % r} if r else set()
             nred = t.shape[int(one)] if r else 1
+        elif kind == "div_sum":  # a normalization by the sum (DEC, a softmax written out)
+            expr = f"{n} / {n}.sum({one}, keepdim=True)"
+            red, nred = {int(one) % r}, t.shape[int(one)]
         elif kind in ("var", "std"):
             corr = rng.choice(["", ", correction=0", ", correction=2", ", unbiased=False"])
             if "unbiased" in corr and not dl:
@@ -148,6 +153,17 @@ class ReductionForms:
             if kind == "log_softmax":
                 # x - (max + log(sum)) rounds at the inputs' magnitude.
                 return 4 * eps * (nred + 2 + _finite_max(x)) + 2 * v.err
+            if kind == "div_sum":
+                # x / s: the sum's order moves s by 2 nred eps sum|x|, each quotient by that
+                # relative to |s|; rows that (nearly) cancel are not compared.
+                self.need_exact(v)
+                d0 = dd[0]
+                s, S = x.sum(d0, keepdim=True).abs(), x.abs().sum(d0, keepdim=True)
+                fin = torch.isfinite(s) & torch.isfinite(S)
+                if not bool(fin.all()) or (s.numel() and float(s.min()) <= 1e-3 * float(S.max())):
+                    raise Reject()
+                rel = float((S / s).max()) if s.numel() else 0.0
+                return 2 * (nred + 2) * eps * rel * _finite_max(out) + self.ulp_err(out)
             if kind in ("var", "std"):
                 # Both fold with Welford in double (eager's CPU algorithm), so only the final
                 # rounding and the input's own error remain; sqrt(|a - b|) bounds std's.

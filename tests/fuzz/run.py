@@ -58,6 +58,7 @@ FORM_OPS = {
     "reduce:vector_norm": r"aten::linalg_vector_norm\(",
     "reduce:var": r"aten::var\(", "reduce:std": r"aten::std\(",
     "reduce:softmax": r"aten::softmax\(", "reduce:log_softmax": r"aten::log_softmax\(",
+    "reduce:div_sum": r"aten::sum\(",
     "inplace": r"aten::\w+_\(", "where": r"aten::where\(",
     "repeat": r"aten::repeat\(", "mask_write": r"aten::index_put_\(",
 }
