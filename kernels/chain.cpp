@@ -487,8 +487,11 @@ Outputs runChain(const Chain& c, at::TensorList operands, const NativePath& nati
   const at::TensorList epi0 = ops0.slice(c.expr->numInputs);
   // A last normalizing stage writes each slab into the output, which is eager's: dense, row-major.
   Outputs finals;
-  if (c.normalize.back())
-    finals.push_back(at::empty(plan->finalSizes, ops0[0].options().dtype(plan->finalDtype).device(mainDevice(operands))));
+  if (c.normalize.back()) {
+    const c10::Device device = mainDevice(operands);
+    finals.push_back(device.is_cpu() ? cpu::allocDenseOutput(plan->finalSizes, plan->finalDtype)
+                                     : at::empty(plan->finalSizes, ops0[0].options().dtype(plan->finalDtype).device(device)));
+  }
   auto runSlab = [&](size_t i) {
     ReusedOutput scope;  // stage 0's values in one buffer per thread (later fused stages' outputs are fresh)
     const auto [s, len] = slabs[i];

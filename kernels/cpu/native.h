@@ -19,4 +19,9 @@ Outputs runNative(const Expr& e, at::TensorList operands, const ReduceSpec* redu
 bool runNativeRowSums(const Expr& e, at::TensorList operands, const ReduceSpec& reduce, const Analysis& an,
                       const IterationPlan& plan, at::Tensor& sums, std::string* why);
 
+// A fresh row-major output of `sizes`, allocated as the native path allocates its own (output.cpp:
+// huge pages where the allocator would hand it fresh 4 KiB pages): a chain's normalized output,
+// which ATen's ops write slab by slab.
+at::Tensor allocDenseOutput(c10::IntArrayRef sizes, c10::ScalarType dtype);
+
 }  // namespace tsfuse::cpu

@@ -19,9 +19,11 @@
 // honoured. c10 itself aligns and advises every large block this way under THP_MEM_ALLOC_ENABLE=1,
 // which is off by default.
 #include "kernels/cpu/drivers.h"
+#include "kernels/cpu/native.h"
 
 #include <ATen/EmptyTensor.h>
 #include <c10/core/CPUAllocator.h>
+#include <c10/util/strides.h>
 
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -123,24 +125,36 @@ HugePageOutputAllocator& hugePageAllocator() {
 
 }  // namespace
 
-at::Tensor allocOutput(const Analysis& an) {
-  if (an.donated.defined()) return an.allocOut(c10::kCPU);  // written over the donated operand
-  const auto options = at::TensorOptions().dtype(an.outDtype);
-  const size_t bytes = at::detail::computeStorageNbytes(an.outSizes, an.outStrides, options.dtype().itemsize());
+namespace {
+
+at::Tensor allocOutput(c10::IntArrayRef sizes, c10::IntArrayRef strides, c10::ScalarType dtype) {
+  const auto options = at::TensorOptions().dtype(dtype);
+  const size_t bytes = at::detail::computeStorageNbytes(sizes, strides, options.dtype().itemsize());
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   // A thread-kept ReusedOutput buffer is resident after its first use; an installed allocator is honoured.
   if (hugePageBytes(bytes) != 0 && !ReusedOutput::active() && c10::GetCPUAllocator() == c10::GetDefaultCPUAllocator()) {
     const size_t mappedBefore = mappedBlockBytes();
-    at::Tensor out = at::empty_strided(an.outSizes, an.outStrides, options);
+    at::Tensor out = at::empty_strided(sizes, strides, options);
     // A block glibc mapped for this output alone, not yet touched: map it here instead (file comment).
     // A heap block, even a fresh one, stays: its pages are reused by later calls once written.
     if (mappedBlockBytes() < mappedBefore + bytes || residentMiddle(out.data_ptr(), bytes)) return out;
     out = at::Tensor();
-    return at::detail::empty_strided_generic(an.outSizes, an.outStrides, &hugePageAllocator(),
-                                             c10::DispatchKeySet(c10::DispatchKey::CPU), an.outDtype);
+    return at::detail::empty_strided_generic(sizes, strides, &hugePageAllocator(),
+                                             c10::DispatchKeySet(c10::DispatchKey::CPU), dtype);
   }
 #endif
-  return ReusedOutput::allocate(an.outSizes, an.outStrides, options);
+  return ReusedOutput::allocate(sizes, strides, options);
+}
+
+}  // namespace
+
+at::Tensor allocOutput(const Analysis& an) {
+  if (an.donated.defined()) return an.allocOut(c10::kCPU);  // written over the donated operand
+  return allocOutput(an.outSizes, an.outStrides, an.outDtype);
+}
+
+at::Tensor allocDenseOutput(c10::IntArrayRef sizes, c10::ScalarType dtype) {
+  return allocOutput(sizes, c10::contiguous_strides(sizes), dtype);
 }
 
 }  // namespace tsfuse::cpu
