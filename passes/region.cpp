@@ -351,7 +351,10 @@ Node* rewriteRegion(Rewriter& rw, Region& r, Node* consumer, const char* op,
   rw.replaceAllUsesWith(consumer->output(), out);
   if (consumer != r.root()) rw.erase(consumer);
   eraseRegionNodes(rw, r);
-  for (Node* p : r.repeats) rw.erase(p);  // its only readers were the region's nodes
+  // A repeat read only by the region's nodes goes with them; one a kept node still reads (an
+  // intermediate recomputed for a reader outside) stays for it.
+  for (Node* p : r.repeats)
+    if (!p->hasUses()) rw.erase(p);
   return fused;
 }
 

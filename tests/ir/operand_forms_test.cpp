@@ -257,6 +257,37 @@ TEST(OperandFormsIR, NegativeRepeatWhoseResultEscapes) {
   EXPECT_TRUE(sameOutputs(ref, g, {gen.tensor({5, 3}, at::kFloat), gen.tensor({4, 3}, at::kFloat)}));
 }
 
+// Found by the fuzzer (seed 331129, program 3732): the region reads a repeat as a broadcast and
+// recomputes an intermediate (%c) that a node it could not fuse (%q: its operand %v is written in
+// place) still reads; the kept nodes still read the repeat, which then stays (erasing it failed an
+// assert and left the whole pipeline undone).
+TEST(OperandFormsIR, ARepeatAKeptNodeStillReadsStays) {
+  auto g = graphOf("%x : Tensor, %y : Tensor", R"IR(
+  %m1 : int = prim::Constant[value=-1]()
+  %k : float = prim::Constant[value=-2.5]()
+  %ys : Tensor = aten::slice(%y, %zero, %none, %none, %one)
+  %yc : Tensor = aten::unsqueeze(%ys, %one)
+  %yu : Tensor = aten::unsqueeze(%y, %one)
+  %r : int[] = prim::ListConstruct(%one, %two)
+  %yr : Tensor = aten::repeat(%yu, %r)
+  %a : Tensor = aten::clamp_min(%yr, %m1)
+  %b : Tensor = aten::ne(%a, %yc)
+  %h : Tensor = aten::add(%a, %one, %one)
+  %c : Tensor = aten::clamp(%b, %a, %h)
+  %n : Tensor = aten::neg(%c)
+  %v : Tensor = aten::add(%n, %k, %one)
+  %w : Tensor = aten::relu_(%v)
+  %q : Tensor = aten::eq(%v, %c)
+  return (%q)
+)IR");
+  auto ref = g->copy();
+  PassRun r = runPipelineOn(g);
+  ASSERT_EQ(findNodes(g, "tsfuse::pairwise").size(), 1u) << r.dump();
+  EXPECT_EQ(findNodes(g, "aten::repeat").size(), 1u) << r.dump();  // the kept %a reads it
+  Gen gen(15);
+  EXPECT_TRUE(sameOutputs(ref, g, {gen.tensor({7}, at::kFloat), gen.tensor({6}, at::kFloat)}));
+}
+
 TEST(OperandFormsIR, NegativeRepeatSourceWrittenBeforeTheRegion) {
   // x is written after the repeat copied it: a view would see the write.
   auto g = graphOf("%x : Tensor, %y : Tensor", R"IR(
