@@ -58,7 +58,6 @@ bool fuseSoftmax(Node* n, Rewriter& rw) {
   return true;
 }
 
-
 namespace {
 
 // `nodes` (in block order, the last one's output the result) normalize the fused reduction
