@@ -94,4 +94,6 @@ TORCH_LIBRARY_FRAGMENT(tsfuse, m) {
           return tsfuse::beginFirstCall(self, method, args);
         });
   m.def("_first_call_end() -> ()", [] { tsfuse::endFirstCall(); });
+  // For the differential fuzzer (tests/fuzz/run.py); private.
+  m.def("_pipeline_failures() -> int", [] { return tsfuse::executorPipelineFailures(); });
 }

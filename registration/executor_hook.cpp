@@ -23,6 +23,7 @@ namespace tsfuse {
 namespace {
 
 std::atomic<bool> gEnabled{true};
+std::atomic<int64_t> gPipelineFailures{0};
 
 struct OptOuts {
   std::mutex mu;
@@ -70,6 +71,8 @@ bool optedOut(const std::shared_ptr<torch::jit::Graph>& g) {
 }
 
 }  // namespace
+
+int64_t executorPipelineFailures() { return gPipelineFailures.load(); }
 
 std::string builtTorchVersion() { return TORCH_VERSION; }
 
@@ -186,6 +189,7 @@ void runActivePasses(std::shared_ptr<torch::jit::Graph>& g) {
       runPipeline(g, timer ? timer->wrap(p.options) : p.options, nullptr, "executor");
     } catch (const std::exception& e) {
       g = std::move(before);
+      ++gPipelineFailures;
       TSFUSE_LOG(registration, error, "pipeline failed, graph left unoptimized: ", e.what());
     }
   }

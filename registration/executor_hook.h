@@ -34,6 +34,10 @@ const torch::jit::Node* firstCallCandidate(const std::shared_ptr<torch::jit::Gra
 // PipelineOptions from TSFUSE_PASSES (comma-separated pass names to keep); throws on unknown.
 PipelineOptions optionsFromEnvironment();
 
+// How many executor pipeline runs have thrown in this process (each left its graph as it was):
+// what the differential fuzzer counts as a failure, since the model's results stay right.
+int64_t executorPipelineFailures();
+
 // "2.11.0" — the torch version the library was built against, and the one it runs in.
 std::string builtTorchVersion();
 std::string runtimeTorchVersion();

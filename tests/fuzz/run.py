@@ -246,7 +246,17 @@ def _worker(task, tmp):
     per_form = collections.defaultdict(lambda: [0, 0, 0])
     failures, knowns, ts_divergences, unscriptable = [], [], [], []
 
+    # A pass that throws leaves the model unoptimized (the executor hook's "pipeline failed"), so its
+    # results stay right: the library counts such runs, and each is a failure here.
+    threw = [torch.ops.tsfuse._pipeline_failures()]
+
     def record(p, mode, eager, opt, fused):
+        now = torch.ops.tsfuse._pipeline_failures()
+        if now != threw[0]:
+            threw[0] = now
+            failures.append({"index": int(p.name[1:]), "mode": mode, "source": p.source(),
+                             "problem": "a pass threw: the executor hook left the graph unoptimized (see the "
+                                        "worker's stderr for the error)"})
         problem, known = compare_results(p, eager, opt)
         stats["runs"] += 1
         stats[f"runs_{mode}"] += 1
