@@ -89,11 +89,21 @@ Outputs applyStage(const ReduceSpec& spec, bool squeeze, const at::Tensor& value
   return out;
 }
 
+namespace {
+
+// A value of `sizes` shrunk to at most two elements per dim (no memory): what a later stage's ATen
+// ops raise on, and the dtype and rank they return, are the whole value's.
+at::Tensor standIn(std::vector<int64_t> sizes, c10::ScalarType dtype) {
+  for (auto& s : sizes) s = std::min<int64_t>(s, 2);
+  return at::zeros(sizes, at::TensorOptions().dtype(dtype));
+}
+
+}  // namespace
+
 at::Tensor reduceStandIn(const ReduceSpec& r, std::vector<int64_t> sizes, c10::ScalarType dtype) {
   ReduceSpec plain = r;
   plain.epilogue.reset();
-  for (auto& s : sizes) s = std::min<int64_t>(s, 2);
-  return applyReductionAll(plain, at::zeros(sizes, at::TensorOptions().dtype(dtype)))[0];
+  return applyReductionAll(plain, standIn(std::move(sizes), dtype))[0];
 }
 
 int64_t dimAfterReduction(int64_t q, const std::vector<int64_t>& reduced, bool keepdim) {
@@ -265,9 +275,7 @@ std::optional<SlabPlan> planSlabs(const Chain& c, at::TensorList operands, const
       // thread whole. Along another dim eager's own bits depend on how its threads split the dims
       // after it (softmax over dim 1 of [5, 34, 62]: 43 values differ between 1 and 2 threads), so
       // no slab gives them: every dim counts as reduced, and the chain runs in one piece.
-      std::vector<int64_t> small = sizes;
-      for (auto& q : small) q = std::min<int64_t>(q, 2);
-      dtype = n->apply(at::zeros(small, at::TensorOptions().dtype(dtype))).scalar_type();
+      dtype = n->apply(standIn(sizes, dtype)).scalar_type();
       const int64_t rank = static_cast<int64_t>(sizes.size());
       const int64_t d = at::maybe_wrap_dim(n->dim, rank);
       inMap.emplace_back();

@@ -3,9 +3,22 @@
 #include "kernels/fused_call.h"
 
 #include <cstring>
+#include <optional>
 
 namespace tsfuse {
 namespace {
+
+// The int that starts at s[pos] (std::stoll's form), pos then just past it; nullopt where none does.
+std::optional<int64_t> intAt(const std::string& s, size_t& pos) {
+  size_t used = 0;
+  try {
+    const int64_t v = std::stoll(s.substr(pos), &used);
+    pos += used;
+    return v;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
 
 // One stage's text: describe()'s form, "sum(dim=[2], keepdim=False[, dtype=float64])[ |> epilogue]".
 class StageParser {
@@ -59,13 +72,9 @@ class StageParser {
     std::vector<int64_t> out;
     while (!accept("]")) {
       if (!out.empty()) expect(", ");
-      size_t used = 0;
-      try {
-        out.push_back(std::stoll(s_.substr(pos_), &used));
-      } catch (const std::exception&) {
-        fail("expected an int at " + std::to_string(pos_));
-      }
-      pos_ += used;
+      const std::optional<int64_t> v = intAt(s_, pos_);
+      if (!v) fail("expected an int at " + std::to_string(pos_));
+      out.push_back(*v);
     }
     return out;
   }
@@ -101,15 +110,9 @@ std::shared_ptr<const StageInput> parseInput(const std::string& text, size_t k, 
   const std::string binding = inner.substr(bind + 3);
   size_t pos = 0;
   auto integer = [&] {
-    size_t used = 0;
-    int64_t v = 0;
-    try {
-      v = std::stoll(binding.substr(pos), &used);
-    } catch (const std::exception&) {
-      fail("expected an int in '" + binding + "'");
-    }
-    pos += used;
-    return v;
+    const std::optional<int64_t> v = intAt(binding, pos);
+    if (!v) fail("expected an int in '" + binding + "'");
+    return v.value_or(0);
   };
   auto accept = [&](const char* lit) {
     const size_t n = std::strlen(lit);
@@ -159,17 +162,11 @@ StageText parseStage(const std::string& text, size_t k) {
   for (size_t kind = 0; k > 0 && kind < std::size(kNormalize); ++kind) {
     const char* head = kNormalize[kind];
     if (text.rfind(head, 0) != 0) continue;
-    const size_t open = std::strlen(head);
-    size_t used = 0;
-    int64_t dim = 0;
-    try {
-      dim = std::stoll(text.substr(open), &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    TORCH_CHECK(used > 0 && text.size() == open + used + 1 && text.back() == ')', "tsfuse::reduce_chain: stage ", k,
-                " '", text, "': expected '", head, "<int>)'");
-    st.normalize = NormalizeStage{static_cast<NormalizeStage::Kind>(kind), dim};
+    size_t pos = std::strlen(head);
+    const std::optional<int64_t> dim = intAt(text, pos);
+    TORCH_CHECK(dim && text.size() == pos + 1 && text.back() == ')', "tsfuse::reduce_chain: stage ", k, " '", text,
+                "': expected '", head, "<int>)'");
+    st.normalize = NormalizeStage{static_cast<NormalizeStage::Kind>(kind), *dim};
     return st;
   }
   st.squeeze = k > 0 && text.rfind(kSqueeze, 0) == 0;
