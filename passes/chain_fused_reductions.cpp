@@ -93,12 +93,9 @@ class ChainFusedReductionsPattern : public Pattern {
       chain->output(i)->setType(consumer->output(i)->type());
       rw.replaceAllUsesWith(consumer->output(i), chain->output(i));
     }
-    rw.erase(consumer);
-    if (!list->hasUses()) rw.erase(list);
+    eraseFusedOp(rw, consumer);
     for (auto it = p->view.views.rbegin(); it != p->view.views.rend(); ++it) rw.erase(*it);
-    Node* oldList = p->stages.list;
-    rw.erase(producer);
-    if (!oldList->hasUses()) rw.erase(oldList);
+    eraseFusedOp(rw, producer);
     rw.notifyRewrite(std::move(e), chain);
     return true;
   }

@@ -123,9 +123,7 @@ Node* absorbEpilogue(Rewriter& rw, Node* fused, const Epilogue& epi, RewriteEven
   last->output()->replaceAllUsesWith(withEpi->output());
   event.add(epi.chain);
   for (auto it = epi.chain.rbegin(); it != epi.chain.rend(); ++it) rw.erase(*it);
-  Node* oldList = fused->input(0)->node();
-  rw.erase(fused);
-  if (!oldList->hasUses()) rw.erase(oldList);
+  eraseFusedOp(rw, fused);
   event.expr += " |> " + epi.expr.str();
   event.reason += "; epilogue of " + std::to_string(epi.chain.size()) + " elementwise ops";
   return withEpi;

@@ -67,9 +67,7 @@ Node* rewriteSweep(Rewriter& rw, Node* inner, const Stages& stages, std::vector<
   e.expr = all.expr;
   for (const auto& t : all.texts) e.expr += " |> " + t;
   for (Node* r : reductions) rw.erase(r);
-  Node* oldList = stages.list;
-  rw.erase(inner);
-  if (!oldList->hasUses()) rw.erase(oldList);
+  eraseFusedOp(rw, inner);
   return sweep;
 }
 
@@ -208,11 +206,7 @@ class NestReductionsPattern : public Pattern {
     for (auto it = epi.chain.rbegin(); it != epi.chain.rend(); ++it) rw.erase(*it);
     rw.erase(reduction);
     if (squeeze && !squeeze->hasUses()) rw.erase(squeeze);
-    if (!inner->hasUses()) {
-      Node* oldList = stages->list;
-      rw.erase(inner);
-      if (!oldList->hasUses()) rw.erase(oldList);
-    }
+    if (!inner->hasUses()) eraseFusedOp(rw, inner);
     rw.notifyRewrite(std::move(e), chain);
     return true;
   }

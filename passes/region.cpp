@@ -338,6 +338,12 @@ void eraseRegionNodes(Rewriter& rw, const Region& r) {
     if (!(*it)->hasUses()) rw.erase(*it);  // what it recomputes for other readers stays
 }
 
+void eraseFusedOp(Rewriter& rw, Node* fused) {
+  Node* list = fused->input(0)->node();
+  rw.erase(fused);
+  if (list->kind() == c10::prim::ListConstruct && !list->hasUses()) rw.erase(list);
+}
+
 Node* rewriteRegion(Rewriter& rw, Region& r, Node* consumer, const char* op,
                     const std::vector<torch::jit::NamedValue>& extra) {
   Graph& g = rw.graph();

@@ -62,6 +62,10 @@ bool recomputable(const Region& r);
 // Erases the region's nodes that nothing reads any more (all but those kept for other readers).
 void eraseRegionNodes(Rewriter& rw, const Region& r);
 
+// Erases a fused op whose outputs nothing reads any more, then its operand list (its first
+// input's prim::ListConstruct) where nothing else reads that.
+void eraseFusedOp(Rewriter& rw, Node* fused);
+
 // The region of exactly `nodes` (elementwise, one block): its expression, in node order, over its
 // operands in first-use order.
 Region regionOf(std::vector<Node*> nodes);

@@ -80,9 +80,7 @@ bool nestNormalization(Node* inner, Stages& stages, const std::vector<Node*>& no
   chain->output()->setType(last->output()->type());
   rw.replaceAllUsesWith(last->output(), chain->output());
   for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) rw.erase(*it);
-  Node* oldList = stages.list;
-  rw.erase(inner);
-  if (!oldList->hasUses()) rw.erase(oldList);
+  eraseFusedOp(rw, inner);
   rw.notifyRewrite(std::move(e), chain);
   return true;
 }
