@@ -1,6 +1,6 @@
 // The memory a call allocates, without the resident set's noise: a counting wrapper around c10's
 // CPU allocator (every CPU tensor, and tsfuse's scratch, which takes its buffers from the same
-// allocator: kernels/cpu/scratch.h). bench scripts load it with torch.ops.load_library and call
+// allocator: kernels/backends/cpu/scratch.h). bench scripts load it with torch.ops.load_library and call
 //   torch.ops.tsfuse_memprobe.begin()   installs the wrapper (once) and restarts the count at 0;
 //   torch.ops.tsfuse_memprobe.peak()    the most bytes held at once, since begin(), by blocks
 //                                       allocated since begin().

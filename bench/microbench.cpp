@@ -6,9 +6,9 @@
 // TSFUSE_CPU_ISA=baseline (the SSE2 loops, no compiled kernels).
 #include <tsfuse/ops.h>
 
-#include "kernels/analysis.h"
-#include "kernels/cpu/jit.h"
-#include "kernels/cuda/codegen/call.h"
+#include "kernels/reference/analysis.h"
+#include "kernels/backends/cpu/jit/jit.h"
+#include "kernels/backends/cuda/codegen/call.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -69,7 +69,7 @@ void BM_Similarity_tsfuse(benchmark::State& state) {
   setUp(state, s * d * d);
 }
 
-// The same with the compiled sums off (kernels/cpu/jit.h): the tile interpreter alone.
+// The same with the compiled sums off (kernels/backends/cpu/jit/jit.h): the tile interpreter alone.
 void BM_Similarity_tsfuse_interpreted(benchmark::State& state) {
   const bool was = tsfuse::cpu::jit::enabled();
   tsfuse::cpu::jit::setEnabled(false);

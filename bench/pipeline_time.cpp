@@ -9,7 +9,7 @@
 // (valid until the next call): {"runs_ms": [...], "passes_ms": {pass: [...]}, "nodes", "events",
 // "rewrites"} or {"error": "..."}. With dumpPath, the first run's events and final graphs are
 // written there, so two builds can be compared for identical rewrites.
-#include "passes/driver.h"
+#include "passes/framework/driver.h"
 #include "tsfuse/tsfuse.h"
 
 #include <nlohmann/json.hpp>

@@ -1,5 +1,5 @@
 // A parse cache keyed by the text it parses (expressions, chains, sweeps; also analyses, keyed by
-// a call's signature as bytes, kernels/analysis.cpp): thread-safe and bounded
+// a call's signature as bytes, kernels/reference/analysis.cpp): thread-safe and bounded
 // (models hold few texts; what a fuzzer can grow is cleared when full). Parsing runs outside the
 // lock, so a malformed text throws without holding it and two threads may parse the same text once
 // each; the first entry stored wins.

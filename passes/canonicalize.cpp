@@ -1,8 +1,8 @@
 #include "passes/canonicalize.h"
 
-#include "passes/driver.h"
-#include "passes/op_table.h"
-#include "passes/shape_facts.h"
+#include "passes/framework/driver.h"
+#include "passes/analysis/op_table.h"
+#include "passes/analysis/shape_facts.h"
 
 #include "kernels/ir/op_registry.h"
 
@@ -351,7 +351,7 @@ struct IdentitySlicePattern : Pattern {
 };
 
 // A list only tsfuse ops read: a fused op's operands (a donated one is taken only where nothing else
-// holds its tensor or memory at run time, kernels/fused_call.h).
+// holds its tensor or memory at run time, kernels/runtime/fused_call.h).
 bool isFusedOperandList(Node* list) {
   if (list->kind() != c10::prim::ListConstruct) return false;
   for (const auto& use : list->output()->uses())

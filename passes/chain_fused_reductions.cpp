@@ -1,9 +1,9 @@
 #include "passes/chain_fused_reductions.h"
 
-#include "kernels/chain.h"
-#include "passes/driver.h"
-#include "passes/fused_values.h"
-#include "passes/region.h"
+#include "kernels/runtime/chain.h"
+#include "passes/framework/driver.h"
+#include "passes/regions/fused_values.h"
+#include "passes/regions/region.h"
 
 namespace tsfuse {
 namespace {

@@ -1,6 +1,6 @@
 #include "passes/donate_operands.h"
 
-#include "passes/driver.h"
+#include "passes/framework/driver.h"
 #include "tsfuse/log.h"
 
 #include <c10/util/irange.h>
@@ -20,7 +20,7 @@ using torch::jit::Value;
 // end, would keep %d alive next to its output (gp.PeriodicKernel: one [D, N, M] more than the
 // unfused graph). Donated, the op may write its elementwise value over %d.
 // `donated` says only that no node after the op reads the value: whether its memory is free to
-// take is a run-time question (kernels/fused_call.h, takeDonated), since what holds it depends on
+// take is a run-time question (kernels/runtime/fused_call.h, takeDonated), since what holds it depends on
 // the caller (an input %w, a view of a live tensor, an alias an op returns, the executor's CSE
 // giving %d a later reader): the op takes a tensor only when nothing but the call holds it or
 // its memory. Neither alone would be sound: a C++ caller may own an operand list, which no

@@ -3,8 +3,8 @@
 // decision (nested Ifs, `in` lists, ==) folds, and anything that decides differently is kept.
 #include "passes/fold_upcast.h"
 
-#include "kernels/aten_eval.h"
-#include "passes/driver.h"
+#include "kernels/reference/aten_eval.h"
+#include "passes/framework/driver.h"
 
 #include <torch/csrc/jit/ir/constants.h>
 

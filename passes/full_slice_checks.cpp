@@ -1,10 +1,10 @@
 #include "passes/full_slice_checks.h"
 
 #include "passes/canonicalize.h"
-#include "passes/driver.h"
-#include "passes/op_table.h"
+#include "passes/framework/driver.h"
+#include "passes/analysis/op_table.h"
 
-#include "kernels/full_slice.h"
+#include "kernels/runtime/full_slice.h"
 
 namespace tsfuse {
 namespace {

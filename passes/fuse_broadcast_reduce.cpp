@@ -1,9 +1,9 @@
 #include "passes/fuse_broadcast_reduce.h"
 
-#include "passes/driver.h"
-#include "passes/fused_values.h"
-#include "passes/region.h"
-#include "passes/softmax_region.h"
+#include "passes/framework/driver.h"
+#include "passes/regions/fused_values.h"
+#include "passes/regions/region.h"
+#include "passes/regions/softmax_region.h"
 
 #include <torch/csrc/jit/ir/constants.h>
 
@@ -62,7 +62,7 @@ Node* duplicateFor(Graph& graph, Node* reduction, Value* v, const Region& r) {
 //                                             %n = aten::numel(%s)
 //
 // tsfuse::shape_of runs where %v was computed and raises what computing it would have raised
-// (kernels/fused_call.h). Returns how many readers now read it.
+// (kernels/runtime/fused_call.h). Returns how many readers now read it.
 size_t readMetadataFromStandIn(Graph& g, const Region& r, Value* v) {
   std::vector<torch::jit::Use> readers;
   for (const auto& use : v->uses())

@@ -1,7 +1,7 @@
 #include "passes/fuse_pairwise.h"
 
-#include "passes/driver.h"
-#include "passes/region.h"
+#include "passes/framework/driver.h"
+#include "passes/regions/region.h"
 
 #include <unordered_set>
 

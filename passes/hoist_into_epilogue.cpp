@@ -1,8 +1,8 @@
 #include "passes/hoist_into_epilogue.h"
 
 #include "kernels/ir/expr.h"
-#include "passes/driver.h"
-#include "passes/fused_values.h"
+#include "passes/framework/driver.h"
+#include "passes/regions/fused_values.h"
 
 #include <torch/csrc/jit/ir/constants.h>
 
@@ -15,7 +15,7 @@ using torch::jit::Value;
 
 constexpr size_t kEpilogueInput = 6;  // tsfuse::reduce(operands, expr, reduction, dim, keepdim, dtype, epilogue, donated)
 
-// A fused reduction's value seen through unsqueezes (passes/fused_values.h), read by them alone.
+// A fused reduction's value seen through unsqueezes (passes/regions/fused_values.h), read by them alone.
 std::optional<Unsqueezed> unsqueezedReduction(Value* view) {
   Unsqueezed u = unsqueezedValue(view);
   if (u.views.empty() || u.base->node()->kind() != kReduceOp || u.base->uses().size() != 1 ||

@@ -1,12 +1,12 @@
 #include "passes/nest_reductions.h"
 
-#include "kernels/chain.h"
-#include "kernels/fused_call.h"
-#include "kernels/sweep.h"
-#include "passes/driver.h"
-#include "passes/fused_values.h"
-#include "passes/region.h"
-#include "passes/softmax_region.h"
+#include "kernels/runtime/chain.h"
+#include "kernels/runtime/fused_call.h"
+#include "kernels/runtime/sweep.h"
+#include "passes/framework/driver.h"
+#include "passes/regions/fused_values.h"
+#include "passes/regions/region.h"
+#include "passes/regions/softmax_region.h"
 
 #include <algorithm>
 

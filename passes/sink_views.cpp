@@ -1,9 +1,9 @@
 #include "passes/sink_views.h"
 
-#include "passes/driver.h"
-#include "passes/op_table.h"
-#include "passes/region.h"
-#include "passes/shape_facts.h"
+#include "passes/framework/driver.h"
+#include "passes/analysis/op_table.h"
+#include "passes/regions/region.h"
+#include "passes/analysis/shape_facts.h"
 
 #include <torch/csrc/jit/ir/constants.h>
 

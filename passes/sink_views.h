@@ -14,7 +14,7 @@
 // f is the maximal elementwise subexpression producing the intermediate (its inner values used
 // only inside it); it is duplicated per view (cheap elementwise work instead of a stored
 // intermediate). The broadcast_* ops resolve `d` against the leaves' broadcast shape at call time
-// (kernels/broadcast_views.cpp), so unknown static ranks cannot pick a wrong dim.
+// (kernels/runtime/broadcast_views.cpp), so unknown static ranks cannot pick a wrong dim.
 //
 // Applied only when every use of the intermediate is such a view, every use of each view only
 // reads values (elementwise ops, reductions, further views), nothing writes the intermediate or

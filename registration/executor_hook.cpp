@@ -1,9 +1,9 @@
 #include "registration/executor_hook.h"
 
 #include "registration/first_call.h"
-#include "passes/broadcast_probe.h"
-#include "passes/driver.h"
-#include "passes/op_table.h"
+#include "passes/analysis/broadcast_probe.h"
+#include "passes/framework/driver.h"
+#include "passes/analysis/op_table.h"
 #include "tsfuse/log.h"
 
 #include <ATen/Version.h>
@@ -206,7 +206,7 @@ namespace {
 // runs. Fusible ("fusible"): every method with a region start is fused on its first call,
 // whatever its shapes: first-call memory over first-call time (a chain of same-shape ops over a
 // large matmul or cdist output stores a few copies of it unfused; that call then costs PyTorch's
-// optimization too). Otherwise: calls that store a broadcast intermediate (passes/broadcast_probe.h).
+// optimization too). Otherwise: calls that store a broadcast intermediate (passes/analysis/broadcast_probe.h).
 enum class FirstCall { Off, Broadcast, Fusible };
 
 FirstCall firstCallSetting() {

@@ -26,8 +26,8 @@ namespace tsfuse {
 
 // Why `g` should be fused on its first call, or nullptr: a pass is registered and enabled, the
 // model has not opted out, and the graph holds a fusion candidate, which is returned: given
-// `inputs` (the call's values, self first), one over an outer product (passes/broadcast_probe.h);
-// without them (empty), any (passes/op_table.h, firstFusionCandidate).
+// `inputs` (the call's values, self first), one over an outer product (passes/analysis/broadcast_probe.h);
+// without them (empty), any (passes/analysis/op_table.h, firstFusionCandidate).
 const torch::jit::Node* firstCallCandidate(const std::shared_ptr<torch::jit::Graph>& g,
                                           c10::ArrayRef<c10::IValue> inputs);
 

@@ -10,7 +10,7 @@
 // and Method::run (how a LibTorch app calls a model) open a RecordFunction of scope
 // TORCHSCRIPT_FUNCTION before they reach the executor, with the call's inputs. An observer of that
 // scope, at the first call of a method that stores no broadcast intermediate a fusion would remove
-// (firstCallCandidate: the pass is on and passes/broadcast_probe.h, following the sizes of this
+// (firstCallCandidate: the pass is on and passes/analysis/broadcast_probe.h, following the sizes of this
 // call's inputs, finds a region over an outer product), lends the graph PyTorch's count
 // and takes it back as soon as the executor has read it: when the executor instruments a graph
 // whose self is of that method's class (a RegisterProfilingNode query) or, at the latest, when

@@ -4,7 +4,7 @@
 
 #include "test_util.h"
 
-#include "passes/events.h"
+#include "passes/framework/events.h"
 #include "passes/fuse_broadcast_reduce.h"
 #include "passes/fuse_pairwise.h"
 #include "registration/pipeline.h"

@@ -3,9 +3,9 @@
 // positions; bit patterns), compare error messages, and generate seeded random inputs.
 #pragma once
 
-#include "kernels/chain.h"
-#include "kernels/cpu/jit.h"
-#include "kernels/fused_call.h"
+#include "kernels/runtime/chain.h"
+#include "kernels/backends/cpu/jit/jit.h"
+#include "kernels/runtime/fused_call.h"
 #include "kernels/ir/expr.h"
 #include "tsfuse/ops.h"
 
@@ -232,14 +232,14 @@ inline std::vector<at::ScalarType> allDtypes() {
 using EagerFn = std::function<at::Tensor(const std::vector<at::Tensor>&)>;
 
 // Kernel tests cover every layout, so they let the fused kernels fold float sums of values that
-// broadcast nothing too (production runs those with ATen: kernels/fused_call.h, keepsEagerOrder).
+// broadcast nothing too (production runs those with ATen: kernels/runtime/fused_call.h, keepsEagerOrder).
 struct AnyReduceOrder {
   bool was = tsfuse::keepsEagerOrder();
   AnyReduceOrder() { tsfuse::setKeepEagerOrder(false); }
   ~AnyReduceOrder() { tsfuse::setKeepEagerOrder(was); }
 };
 
-// The compiled CPU kernels (kernels/cpu/jit.h) on or off for a scope.
+// The compiled CPU kernels (kernels/backends/cpu/jit/jit.h) on or off for a scope.
 struct JitOn {
   bool was = tsfuse::cpu::jit::enabled();
   explicit JitOn(bool on) { tsfuse::cpu::jit::setEnabled(on); }
@@ -317,7 +317,7 @@ inline at::Tensor pairwiseBoxed(std::vector<at::Tensor> ops, const std::string& 
   return callBoxed("tsfuse::pairwise", std::move(ops), expr, std::move(donated));
 }
 
-// Whether an operand may take an elementwise result like `out` (kernels/fused_call.h, takeDonated).
+// Whether an operand may take an elementwise result like `out` (kernels/runtime/fused_call.h, takeDonated).
 inline bool donatable(const at::Tensor& t, const at::Tensor& out) {
   return t.defined() && (t.is_cpu() || t.is_cuda()) && !t.is_conj() && !t.is_neg() && !t.requires_grad() &&
          t.scalar_type() == out.scalar_type() && t.sizes() == out.sizes() && t.strides() == out.strides() &&

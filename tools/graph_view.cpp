@@ -1,6 +1,6 @@
 #include "tools/graph_view.h"
 
-#include "passes/events.h"
+#include "passes/framework/events.h"
 
 #include <algorithm>
 #include <map>

@@ -12,7 +12,7 @@
 //
 // The value of the expression is the last instruction. Every instruction names one ATen op and
 // passes its arguments in ATen's order, so evaluating it with ATen is the reference semantics
-// (kernels/aten_eval.h) and the fast kernels are checked against that.
+// (kernels/reference/aten_eval.h) and the fast kernels are checked against that.
 #pragma once
 
 #include <c10/core/ScalarType.h>

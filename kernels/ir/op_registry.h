@@ -1,7 +1,7 @@
 // What the registry (kernels/ir/ops.def) says about each expression op, for every layer: the
 // parser and validator (names, signatures), the passes (which ATen schemas become which op, the
 // dtype facts canonicalization relies on), the analysis (compute dtypes) and the typed lowering
-// (each op's rule and primitive). The ATen reference evaluation is in kernels/aten_eval.h.
+// (each op's rule and primitive). The ATen reference evaluation is in kernels/reference/aten_eval.h.
 #pragma once
 
 #include "kernels/ir/expr.h"
@@ -31,7 +31,7 @@ enum OpTrait : uint32_t {
 // How the typed lowering computes an op natively (kernels/lower/lower.cpp).
 enum class LowerRule : uint8_t { Map, Relu, Clamp, Where, MaskedFill, To, Div, Reciprocal, Square, Bitwise, Aten };
 
-// How a TorchScript schema's inputs become the instruction's arguments (passes/op_table.cpp).
+// How a TorchScript schema's inputs become the instruction's arguments (passes/analysis/op_table.cpp).
 enum class AtenForm : uint8_t { Plain, Alpha, RevAlpha, DivMode, ToDtype };
 
 struct OpDef {
@@ -56,7 +56,7 @@ const OpDef& opDef(Op op);
 // Scalar overload runs another kernel than its Tensor overload (pow's special exponents, clamp's
 // NaN bounds, where's checked conversion) or which has none. A number known only at run time there is still a
 // tsfuse::wrapped_number operand; the reference reads it as the number (RefArgs), and the fast
-// paths write it into the expression as a literal before they compile it (kernels/bind_numbers.h).
+// paths write it into the expression as a literal before they compile it (kernels/runtime/bind_numbers.h).
 bool readsNumberByValue(Op op, size_t position);
 // Every op, in registry order (the generated tests walk it).
 const std::vector<OpDef>& allOps();

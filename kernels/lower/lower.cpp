@@ -9,8 +9,8 @@
 // never re-derives PyTorch's rules; each op's rule comes from the registry (kernels/ir/ops.def).
 #include "kernels/lower/program.h"
 
-#include "kernels/dtype_dispatch.h"
-#include "kernels/elementwise.h"
+#include "common/dtype_dispatch.h"
+#include "common/scalar_ops.h"
 #include "kernels/ir/op_registry.h"
 
 #include <cstring>

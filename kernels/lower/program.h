@@ -3,11 +3,11 @@
 // slots, applies each op's registry rule (kernels/ir/ops.def), then legalizes for the target:
 // what the target's emitter has no primitive for runs through ATen on the tile (CPU) or makes
 // the lowering decline (device), and the device follows ATen's CUDA kernels where they differ.
-// Every emitter reads this: the CPU tile interpreter (kernels/cpu/tile_program.h), the CPU code
-// generator (kernels/cpu/jit.h) and the generated GPU kernel texts (kernels/cuda/codegen/emit.h).
+// Every emitter reads this: the CPU tile interpreter (kernels/backends/cpu/tile_program.h), the CPU code
+// generator (kernels/backends/cpu/jit/jit.h) and the generated GPU kernel texts (kernels/backends/cuda/codegen/emit.h).
 #pragma once
 
-#include "kernels/analysis.h"
+#include "kernels/reference/analysis.h"
 #include "kernels/ir/prim.h"
 
 #include <optional>

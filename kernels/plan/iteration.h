@@ -1,8 +1,8 @@
 // The iteration plan of one fused call: which dims of the broadcast shape the output keeps and
 // which it reduces, the order they are walked in, and how each operand is read along them. It is
-// computed once per call (kernels/fused_call.cpp) from the call's Analysis, before any output is
-// allocated, and read by every path: the CPU map and reduce drivers (kernels/cpu), the CUDA host
-// side (kernels/cuda/cuda_ops.cpp) and the chunked ATen path (kernels/chunked.cpp).
+// computed once per call (kernels/runtime/fused_call.cpp) from the call's Analysis, before any output is
+// allocated, and read by every path: the CPU map and reduce drivers (kernels/backends/cpu), the CUDA host
+// side (kernels/backends/cuda/cuda_ops.cpp) and the chunked ATen path (kernels/backends/chunked/chunked.cpp).
 //
 // Orders: the kept dims are walked in the output's memory order, so linear index o of the kept
 // space is element o of the output's memory and tiles of outputs are written contiguously; the
@@ -11,7 +11,7 @@
 // float sum depend on).
 #pragma once
 
-#include "kernels/analysis.h"
+#include "kernels/reference/analysis.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/DimVector.h>
@@ -101,7 +101,7 @@ struct IterationPlan {
 
   std::vector<BroadcastView> views;  // the expression's operands
   // Kept dims: one per entry of keptOrder, not merged, because the CPU reduction picks its tiling
-  // from the output's innermost dim (kernels/cpu/reduce.cpp) and the tiling decides how a float
+  // from the output's innermost dim (kernels/backends/cpu/reduce.cpp) and the tiling decides how a float
   // sum's partials combine. `merged`: the same space coalesced (maps and the CUDA kernels walk it).
   SubSpace kept, merged;
   SubSpace reduced;  // coalesced

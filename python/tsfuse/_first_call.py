@@ -13,7 +13,7 @@ A scripted module's method, where Python would cache it on the instance (its ``_
 torch.jit.script compiles it, or when a loaded or traced module's method is first looked up),
 becomes a :class:`_FirstCall` that brackets the method's first call with the library's decision
 (``tsfuse::_first_call_begin`` with the call's values: PyTorch's count for that graph unless the
-call stores a broadcast intermediate a fusion would remove, passes/broadcast_probe.h) and puts
+call stores a broadcast intermediate a fusion would remove, passes/analysis/broadcast_probe.h) and puts
 the method itself back in its place. Later calls go straight to the method: nothing is added to
 them. Submodules' methods compiled by torch.jit.script (called from Python only by hand) and
 scripted free functions keep first-call mode.

@@ -1,4 +1,4 @@
-// GPU tests of the CUDA kernels (kernels/cuda): each case runs tsfuse on CUDA tensors with the
+// GPU tests of the CUDA kernels (kernels/backends/cuda): each case runs tsfuse on CUDA tensors with the
 // kernels on (TSFUSE_CUDA_KERNELS=1, the default) and compares with eager CUDA (same ATen ops on the same
 // tensors) and with the CPU path; the kernel path must be "native". Without a GPU every test
 // skips with a message (CI).

@@ -7,9 +7,9 @@
 
 #include "test_util.h"
 
-#include "kernels/analysis.h"
-#include "kernels/aten_eval.h"
-#include "kernels/cuda/codegen/call.h"
+#include "kernels/reference/analysis.h"
+#include "kernels/reference/aten_eval.h"
+#include "kernels/backends/cuda/codegen/call.h"
 #include "kernels/ir/op_registry.h"
 
 #include <initializer_list>
@@ -168,7 +168,7 @@ inline std::vector<GpuCase> seedCases(uint64_t seed) {
 // The benchmark workloads' fused calls (bench/workloads.py) that one generated kernel covers:
 // anchor matching (the full IoU, then max with its index over the ground truths or the anchors)
 // L2 distances with D = 3 and 64 (a sum of squares over D, then sqrt on each output), and the
-// Gaussian kernel product's fused last stage (kernels/chain.h: the weighted sum over M of one
+// Gaussian kernel product's fused last stage (kernels/runtime/chain.h: the weighted sum over M of one
 // slab's [S, M] kernel values, unsqueezed, times b [1, M, 16]), in float32 and float16. (The
 // chains' stage 0 on a slab is the distances' kernel above.)
 inline std::vector<GpuCase> benchCases(uint64_t seed) {

@@ -1,13 +1,13 @@
 // Every generated kernel of the corpus (tests/gpu/gpu_corpus.h) compiled by NVRTC for sm_80 and
 // sm_90, as the CUDA path compiles it at first use (no GPU needed): ptxas must report 0 bytes of
 // spills, 0 bytes of stack (libdevice's sin/cos: their argument reduction's frame, as in ATen's
-// kernels) and at most the kernel's register budget (kernels/cuda/codegen/emit.h), and the PTX
+// kernels) and at most the kernel's register budget (kernels/backends/cuda/codegen/emit.h), and the PTX
 // must hold no fused multiply-add (-fmad=false: eager rounds every op; libdevice's exp/log/sin/...
 // have their own by design, as in ATen's CUDA kernels). Also the kernel cache (memory, disk, a
 // corrupt entry).
 #include "gpu_corpus.h"
 
-#include "kernels/cuda/codegen/nvrtc.h"
+#include "kernels/backends/cuda/codegen/nvrtc.h"
 
 #include <atomic>
 #include <cstdio>

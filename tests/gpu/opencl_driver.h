@@ -1,4 +1,4 @@
-// A small OpenCL host driver for the generated kernels (kernels/cuda/codegen): builds a kernel's
+// A small OpenCL host driver for the generated kernels (kernels/backends/cuda/codegen): builds a kernel's
 // text as OpenCL C, binds its parameters in the order kernelForCall gives them (the CUDA launcher
 // binds the same), runs it and copies the output back. With PoCL it runs on the CPU with real
 // work-groups, local memory and barriers; under oclgrind every access is checked.
@@ -7,7 +7,7 @@
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
 
-#include "kernels/cuda/codegen/call.h"
+#include "kernels/backends/cuda/codegen/call.h"
 
 #include <ATen/ATen.h>
 

@@ -1,4 +1,4 @@
-// The generated kernels (kernels/cuda/codegen) run as OpenCL C on PoCL against eager CPU: the
+// The generated kernels (kernels/backends/cuda/codegen) run as OpenCL C on PoCL against eager CPU: the
 // same texts NVRTC compiles for the GPU, generated with the CPU kernels' rules (Target::
 // deviceWithCpuRules) so that eager CPU is the reference (the CUDA rules run in
 // pocl_cuda_rules_test.cpp). Exact ops must match bit for bit; float sums/means/products accumulate in double (documented tolerance),
@@ -179,7 +179,7 @@ TEST(GeneratedKernelsPocl, RandomRegistryProgramsVsEagerCpu) {
 
 // A program's literals are kernel parameters (Param::Literal), so the text, and the kernel NVRTC
 // compiles from it, are the same for every value: a number the model computes at run time,
-// bound into the program per call (kernels/bind_numbers.h), costs no compile on the device. Each
+// bound into the program per call (kernels/runtime/bind_numbers.h), costs no compile on the device. Each
 // value of each literal dtype (float32/64, float16 held in float, int32/64, bool), in a program
 // and in a reduction's epilogue, runs against eager CPU.
 TEST(GeneratedKernelsPocl, LiteralsArePassedWithEachCall) {

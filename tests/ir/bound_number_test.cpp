@@ -1,5 +1,5 @@
 // Numbers known only at run time that an op reads by value (pow's exponent, clamp's bounds,
-// where's values: kernels/bind_numbers.h): they join the region as tsfuse::wrapped_number
+// where's values: kernels/runtime/bind_numbers.h): they join the region as tsfuse::wrapped_number
 // operands, and each call binds them into the program as literals, so the fused op computes what
 // eager's Scalar overloads compute for every value, on its native path. The detection code this
 // is for: `torch.clamp(d, min=self.eps)` and `torch.where(iou > self.thr, ...)` in a scripted
@@ -7,8 +7,8 @@
 // tests/registry/runtime_number_test.cpp covers every schema and edge value one op at a time.
 #include "ir_util.h"
 
-#include "kernels/aten_eval.h"
-#include "kernels/cpu/jit.h"
+#include "kernels/reference/aten_eval.h"
+#include "kernels/backends/cpu/jit/jit.h"
 #include "tsfuse/ops.h"
 
 #include <limits>
@@ -124,7 +124,7 @@ TEST(BoundNumberIR, NumbersInAReductionsEpilogueAreBoundThere) {
 }
 
 // The Gaussian kernel sum with a runtime exponent in stage 0's epilogue: the chain's row sums are
-// folded into stage 0 (kernels/chain.cpp, foldedRowSums), which runs stage 0 itself, and binds its
+// folded into stage 0 (kernels/runtime/chain.cpp, foldedRowSums), which runs stage 0 itself, and binds its
 // numbers as every fused call does: eager's bits for every exponent (pow(x, 2.0) multiplies, 0.5
 // takes sqrt; unbound, the program read the exponent as a tensor and missed eager's bits).
 TEST(BoundNumberIR, AChainsFoldedRowSumsBindStageZerosNumbers) {

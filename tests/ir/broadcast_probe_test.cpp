@@ -1,4 +1,4 @@
-// IR-string tests of firstBroadcastCandidate (passes/broadcast_probe.h): which first calls store a
+// IR-string tests of firstBroadcastCandidate (passes/analysis/broadcast_probe.h): which first calls store a
 // broadcast intermediate that fusion removes, judged from the call's values. Positives: the
 // mission's outer products (unsqueezed operands, a transposed column or chunk, operands the caller
 // shaped, expanded or repeated operands, rows of an unknown count, an operand through an If), and
@@ -7,7 +7,7 @@
 // positive also checks the pipeline: its graph is fused, so the two cannot drift apart.
 #include "ir_util.h"
 
-#include "passes/broadcast_probe.h"
+#include "passes/analysis/broadcast_probe.h"
 #include "registration/pipeline.h"
 
 namespace ir_broadcast_probe_test {

@@ -1,9 +1,9 @@
-// The pass driver (passes/driver.h): the order in which it offers nodes, that each node is offered
+// The pass driver (passes/framework/driver.h): the order in which it offers nodes, that each node is offered
 // once even when rewrites insert and erase nodes around the cursor, that the alias database
 // reflects the graph after each rewrite, and the events its rewriter records.
 #include "ir_util.h"
 
-#include "passes/driver.h"
+#include "passes/framework/driver.h"
 
 namespace ir_driver_test {
 

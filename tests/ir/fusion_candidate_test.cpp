@@ -1,4 +1,4 @@
-// IR-string tests of firstFusionCandidate (passes/op_table.h): which executor graphs are fused on
+// IR-string tests of firstFusionCandidate (passes/analysis/op_table.h): which executor graphs are fused on
 // their first call. Positives: the shapes every fused region has (two elementwise ops meeting,
 // through views and tuples too; an elementwise value reduced, even if it is also returned; one an
 // in-place op writes). Named negatives: what real classifiers hold and the pipeline never fuses
@@ -7,7 +7,7 @@
 // heuristic and the passes cannot drift apart unnoticed.
 #include "ir_util.h"
 
-#include "passes/op_table.h"
+#include "passes/analysis/op_table.h"
 #include "registration/pipeline.h"
 
 namespace ir_fusion_candidate_test {

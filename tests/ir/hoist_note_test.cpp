@@ -1,5 +1,5 @@
 // The region's notes say where the CPU may hoist costly per-operand work at run time
-// (kernels/hoist.h): the decision depends on the call's sizes, so the graph cannot show it, and
+// (kernels/runtime/hoist.h): the decision depends on the call's sizes, so the graph cannot show it, and
 // --explain and the viewer print these notes.
 #include "ir_util.h"
 

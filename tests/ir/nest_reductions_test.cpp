@@ -167,7 +167,7 @@ TEST(NestReductionsIR, TwoReductionsOfAChainsValueAreTwoChains) {
 }
 
 TEST(NestReductionsIR, AMeanOverEveryDimFoldsInAOneBranchSweep) {
-  // An MMD term: the kernel values' mean. Its slab sums fold (kernels/sweep.h).
+  // An MMD term: the kernel values' mean. Its slab sums fold (kernels/runtime/sweep.h).
   Nested n = nest(R"IR(
   %e : Tensor = aten::mul(%d, %mtwo)
   %k : Tensor = aten::exp(%e)

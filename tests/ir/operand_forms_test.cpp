@@ -361,7 +361,7 @@ TEST(OperandFormsIR, MatmulExpandedDistanceIsOneOpOverTheMatmul) {
   auto ref = g->copy();
   PassRun r = runPipelineOn(g);
   // The matmul stays ATen's; the norms are reductions, the whole tail is x_norm's epilogue (run
-  // as one fused elementwise call over the matmul output: kernels/fused_call.cpp).
+  // as one fused elementwise call over the matmul output: kernels/runtime/fused_call.cpp).
   EXPECT_EQ(findNodes(g, "tsfuse::reduce").size(), 2u) << r.dump();
   EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) {
     fc.check("aten::matmul")->check("tsfuse::reduce")->check_not("aten::sub")->check_not("aten::clamp_min")

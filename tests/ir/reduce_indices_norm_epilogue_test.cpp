@@ -2,7 +2,7 @@
 // logsumexp, norm (aten::norm.*, aten::linalg_vector_norm), var/std (unbiased or correction) and the elementwise epilogue of a
 // reduction; with named negative cases. Each rewritten graph computes what the original does.
 #include "ir_util.h"
-#include "passes/op_table.h"
+#include "passes/analysis/op_table.h"
 
 namespace ir_reduce_indices_norm_epilogue_test {
 

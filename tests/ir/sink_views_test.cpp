@@ -3,7 +3,7 @@
 // broadcast value (Chamfer), each fused on its own.
 #include "ir_util.h"
 
-#include "kernels/aten_eval.h"
+#include "kernels/reference/aten_eval.h"
 #include "passes/sink_views.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>

@@ -1,10 +1,10 @@
-// analyzeCached (kernels/analysis.h) against analyze: calls whose signatures differ in one part
+// analyzeCached (kernels/reference/analysis.h) against analyze: calls whose signatures differ in one part
 // only (dtype, a 0-dim operand's wrapped-number status, layout, sizes, the reduction's dims,
 // keepdim, dtype, parameters and epilogue), interleaved so that a key missing that part would
 // hand one call another's analysis.
 #include "test_util.h"
 
-#include "kernels/analysis.h"
+#include "kernels/reference/analysis.h"
 
 namespace ops_analysis_cache_test {
 

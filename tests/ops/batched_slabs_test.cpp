@@ -1,11 +1,11 @@
-// Slabs of batched chains and sweeps (kernels/chain.h: slabDimOrder, slabStep): a batch of
+// Slabs of batched chains and sweeps (kernels/runtime/chain.h: slabDimOrder, slabStep): a batch of
 // [N, M] distance matrices is sliced along its rows where two matrices would pass the slab
 // budget, and along the batch one matrix a slab where only the batch is kept by every stage and
 // one matrix already broadcasts beyond the operands. Checked: the plan's slab dim and step, and
 // the values bit for bit against the chain unsliced and against eager.
 #include "chain_util.h"
 
-#include "kernels/analysis.h"
+#include "kernels/reference/analysis.h"
 
 namespace ops_batched_slabs_test {
 

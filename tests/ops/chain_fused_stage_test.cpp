@@ -1,4 +1,4 @@
-// Fused later stages of tsfuse::reduce_chain (kernels/chain.h): an elementwise expression over the
+// Fused later stages of tsfuse::reduce_chain (kernels/runtime/chain.h): an elementwise expression over the
 // previous stage's value (unsqueezed first where the stage says so) and operands of its own,
 // reduced by the fused kernel slab by slab. Each chain is checked against the same computation
 // unchained (stage 0 as tsfuse::reduce, then the fused stage as tsfuse::reduce over the stored

@@ -1,4 +1,4 @@
-// tsfuse::reduce_chain's normalizing stages (kernels/chain.h, NormalizeStage): softmax,
+// tsfuse::reduce_chain's normalizing stages (kernels/runtime/chain.h, NormalizeStage): softmax,
 // log_softmax and division by the sum of a fused reduction's value, each slab's rows written into
 // the output by ATen's ops. Checked bit for bit against the same computation unchained
 // (tsfuse::reduce storing the value, then ATen's ops over it) for any number of slabs, every dim of
@@ -6,7 +6,7 @@
 // eager's own errors, empty values, autograd and malformed stages.
 #include "chain_util.h"
 
-#include "kernels/sweep.h"
+#include "kernels/runtime/sweep.h"
 
 namespace ops_chain_normalize_test {
 

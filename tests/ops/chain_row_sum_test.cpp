@@ -1,12 +1,12 @@
 // A reduce_chain whose next stage sums the last dim of stage 0's value (the Gaussian kernel sum)
-// folds that sum into stage 0 on the CPU (kernels/chain.cpp, foldedRowSums): each row is summed
-// in eager's cascade order (kernels/cpu/row_sum.h) as the compiled kernel finishes it. Checked bit
+// folds that sum into stage 0 on the CPU (kernels/runtime/chain.cpp, foldedRowSums): each row is summed
+// in eager's cascade order (kernels/backends/cpu/row_sum.h) as the compiled kernel finishes it. Checked bit
 // for bit against eager's ATen ops, across row lengths that take one tile or several and every
 // branch of the cascade, keepdim, a higher rank, edge values and thread counts; then the named
 // cases that do not fold, which must give the same values as before.
 #include "chain_util.h"
 
-#include "kernels/cpu/jit.h"
+#include "kernels/backends/cpu/jit/jit.h"
 
 #include <ATen/Parallel.h>
 

@@ -1,4 +1,4 @@
-// tsfuse::reduce_chain (kernels/chain.h): a reduction of a fused reduction's value, slab by slab.
+// tsfuse::reduce_chain (kernels/runtime/chain.h): a reduction of a fused reduction's value, slab by slab.
 // Each chain is checked against the same computation unchained (tsfuse::reduce, then the later
 // stages with ATen over the stored value): bit for bit, whatever the number of slabs, since a
 // slab's stage 0 is the same fused kernel and later stages are ATen's over the same rows; and

@@ -4,7 +4,7 @@
 
 #include "test_util.h"
 
-#include "kernels/chain.h"
+#include "kernels/runtime/chain.h"
 #include "tsfuse/ops.h"
 
 namespace tsfuse_test {

@@ -1,11 +1,11 @@
-// A fused op's `donated` operands (kernels/fused_call.h, takeDonated): the result is written over
+// A fused op's `donated` operands (kernels/runtime/fused_call.h, takeDonated): the result is written over
 // a donated operand only where that is unobservable (nothing else holds the tensor or its memory)
 // and the layout is the output's; everything else computes into a fresh tensor, values unchanged.
 // Every checkPairwise in the suite also repeats its call with a donated operand (tests/test_util.h).
 #include "test_util.h"
 
-#include "kernels/aten_eval.h"
-#include "kernels/fused_call.h"
+#include "kernels/reference/aten_eval.h"
+#include "kernels/runtime/fused_call.h"
 
 namespace ops_donate_test {
 
@@ -150,7 +150,7 @@ TEST(Donated, TheStoredValueOfAnAtenReductionTakesTheOperand) {
   }
 }
 
-// A call whose numbers are read by value hands its operands on, bound (kernels/bind_numbers.h): the
+// A call whose numbers are read by value hands its operands on, bound (kernels/runtime/bind_numbers.h): the
 // bound call's list holds the donated operand too, and the result is still written over it; the
 // same with the clamp's cost hoisted first (an atan over [1, M] feeding an [N, M] program), where
 // two lists are handed on.

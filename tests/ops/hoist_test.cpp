@@ -1,11 +1,11 @@
-// Hoisting costly narrow work out of a fused call (kernels/hoist.h): which instructions leave the
+// Hoisting costly narrow work out of a fused call (kernels/runtime/hoist.h): which instructions leave the
 // program (a transcendental over at most a quarter of the space's elements) and which stay (over
 // the whole space, cheap ones, wider ones, those of a tiny call), the rewritten program and its
 // operands, and the call's values, errors and donation unchanged: eager's bits, eager's error
 // where a dead instruction raises, the donated operand still taken.
 #include "test_util.h"
 
-#include "kernels/hoist.h"
+#include "kernels/runtime/hoist.h"
 
 namespace ops_hoist_test {
 

@@ -6,7 +6,7 @@
 // several output rows, operands past the pointer registers, and random programs.
 #include "jit_support.h"
 
-#include "kernels/aten_eval.h"
+#include "kernels/reference/aten_eval.h"
 
 namespace ops_jit_extremum_test {
 

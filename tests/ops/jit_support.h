@@ -5,7 +5,7 @@
 
 #include "test_util.h"
 
-#include "kernels/cpu/jit.h"
+#include "kernels/backends/cpu/jit/jit.h"
 
 #include <functional>
 #include <random>

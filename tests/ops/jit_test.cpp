@@ -1,4 +1,4 @@
-// Compiled tile programs (kernels/cpu/jit.h) against eager and against the interpreter. Sums:
+// Compiled tile programs (kernels/backends/cpu/jit/jit.h) against eager and against the interpreter. Sums:
 //  * every op the code generator emits, on float32 and float64, with NaN/inf/signed zeros, each
 //    checked bit for bit (counts) or to eager's tolerance and bit for bit against the
 //    interpreter (float sums: the same additions in the same order);
@@ -10,7 +10,7 @@
 // tilesRun() tells whether the compiled kernels ran; they need AVX2 and BMI2 (skipped without).
 #include "jit_support.h"
 
-#include "kernels/aten_eval.h"
+#include "kernels/reference/aten_eval.h"
 
 #include <cstdio>
 #include <fstream>

@@ -1,9 +1,9 @@
-// Where a fused op's CPU output lives (kernels/cpu/output.cpp): fresh pages of a large output are
+// Where a fused op's CPU output lives (kernels/backends/cpu/output.cpp): fresh pages of a large output are
 // mapped by tsfuse on 2 MiB boundaries (huge pages where the kernel allows them); an installed CPU
 // allocator and small outputs keep c10's allocation. Values and tensor behaviour are unchanged.
 #include "test_util.h"
 
-#include "kernels/cpu/drivers.h"
+#include "kernels/backends/cpu/drivers.h"
 
 #include <c10/core/CPUAllocator.h>
 

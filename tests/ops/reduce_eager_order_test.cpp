@@ -66,12 +66,12 @@ TEST(ReduceEagerOrder, FewFloat32ValuesAlongOneDimAreEagersBits) {
 }
 
 // Any number of float32/float64 values along the dim eager's value holds innermost, its only
-// reduced dim: eager's inner-sum order (kernels/cpu/inner_sum.h), four partial sums per lane of
+// reduced dim: eager's inner-sum order (kernels/backends/cpu/inner_sum.h), four partial sums per lane of
 // ATen's vectors, then the lanes. Lengths on both sides of every branch of that rule (shorter
 // than a vector, whole groups of four vectors or not, values after the vectors or not), up to the
 // longest it models.
 TEST(ReduceEagerOrder, SumsAlongTheInnermostDimAreEagersBitsForEveryLength) {
-  ASSERT_TRUE(tsfuse::cpu::eagerSumsInnerInOrder()) << "at::sum no longer sums as kernels/cpu/inner_sum.h says";
+  ASSERT_TRUE(tsfuse::cpu::eagerSumsInnerInOrder()) << "at::sum no longer sums as kernels/backends/cpu/inner_sum.h says";
   Gen g(44);
   int64_t distinguishing = 0;  // outputs where a float fold in index order differs from eager
   const bool wide = tsfuse::cpu::jit::wideKernels();

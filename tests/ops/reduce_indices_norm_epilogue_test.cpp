@@ -4,7 +4,7 @@
 // negative and multiple dims, empty reductions and their errors, and the autograd fallback.
 #include "test_util.h"
 
-#include "kernels/fused_call.h"
+#include "kernels/runtime/fused_call.h"
 
 #include <ATen/ATen.h>
 

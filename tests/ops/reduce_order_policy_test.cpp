@@ -1,4 +1,4 @@
-// Do no harm (kernels/fused_call.h, step 5): a float reduction whose bits depend on the fold order
+// Do no harm (kernels/runtime/fused_call.h, step 5): a float reduction whose bits depend on the fold order
 // runs with ATen — eager's order, eager's bits — unless the value it reduces is a broadcast
 // intermediate larger than every operand, the only case where fusing it saves memory. Order-free
 // reductions (extrema, any/all, integer sums, norm order 0 and inf) always run fused.

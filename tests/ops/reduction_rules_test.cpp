@@ -1,9 +1,9 @@
-// The reduction rules every backend folds with (kernels/reduction_rules.h): the CPU accumulators
+// The reduction rules every backend folds with (kernels/backends/reduction_rules.h): the CPU accumulators
 // add in index order (laterBeats), the CUDA kernels merge partials in any index order (beats);
 // both must pick the element eager's argmax/argmin picks.
 #include "test_util.h"
 
-#include "kernels/reduction_rules.h"
+#include "kernels/backends/reduction_rules.h"
 
 namespace ops_reduction_rules_test {
 

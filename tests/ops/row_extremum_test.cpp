@@ -1,10 +1,10 @@
-// cpu::firstExtremumOfRows (kernels/cpu/row_extremum.h) against ATen's min/max(dim) indices, bit for
+// cpu::firstExtremumOfRows (kernels/backends/cpu/row_extremum.h) against ATen's min/max(dim) indices, bit for
 // bit: rows of every length around the vector widths (8, 32), values with ties, -0.0 next to 0.0,
 // ±inf, one NaN or several, all NaN; and through a chain's later stage (max/min with values).
 #include "test_util.h"
 
-#include "kernels/cpu/row_extremum.h"
-#include "kernels/cpu/tile_program.h"
+#include "kernels/backends/cpu/row_extremum.h"
+#include "kernels/backends/cpu/tile_program.h"
 
 namespace ops_row_extremum_test {
 

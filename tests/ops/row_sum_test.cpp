@@ -1,8 +1,8 @@
-// eagerRowSum (kernels/cpu/row_sum.h): ATen's whole cascade sum of a contiguous row, bit for bit,
+// eagerRowSum (kernels/backends/cpu/row_sum.h): ATen's whole cascade sum of a contiguous row, bit for bit,
 // for lengths on both sides of every branch: scalar rows, vectors with and without values after
 // them, groups below and past each cascade level (16 groups, 256, 4096), up to a row long enough
 // that the cascade's level step grows (more than 2^16 groups).
-#include "kernels/cpu/row_sum.h"
+#include "kernels/backends/cpu/row_sum.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>

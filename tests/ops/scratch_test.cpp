@@ -1,9 +1,9 @@
-// Scratch buffers (kernels/cpu/scratch.h): a released large buffer serves the thread's next one
+// Scratch buffers (kernels/backends/cpu/scratch.h): a released large buffer serves the thread's next one
 // that fits, small ones and every one under an installed allocator come from the allocator, live
 // buffers never share memory (moves included), and what a thread keeps is bounded and its own.
 #include "test_util.h"
 
-#include "kernels/cpu/scratch.h"
+#include "kernels/backends/cpu/scratch.h"
 
 #include <c10/core/CPUAllocator.h>
 #include <gtest/gtest.h>

@@ -1,11 +1,11 @@
-// Epilogues run as compiled runs between their MKL routine calls (kernels/cpu/segments.h), behind
+// Epilogues run as compiled runs between their MKL routine calls (kernels/backends/cpu/jit/segments.h), behind
 // a compiled vertical reduction: bit for bit the interpreter's and eager's, for runs before,
 // between and after routines, uniform and contiguous operands, several routines, NaN/inf inputs;
 // and the named case it declines (a run's inner value read after a routine), which keeps the
 // interpreter's bits.
 #include "jit_support.h"
 
-#include "kernels/cpu/segments.h"
+#include "kernels/backends/cpu/jit/segments.h"
 #include "tsfuse/ops.h"
 
 namespace ops_segments_test {

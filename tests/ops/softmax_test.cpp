@@ -3,7 +3,7 @@
 // nothing broadcasts, float16, the errors eager raises, and autograd.
 #include "test_util.h"
 
-#include "kernels/fused_call.h"
+#include "kernels/runtime/fused_call.h"
 #include "tsfuse/ops.h"
 
 namespace ops_softmax_test {

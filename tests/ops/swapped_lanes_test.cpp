@@ -1,6 +1,6 @@
 // Outputs whose innermost dim is short and the dim outside it long (distances from many points to
 // a few centroids: [n, m], m < 16) run their compiled tiles along that outer dim, every row of the
-// short dim in one work item, written m elements apart (kernels/cpu/reduce.cpp, swapsLanes; row
+// short dim in one work item, written m elements apart (kernels/backends/cpu/reduce.cpp, swapsLanes; row
 // sums of a reduce_chain summed across those rows). Each case checks that the swap ran, that the
 // compiled kernels give the interpreter's bits (which walks the output in memory order), and eager's
 // values: sums with and without an epilogue over operands along either dim, max/min with their
@@ -9,7 +9,7 @@
 #include "chain_util.h"
 #include "jit_support.h"
 
-#include "kernels/cpu/drivers.h"
+#include "kernels/backends/cpu/drivers.h"
 
 #include <ATen/Parallel.h>
 

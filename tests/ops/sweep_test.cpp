@@ -1,4 +1,4 @@
-// tsfuse::reduce_sweep (kernels/sweep.h): several reductions of one fused reduction's value in one
+// tsfuse::reduce_sweep (kernels/runtime/sweep.h): several reductions of one fused reduction's value in one
 // sweep. Against the branches run as separate chains and against eager ATen, over many slabs:
 // a branch that keeps the slab dim gives the chain's bits; one that reduces it folds its slab
 // partials (amax, amin, any, all), equal in value to eager's (a tie between -0.0 and 0.0 may pick
@@ -6,7 +6,7 @@
 // epilogues, NaN, empty inputs, eager's errors, autograd and Meta.
 #include "test_util.h"
 
-#include "kernels/sweep.h"
+#include "kernels/runtime/sweep.h"
 #include "tsfuse/ops.h"
 
 namespace ops_sweep_test {

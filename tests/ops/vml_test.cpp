@@ -1,9 +1,9 @@
-// The MKL routines the tile interpreter calls for exp, log, sqrt, atan, sin, cos and tanh (kernels/cpu/vml.h)
+// The MKL routines the tile interpreter calls for exp, log, sqrt, atan, sin, cos and tanh (kernels/backends/cpu/vml.h)
 // against eager: the same bits on every tile length, offset and layout, NaN and infinities
 // included, and through a fused op whose exp eager computes on a broadcast value.
 #include "test_util.h"
 
-#include "kernels/cpu/vml.h"
+#include "kernels/backends/cpu/vml.h"
 
 #include <ATen/Context.h>
 #include <ATen/core/dispatch/Dispatcher.h>

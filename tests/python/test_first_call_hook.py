@@ -72,7 +72,7 @@ def test_first_calls_by_how_the_module_was_made(tmp_path):
 
 def test_the_call_values_decide(tmp_path):
     # The same method stores a broadcast intermediate for operands shaped [N, 1, D] and [1, M, D]
-    # and none for two [N, M, D] (passes/broadcast_probe.h); keywords count as their position.
+    # and none for two [N, M, D] (passes/analysis/broadcast_probe.h); keywords count as their position.
     out = run_py(tmp_path, """
         class Distances(torch.nn.Module):
             def forward(self, x, y):
@@ -172,7 +172,7 @@ def test_library_log_says_who_decides_in_a_python_process(tmp_path):
 
 
 def test_every_example_with_a_broadcast_intermediate_is_fused_on_its_first_call(tmp_path):
-    # The decision (passes/broadcast_probe.h) against the pipeline, over the bundled examples,
+    # The decision (passes/analysis/broadcast_probe.h) against the pipeline, over the bundled examples,
     # scripted and traced: each stores a broadcast intermediate unfused, so each must be fused on
     # its first call. Named negative: gpytorch's periodic kernel, whose region (sin, pow, ... over
     # torch.cdist's [D, N, M] output, then a sum) broadcasts nothing; it is fused from its second call.

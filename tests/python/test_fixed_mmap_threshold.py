@@ -1,8 +1,8 @@
 """Fused ops in a process whose malloc maps every block of 64 KiB afresh (MALLOC_MMAP_THRESHOLD_,
 as bench/suite.py and bench/first_call_memory.py run): the paths that only such a process takes
 give eager's values. Scratch buffers then come from tsfuse's own mapped blocks, kept between calls
-(kernels/cpu/scratch.h); a large output glibc mapped for itself is mapped on huge pages instead
-(kernels/cpu/output.cpp); a sweep's slab folds write into their kept buffers (kernels/sweep.cpp).
+(kernels/backends/cpu/scratch.h); a large output glibc mapped for itself is mapped on huge pages instead
+(kernels/backends/cpu/output.cpp); a sweep's slab folds write into their kept buffers (kernels/runtime/sweep.cpp).
 Each workload is called three times (the later calls reuse what the first kept) and compared with
 the eager module: bit for bit, or within the float-sum tolerance where tsfuse
 sums in another order.

@@ -5,8 +5,8 @@
 // the native CPU path. An op added to the registry is covered here with no test to write.
 #include "test_util.h"
 
-#include "kernels/aten_eval.h"
-#include "kernels/cpu/vml.h"
+#include "kernels/reference/aten_eval.h"
+#include "kernels/backends/cpu/vml.h"
 #include "kernels/ir/op_registry.h"
 
 namespace registry_op_numerics_test {
@@ -52,7 +52,7 @@ std::vector<std::vector<Arg>> argumentForms(const tsfuse::OpDef& def) {
 }
 
 // An op the native CPU path computes with ATen's own kernel on each contiguous tile, where that
-// kernel is not MKL's vector math (whose bits do not depend on the layout: kernels/cpu/vml.h):
+// kernel is not MKL's vector math (whose bits do not depend on the layout: kernels/backends/cpu/vml.h):
 // pow other than a square, sigmoid, log1p, hypot, ... ATen's vector loop of those (SLEEF) and its
 // scalar loop (libm) differ by up to 1 ulp, and eager takes the scalar loop for rows shorter than a
 // vector, which these layouts' rows are; the contract there is 1 ulp (README, "Exactness";

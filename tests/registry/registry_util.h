@@ -1,7 +1,7 @@
 // Helpers of the tests generated from the op registry (tests/registry/*.cpp).
 #pragma once
 
-#include "kernels/analysis.h"
+#include "kernels/reference/analysis.h"
 #include "kernels/ir/op_registry.h"
 
 #include <ATen/ATen.h>

@@ -3,7 +3,7 @@
 // graph input there. At a tensor-or-number position the pass fuses it, reading the number through
 // tsfuse::wrapped_number: as a 0-dim operand where the op's entry says ATen computes on a number as
 // on the number wrapped (kRuntimeNumber), by value elsewhere (pow, clamp, clamp_min/max, where, masked_fill:
-// kernels/bind_numbers.h). Either way the fused graph returns what eager's Scalar overload
+// kernels/runtime/bind_numbers.h). Either way the fused graph returns what eager's Scalar overload
 // returns, bit for bit and dtype for dtype, or raises its error, for numbers of both kinds and
 // every edge (NaN, inf, -0.0, denormals, float64 beyond float32, int64 beyond float32's integers)
 // over float32, float64, int32 and bool tensors, each value in turn through the same graph (a

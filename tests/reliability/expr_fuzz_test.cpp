@@ -4,7 +4,7 @@
 #include "expr_fuzz.h"
 #include "test_util.h"
 
-#include "kernels/aten_eval.h"
+#include "kernels/reference/aten_eval.h"
 
 #include <cstdlib>
 

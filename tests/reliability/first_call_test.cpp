@@ -81,7 +81,7 @@ TEST(FirstCallPolicy, MethodWithSomethingToFuseIsFusedOnItsFirstCall) {
   EXPECT_EQ(tsfuse::firstCallStats().firstCall, before + 1);
 }
 
-// The decision follows the call's values (passes/broadcast_probe.h): the same method stores a
+// The decision follows the call's values (passes/analysis/broadcast_probe.h): the same method stores a
 // broadcast intermediate for operands shaped [N, 1, D] and [1, M, D] (a module buffer's sizes
 // count too), and none for two [N, M, D] operands.
 constexpr const char* kDistancesOfShapedOperands = R"(

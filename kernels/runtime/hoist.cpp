@@ -1,0 +1,176 @@
+// Hoisting costly narrow work out of a fused call (kernels/runtime/hoist.h).
+#include "kernels/runtime/hoist.h"
+
+#include "kernels/reference/aten_eval.h"
+#include "kernels/runtime/fused_call.h"
+#include "kernels/ir/op_registry.h"
+#include "kernels/ir/prim.h"
+#include "tsfuse/log.h"
+
+#include <ATen/ExpandUtils.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstdint>
+
+namespace tsfuse {
+
+bool costlyPerValue(Op op) {
+  const OpDef& d = opDef(op);
+  if (d.rule == LowerRule::Aten) return true;
+  const std::optional<Prim> p = d.prim();
+  return d.rule == LowerRule::Map && p && !primHas(*p, kJit);
+}
+
+namespace {
+
+using Mask = uint64_t;  // the broadcast space's dims a value varies along
+
+// Evaluations a hoisted instruction must save to pay for its own ATen call and the rewritten
+// program's lookup (a few microseconds): a tiny call keeps its program as it is.
+// TSFUSE_HOIST_MIN_SAVED=N sets another bound (the fuzzer's small programs hoist with 1).
+int64_t minSaved() {
+  static const int64_t n = [] {
+    const char* v = std::getenv("TSFUSE_HOIST_MIN_SAVED");
+    return v && *v ? std::max<int64_t>(1, std::atoll(v)) : int64_t(1) << 12;
+  }();
+  return n;
+}
+
+// The dims of `space` (right-aligned) along which t varies.
+Mask varyingDims(const at::Tensor& t, at::IntArrayRef space) {
+  Mask m = 0;
+  const int64_t off = static_cast<int64_t>(space.size()) - t.dim();
+  for (int64_t k = 0; k < t.dim(); ++k)
+    if (t.size(k) > 1) m |= Mask(1) << (off + k);
+  return m;
+}
+
+int64_t numelOver(Mask m, at::IntArrayRef space) {
+  int64_t n = 1;
+  for (size_t d = 0; d < space.size(); ++d)
+    if (m >> d & 1) n *= space[d];
+  return n;
+}
+
+// Instruction j and every instruction it depends on, in program order, as a program of its own
+// over the same operands (its value: j's).
+Expr cone(const Expr& e, size_t j) {
+  std::vector<char> in(j + 1, 0);
+  in[j] = 1;
+  for (size_t k = j + 1; k-- > 0;)
+    if (in[k])
+      for (const Arg& a : e.instrs[k].args)
+        if (a.kind == Arg::Kind::Value) in[a.i] = 1;
+  Expr sub;
+  sub.numInputs = e.numInputs;
+  std::vector<int64_t> renumber(j + 1, -1);
+  for (size_t k = 0; k <= j; ++k) {
+    if (!in[k]) continue;
+    Instr ins = e.instrs[k];
+    for (Arg& a : ins.args)
+      if (a.kind == Arg::Kind::Value) a.i = renumber[a.i];
+    renumber[k] = static_cast<int64_t>(sub.instrs.size());
+    sub.instrs.push_back(std::move(ins));
+  }
+  return sub;
+}
+
+// e with instruction hoisted[h]'s value read from operand e.numInputs + h, the hoisted cones'
+// instructions that nothing else reads dropped (the others stay, read or not, as in e: eager
+// evaluates each, and raises where one does), and its operands renumbered to those still read (the
+// text form has no unused operand): used[i] says whether operand i (e's, then the hoisted) stays.
+Expr withoutHoisted(const Expr& e, const std::vector<size_t>& hoisted, std::vector<char>& used) {
+  const size_t n = e.instrs.size();
+  std::vector<int64_t> operandOf(n, -1);
+  for (size_t h = 0; h < hoisted.size(); ++h) operandOf[hoisted[h]] = e.numInputs + static_cast<int64_t>(h);
+  std::vector<char> inCone(n, 0);
+  for (size_t k = n; k-- > 0;)
+    if (operandOf[k] >= 0 || inCone[k]) {
+      inCone[k] = 1;
+      for (const Arg& a : e.instrs[k].args)
+        if (a.kind == Arg::Kind::Value) inCone[a.i] = 1;
+    }
+  std::vector<char> live(n, 0);
+  for (size_t k = 0; k < n; ++k) live[k] = !inCone[k];
+  used.assign(e.numInputs + hoisted.size(), 0);
+  for (size_t k = n; k-- > 0;) {
+    if (!live[k]) continue;
+    if (operandOf[k] >= 0) {
+      used[operandOf[k]] = 1;
+      continue;
+    }
+    for (const Arg& a : e.instrs[k].args) {
+      if (a.kind == Arg::Kind::Value) live[a.i] = 1;
+      if (a.kind == Arg::Kind::Input) used[a.i] = 1;
+    }
+  }
+  std::vector<int64_t> input(used.size(), -1);
+  int next = 0;
+  for (size_t i = 0; i < used.size(); ++i)
+    if (used[i]) input[i] = next++;
+  Expr out;
+  out.numInputs = next;
+  std::vector<int64_t> renumber(n, -1);
+  for (size_t k = 0; k < n; ++k) {
+    if (!live[k] || operandOf[k] >= 0) continue;
+    Instr ins = e.instrs[k];
+    for (Arg& a : ins.args) {
+      if (a.kind == Arg::Kind::Input) a.i = input[a.i];
+      else if (a.kind == Arg::Kind::Value)
+        a = operandOf[a.i] >= 0 ? Arg::input(input[operandOf[a.i]]) : Arg::value(renumber[a.i]);
+    }
+    renumber[k] = static_cast<int64_t>(out.instrs.size());
+    out.instrs.push_back(std::move(ins));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<Hoisted> hoistNarrowWork(const Expr& e, at::TensorList operands) {
+  if (e.instrs.size() < 2 || static_cast<int64_t>(operands.size()) < e.numInputs) return std::nullopt;
+  bool any = false;
+  for (const Instr& ins : e.instrs) any = any || costlyPerValue(ins.op);
+  if (!any) return std::nullopt;
+  const at::TensorList main = operands.slice(0, e.numInputs);
+  std::vector<int64_t> space;
+  for (const at::Tensor& t : main) {
+    if (!t.defined() || !t.device().is_cpu()) return std::nullopt;  // (other devices: not measured)
+    space = space.empty() ? t.sizes().vec() : at::infer_size(space, t.sizes());  // may throw: caller's error
+  }
+  const int64_t largest = largestFootprint(main);
+  const int64_t total = c10::multiply_integers(space);
+  if (space.size() > 63 || total == 0) return std::nullopt;  // (an empty call computes nothing)
+  std::vector<Mask> mask(e.instrs.size(), 0);
+  std::vector<size_t> hoisted;
+  for (size_t j = 0; j < e.instrs.size(); ++j) {
+    for (const Arg& a : e.instrs[j].args) {
+      if (a.kind == Arg::Kind::Input) mask[j] |= varyingDims(main[a.i], space);
+      if (a.kind == Arg::Kind::Value) mask[j] |= mask[a.i];
+    }
+    const int64_t narrow = numelOver(mask[j], space);
+    if (j + 1 < e.instrs.size() && costlyPerValue(e.instrs[j].op) && narrow * 4 <= total && narrow <= largest &&
+        total - narrow >= minSaved())
+      hoisted.push_back(j);
+  }
+  if (hoisted.empty()) return std::nullopt;
+  std::vector<char> used;
+  const Expr rest = withoutHoisted(e, hoisted, used);
+  Hoisted out;
+  for (int64_t i = 0; i < e.numInputs; ++i) {
+    out.position.push_back(used[i] ? static_cast<int64_t>(out.operands.size()) : -1);
+    if (used[i]) out.operands.push_back(main[i]);
+  }
+  for (size_t h = 0; h < hoisted.size(); ++h)
+    if (used[e.numInputs + h]) out.operands.push_back(evalAten(cone(e, hoisted[h]), main));
+  for (size_t i = e.numInputs; i < operands.size(); ++i) {
+    out.position.push_back(static_cast<int64_t>(out.operands.size()));
+    out.operands.push_back(operands[i]);
+  }
+  out.expr = rest.str();
+  TSFUSE_LOG(kernel, debug, "hoisted ", hoisted.size(), " narrow costly value(s) out of ", e.str(), " -> ", out.expr);
+  return out;
+}
+
+}  // namespace tsfuse

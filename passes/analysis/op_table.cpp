@@ -1,0 +1,409 @@
+#include "passes/analysis/op_table.h"
+
+#include "kernels/ir/op_registry.h"
+
+#include <torch/csrc/jit/ir/constants.h>
+
+#include <unordered_map>
+#include <unordered_set>
+
+namespace tsfuse {
+namespace {
+
+using torch::jit::toIValue;
+
+// The registry's ATen overloads (kernels/ir/ops.def), keyed by "<schema name>.<overload name>".
+const std::unordered_map<std::string, AtenOverload>& table() {
+  static const std::unordered_map<std::string, AtenOverload> t = [] {
+    std::unordered_map<std::string, AtenOverload> m;
+    for (const AtenOverload& o : atenOverloads()) m.emplace(o.schema, o);
+    return m;
+  }();
+  return t;
+}
+
+// toIValue, also seeing through a prim::ListConstruct of int constants (how `dim=[0]` and
+// `dim=(0, 1)` arrive in scripted graphs before constant propagation).
+std::optional<c10::IValue> constantValue(Value* v) {
+  if (auto iv = toIValue(v)) return iv;
+  Node* n = v->node();
+  if (n->kind() != c10::prim::ListConstruct) return std::nullopt;
+  std::vector<int64_t> ints;
+  for (Value* in : n->inputs()) {
+    auto iv = toIValue(in);
+    if (!iv || !iv->isInt()) return std::nullopt;
+    ints.push_back(iv->toInt());
+  }
+  return c10::IValue(ints);
+}
+
+// The node kinds of a table keyed by "ns::op.overload". A symbol lookup rules out most nodes before
+// their schema is resolved, which matters: a node without a schema (constants, lists, GetAttr)
+// caches no answer, so each maybeSchema() on it searches the operator registry again.
+template <typename Table>
+std::unordered_set<c10::Symbol> kindsOf(const Table& t) {
+  std::unordered_set<c10::Symbol> k;
+  for (const auto& [schema, entry] : t)
+    k.insert(c10::Symbol::fromQualString(schema.substr(0, schema.find('.', schema.find("::")))));
+  return k;
+}
+
+const std::unordered_set<c10::Symbol>& tableKinds() {
+  static const std::unordered_set<c10::Symbol> kinds = kindsOf(table());
+  return kinds;
+}
+
+std::string schemaKey(Node* n) {
+  const c10::FunctionSchema* s = n->maybeSchema();
+  if (!s) return {};
+  return s->name() + "." + s->overload_name();
+}
+
+// A constant input as an expression literal; false when it is not a compile-time constant.
+bool constantArg(Value* v, Arg& out, std::string* why) {
+  auto iv = toIValue(v);
+  if (!iv) {
+    if (why) *why = "scalar operand %" + v->debugName() + " is not a constant";
+    return false;
+  }
+  if (iv->isNone()) out = Arg::none();
+  else if (iv->isBool()) out = Arg::boolean(iv->toBool());
+  else if (iv->isInt()) out = Arg::integer(iv->toInt());
+  else if (iv->isDouble()) out = Arg::floating(iv->toDouble());
+  else {
+    if (why) *why = "constant %" + v->debugName() + " of unsupported type " + iv->tagKind();
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool isTensor(Value* v) { return v->type()->isSubtypeOf(*c10::TensorType::get()); }
+
+namespace {
+
+// A Python number (int, float, bool) that is not a compile-time constant.
+bool runtimeNumber(Value* v) {
+  const c10::TypeKind k = v->type()->kind();
+  return (k == c10::TypeKind::FloatType || k == c10::TypeKind::IntType || k == c10::TypeKind::BoolType) &&
+         !toIValue(v);
+}
+
+// `v` as argument `position` of `op`: a tensor, a constant, or a number known only at run time, an
+// operand once wrapped: read as a tensor where the op computes on a number as on the number wrapped
+// (kRuntimeNumber), else by value (kernels/runtime/bind_numbers.h). add_alpha's / sub_alpha's alpha takes
+// constants only.
+bool tensorOrConstant(Value* v, Op op, size_t position, MatchedArg& out, std::string* why) {
+  if (isTensor(v)) {
+    out.tensor = v;
+    return true;
+  }
+  if (runtimeNumber(v)) {
+    const OpDef& def = opDef(op);
+    const char kind = position < static_cast<size_t>(def.arity()) ? def.signature[position] : 's';
+    if (kind == 'v' || kind == 'o' || readsNumberByValue(op, position)) {
+      out.number = v;
+      return true;
+    }
+    if (why) *why = "scalar operand %" + v->debugName() + " is not a constant, and " + def.name + " takes only a constant there";
+    return false;
+  }
+  return constantArg(v, out.constant, why);
+}
+
+bool isOne(const Arg& a) {
+  return (a.kind == Arg::Kind::Int && a.i == 1) || (a.kind == Arg::Kind::Float && a.f == 1.0);
+}
+
+}  // namespace
+
+bool matchElementwise(Node* n, ElementwiseMatch& out, std::string* why) {
+  auto it = tableKinds().count(n->kind()) ? table().find(schemaKey(n)) : table().end();
+  if (it == table().end()) {
+    if (why) *why = std::string(n->kind().toQualString()) + " is not a fusible elementwise op";
+    return false;
+  }
+  const AtenOverload& entry = it->second;
+  auto inputs = n->inputs();
+  out.op = entry.op;
+  out.args.clear();
+  auto take = [&](size_t i) {
+    MatchedArg a;
+    if (!tensorOrConstant(inputs[i], out.op, out.args.size(), a, why)) return false;
+    out.args.push_back(a);
+    return true;
+  };
+  auto constant = [&](size_t i, Arg& a) { return constantArg(inputs[i], a, why); };
+  switch (entry.form) {
+    case AtenForm::Plain:
+      for (size_t i = 0; i < inputs.size(); ++i)
+        if (!take(i)) return false;
+      return true;
+    case AtenForm::Alpha:
+    case AtenForm::RevAlpha: {
+      Arg alpha;
+      if (!constant(2, alpha)) return false;
+      bool rev = entry.form == AtenForm::RevAlpha;
+      if (!take(rev ? 1 : 0) || !take(rev ? 0 : 1)) return false;
+      if (!isOne(alpha)) {
+        out.op = entry.op == Op::Add ? Op::AddAlpha : Op::SubAlpha;
+        out.args.push_back(MatchedArg{nullptr, alpha});
+      }
+      return true;
+    }
+    case AtenForm::DivMode: {
+      auto mode = toIValue(inputs[2]);
+      if (!mode || !(mode->isNone() || mode->isString())) {
+        if (why) *why = "rounding_mode is not a constant";
+        return false;
+      }
+      if (mode->isString()) {
+        const std::string& m = mode->toStringRef();
+        if (m != "floor" && m != "trunc") {
+          if (why) *why = "unknown rounding_mode '" + m + "'";
+          return false;
+        }
+        out.op = m == "floor" ? Op::DivFloor : Op::DivTrunc;
+      }
+      return take(0) && take(1);
+    }
+    case AtenForm::ToDtype: {
+      auto dtype = toIValue(inputs[1]);
+      auto nb = toIValue(inputs[2]);
+      auto fmt = toIValue(inputs[4]);
+      if (!dtype || !dtype->isInt() || !nb || !fmt ||
+          !(fmt->isNone() || (fmt->isInt() && fmt->toInt() == static_cast<int64_t>(c10::MemoryFormat::Preserve)))) {
+        if (why) *why = "to(): dtype or memory_format is not a constant (or not preserve)";
+        return false;
+      }
+      if (!take(0)) return false;
+      out.args.push_back(MatchedArg{nullptr, Arg::scalarType(static_cast<c10::ScalarType>(dtype->toInt()))});
+      return true;
+    }
+  }
+  return false;
+}
+
+namespace {
+
+// A constant int or float argument read as a double into `out`; None keeps `out`'s default
+// (norm's order 2, var/std's correction 1). False when the value is not such a constant.
+bool constantScalarOrNone(Value* v, double& out) {
+  auto c = constantValue(v);
+  if (!c) return false;
+  if (c->isInt()) out = static_cast<double>(c->toInt());
+  else if (c->isDouble()) out = c->toDouble();
+  else if (!c->isNone()) return false;
+  return true;
+}
+
+}  // namespace
+
+namespace {
+
+struct ReductionOverload {
+  Reduction kind;
+  int dim = -1, keepdim = -1, dtype = -1;  // input positions, -1 when absent
+  int p = -1;                               // norm's order (a Scalar; None means 2)
+  int unbiased = -1, correction = -1;       // var/std: a bool, or a Scalar (None means 1)
+};
+
+const std::unordered_map<std::string, ReductionOverload>& reductionTable() {
+  using R = ReductionOverload;
+  static const std::unordered_map<std::string, R> reductions = {
+      {"aten::sum.dim_IntList", {Reduction::Sum, 1, 2, 3}},  {"aten::sum.", {Reduction::Sum, -1, -1, 1}},
+      {"aten::mean.dim", {Reduction::Mean, 1, 2, 3}},        {"aten::mean.", {Reduction::Mean, -1, -1, 1}},
+      {"aten::prod.dim_int", {Reduction::Prod, 1, 2, 3}}, {"aten::prod.", {Reduction::Prod, -1, -1, 1}},
+      {"aten::amax.", {Reduction::Amax, 1, 2}},              {"aten::amin.", {Reduction::Amin, 1, 2}},
+      {"aten::any.", {Reduction::Any}},                      {"aten::all.", {Reduction::All}},
+      {"aten::any.dim", {Reduction::Any, 1, 2}},   {"aten::all.dim", {Reduction::All, 1, 2}},
+      {"aten::any.dims", {Reduction::Any, 1, 2}},            {"aten::all.dims", {Reduction::All, 1, 2}},
+      {"aten::argmax.", {Reduction::Argmax, 1, 2}}, {"aten::argmin.", {Reduction::Argmin, 1, 2}},
+      // torch.max/min(x, dim) -> (values, indices). (torch.max(x) is not amax: its empty-input
+      // error differs.)
+      {"aten::max.dim", {Reduction::Max, 1, 2}},   {"aten::min.dim", {Reduction::Min, 1, 2}},
+      {"aten::logsumexp.", {Reduction::Logsumexp, 1, 2}},
+      {"aten::linalg_vector_norm.", {Reduction::Norm, 2, 3, 4, 1}},
+      {"aten::norm.Scalar", {Reduction::Norm, -1, -1, -1, 1}},
+      {"aten::norm.ScalarOpt_dim", {Reduction::Norm, 2, 3, -1, 1}},
+      {"aten::norm.ScalarOpt_dim_dtype", {Reduction::Norm, 2, 3, 4, 1}},
+      {"aten::norm.ScalarOpt_dtype", {Reduction::Norm, -1, -1, 2, 1}},
+      {"aten::var.", {Reduction::Var, -1, -1, -1, -1, 1}},
+      {"aten::var.dim", {Reduction::Var, 1, 3, -1, -1, 2}},
+      {"aten::var.correction", {Reduction::Var, 1, 3, -1, -1, -1, 2}},
+      {"aten::std.", {Reduction::Std, -1, -1, -1, -1, 1}},
+      {"aten::std.dim", {Reduction::Std, 1, 3, -1, -1, 2}},
+      {"aten::std.correction", {Reduction::Std, 1, 3, -1, -1, -1, 2}},
+  };
+  return reductions;
+}
+
+}  // namespace
+
+bool matchReduction(Node* n, ReductionMatch& out, std::string* why) {
+  static const std::unordered_set<c10::Symbol> kinds = kindsOf(reductionTable());
+  const auto& reductions = reductionTable();
+  auto it = kinds.count(n->kind()) ? reductions.find(schemaKey(n)) : reductions.end();
+  if (it == reductions.end()) {
+    if (why) *why = std::string(n->kind().toQualString()) + " is not a supported reduction";
+    return false;
+  }
+  const ReductionOverload& r = it->second;
+  out.input = n->input(0);
+  out.spec = ReduceSpec{};
+  out.spec.kind = r.kind;
+  auto fail = [&](const char* what) {
+    if (why) *why = std::string(n->kind().toQualString()) + ": " + what + " is not a constant";
+    return false;
+  };
+  if (r.dim >= 0) {
+    auto d = constantValue(n->input(r.dim));
+    if (!d) return fail("dim");
+    if (d->isInt()) out.spec.dims = std::vector<int64_t>{d->toInt()};
+    else if (d->isIntList()) out.spec.dims = d->toIntVector();
+    else if (!d->isNone()) return fail("dim");
+  }
+  if (r.keepdim >= 0) {
+    auto k = constantValue(n->input(r.keepdim));
+    if (!k || !k->isBool()) return fail("keepdim");
+    out.spec.keepdim = k->toBool();
+  }
+  if (r.dtype >= 0) {
+    auto t = constantValue(n->input(r.dtype));
+    if (!t) return fail("dtype");
+    if (t->isInt()) out.spec.dtype = static_cast<c10::ScalarType>(t->toInt());
+    else if (!t->isNone()) return fail("dtype");
+  }
+  if (r.p >= 0) {
+    if (!constantScalarOrNone(n->input(r.p), out.spec.p)) return fail("the norm's order");
+  }
+  if (r.unbiased >= 0) {
+    auto u = constantValue(n->input(r.unbiased));
+    if (!u || !u->isBool()) return fail("unbiased");
+    out.spec.correction = u->toBool() ? 1.0 : 0.0;
+  }
+  if (r.correction >= 0) {
+    if (!constantScalarOrNone(n->input(r.correction), out.spec.correction)) return fail("the correction");
+  }
+  return true;
+}
+
+bool isMetadataRead(Node* n) {
+  static const std::unordered_set<c10::Symbol> kinds = {c10::prim::dtype, c10::prim::device, c10::aten::size,
+                                                        c10::aten::dim, c10::Symbol::aten("numel")};
+  return kinds.count(n->kind()) && n->inputs().size() <= 2;
+}
+
+bool isTsfuseOp(const Node* n) {
+  static const c10::Symbol tsfuse = c10::Symbol::fromQualString("namespaces::tsfuse");
+  return n->kind().ns() == tsfuse;
+}
+
+bool isFreshReader(Node* n) {
+  if (isMetadataRead(n)) return true;
+  ElementwiseMatch m;
+  ReductionMatch r;
+  if (matchElementwise(n, m, nullptr)) return !opDef(m.op).has(kMayAlias);
+  return matchReduction(n, r, nullptr);
+}
+
+namespace {
+
+bool isMatchedElementwise(Node* n) {
+  ElementwiseMatch m;
+  return matchElementwise(n, m, nullptr);
+}
+
+}  // namespace
+
+bool mayFuse(torch::jit::Block* block) {
+  for (Node* n : block->nodes()) {
+    if (n->kind() == c10::prim::CallFunction || n->kind() == c10::prim::CallMethod) return true;
+    if (isMatchedElementwise(n)) return true;
+    for (torch::jit::Block* sub : n->blocks())
+      if (mayFuse(sub)) return true;
+  }
+  return false;
+}
+
+namespace {
+
+bool isReducer(Node* n) {
+  ReductionMatch r;
+  return n->kind() == c10::aten::softmax || n->kind() == c10::aten::log_softmax || matchReduction(n, r, nullptr);
+}
+
+// An in-place op (x.op_(...), index_put_): canonicalize may make it a functional elementwise op
+// and point the value's later readers at its result.
+bool isInPlace(Node* n) {
+  const std::string name = n->kind().toUnqualString();
+  return name.size() >= 2 && name.back() == '_' && name[name.size() - 2] != '_';
+}
+
+// A node that hands its input on as it is: a view (its schema says its result aliases an input),
+// or a structural node canonicalize lowers or the executor inserted (tuples, lists, profiles).
+bool handsOn(Node* n) {
+  switch (n->kind()) {
+    case c10::prim::TupleConstruct: case c10::prim::TupleUnpack: case c10::prim::TupleIndex:
+    case c10::prim::ListConstruct: case c10::prim::ListUnpack: case c10::prim::profile:
+      return true;
+    default:
+      break;
+  }
+  const c10::FunctionSchema* s = n->maybeSchema();
+  if (!s || s->returns().empty()) return false;
+  const c10::AliasInfo* a = s->returns()[0].alias_info();
+  return a && !a->isWrite();
+}
+
+// What the readers of an elementwise op's value (seen through nodes that hand it on) do with it.
+struct Readers {
+  bool elementwise = false;  // another elementwise op reads it
+  bool reduced = false;      // a reduction or softmax reads it
+  bool written = false;      // an in-place op writes it
+  bool sized = false;        // its sizes, rank, dtype or device are read (a reduced value's
+                             // readers read tsfuse::shape_of instead; a map's keep it stored)
+  bool escapes = false;      // something a fused region cannot hold reads it (it is stored anyway)
+};
+
+void collectReaders(Value* v, Readers& r, std::unordered_set<Value*>& seen, size_t& steps) {
+  constexpr size_t kMaxSteps = 64;  // past this, assume the value may join a region
+  if (!seen.insert(v).second) return;
+  for (const torch::jit::Use& use : v->uses()) {
+    Node* u = use.user;
+    if (++steps > kMaxSteps) {
+      r.reduced = true;
+      return;
+    }
+    if (isMetadataRead(u)) r.sized = true;
+    else if (isInPlace(u)) r.written = true;
+    else if (isReducer(u)) r.reduced = true;
+    else if (isMatchedElementwise(u)) r.elementwise = true;
+    else if (handsOn(u)) for (Value* out : u->outputs()) collectReaders(out, r, seen, steps);
+    else r.escapes = true;
+  }
+}
+
+}  // namespace
+
+bool startsRegion(Node* n) {
+  if (!isMatchedElementwise(n)) return false;
+  Readers r;
+  std::unordered_set<Value*> seen;
+  size_t steps = 0;
+  for (Value* out : n->outputs()) collectReaders(out, r, seen, steps);
+  return r.written || (!r.escapes && (r.reduced || (r.elementwise && !r.sized)));
+}
+
+Node* firstFusionCandidate(torch::jit::Block* block) {
+  for (Node* n : block->nodes()) {
+    if (n->kind() == c10::prim::CallFunction || n->kind() == c10::prim::CallMethod) return n;
+    if (startsRegion(n)) return n;
+    for (torch::jit::Block* sub : n->blocks())
+      if (Node* c = firstFusionCandidate(sub)) return c;
+  }
+  return nullptr;
+}
+
+}  // namespace tsfuse

@@ -1,0 +1,83 @@
+// Which TorchScript nodes the fusion passes understand, and how each becomes an expression
+// instruction or a reduction. Matching is by schema (name + overload), so scripted and traced
+// graphs, and every spelling that resolves to the same ATen overload, are handled alike.
+#pragma once
+
+#include "kernels/reference/aten_eval.h"
+#include "kernels/ir/expr.h"
+
+#include <torch/csrc/jit/ir/ir.h>
+
+#include <string>
+#include <vector>
+
+namespace tsfuse {
+
+using torch::jit::Node;
+using torch::jit::Value;
+
+// One expression argument of a matched node: a tensor Value (leaf or in-region value), an
+// already-evaluated constant (literal, None, dtype), or a Python number known only at run time
+// (a graph input, a module attribute, a size): an operand of the fused op once wrapped
+// (insertOperandList), at a tensor-or-number position of the op (kernels/runtime/bind_numbers.h).
+struct MatchedArg {
+  Value* tensor = nullptr;  // set for tensor arguments
+  Arg constant;             // for constants
+  Value* number = nullptr;  // set for numbers known only at run time
+  // The Value the fused op reads as an operand, if any.
+  Value* operand() const { return tensor ? tensor : number; }
+};
+
+struct ElementwiseMatch {
+  Op op;
+  std::vector<MatchedArg> args;
+};
+
+// Whether v is a tensor Value (not a number, list, ...).
+bool isTensor(Value* v);
+
+// True when `n` is a functional elementwise op the expression can carry; otherwise false with
+// the reason in *why (unknown op, non-constant scalar, unsupported argument value, ...).
+bool matchElementwise(Node* n, ElementwiseMatch& out, std::string* why);
+
+struct ReductionMatch {
+  Value* input = nullptr;
+  ReduceSpec spec;
+};
+
+bool matchReduction(Node* n, ReductionMatch& out, std::string* why);
+
+// True when `n` reads nothing of its tensor input but metadata: its dtype, device, sizes (all, or
+// one dim's), rank or element count.
+bool isMetadataRead(Node* n);
+
+// True when `n` only reads its tensor inputs and returns fresh tensors or metadata: a matched
+// elementwise op other than to() (which may return its input), a matched reduction, or a dtype,
+// device, size, dim or numel query. Such a use can neither observe a later write to its input
+// nor let one escape.
+bool isFreshReader(Node* n);
+
+// Whether `n` is one of tsfuse's own ops (a fused op, a view helper, a check, a wrapped number).
+bool isTsfuseOp(const Node* n);
+
+// Whether `block` (nested blocks included) holds a node a fusion could start from: a matched
+// elementwise op (every fused region holds one, and canonicalize's and sink_views's rewrites
+// start from one) or a call not yet inlined. Without one the pipeline can only rewrite spellings
+// (identity slices, in-place ops) for nothing, so the executor pass leaves such graphs alone.
+bool mayFuse(torch::jit::Block* block);
+
+// Whether `n` looks like the start of a fused region: a matched elementwise op whose value an
+// in-place op writes (canonicalize may make it functional), or that nothing but reductions,
+// softmax and other elementwise ops read (through views and tuples; sizes may be read where it
+// is reduced). A region of one op is not rewritten, and a value something else also reads is
+// stored anyway, so a classifier's lone GELUs and residual adds do not start one.
+bool startsRegion(Node* n);
+
+// The first node of `block` (nested blocks included) that starts a fused region (startsRegion),
+// or a call not yet inlined; nullptr if none. The executor uses this to choose first-call mode per
+// method where it has no values to judge shapes by (registration/first_call.h; with them,
+// passes/analysis/broadcast_probe.h): a heuristic, never a gate on the pass itself (a miss fuses that
+// method from its second call instead of its first).
+Node* firstFusionCandidate(torch::jit::Block* block);
+
+}  // namespace tsfuse
