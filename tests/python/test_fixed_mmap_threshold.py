@@ -39,7 +39,7 @@ for name, size in cases:
 print(json.dumps(out))
 """
 
-# Float sums folded in tsfuse's order (the README's exactness rule); every other result is eager's bits.
+# Float sums folded in tsfuse's order (docs/exactness.md); every other result is eager's bits.
 REORDERED = {"gaussian_mmd"}
 
 

@@ -55,7 +55,7 @@ std::vector<std::vector<Arg>> argumentForms(const tsfuse::OpDef& def) {
 // kernel is not MKL's vector math (whose bits do not depend on the layout: kernels/backends/cpu/vml.h):
 // pow other than a square, sigmoid, log1p, hypot, ... ATen's vector loop of those (SLEEF) and its
 // scalar loop (libm) differ by up to 1 ulp, and eager takes the scalar loop for rows shorter than a
-// vector, which these layouts' rows are; the contract there is 1 ulp (README, "Exactness";
+// vector, which these layouts' rows are; the contract there is 1 ulp (docs/exactness.md;
 // tests/fuzz/compare.py's aten_on_tile_1ulp).
 bool eagerBitsFollowTheLayout(const tsfuse::OpDef& def) {
   return (def.rule == tsfuse::LowerRule::Aten || def.rule == tsfuse::LowerRule::Square) &&

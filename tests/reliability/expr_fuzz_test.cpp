@@ -14,7 +14,7 @@ namespace {
 
 using namespace tsfuse_test;
 
-// TSFUSE_FUZZ_ITERATIONS overrides the count (the README's number is the default).
+// TSFUSE_FUZZ_ITERATIONS overrides the count (docs/reliability.md quotes the default).
 int64_t iterations(int64_t dflt) {
   const char* v = std::getenv("TSFUSE_FUZZ_ITERATIONS");
   return v && *v ? std::atoll(v) : dflt;
