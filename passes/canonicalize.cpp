@@ -351,7 +351,7 @@ struct IdentitySlicePattern : Pattern {
 };
 
 // A list only tsfuse ops read: a fused op's operands (a donated one is taken only where nothing else
-// holds its tensor or memory at run time, kernels/runtime/fused_call.h).
+// holds its tensor or memory at run time, kernels/runtime/donation.h).
 bool isFusedOperandList(Node* list) {
   if (list->kind() != c10::prim::ListConstruct) return false;
   for (const auto& use : list->output()->uses())

@@ -1,6 +1,15 @@
 // Canonicalization, the first pipeline pass after inlining: rewrites the spellings real code uses
 // into the one form the matchers know, so matchers stay small.
-//
+#pragma once
+
+#include <torch/csrc/jit/ir/alias_analysis.h>
+#include <torch/csrc/jit/ir/ir.h>
+
+#include <memory>
+
+namespace tsfuse {
+
+// The rewrites:
 //   1. tuples built and immediately unpacked (inlined helpers returning tuples) are lowered, and
 //      constants propagated (flags such as `mode == "giou"` or `GIoU=False` fold their branches)
 //   2. x.op_(...) on a fresh elementwise intermediate      -> y = x.op(...), later uses of x -> y
@@ -14,15 +23,6 @@
 //      alias analysis shows nothing writes x or the slice), in a second walk after 2-4, where the
 //      slice raises nothing of its own: x's rank is proven >= d + 1, or d is 0 or -1 and every
 //      use is a slice (x[:, None, :] on a 1-D x raises; without the slice it would broadcast)
-#pragma once
-
-#include <torch/csrc/jit/ir/alias_analysis.h>
-#include <torch/csrc/jit/ir/ir.h>
-
-#include <memory>
-
-namespace tsfuse {
-
 bool Canonicalize(std::shared_ptr<torch::jit::Graph>& graph);
 
 // n is slice(x, d, None|0, None|INT64_MAX, 1) with a constant d whose uses only read values (fresh

@@ -17,10 +17,10 @@ using torch::jit::Value;
 //   %r = tsfuse::reduce(%l, ..., [])             %r = tsfuse::reduce(%l, ..., [0, 1])
 //
 // The unfused graph frees %d after its last reader; the fused op, holding its operand list to the
-// end, would keep %d alive next to its output (gp.PeriodicKernel: one [D, N, M] more than the
-// unfused graph). Donated, the op may write its elementwise value over %d.
+// end, would keep %d alive next to its output. Donated, the op may write its elementwise value
+// over %d.
 // `donated` says only that no node after the op reads the value: whether its memory is free to
-// take is a run-time question (kernels/runtime/fused_call.h, takeDonated), since what holds it depends on
+// take is a run-time question (kernels/runtime/donation.h, takeDonated), since what holds it depends on
 // the caller (an input %w, a view of a live tensor, an alias an op returns, the executor's CSE
 // giving %d a later reader): the op takes a tensor only when nothing but the call holds it or
 // its memory. Neither alone would be sound: a C++ caller may own an operand list, which no

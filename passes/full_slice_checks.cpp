@@ -17,9 +17,9 @@ using torch::jit::Graph;
 //   %s = aten::slice(%x, 2, None, None, 1)    =>    %s = tsfuse::full_slice(%x, 2)
 //   %r = tsfuse::pairwise([%s, ...], ...)           %r = tsfuse::pairwise([%s, ...], ...)
 //
-// aten::slice goes through the dispatcher, autograd and a new view (about half a microsecond);
-// full_slice is one interpreter instruction that checks the rank. Only slices whose identity nothing
-// observes (isReadOnlyFullSlice), so that x itself can stand for the view.
+// aten::slice goes through the dispatcher, autograd and a new view; full_slice is one interpreter
+// instruction that checks the rank. Only slices whose identity nothing observes
+// (isReadOnlyFullSlice), so that x itself can stand for the view.
 class FullSliceChecksPattern : public Pattern {
  public:
   FullSliceChecksPattern() : Pattern("full_slice_checks", WalkOrder::Forward, NestedBlocks::AtOwner) {}

@@ -182,8 +182,8 @@ void runActivePasses(std::shared_ptr<torch::jit::Graph>& g) {
   for (const ActivePass& p : *active) {
     // A pass failure must never take the model down: it then runs as it was before the pipeline.
     // The passes rewrite only after their checks, but a throw inside a rewrite (an internal
-    // assert of the IR, as the fuzzer once found in fuse_pairwise) would leave the graph half
-    // rewritten, so the executor gets the copy taken before (its graph is this reference).
+    // assert of the IR) would leave the graph half rewritten, so the executor gets the copy taken
+    // before (its graph is this reference).
     std::shared_ptr<torch::jit::Graph> before = g->copy();
     try {
       runPipeline(g, timer ? timer->wrap(p.options) : p.options, nullptr, "executor");

@@ -1,19 +1,10 @@
 // Load-time integration with the TorchScript graph executor (the public part: tsfuse/executor.h).
 //
-// Loading libtsfuse.so registers the fused ops (TORCH_LIBRARY) and, unless TSFUSE_DISABLE=1, the
-// pipeline as a custom pre-pass of the graph executor, so every TorchScript model the process
-// runs is optimized with no code change.
-//
-// First call. The profiling executor runs custom pre-passes only when it builds the optimized
-// plan, after getNumProfiledRuns() profiling calls (default 1): the first call would run
-// unfused. tsfuse therefore sets the number of profiled runs to 0 at load (TSFUSE_FIRST_CALL=0
-// keeps PyTorch's default), so the first call builds the optimized plan and is already fused;
-// methods whose first call stores no broadcast intermediate to fuse get PyTorch's count back
-// (registration/first_call.h).
-// Trade-off: the executor then has no profiled shapes, so NNC (TensorExpr) fusion, which needs
-// them, does not fire — relevant on GPU; on CPU NNC is off by default. See docs/registration.md.
-//
-// Environment: TSFUSE_DISABLE=1 (no pass), TSFUSE_PASSES=a,b (only these pipeline passes),
+// Loading libtsfuse.so registers the fused ops and, unless TSFUSE_DISABLE=1, the pipeline as a
+// custom pre-pass of the graph executor, so every TorchScript model the process runs is optimized
+// with no code change. The profiled-run count is set to 0 so the first call is fused
+// (registration/first_call.h); NNC fusion, which needs profiled shapes, then does not fire (see
+// docs/registration.md). Environment: TSFUSE_DISABLE=1, TSFUSE_PASSES=a,b (only these passes),
 // TSFUSE_FIRST_CALL=0 (keep profiling runs), TSFUSE_LOG_LEVEL=debug|info|....
 #pragma once
 

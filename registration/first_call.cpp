@@ -162,7 +162,7 @@ bool onProfilingQuery(const torch::jit::Node* n) {
 }
 
 // Python calls a scripted module through Function::run, which the observer cannot attribute (see
-// the header), so in a process that runs Python it would cost every call (~0.8 us) and help none.
+// the header), so in a process that runs Python it would cost every call and help none.
 bool pythonRunning() {
   using IsInitialized = int (*)();
   auto isInitialized = reinterpret_cast<IsInitialized>(dlsym(RTLD_DEFAULT, "Py_IsInitialized"));

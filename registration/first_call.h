@@ -1,32 +1,13 @@
 // First-call mode, decided per method graph.
 //
-// The profiling executor reads the profiled-run count (torch::jit::getNumProfiledRuns) once per
-// graph, when it instruments the graph at its first call; with 0 the first call builds the
-// optimized plan, so our pre-pass fuses that call (the one that runs out of memory unfused). Set
-// process-wide, 0 also moves PyTorch's own optimization of every model with nothing to fuse into
-// its first call (ResNet-50: 208 -> 304 ms), which buys those models nothing.
-//
-// No custom pass runs before the executor reads the count, but torch::jit::Method::operator()
-// and Method::run (how a LibTorch app calls a model) open a RecordFunction of scope
-// TORCHSCRIPT_FUNCTION before they reach the executor, with the call's inputs. An observer of that
-// scope, at the first call of a method that stores no broadcast intermediate a fusion would remove
-// (firstCallCandidate: the pass is on and passes/analysis/broadcast_probe.h, following the sizes of this
-// call's inputs, finds a region over an outer product), lends the graph PyTorch's count
-// and takes it back as soon as the executor has read it: when the executor instruments a graph
-// whose self is of that method's class (a RegisterProfilingNode query) or, at the latest, when
-// the call returns. Everything else keeps 0: methods with candidates and free functions.
-//
-// Python reaches the executor without that record (the interpreter's own frame record comes
-// after the plan is chosen), so in a process where Python is running at load the observer is not
-// installed: it could attribute none of the calls it would see, and would cost each ~0.8 us.
-// There the tsfuse package (python/tsfuse/_first_call.py) stands in for a scripted module's
-// method until its first call and brackets that call with beginFirstCall/endFirstCall, the same
-// decision (ops tsfuse::_first_call_begin/_end); after it, calls go straight to the method.
-//
-// The count is one process-wide value: a fusible graph that another thread instruments inside
-// that window gets PyTorch's count, i.e. its first call runs unfused (same results; fused from
-// its second call). The window is runProfilingInsensitiveOptimizations of the candidate-free
-// graph (milliseconds), not its execution.
+// The profiling executor reads the profiled-run count once per graph, at its first call; 0 makes
+// that call build the optimized plan, so our pre-pass fuses it, but would also move PyTorch's
+// optimization of models with nothing to fuse into their first call. So an observer of the
+// TORCHSCRIPT_FUNCTION record lends PyTorch's count to the first call of a method with no
+// candidate (firstCallCandidate) until the executor has read it; under Python, which opens no such
+// record, the tsfuse package brackets that call with beginFirstCall/endFirstCall. The count is
+// process-wide: a fusible graph another thread instruments in that window runs its first call
+// unfused.
 #pragma once
 
 #include <ATen/core/ivalue.h>

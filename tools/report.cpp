@@ -48,7 +48,7 @@ void printEventNodes(std::ostream& os, const FusionEvent& e, const MethodGraphs*
   }
 }
 
-// "1.42 ms", "502 ms", "25.1 us": three significant digits.
+// Milliseconds as text to three significant digits: in ms from one millisecond up, else in us.
 std::string ms(double v) {
   bool micro = v < 1;
   double x = micro ? v * 1000 : v;
@@ -155,7 +155,7 @@ void printEvents(std::ostream& os, const Report& report, bool verbose) {
       os << "  reject   " << e->graph << " (" << e->pass << "): " << e->reason << " (at "
          << (e->nodes.empty() ? "?" : e->nodes.front()) << ")\n";
 
-  // One line for all the methods without a candidate, however many (a scripted ResNet-50 has 88).
+  // One line for all the methods without a candidate, however many (a scripted CNN has dozens).
   std::vector<std::string> idle;
   for (const std::string& g : report.graphs)
     if (!withCandidates.count(g)) idle.push_back(g);

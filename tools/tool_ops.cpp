@@ -1,13 +1,9 @@
-// optimize-ts's run on a module in memory, as a torch op (libtsfuse_tool.so), for the Python
-// package (python/tsfuse): tsfuse.optimize and tsfuse.explain call it through torch.ops, so their
-// reports and text are the tool's own, from the same code, with no Python binding to build.
-//
+// optimize-ts's run on a module in memory, as a torch op (libtsfuse_tool.so), which tsfuse.optimize
+// and tsfuse.explain call through torch.ops, so their text is the tool's own, with no binding:
 //   tsfuse::optimize_module(Any module, str name, str[] disabled, str view) -> (str text, str report)
-//
-// Rewrites every method of `module` (a ScriptModule; its ivalue, shared with the caller) in place.
-// `text` is the summary without its file line (view "summary", or "verbose" for every event) or
-// the --explain text (view "explain"); `report` is the --report JSON document. `name` stands for
-// the input file in both.
+// Rewrites every method of `module` (a ScriptModule, shared with the caller) in place. `text` is
+// the summary without its file line (view "summary" or "verbose") or the --explain text (view
+// "explain"); `report` is the --report JSON document. `name` stands for the input file in both.
 #include "tools/graph_view.h"
 #include "tools/report.h"
 

@@ -1,15 +1,9 @@
-// The rules of the native reductions: the CPU accumulators (kernels/backends/cpu/accumulators.h) fold
-// values with these functions; the generated GPU kernels write the same rules as text
-// (kernels/backends/cuda/codegen/emit_reduce.cpp, whose states name each rule), and both are tested against
-// eager. C10_HOST_DEVICE, so a CUDA translation unit may include them too.
-//
-//  * sum, mean, prod accumulate in a wide domain: double for floating values, int64 for integers
-//    and bool, wrapping on overflow like ATen's int64 accumulation; where eager folds float32
-//    values one after another in float (foldsInFloat), each step is rounded to float;
-//  * amax/amin: a NaN replaces the running extremum, so NaN propagates;
-//  * argmax/argmin and max/min with indices: the first extremum wins, and NaN counts as the
-//    extremum (the first NaN wins);
-//  * any/all test x != 0.
+// The rules of the native reductions, which the CPU accumulators (cpu/accumulators.h) fold with
+// and the generated GPU kernels write as text (cuda/codegen/emit_reduce.cpp); both are tested
+// against eager. C10_HOST_DEVICE, so a CUDA translation unit may include them. Sum, mean, prod
+// accumulate in double or wrapping int64 (in float, step by step, where eager does: foldsInFloat);
+// amax/amin propagate NaN; argmax/argmin and max/min with indices take the first extremum, NaN
+// counting as the extremum; any/all test x != 0.
 #pragma once
 
 #include "common/scalar_ops.h"
@@ -51,7 +45,7 @@ C10_HOST_DEVICE inline W prodStep(W acc, W x) {
 
 // Whether eager's CPU sum/mean/prod of `count` values of `type`, along `dimsAboveOne` reduced dims
 // of size > 1, is a fold in float32 in index order: ATen's CPU kernels add (multiply) a few float32
-// values one after another from 0 (1) in float. Measured on torch 2.11: 2-4 values along one inner,
+// values one after another from 0 (1) in float in torch 2.11: 2-4 values along one inner,
 // middle or outer dim, whatever the layout, and 8 values along the dim eager's value holds
 // innermost in memory (`innermost`; 8 anywhere else, 5-7 and several reduced dims use other
 // orders, which only two values cannot show). There the wide fold rounds every step to float

@@ -1,17 +1,7 @@
-// The fused-region expression: a small SSA DAG over the fused op's tensor operands.
-//
-// It travels in the graph as the `expr` string argument of tsfuse::pairwise / tsfuse::reduce, so a
-// saved model carries it and a person can read it. Text form (version 1):
-//
-//   v1: sub($0, $1); abs(%0); lt(%1, 1)
-//
-//   $i      the i-th tensor operand            %j      the result of instruction j
-//   1  -2   int literal (Python int)           1.0  1e-07  inf  nan   float literal (Python float)
-//   True    bool literal                       None  absent optional argument
-//   float32, int64, bool, ...                  a dtype (for `to`)
-//
-// The value of the expression is the last instruction. Every instruction names one ATen op and
-// passes its arguments in ATen's order, so evaluating it with ATen is the reference semantics
+// The fused-region expression: a small SSA DAG over the fused op's tensor operands. It travels in
+// the graph as the `expr` string argument of tsfuse::pairwise / tsfuse::reduce, so a saved model
+// carries it and a person can read it. Every instruction names one ATen op and passes its
+// arguments in ATen's order, so evaluating it with ATen is the reference semantics
 // (kernels/reference/aten_eval.h) and the fast kernels are checked against that.
 #pragma once
 
@@ -23,6 +13,14 @@
 
 namespace tsfuse {
 
+// Text form (version 1); the value of the expression is the last instruction:
+//
+//   v1: sub($0, $1); abs(%0); lt(%1, 1)
+//
+//   $i      the i-th tensor operand            %j      the result of instruction j
+//   1  -2   int literal (Python int)           1.0  1e-07  inf  nan   float literal (Python float)
+//   True    bool literal                       None  absent optional argument
+//   float32, int64, bool, ...                  a dtype (for `to`)
 constexpr int kExprVersion = 1;
 
 // The expression's ops: one per entry of the registry (kernels/ir/ops.def; names, arities,

@@ -1,14 +1,9 @@
 // The iteration plan of one fused call: which dims of the broadcast shape the output keeps and
-// which it reduces, the order they are walked in, and how each operand is read along them. It is
-// computed once per call (kernels/runtime/fused_call.cpp) from the call's Analysis, before any output is
-// allocated, and read by every path: the CPU map and reduce drivers (kernels/backends/cpu), the CUDA host
-// side (kernels/backends/cuda/cuda_ops.cpp) and the chunked ATen path (kernels/backends/chunked/chunked.cpp).
-//
-// Orders: the kept dims are walked in the output's memory order, so linear index o of the kept
-// space is element o of the output's memory and tiles of outputs are written contiguously; the
-// reduced dims are walked in dim order, so linear index r of the reduced space is the row-major
-// index argmax/argmin return, and every accumulation runs r = 0, 1, ... (the order the bits of a
-// float sum depend on).
+// which it reduces, the order they are walked in, and how each operand is read along them.
+// Computed once per call from its Analysis, before any output is allocated, and read by every
+// path (CPU drivers, CUDA host side, chunked ATen path). Kept dims are walked in the output's
+// memory order (kept index o is output element o); reduced dims in dim order, so reduced index r is
+// the row-major index argmax/argmin return and every fold runs r = 0, 1, ... (float sums' bits).
 #pragma once
 
 #include "kernels/reference/analysis.h"

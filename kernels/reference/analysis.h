@@ -1,13 +1,9 @@
 // Per-call analysis of a fused op, exactly as eager would compute it: every instruction's dtype
-// (PyTorch's type promotion, including 0-dim and wrapped-number rules), every shape, the output's
-// sizes and strides, and whether eager would raise (then the caller runs eager, which raises its
-// own error).
-//
-// It evaluates the expression on tiny CPU stand-ins of the operands: same dtype, same rank and
-// 0-dim/wrapped-number status, each dim of size 1 (broadcast) or 2 (or 0), strides in the same
-// order as the real operand's, filled with ones. Type promotion and TensorIterator's choice of
-// output layout only depend on those. Shapes are inferred separately per instruction. (Meta
-// tensors would be the obvious tool, but several aten ops lack C++ Meta kernels, e.g. abs.)
+// (type promotion, 0-dim and wrapped-number rules included), every shape, the output's sizes and
+// strides, and whether eager would raise (the caller then runs eager, which raises its own error).
+// It evaluates the expression on tiny CPU stand-ins (same dtype, rank, 0-dim/wrapped status and
+// stride order, each dim of size 1, 2 or 0, filled with ones), all that type promotion and
+// TensorIterator's layout depend on; not Meta tensors, which several aten ops lack (abs).
 #pragma once
 
 #include "kernels/reference/aten_eval.h"
@@ -36,7 +32,7 @@ struct Analysis {
   bool epilogueKeepsShape = true;
 
   // An operand the caller gave up, laid out as the output: allocOut returns it, and the output is
-  // written over it (kernels/runtime/fused_call.h, takeDonated). Elementwise calls only.
+  // written over it (kernels/runtime/donation.h, takeDonated). Elementwise calls only.
   at::Tensor donated;
 
   int64_t outNumel() const;
@@ -55,8 +51,7 @@ std::optional<Analysis> analyze(const Expr& e, at::TensorList operands, const Re
 // The same, kept per call signature: the expression and epilogue objects, the reduction's
 // parameters, and each operand's dtype, sizes, strides, 0-dim wrapped-number status and device
 // (all an analysis reads: its stand-ins hold ones). A model's steady-state calls repeat a few
-// signatures, and the stand-in evaluation is most of a small call's cost (14 of 17 us for the
-// seed IoU on 4 x 3 boxes).
+// signatures, and the stand-in evaluation is most of a small call's cost.
 std::optional<Analysis> analyzeCached(const std::shared_ptr<const Expr>& e, at::TensorList operands,
                                       const ReduceSpec* reduce);
 

@@ -1,23 +1,13 @@
 // Numbers known only at run time that an op reads by value, written into the expression as
 // literals before a fast path compiles it.
 //
-// A Python number the graph computes (clamp(d, min=self.eps), d.pow(p), where(m, d, thr * 2)) is a
-// tsfuse::wrapped_number operand of the fused op. Where ATen computes on a number as on the number
-// wrapped (kRuntimeNumber: add, mul, lt, ...) it stays an operand: one kernel for every value.
-// Where the op reads it by value (readsNumberByValue: pow's special exponents, clamp's NaN bounds,
-// where's checked conversion run other kernels for a number than for a tensor), the reference reads
-// it as the number (RefArgs), and the fast paths first bind it:
-//
-//   v1: minimum($0, $1); clamp(%0, $2, None)     $2 = wrapped 1e-06
-//   -> v1: minimum($0, $1); clamp(%0, 1e-06, None)   over ($0, $1)
-//
-// (runFusedAll, shapeOf, and a chain's folded row sums, the one path that runs a stage itself),
-// so the call is the call the same number written in the source would make: its analysis, its
-// lowering (pow(x, 2.0) multiplies) and its errors (where(m, x, 1e300) over float32 raises). Its
-// compiled kernel is shared by every value whose lowering is the same: the CPU and CUDA kernels
-// take their literals with each call (Kernel::literals, Param::Literal), so a number that changes
-// on every call costs an analysis and a lowering, not a compile. The operands only the bound
-// numbers read leave the list.
+// A Python number the graph computes is a tsfuse::wrapped_number operand. Where ATen computes on
+// it as on the number wrapped (kRuntimeNumber) it stays an operand; where the op reads it by value
+// (readsNumberByValue: pow, clamp, where), the fast paths first bind it, so the call analyses,
+// lowers and raises as the same number written in the source would:
+//   v1: minimum($0, $1); clamp(%0, $2, None), $2 = wrapped 1e-06 -> clamp(%0, 1e-06, None)
+// Kernels take their literals with each call, so a changing number costs an analysis and a
+// lowering, not a compile. The operands only the bound numbers read leave the list.
 #pragma once
 
 #include "kernels/reference/aten_eval.h"

@@ -1,32 +1,10 @@
-// View-only helper ops for the sink_views pass (passes/sink_views.h).
-//
-// sink_views rewrites a view of an elementwise intermediate X = f(l_0, ..., l_k) into the same
-// elementwise expression over views of the leaves l_i, so the fusion passes see one region and
-// the intermediate is never stored:
-//
-//   select(f(l...), dim, i)          ->  f(tsfuse::broadcast_select([l...], dim, i)...)
-//   slice(f(l...), dim, s, e, step)  ->  f(tsfuse::broadcast_slice([l...], dim, s, e, step)...)
-//   unsqueeze(f(l...), dim)          ->  f(tsfuse::broadcast_unsqueeze([l...], dim)...)
-//
-// `dim` is relative to X, i.e. to the broadcast shape of the leaves, which scripted graphs
-// rarely know statically. These ops resolve it at call time against the actual broadcast shape,
-// so no static rank assumption can pick a wrong dim. Per leaf of rank r in a broadcast of rank R
-// (leaves are aligned at the right), with d the wrapped dim and S = broadcast size at d:
-//   * the leaf lacks d (d < R - r), or is 0-dim     -> unchanged (it broadcasts as before)
-//   * its size at d equals S                        -> the view itself (same dim, shifted)
-//   * its size at d is 1 != S (a broadcast dim)     -> slice: unchanged; select: index 0
-//                                                      (the leaf of size S checks the index)
-//   * unsqueeze when every leaf is 0-dim (R == 0)   -> every leaf becomes [1]
-//   * select would turn a 1-D leaf into a 0-dim one -> a [1] view instead, because 0-dim
-//     tensors take part in type promotion with a lower priority than dimensioned ones (the
-//     pass guarantees the result has rank >= 1, so a trailing [1] only broadcasts)
-// Every result is a view of its leaf (autograd sees ordinary select/slice/unsqueeze).
-//
-// tsfuse::broadcast_repeat(x, repeats, others) is x.repeat(repeats) read only by one fused op:
-// the expanded view where that gives the same values and output layout (see broadcastRepeat).
-//
-// NB: like aten::broadcast_tensors, the select/slice/unsqueeze schemas carry no alias annotation although the outputs
-// are views; sink_views only emits them when neither the leaves nor the outputs are written.
+// View-only helper ops for sink_views (passes/sink_views.h), which rewrites a view of an
+// elementwise intermediate X = f(l...) into f over views of the leaves, so X is never stored:
+// tsfuse::broadcast_select/slice/unsqueeze([l...], dim, ...). `dim` is X's, which scripted graphs
+// rarely know statically, so these ops resolve it at call time against the leaves' broadcast shape.
+// tsfuse::broadcast_repeat(x, repeats, others): x.repeat(repeats) read only by one fused op. Like
+// aten::broadcast_tensors, the schemas carry no alias annotation; sink_views emits them only where
+// neither the leaves nor the outputs are written.
 #include "kernels/reference/analysis.h"
 
 #include <ATen/ATen.h>
@@ -48,6 +26,16 @@ std::vector<int64_t> broadcastShape(at::TensorList leaves) {
   return shape;
 }
 
+// Per leaf of rank r in a broadcast of rank R (aligned at the right), with d the wrapped dim of X
+// and S the broadcast size at d:
+//   * the leaf lacks d (d < R - r), or is 0-dim     -> unchanged (it broadcasts as before)
+//   * its size at d equals S                        -> the view itself (same dim, shifted)
+//   * its size at d is 1 != S (a broadcast dim)     -> slice: unchanged; select: index 0
+//                                                      (the leaf of size S checks the index)
+//   * unsqueeze when every leaf is 0-dim (R == 0)   -> every leaf becomes [1]
+//   * select would turn a 1-D leaf into a 0-dim one -> a [1] view instead (0-dim tensors take
+//     part in type promotion with a lower priority; the pass guarantees a result of rank >= 1)
+// Every result is a view of its leaf (autograd sees ordinary select/slice/unsqueeze).
 // The leaf's own dim for broadcast dim d, or -1 when the leaf does not reach it.
 int64_t leafDim(int64_t d, int64_t R, const at::Tensor& leaf) { return d - (R - leaf.dim()); }
 
@@ -176,7 +164,7 @@ std::vector<at::Tensor> broadcastUnsqueeze(at::TensorList leaves, int64_t dim,
   return withEagerLayout(std::move(out), leaves, layout, true, [&](const at::Tensor& x) { return x.unsqueeze(d); });
 }
 
-// self.repeat(repeats) read only by one fused op (passes/regions/region.h): the expanded view where that
+// self.repeat(repeats) read only by one fused op (passes/regions/repeats.h): the expanded view where that
 // is the same tensor, values and the fused op's output layout alike; else the repeat itself.
 // * values: repeat tiles each dim of the padded source [1, ..., 1, *self.shape] reps[i] times;
 //   a dim of size 1 tiled N times holds what its expansion to N holds, so when every dim with

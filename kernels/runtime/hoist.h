@@ -1,17 +1,11 @@
 // Costly elementwise work over fewer dims than the call's broadcast space, done once at its own
-// shape before the fused call, as eager does it.
+// shape before the fused call, as eager does it, rather than once per element of the space.
 //
-// A fused region takes in the per-operand work that feeds its pairwise part: complete IoU's
-// `atan(w_gt / h_gt)` is computed on the M boxes in eager, but inside the region it is an
-// instruction of the program, evaluated once per pair (100000 x 9 boxes: 1.8 M MKL atans instead
-// of 100009, and the fused op no faster than eager). Such an instruction (an op the CPU computes
-// outside its compiled code: a transcendental or an ATen op on the tile) whose operands vary along
-// at most a quarter of the space's elements, and which saves at least 4096 evaluations (a tiny
-// call keeps its program), is evaluated with ATen over the operands, its value becoming a new
-// operand of the rest of the program. Its value is eager's own intermediate (the same op over the
-// same tensors), so the result keeps eager's bits; nothing larger than the largest operand is
-// stored.
-//
+// An instruction the CPU computes outside its compiled code (a transcendental, an ATen op on the
+// tile) whose operands vary along at most a quarter of the space's elements, and which saves at
+// least 4096 evaluations, is evaluated with ATen over its operands, its value a new operand of the
+// rest of the program. That value is eager's own intermediate, so the result keeps eager's bits;
+// nothing larger than the largest operand is stored:
 //   v1: div($0, $1); atan(%0); sub($2, %1)      $0, $1: [1, M]   $2: [N, M]
 //   -> atan(div($0, $1)) over [1, M] with ATen, then  v1: sub($0, $1)  over ($2, that value)
 #pragma once

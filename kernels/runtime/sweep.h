@@ -1,22 +1,15 @@
 // tsfuse::reduce_sweep: several reductions of one fused reduction's value in one sweep, e.g.
 // Chamfer's row and column minima of the [N, M] distances summed over D:
-//
 //   expr     v1: sub($0, $1); mul(%0, %0)          over [N, M, D]
 //   stage 0  sum(dim=[2], keepdim=False)           -> [N, M], never stored whole
 //   branch 1 amin(dim=[1], keepdim=False)          -> [N]
 //   branch 2 amin(dim=[0], keepdim=False)          -> [M]
-//
-// Stage 0 runs slab by slab along the outermost dim it keeps (N here), as in a chain
-// (kernels/runtime/chain.h). A branch that keeps that dim is computed per slab, like a chain's later stage;
-// one that reduces it must be amax, amin, any or all, or a sum or mean of every dim: its slab
-// partials are folded in slab order (amax/amin/any/all with the same ATen reduction over the pair
-// (running, partial): eager's values; sums and means add the slab sums in double: the float sum
-// tolerance, and only where stage 0's value is larger than every operand, else the sweep runs in
-// one piece; a sum that keeps a dim runs as its own chain, in eager's order), and its
-// epilogue then runs over the result. A sweep may have one branch: a reduction of every dim, e.g.
-// an MMD term `exp(-d2 / s).mean()`. Where some branch can do neither, each branch runs as its
-// own chain (one sweep each, as separate chains would). Operands: the expression's, stage 0's
-// epilogue's, then each branch's epilogue's, in order.
+// Stage 0 runs slab by slab along the outermost dim it keeps, as in a chain (chain.h). A branch
+// that keeps that dim is computed per slab, like a chain's later stage; one that reduces it folds
+// its slab partials in slab order (foldsAcrossSlabs; sums only where stage 0's value is larger
+// than every operand), then runs its epilogue. A sweep may have one branch (an MMD term
+// `exp(-d2 / s).mean()`). Where a branch can do neither, each branch runs as its own chain.
+// Operands: the expression's, stage 0's epilogue's, then each branch's epilogue's, in order.
 #pragma once
 
 #include "kernels/runtime/chain.h"

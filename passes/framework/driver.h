@@ -1,18 +1,10 @@
-// The one walk every graph pass runs on, and the one place its rewrites and rejections are recorded
-// (in the manner of MLIR's pattern rewriter and PyTorch's concat_opt walk).
-//
-// A pass is a Pattern. The driver offers it each node of each block, nested blocks included, in
-// the pattern's direction; the pattern rewrites around the node, records why a candidate was
-// rejected, or declines silently (not a candidate). Each node is offered once: after a rewrite the
-// walk goes on from the next node not yet offered instead of restarting, so a pass costs one walk
-// plus its rewrites. For that, patterns remove nodes only through Rewriter::erase, which moves the
-// cursor off a node it removes. Nodes a rewrite inserts ahead of the cursor (in the walk's
-// direction) are offered too; nodes it inserts behind it are not.
-//
-// The alias database is built when a pattern first asks for it and dropped after every successful
-// rewrite (runPattern, the one place) unless the rewrite called Rewriter::keepAliasDb(). So a
-// pattern asks all its alias questions before it edits the graph.
-//
+// The one walk every graph pass runs on, and the one place its rewrites and rejections are recorded.
+// A pass is a Pattern, offered each node of each block (nested ones included) once, in its
+// direction: it rewrites, records a rejection, or declines. After a rewrite the walk goes on from
+// the next node not yet offered, so patterns remove nodes only through Rewriter::erase; nodes a
+// rewrite inserts ahead of the cursor are offered, those behind it are not. The alias database is
+// built on first request and dropped after each rewrite unless it called Rewriter::keepAliasDb(),
+// so a pattern asks all its alias questions before it edits the graph.
 //   class Fuse : public Pattern { bool matchAndRewrite(Node* n, Rewriter& rw) override; };
 //   bool FusePass(std::shared_ptr<Graph>& g) { Fuse p; return runPattern(g, p); }
 #pragma once
@@ -103,13 +95,13 @@ class Rewriter {
   void copyAliasing(torch::jit::Value* base, torch::jit::Value* view);
 
   // Says the rewrite being made keeps the alias database valid, so it is not rebuilt (each build
-  // walks the whole graph: 5 ms on SSDlite's executor graph, once per rewrite). Only for a rewrite
-  // that leaves every alias and write answer about the remaining values as it was: the nodes it
-  // erased wrote nothing, each value it created either replaced one (replaceAllUsesWith) or is
-  // listed in `fresh`, and the `fresh` ones are new tensors, or lists of tensors read only by the
-  // node it created, that nothing writes. Those are added to the database as aliasing nothing (a
-  // list's elements are not recorded: no pattern asks what a fused op's operand list contains).
-  // E.g. an identity view replaced by its base, or a region replaced by one fused op.
+  // walks the whole graph). Only for a rewrite that leaves every alias and write answer about the
+  // remaining values as it was: the nodes it erased wrote nothing, each value it created either
+  // replaced one (replaceAllUsesWith) or is listed in `fresh`, and the `fresh` ones are new
+  // tensors, or lists of tensors read only by the node it created, that nothing writes. Those are
+  // added to the database as aliasing nothing (a list's elements are not recorded: no pattern asks
+  // what a fused op's operand list contains). E.g. an identity view replaced by its base, or a
+  // region replaced by one fused op.
   void keepAliasDb(std::vector<torch::jit::Value*> fresh = {}) {
     for (torch::jit::Value* v : fresh)
       TORCH_INTERNAL_ASSERT(v->type()->cast<c10::TensorType>() || v->type()->cast<c10::ListType>(),
@@ -142,9 +134,8 @@ bool runPattern(std::shared_ptr<torch::jit::Graph>& graph, Pattern& pattern);
 // have no side effect and write nothing (nested blocks' nodes included). One reverse walk: a
 // node's readers come after it, so a chain of dead nodes goes in the same walk. Dead mutable ops
 // and dead Ifs/Loops stay. Unlike torch's EliminateDeadCode, this builds no alias database and
-// resolves no schema of a live node (each cost 10-30 ms on a detector's executor graph, where the
-// pipeline's time is first-call time); the executor's own dead-code passes, which know aliasing,
-// run before and after the pipeline.
+// resolves no schema of a live node, both costly on a large graph's first call; the executor's own
+// dead-code passes, which know aliasing, run before and after the pipeline.
 void eraseDeadCode(std::shared_ptr<torch::jit::Graph>& graph);
 
 }  // namespace tsfuse

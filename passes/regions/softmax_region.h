@@ -4,7 +4,7 @@
 //   %d = aten::sub(%x, %y)                       %l = prim::ListConstruct(%x, %y)
 //   %s = aten::softmax(%d, %dim, %none)    =>    %s = tsfuse::softmax(%l, "v1: sub($0, $1)", dim, False)
 //
-// The fused op never stores the region's value (kernels/runtime/fused_call.h, runSoftmax). The same
+// The fused op never stores the region's value (kernels/runtime/softmax.h, runSoftmax). The same
 // normalizations of a fused reduction's value (and a division by its sum) become a chain's last
 // stage instead, for the nest_reductions pass (nestSoftmax, nestDivSum below).
 #pragma once

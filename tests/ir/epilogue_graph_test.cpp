@@ -1,5 +1,5 @@
 // IR-string tests of a reduction's epilogue when the ops after it read its value, or each other,
-// more than once (passes/regions/region.cpp planEpilogue): the longest run of elementwise ops whose values
+// more than once (passes/regions/epilogue.cpp planEpilogue): the longest run of elementwise ops whose values
 // nothing else reads joins the fused reduction, with the elementwise producers of its operands
 // that only it reads; named negative cases keep the ops outside when the reduced value or an
 // intermediate is read by something else. Before/after through the

@@ -1,4 +1,4 @@
-// A fused op's `donated` operands (kernels/runtime/fused_call.h, takeDonated): the result is written over
+// A fused op's `donated` operands (kernels/runtime/donation.h, takeDonated): the result is written over
 // a donated operand only where that is unobservable (nothing else holds the tensor or its memory)
 // and the layout is the output's; everything else computes into a fresh tensor, values unchanged.
 // Every checkPairwise in the suite also repeats its call with a donated operand (tests/test_util.h).

@@ -1,21 +1,8 @@
 // Eager's order for a float sum along the dim its value holds innermost: the one description of
 // it, which the interpreted reductions (InnerSumLanes) and the compiled kernels
-// (jit::Sink::SumInner) follow, so both give eager's bits.
-//
-// ATen's CPU sum (and mean, a sum then a division) of float32/float64 values along the innermost
-// dim of its input, the only reduced dim of size > 1 (cascade_sum -> vectorized_inner_sum /
-// scalar_inner_sum in aten/src/ATen/native/cpu/SumKernel.cpp), with L the elements of one
-// 32-byte vector (8 float32, 4 float64: x86's sum kernel has no AVX-512 build, measured on an
-// AVX-512 host), V = count / L vectors of the row and G = V / 4:
-//  * each lane l of the vectors keeps four partial sums, from 0: vector v < 4G adds into partial
-//    v % 4, the V % 4 vectors after those into partial 0;
-//  * lane l's sum is ((p0 + p1) + p2) + p3;
-//  * the row's sum starts from 0, adds the count % L values after the vectors in index order, then
-//    the lane sums in lane order.
-// Rows shorter than a vector (scalar_inner_sum) follow the same rule with L = 1. From G = 16 on,
-// ATen moves the partials through further levels every 16 groups: not modelled (no order then).
-// Whether this torch build sums that way is checked once per process against at::sum
-// (eagerSumsInnerInOrder); where it does not, no order applies and the sums keep their tolerance.
+// (jit::Sink::SumInner) follow, so both give eager's bits. Whether this torch build sums that way
+// is checked once per process against at::sum (eagerSumsInnerInOrder); where it does not, no
+// order applies and the sums keep their tolerance.
 #pragma once
 
 #include <c10/core/ScalarType.h>
@@ -28,6 +15,17 @@
 
 namespace tsfuse::cpu {
 
+// ATen's CPU sum (and mean, a sum then a division) of float32/float64 values along the innermost
+// dim of its input, the only reduced dim of size > 1 (SumKernel.cpp's cascade_sum ->
+// vectorized_inner_sum / scalar_inner_sum), with L the elements of one 32-byte vector (8 float32,
+// 4 float64: x86's sum kernel has no AVX-512 build), V = count / L vectors and G = V / 4:
+//  * each lane l of the vectors keeps four partial sums, from 0: vector v < 4G adds into partial
+//    v % 4, the V % 4 vectors after those into partial 0;
+//  * lane l's sum is ((p0 + p1) + p2) + p3;
+//  * the row's sum starts from 0, adds the count % L values after the vectors in index order, then
+//    the lane sums in lane order.
+// Rows shorter than a vector (scalar_inner_sum) follow the same rule with L = 1. From G = 16 on,
+// ATen moves the partials through further levels every 16 groups: not modelled (no order then).
 struct InnerSumOrder {
   static constexpr int kPartials = 4;
   static constexpr int64_t kVectorBytes = 32;

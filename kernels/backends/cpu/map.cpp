@@ -15,12 +15,11 @@ namespace {
 // Rows of at least this many elements are tiled row by row (tiles never cross a row), so that
 // operands can be read in place or from a packed row, and one constant along a row is one value;
 // shorter rows use linear tiles, which gather every operand that is not one value for the whole
-// space. A compiled map wins from short rows on: IoU over 10000 x M boxes, 2 threads, linear ->
-// row tiles, M = 20 0.26 -> 0.26 ms, 24 0.57 -> 0.50, 32 0.70 -> 0.40, 64 1.18 -> 0.45 (20000 x 50:
-// 2.15 -> 1.09). The interpreter keeps long rows only: an ATen op on the tile (pow, exp) computes a
-// row's last elements in ATen's scalar loop where eager's vector loop computed them, so tiles of a
-// short row would move its bits off eager's (within the 1 ulp docs/ops.md allows, but linear tiles
-// of kTile elements, aligned as eager's vectors are, keep them); compiled maps have no such ops.
+// space. A compiled map gains from row tiles already on short rows, so it takes them; the
+// interpreter keeps long rows only: an ATen op on the tile (pow, exp) computes a row's last
+// elements in ATen's scalar loop where eager's vector loop computed them, so tiles of a short row
+// would move its bits off eager's (within the 1 ulp docs/ops.md allows, but linear tiles of kTile
+// elements, aligned as eager's vectors are, keep them); compiled maps have no such ops.
 constexpr int64_t kMinCompiledRowTile = 16, kMinRowTile = 128;
 
 // A compiled kernel runs the whole program per tile with its values in registers (jit.h), if one

@@ -113,8 +113,8 @@ struct RowSums {
 
 // Chunks of [0, n), about eight per thread, that torch's threads take in turn as they finish their
 // previous one, so that threads running at different speeds (a VM's vCPUs sharing a core) end
-// together: static halves left one thread waiting for a third of a Gaussian kernel sum. Each work
-// item writes its own outputs, so the bits do not depend on who runs it.
+// together where static halves would leave one waiting. Each work item writes its own outputs, so
+// the bits do not depend on who runs it.
 class ChunkQueue {
  public:
   ChunkQueue(int64_t n, int64_t chunks) : n_(n), chunks_(chunks) {}
@@ -292,11 +292,10 @@ void runCompiledVertical(jit::VerticalReduce& compiled, const IterationPlan& pla
   const int L = static_cast<int>(outer.stride.size());
   const int64_t inner = plan.kept.size.back(), tilesPerRow = (inner + kTile - 1) / kTile;
   const int64_t R = compiled.rowsPerTile(), line = compiled.lineLength();
-  // Where a tile's operand rows overflow L2 (a long reduced dim: the seed similarity's 1024 samples
-  // of 512 lanes, 2 MiB), a work item takes kGroups groups of R output rows and walks its lanes in
-  // chunks whose operand rows fit in L1, every group over each chunk: a chunk is read from memory
-  // once, not once per group (seed similarity 1024 x 500: 20.3 -> 13.8 ms). Below that, L2 serves
-  // the groups one after another as well (128 x 1000: chunks were 4% slower).
+  // Where a tile's operand rows overflow L2 (a long reduced dim), a work item takes kGroups groups
+  // of R output rows and walks its lanes in chunks whose operand rows fit in L1, every group over
+  // each chunk: a chunk is read from memory once, not once per group. Below that, L2 serves the
+  // groups one after another as well, and chunks would only add overhead.
   constexpr int64_t kGroups = 8, kChunkBytes = int64_t(16) << 10, kTileBytes = int64_t(512) << 10;
   const bool chunked = count * kTile * 4 > (swap ? kChunkBytes : kTileBytes);
   const int64_t perBlock = compiled.lanesPerBlock();
@@ -424,7 +423,7 @@ void runCompiledVertical(jit::VerticalReduce& compiled, const IterationPlan& pla
     }
   };
   // Lines too small to share among threads one at a time: each thread takes whole lines, packing
-  // them into its own copy of the reduction (a batch of 128 clouds of 32 points: interpreted before).
+  // them into its own copy of the reduction.
   if (compiled.linesInParallel()) {
     at::parallel_for(0, passes, grainFor(outer.numel() / passes * inner * count), [&](int64_t b, int64_t e) {
       jit::VerticalReduce own = compiled.forAnotherThread();

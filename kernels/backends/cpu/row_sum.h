@@ -1,9 +1,17 @@
 // Eager's sum of whole contiguous rows, of any length: ATen's CPU cascade sum along the innermost
-// dim (aten/src/ATen/native/cpu/SumKernel.cpp: vectorized_inner_sum / scalar_inner_sum over
-// row_sum's multi_row_sum), which InnerSumOrder (inner_sum.h) models only below 16 groups.
-//
-// With L the values of one 32-byte vector (8 float32, 4 float64; L = 1 for rows shorter than
-// that), V = n / L vectors and G = V / 4 groups of four vectors:
+// dim (SumKernel.cpp's vectorized_inner_sum / scalar_inner_sum over multi_row_sum), which
+// InnerSumOrder (inner_sum.h) models only below 16 groups. A row is summed whole by one thread
+// wherever eager's sum has more than one output (ATen splits only kept dims among threads); a
+// single output of at least 32768 values may be split (two_pass_reduction): callers keep those
+// rows to ATen. eagerSumsRowsInCascade() checks this build against at::sum once per process.
+#pragma once
+
+#include <cstdint>
+
+namespace tsfuse::cpu {
+
+// The order: with L the values of one 32-byte vector (8 float32, 4 float64; L = 1 for rows shorter
+// than that), V = n / L vectors and G = V / 4 groups of four vectors:
 //  * four partial vectors p0..p3 take the groups' vectors in turn, through a cascade of four
 //    levels: level 0 adds 2^P groups (P = max(4, ceil_log2(G) / 4)), then is added into level 1
 //    and cleared; level 1 moves on into level 2 only when the groups done are a multiple of
@@ -13,16 +21,6 @@
 //  * each lane's sum is ((p0 + p1) + p2) + p3;
 //  * the row's sum starts from 0, adds the n % L values after the vectors in order, then the
 //    lane sums in lane order; the output, filled with 0 first, then adds that sum.
-// A row's sum is computed whole by one thread whenever eager's sum has more than one output (ATen
-// splits only kept dims among threads); a single output of at least 32768 values may be split
-// (two_pass_reduction): callers keep those rows to ATen. eagerSumsRowsInCascade() checks this
-// build against at::sum once per process.
-#pragma once
-
-#include <cstdint>
-
-namespace tsfuse::cpu {
-
 // The sum of v[0, n) as at::sum computes it along a contiguous innermost dim (its loops compiled
 // per instruction set with the tile ops: kernels/backends/cpu/tile_program.cpp, row_sum.inc).
 float eagerRowSum(const float* v, int64_t n);

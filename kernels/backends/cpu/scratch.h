@@ -1,18 +1,10 @@
 // A call's bounded scratch copy (a packed operand). Move-only; empty when default-constructed.
 //
-// Small buffers, and every buffer while another CPU allocator is installed (a memory profiler's,
-// bench/memprobe.cpp's counter), come from c10's CPU allocator like the call's tensors: what a
-// fused call allocates is then one count, measured against the bound output + O(tile).
-//
-// Large ones (kMappedBytes and up) are pages mapped for the buffer alone and kept by the thread
-// that releases them (at most kCached, each at most kCacheBytes), to serve its next buffer that
-// fits. A pack buffer (up to 1 MiB, jit::VerticalReduce::kMaxPackBytes) is then faulted in once
-// per thread, not on every call, where malloc maps every large block afresh (a fixed mmap
-// threshold, as bench/suite.py sets for its memory counts: 1.7 of the 3.5 ms of a k-means
-// assignment over 100000 points). Blocks are mapped here rather than taken from malloc because a
-// kept heap block pins the top of malloc's heap: the freed memory below it is then neither
-// trimmed nor mapped afresh, which changes where later large tensors land (the huge-page output
-// test saw it). Kept blocks are reported freed to c10's profiler hook, as a freed tensor is.
+// Small buffers, and all while another CPU allocator is installed, come from c10's allocator, so a
+// fused call's allocations are one count. Large ones (kMappedBytes and up) are pages mapped alone
+// (a kept heap block would pin malloc's heap top) and kept by the releasing thread (kCached of at
+// most kCacheBytes), so a pack buffer faults in once per thread, not every call. Kept blocks are
+// reported freed to c10's profiler hook.
 #pragma once
 
 #include <c10/core/Allocator.h>

@@ -17,8 +17,7 @@ namespace {
 // The native op loops, compiled twice: for the baseline ISA (SSE2 on x86-64) and, on x86-64, for
 // AVX2 (chosen at run time). Only the vector width differs: no FMA (-ffp-contract=off and no
 // "fma" target), and IEEE add/sub/mul/div/compare are exact in every width, so both give the
-// same bits. (An AVX-512 copy measured no faster on this project's Zen 4 machine: the loops are
-// bound by L1 stores, not by instruction count.)
+// same bits. (No AVX-512 copy: the loops are bound by L1 stores, not by instruction count.)
 using ExecFn = void (*)(const lower::Instr&, c10::ScalarType, char*, const char*, const char*, const char*, int64_t,
                        unsigned);
 using AccLongFn = void (*)(c10::ScalarType, const char*, int64_t*, int64_t);
@@ -99,8 +98,8 @@ std::optional<TileProgram> TileProgram::lower(const Expr& e, const Analysis& a, 
 
 TileProgram::Scratch TileProgram::makeScratch() const {
   // NB: slots 4096 bytes apart would put a loop's loads and stores at the same address modulo
-  // 4 KiB, which the CPU treats as a possible store-to-load dependency (4K aliasing, ~2x slower
-  // tile loops): consecutive slots are staggered by three cache lines.
+  // 4 KiB, which the CPU treats as a possible store-to-load dependency (4K aliasing, which slows
+  // the tile loops): consecutive slots are staggered by three cache lines.
   constexpr int64_t kSlotStride = kTile + 3 * 64 / 8;  // in int64 elements
   Scratch s;
   s.storage.resize(slotType.size() * kSlotStride);

@@ -1,12 +1,8 @@
-// The CPU tile interpreter: runs a typed program (kernels/lower/program.h, lowered with
-// Target::cpuTiles) over fixed-size tiles.
-//
-// Every value lives in a "slot": a buffer of kTile elements of one dtype. Slots [0, numLeaves) hold
-// the gathered operands (in their own dtypes), then the literals (converted once), then each
-// instruction's result. Ops without a bit-exact native form (exp, log, sqrt, pow, floor division,
-// alpha-scaled add, ...: the registry's Aten rules and the primitives the interpreter lacks) run
-// through ATen on the tile, the same kernel eager uses. Scratch is slots x kTile elements per
-// thread: O(tile), independent of the problem size.
+// The CPU tile interpreter: runs a typed program (kernels/lower/program.h, Target::cpuTiles) over
+// fixed-size tiles. Every value lives in a slot of kTile elements of one dtype: the gathered
+// operands, then the literals (converted once), then each instruction's result. Ops without a
+// bit-exact native form (the registry's Aten rules, primitives the interpreter lacks) run through
+// ATen on the tile, the kernel eager uses. Scratch is slots x kTile elements per thread: O(tile).
 #pragma once
 
 #include "kernels/backends/cpu/vml.h"
@@ -22,8 +18,8 @@ namespace tsfuse::cpu {
 constexpr int64_t kTile = 512;
 
 // Elements of work below which a parallel loop stays on the calling thread (ATen's
-// at::internal::GRAIN_SIZE, the rule eager's kernels follow): waking a worker costs microseconds
-// on an idle machine and a scheduler tick, milliseconds, on a busy one.
+// at::internal::GRAIN_SIZE, the rule eager's kernels follow): waking a worker costs more than such
+// work, and a whole scheduler tick on a busy machine.
 constexpr int64_t kTaskElements = 32768;
 // at::parallel_for's grain over items of `perItem` elements each.
 inline int64_t grainFor(int64_t perItem) { return std::max<int64_t>(1, kTaskElements / std::max<int64_t>(1, perItem)); }

@@ -64,7 +64,7 @@ bool sameBits(const at::Tensor& a, const at::Tensor& b) {
 // count, 0 meaning the global one; mkl_set_num_threads_local is the Fortran form, by pointer),
 // set to 1 around each call. Inside a parallel region VML would otherwise enter its own OpenMP
 // region on every call (mkl_vml_serv_threader: a GOMP_parallel and its futex wake-ups per tile,
-// which made two threads slower than one); the elements are independent, so the bits are the same.
+// costing more than the tile's work); the elements are independent, so the bits are the same.
 using SetLocalThreads = int (*)(int);
 SetLocalThreads setLocalThreads() {
   static const SetLocalThreads fn =

@@ -1,14 +1,10 @@
 // Eager's own routine for the float transcendentals ATen computes with Intel MKL's vector math.
 //
-// ATen's CPU exp, log, sqrt, atan, sin, cos and tanh for float and double (aten/src/ATen/cpu/vml.h, in MKL
-// builds such as the x86-64 PyPI wheels) call MKL's VML in high-accuracy mode on contiguous
-// chunks, whatever the tensor's layout. The tile interpreter runs those ops "through ATen on the
-// tile" for eager's bits; calling the same VML routine on the tile gives the same bits without a
-// tensor, a dispatch and a TensorIterator per tile. The routines are the Fortran-interface
-// symbols libtorch_cpu exports (VMSEXP_, VMDLN_, ...), looked up in the loaded library, and each
-// is checked once against the ATen op on probe values (specials included) before it is used:
-// where a symbol is missing or any bit differs (a build without MKL, another ATen kernel), the op
-// keeps running through ATen. TSFUSE_CPU_VML=0 turns the routines off.
+// In MKL builds ATen's CPU exp, log, sqrt, atan, sin, cos and tanh (float, double) call MKL's VML
+// in high-accuracy mode on contiguous chunks; calling the same routine on a tile gives eager's bits
+// without a tensor, dispatch and TensorIterator per tile. Each routine (libtorch_cpu's exported
+// Fortran symbols, VMSEXP_, ...) is checked once against the ATen op on probe values; where one is
+// missing or any bit differs, the op keeps running through ATen. TSFUSE_CPU_VML=0 turns them off.
 #pragma once
 
 #include "kernels/ir/expr.h"

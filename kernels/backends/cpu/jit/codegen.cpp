@@ -113,8 +113,8 @@ void Gen::emitKernel() {
   // A map's uniform operands are one value for the whole call (CompiledMap steps them by 0). Those
   // converted as they are broadcast (a runtime threshold, a 0-dim float64 operand of a float32
   // map: a load, a convert and a shuffle a block) are held like the literals: converted once a
-  // call, and no pointer register (IoU thresholded at self.thr: 7-16% over the constant's time,
-  // 1-6% held). A plain broadcast is one load; holding every uniform operand would cost vectors.
+  // call, and no pointer register. A plain broadcast is one load; holding every uniform operand
+  // would cost vectors.
   if (holdUniforms)
     for (int i = 0; i < static_cast<int>(P.leaves.size()); ++i) {
       if (!P.holdable(i)) continue;

@@ -111,8 +111,8 @@ class Gen : public Xbyak::CodeGenerator {
   // the program. A spilled operand cannot vary per output row (its rows would need registers).
   // NB: a Store of bools keeps r13 and r14 for packing bytes; r15 holds out, rcx the row count,
   // rdi the arguments, rax the spilled pointers. The general registers left over then hold
-  // operands' row strides, so a row's pointer steps read no memory (a row of the L2 distance's
-  // kernel issued as many loads for its three pointer steps as for its operands).
+  // operands' row strides, so a row's pointer steps read no memory (else a short row's kernel
+  // issues as many loads for its pointer steps as for its operands).
   void assignPointers();
 
   bool spilled(int i) const { return P.leaves[i] != Leaf::Unused && !held[i] && leafPtr[i].empty(); }

@@ -1,33 +1,8 @@
-// Compiled tile programs: a TileProgram generated as x86-64 AVX2 machine code (Xbyak) with every
-// value in a vector register.
-//
-// The interpreter (TileProgram::run) stores each instruction's tile to L1 and loads it back for
-// the next one; for short programs those loads and stores are most of the cost. A compiled kernel
-// evaluates the program on registers, a block of lanes at a time:
-//  * vertical reductions (VerticalReduce): the block's accumulators stay in registers while the
-//    kernel walks the reduced rows; per row, one broadcast of each uniform operand, one load of each
-//    contiguous operand vector, the ops, then one add into the accumulator (sums: the seed
-//    similarity, |x - y| < 1 counted over a shared leading dim) or a compare and two blends (the
-//    greatest or least value with its first index: anchor matching's IoU max over the boxes);
-//  * maps (CompiledMap): per block, the operands are loaded, the ops run, the result is stored
-//    straight into the output (the seed intersection and the IoU/GIoU matrices).
-//
-// Exactness: each op is the instruction whose result the interpreter's loop computes, in the same
-// order (min/max/clamp operand order, NaN propagation to the same quiet NaN, compares, casts); no
-// FMA. Counts add 0/1 in int32 lanes widened at the end of each call (a call covers at most
-// maxRows rows); float sums add each row's value in double, in row order, starting from the lanes'
-// running sums: the interpreter's exact sequence of additions (SumFloat: in float, the
-// interpreter's double additions each rounded to float, the same bits); an extremum takes a row's
-// value where rules::laterBeats says the interpreter's accumulator would (NaN wins, ties keep the
-// first index). So all give the interpreter's bits.
-//
-// Scope: programs over float32 or float64 values (one of them per program) and bools, with native
-// ops only (no ATen tile ops, no integers); operands constant along the lanes or contiguous along
-// them (a vertical sum packs an operand strided along the lanes that is the same for every output
-// row, once per call or once per line of rows: see VerticalReduce::kMaxPackBytes, packsPerLine).
-// Anything else is declined and the interpreter runs it. Needs AVX2 and BMI2. Sums in eager's
-// inner order of arithmetic programs (no bools) get 64-byte vectors where the CPU has AVX-512 F
-// and DQ (jit/codegen.h, widens): the same instructions on twice the lanes, so the same bits.
+// Compiled tile programs: a TileProgram as x86-64 AVX2 machine code (Xbyak), every value in a
+// vector register, a block of lanes at a time. For short programs the interpreter's store and
+// reload of each instruction's tile are most of the cost. VerticalReduce keeps a block's
+// accumulators in registers while it walks the reduced rows (sums, counts, an extremum with its
+// first index); CompiledMap loads the operands, runs the ops and stores straight to the output.
 #pragma once
 
 #include "kernels/plan/iteration.h"
@@ -41,6 +16,19 @@
 #include <string>
 #include <vector>
 
+// Exactness: each op is the instruction the interpreter's loop computes, in the same order
+// (min/max/clamp operand order, NaN to the same quiet NaN, compares, casts), no FMA. Counts add 0/1
+// in int32 lanes widened each call (a call covers at most maxRows rows); float sums add each row's
+// value in double, in row order, from the lanes' running sums (SumFloat: each addition rounded to
+// float); an extremum takes a row's value where rules::laterBeats says the interpreter would. So
+// all give the interpreter's bits.
+//
+// Scope: float32 or float64 values (one per program) and bools, native ops only (no ATen tile ops,
+// no integers); operands constant or contiguous along the lanes (a vertical sum packs a lane-strided
+// operand that is the same for every output row: kMaxPackBytes, packsPerLine). Anything else is
+// declined to the interpreter. Needs AVX2 and BMI2; sums in eager's inner order of arithmetic
+// programs get 64-byte vectors with AVX-512 F and DQ (jit/codegen.h, widens): the same
+// instructions on twice the lanes, so the same bits.
 namespace tsfuse::cpu::jit {
 
 // Operands a kernel reads: the first ones get a general register for their pointer, the rest
@@ -193,11 +181,11 @@ class VerticalReduce {
   void clear(void* sums, int64_t n) const;
 
   // An operand the plan marks Packed (strided along the lanes but the same for every output:
+  // An operand the plan marks Packed (strided along the lanes but the same for every output:
   // `y[j, d]` summed over d) is packed, reduced rows by lanes, into at most this many bytes (the
   // operand's own elements: a bounded copy, never of the broadcast shape): all its lanes once per
   // call where they fit, else a panel of lanes at a time (a multiple of kTile lanes; the caller
-  // packs each with pack() and runs the tiles of its lanes: pairwise L2 over D = 64 and 8192
-  // points takes 2 MiB).
+  // packs each with pack() and runs the tiles of its lanes).
   static constexpr int64_t kMaxPackBytes = int64_t(1) << 20;
   // Lanes packed at a time: the kept innermost dim's whole length unless packed by panels.
   int64_t panelLanes() const { return panel_; }
@@ -218,8 +206,8 @@ class VerticalReduce {
   void pack(int64_t line, int64_t p0);
   // Bytes from one packed row to the next: the row's bytes in whole cache lines, an odd number of
   // them. A block reads the same lanes of every row; rows a multiple of 4 KiB apart (1024 float32
-  // lanes) all fall in one L1 set and evict each other (pairwise L2 over D = 64, 1024 x 1024:
-  // 2.56 ns a pair against 1.75 for 1040 lanes); an odd line count spreads them over every set.
+  // lanes) all fall in one L1 set and evict each other; an odd line count spreads them over every
+  // set.
   static constexpr int64_t packedRowBytes(int64_t bytes) { return ((bytes + 63) / 64 | 1) * 64; }
 
  private:

@@ -28,11 +28,10 @@ std::optional<CompiledMap> CompiledMap::make(const TileProgram& p, c10::ScalarTy
 
 namespace {
 
-// A thread's scratch for CompiledMap::run: one Args, zeroed once (a fresh one is 2 KiB of zeros,
-// `rep stos`, per call: as much as a 512-value tile's kernel; every call sets the fields a Store
-// kernel reads for its leaves, the rest stay zero), and a block's worth of each operand and of the
-// output for the lanes after the whole blocks. On the heap: the library's own thread-local storage
-// stays a few bytes.
+// A thread's scratch for CompiledMap::run: one Args, zeroed once (zeroing a fresh one per call
+// costs as much as a short tile's kernel; every call sets the fields a Store kernel reads for its
+// leaves, the rest stay zero), and a block's worth of each operand and of the output for the lanes
+// after the whole blocks. On the heap: the library's own thread-local storage stays a few bytes.
 struct MapScratch {
   Args args;
   std::vector<int64_t> tail;  // 8-byte aligned: per operand, then the output, one block each
@@ -58,7 +57,7 @@ void CompiledMap::run(char* const* leaf, int64_t n, char* dst) const {
   const int64_t rest = n - blocks * B;
   if (rest > 0) {
     // The lanes after the whole blocks as one more block, its operands copied into a zeroed block
-    // of their own (a vector call per 8 or 16 lanes cost 14 calls a row of 500): the same
+    // of their own (a vector call per 8 or 16 lanes would cost many calls a short row): the same
     // instructions on each lane, so the same values; the padding lanes' are not kept.
     const int64_t slot = B * 8 / static_cast<int64_t>(sizeof(int64_t));
     std::vector<int64_t>& tail = scratch->tail;

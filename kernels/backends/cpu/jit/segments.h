@@ -1,16 +1,12 @@
-// A tile program whose only ATen ops are MKL routines (kernels/backends/cpu/vml.h), run as compiled runs
-// of its native instructions between the routine calls: a Gaussian kernel's epilogue
-// `mul($0, -2.0); exp(%0); mul(%1, $1)` becomes a compiled map, MKL's vsExp, a compiled map,
-// where the interpreter stores and reloads every instruction's tile.
-//
-// Each run of native instructions is its own TileProgram (the same instructions, renumbered: its
-// leaves are the slots it reads that it does not write, its literals its own) compiled as a
-// jit::CompiledMap; each writes its last value into that slot's buffer in the scratch, where later
-// runs and routines read it. The last step writes the program's result to the destination. Same
-// bits as the interpreter: the same instructions on the same values (a value the interpreter
-// would keep uniform is computed on every lane, each lane alike), the same routine on the same
-// tile. Declined (nullopt) where an op runs through ATen otherwise, a routine would read a
-// uniform leaf, the result is not the last instruction's, or a run does not compile.
+// A tile program whose only ATen ops are MKL routines (vml.h), run as compiled runs of its native
+// instructions between the routine calls (a Gaussian kernel's epilogue `mul($0, -2.0); exp(%0);
+// mul(%1, $1)`: a compiled map, MKL's vsExp, a compiled map), where the interpreter would store and
+// reload every instruction's tile. Each run is its own renumbered TileProgram compiled as a
+// jit::CompiledMap, writing its last value into its slot's scratch buffer. Same bits as the
+// interpreter: the same instructions and routines on the same values (a value it keeps uniform is
+// computed on every lane alike). Declined (nullopt) where an op runs through ATen otherwise, a
+// routine would read a uniform leaf, the result is not the last instruction's, or a run does not
+// compile.
 #pragma once
 
 #include "kernels/backends/cpu/jit/jit.h"
