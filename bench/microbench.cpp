@@ -133,7 +133,7 @@ void BM_CudaHostWork(benchmark::State& state) {
     benchmark::DoNotOptimize(plan);
     if (!kernel) continue;
     std::string why;
-    auto k = tsfuse::gpu::kernelForCall(*e, ops, r, *an, plan, tsfuse::gpu::CallOptions{}, &why);
+    auto k = tsfuse::cuda::kernelForCall(*e, ops, r, *an, plan, tsfuse::cuda::CallOptions{}, &why);
     if (!k) state.SkipWithError(why.c_str());
     benchmark::DoNotOptimize(k);
   }

@@ -36,7 +36,7 @@ inline tsfuse::ReduceSpec red(tsfuse::Reduction k, std::optional<std::vector<int
 
 // Whether a kernel text, past the prelude that defines them all, uses one of the prelude's macros.
 inline bool bodyCalls(const std::string& kernelText, std::initializer_list<const char*> macros) {
-  const size_t body = std::string(tsfuse::gpu::prelude()).size();
+  const size_t body = std::string(tsfuse::cuda::prelude()).size();
   for (const char* m : macros)
     if (kernelText.find(m, body) != std::string::npos) return true;
   return false;

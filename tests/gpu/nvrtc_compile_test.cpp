@@ -38,15 +38,15 @@ void removeDir(const std::string& dir) {
   for (const std::string& f : filesIn(dir)) ::unlink(f.c_str());
   ::rmdir(dir.c_str());
 }
-using tsfuse::gpu::Kind;
+using tsfuse::cuda::Kind;
 
 // Registers per thread: 64 keeps 32 warps (50% occupancy on sm_80/sm_90) resident per SM. A
 // kernel calling libdevice's double pow (a norm of general order) gets 80 (24 warps): pow alone
 // holds about 40.
 
-const tsfuse::gpu::Nvrtc* nvrtcOrSkip() {
+const tsfuse::cuda::Nvrtc* nvrtcOrSkip() {
   std::string why;
-  return tsfuse::gpu::Nvrtc::get(&why);
+  return tsfuse::cuda::Nvrtc::get(&why);
 }
 
 struct Kernel {
@@ -76,11 +76,11 @@ std::vector<Kernel> corpusKernels() {
   for (const GpuCase& c : cs) {
     Prepared p = prepare(c);
     if (!p.an || p.plan->unsupported) continue;
-    std::vector<tsfuse::gpu::CallOptions> variants;
+    std::vector<tsfuse::cuda::CallOptions> variants;
     // 64-bit variants of the hand-written cases only: the index code does not depend on the program.
     for (bool i64 : {false, true}) {
       if (i64 && (c.label == "random" || c.label.rfind("op ", 0) == 0)) continue;
-      tsfuse::gpu::CallOptions o;
+      tsfuse::cuda::CallOptions o;
       o.index64 = i64;
       // Every skeleton that applies (a forced one that does not declines and is counted so).
       const auto kinds = c.reduce ? std::vector<Kind>{Kind::ReduceThread, Kind::ReduceBlock, Kind::Gemm}
@@ -92,7 +92,7 @@ std::vector<Kernel> corpusKernels() {
     }
     for (const auto& o : variants) {
       std::string why;
-      auto k = tsfuse::gpu::kernelForCall(*p.e, c.ops, c.reduce ? &*c.reduce : nullptr, *p.an, *p.plan, o, &why);
+      auto k = tsfuse::cuda::kernelForCall(*p.e, c.ops, c.reduce ? &*c.reduce : nullptr, *p.an, *p.plan, o, &why);
       if (!k) {
         ++declined;
         continue;
@@ -107,7 +107,7 @@ std::vector<Kernel> corpusKernels() {
 }
 
 TEST(GeneratedKernels, NvrtcCompilesCorpusWithoutSpillsOrFma) {
-  const tsfuse::gpu::Nvrtc* nvrtc = nvrtcOrSkip();
+  const tsfuse::cuda::Nvrtc* nvrtc = nvrtcOrSkip();
   ASSERT_NE(nvrtc, nullptr) << "NVRTC is needed by this test (scripts/setup.sh: the CUDA toolkit or the torch wheel's)";
   const std::vector<Kernel> ks = corpusKernels();
   ASSERT_GT(ks.size(), 150u);
@@ -117,7 +117,7 @@ TEST(GeneratedKernels, NvrtcCompilesCorpusWithoutSpillsOrFma) {
   const int archs[] = {80, 90};
   struct Result {
     std::string failure;
-    tsfuse::gpu::PtxasReport rep;
+    tsfuse::cuda::PtxasReport rep;
   };
   std::vector<Result> results(ks.size() * 2);
   std::atomic<size_t> next{0};
@@ -125,13 +125,13 @@ TEST(GeneratedKernels, NvrtcCompilesCorpusWithoutSpillsOrFma) {
     for (size_t j; (j = next++) < results.size();) {
       const Kernel& k = ks[j / 2];
       const int arch = archs[j % 2];
-      auto out = nvrtc->compile(k.text, k.name, tsfuse::gpu::kernelOptions(arch, false, true));
+      auto out = nvrtc->compile(k.text, k.name, tsfuse::cuda::kernelOptions(arch, false, true));
       Result& r = results[j];
       if (!out.ok) {
         r.failure = "does not compile: " + out.log;
         continue;
       }
-      r.rep = tsfuse::gpu::parsePtxas(out.log, k.name);
+      r.rep = tsfuse::cuda::parsePtxas(out.log, k.name);
       if (!r.rep.found) r.failure = "no ptxas report in: " + out.log;
       else if (r.rep.stackBytes > k.stackBudget || r.rep.spillStores || r.rep.spillLoads)
         r.failure = "local memory: " + std::to_string(r.rep.stackBytes) + " B stack, " +
@@ -157,7 +157,7 @@ TEST(GeneratedKernels, NvrtcCompilesCorpusWithoutSpillsOrFma) {
                       << k.text;
       continue;
     }
-    auto& [mx, cnt] = regs[std::string(tsfuse::gpu::kindName(k.kind)) + " sm_" + std::to_string(archs[j % 2])];
+    auto& [mx, cnt] = regs[std::string(tsfuse::cuda::kindName(k.kind)) + " sm_" + std::to_string(archs[j % 2])];
     mx = std::max(mx, results[j].rep.registers);
     ++cnt;
     if (results[j].rep.stackBytes) {
@@ -171,17 +171,17 @@ TEST(GeneratedKernels, NvrtcCompilesCorpusWithoutSpillsOrFma) {
 }
 
 TEST(GeneratedKernels, KernelCacheMemoryDiskAndCorruptEntries) {
-  const tsfuse::gpu::Nvrtc* nvrtc = nvrtcOrSkip();
+  const tsfuse::cuda::Nvrtc* nvrtc = nvrtcOrSkip();
   ASSERT_NE(nvrtc, nullptr);
   const std::string dir = ::testing::TempDir() + "/tsfuse_kernel_cache_test_" + std::to_string(::getpid());
   removeDir(dir);
   GpuCase c = seedCases(1).front();
   Prepared p = prepare(c);
-  auto k = tsfuse::gpu::kernelForCall(*p.e, c.ops, nullptr, *p.an, *p.plan, {}, nullptr);
+  auto k = tsfuse::cuda::kernelForCall(*p.e, c.ops, nullptr, *p.an, *p.plan, {}, nullptr);
   ASSERT_TRUE(k);
   std::string why;
   {
-    tsfuse::gpu::KernelCache cache(dir);
+    tsfuse::cuda::KernelCache cache(dir);
     auto e1 = cache.get(*nvrtc, k->source.text, k->source.name, 90, &why);
     ASSERT_TRUE(e1) << why;
     EXPECT_FALSE(e1->isPtx);
@@ -195,7 +195,7 @@ TEST(GeneratedKernels, KernelCacheMemoryDiskAndCorruptEntries) {
     EXPECT_TRUE(e3->isPtx);
   }
   {
-    tsfuse::gpu::KernelCache cache(dir);  // a new process: from disk
+    tsfuse::cuda::KernelCache cache(dir);  // a new process: from disk
     ASSERT_TRUE(cache.get(*nvrtc, k->source.text, k->source.name, 90, &why));
     EXPECT_EQ(cache.diskHits, 1);
     EXPECT_EQ(cache.compiles, 0);
@@ -204,7 +204,7 @@ TEST(GeneratedKernels, KernelCacheMemoryDiskAndCorruptEntries) {
   ASSERT_EQ(entries.size(), 2u);  // sm_90 and the PTX of the unknown arch; no temp file left
   for (const std::string& f : entries) ASSERT_EQ(::truncate(f.c_str(), 100), 0);
   {
-    tsfuse::gpu::KernelCache cache(dir);
+    tsfuse::cuda::KernelCache cache(dir);
     ASSERT_TRUE(cache.get(*nvrtc, k->source.text, k->source.name, 90, &why));
     EXPECT_EQ(cache.diskHits, 0);
     EXPECT_EQ(cache.compiles, 1);
@@ -222,7 +222,7 @@ TEST(GeneratedKernels, PtxasReportParsing) {
       "ptxas info    : Function properties for b\n"
       "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
       "ptxas info    : Used 12 registers\n";
-  auto a = tsfuse::gpu::parsePtxas(log, "a"), b = tsfuse::gpu::parsePtxas(log, "b");
+  auto a = tsfuse::cuda::parsePtxas(log, "a"), b = tsfuse::cuda::parsePtxas(log, "b");
   EXPECT_TRUE(a.found && b.found);
   EXPECT_EQ(a.registers, 40);
   EXPECT_EQ(a.stackBytes, 8);
@@ -230,7 +230,7 @@ TEST(GeneratedKernels, PtxasReportParsing) {
   EXPECT_EQ(a.sharedBytes, 2048);
   EXPECT_EQ(b.registers, 12);
   EXPECT_EQ(b.stackBytes, 0);
-  EXPECT_FALSE(tsfuse::gpu::parsePtxas(log, "c").found);
+  EXPECT_FALSE(tsfuse::cuda::parsePtxas(log, "c").found);
 }
 
 }  // namespace

@@ -56,7 +56,7 @@ class ClDriver {
   // Runs k over `ops` into `outs` (dense, numOut elements each: the values, then max/min's
   // indices) with `blocks` work-groups of `blockSize` work-items (the grid-stride loops cover the
   // rest). "" or what failed.
-  std::string run(const tsfuse::gpu::CallKernel& k, at::TensorList ops, std::vector<at::Tensor> outs, int64_t blocks,
+  std::string run(const tsfuse::cuda::CallKernel& k, at::TensorList ops, std::vector<at::Tensor> outs, int64_t blocks,
                   int blockSize) {
     cl_kernel kern = nullptr;
     if (std::string err = kernelOf(k, kern); !err.empty()) return err;
@@ -73,19 +73,19 @@ class ClDriver {
     };
     auto bytesOf = [](const at::Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); };
     std::vector<cl_mem> outMems;
-    const std::vector<tsfuse::gpu::HostArg> values = tsfuse::gpu::valueArgs(k, ops);  // as the CUDA launcher binds them
+    const std::vector<tsfuse::cuda::HostArg> values = tsfuse::cuda::valueArgs(k, ops);  // as the CUDA launcher binds them
     cl_int err = CL_SUCCESS;
     for (size_t i = 0; i < k.source.params.size() && err == CL_SUCCESS; ++i) {
       const auto& p = k.source.params[i];
       const cl_uint at = static_cast<cl_uint>(i);
       switch (p.kind) {
-        case tsfuse::gpu::Param::Out: {
+        case tsfuse::cuda::Param::Out: {
           cl_mem m = buffer(bytesOf(outs.at(p.leaf)), nullptr);
           outMems.push_back(m);
           err = clSetKernelArg(kern, at, sizeof m, &m);
           break;
         }
-        case tsfuse::gpu::Param::Data: {
+        case tsfuse::cuda::Param::Data: {
           const at::Tensor& t = ops[p.leaf];
           int64_t span = t.numel() ? 1 : 0;  // elements from data_ptr to the last one reached
           for (int64_t d = 0; d < t.dim() && t.numel(); ++d) span += (t.size(d) - 1) * t.stride(d);
@@ -93,9 +93,9 @@ class ClDriver {
           err = clSetKernelArg(kern, at, sizeof m, &m);
           break;
         }
-        case tsfuse::gpu::Param::HostValue:
-        case tsfuse::gpu::Param::Literal:
-        case tsfuse::gpu::Param::Index: err = clSetKernelArg(kern, at, values[i].size, values[i].bytes); break;
+        case tsfuse::cuda::Param::HostValue:
+        case tsfuse::cuda::Param::Literal:
+        case tsfuse::cuda::Param::Index: err = clSetKernelArg(kern, at, values[i].size, values[i].bytes); break;
       }
     }
     if (err != CL_SUCCESS) {
@@ -120,7 +120,7 @@ class ClDriver {
   cl_command_queue queue = nullptr;
   std::map<uint64_t, cl_kernel> kernels_;
 
-  std::string kernelOf(const tsfuse::gpu::CallKernel& k, cl_kernel& out) {
+  std::string kernelOf(const tsfuse::cuda::CallKernel& k, cl_kernel& out) {
     if (auto it = kernels_.find(k.source.hash); it != kernels_.end()) {
       out = it->second;
       return "";

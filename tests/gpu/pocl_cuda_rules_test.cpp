@@ -36,11 +36,11 @@ Outcome runCudaRules(const std::string& expr, const T& ops, std::optional<tsfuse
     ADD_FAILURE() << o.why;
     return o;
   }
-  auto k = tsfuse::gpu::kernelForCall(*p.e, ops, reduce ? &*reduce : nullptr, *p.an, *p.plan,
-                                      tsfuse::gpu::CallOptions{}, &o.why);
+  auto k = tsfuse::cuda::kernelForCall(*p.e, ops, reduce ? &*reduce : nullptr, *p.an, *p.plan,
+                                      tsfuse::cuda::CallOptions{}, &o.why);
   if (!k) return o;
   o.value = p.an->allocOut(at::kCPU);
-  const tsfuse::gpu::LaunchShape s = tsfuse::gpu::launchShape(*k, 4);
+  const tsfuse::cuda::LaunchShape s = tsfuse::cuda::launchShape(*k, 4);
   if (std::string err = d->run(*k, ops, {o.value}, s.blocks, s.threads); !err.empty()) {
     ADD_FAILURE() << expr << ": " << err << "\n" << k->source.text;
     return o;

@@ -14,7 +14,7 @@
 namespace {
 
 using namespace tsfuse_gpu;
-using tsfuse::gpu::Kind;
+using tsfuse::cuda::Kind;
 
 ClDriver* driverOrFail() {
   std::string why;
@@ -81,7 +81,7 @@ void check(ClDriver& drv, const GpuCase& c, Tally& tally, bool allVariants) {
     ++tally.skipped;  // eager raises: the fused op runs eager, which raises
     return;
   }
-  std::vector<tsfuse::gpu::CallOptions> variants(1);
+  std::vector<tsfuse::cuda::CallOptions> variants(1);
   variants[0].cudaRules = false;
   if (allVariants) {
     auto o = variants[0];
@@ -98,7 +98,7 @@ void check(ClDriver& drv, const GpuCase& c, Tally& tally, bool allVariants) {
   }
   for (const auto& o : variants) {
     std::string why;
-    auto k = tsfuse::gpu::kernelForCall(*p.e, c.ops, c.reduce ? &*c.reduce : nullptr, *p.an, *p.plan, o, &why);
+    auto k = tsfuse::cuda::kernelForCall(*p.e, c.ops, c.reduce ? &*c.reduce : nullptr, *p.an, *p.plan, o, &why);
     if (!k) {
       ++tally.declined;
       continue;
@@ -108,7 +108,7 @@ void check(ClDriver& drv, const GpuCase& c, Tally& tally, bool allVariants) {
       continue;
     }
     // Every output covered (the generic skeletons with 64-thread blocks), then a capped grid.
-    const tsfuse::gpu::LaunchShape shape = tsfuse::gpu::launchShape(*k, int64_t(1) << 40);
+    const tsfuse::cuda::LaunchShape shape = tsfuse::cuda::launchShape(*k, int64_t(1) << 40);
     const bool generic = k->spec.kind == Kind::Map || k->spec.kind == Kind::ReduceThread;
     const int bs = generic ? 64 : shape.threads;
     const int64_t full = generic ? std::max<int64_t>(1, (k->numOut + bs - 1) / bs) : shape.blocks;
@@ -214,10 +214,10 @@ TEST(GeneratedKernelsPocl, LiteralsArePassedWithEachCall) {
       Prepared p = prepare(c);
       ASSERT_TRUE(p.an && p.plan) << c.label;
       const bool half = c.ops[0].scalar_type() == at::kHalf;
-      tsfuse::gpu::CallOptions o;
+      tsfuse::cuda::CallOptions o;
       o.cudaRules = half;  // (the CPU rules have no float16 form; pocl_cuda_rules_test runs it)
       std::string why;
-      auto k = tsfuse::gpu::kernelForCall(*p.e, c.ops, c.reduce ? &*c.reduce : nullptr, *p.an, *p.plan, o, &why);
+      auto k = tsfuse::cuda::kernelForCall(*p.e, c.ops, c.reduce ? &*c.reduce : nullptr, *p.an, *p.plan, o, &why);
       ASSERT_TRUE(k) << c.label << ": " << why;
       if (!text) text = k->source.text;
       EXPECT_EQ(k->source.text, *text) << c.label << ": the text depends on the literal's value";

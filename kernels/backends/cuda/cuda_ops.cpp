@@ -1,17 +1,14 @@
 // CUDA kernels of the fused ops: the host side. A call's kernel is generated as text from the
-// typed lowering (kernels/backends/cuda/codegen/call.h picks the skeleton from the call's iteration plan),
-// compiled by NVRTC at first use for the device's arch and cached in memory and on disk
-// (kernels/backends/cuda/codegen/nvrtc.h), loaded once per process with cudaLibraryLoadData (a
-// context-independent library: one load serves every device) and launched on the current stream.
-// Nothing is allocated but the output and nothing synchronises the host. Anything without a
-// generated kernel, or a machine without NVRTC, declines to the exact chunked ATen path.
-//
-// On by default since their validation on an H200 (docs/cuda.md, "What has run where");
-// TSFUSE_CUDA_KERNELS=0 sends every CUDA call to the chunked path instead.
+// typed lowering (codegen/call.h picks the skeleton from the iteration plan), compiled by NVRTC at
+// first use and cached in memory and on disk (codegen/nvrtc.h), loaded once per process as a
+// context-independent library and launched on the current stream. Nothing is allocated but the
+// output and nothing synchronises the host. Anything without a generated kernel, or a machine
+// without NVRTC, declines to the exact chunked ATen path; so does TSFUSE_CUDA_KERNELS=0.
 #include "kernels/backends/cuda/cuda_ops.h"
 
 #include "kernels/backends/cuda/codegen/call.h"
 #include "kernels/backends/cuda/codegen/nvrtc.h"
+#include "kernels/backends/operand_device.h"
 #include "tsfuse/log.h"
 
 #include <ATen/cuda/CUDAContext.h>
@@ -35,10 +32,10 @@ std::string cudaError(const char* what, cudaError_t err) { return std::string(wh
 
 // The loaded kernel of a cache entry. Entries live as long as the process-wide cache, and a
 // library is loaded once per entry (the map keeps the entry alive with its handle).
-cudaKernel_t loadedKernel(const std::shared_ptr<const gpu::KernelCache::Entry>& entry, const std::string& name,
+cudaKernel_t loadedKernel(const std::shared_ptr<const KernelCache::Entry>& entry, const std::string& name,
                           std::string* why) {
   static std::mutex mu;
-  static std::map<const gpu::KernelCache::Entry*, std::pair<std::shared_ptr<const gpu::KernelCache::Entry>, cudaKernel_t>>
+  static std::map<const KernelCache::Entry*, std::pair<std::shared_ptr<const KernelCache::Entry>, cudaKernel_t>>
       loaded;
   std::lock_guard<std::mutex> lock(mu);
   if (auto it = loaded.find(entry.get()); it != loaded.end()) return it->second.second;
@@ -56,31 +53,31 @@ cudaKernel_t loadedKernel(const std::shared_ptr<const gpu::KernelCache::Entry>& 
 
 // Binds k's parameters in its order (emit.h) and enqueues it. False (the reason in *why) when
 // NVRTC, the compile or the load fails; the caller then takes the chunked path.
-bool launch(const gpu::CallKernel& k, at::TensorList operands, const Outputs& outs, c10::Device device,
+bool launch(const CallKernel& k, at::TensorList operands, const Outputs& outs, c10::Device device,
             std::string* why) {
   if (k.numOut == 0) return true;
-  const gpu::Nvrtc* nvrtc = gpu::Nvrtc::get(why);
+  const Nvrtc* nvrtc = Nvrtc::get(why);
   if (!nvrtc) return false;
   const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device.index());
   const int arch = prop->major * 10 + prop->minor;
-  auto entry = gpu::KernelCache::global().get(*nvrtc, k.source.text, k.source.name, arch, why);
+  auto entry = KernelCache::global().get(*nvrtc, k.source.text, k.source.name, arch, why);
   if (!entry) return false;
   cudaKernel_t kernel = loadedKernel(entry, k.source.name, why);
   if (!kernel) return false;
 
   // One 8-byte slot per parameter, the device pointers added to the value arguments;
   // cudaLaunchKernel reads each parameter's size from the kernel.
-  std::vector<gpu::HostArg> slots = gpu::valueArgs(k, operands);
+  std::vector<HostArg> slots = valueArgs(k, operands);
   std::vector<void*> args(slots.size());
   for (size_t i = 0; i < slots.size(); ++i) {
-    const gpu::Param& p = k.source.params[i];
-    const void* ptr = p.kind == gpu::Param::Out ? outs.at(p.leaf).data_ptr()
-                      : p.kind == gpu::Param::Data ? operands[p.leaf].const_data_ptr() : nullptr;
+    const Param& p = k.source.params[i];
+    const void* ptr = p.kind == Param::Out ? outs.at(p.leaf).data_ptr()
+                      : p.kind == Param::Data ? operands[p.leaf].const_data_ptr() : nullptr;
     if (ptr) std::memcpy(slots[i].bytes, &ptr, sizeof ptr);
     args[i] = slots[i].bytes;
   }
   // Enough blocks to fill every SM several times over; the grid-stride loops do the rest.
-  const gpu::LaunchShape shape = gpu::launchShape(k, int64_t(prop->multiProcessorCount) * 16);
+  const LaunchShape shape = launchShape(k, int64_t(prop->multiProcessorCount) * 16);
   const auto stream = at::cuda::getCurrentCUDAStream(device.index()).stream();
   const cudaError_t err =
       cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(static_cast<unsigned>(shape.blocks)),
@@ -104,7 +101,7 @@ Outputs runCuda(const Expr& e, at::TensorList operands, const ReduceSpec* reduce
   if (!common) return no("operands on different devices");
   const c10::Device device = *common;
   if (!device.is_cuda()) return no("main device is not CUDA");
-  auto k = gpu::kernelForCall(e, operands, reduce, an, plan, gpu::CallOptions{}, why);
+  auto k = kernelForCall(e, operands, reduce, an, plan, CallOptions{}, why);
   if (!k) return {};
   c10::cuda::CUDAGuard guard(device);
   Outputs outs{an.allocOut(device)};

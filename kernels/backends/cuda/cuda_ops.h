@@ -1,7 +1,7 @@
 // The CUDA NativePath (kernels/backends/cuda/cuda_ops.cpp): built only with CUDA (TSFUSE_WITH_CUDA).
 #pragma once
 
-#include "kernels/backends/backend.h"
+#include "kernels/backends/native_path.h"
 
 #include <string>
 

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
-namespace tsfuse::gpu {
+namespace tsfuse::cuda {
 namespace {
 
 // A coalesced space's sizes and element strides per operand; a space without dims (every dim of
@@ -215,4 +215,4 @@ HostArg hostArg(const Param& p, const at::Tensor& value) {
   return a;
 }
 
-}  // namespace tsfuse::gpu
+}  // namespace tsfuse::cuda

@@ -7,7 +7,7 @@
 #include "kernels/backends/cuda/codegen/emit.h"
 #include "kernels/plan/iteration.h"
 
-namespace tsfuse::gpu {
+namespace tsfuse::cuda {
 
 // 32-bit kernels need every offset, count and grid-stride step below 2^31: launchers keep a
 // grid's threads under this many.
@@ -58,4 +58,4 @@ std::optional<CallKernel> kernelForCall(const Expr& e, at::TensorList operands, 
                                         const Analysis& an, const IterationPlan& plan, const CallOptions& opt,
                                         std::string* why);
 
-}  // namespace tsfuse::gpu
+}  // namespace tsfuse::cuda

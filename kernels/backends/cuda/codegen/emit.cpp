@@ -12,7 +12,7 @@
 #include <cstdio>
 #include <cstring>
 
-namespace tsfuse::gpu {
+namespace tsfuse::cuda {
 
 std::optional<Ty> tyOf(c10::ScalarType t) {
   switch (t) {
@@ -339,4 +339,4 @@ std::optional<KernelSource> emitKernel(const lower::Program& p, const KernelSpec
   return k;
 }
 
-}  // namespace tsfuse::gpu
+}  // namespace tsfuse::cuda

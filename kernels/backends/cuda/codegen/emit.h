@@ -1,18 +1,9 @@
 // Kernel texts generated from the typed program (kernels/lower/program.h): one self-contained
 // plain-C kernel per (program, dtypes, kernel kind, ranks, index width), values in local
-// variables, spliced into a fixed skeleton. The same text compiles as CUDA under NVRTC (the
-// device path, kernels/backends/cuda/cuda_ops.cpp) and as OpenCL C (PoCL and oclgrind run it in CI:
-// tests/gpu). Each primitive's text comes from one table keyed by kernels/ir/prims.def
-// (kernels/backends/cuda/codegen/prim_text.cpp), so a primitive without a device form fails to build.
-//
-//   v1: sub($0, $1); abs(%0); lt(%1, 1)   float32 [N, 1] x [1, M], map, rank 2, 32-bit
-//   =>  TSF_KERNEL tsf_map_r2_i32_<hash>(TSF_GLOBAL tsf_bool* out, TSF_GLOBAL const tsf_f32* in0, ...,
-//                                         const tsf_u64 lit0 /* 1.0f's bits */, ...)
-//       { for (i = ...) { c1 = i % k1; c0 = i / k1;
-//           const tsf_f32 a0 = in0[c0 * s0_0 + c1 * s0_1]; const tsf_f32 a1 = ...;
-//           const tsf_f32 v2 = a0 - a1; const tsf_f32 v3 = TSF_FABS_F32(v2);
-//           const tsf_f32 v4 = TSF_F32_BITS(lit0); const tsf_bool v5 = (tsf_bool)(v3 < v4);
-//           out[i] = v5; } }
+// variables, spliced into a fixed skeleton. The same text compiles as CUDA under NVRTC
+// (cuda_ops.cpp) and as OpenCL C (PoCL and oclgrind run it in CI: tests/gpu). Each primitive's
+// text comes from one table keyed by kernels/ir/prims.def (prim_text.cpp), so a primitive without
+// a device form fails to build.
 #pragma once
 
 #include "kernels/ir/expr.h"
@@ -23,7 +14,7 @@
 #include <string>
 #include <vector>
 
-namespace tsfuse::gpu {
+namespace tsfuse::cuda {
 
 // The dtypes a generated kernel holds. float16/bfloat16 are 16-bit patterns in memory and float
 // in locals (every op computes in float and rounds its result to the dtype, as ATen's kernels).
@@ -100,6 +91,15 @@ struct KernelSource {
   int registerBudget = kRegisterBudget;
 };
 
+// The kernel text of program `p` under `spec`, e.g.:
+//   v1: sub($0, $1); abs(%0); lt(%1, 1)   float32 [N, 1] x [1, M], map, rank 2, 32-bit
+//   =>  TSF_KERNEL tsf_map_r2_i32_<hash>(TSF_GLOBAL tsf_bool* out, TSF_GLOBAL const tsf_f32* in0, ...,
+//                                         const tsf_u64 lit0 /* 1.0f's bits */, ...)
+//       { for (i = ...) { c1 = i % k1; c0 = i / k1;
+//           const tsf_f32 a0 = in0[c0 * s0_0 + c1 * s0_1]; const tsf_f32 a1 = ...;
+//           const tsf_f32 v2 = a0 - a1; const tsf_f32 v3 = TSF_FABS_F32(v2);
+//           const tsf_f32 v4 = TSF_F32_BITS(lit0); const tsf_bool v5 = (tsf_bool)(v3 < v4);
+//           out[i] = v5; } }
 // nullopt (the reason in *why) when a dtype, primitive or reduction has no device form.
 // Reductions: the program's result is the value reduced; `epilogue` (its leaf 0 the reduced
 // value, its leaves 1.. the epilogue operands, which follow the program's own among the fused
@@ -116,4 +116,4 @@ uint64_t fnv1a(const std::string& s);
 // it), the value of an integer or bool sign-extended to 64 bits, as the text reads it back.
 uint64_t literalArg(const lower::Program& p, const lower::Program::Literal& lit);
 
-}  // namespace tsfuse::gpu
+}  // namespace tsfuse::cuda

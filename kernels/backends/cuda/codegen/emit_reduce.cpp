@@ -1,18 +1,8 @@
-// The reduction skeletons of the generated kernels (kernels/backends/cuda/codegen/emit.h): a thread per
-// output walking the reduced space in order, or a block per output whose threads stride it and
-// merge their states in local memory. Each reduction is a state of a few fields with an
-// in-order fold, an any-order merge and a result, following the CPU accumulators
-// (kernels/backends/cpu/accumulators.h) and the rules of kernels/backends/reduction_rules.h:
-//
-//   sum, mean, prod   acc in the wide domain (double for floating values, wrapping int64)
-//   amax, amin        acc; a NaN replaces it (NaN propagates)
-//   any, all          acc 0/1 (int64)
-//   argmax, argmin,   acc + idx: the first extremum wins, NaN counts as the extremum
-//   max, min          (values and indices: two outputs)
-//   logsumexp         m (running maximum), s (sum of exp(x - m), rescaled as m grows), fl (NaN /
-//                     +inf seen)
-//   norm              acc: sum |x|^p (p = 2, 1, 0 and general) or max / min |x| (p = +-inf)
-//   var, std          Welford's mean, m2, nf, with ATen's update and merge steps
+// The reduction skeletons of the generated kernels (emit.h): a thread per output walking the
+// reduced space in order, or a block per output whose threads stride it and merge their states in
+// local memory. Each reduction is a state of a few fields with an in-order fold, an any-order
+// merge and a result, following the CPU accumulators (kernels/backends/cpu/accumulators.h) and the
+// rules of kernels/backends/reduction_rules.h.
 #include "kernels/backends/cuda/codegen/emitter.h"
 
 #include <cinttypes>
@@ -21,7 +11,7 @@
 #include <cstring>
 #include <limits>
 
-namespace tsfuse::gpu::detail {
+namespace tsfuse::cuda::detail {
 namespace {
 
 std::string f64(double v) {
@@ -41,7 +31,16 @@ struct Field {
   std::string init;
 };
 
-// The state of one reduction kind, as text over variables <P>_<field>.
+// The state of one reduction kind, as text over variables <P>_<field>:
+//   sum, mean, prod   acc in the wide domain (double for floating values, wrapping int64)
+//   amax, amin        acc; a NaN replaces it (NaN propagates)
+//   any, all          acc 0/1 (int64)
+//   argmax, argmin,   acc + idx: the first extremum wins, NaN counts as the extremum
+//   max, min          (values and indices: two outputs)
+//   logsumexp         m (running maximum), s (sum of exp(x - m), rescaled as m grows), fl (NaN /
+//                     +inf seen)
+//   norm              acc: sum |x|^p (p = 2, 1, 0 and general) or max / min |x| (p = +-inf)
+//   var, std          Welford's mean, m2, nf, with ATen's update and merge steps
 struct State {
   const KernelSpec& spec;
   Emitter& E;
@@ -380,4 +379,4 @@ bool Emitter::reduce() {
   return true;
 }
 
-}  // namespace tsfuse::gpu::detail
+}  // namespace tsfuse::cuda::detail

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace tsfuse::gpu::detail {
+namespace tsfuse::cuda::detail {
 
 inline std::string str(int v) { return std::to_string(v); }
 
@@ -80,4 +80,4 @@ struct Emitter {
   bool reduce();  // emit_reduce.cpp: ReduceThread, ReduceBlock, Gemm
 };
 
-}  // namespace tsfuse::gpu::detail
+}  // namespace tsfuse::cuda::detail

@@ -17,7 +17,7 @@
 #include <regex>
 #include <sstream>
 
-namespace tsfuse::gpu {
+namespace tsfuse::cuda {
 
 // The few entry points used, declared here (the wheel's libnvrtc ships without nvrtc.h).
 struct Nvrtc::Api {
@@ -267,4 +267,4 @@ std::shared_ptr<const KernelCache::Entry> KernelCache::get(const Nvrtc& nvrtc, c
   return mem_.emplace(key, std::move(e)).first->second;
 }
 
-}  // namespace tsfuse::gpu
+}  // namespace tsfuse::cuda

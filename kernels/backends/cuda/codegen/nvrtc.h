@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace tsfuse::gpu {
+namespace tsfuse::cuda {
 
 struct NvrtcOutput {
   bool ok = false;
@@ -76,4 +76,4 @@ class KernelCache {
   std::unordered_map<std::string, std::shared_ptr<const Entry>> mem_;
 };
 
-}  // namespace tsfuse::gpu
+}  // namespace tsfuse::cuda

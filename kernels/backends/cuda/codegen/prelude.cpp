@@ -1,15 +1,12 @@
-// The prelude every generated kernel text starts with: a few macros that make one plain-C kernel
-// compile as CUDA C++ under NVRTC and as OpenCL C (PoCL and oclgrind run the same text in CI,
-// where there is no GPU). Nothing else is included: no headers, no templates, so NVRTC's compile
-// time stays at tens of milliseconds and the text is all a reader needs.
-//
-// Exactness: the CUDA side is compiled with -fmad=false (no contraction), the OpenCL side has
-// FP_CONTRACT OFF and is built with -cl-fp32-correctly-rounded-divide-sqrt (without them PoCL
-// contracts a*b+c into FMAs and divides to 2.5 ulp). Bit reinterpretation goes through macros, so
-// constants are written as exact bit patterns and NaN/sign tests need no math library.
+// The prelude every generated kernel text starts with: macros that make one plain-C kernel compile
+// as CUDA C++ under NVRTC and as OpenCL C (PoCL and oclgrind run it in CI). No headers or
+// templates, so compiles stay short and the text is all a reader needs. Exactness: no contraction
+// (-fmad=false; FP_CONTRACT OFF and -cl-fp32-correctly-rounded-divide-sqrt, without which PoCL
+// makes FMAs and 2.5 ulp divides); bit reinterpretation through macros, so constants are exact bit
+// patterns and NaN/sign tests need no math library.
 #include "kernels/backends/cuda/codegen/emit.h"
 
-namespace tsfuse::gpu {
+namespace tsfuse::cuda {
 
 const char* prelude() {
   return R"TSF(/* tsfuse generated kernel: plain C, CUDA (NVRTC) or OpenCL C */
@@ -141,4 +138,4 @@ TSF_FN tsf_f32 tsf_round_bf16(tsf_f32 f) { return tsf_bf16_to_f32(tsf_f32_to_bf1
 )TSF";
 }
 
-}  // namespace tsfuse::gpu
+}  // namespace tsfuse::cuda

@@ -6,7 +6,7 @@
 // generator may repeat them.
 #include "kernels/backends/cuda/codegen/prim_text.h"
 
-namespace tsfuse::gpu {
+namespace tsfuse::cuda {
 namespace {
 
 std::string fsuffix(Ty t) { return t == Ty::F32 ? "F32" : "F64"; }
@@ -143,4 +143,4 @@ std::string storeText(Ty t, const std::string& x) {
   return std::string(t == Ty::F16 ? "tsf_f32_to_f16(" : "tsf_f32_to_bf16(") + x + ")";
 }
 
-}  // namespace tsfuse::gpu
+}  // namespace tsfuse::cuda

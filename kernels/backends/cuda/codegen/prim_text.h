@@ -8,7 +8,7 @@
 
 #include <string>
 
-namespace tsfuse::gpu {
+namespace tsfuse::cuda {
 
 struct PrimArgs {
   Ty ct;                 // the compute dtype (Cast: the target dtype)
@@ -31,4 +31,4 @@ std::string convText(Ty from, Ty to, const std::string& x);
 std::string loadText(Ty t, const std::string& x);
 std::string storeText(Ty t, const std::string& x);
 
-}  // namespace tsfuse::gpu
+}  // namespace tsfuse::cuda
