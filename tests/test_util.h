@@ -5,7 +5,8 @@
 
 #include "kernels/runtime/chain.h"
 #include "kernels/backends/cpu/jit/jit.h"
-#include "kernels/runtime/fused_call.h"
+#include "kernels/backends/slabs.h"
+#include "kernels/runtime/eager_order.h"
 #include "kernels/ir/expr.h"
 #include "tsfuse/ops.h"
 
@@ -232,7 +233,7 @@ inline std::vector<at::ScalarType> allDtypes() {
 using EagerFn = std::function<at::Tensor(const std::vector<at::Tensor>&)>;
 
 // Kernel tests cover every layout, so they let the fused kernels fold float sums of values that
-// broadcast nothing too (production runs those with ATen: kernels/runtime/fused_call.h, keepsEagerOrder).
+// broadcast nothing too (production runs those with ATen: kernels/runtime/eager_order.h, keepsEagerOrder).
 struct AnyReduceOrder {
   bool was = tsfuse::keepsEagerOrder();
   AnyReduceOrder() { tsfuse::setKeepEagerOrder(false); }
@@ -317,7 +318,7 @@ inline at::Tensor pairwiseBoxed(std::vector<at::Tensor> ops, const std::string& 
   return callBoxed("tsfuse::pairwise", std::move(ops), expr, std::move(donated));
 }
 
-// Whether an operand may take an elementwise result like `out` (kernels/runtime/fused_call.h, takeDonated).
+// Whether an operand may take an elementwise result like `out` (kernels/runtime/donation.h, takeDonated).
 inline bool donatable(const at::Tensor& t, const at::Tensor& out) {
   return t.defined() && (t.is_cpu() || t.is_cuda()) && !t.is_conj() && !t.is_neg() && !t.requires_grad() &&
          t.scalar_type() == out.scalar_type() && t.sizes() == out.sizes() && t.strides() == out.strides() &&

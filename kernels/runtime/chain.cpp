@@ -1,130 +1,33 @@
+// A reduce_chain (kernels/runtime/chain.h): its parse and cache, the ATen reference (evalChain) and
+// the fused run slab by slab (runChain), with the fold of a last-dim sum into stage 0 on the CPU.
 #include "kernels/runtime/chain.h"
 
+#include "kernels/backends/cpu/native.h"
+#include "kernels/backends/cpu/row_sum.h"
+#include "kernels/backends/last_path.h"
+#include "kernels/backends/operand_device.h"
+#include "kernels/backends/reused_output.h"
+#include "kernels/backends/slabs.h"
 #include "kernels/runtime/bind_numbers.h"
+#include "kernels/runtime/chain_plans.h"
 #include "kernels/runtime/chain_text.h"
+#include "kernels/runtime/eager_order.h"
+#include "kernels/runtime/fused_call.h"
 
 #include "common/text_cache.h"
-
-#include "kernels/backends/cpu/native.h"
-#include "kernels/backends/cpu/row_extremum.h"
-#include "kernels/backends/cpu/row_sum.h"
-#include "kernels/runtime/fused_call.h"
 #include "tsfuse/log.h"
 #include "tsfuse/ops.h"
 
-#include <ATen/Parallel.h>
 #include <c10/core/Contiguity.h>
-#include <ATen/WrapDimUtils.h>
 
-#include <algorithm>
 #include <atomic>
-#include <map>
-#include <mutex>
 
 namespace tsfuse {
 namespace {
 
-std::atomic<int64_t> gSlabElements{kSlabElements / 2};
 std::atomic<int64_t> gRowSumsFolded{0};
 
-// argmin/argmax, and max/min with indices, over one dim of a non-empty extent, faster than ATen's
-// kernels and with the same results (the first extremum, the first NaN):
-//  * float32 rows contiguous along the dim (a stage-0 slab reduced over its last dim: nearest
-//    neighbour): cpu::firstExtremumOfRows, two vector passes per row where ATen's min/max(dim)
-//    compare one value at a time (0.14 ms over [1024, 500]);
-//  * otherwise argmin/argmax as the indices of min/max(dim): ATen's argmin kernel is not
-//    vectorized and min(dim)'s is (0.40 vs 0.14 ms over [1024, 500]). Equal on 25,680 random
-//    cases of every real dtype with ties, NaN, -inf and -0.0, both dims, keepdim, multi-threaded
-//    sizes. Not for bool (argmin raises where min does not) nor an empty dim (the error names the
-//    op); max/min with indices then keep ATen's own call.
-std::optional<Outputs> extremaAlongOneDim(const ReduceSpec& r, const at::Tensor& v) {
-  const bool arg = r.kind == Reduction::Argmin || r.kind == Reduction::Argmax;
-  const bool withValues = r.kind == Reduction::Min || r.kind == Reduction::Max;
-  if (!(arg || withValues) || !r.dims || r.dims->size() != 1 || v.dim() == 0) return std::nullopt;
-  const int64_t d = at::maybe_wrap_dim((*r.dims)[0], v.dim());
-  if (v.size(d) == 0) return std::nullopt;
-  const bool isMax = r.kind == Reduction::Argmax || r.kind == Reduction::Max;
-  if (v.scalar_type() == at::kFloat && d == v.dim() - 1 && v.is_contiguous() && v.device().is_cpu()) {
-    const int64_t n = v.size(d), rows = v.numel() / n;
-    at::Tensor idx = at::empty({rows}, v.options().dtype(at::kLong));
-    if (cpu::firstExtremumOfRows(v.const_data_ptr<float>(), rows, n, isMax, idx.mutable_data_ptr<int64_t>())) {
-      std::vector<int64_t> shape(v.sizes().begin(), v.sizes().end());
-      if (r.keepdim) shape[d] = 1;
-      else shape.erase(shape.begin() + d);
-      Outputs out;
-      if (withValues) out.push_back(v.reshape({rows, n}).gather(1, idx.unsqueeze(1)).view(shape));
-      out.push_back(idx.view(shape));
-      return out;
-    }
-  }
-  const bool real = at::isFloatingType(v.scalar_type()) || at::isIntegralType(v.scalar_type(), /*includeBool=*/false);
-  if (!arg || !real) return std::nullopt;
-  return Outputs{std::get<1>(isMax ? at::max(v, d, r.keepdim) : at::min(v, d, r.keepdim))};
-}
-
 }  // namespace
-
-at::Tensor NormalizeStage::apply(const at::Tensor& value, const at::Tensor* out) const {
-  const bool fresh = out == nullptr;
-  at::Tensor o = fresh ? at::Tensor() : *out;  // a handle on the output's slab
-  switch (kind) {
-    case Kind::Softmax: return fresh ? at::softmax(value, dim) : at::softmax_out(o, value, dim);
-    case Kind::LogSoftmax: return fresh ? at::log_softmax(value, dim) : at::log_softmax_out(o, value, dim);
-    case Kind::DivSum: {
-      const at::Tensor sum = at::sum(value, {dim}, /*keepdim=*/true);
-      return fresh ? at::div(value, sum) : at::div_out(o, value, sum);
-    }
-  }
-  TORCH_INTERNAL_ASSERT(false, "unknown normalization");
-}
-
-Outputs applyStage(const ReduceSpec& spec, bool squeeze, const at::Tensor& value, at::TensorList extras) {
-  ReduceSpec plain = spec;
-  plain.epilogue.reset();
-  const at::Tensor v = squeeze ? value.squeeze() : value;
-  Outputs out;
-  if (auto extrema = extremaAlongOneDim(plain, v)) out = std::move(*extrema);
-  else out = applyReductionAll(plain, v);
-  if (spec.epilogue) out[0] = applyEpilogue(spec, out[0], extras);
-  return out;
-}
-
-namespace {
-
-// A value of `sizes` shrunk to at most two elements per dim (no memory): what a later stage's ATen
-// ops raise on, and the dtype and rank they return, are the whole value's.
-at::Tensor standIn(std::vector<int64_t> sizes, c10::ScalarType dtype) {
-  for (auto& s : sizes) s = std::min<int64_t>(s, 2);
-  return at::zeros(sizes, at::TensorOptions().dtype(dtype));
-}
-
-}  // namespace
-
-at::Tensor reduceStandIn(const ReduceSpec& r, std::vector<int64_t> sizes, c10::ScalarType dtype) {
-  ReduceSpec plain = r;
-  plain.epilogue.reset();
-  return applyReductionAll(plain, standIn(std::move(sizes), dtype))[0];
-}
-
-int64_t dimAfterReduction(int64_t q, const std::vector<int64_t>& reduced, bool keepdim) {
-  int64_t before = 0;
-  for (int64_t d : reduced) {
-    if (d == q) return -1;
-    before += d < q;
-  }
-  return keepdim ? q : q - before;
-}
-
-bool worthSlicing(const Analysis& stage0, c10::Device device) {
-  return stage0.outNumel() > chainSlabElements(device) && stage0.valueShape == stage0.shape &&
-         stage0.epilogueKeepsShape && !stage0.valueShape.empty();
-}
-
-// Slab plans of one chain by planKey; steady-state calls of a model reuse theirs.
-struct ChainPlans {
-  std::mutex mu;
-  std::map<std::vector<int64_t>, std::optional<SlabPlan>> plans;
-};
 
 Chain Chain::parse(c10::string_view expr, c10::ArrayRef<std::string> stages) {
   Chain c;
@@ -205,169 +108,7 @@ Outputs evalChain(const Chain& c, at::TensorList operands) {
 
 int64_t chainRowSumsFolded() { return gRowSumsFolded.load(); }
 
-void setChainSlabElements(int64_t elements) { gSlabElements = std::max<int64_t>(1, elements); }
-int64_t chainSlabElements(c10::Device device) { return slabElements(device, gSlabElements.load()); }
-
-void forSlabs(c10::Device device, int64_t begin, int64_t end, const std::function<void(int64_t, int64_t)>& f) {
-  if (end <= begin) return;
-  if (device.is_cpu()) at::parallel_for(begin, end, 1, f);
-  else f(begin, end);
-}
-
-void forLaterSlabs(c10::Device device, int64_t n, const std::function<void(int64_t, int64_t)>& f) {
-  forSlabs(device, 1, n, f);
-}
-
-int64_t slabStep(const Analysis& stage0, at::TensorList main, int64_t extent, c10::Device device) {
-  const int64_t budget = chainSlabElements(device), stored = stage0.outNumel();
-  const int64_t perIndex = stored / extent;
-  const int64_t slabs = (stored + budget - 1) / budget;  // equal slabs: none of a lone row
-  const int64_t least = stage0.valueNumel() / extent > largestFootprint(main) ? 1 : 2;
-  return std::max<int64_t>(least, std::min<int64_t>((extent + slabs - 1) / slabs, budget / std::max<int64_t>(perIndex, 1)));
-}
-
-std::vector<int64_t> slabDimOrder(const Analysis& stage0, c10::Device device) {
-  std::vector<int64_t> fit, other;
-  for (int64_t d = 0; d < static_cast<int64_t>(stage0.valueShape.size()); ++d) {
-    const int64_t extent = stage0.valueShape[d];
-    if (extent > 1) (2 * (stage0.outNumel() / extent) <= chainSlabElements(device) ? fit : other).push_back(d);
-  }
-  fit.insert(fit.end(), other.begin(), other.end());
-  return fit;
-}
-
-std::vector<std::pair<int64_t, int64_t>> slabRanges(int64_t extent, int64_t step) {
-  std::vector<std::pair<int64_t, int64_t>> slabs;
-  for (int64_t s = 0, len = 0; s < extent; s += len) {
-    len = std::min(step, extent - s);
-    if (extent - s - len == 1) ++len;  // no lone last index
-    slabs.emplace_back(s, len);
-  }
-  return slabs;
-}
-
 namespace {
-
-// The slab plan of a call, from stage 0's analysis and each later stage's shapes: sizes from the
-// reduced dims, dtypes (and eager's dtype errors) from the reduction of a stand-in of at most two
-// elements per dim, the epilogue's from its analysis. (Not meta tensors: a reduction's first Meta
-// call costs some 35 MiB of resident memory.) nullopt: run the chain in one piece.
-std::optional<SlabPlan> planSlabs(const Chain& c, at::TensorList operands, const Analysis& an) {
-  const c10::Device device = mainDevice(operands);
-  if (!worthSlicing(an, device)) return std::nullopt;
-  const int64_t rank0 = static_cast<int64_t>(an.valueShape.size());
-  SlabPlan p;
-  p.ranks = {rank0};
-  std::vector<std::vector<int64_t>> reduced{reducedDims(c.stages[0], rank0)};
-  // Where each dim of a stage's input goes when the stage squeezes first (-1: squeezed away).
-  std::vector<std::vector<int64_t>> inMap(1);
-  for (int64_t d = 0; d < rank0; ++d) inMap[0].push_back(d);
-  std::vector<int64_t> sizes = an.outSizes;
-  c10::ScalarType dtype = an.outDtype;
-  p.inPos.assign(c.stages.size(), -1);
-  p.inRanks.assign(c.stages.size(), -1);
-  for (size_t k = 1; k < c.stages.size(); ++k) {
-    const ReduceSpec& spec = c.stages[k];
-    p.ranks.push_back(static_cast<int64_t>(sizes.size()));
-    if (const auto& n = c.normalize[k]) {
-      // Eager's errors and dtype from a stand-in. A normalization along the last dim keeps the
-      // other dims (as a keepdim reduction keeps them) for a slab to cut: ATen gives each row to one
-      // thread whole. Along another dim eager's own bits depend on how its threads split the dims
-      // after it (softmax over dim 1 of [5, 34, 62]: 43 values differ between 1 and 2 threads), so
-      // no slab gives them: every dim counts as reduced, and the chain runs in one piece.
-      dtype = n->apply(standIn(sizes, dtype)).scalar_type();
-      const int64_t rank = static_cast<int64_t>(sizes.size());
-      const int64_t d = at::maybe_wrap_dim(n->dim, rank);
-      inMap.emplace_back();
-      for (int64_t q = 0; q < rank; ++q) inMap.back().push_back(q);
-      reduced.emplace_back();
-      for (int64_t q = d == rank - 1 ? d : 0; q < rank; ++q) reduced.back().push_back(q);
-      continue;
-    }
-    if (const StageInput* in = c.input[k].get()) {
-      // Where each dim of the value lands in the stage's space (after the unsqueezes, aligned to its
-      // trailing dims), and the stage's analysis over the value's sizes and dtype (no memory).
-      std::vector<int64_t> where(sizes.size());
-      for (size_t q = 0; q < where.size(); ++q) where[q] = static_cast<int64_t>(q);
-      int64_t viewRank = static_cast<int64_t>(sizes.size());
-      for (int64_t d : in->unsqueeze) {
-        const int64_t w = at::maybe_wrap_dim(d, ++viewRank);
-        for (auto& q : where) q += q >= w;
-      }
-      const at::Tensor value = at::zeros({}, at::TensorOptions().dtype(dtype)).expand(sizes);
-      auto sa = analyze(*in->expr, in->operands(value, c.inputOperands(operands, k), c.epilogueOperands(operands, k)), &spec);
-      if (!sa || sa->valueShape != sa->shape || !sa->epilogueKeepsShape) return std::nullopt;  // one piece
-      const int64_t rank = static_cast<int64_t>(sa->shape.size());
-      for (auto& q : where) q += rank - viewRank;
-      inMap.push_back(std::move(where));
-      p.inRanks[k] = rank;
-      reduced.push_back(reducedDims(spec, rank));
-      sizes = sa->outSizes;
-      dtype = sa->outDtype;
-      continue;
-    }
-    inMap.emplace_back();
-    std::vector<int64_t> kept;
-    for (int64_t s : sizes) {
-      const bool gone = c.squeezeFirst[k] && s == 1;
-      inMap.back().push_back(gone ? -1 : static_cast<int64_t>(kept.size()));
-      if (!gone) kept.push_back(s);
-    }
-    sizes = std::move(kept);
-    const int64_t rank = static_cast<int64_t>(sizes.size());
-    reduced.push_back(reducedDims(spec, rank));
-    std::vector<int64_t> out;
-    for (int64_t d = 0; d < rank; ++d) {
-      const bool r = std::binary_search(reduced.back().begin(), reduced.back().end(), d);
-      if (!r || spec.keepdim) out.push_back(r ? 1 : sizes[d]);
-    }
-    const at::Tensor standIn = reduceStandIn(spec, sizes, dtype);
-    if (standIn.dim() != static_cast<int64_t>(out.size())) return std::nullopt;
-    sizes = std::move(out);
-    dtype = standIn.scalar_type();
-    if (spec.epilogue) {
-      // The reduced value as the epilogue's analysis sees it: its sizes and dtype, no memory.
-      std::vector<at::Tensor> ins{at::zeros({}, at::TensorOptions().dtype(dtype)).expand(sizes)};
-      for (const auto& t : c.epilogueOperands(operands, k)) ins.push_back(t);
-      auto ea = analyze(*spec.epilogue, ins, nullptr);
-      if (!ea || ea->outSizes != sizes) return std::nullopt;  // raises, or grows: one piece
-      dtype = ea->outDtype;
-    }
-  }
-  p.ranks.push_back(static_cast<int64_t>(sizes.size()));
-  p.finalSizes = sizes;
-  p.finalDtype = dtype;
-  // The first dim of the expression's space in slabDimOrder that every stage keeps.
-  for (int64_t d : slabDimOrder(an, device)) {
-    std::vector<int64_t> pos{d};
-    std::vector<int64_t> inPos(c.stages.size(), -1);
-    for (size_t k = 0; k < c.stages.size() && pos.back() >= 0; ++k) {
-      const int64_t in = inMap[k][pos.back()];
-      if (c.input[k]) inPos[k] = in;
-      pos.push_back(in < 0 ? -1 : dimAfterReduction(in, reduced[k], c.stages[k].keepdim || c.normalize[k]));
-    }
-    if (pos.back() < 0) continue;
-    p.pos = std::move(pos);
-    p.inPos = std::move(inPos);
-    break;
-  }
-  if (p.pos.empty()) return std::nullopt;
-  p.extent = an.valueShape[p.pos[0]];
-  p.step = slabStep(an, operands.slice(0, c.expr->numInputs), p.extent, device);
-  return p;
-}
-
-// What a plan depends on: each operand's dtype, device, sizes and wrapped-number status.
-std::vector<int64_t> planKey(at::TensorList operands) {
-  std::vector<int64_t> key{chainSlabElements()};
-  for (const auto& t : operands) {
-    key.push_back(static_cast<int64_t>(t.scalar_type()));
-    key.push_back(static_cast<int64_t>(t.device().type()) * 1024 + t.device().index());
-    key.push_back(t.unsafeGetTensorImpl()->is_wrapped_number() ? -t.dim() - 1 : t.dim());
-    for (int64_t s : t.sizes()) key.push_back(s);
-  }
-  return key;
-}
 
 // A later stage's operands: a fused stage's input operands, and the epilogue's.
 struct StageOperands {
@@ -389,8 +130,7 @@ Outputs runStages(const Chain& c, at::TensorList stage0, const std::vector<Stage
 // A chain of two stages whose second sums the last dim of the first one's value (a Gaussian
 // kernel sum: exp(-|x_i - y_j|^2 / s) * b_j summed over j), on the CPU: each row of that value is
 // summed, in eager's order, as soon as the first stage's compiled kernel has finished it, so the
-// value is never stored and no slab pays a fused call and an ATen sum (1024 x 1024 points, 2
-// threads: 1.40 -> 0.80 ms).
+// value is never stored and no slab pays a fused call and an ATen sum.
 //
 //   before: per slab of rows   %v = stage 0 (fused)       [rows, M] stored
 //                              %r = aten::sum(%v, [-1])   [rows]
@@ -442,21 +182,6 @@ std::optional<Outputs> foldedRowSums(const Chain& c, at::TensorList chainOps0, c
 }
 
 }  // namespace
-
-std::optional<SlabPlan> Chain::plan(at::TensorList operands, const Analysis& an) const {
-  constexpr size_t kMaxPlans = 64;
-  std::vector<int64_t> key = planKey(operands);
-  {
-    std::lock_guard<std::mutex> lock(plans_->mu);
-    auto it = plans_->plans.find(key);
-    if (it != plans_->plans.end()) return it->second;
-  }
-  std::optional<SlabPlan> p = planSlabs(*this, operands, an);  // may raise eager's error: not kept
-  std::lock_guard<std::mutex> lock(plans_->mu);
-  if (plans_->plans.size() >= kMaxPlans) plans_->plans.clear();
-  plans_->plans.emplace(std::move(key), p);
-  return p;
-}
 
 Outputs runChain(const Chain& c, at::TensorList operands, const NativePath& native) {
   TORCH_CHECK(operands.size() == c.numOperands, "tsfuse::reduce_chain: expected ", c.numOperands,

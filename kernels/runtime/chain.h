@@ -1,48 +1,15 @@
-// tsfuse::reduce_chain: reductions inside a fused op. A chain is a tsfuse::reduce (stage 0: an
-// elementwise expression, a reduction, an epilogue) whose value later stages reduce again, each
-// with its own epilogue:
-//
-//   exp(-((x[:, None] - y[None]) ** 2).sum(-1) * 2).mul(b).sum(1)
+// tsfuse::reduce_chain: reductions inside a fused op. Stage 0 is a tsfuse::reduce (an elementwise
+// expression, a reduction, an epilogue); each later stage reduces, normalizes or (fused) computes
+// over the previous value again. exp(-((x[:, None] - y[None]) ** 2).sum(-1) * 2).mul(b).sum(1):
 //     expr    v1: sub($0, $1); mul(%0, %0)                       over [N, M, D]
 //     stage 0 sum(dim=[2], keepdim=False) |> v1: mul($0, -2.0); exp(%0); mul(%1, $1)
 //     stage 1 sum(dim=[1], keepdim=False)                        -> [N]
-//
-// The stages run slab by slab along a dim every stage keeps (N here): stage 0 is the fused kernel
-// over the operands narrowed to the slab, which stores its [slab, M] value in scratch of about
-// chainSlabElements() elements, and every later stage is ATen's reduction (and the epilogue's ATen
-// ops) over that scratch, so a later stage folds exactly as eager does over the stored [N, M]
-// value. No intermediate larger than a slab is ever stored; the outputs are written slab by slab.
-//
-// A later stage may squeeze its input first: "squeeze() |> argmin(dim=[1], keepdim=False)" is
-// torch.argmin(d.squeeze(), dim=1). A slab holds at least two indices of the slab dim, so the
-// slab's squeeze removes the same dims as the whole value's.
-//
-// A later stage may also be fused: its input is an elementwise expression over the previous
-// stage's value (unsqueezed first, where the stage says so) and operands of its own, computed and
-// reduced by the fused kernel on each slab as a tsfuse::reduce would over the stored value. The
-// Gaussian kernel product with a weight matrix b [M, K]:
-//
-//   (exp(-((x[:, None] - y[None]) ** 2).sum(-1) * 2)[:, :, None] * b[None]).sum(1)
-//     expr    v1: sub($0, $1); mul(%0, %0)                                   over [N, M, D]
-//     stage 0 sum(dim=[2], keepdim=False) |> v1: mul($0, -2.0); exp(%0)      -> [N, M]
-//     stage 1 fused(v1: mul($0, $1); $0 = value.unsqueeze(2)) |> sum(dim=[1], keepdim=False)
-//                                                                            over [N, M, K] -> [N, K]
-//
-// A later stage may also normalize the previous stage's value along one dim (NormalizeStage):
-// softmax, log_softmax, or a division by its sum. The soft assignment
-// softmax(-b * ((x[:, None] - c[None]) ** 2).sum(-1), 1) is stage 0's sum and epilogue, then
-// "softmax(dim=1)": each slab's [slab, M] value from scratch into ATen's softmax, the [N, M]
-// distances never stored; DEC's Student-t assignment q / q.sum(1, keepdim=True) ends in
-// "div_sum(dim=1)". Only a normalization along the value's last dim runs in slabs (of rows, which
-// ATen computes each whole on one thread, so a slab's rows have eager's bits); along another dim
-// eager's bits depend on how its threads split the value, and the chain runs in one piece.
-//
-// Operands: the expression's, then stage 0's epilogue's ($1, $2, ... of the epilogue), then stage
-// 1's (a fused stage's expression's other operands, then its epilogue's), and so on. Only the last
-// stage may be max/min with indices (tsfuse::reduce_chain_with_indices, two outputs).
+// The stages run slab by slab along a dim every stage keeps (N): stage 0's fused kernel stores its
+// [slab, M] value in scratch of about chainSlabElements() elements, and later stages are ATen's
+// over it, so they fold exactly as eager does. Nothing larger than a slab is ever stored.
 #pragma once
 
-#include "kernels/backends/backend.h"
+#include "kernels/backends/native_path.h"
 
 namespace tsfuse {
 
@@ -60,7 +27,9 @@ struct SlabPlan {
 struct ChainPlans;
 
 // The input of a fused later stage: `expr` over the previous stage's value as operand `value`
-// (after unsqueezing `unsqueeze`, in order) and the stage's own operands as the others.
+// (after unsqueezing `unsqueeze`, in order) and the stage's own operands as the others, computed
+// and reduced by the fused kernel on each slab as a tsfuse::reduce would over the stored value:
+// "fused(v1: mul($0, $1); $0 = value.unsqueeze(2)) |> sum(dim=[1], keepdim=False)".
 struct StageInput {
   std::shared_ptr<const Expr> expr;
   std::string text;  // expr->str(), kept for the per-slab calls
@@ -77,7 +46,10 @@ struct StageInput {
 };
 
 // A normalization along `dim` (wrapped to the value's rank at run time), with ATen's ops:
-// softmax, log_softmax, or v / v.sum(dim, keepdim=True).
+// softmax, log_softmax, or v / v.sum(dim, keepdim=True) ("softmax(dim=1)", "div_sum(dim=1)"). Only
+// one along the value's last dim runs in slabs (of rows, which ATen computes each whole on one
+// thread, so a slab's rows have eager's bits); along another dim eager's bits depend on how its
+// threads split the value, and the chain runs in one piece.
 struct NormalizeStage {
   enum class Kind : uint8_t { Softmax, LogSoftmax, DivSum };
   Kind kind = Kind::Softmax;
@@ -87,12 +59,16 @@ struct NormalizeStage {
   at::Tensor apply(const at::Tensor& value, const at::Tensor* out = nullptr) const;
 };
 
+// Operands: the expression's, then stage 0's epilogue's ($1, $2, ... of the epilogue), then stage
+// 1's (a fused stage's expression's other operands, then its epilogue's), and so on. Only the last
+// stage may be max/min with indices (tsfuse::reduce_chain_with_indices, two outputs).
 struct Chain {
   std::shared_ptr<const Expr> expr;
   // Each stage's reduction (a normalizing stage's is unused: ReduceSpec's defaults).
   std::vector<ReduceSpec> stages;
   // Whether stage k squeezes its input's size-1 dims before reducing (a traced `.squeeze()`
-  // between the reductions; its text starts "squeeze() |> "). Never stage 0.
+  // between the reductions; its text starts "squeeze() |> "). Never stage 0. A slab holds at least
+  // two indices of the slab dim, so the slab's squeeze removes the same dims as the whole value's.
   std::vector<bool> squeezeFirst;
   // A fused stage's input (null: the stage is ATen's reduction of the previous value). Never stage 0.
   std::vector<std::shared_ptr<const StageInput>> input;

@@ -1,6 +1,6 @@
 #include "kernels/runtime/chain_text.h"
 
-#include "kernels/runtime/fused_call.h"
+#include "kernels/runtime/reduce_spec.h"
 
 #include <cstring>
 #include <optional>

@@ -2,7 +2,7 @@
 #include "kernels/runtime/hoist.h"
 
 #include "kernels/reference/aten_eval.h"
-#include "kernels/runtime/fused_call.h"
+#include "kernels/runtime/eager_order.h"
 #include "kernels/ir/op_registry.h"
 #include "kernels/ir/prim.h"
 #include "tsfuse/log.h"
@@ -27,7 +27,7 @@ namespace {
 using Mask = uint64_t;  // the broadcast space's dims a value varies along
 
 // Evaluations a hoisted instruction must save to pay for its own ATen call and the rewritten
-// program's lookup (a few microseconds): a tiny call keeps its program as it is.
+// program's lookup: a tiny call keeps its program as it is.
 // TSFUSE_HOIST_MIN_SAVED=N sets another bound (the fuzzer's small programs hoist with 1).
 int64_t minSaved() {
   static const int64_t n = [] {

@@ -2,6 +2,11 @@
 
 #include "common/text_cache.h"
 
+#include "kernels/backends/last_path.h"
+#include "kernels/backends/operand_device.h"
+#include "kernels/backends/reused_output.h"
+#include "kernels/backends/slabs.h"
+#include "kernels/reference/eval_fused.h"
 #include "kernels/runtime/fused_call.h"
 #include "tsfuse/log.h"
 #include "tsfuse/ops.h"
@@ -15,11 +20,9 @@ namespace {
 // A branch that reduces the slab dim: its slab partials folded into its result, in slab order.
 // amax/amin/any/all fold with the branch's own reduction over the pair (running, partial): eager's
 // values. Float sums and means add the slabs' sums in double, rounded to the result dtype at the
-// end: within the float sum tolerance. Integer sums wrap, as eager's do.
 // A run's partials and folds go into buffers it keeps from one slab to the next (the same ATen
-// kernels, writing out= views): a slab's few small results were each an allocation, mapped and
-// faulted in afresh where malloc maps blocks of 64 KiB (Chamfer over 8 clouds of 2048 points, 256
-// slabs: 41 ms against 9.5 with malloc's default threshold).
+// kernels, writing out= views): a slab's few small results would each be an allocation, mapped
+// and faulted in afresh where malloc maps small blocks (a fixed mmap threshold).
 struct Fold {
   const ReduceSpec* r = nullptr;
   c10::ScalarType dtype = c10::ScalarType::Undefined;  // the result's (from the stand-in check)
@@ -33,7 +36,7 @@ struct Fold {
     if (sum && at::isFloatingType(dtype)) {
       // A slab summed as eager sums (ATen's vectorised kernel, in the result dtype), but float16 and
       // bfloat16 in float: their own sum would round each slab's partial. (Summing in double
-      // instead costs a converted copy of the slab: 5x slower.)
+      // instead costs a converted copy of the slab, far slower.)
       plain.kind = Reduction::Sum;
       plain.dtype = at::isReducedFloatingType(dtype) ? at::kFloat : dtype;
     }

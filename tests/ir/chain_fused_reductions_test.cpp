@@ -6,6 +6,7 @@
 // (within a sum's rounding).
 #include "weighted_distances.h"
 
+#include "kernels/backends/slabs.h"
 #include "kernels/runtime/chain.h"
 #include "passes/chain_fused_reductions.h"
 #include "passes/hoist_into_epilogue.h"

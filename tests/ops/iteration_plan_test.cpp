@@ -3,7 +3,7 @@
 // dim, and why a native path cannot take a call.
 #include "test_util.h"
 
-#include "kernels/runtime/fused_call.h"
+#include "kernels/runtime/reduce_spec.h"
 #include "kernels/plan/iteration.h"
 
 namespace ops_iteration_plan_test {

@@ -1,8 +1,8 @@
-// ReusedOutput (kernels/backends/backend.h): the pieces of one call share a thread's buffer only when
+// ReusedOutput (kernels/backends/reused_output.h): the pieces of one call share a thread's buffer only when
 // nothing else holds it, so a piece's value is never written while a caller still reads it.
 #include "test_util.h"
 
-#include "kernels/backends/backend.h"
+#include "kernels/backends/reused_output.h"
 
 #include <thread>
 

@@ -3,7 +3,8 @@
 // nothing broadcasts, float16, the errors eager raises, and autograd.
 #include "test_util.h"
 
-#include "kernels/runtime/fused_call.h"
+#include "kernels/backends/slabs.h"
+#include "kernels/runtime/softmax.h"
 #include "tsfuse/ops.h"
 
 namespace ops_softmax_test {

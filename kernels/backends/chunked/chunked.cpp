@@ -2,7 +2,11 @@
 // fixed element budget. The output is computed slab by slab along one of its (kept) dims; each
 // operand is narrowed along that dim only where it is not broadcast, so 0-dim operands stay 0-dim
 // and type promotion is unchanged.
-#include "kernels/backends/backend.h"
+#include "kernels/backends/chunked/chunked.h"
+
+#include "kernels/backends/last_path.h"
+#include "kernels/backends/operand_device.h"
+#include "kernels/backends/slabs.h"
 
 #include "tsfuse/log.h"
 

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "kernels/backends/cpu/tile_program.h"
-#include "kernels/backends/backend.h"
+#include "kernels/reference/eval_fused.h"
 #include "kernels/plan/iteration.h"
 
 #include <string>
@@ -17,10 +17,9 @@ at::Tensor allocOutput(const Analysis& an);
 
 // The bytes of an output of `bytes` bytes that allocOutput backs with huge pages: every whole
 // 2 MiB, and the last partial one where the bytes it maps past the output are at most 1/16 of a
-// huge page (a 1,024 x 500 float output is 1.95 MiB) or, for larger outputs, at most 1/16 of the
-// output and half a huge page (1000 x 1000 floats: 4 MiB for 3.8). The rest is 4 KiB pages, so
-// resident memory stays within 1/16 of the output's size and 1 MiB of it. 0: the output stays with
-// the allocator.
+// huge page or, for larger outputs, at most 1/16 of the output and half a huge page. The rest is
+// 4 KiB pages, so resident memory stays within 1/16 of the output's size and 1 MiB of it. 0: the
+// output stays with the allocator.
 size_t hugePageBytes(size_t bytes);
 
 // Writes the value of `prog` at every element of `out` (dense in plan.keptOrder).

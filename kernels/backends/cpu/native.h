@@ -1,6 +1,6 @@
 #pragma once
 
-#include "kernels/backends/backend.h"
+#include "kernels/backends/native_path.h"
 
 #include <string>
 

@@ -1,25 +1,12 @@
 // The native CPU path's output allocation.
 //
-// A fused op's output is written once, in full, by the tiles. Where its pages are fresh (the
-// allocator has just mapped them) that first write is also where the kernel faults every 4 KiB
-// page in: measured on this project's hosts, 500 faults for a 2 MB output take 0.6-1 ms, more than
-// the whole kernel of a pairwise L1 or L2 distance over 1024 x 500 points (0.3-0.5 ms on 2
-// threads). glibc maps every large block afresh when its mmap threshold is fixed (as
-// bench/suite.py runs, and any process that sets MALLOC_MMAP_THRESHOLD_), and always for blocks
-// past its dynamic threshold (32 MiB at most).
-//
-// So the output is first taken from the CPU allocator as usual, and kept wherever its pages will
-// not fault on every call: memory the allocator reused (resident), and heap memory even when fresh
-// (written once, it is reused by later calls). Only a block glibc mapped for this output alone
-// (mallinfo2's mapped bytes grew by it) that is not yet resident is given back, and the output is
-// mapped here instead, on 2 MiB boundaries, as transparent huge pages: one fault per 2 MiB, faulted
-// in by this thread before the tiles run (measured on the seed intersection, 57 MiB, 2 threads:
-// concurrent huge-page faults from the parallel tiles took 68 ms, one thread 16 ms, 4 KiB pages
-// 28 ms). An installed allocator (a memory profiler's, bench/memprobe.cpp's counter) is always
-// honoured. c10 itself aligns and advises every large block this way under THP_MEM_ALLOC_ENABLE=1,
-// which is off by default.
+// The tiles write the output once; on fresh pages that write also faults every 4 KiB page in,
+// which can cost more than a short kernel. The allocator's block is kept where it will not fault
+// on every call (reused, or heap); a block glibc mapped for this output alone is instead mapped as
+// huge pages, faulted in by this thread before the tiles run. An installed allocator is honoured.
 #include "kernels/backends/cpu/drivers.h"
 #include "kernels/backends/cpu/native.h"
+#include "kernels/backends/reused_output.h"
 
 #include <ATen/EmptyTensor.h>
 #include <c10/core/CPUAllocator.h>
@@ -48,8 +35,8 @@ constexpr size_t kHuge = size_t(2) << 20;
 size_t hugePageBytes(size_t bytes) {
   const size_t whole = bytes / kHuge * kHuge, tail = bytes - whole;
   // The last partial huge page too where the bytes it maps past the output are at most 1/16 of a
-  // huge page, or of the output up to half a huge page: a 1000 x 1000 float32 map's last 1.8 MiB
-  // were 466 faults of 4 KiB a call (0.5-0.9 ms here, twice the kernel), for 190 KiB unused.
+  // huge page, or of the output up to half a huge page: faulting that tail in 4 KiB pages on every
+  // call can cost more than the kernel, for little memory left unused.
   const size_t allowed = std::max(kHuge / 16, std::min(bytes / 16, kHuge / 2));
   return tail != 0 && kHuge - tail <= allowed ? whole + kHuge : whole;
 }

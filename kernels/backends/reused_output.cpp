@@ -1,0 +1,32 @@
+#include "kernels/backends/reused_output.h"
+
+namespace tsfuse {
+
+namespace {
+thread_local int tlsReuseDepth = 0;
+thread_local at::Tensor tlsReused;  // the thread's kept buffer (ReusedOutput)
+constexpr size_t kMaxReusedBytes = size_t(8) << 20;  // never keep more than this per thread
+}  // namespace
+
+ReusedOutput::ReusedOutput() { ++tlsReuseDepth; }
+ReusedOutput::~ReusedOutput() { --tlsReuseDepth; }
+bool ReusedOutput::active() { return tlsReuseDepth > 0; }
+
+at::Tensor ReusedOutput::allocate(at::IntArrayRef sizes, at::IntArrayRef strides, const at::TensorOptions& options) {
+  if (tlsReuseDepth == 0) return at::empty_strided(sizes, strides, options);
+  const size_t bytes = at::detail::computeStorageNbytes(sizes, strides, options.dtype().itemsize());
+  at::Tensor& kept = tlsReused;
+  // Free: no tensor but this one holds its TensorImpl, and no TensorImpl but its own (a view, or
+  // the previous piece's output) holds its storage.
+  const bool free = kept.defined() && kept.use_count() == 1 && kept.storage().use_count() == 1;
+  if (free && kept.device() == options.device() && kept.storage().nbytes() >= bytes)
+    return at::empty({0}, options).set_(kept.storage(), 0, sizes, strides);
+  at::Tensor out = at::empty_strided(sizes, strides, options);
+  // A kept buffer still in use and no smaller stays: it is the piece's earlier value (a chain's
+  // stage 0, which a later fused stage of the same piece reads), free again for the next piece.
+  const bool keepOld = kept.defined() && !free && kept.storage().nbytes() >= bytes;
+  if (bytes <= kMaxReusedBytes && !keepOld) kept = out;
+  return out;
+}
+
+}  // namespace tsfuse

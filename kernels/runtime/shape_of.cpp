@@ -1,0 +1,21 @@
+#include "kernels/runtime/shape_of.h"
+
+#include "kernels/backends/operand_device.h"
+#include "kernels/reference/analysis.h"
+#include "kernels/runtime/bind_numbers.h"
+#include "kernels/runtime/eager.h"
+#include "kernels/runtime/fused_call.h"
+
+namespace tsfuse {
+
+at::Tensor shapeOf(at::TensorList operands, c10::string_view exprText) {
+  std::shared_ptr<const Expr> e = checkedExpr(operands, exprText, nullptr);
+  if (auto bound = bindNumbers(e, nullptr, operands)) return shapeOf(bound->operands, bound->text);
+  auto device = commonDevice(operands);
+  std::optional<Analysis> an;
+  if (device) an = analyzeCached(e, operands, nullptr);
+  if (!an) return runEager(*e, operands, nullptr);  // raises eager's error (or computes)
+  return at::empty({}, at::TensorOptions().dtype(an->outDtype).device(*device)).expand(an->outSizes);
+}
+
+}  // namespace tsfuse
