@@ -1,9 +1,10 @@
 #include "passes/chain_fused_reductions.h"
 
 #include "kernels/runtime/chain.h"
+#include "passes/analysis/read_hazards.h"
 #include "passes/framework/driver.h"
 #include "passes/regions/fused_values.h"
-#include "passes/regions/region.h"
+#include "passes/regions/rewrite.h"
 
 namespace tsfuse {
 namespace {

@@ -1,9 +1,9 @@
 #include "passes/fold_indices_epilogue.h"
 
 #include "kernels/ir/expr.h"
+#include "passes/analysis/read_hazards.h"
 #include "passes/framework/driver.h"
 #include "passes/regions/fused_values.h"
-#include "passes/regions/region.h"
 
 #include <torch/csrc/jit/ir/constants.h>
 

@@ -1,8 +1,15 @@
 #include "passes/fuse_broadcast_reduce.h"
 
+#include "passes/analysis/op_table.h"
+#include "passes/analysis/read_hazards.h"
 #include "passes/framework/driver.h"
+#include "passes/regions/epilogue.h"
 #include "passes/regions/fused_values.h"
+#include "passes/regions/recompute.h"
 #include "passes/regions/region.h"
+#include "passes/regions/region_hazards.h"
+#include "passes/regions/repeats.h"
+#include "passes/regions/rewrite.h"
 #include "passes/regions/softmax_region.h"
 
 #include <torch/csrc/jit/ir/constants.h>
@@ -62,7 +69,7 @@ Node* duplicateFor(Graph& graph, Node* reduction, Value* v, const Region& r) {
 //                                             %n = aten::numel(%s)
 //
 // tsfuse::shape_of runs where %v was computed and raises what computing it would have raised
-// (kernels/runtime/fused_call.h). Returns how many readers now read it.
+// (kernels/runtime/shape_of.h). Returns how many readers now read it.
 size_t readMetadataFromStandIn(Graph& g, const Region& r, Value* v) {
   std::vector<torch::jit::Use> readers;
   for (const auto& use : v->uses())

@@ -1,7 +1,11 @@
 #include "passes/fuse_pairwise.h"
 
+#include "passes/analysis/op_table.h"
 #include "passes/framework/driver.h"
 #include "passes/regions/region.h"
+#include "passes/regions/region_hazards.h"
+#include "passes/regions/repeats.h"
+#include "passes/regions/rewrite.h"
 
 #include <unordered_set>
 

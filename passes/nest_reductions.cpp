@@ -1,11 +1,13 @@
 #include "passes/nest_reductions.h"
 
 #include "kernels/runtime/chain.h"
-#include "kernels/runtime/fused_call.h"
 #include "kernels/runtime/sweep.h"
+#include "passes/analysis/op_table.h"
+#include "passes/analysis/read_hazards.h"
 #include "passes/framework/driver.h"
+#include "passes/regions/epilogue.h"
 #include "passes/regions/fused_values.h"
-#include "passes/regions/region.h"
+#include "passes/regions/rewrite.h"
 #include "passes/regions/softmax_region.h"
 
 #include <algorithm>

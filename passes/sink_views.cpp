@@ -1,9 +1,10 @@
 #include "passes/sink_views.h"
 
-#include "passes/framework/driver.h"
 #include "passes/analysis/op_table.h"
-#include "passes/regions/region.h"
+#include "passes/analysis/read_hazards.h"
 #include "passes/analysis/shape_facts.h"
+#include "passes/framework/driver.h"
+#include "passes/regions/region.h"
 
 #include <torch/csrc/jit/ir/constants.h>
 

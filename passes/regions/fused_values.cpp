@@ -1,7 +1,7 @@
 #include "passes/regions/fused_values.h"
 
-#include "kernels/runtime/fused_call.h"
-#include "passes/regions/region.h"
+#include "kernels/runtime/reduce_spec.h"
+#include "passes/regions/rewrite.h"
 
 #include <torch/csrc/jit/ir/constants.h>
 

@@ -1,8 +1,12 @@
 #include "passes/regions/softmax_region.h"
 
 #include "kernels/runtime/chain_text.h"
+#include "passes/analysis/op_table.h"
+#include "passes/analysis/read_hazards.h"
 #include "passes/regions/fused_values.h"
 #include "passes/regions/region.h"
+#include "passes/regions/region_hazards.h"
+#include "passes/regions/rewrite.h"
 
 #include <torch/csrc/jit/ir/constants.h>
 

@@ -1,0 +1,136 @@
+// Planning a reduction's epilogue (see epilogue.h).
+#include "passes/regions/epilogue.h"
+
+#include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+
+namespace tsfuse {
+
+namespace {
+
+// Values of `nodes` (and `reduced`) read by a node outside them.
+size_t openValues(Value* reduced, const std::vector<Node*>& nodes, const std::unordered_set<Node*>& set,
+                  Value** open) {
+  size_t count = 0;
+  auto check = [&](Value* v) {
+    for (const auto& u : v->uses())
+      if (!set.count(u.user)) {
+        *open = v;
+        ++count;
+        return;
+      }
+  };
+  check(reduced);
+  for (Node* n : nodes) check(n->output());
+  return count;
+}
+
+// An operand of the epilogue made by an elementwise op that only the epilogue reads (the union's
+// area1[:, None] + area2 - inter, where the sum of areas is [N, M]) joins it, and so on up: left
+// outside, it would be stored at the epilogue's size instead of fusing with the ops that read it.
+// Keeps `nodes` (with their matches) in block order.
+void absorbPrivateProducers(Value* reduced, std::vector<Node*>& nodes, std::vector<ElementwiseMatch>& matches) {
+  if (nodes.empty()) return;
+  torch::jit::Block* block = reduced->node()->owningBlock();
+  std::unordered_set<Node*> set(nodes.begin(), nodes.end());
+  std::vector<std::pair<Node*, ElementwiseMatch>> all;
+  for (size_t k = 0; k < nodes.size(); ++k) all.emplace_back(nodes[k], std::move(matches[k]));
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (size_t k = 0; k < all.size() && !grew; ++k) {
+      for (const MatchedArg& a : all[k].second.args) {
+        if (!a.tensor || a.tensor == reduced) continue;
+        Node* p = a.tensor->node();
+        if (set.count(p) || p->owningBlock() != block || p->outputs().size() != 1) continue;
+        bool privately = true;
+        for (const auto& u : a.tensor->uses()) privately &= set.count(u.user) > 0;
+        ElementwiseMatch m;
+        std::string why;
+        if (!privately || !matchElementwise(p, m, &why)) continue;
+        set.insert(p);
+        all.emplace_back(p, std::move(m));
+        grew = true;
+        break;
+      }
+    }
+  }
+  std::sort(all.begin(), all.end(), [](const auto& x, const auto& y) { return x.first->isBefore(y.first); });
+  nodes.clear();
+  matches.clear();
+  for (auto& [n, m] : all) {
+    nodes.push_back(n);
+    matches.push_back(std::move(m));
+  }
+}
+
+}  // namespace
+
+Epilogue planEpilogue(Value* reduced) {
+  // Walk the block after the reduction, taking every elementwise node that reads the reduced value
+  // or a taken node's output; stop at the first other reader. A prefix of the taken nodes is an
+  // epilogue when only its last value is read outside it; the longest such prefix is kept.
+  constexpr int kScanLimit = 64;  // nodes looked at: epilogues are short, blocks can be long
+  Node* red = reduced->node();
+  std::vector<Node*> taken;
+  std::vector<ElementwiseMatch> matches;
+  torch::jit::Block* block = red->owningBlock();
+  std::unordered_set<Node*> readers;  // nodes of this block reading a taken value (or inside it)
+  auto addReaders = [&](Value* v) {
+    for (const auto& u : v->uses()) {
+      Node* top = u.user;
+      while (top->owningBlock() != block) top = top->owningBlock()->owningNode();
+      readers.insert(top);
+    }
+  };
+  addReaders(reduced);
+  std::unordered_set<Node*> set;
+  size_t best = 0;
+  int scanned = 0;
+  std::string stop;
+  for (Node* n = red->next(); n != block->return_node() && scanned < kScanLimit; n = n->next(), ++scanned) {
+    if (!readers.count(n)) continue;
+    ElementwiseMatch m;
+    std::string why;
+    if (!n->blocks().empty() || !matchElementwise(n, m, &why)) {
+      if (!why.empty()) stop = std::string(n->kind().toQualString()) + ": " + why;
+      break;
+    }
+    taken.push_back(n);
+    matches.push_back(std::move(m));
+    addReaders(n->output());
+    set.insert(n);
+    Value* open = nullptr;
+    if (openValues(reduced, taken, set, &open) == 1 && open == n->output()) best = taken.size();
+  }
+  taken.resize(best);
+  matches.resize(best);
+  absorbPrivateProducers(reduced, taken, matches);
+  Epilogue epi;
+  epi.chain = taken;
+  epi.stop = std::move(stop);
+  std::unordered_map<Value*, int64_t> valueIndex{{reduced, -1}};
+  for (size_t k = 0; k < epi.chain.size(); ++k) {
+    Instr ins{matches[k].op, {}};
+    for (const MatchedArg& a : matches[k].args) {
+      Value* v = a.operand();
+      if (!v) {
+        ins.args.push_back(a.constant);
+      } else if (auto it = valueIndex.find(v); it != valueIndex.end()) {
+        ins.args.push_back(it->second < 0 ? Arg::input(0) : Arg::value(it->second));
+      } else {
+        auto pos = std::find(epi.extra.begin(), epi.extra.end(), v);
+        if (pos == epi.extra.end()) pos = epi.extra.insert(epi.extra.end(), v);
+        ins.args.push_back(Arg::input(1 + (pos - epi.extra.begin())));
+      }
+    }
+    epi.expr.instrs.push_back(std::move(ins));
+    valueIndex.emplace(epi.chain[k]->output(), static_cast<int64_t>(k));
+  }
+  epi.expr.numInputs = 1 + static_cast<int>(epi.extra.size());
+  if (!epi.chain.empty()) epi.expr.validate();
+  return epi;
+}
+
+}  // namespace tsfuse

@@ -1,0 +1,31 @@
+// The recompute policy: when a region computes once more a value other readers also read, rather
+// than reading it stored. Only a broadcast value of a few cheap ops qualifies: recomputing those
+// per reader costs less than storing the broadcast value.
+#pragma once
+
+#include "passes/analysis/op_table.h"
+#include "passes/regions/region.h"
+
+#include <vector>
+
+namespace tsfuse {
+
+// An op the compiled kernels compute with their own instructions (arithmetic, min/max, clamps,
+// compares, where, casts): recomputing it per reader costs less than storing a broadcast value.
+bool cheapToRecompute(Op op);
+// Whether every reader of v, in v's block, is one the passes fuse: an elementwise op or a
+// reduction (of v itself). (A metadata read would keep v stored.)
+bool fusibleReaders(Value* v);
+// Whether p's value is larger than each of its tensor operands, as far as the graph shows: by
+// their complete sizes where the types have them, else by construction (an operand made by
+// unsqueeze, x[:, None], or by sink_views' broadcast views, or itself such a value).
+bool broadcasts(Node* p, int depth = 0);
+
+// Whether the nodes of r among `nodes` are few and cheap enough to compute once more.
+bool cheaplyRecomputed(const Region& r, const std::vector<Node*>& nodes);
+
+// Whether the whole region may be computed once more for another reader of its value rather
+// than its value stored: a broadcast value of a few cheap ops.
+bool recomputable(const Region& r);
+
+}  // namespace tsfuse

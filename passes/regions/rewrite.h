@@ -1,0 +1,41 @@
+// Replacing a region by one tsfuse op (its operand list, the op, erasing the nodes it replaced), and
+// erasing a fused op nothing reads any more.
+#pragma once
+
+#include "passes/framework/driver.h"
+#include "passes/regions/region.h"
+
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/ir/named_value.h>
+
+#include <vector>
+
+namespace tsfuse {
+
+using torch::jit::Graph;
+
+// Inserts the fused op's operand list (with the planned broadcast_repeat views) at the graph's
+// insertion point.
+Value* insertOperandList(Graph& g, const Region& r);
+
+// Inserts a Tensor[] of `values` at the graph's insertion point: each runtime number among them
+// (MatchedArg::number) read through tsfuse::wrapped_number, as ATen reads a Python number.
+Value* insertTensorList(Graph& g, const std::vector<Value*>& values);
+
+// Replaces the region (and `consumer`, the node whose output becomes the fused op's output: the
+// root itself, or the reduction consuming it) with `op`(operands, expr, extra...), inserted where
+// `consumer` was. Returns the fused node.
+//
+//   %d = aten::sub(%x, %y)                   %l = prim::ListConstruct(%x, %y)
+//   %a = aten::abs(%d)             =>        %a = tsfuse::<op>(%l, "v1: sub($0, $1); abs(%0)", extra...)
+Node* rewriteRegion(Rewriter& rw, Region& r, Node* consumer, const char* op,
+                    const std::vector<torch::jit::NamedValue>& extra);
+
+// Erases the region's nodes that nothing reads any more (all but those kept for other readers).
+void eraseRegionNodes(Rewriter& rw, const Region& r);
+
+// Erases a fused op whose outputs nothing reads any more, then its operand list (its first
+// input's prim::ListConstruct) where nothing else reads that.
+void eraseFusedOp(Rewriter& rw, Node* fused);
+
+}  // namespace tsfuse
