@@ -1,0 +1,158 @@
+// The dispatcher registrations of the fused op kinds, generated from kernels/runtime/fused_ops.def,
+// and the C++ entry points of include/tsfuse/ops.h. Each kind gets: autograd (unfused through ATen
+// when a gradient is needed, so autograd records the original ops), Meta, CPU (the native tile
+// path), CUDA (the generated kernels, where the table says so) and every other device (the chunked
+// ATen path). Each native path falls back to the chunked one where it declines.
+#include "kernels/runtime/fused_op_kinds.h"
+#include "kernels/runtime/shape_of.h"
+#include "kernels/backends/cpu/native.h"
+#if defined(TSFUSE_WITH_CUDA)
+#include "kernels/backends/cuda/cuda_ops.h"
+#endif
+#include "tsfuse/ops.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/library.h>
+
+namespace tsfuse {
+namespace {
+
+// The qualified name of each kind's op.
+template <class Kind>
+constexpr const char* kOpName = nullptr;
+#define TSFUSE_FUSED_OP(Kind, name, schema, cuda) \
+  template <>                                     \
+  constexpr const char* kOpName<Kind> = "tsfuse::" name;
+#include "kernels/runtime/fused_ops.def"
+
+bool needsGrad(at::TensorList ops) {
+  if (!at::GradMode::is_enabled()) return false;
+  for (const auto& t : ops)
+    if (t.requires_grad()) return true;
+  return false;
+}
+
+const NativePath kNoNative = nullptr;
+const NativePath kCpuNative = cpu::runNative;
+#if defined(TSFUSE_WITH_CUDA)
+const NativePath kCudaNative = cuda::runCuda;
+#endif
+
+// The kernels every kind gets, from its description (fused_op_kinds.h).
+template <class Kind, class Fn = typename Kind::Fn>
+struct Kernels;
+template <class Kind, class R, class... Args>
+struct Kernels<Kind, R(at::TensorList, Args...)> {
+  static c10::TypedOperatorHandle<R(at::TensorList, Args...)> op() {
+    static auto handle =
+        c10::Dispatcher::singleton().findSchemaOrThrow(kOpName<Kind>, "").template typed<R(at::TensorList, Args...)>();
+    return handle;
+  }
+  static R autograd(at::TensorList ops, Args... args) {
+    if (needsGrad(ops)) return Kind::eager(ops, std::move(args)...);
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return op().call(ops, std::move(args)...);
+  }
+  static R meta(at::TensorList ops, Args... args) { return Kind::meta(ops, std::move(args)...); }
+  template <const NativePath* Native>
+  static R backend(at::TensorList ops, Args... args) {
+    return Kind::run(*Native, ops, std::move(args)...);
+  }
+};
+
+template <class Kind, class... Args>
+auto call(at::TensorList operands, Args&&... args) {
+  return Kernels<Kind>::op().call(operands, std::forward<Args>(args)...);
+}
+
+std::optional<c10::string_view> viewOf(const std::optional<std::string>& s) {
+  if (!s) return std::nullopt;
+  return c10::string_view(*s);
+}
+
+}  // namespace
+
+at::Tensor pairwise(at::TensorList operands, const std::string& expr) {
+  return call<PairwiseKind>(operands, expr, at::IntArrayRef{});
+}
+
+at::Tensor reduce(at::TensorList operands, const std::string& expr, const std::string& reduction,
+                  std::optional<std::vector<int64_t>> dim, bool keepdim, std::optional<c10::ScalarType> dtype,
+                  const std::optional<std::string>& epilogue) {
+  at::OptionalIntArrayRef d;
+  if (dim) d = at::IntArrayRef(*dim);
+  return call<ReduceKind>(operands, expr, reduction, d, keepdim, dtype, viewOf(epilogue), at::IntArrayRef{});
+}
+
+std::tuple<at::Tensor, at::Tensor> reduceWithIndices(at::TensorList operands, const std::string& expr,
+                                                     const std::string& reduction, int64_t dim, bool keepdim,
+                                                     const std::optional<std::string>& epilogue) {
+  return call<ReduceWithIndicesKind>(operands, expr, reduction, dim, keepdim, viewOf(epilogue));
+}
+
+at::Tensor softmax(at::TensorList operands, const std::string& expr, int64_t dim, bool log) {
+  return call<SoftmaxKind>(operands, expr, dim, log);
+}
+
+at::Tensor reduceChain(at::TensorList operands, const std::string& expr, const std::vector<std::string>& stages) {
+  return call<ReduceChainKind>(operands, expr, stages);
+}
+
+std::tuple<at::Tensor, at::Tensor> reduceChainWithIndices(at::TensorList operands, const std::string& expr,
+                                                          const std::vector<std::string>& stages) {
+  return call<ReduceChainWithIndicesKind>(operands, expr, stages);
+}
+
+std::vector<at::Tensor> reduceSweep(at::TensorList operands, const std::string& expr,
+                                    const std::vector<std::string>& stages) {
+  return call<ReduceSweepKind>(operands, expr, stages);
+}
+
+}  // namespace tsfuse
+
+TORCH_LIBRARY(tsfuse, m) {
+#define TSFUSE_FUSED_OP(Kind, name, schema, cuda) m.def(name schema);
+#include "kernels/runtime/fused_ops.def"
+  // Helper ops the passes insert, not fused op kinds:
+  // a stand-in for the expression's value to readers of its metadata (kernels/runtime/shape_of.h);
+  m.def("shape_of(Tensor[] operands, str expr) -> Tensor",
+        [](at::TensorList operands, c10::string_view expr) { return tsfuse::shapeOf(operands, expr); });
+  // a Python number known only at run time as an operand: a 0-dim CPU tensor flagged as a wrapped
+  // number, as ATen's Scalar overloads see it (passes/analysis/op_table.cpp, kRuntimeNumber);
+  m.def("wrapped_number(Scalar s) -> Tensor", [](const c10::Scalar& s) { return tsfuse::reusedWrappedNumber(s); });
+  // torchvision's _upcast (passes/fold_upcast.cpp): self itself, or a cast of it.
+  m.def("upcast(Tensor(a) self) -> Tensor(a)",
+        [](const at::Tensor& self) { return self.to(tsfuse::upcastDtype(self.scalar_type())); });
+}
+
+TORCH_LIBRARY_IMPL(tsfuse, Autograd, m) {
+#define TSFUSE_FUSED_OP(Kind, name, schema, cuda) m.impl(name, &tsfuse::Kernels<tsfuse::Kind>::autograd);
+#include "kernels/runtime/fused_ops.def"
+}
+
+TORCH_LIBRARY_IMPL(tsfuse, Meta, m) {
+#define TSFUSE_FUSED_OP(Kind, name, schema, cuda) m.impl(name, &tsfuse::Kernels<tsfuse::Kind>::meta);
+#include "kernels/runtime/fused_ops.def"
+}
+
+TORCH_LIBRARY_IMPL(tsfuse, CPU, m) {
+#define TSFUSE_FUSED_OP(Kind, name, schema, cuda) \
+  m.impl(name, &tsfuse::Kernels<tsfuse::Kind>::backend<&tsfuse::kCpuNative>);
+#include "kernels/runtime/fused_ops.def"
+}
+
+#if defined(TSFUSE_WITH_CUDA)
+TORCH_LIBRARY_IMPL(tsfuse, CUDA, m) {
+#define TSFUSE_FUSED_OP(Kind, name, schema, cuda) \
+  if (cuda) m.impl(name, &tsfuse::Kernels<tsfuse::Kind>::backend<&tsfuse::kCudaNative>);
+#include "kernels/runtime/fused_ops.def"
+}
+#endif
+
+// Devices without a native kernel get the exact chunked ATen path: bounded intermediates, the
+// results of eager.
+TORCH_LIBRARY_IMPL(tsfuse, CompositeExplicitAutograd, m) {
+#define TSFUSE_FUSED_OP(Kind, name, schema, cuda) \
+  m.impl(name, &tsfuse::Kernels<tsfuse::Kind>::backend<&tsfuse::kNoNative>);
+#include "kernels/runtime/fused_ops.def"
+}
