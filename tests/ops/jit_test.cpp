@@ -5,8 +5,7 @@
 //  * lane tails (masked vectors), blocks, several reduced dims, uniform and contiguous operands;
 //  * what the generator declines (strided operands, integers, ATen ops, too many live values)
 //    still gives eager's result through the interpreter.
-// Maps: the same ops stored into float and bool outputs, every tiling of the map path, random
-// programs bit for bit against eager.
+// Maps: tests/ops/jit_map_test.cpp.
 // tilesRun() tells whether the compiled kernels ran; they need AVX2 and BMI2 (skipped without).
 #include "jit_support.h"
 
@@ -47,11 +46,15 @@ TEST(JitSum, EveryOpOnBothFloatDtypes) {
       {"v1: minimum($0, $1); sub($0, $1); maximum(%0, %1)",
        [](const T& o) { return at::maximum(at::minimum(o[0], o[1]), o[0] - o[1]); }},
       {"v1: clamp($0, -1, 2); sub(%0, $1)", [](const T& o) { return at::clamp(o[0], -1, 2) - o[1]; }},
-      {"v1: clamp($0, None, 0.25); neg(%0); mul(%1, $1)", [](const T& o) { return -at::clamp(o[0], c10::nullopt, 0.25) * o[1]; }},
+      {"v1: clamp($0, None, 0.25); neg(%0); mul(%1, $1)",
+       [](const T& o) { return -at::clamp(o[0], c10::nullopt, 0.25) * o[1]; }},
       {"v1: clamp($0, $1, None)", [](const T& o) { return at::clamp(o[0], o[1], c10::nullopt); }},
-      {"v1: gt($0, $1); le($0, 0); logical_or(%0, %1)", [](const T& o) { return at::logical_or(o[0] > o[1], o[0] <= 0); }},
+      {"v1: gt($0, $1); le($0, 0); logical_or(%0, %1)",
+       [](const T& o) { return at::logical_or(o[0] > o[1], o[0] <= 0); }},
       {"v1: ge($0, $1); ne($1, 0); logical_and(%0, %1); eq($0, $1); logical_xor(%2, %3); logical_not(%4)",
-       [](const T& o) { return at::logical_not(at::logical_xor(at::logical_and(o[0] >= o[1], o[1] != 0), o[0] == o[1])); }},
+       [](const T& o) {
+         return at::logical_not(at::logical_xor(at::logical_and(o[0] >= o[1], o[1] != 0), o[0] == o[1]));
+       }},
       {"v1: lt($0, $1); eq(%0, True); ne(%0, %1)", [](const T& o) { return (o[0] < o[1]) != ((o[0] < o[1]) == true); }},
       {"v1: gt($0, $1); where(%0, $0, $1)", [](const T& o) { return at::where(o[0] > o[1], o[0], o[1]); }},
       {"v1: lt($0, $1); to(%0, float32); mul(%1, $1)", [](const T& o) { return (o[0] < o[1]).to(at::kFloat) * o[1]; }},
@@ -81,11 +84,13 @@ TEST(JitSum, CountsAndSumsKeepEagerDtypes) {
   // int64 counts, a count into double lanes (dtype float64), mean, keepdim.
   EXPECT_TRUE(checkBoth(kSim, ops, simEager, kSum0, true));
   EXPECT_TRUE(checkBoth(kSim, ops, simEager, {"sum", std::vector<int64_t>{0}, true, at::kDouble}, true));
-  EXPECT_TRUE(checkBoth(kSim, ops, simEager, {"mean", std::vector<int64_t>{0}, false, at::kFloat}, true, CheckOpts{false}));
+  EXPECT_TRUE(
+      checkBoth(kSim, ops, simEager, {"mean", std::vector<int64_t>{0}, false, at::kFloat}, true, CheckOpts{false}));
   // A float sum widened to float64 (the final cast is folded into the double lanes).
   const char* l1 = "v1: sub($0, $1); abs(%0)";
   auto l1Eager = [](const T& o) { return (o[0] - o[1]).abs(); };
-  EXPECT_TRUE(checkBoth(l1, ops, l1Eager, {"sum", std::vector<int64_t>{0}, false, at::kDouble}, true, CheckOpts{false}));
+  EXPECT_TRUE(
+      checkBoth(l1, ops, l1Eager, {"sum", std::vector<int64_t>{0}, false, at::kDouble}, true, CheckOpts{false}));
   EXPECT_TRUE(checkBoth(l1, ops, l1Eager, {"mean", std::vector<int64_t>{0}}, true, CheckOpts{false, 1e-5, 1e-5}));
   // Every lane true in every row: counts reach the row count exactly.
   T same = {at::zeros({600, 2, 1}), at::zeros({600, 1, 50})};
@@ -135,8 +140,9 @@ TEST(JitSum, ReducedSpacesAndLayouts) {
   // second, partial tile.
   T tall = {g.tensor({300, 19, 1}, at::kFloat), g.tensor({300, 1, 530}, at::kFloat)};
   EXPECT_TRUE(checkBoth(kSim, tall, simEager, kSum0, true));
-  EXPECT_TRUE(checkBoth("v1: sub($0, $1); mul(%0, %0)", tall, [](const T& o) { return (o[0] - o[1]) * (o[0] - o[1]); },
-                        kSum0, true, CheckOpts{false}));
+  EXPECT_TRUE(checkBoth(
+      "v1: sub($0, $1); mul(%0, %0)", tall, [](const T& o) { return (o[0] - o[1]) * (o[0] - o[1]); }, kSum0, true,
+      CheckOpts{false}));
 }
 
 // An operand packed for the lanes whose copy would pass VerticalReduce::kMaxPackBytes is packed a
@@ -186,12 +192,15 @@ TEST(JitSum, DeclinedProgramsAreInterpreted) {
   Gen g(34);
   // Integers, an ATen tile op, a float32/float64 mix: interpreted, still eager's result.
   T ints = {g.tensor({20, 3, 1}, at::kInt), g.tensor({20, 1, 40}, at::kInt)};
-  EXPECT_TRUE(checkBoth("v1: sub($0, $1); abs(%0)", ints, [](const T& o) { return (o[0] - o[1]).abs(); }, kSum0, false));
+  EXPECT_TRUE(checkBoth(
+      "v1: sub($0, $1); abs(%0)", ints, [](const T& o) { return (o[0] - o[1]).abs(); }, kSum0, false));
   T floats = {g.tensor({20, 3, 1}, at::kFloat), g.tensor({20, 1, 40}, at::kFloat)};
-  EXPECT_TRUE(checkBoth("v1: sub($0, $1); exp(%0)", floats, [](const T& o) { return (o[0] - o[1]).exp(); }, kSum0,
-                        false, CheckOpts{false, 1e-5, 1e-4}));
+  EXPECT_TRUE(checkBoth(
+      "v1: sub($0, $1); exp(%0)", floats, [](const T& o) { return (o[0] - o[1]).exp(); }, kSum0, false,
+      CheckOpts{false, 1e-5, 1e-4}));
   T mixed = {g.tensor({20, 1, 40}, at::kFloat), g.tensor({20, 3, 1}, at::kDouble)};
-  EXPECT_TRUE(checkBoth("v1: sub($0, $1)", mixed, [](const T& o) { return o[0] - o[1]; }, kSum0, false, CheckOpts{false}));
+  EXPECT_TRUE(checkBoth(
+      "v1: sub($0, $1)", mixed, [](const T& o) { return o[0] - o[1]; }, kSum0, false, CheckOpts{false}));
   // k products live at once, each with its own literal: with 8, narrower blocks and literals read
   // from memory fit the 16 registers; with 12 nothing does and the interpreter runs it.
   auto chain = [](int k) {
@@ -230,9 +239,11 @@ TEST(JitSum, UniformLeavesOfOtherDtypesAreConvertedAsTheyAreBroadcast) {
   }
   // A 0-dim float64 operand of a float32 program, with values float32 rounds: 1/3, denormals.
   T wrapped = {g.tensor({30, 50}, at::kFloat), at::scalar_tensor(1.0 / 3, at::kDouble)};
-  EXPECT_TRUE(checkBoth("v1: mul($0, $1)", wrapped, [](const T& o) { return o[0] * o[1]; }, kSum0, true));
+  EXPECT_TRUE(checkBoth(
+      "v1: mul($0, $1)", wrapped, [](const T& o) { return o[0] * o[1]; }, kSum0, true));
   T tiny = {g.tensor({30, 50}, at::kFloat), at::scalar_tensor(3e-39, at::kDouble)};
-  EXPECT_TRUE(checkBoth("v1: div($0, $1)", tiny, [](const T& o) { return o[0] / o[1]; }, kSum0, true));
+  EXPECT_TRUE(checkBoth(
+      "v1: div($0, $1)", tiny, [](const T& o) { return o[0] / o[1]; }, kSum0, true));
 }
 
 }  // namespace
@@ -259,7 +270,8 @@ TEST(JitSum, RandomProgramsMatchTheInterpreterBitForBit) {
     auto eager = [&](const T& o) { return tsfuse::evalAten(tsfuse::Expr::parse(expr), o); };
     std::function<::testing::AssertionResult()> check;
     if (!underMemcheck()) check = [&] { return checkReduce(expr, ops, eager, kSum0, CheckOpts{false, 1e-5, 1e-5}); };
-    const BothRuns both = runBoth(check, [&] { return tsfuse::reduce(ops, expr, "sum", std::vector<int64_t>{0}); }, expr);
+    const BothRuns both = runBoth(
+        check, [&] { return tsfuse::reduce(ops, expr, "sum", std::vector<int64_t>{0}); }, expr);
     log.add(both.result, expr + " ");
     compiled += both.ran;
     ++total;
@@ -267,205 +279,6 @@ TEST(JitSum, RandomProgramsMatchTheInterpreterBitForBit) {
   EXPECT_TRUE(log.result());
   // Most programs fit the registers (the rest are interpreted, which the checks above cover too).
   EXPECT_GT(compiled, total * 8 / 10) << compiled << " of " << total << " programs ran compiled";
-}
-
-}  // namespace
-
-namespace {
-
-// Maps (CompiledMap): the whole program per tile, the result stored into the output, float or
-// bool (bytes packed from the compare masks). Bit for bit eager's and the interpreter's. NB: no
-// signed zeros among the map operands: which zero eager's min/max returns on a -0/+0 tie depends
-// on whether the element fell into its vectorized loop or its scalar tail (the known divergence
-// of PairwiseSpecial.SignedZeroTiesInMinimumMaximum); tsfuse follows the vectorized loop.
-::testing::AssertionResult checkMapBoth(const std::string& expr, const T& ops, const EagerFn& eager, bool compiled) {
-  const std::string what = expr + " on " + describeOperands(ops);
-  return expectBoth(runBoth([&] { return checkPairwise(expr, ops, eager); },
-                            [&] { return tsfuse::pairwise(ops, expr); }, what),
-                    compiled, what);
-}
-
-TEST(JitMap, SeedIntersectionAndBoolResultsInEveryTiling) {
-  if (!haveJit()) GTEST_SKIP() << "no AVX2/BMI2: the compiled kernels are off";
-  Gen g(41);
-  const char* inter =
-      "v1: minimum($0, $1); maximum($2, $3); sub(%0, %1); clamp(%2, 0, None); minimum($0, $3); "
-      "maximum($2, $1); sub(%4, %5); clamp(%6, 0, None); mul(%3, %7)";
-  auto interEager = [](const T& o) {
-    return at::clamp(at::minimum(o[0], o[1]) - at::maximum(o[2], o[3]), 0) *
-           at::clamp(at::minimum(o[0], o[3]) - at::maximum(o[2], o[1]), 0);
-  };
-  const char* flags = "v1: sub($0, $1); abs(%0); lt(%1, 1); gt($0, $1); logical_and(%2, %3)";
-  auto flagsEager = [](const T& o) { return at::logical_and((o[0] - o[1]).abs() < 1, o[0] > o[1]); };
-  for (at::ScalarType dt : {at::kFloat, at::kDouble}) {
-    // Row tiles (rows >= 128 lanes: operands in place, packed or uniform) and linear tiles (short
-    // rows, 0-dim operands), lane counts with and without a masked tail.
-    for (int64_t m : {128, 131, 700, 1024, 5, 37}) {
-      T ops = {g.tensor({9, 1}, dt, kNaNInf), g.tensor({1, m}, dt, kNaNInf),
-               g.tensor({9, 1}, dt, kNaNInf), g.tensor({1, m}, dt, kNaNInf)};
-      EXPECT_TRUE(checkMapBoth(inter, ops, interEager, true)) << dt << " m=" << m;
-      T two = {g.tensor({9, 1}, dt, kNaNInf), g.tensor({1, m}, dt, kNaNInf)};
-      EXPECT_TRUE(checkMapBoth(flags, two, flagsEager, true)) << dt << " m=" << m;
-    }
-    // Strided columns (packed once per call), a 0-dim operand, a full [N, M] operand.
-    at::Tensor boxes = g.tensor({300, 4}, dt, kNaNInf);
-    T cols = {g.tensor({6, 1}, dt), boxes.select(1, 2).unsqueeze(0), g.tensor({}, dt), g.tensor({6, 300}, dt, kNaNInf)};
-    EXPECT_TRUE(checkMapBoth(inter, cols, interEager, true)) << dt;
-  }
-}
-
-// More operands than pointer registers (an IoU reads four columns of each box set, twice): the
-// ones past the registers are read through Args and advanced there, still compiled, eager's bits.
-// ((($0 - $1) + ($2 - $3)) + ...), then negated or compared: few values live at once, so only
-// the operand pointers run short.
-TEST(JitMap, OperandsPastThePointerRegistersAreReadThroughArgs) {
-  if (!haveJit()) GTEST_SKIP() << "no AVX2/BMI2: the compiled kernels are off";
-  Gen g(45);
-  for (at::ScalarType dt : {at::kFloat, at::kDouble})
-    for (int64_t m : {700, 131, 37})
-      for (int pairs : {6, 8, 12, 24})
-        for (bool compare : {false, true}) {
-          // Uniform [N, 1] operands and strided columns of a [M, 4] tensor, alternating.
-          at::Tensor boxes = g.tensor({m, 4}, dt, kNaNInf);
-          T ops;
-          for (int i = 0; i < pairs; ++i) {
-            ops.push_back(g.tensor({9, 1}, dt, kNaNInf));
-            ops.push_back(boxes.select(1, i % 4).unsqueeze(0));
-          }
-          EXPECT_TRUE(checkMapBoth(sumOfDifferences(pairs, compare).c_str(), ops,
-                                   [&](const T& o) { return sumOfDifferencesEager(o, compare); }, true))
-              << dt << " m=" << m << " operands=" << 2 * pairs << (compare ? " bool" : "");
-        }
-}
-
-TEST(JitSum, OperandsPastThePointerRegistersAreReadThroughArgs) {
-  if (!haveJit()) GTEST_SKIP() << "no AVX2/BMI2: the compiled kernels are off";
-  Gen g(46);
-  for (int pairs : {6, 8, 12, 24}) {
-    T ops;
-    for (int i = 0; i < pairs; ++i) {
-      ops.push_back(g.tensor({20, 3, 1}, at::kFloat));
-      ops.push_back(g.tensor({20, 1, 40}, at::kFloat));
-    }
-    // Sums of up to 24 differences per row: absolute rounding of order 1e-5 after cancellation.
-    EXPECT_TRUE(checkBoth(sumOfDifferences(pairs, false), ops, [&](const T& o) { return sumOfDifferencesEager(o, false); },
-                          kSum0, true, CheckOpts{false, 1e-5, 1e-4}))
-        << 2 * pairs << " operands";
-  }
-}
-
-TEST(JitMap, DeclinedProgramsAreInterpreted) {
-  if (!haveJit()) GTEST_SKIP() << "no AVX2/BMI2: the compiled kernels are off";
-  Gen g(42);
-  T ints = {g.tensor({5, 1}, at::kInt), g.tensor({1, 200}, at::kInt)};
-  EXPECT_TRUE(checkMapBoth("v1: sub($0, $1); abs(%0)", ints, [](const T& o) { return (o[0] - o[1]).abs(); }, false));
-  T bools = {g.tensor({5, 1}, at::kBool), g.tensor({1, 200}, at::kBool)};
-  EXPECT_TRUE(checkMapBoth("v1: logical_xor($0, $1)", bools, [](const T& o) { return at::logical_xor(o[0], o[1]); }, false));
-  // A float result stored into an int64 output? No: the result's dtype is the output's. A compare
-  // of int32 operands mixes dtypes the kernels do not cover.
-  T mixed = {g.tensor({5, 1}, at::kFloat), g.tensor({1, 200}, at::kInt)};
-  EXPECT_TRUE(checkMapBoth("v1: lt($0, $1)", mixed, [](const T& o) { return o[0] < o[1]; }, false));
-}
-
-// The kernel cache is bounded; full, it starts afresh. A process that has run more programs than
-// it keeps (a fuzzer, a server loading many models) still compiles a new program once, not on
-// every call.
-TEST(JitMap, ProgramsPastTheKernelCachesBoundCompileOnce) {
-  if (!haveJit()) GTEST_SKIP() << "no AVX2/BMI2: the compiled kernels are off";
-  JitOn on(true);
-  Gen g(44);
-  const T ops = {g.tensor({4, 1}, at::kFloat), g.tensor({1, 40}, at::kFloat)};
-  const char* bin[] = {"add", "sub", "mul", "div", "minimum", "maximum"};
-  for (int k = 0; k < 600; ++k) {  // 600 programs of four instructions, no two alike
-    std::string e = "v1: ";
-    for (int i = 0, code = k; i < 4; ++i, code /= 6)
-      e += std::string(i ? "; " : "") + bin[code % 6] + "(" + (i ? "%" + std::to_string(i - 1) : "$0") + ", $1)";
-    tsfuse::pairwise(ops, e);
-  }
-  const std::string next = "v1: sub($0, $1); abs(%0); neg(%1); add(%2, $0); mul(%3, $1)";
-  tsfuse::pairwise(ops, next);
-  const int64_t compiled = jit::kernelsCompiled(), tiles = jit::tilesRun();
-  EXPECT_TRUE(checkPairwise(next, ops, [](const T& o) { return (-(o[0] - o[1]).abs() + o[0]) * o[1]; }));
-  EXPECT_EQ(jit::kernelsCompiled(), compiled);
-  EXPECT_GT(jit::tilesRun(), tiles);
-}
-
-TEST(JitMap, RandomProgramsMatchEagerBitForBit) {
-  if (!haveJit()) GTEST_SKIP() << "no AVX2/BMI2: the compiled kernels are off";
-  ProgramGen pg(43);
-  Gen g(44);
-  FailureLog log;
-  int compiled = 0;
-  const int total = 300;
-  for (int i = 0; i < total; ++i) {
-    const bool f64 = pg.pick(3) == 0;
-    const at::ScalarType dt = f64 ? at::kDouble : at::kFloat;
-    const int numInputs = 1 + pg.pick(4);
-    const std::string expr = pg.make(numInputs, f64, pg.pick(2) == 0);
-    const int64_t n = 1 + pg.pick(6), m = pg.pick(2) ? 1 + pg.pick(60) : 128 + pg.pick(500);
-    T ops;
-    for (int k = 0; k < numInputs; ++k) {
-      switch (pg.pick(4)) {
-        case 0: ops.push_back(g.tensor({n, 1}, dt, kNaNInf)); break;
-        case 1: ops.push_back(g.tensor({1, m}, dt, kNaNInf)); break;
-        case 2: ops.push_back(g.tensor({n, m}, dt, kNaNInf)); break;
-        default: ops.push_back(g.tensor({}, dt, kNaNInf)); break;
-      }
-    }
-    ops[0] = g.tensor({n, m}, dt, kNaNInf);
-    ops.resize(tsfuse::Expr::parse(expr).numInputs);
-    auto eager = [&](const T& o) { return tsfuse::evalAten(tsfuse::Expr::parse(expr), o); };
-    std::function<::testing::AssertionResult()> check;
-    if (!underMemcheck()) check = [&] { return checkPairwise(expr, ops, eager); };
-    const BothRuns both = runBoth(check, [&] { return tsfuse::pairwise(ops, expr); }, expr);
-    log.add(both.result, expr + " ");
-    compiled += both.ran;
-  }
-  EXPECT_TRUE(log.result());
-  EXPECT_GT(compiled, total * 8 / 10) << compiled << " of " << total << " programs ran compiled";
-}
-
-}  // namespace
-
-namespace {
-
-// TSFUSE_JIT_PERF_MAP=1: each compiled kernel's address range and name go to /tmp/perf-<pid>.map
-// (perf's format: hex start, hex size, name), so profiles name generated code.
-TEST(JitMap, KernelsAreNamedForProfilersOnRequest) {
-  if (!haveJit()) GTEST_SKIP() << "no AVX2/BMI2: the compiled kernels are off";
-  const std::string path = "/tmp/perf-" + std::to_string(getpid()) + ".map";
-  auto lines = [&] {
-    std::vector<std::string> out;
-    std::ifstream in(path);
-    for (std::string l; std::getline(in, l);) out.push_back(l);
-    return out;
-  };
-  const size_t before = lines().size();
-  Gen g(47);
-  T ops = {g.tensor({5, 1}, at::kFloat), g.tensor({1, 300}, at::kFloat)};
-  // A literal no other test uses: a program not in the kernel cache yet.
-  setenv("TSFUSE_JIT_PERF_MAP", "1", 1);
-  EXPECT_TRUE(checkMapBoth("v1: sub($0, $1); mul(%0, 7.25)", ops, [](const T& o) { return (o[0] - o[1]) * 7.25; }, true));
-  unsetenv("TSFUSE_JIT_PERF_MAP");
-  const std::vector<std::string> after = lines();
-  // A block and a tail kernel per compile (compiled again per call once the kernel cache is full,
-  // as it is after the random-program tests: then the same two again).
-  ASSERT_GE(after.size(), before + 2);
-  ASSERT_EQ((after.size() - before) % 2, 0u);
-  for (size_t i = before; i < after.size(); ++i) {
-    std::istringstream line(after[i]);
-    std::string start, size, name;
-    line >> start >> size >> name;
-    EXPECT_GT(std::stoull(start, nullptr, 16), 0u) << after[i];
-    EXPECT_GT(std::stoull(size, nullptr, 16), 0u) << after[i];
-    const bool block = (i - before) % 2 == 0;
-    EXPECT_EQ(name.rfind(block ? "tsfuse_jit_map_2i_1x" : "tsfuse_jit_map_2i_1x1_tail", 0), 0u) << after[i];
-    if (block) EXPECT_NE(name.find("_block_"), std::string::npos) << after[i];
-  }
-  // Off by default: a new program adds nothing.
-  EXPECT_TRUE(checkMapBoth("v1: sub($0, $1); mul(%0, 9.75)", ops, [](const T& o) { return (o[0] - o[1]) * 9.75; }, true));
-  EXPECT_EQ(lines().size(), after.size());
-  if (before == 0) std::remove(path.c_str());
 }
 
 }  // namespace
