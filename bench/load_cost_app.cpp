@@ -95,10 +95,11 @@ int main(int argc, char** argv) {
   const std::regex fused("tsfuse::(pairwise|reduce|reduce_with_indices|softmax)\\(");
   const auto ops = std::distance(std::sregex_iterator(graph.begin(), graph.end(), fused), std::sregex_iterator());
 
-  std::printf("RESULT {\"threads\": %d, \"first\": [%.3f, %.3f], \"second\": [%.3f, %.3f], "
-              "\"steady\": [%.3f, %.3f], \"tsfuse_ops\": %ld, \"graph_nodes\": %ld%s}\n",
-              at::get_num_threads(), first.first, first.second, second.first, second.second, median(wall),
-              median(cpu), static_cast<long>(ops), static_cast<long>(std::count(graph.begin(), graph.end(), '\n')),
-              loadMs >= 0 ? (", \"load_ms\": " + std::to_string(loadMs)).c_str() : "");
+  std::printf(
+      "RESULT {\"threads\": %d, \"first\": [%.3f, %.3f], \"second\": [%.3f, %.3f], "
+      "\"steady\": [%.3f, %.3f], \"tsfuse_ops\": %ld, \"graph_nodes\": %ld%s}\n",
+      at::get_num_threads(), first.first, first.second, second.first, second.second, median(wall), median(cpu),
+      static_cast<long>(ops), static_cast<long>(std::count(graph.begin(), graph.end(), '\n')),
+      loadMs >= 0 ? (", \"load_ms\": " + std::to_string(loadMs)).c_str() : "");
   return 0;
 }

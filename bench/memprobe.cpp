@@ -36,9 +36,7 @@ class CountingAllocator final : public c10::Allocator {
     return {p, p, &CountingAllocator::release, c10::Device(c10::kCPU)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &CountingAllocator::release; }
-  void copy_data(void* dest, const void* src, std::size_t count) const override {
-    default_copy_data(dest, src, count);
-  }
+  void copy_data(void* dest, const void* src, std::size_t count) const override { default_copy_data(dest, src, count); }
 
   void restart() {
     std::lock_guard<std::mutex> lock(mu_);

@@ -120,8 +120,8 @@ void BM_CudaHostWork(benchmark::State& state) {
   const int64_t n = state.range(0);
   const bool kernel = state.range(1) != 0;
   const bool sum = n == 0;
-  std::vector<at::Tensor> ops = sum ? std::vector<at::Tensor>{at::rand({1024, 1, 64}), at::rand({1, 500, 64})}
-                                    : intersectionOperands(n, 500);
+  std::vector<at::Tensor> ops =
+      sum ? std::vector<at::Tensor>{at::rand({1024, 1, 64}), at::rand({1, 500, 64})} : intersectionOperands(n, 500);
   const auto e = tsfuse::cachedExpr(sum ? "v1: sub($0, $1); mul(%0, %0)" : kIntersection);
   tsfuse::ReduceSpec red;
   red.kind = tsfuse::Reduction::Sum;
@@ -150,6 +150,11 @@ BENCHMARK(BM_Similarity_eager)->Arg(250)->Arg(500)->Unit(benchmark::kMillisecond
 BENCHMARK(BM_L1Distance_tsfuse)->Arg(1024)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_L1Distance_eager)->Arg(1024)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Intersection_tiny_tsfuse)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_CudaHostWork)->Args({242991, 1})->Args({242991, 0})->Args({0, 1})->Args({0, 0})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_CudaHostWork)
+    ->Args({242991, 1})
+    ->Args({242991, 0})
+    ->Args({0, 1})
+    ->Args({0, 0})
+    ->Unit(benchmark::kMicrosecond);
 
 BENCHMARK_MAIN();

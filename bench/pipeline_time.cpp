@@ -25,9 +25,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double msSince(Clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
-}
+double msSince(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
 // Every method's graph of the module and its submodules, once each, in optimize()'s order.
 std::vector<std::pair<std::string, std::shared_ptr<torch::jit::Graph>>> methodGraphs(const torch::jit::Module& m) {
@@ -49,8 +47,8 @@ std::vector<std::pair<std::string, std::shared_ptr<torch::jit::Graph>>> methodGr
 void dump(const std::string& path, const tsfuse::Report& report, const torch::jit::Module& m) {
   std::ofstream os(path);
   for (const tsfuse::FusionEvent& e : report.events) {
-    os << (e.kind == tsfuse::FusionEvent::Kind::Rewrite ? "REWRITE " : "REJECT ") << e.pass << " in " << e.graph
-       << ": " << e.reason << "\n  expr: " << e.expr << "\n  op: " << e.fusedOp << " " << e.fusedNode << "\n";
+    os << (e.kind == tsfuse::FusionEvent::Kind::Rewrite ? "REWRITE " : "REJECT ") << e.pass << " in " << e.graph << ": "
+       << e.reason << "\n  expr: " << e.expr << "\n  op: " << e.fusedOp << " " << e.fusedNode << "\n";
     for (size_t i = 0; i < e.nodes.size(); ++i)
       os << "  node " << e.nodes[i] << " " << (i < e.nodeIds.size() ? e.nodeIds[i] : "?") << "\n";
   }

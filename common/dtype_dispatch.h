@@ -19,15 +19,24 @@ struct Tag {
 template <typename F>
 decltype(auto) dispatchNative(c10::ScalarType t, F&& f) {
   switch (t) {
-    case c10::ScalarType::Bool: return f(Tag<bool>{});
-    case c10::ScalarType::Byte: return f(Tag<uint8_t>{});
-    case c10::ScalarType::Char: return f(Tag<int8_t>{});
-    case c10::ScalarType::Short: return f(Tag<int16_t>{});
-    case c10::ScalarType::Int: return f(Tag<int32_t>{});
-    case c10::ScalarType::Long: return f(Tag<int64_t>{});
-    case c10::ScalarType::Float: return f(Tag<float>{});
-    case c10::ScalarType::Double: return f(Tag<double>{});
-    default: TORCH_CHECK(false, "tsfuse: dtype ", t, " has no native CPU evaluation");
+    case c10::ScalarType::Bool:
+      return f(Tag<bool>{});
+    case c10::ScalarType::Byte:
+      return f(Tag<uint8_t>{});
+    case c10::ScalarType::Char:
+      return f(Tag<int8_t>{});
+    case c10::ScalarType::Short:
+      return f(Tag<int16_t>{});
+    case c10::ScalarType::Int:
+      return f(Tag<int32_t>{});
+    case c10::ScalarType::Long:
+      return f(Tag<int64_t>{});
+    case c10::ScalarType::Float:
+      return f(Tag<float>{});
+    case c10::ScalarType::Double:
+      return f(Tag<double>{});
+    default:
+      TORCH_CHECK(false, "tsfuse: dtype ", t, " has no native CPU evaluation");
   }
 }
 

@@ -11,8 +11,7 @@
 namespace tsfuse::log {
 namespace {
 
-constexpr std::array<const char*, 4> kNames = {"tsfuse.pass", "tsfuse.kernel", "tsfuse.tool",
-                                               "tsfuse.registration"};
+constexpr std::array<const char*, 4> kNames = {"tsfuse.pass", "tsfuse.kernel", "tsfuse.tool", "tsfuse.registration"};
 
 spdlog::level::level_enum toSpd(Level l) {
   return static_cast<spdlog::level::level_enum>(static_cast<int>(l) == 5 ? 6 : static_cast<int>(l));
@@ -26,8 +25,7 @@ struct Loggers {
     if (const char* env = std::getenv("TSFUSE_LOG_LEVEL")) {
       try {
         initial = parseLevel(env);
-      } catch (const std::invalid_argument&) {
-      }
+      } catch (const std::invalid_argument&) {}
     }
     for (size_t i = 0; i < kNames.size(); ++i) {
       byComponent[i] = std::make_shared<spdlog::logger>(kNames[i], sink);
@@ -44,9 +42,7 @@ Loggers& loggers() {
 
 }  // namespace
 
-bool enabled(Component c, Level l) {
-  return loggers().byComponent[static_cast<size_t>(c)]->should_log(toSpd(l));
-}
+bool enabled(Component c, Level l) { return loggers().byComponent[static_cast<size_t>(c)]->should_log(toSpd(l)); }
 
 void write(Component c, Level l, const std::string& msg) {
   loggers().byComponent[static_cast<size_t>(c)]->log(toSpd(l), msg);

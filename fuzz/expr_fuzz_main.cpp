@@ -22,8 +22,10 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "expr fuzz: mutant %lld (seed %llu): %s\n  input (%zu bytes):", i, seed, failure.c_str(),
                    text.size());
       for (unsigned char c : text) {
-        if (c >= 32 && c < 127) std::fputc(c, stderr);
-        else std::fprintf(stderr, "\\x%02x", c);
+        if (c >= 32 && c < 127)
+          std::fputc(c, stderr);
+        else
+          std::fprintf(stderr, "\\x%02x", c);
       }
       std::fprintf(stderr, "\n");
       return 1;

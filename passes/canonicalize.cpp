@@ -71,10 +71,14 @@ KnownDtype knownDtype(Value* x, int depth = 0) {
              : *r.spec.dtype == c10::kLong      ? KnownDtype::Int64
                                                 : KnownDtype::Unknown;
     switch (r.spec.kind) {
-      case Reduction::Mean: case Reduction::Logsumexp: case Reduction::Norm: case Reduction::Var:
+      case Reduction::Mean:
+      case Reduction::Logsumexp:
+      case Reduction::Norm:
+      case Reduction::Var:
       case Reduction::Std:
         return KnownDtype::Floating;
-      case Reduction::Sum: case Reduction::Prod:
+      case Reduction::Sum:
+      case Reduction::Prod:
         return KnownDtype::NeverBool;  // a bool or integer one is int64
       default:
         return KnownDtype::Unknown;  // max/min keep the input's dtype, bool too; any/all are bool
@@ -105,8 +109,8 @@ std::optional<c10::Scalar> fillValue(Value* value, Value* x, std::string& why) {
       return std::nullopt;
     }
     c = toIValue(v->input(0));
-  } else if (auto t = toIValue(value); t && t->isTensor() && t->toTensor().dim() == 0 &&
-                                        !t->toTensor().requires_grad()) {
+  } else if (auto t = toIValue(value);
+             t && t->isTensor() && t->toTensor().dim() == 0 && !t->toTensor().requires_grad()) {
     c = t->toTensor().item();
   }
   if (!c || !c->isScalar()) {
@@ -163,7 +167,8 @@ struct CanonicalizePattern : Pattern {
       if (a.tensor) return "a tensor argument could change the result's dtype or shape";
       // A number known only at run time promotes as a constant of its type would.
       const c10::TypeKind number = a.number ? a.number->type()->kind() : c10::TypeKind::AnyType;
-      if (a.constant.kind == Arg::Kind::Float || number == c10::TypeKind::FloatType) floatScalar = true;
+      if (a.constant.kind == Arg::Kind::Float || number == c10::TypeKind::FloatType)
+        floatScalar = true;
       else if (a.constant.kind == Arg::Kind::Bool || number == c10::TypeKind::BoolType)
         return "a bool argument could change the result's dtype";
     }
@@ -201,7 +206,8 @@ struct CanonicalizePattern : Pattern {
     ElementwiseMatch pm;
     if (producer->owningBlock() != n->owningBlock() || !matchElementwise(producer, pm, nullptr) ||
         opDef(pm.op).has(kMayAlias))
-      return reject("%" + x->debugName() + " is not a fresh elementwise result in the same block (an input, a view, "
+      return reject("%" + x->debugName() +
+                    " is not a fresh elementwise result in the same block (an input, a view, "
                     "or a value from another block may be visible elsewhere)");
     std::string why = dtypeHazard(fm, pm.op);
     if (why.empty()) why = writeObserver(n, x, functional);
@@ -269,7 +275,8 @@ struct CanonicalizePattern : Pattern {
       return rw.notifyMatchFailure({n}, "x[mask] = value kept as index_put_: " + why);
     };
     auto accumulate = toIValue(n->input(3));
-    if (!accumulate || !accumulate->isBool() || accumulate->toBool()) return reject("accumulate is not a constant False");
+    if (!accumulate || !accumulate->isBool() || accumulate->toBool())
+      return reject("accumulate is not a constant False");
     if (!provablyBool(mask)) return reject("%" + mask->debugName() + " is not provably a bool tensor");
     if (!provablySameLayout(mask, x))
       return reject("%" + mask->debugName() + " is not provably of %" + x->debugName() +
@@ -277,7 +284,8 @@ struct CanonicalizePattern : Pattern {
                     "keeps x's strides)");
     Node* producer = x->node();
     if (producer->owningBlock() != n->owningBlock() || !isFreshReader(producer))
-      return reject("%" + x->debugName() + " is not a fresh result in the same block (an input, a view, "
+      return reject("%" + x->debugName() +
+                    " is not a fresh result in the same block (an input, a view, "
                     "or a value from another block may be visible elsewhere)");
     std::string why;
     std::optional<c10::Scalar> c = fillValue(n->input(2), x, why);
@@ -287,7 +295,8 @@ struct CanonicalizePattern : Pattern {
     Graph& graph = rw.graph();
     torch::jit::WithInsertPoint guard(n);
     Node* fill = graph.insertNode(graph.create(c10::aten::where, {mask, graph.insertConstant(*c), x}, 1));
-    return replaceWrite(n, fill, "x[mask] = value (index_put_ of a bool mask of x's layout) on a fresh intermediate", rw);
+    return replaceWrite(n, fill, "x[mask] = value (index_put_ of a bool mask of x's layout) on a fresh intermediate",
+                        rw);
   }
 
   // values, indices = max|min(x, dim, keepdim) with indices unused -> amax|amin(x, [dim], keepdim)
@@ -298,7 +307,8 @@ struct CanonicalizePattern : Pattern {
     Graph& graph = rw.graph();
     torch::jit::WithInsertPoint guard(n);
     Value* dims = graph.insertNode(graph.createList(c10::IntType::get(), {n->input(1)}))->output();
-    Node* r = graph.insertNode(graph.create(isMax ? c10::aten::amax : c10::aten::amin, {n->input(0), dims, n->input(2)}, 1));
+    Node* r =
+        graph.insertNode(graph.create(isMax ? c10::aten::amax : c10::aten::amin, {n->input(0), dims, n->input(2)}, 1));
     r->output()->setType(n->output(0)->type());
     r->setSourceRange(n->sourceRange());
     n->output(0)->replaceAllUsesWith(r->output());
@@ -325,7 +335,7 @@ struct IdentitySlicePattern : Pattern {
   bool tryIdentitySlice(Node* n, Rewriter& rw) {
     if (!isReadOnlyFullSlice(n, rw.aliasDb(), false) || !raisesNothingOfItsOwn(n, rw.aliasDb())) return false;
     n->output()->replaceAllUsesWith(n->input(0));
-    rw.erase(n);  // no event: the computation is unchanged
+    rw.erase(n);       // no event: the computation is unchanged
     rw.keepAliasDb();  // the slice aliased its input: every answer about the rest stands
     return true;
   }
@@ -343,8 +353,7 @@ struct IdentitySlicePattern : Pattern {
       Node* u = use.user;
       if (u->kind() != c10::aten::slice || use.offset != 0 || u->owningBlock() != n->owningBlock()) return false;
       for (Node* k = n->next(); k != u; k = k->next())
-        if (k->hasSideEffects() || !k->blocks().empty() || aliases.isMutable(k))
-          return false;
+        if (k->hasSideEffects() || !k->blocks().empty() || aliases.isMutable(k)) return false;
     }
     return true;
   }

@@ -56,8 +56,9 @@ class ChainFusedReductionsPattern : public Pattern {
     Value* operand = list->input(p->operand);
     const std::string name = "%" + p->view.base->debugName();
     if (operand->uses().size() != 1 || (!p->view.views.empty() && p->view.base->uses().size() != 1))
-      return rw.notifyMatchFailure(nodes, "the fused reduction's value " + name + " is also used elsewhere, so it is "
-                                          "stored anyway");
+      return rw.notifyMatchFailure(nodes, "the fused reduction's value " + name +
+                                              " is also used elsewhere, so it is "
+                                              "stored anyway");
     if (reducesEveryDim(r->spec, std::nullopt))
       return rw.notifyMatchFailure(nodes, std::string(consumer->kind().toQualString()) +
                                               " reduces every dim: no dim of " + name +

@@ -41,8 +41,10 @@ class DonateOperandsPattern : public Pattern {
     std::vector<int64_t> donated;
     for (const auto i : c10::irange(list->inputs().size())) {
       std::string why = notDonatable(list->input(i), n);
-      if (why.empty()) donated.push_back(static_cast<int64_t>(i));
-      else skip(n, "operand " + std::to_string(i) + " kept: " + why);
+      if (why.empty())
+        donated.push_back(static_cast<int64_t>(i));
+      else
+        skip(n, "operand " + std::to_string(i) + " kept: " + why);
     }
     Value* current = n->input(*slot);
     auto ivalue = torch::jit::toIValue(current);

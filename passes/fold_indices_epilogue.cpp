@@ -36,8 +36,8 @@ std::optional<int64_t> fullLikeOf(Value* v, Value* of) {
 
 // How each operand of the consumer reaches the epilogue.
 struct Plan {
-  std::vector<Arg> operand;        // per consumer operand: $0 values, $1 indices, or a fill's value
-  std::vector<int64_t> fills;      // the fill constants, in the order of their instructions
+  std::vector<Arg> operand;    // per consumer operand: $0 values, $1 indices, or a fill's value
+  std::vector<int64_t> fills;  // the fill constants, in the order of their instructions
   std::vector<Node*> fillNodes;
 };
 
@@ -86,7 +86,8 @@ class FoldIndicesEpiloguePattern : public Pattern {
     event.fusedOp = reduction->kind().toQualString();
     event.expr = epilogue.str();
     event.reason = "folded " + std::string(consumer->kind().toQualString()) + " over the values and indices of %" +
-                   reduction->output(0)->debugName() + " into the reduction's epilogue: its value replaces the "
+                   reduction->output(0)->debugName() +
+                   " into the reduction's epilogue: its value replaces the "
                    "indices, so one op returns both";
     torch::jit::Graph& g = rw.graph();
     {
@@ -136,8 +137,8 @@ class FoldIndicesEpiloguePattern : public Pattern {
       return std::nullopt;
     }
     for (const torch::jit::Use& u : indices->uses()) {
-      const bool ours = u.user == list || std::find(plan.fillNodes.begin(), plan.fillNodes.end(), u.user) !=
-                                              plan.fillNodes.end();
+      const bool ours =
+          u.user == list || std::find(plan.fillNodes.begin(), plan.fillNodes.end(), u.user) != plan.fillNodes.end();
       if (!ours) {
         *why = "the indices %" + indices->debugName() + " are also read by " + u.user->kind().toQualString() +
                ": the epilogue's value takes their place";
@@ -160,8 +161,10 @@ class FoldIndicesEpiloguePattern : public Pattern {
     const int64_t shift = static_cast<int64_t>(out.instrs.size());
     for (Instr ins : e.instrs) {
       for (Arg& a : ins.args) {
-        if (a.kind == Arg::Kind::Input) a = plan.operand.at(a.i);
-        else if (a.kind == Arg::Kind::Value) a = Arg::value(a.i + shift);
+        if (a.kind == Arg::Kind::Input)
+          a = plan.operand.at(a.i);
+        else if (a.kind == Arg::Kind::Value)
+          a = Arg::value(a.i + shift);
       }
       out.instrs.push_back(std::move(ins));
     }

@@ -19,11 +19,24 @@ using torch::jit::Graph;
 using torch::jit::Value;
 
 // The dtypes the If is evaluated for: every dtype a tensor reaching it may have.
-constexpr c10::ScalarType kDtypes[] = {
-    c10::kBool,  c10::kByte,          c10::kChar,          c10::kShort,        c10::kInt,
-    c10::kLong,  c10::kHalf,          c10::kBFloat16,      c10::kFloat,        c10::kDouble,
-    c10::kUInt16, c10::kUInt32,       c10::kUInt64,        c10::kComplexHalf,  c10::kComplexFloat,
-    c10::kComplexDouble, c10::ScalarType::Float8_e5m2, c10::ScalarType::Float8_e4m3fn};
+constexpr c10::ScalarType kDtypes[] = {c10::kBool,
+                                       c10::kByte,
+                                       c10::kChar,
+                                       c10::kShort,
+                                       c10::kInt,
+                                       c10::kLong,
+                                       c10::kHalf,
+                                       c10::kBFloat16,
+                                       c10::kFloat,
+                                       c10::kDouble,
+                                       c10::kUInt16,
+                                       c10::kUInt32,
+                                       c10::kUInt64,
+                                       c10::kComplexHalf,
+                                       c10::kComplexFloat,
+                                       c10::kComplexDouble,
+                                       c10::ScalarType::Float8_e5m2,
+                                       c10::ScalarType::Float8_e4m3fn};
 
 // The If evaluated for a tensor `subject` of dtype d. Every method returns nullopt, with the
 // reason in `why`, on anything it cannot evaluate.
@@ -171,7 +184,8 @@ class FoldUpcastPattern : public Pattern {
     rw.replaceAllUsesWith(n->output(), up->output());
     RewriteEvent e;
     e.add(n);
-    e.reason = "prim::If on the dtype of %" + subject->debugName() + " computing torchvision's _upcast -> tsfuse::upcast";
+    e.reason =
+        "prim::If on the dtype of %" + subject->debugName() + " computing torchvision's _upcast -> tsfuse::upcast";
     e.fusedOp = "tsfuse::upcast";
     rw.notifyRewrite(std::move(e), up);
     rw.erase(n);

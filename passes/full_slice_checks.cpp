@@ -28,12 +28,12 @@ class FullSliceChecksPattern : public Pattern {
     if (!isReadOnlyFullSlice(n, rw.aliasDb(), /*fusedOperands=*/true)) return false;
     Graph& graph = rw.graph();
     torch::jit::WithInsertPoint guard(n);
-    Node* check = graph.insertNode(
-        graph.create(c10::Symbol::fromQualString(kFullSliceOp), {n->input(0), n->input(1)}, 1));
+    Node* check =
+        graph.insertNode(graph.create(c10::Symbol::fromQualString(kFullSliceOp), {n->input(0), n->input(1)}, 1));
     check->output()->setType(n->output()->type());
     check->setSourceRange(n->sourceRange());
     rw.replaceAllUsesWith(n->output(), check->output());
-    rw.erase(n);  // no event: the computation is unchanged
+    rw.erase(n);       // no event: the computation is unchanged
     rw.keepAliasDb();  // the check's result takes the slice's place, an alias of the same input
     return true;
   }

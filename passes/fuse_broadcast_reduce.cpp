@@ -26,8 +26,7 @@ bool onlyReductions(Value* v) {
   for (const auto& use : v->uses()) {
     if (isMetadataRead(use.user)) continue;
     ReductionMatch m;
-    if (use.offset != 0 || use.user->owningBlock() != v->node()->owningBlock() ||
-        !matchReduction(use.user, m, nullptr))
+    if (use.offset != 0 || use.user->owningBlock() != v->node()->owningBlock() || !matchReduction(use.user, m, nullptr))
       return false;
   }
   return true;
@@ -180,7 +179,8 @@ class FuseBroadcastReducePattern : public Pattern {
     const bool withEpilogue = !epi.chain.empty() && epiHazard.empty();
     Node* at = withEpilogue ? epi.chain.back() : reduction;
     const auto& uses = rm.input->uses();
-    bool onlyReader = std::count_if(uses.begin(), uses.end(), [](const auto& u) { return !isMetadataRead(u.user); }) == 1;
+    bool onlyReader =
+        std::count_if(uses.begin(), uses.end(), [](const auto& u) { return !isMetadataRead(u.user); }) == 1;
     std::string repeats = onlyReader ? planBroadcastRepeats(r, at, rw.aliasDb()) : "";
 
     // The graph changes from here on.
@@ -190,17 +190,15 @@ class FuseBroadcastReducePattern : public Pattern {
                  "'s metadata alone read tsfuse::shape_of";
     std::string dup;
     if (rm.input->uses().size() != 1) {  // several reductions: this one gets its own copy
-      dup = "; the elementwise region is recomputed for each of the " +
-            std::to_string(rm.input->uses().size()) + (shared ? " readers of %" : " reductions of %") +
-            rm.input->debugName();
+      dup = "; the elementwise region is recomputed for each of the " + std::to_string(rm.input->uses().size()) +
+            (shared ? " readers of %" : " reductions of %") + rm.input->debugName();
       r = growRegion(duplicateFor(rw.graph(), reduction, rm.input, r));
     }
     RewriteEvent e;
     e.add(r.nodes).add(reduction).add(r.repeats);
     e.expr = r.expr.str() + " |> " + describe(rm.spec);
     e.fusedOp = "tsfuse::reduce";
-    e.reason = "fused " + std::to_string(r.nodes.size()) + " elementwise ops and " +
-               reduction->kind().toQualString();
+    e.reason = "fused " + std::to_string(r.nodes.size()) + " elementwise ops and " + reduction->kind().toQualString();
     for (const auto& b : r.boundary) e.reason += "; " + b;
     e.reason += metadata + dup + repeats;
 
@@ -214,8 +212,10 @@ class FuseBroadcastReducePattern : public Pattern {
       c10::IValue dtype;
       if (rm.spec.dtype) dtype = c10::IValue(static_cast<int64_t>(*rm.spec.dtype));
       fused = rewriteRegion(rw, r, reduction, "tsfuse::reduce", {reductionText(rm.spec), dims, rm.spec.keepdim, dtype});
-      if (!epiHazard.empty()) e.reason += "; epilogue not fused: " + epiHazard;
-      else if (withEpilogue) fused = absorbEpilogue(rw, fused, epi, e);
+      if (!epiHazard.empty())
+        e.reason += "; epilogue not fused: " + epiHazard;
+      else if (withEpilogue)
+        fused = absorbEpilogue(rw, fused, epi, e);
       if (epiHazard.empty() && !epi.stop.empty()) e.reason += "; the epilogue stops at " + epi.stop;
       // The plain rewrite erased pure nodes, the fused output took the reduction's place, and its
       // lists (operands, dims, donated) are new and read by it alone: the alias database still

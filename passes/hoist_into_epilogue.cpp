@@ -13,13 +13,13 @@ namespace {
 
 using torch::jit::Value;
 
-constexpr size_t kEpilogueInput = 6;  // tsfuse::reduce(operands, expr, reduction, dim, keepdim, dtype, epilogue, donated)
+constexpr size_t kEpilogueInput =
+    6;  // tsfuse::reduce(operands, expr, reduction, dim, keepdim, dtype, epilogue, donated)
 
 // A fused reduction's value seen through unsqueezes (passes/regions/fused_values.h), read by them alone.
 std::optional<Unsqueezed> unsqueezedReduction(Value* view) {
   Unsqueezed u = unsqueezedValue(view);
-  if (u.views.empty() || u.base->node()->kind() != kReduceOp || u.base->uses().size() != 1 ||
-      view->uses().size() != 1)
+  if (u.views.empty() || u.base->node()->kind() != kReduceOp || u.base->uses().size() != 1 || view->uses().size() != 1)
     return std::nullopt;
   return u;
 }
@@ -57,12 +57,14 @@ std::optional<Split> splitOn(const Expr& e, int64_t k, std::string* why) {
     if (s.hoisted[j]) continue;
     for (const Arg& a : e.instrs[j].args) {
       if (a.kind == Arg::Kind::Input && a.i == k) {
-        *why = "$" + std::to_string(k) + " is also read by ops that read other operands, so its value is needed as it is";
+        *why =
+            "$" + std::to_string(k) + " is also read by ops that read other operands, so its value is needed as it is";
         return std::nullopt;
       }
       if (a.kind != Arg::Kind::Value || !s.hoisted[a.i] || a.i == s.frontier) continue;
       if (s.frontier >= 0) {
-        *why = "ops reading only $" + std::to_string(k) + " make several values the other ops read; an epilogue makes one";
+        *why =
+            "ops reading only $" + std::to_string(k) + " make several values the other ops read; an epilogue makes one";
         return std::nullopt;
       }
       s.frontier = a.i;
@@ -83,8 +85,10 @@ Expr extendEpilogue(const std::optional<Expr>& epilogue, const Expr& e, const Sp
     if (!s.hoisted[j]) continue;
     Instr ins = e.instrs[j];
     for (Arg& a : ins.args) {
-      if (a.kind == Arg::Kind::Input) a = before;  // operand k: the only operand hoisted ops read
-      else if (a.kind == Arg::Kind::Value) a = Arg::value(index[a.i]);
+      if (a.kind == Arg::Kind::Input)
+        a = before;  // operand k: the only operand hoisted ops read
+      else if (a.kind == Arg::Kind::Value)
+        a = Arg::value(index[a.i]);
     }
     index[j] = static_cast<int64_t>(out.instrs.size());
     out.instrs.push_back(std::move(ins));
@@ -137,7 +141,8 @@ class HoistIntoEpiloguePattern : public Pattern {
   HoistIntoEpiloguePattern() : Pattern("hoist_into_epilogue", WalkOrder::Forward, NestedBlocks::First) {}
 
   bool matchAndRewrite(Node* consumer, Rewriter& rw) override {
-    if (consumer->kind() != kReduceOp && consumer->kind() != kPairwiseOp && consumer->kind() != kReduceIndicesOp) return false;
+    if (consumer->kind() != kReduceOp && consumer->kind() != kPairwiseOp && consumer->kind() != kReduceIndicesOp)
+      return false;
     Node* list = consumer->input(0)->node();
     if (list->kind() != c10::prim::ListConstruct) return false;
     bool changed = false;
@@ -157,8 +162,7 @@ class HoistIntoEpiloguePattern : public Pattern {
     const std::optional<Split> s = splitOn(e, k, &why);
     if (!s) return why.empty() ? false : rw.notifyMatchFailure({reduction, consumer}, why);
     const std::optional<c10::IValue> epiText = torch::jit::toIValue(reduction->input(kEpilogueInput));
-    if (!epiText)
-      return rw.notifyMatchFailure({reduction, consumer}, "the reduction's epilogue is not a constant");
+    if (!epiText) return rw.notifyMatchFailure({reduction, consumer}, "the reduction's epilogue is not a constant");
     std::optional<Expr> epilogue;
     if (!epiText->isNone()) epilogue = Expr::parse(epiText->toStringRef());
 
@@ -170,7 +174,8 @@ class HoistIntoEpiloguePattern : public Pattern {
     event.expr = newEpilogue.str();
     event.reason = "moved " + std::to_string(s->count) + " elementwise ops (" + opList(e, *s) +
                    ") that read only the unsqueezed value of %" + reduction->output()->debugName() + " from " +
-                   consumer->kind().toQualString() + " into the reduction's epilogue: computed once per reduced "
+                   consumer->kind().toQualString() +
+                   " into the reduction's epilogue: computed once per reduced "
                    "value instead of once per element of the broadcast";
     torch::jit::Graph& g = rw.graph();
     {

@@ -25,7 +25,8 @@ bool reducesEveryDim(const ReductionMatch& rm) {
   return reducesEveryDim(rm.spec, rank ? std::optional<int64_t>(static_cast<int64_t>(*rank)) : std::nullopt);
 }
 
-constexpr const char* kEveryDim = " reduces every dim of the fused reduction's value: no dim is left to compute it slab by slab";
+constexpr const char* kEveryDim =
+    " reduces every dim of the fused reduction's value: no dim is left to compute it slab by slab";
 
 // Why `reduction` (of a fused reduction's value) may not nest, or "". One over every dim nests
 // only as a sweep's branch that folds slab partials (sum, mean, amax, amin, any, all).
@@ -47,8 +48,7 @@ std::string nestHazard(Node* reduction, const ReductionMatch& rm) {
 //   %r, %c = prim::ListUnpack(%s)
 //
 // The sweep is placed at the first of the reductions (they read nothing but %d and constants).
-Node* rewriteSweep(Rewriter& rw, Node* inner, const Stages& stages, std::vector<Node*> reductions,
-                   RewriteEvent& e) {
+Node* rewriteSweep(Rewriter& rw, Node* inner, const Stages& stages, std::vector<Node*> reductions, RewriteEvent& e) {
   std::sort(reductions.begin(), reductions.end(), [](Node* a, Node* b) { return a->isBefore(b); });
   Graph& g = rw.graph();
   Stages all = stages;
@@ -108,8 +108,9 @@ class NestReductionsPattern : public Pattern {
         (squeeze && squeeze->owningBlock() != reduction->owningBlock()))
       return rw.notifyMatchFailure({reduction, inner}, "the fused reduction is in another block");
     if (squeeze && value->uses().size() != 1)
-      return rw.notifyMatchFailure({reduction, inner}, "the fused reduction's value %" + value->debugName() +
-                                                           " is also used besides its squeeze(), so it is stored anyway");
+      return rw.notifyMatchFailure({reduction, inner},
+                                   "the fused reduction's value %" + value->debugName() +
+                                       " is also used besides its squeeze(), so it is stored anyway");
     if (std::string why = nestHazard(reduction, rm); !why.empty())
       return rw.notifyMatchFailure({reduction, inner}, why);
     for (const auto& use : rm.input->uses()) {
@@ -130,25 +131,29 @@ class NestReductionsPattern : public Pattern {
     }
     const std::string everyDimWhy = "a reduction of %" + rm.input->debugName() + kEveryDim +
                                     ", and only a sweep over a tsfuse::reduce's value folds its slab partials";
-    if (everyDim && (squeeze || stages->texts.size() != 1)) return rw.notifyMatchFailure({reduction, inner}, everyDimWhy);
+    if (everyDim && (squeeze || stages->texts.size() != 1))
+      return rw.notifyMatchFailure({reduction, inner}, everyDimWhy);
     if (!squeeze && (rm.input->uses().size() > 1 || everyDim) && stages->texts.size() == 1) {
       // One sweep for all the reductions of a tsfuse::reduce's value (a sweep's branches all read
       // stage 0's), when each has one output (not max/min with indices).
       std::vector<Node*> reductions;
       for (const auto& use : rm.input->uses()) reductions.push_back(use.user);
-      Node* first = *std::min_element(reductions.begin(), reductions.end(),
-                                      [](Node* a, Node* b) { return a->isBefore(b); });
+      Node* first =
+          *std::min_element(reductions.begin(), reductions.end(), [](Node* a, Node* b) { return a->isBefore(b); });
       bool plain = readHazard(operands, inner, first, rw.aliasDb()).empty();
       for (Node* r : reductions) plain &= r->outputs().size() == 1;
       if (plain) {
         RewriteEvent e;
         e.add(inner).add(reductions);
         e.fusedOp = "tsfuse::reduce_sweep";
-        e.reason = (reductions.size() == 1 ? std::string("nested the reduction") : "nested the " + std::to_string(reductions.size()) +
-                    " reductions") + " of %" + rm.input->debugName() + " into one sweep of the fused reduction: the value is computed " +
-                   "slab by slab, never stored" + (everyDim ? " (a reduction over every dim folds the slab partials where the "
-                                                              "value is larger than every operand; else the value is stored "
-                                                              "and ATen reduces it)" : "");
+        e.reason = (reductions.size() == 1 ? std::string("nested the reduction")
+                                           : "nested the " + std::to_string(reductions.size()) + " reductions") +
+                   " of %" + rm.input->debugName() + " into one sweep of the fused reduction: the value is computed " +
+                   "slab by slab, never stored" +
+                   (everyDim ? " (a reduction over every dim folds the slab partials where the "
+                               "value is larger than every operand; else the value is stored "
+                               "and ATen reduces it)"
+                             : "");
         Node* sweep = rewriteSweep(rw, inner, *stages, std::move(reductions), e);
         rw.notifyRewrite(std::move(e), sweep);
         return true;

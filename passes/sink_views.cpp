@@ -37,8 +37,12 @@ Expr layoutOverTensors(const Region& f, std::vector<Value*>& tensors) {
     for (Arg& a : ins.args) {
       if (a.kind != Arg::Kind::Input) continue;
       const c10::TypeKind k = f.operands[a.i]->type()->kind();
-      if (index[a.i] >= 0) a.i = index[a.i];
-      else a = k == c10::TypeKind::FloatType ? Arg::floating(1.0) : k == c10::TypeKind::BoolType ? Arg::boolean(true) : Arg::integer(1);
+      if (index[a.i] >= 0)
+        a.i = index[a.i];
+      else
+        a = k == c10::TypeKind::FloatType  ? Arg::floating(1.0)
+            : k == c10::TypeKind::BoolType ? Arg::boolean(true)
+                                           : Arg::integer(1);
     }
   e.numInputs = static_cast<int>(tensors.size());
   return e;
@@ -51,9 +55,7 @@ struct SinkViewsPattern : Pattern {
 
   SinkViewsPattern() : Pattern("sink_views", WalkOrder::Forward, NestedBlocks::AtOwner) {}
 
-  bool matchAndRewrite(Node* n, Rewriter& rw) override {
-    return viewKind(n) != ViewKind::None && trySink(n, rw);
-  }
+  bool matchAndRewrite(Node* n, Rewriter& rw) override { return viewKind(n) != ViewKind::None && trySink(n, rw); }
 
   // Why the layout of `view` could be observed, or "": it, or a view of it (transitively), is
   // used by something other than an elementwise read (a graph output, a call, a matmul, ...).
@@ -135,9 +137,11 @@ struct SinkViewsPattern : Pattern {
       }
     }
     if (nodes.size() * x->uses().size() > kMaxRecomputed)
-      return reject(v, "its " + std::to_string(x->uses().size()) + " views would recompute " +
-                           std::to_string(nodes.size()) + " elementwise ops each (limit " +
-                           std::to_string(kMaxRecomputed) + " in all)", rw);
+      return reject(v,
+                    "its " + std::to_string(x->uses().size()) + " views would recompute " +
+                        std::to_string(nodes.size()) + " elementwise ops each (limit " +
+                        std::to_string(kMaxRecomputed) + " in all)",
+                    rw);
     // f over its leaves: the views take the layout eager's view of f(leaves) would have.
     Region f = regionOf(nodes);
     nodes = f.nodes;
@@ -145,13 +149,14 @@ struct SinkViewsPattern : Pattern {
     const Expr layout = layoutOverTensors(f, leaves);
     for (Node* n : nodes)
       for (Value* arg : n->inputs())
-        if (!in.count(arg->node()) && isTensor(arg) &&
-            std::find(leaves.begin(), leaves.end(), arg) == leaves.end())
+        if (!in.count(arg->node()) && isTensor(arg) && std::find(leaves.begin(), leaves.end(), arg) == leaves.end())
           return reject(v, describeNode(n) + " reads a tensor that is not one of its elementwise operands", rw);
     // The copies read the leaves at v, the originals from nodes.front() on.
     if (Node* w = writerBetween(leaves, nodes.front(), v, rw.aliasDb()))
-      return reject(v, "a leaf (or a tensor it may alias) is written by an in-place op (" + describeNode(w) +
-                           ") between the intermediate and its view", rw);
+      return reject(v,
+                    "a leaf (or a tensor it may alias) is written by an in-place op (" + describeNode(w) +
+                        ") between the intermediate and its view",
+                    rw);
 
     ViewKind kind = viewKind(v);
     int64_t rankX = ranks.atLeast(x);
@@ -160,7 +165,7 @@ struct SinkViewsPattern : Pattern {
     Value* list = graph.insertNode(graph.createList(c10::TensorType::get(), leaves))->output();
     std::vector<torch::jit::NamedValue> args = {list};
     for (size_t i = 1; i < v->inputs().size(); ++i) args.emplace_back(v->input(i));
-    const char* op = kind == ViewKind::Select ? "tsfuse::broadcast_select"
+    const char* op = kind == ViewKind::Select  ? "tsfuse::broadcast_select"
                      : kind == ViewKind::Slice ? "tsfuse::broadcast_slice"
                                                : "tsfuse::broadcast_unsqueeze";
     Value* views = graph.insert(c10::Symbol::fromQualString(op), args,

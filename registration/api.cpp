@@ -34,9 +34,7 @@ void checkModuleFile(const std::string& path) {
   TORCH_CHECK(::access(path.c_str(), R_OK) == 0, "cannot read input ", q, ": ", std::strerror(errno));
 }
 
-Report optimize(torch::jit::Module& module, const PipelineOptions& options) {
-  return optimizeModule(module, options);
-}
+Report optimize(torch::jit::Module& module, const PipelineOptions& options) { return optimizeModule(module, options); }
 
 torch::jit::Module loadModuleFile(const std::string& path) {
   auto fail = [&](const std::string& why) {

@@ -174,8 +174,8 @@ void runActivePasses(std::shared_ptr<torch::jit::Graph>& g) {
   // Graphs with nothing to fuse are left exactly as the executor made them (profile nodes too).
   if (!mayFuse(g->block())) {
     if (timer)
-      TSFUSE_LOG(registration, info, "executor pass on a graph of ", countNodes(g->block()), " nodes: ",
-                 PassTimer::ms(timer->start, PassTimer::Clock::now()), " ms (nothing to fuse)");
+      TSFUSE_LOG(registration, info, "executor pass on a graph of ", countNodes(g->block()),
+                 " nodes: ", PassTimer::ms(timer->start, PassTimer::Clock::now()), " ms (nothing to fuse)");
     return;
   }
   stripProfileNodes(g->block());
@@ -194,8 +194,9 @@ void runActivePasses(std::shared_ptr<torch::jit::Graph>& g) {
     }
   }
   if (timer)
-    TSFUSE_LOG(registration, info, "executor pass on a graph of ", countNodes(g->block()), " nodes: ",
-               PassTimer::ms(timer->start, PassTimer::Clock::now()), " ms (ms per pass:", timer->perPass.str(), ")");
+    TSFUSE_LOG(registration, info, "executor pass on a graph of ", countNodes(g->block()),
+               " nodes: ", PassTimer::ms(timer->start, PassTimer::Clock::now()),
+               " ms (ms per pass:", timer->perPass.str(), ")");
 }
 
 }  // namespace
@@ -221,7 +222,7 @@ FirstCall firstCallSetting() {
 }  // namespace
 
 const torch::jit::Node* firstCallCandidate(const std::shared_ptr<torch::jit::Graph>& g,
-                                          c10::ArrayRef<c10::IValue> inputs) {
+                                           c10::ArrayRef<c10::IValue> inputs) {
   if (!passApplies(*activePasses(), g)) return nullptr;
   if (inputs.empty() || firstCallSetting() == FirstCall::Fusible) return firstFusionCandidate(g->block());
   return firstBroadcastCandidate(g, inputs);
@@ -268,9 +269,8 @@ struct LoadTime {
     if (envFlag("TSFUSE_DISABLE", false)) return;
     if (runtimeTorchVersion() != builtTorchVersion()) {
       // Refuse loudly: our kernels and passes are compiled against one torch's headers.
-      std::cerr << "tsfuse: error: built against torch " << builtTorchVersion()
-                << " but loaded into torch " << runtimeTorchVersion()
-                << "; the graph pass is NOT registered (rebuild tsfuse for this torch)\n";
+      std::cerr << "tsfuse: error: built against torch " << builtTorchVersion() << " but loaded into torch "
+                << runtimeTorchVersion() << "; the graph pass is NOT registered (rebuild tsfuse for this torch)\n";
       return;
     }
     try {

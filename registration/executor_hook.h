@@ -20,7 +20,7 @@ namespace tsfuse {
 // `inputs` (the call's values, self first), one over an outer product (passes/analysis/broadcast_probe.h);
 // without them (empty), any (passes/analysis/op_table.h, firstFusionCandidate).
 const torch::jit::Node* firstCallCandidate(const std::shared_ptr<torch::jit::Graph>& g,
-                                          c10::ArrayRef<c10::IValue> inputs);
+                                           c10::ArrayRef<c10::IValue> inputs);
 
 // PipelineOptions from TSFUSE_PASSES (comma-separated pass names to keep); throws on unknown.
 PipelineOptions optionsFromEnvironment();

@@ -31,14 +31,14 @@ const std::vector<PassInfo>& pipelinePasses() {
          torch::jit::Inline(*g);
          return true;
        }},
-      {"canonicalize", "lower tuples, fold constants, in-place -> out-of-place, identity slices, values-only max/min(dim), "
+      {"canonicalize",
+       "lower tuples, fold constants, in-place -> out-of-place, identity slices, values-only max/min(dim), "
        "x[bool mask] = c -> where",
        Canonicalize},
       {"fold_upcast", "prim::If on a tensor's dtype computing torchvision's _upcast -> tsfuse::upcast", FoldUpcast},
       {"sink_views", "select/slice/unsqueeze of an elementwise intermediate -> the same ops on views of its leaves",
        SinkViews},
-      {"fuse_broadcast_reduce", "reduction of an elementwise region -> tsfuse::reduce", FuseBroadcastReduce,
-       true},
+      {"fuse_broadcast_reduce", "reduction of an elementwise region -> tsfuse::reduce", FuseBroadcastReduce, true},
       {"nest_reductions", "reduction of a tsfuse::reduce's value -> tsfuse::reduce_chain (the value is never stored)",
        NestReductions, true},
       {"fuse_pairwise", "elementwise region of >= 2 ops -> tsfuse::pairwise", FusePairwise, true},
@@ -49,7 +49,8 @@ const std::vector<PassInfo>& pipelinePasses() {
        "tsfuse::reduce over a tsfuse::reduce/reduce_chain value -> tsfuse::reduce_chain with a fused last stage",
        ChainFusedReductions, true},
       {"fold_indices_epilogue",
-       "tsfuse::pairwise over a tsfuse::reduce_with_indices' values and indices -> its epilogue (replacing the indices)",
+       "tsfuse::pairwise over a tsfuse::reduce_with_indices' values and indices -> its epilogue (replacing the "
+       "indices)",
        FoldIndicesEpilogue, true},
       {"cleanup", "remove the nodes rewrites left dead",
        [](std::shared_ptr<torch::jit::Graph>& g) {
@@ -57,9 +58,10 @@ const std::vector<PassInfo>& pipelinePasses() {
          return false;
        }},
       // After cleanup: a dead reader would keep an operand from being donated.
-      {"donate_operands", "operands only a fused op reads -> its `donated` argument (its result may reuse their memory)",
-       DonateOperands},
-      {"full_slice_checks", "identity slices kept for the error they raise -> tsfuse::full_slice (the checks without a view)",
+      {"donate_operands",
+       "operands only a fused op reads -> its `donated` argument (its result may reuse their memory)", DonateOperands},
+      {"full_slice_checks",
+       "identity slices kept for the error they raise -> tsfuse::full_slice (the checks without a view)",
        FullSliceChecks},
   };
   return passes;
@@ -97,8 +99,8 @@ int Report::rewrites() const {
   return n;
 }
 
-bool runPipeline(std::shared_ptr<torch::jit::Graph>& graph, const PipelineOptions& options,
-                 Report* report, const std::string& graphName) {
+bool runPipeline(std::shared_ptr<torch::jit::Graph>& graph, const PipelineOptions& options, Report* report,
+                 const std::string& graphName) {
   ScopedGraphName name(graphName);
   ScopedEventSink sink([&](const FusionEvent& e) {
     if (report) report->events.push_back(e);

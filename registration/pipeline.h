@@ -28,8 +28,8 @@ struct PassInfo {
 const std::vector<PassInfo>& pipelinePasses();
 
 // Runs the pipeline on one graph; events go to `report` (if given). Returns whether it changed.
-bool runPipeline(std::shared_ptr<torch::jit::Graph>& graph, const PipelineOptions& options,
-                 Report* report, const std::string& graphName = "");
+bool runPipeline(std::shared_ptr<torch::jit::Graph>& graph, const PipelineOptions& options, Report* report,
+                 const std::string& graphName = "");
 
 // Runs the pipeline on every method of `module` and of its submodules (each method's graph once).
 Report optimizeModule(torch::jit::Module& module, const PipelineOptions& options = {});

@@ -87,8 +87,7 @@ struct PassRun {
   // True when some Reject event's reason contains `substr`.
   bool rejectedWith(const std::string& substr) const {
     for (const auto& e : events)
-      if (e.kind == tsfuse::FusionEvent::Kind::Reject && e.reason.find(substr) != std::string::npos)
-        return true;
+      if (e.kind == tsfuse::FusionEvent::Kind::Reject && e.reason.find(substr) != std::string::npos) return true;
     return false;
   }
   const tsfuse::FusionEvent* firstRewrite() const {
@@ -100,8 +99,8 @@ struct PassRun {
     std::ostringstream os;
     os << "changed=" << changed << "\n";
     for (const auto& e : events)
-      os << (e.kind == tsfuse::FusionEvent::Kind::Rewrite ? "REWRITE " : "REJECT ") << e.pass
-         << ": " << e.reason << " [" << e.expr << "]\n";
+      os << (e.kind == tsfuse::FusionEvent::Kind::Rewrite ? "REWRITE " : "REJECT ") << e.pass << ": " << e.reason
+         << " [" << e.expr << "]\n";
     os << ir;
     return os.str();
   }
@@ -126,8 +125,7 @@ inline ::testing::AssertionResult eventsNameTheirNodes(const std::vector<tsfuse:
 }
 
 // Runs `pass` on `g` (in place) while collecting the events it emits.
-inline PassRun runPass(std::shared_ptr<Graph>& g,
-                       const std::function<bool(std::shared_ptr<Graph>&)>& pass) {
+inline PassRun runPass(std::shared_ptr<Graph>& g, const std::function<bool(std::shared_ptr<Graph>&)>& pass) {
   PassRun r;
   {
     tsfuse::ScopedEventSink sink([&](const tsfuse::FusionEvent& e) { r.events.push_back(e); });
@@ -154,8 +152,7 @@ inline PassRun runPipelineOn(std::shared_ptr<Graph>& g, const tsfuse::PipelineOp
 }
 
 // Executes a graph on the given inputs with the TorchScript interpreter; returns its outputs.
-inline std::vector<c10::IValue> runGraph(const std::shared_ptr<Graph>& g,
-                                         const std::vector<c10::IValue>& inputs) {
+inline std::vector<c10::IValue> runGraph(const std::shared_ptr<Graph>& g, const std::vector<c10::IValue>& inputs) {
   torch::jit::Code code(g->copy(), "test");
   torch::jit::InterpreterState state(code);
   torch::jit::Stack stack(inputs.begin(), inputs.end());
@@ -164,8 +161,7 @@ inline std::vector<c10::IValue> runGraph(const std::shared_ptr<Graph>& g,
 }
 
 // Runs a FileCheck built by `build` on `ir`; the failure message carries FileCheck's report.
-inline ::testing::AssertionResult fileCheck(const std::string& ir,
-                                             const std::function<void(FileCheck&)>& build) {
+inline ::testing::AssertionResult fileCheck(const std::string& ir, const std::function<void(FileCheck&)>& build) {
   try {
     FileCheck fc;
     build(fc);
@@ -226,9 +222,8 @@ inline std::string errorOf(const std::shared_ptr<Graph>& g, std::vector<c10::IVa
 
 // Runs `g` and `ref` on the same inputs and checks that every output agrees (see sameTensor;
 // numbers, bools and int lists must be equal).
-inline ::testing::AssertionResult sameOutputs(const std::shared_ptr<Graph>& ref,
-                                               const std::shared_ptr<Graph>& g,
-                                               const std::vector<c10::IValue>& inputs, bool exact = true) {
+inline ::testing::AssertionResult sameOutputs(const std::shared_ptr<Graph>& ref, const std::shared_ptr<Graph>& g,
+                                              const std::vector<c10::IValue>& inputs, bool exact = true) {
   auto clone = [](const std::vector<c10::IValue>& in) {
     std::vector<c10::IValue> out;
     for (const auto& v : in) out.push_back(v.isTensor() ? c10::IValue(v.toTensor().clone()) : v);

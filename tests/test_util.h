@@ -70,17 +70,16 @@ inline std::string mismatches(const at::Tensor& e, const at::Tensor& a, const at
 
 // Same dtype, sizes, strides; values equal (NaN positions equal, NaN == NaN) for non-float
 // outputs or when `exact` (then bit patterns, so -0.0 != 0.0), else allclose(rtol, atol).
-inline ::testing::AssertionResult sameTensor(const at::Tensor& expected, const at::Tensor& actual,
-                                              bool exact, double rtol = 1e-5, double atol = 1e-6) {
+inline ::testing::AssertionResult sameTensor(const at::Tensor& expected, const at::Tensor& actual, bool exact,
+                                             double rtol = 1e-5, double atol = 1e-6) {
   if (expected.scalar_type() != actual.scalar_type())
     return ::testing::AssertionFailure() << "dtype: eager " << expected.scalar_type() << " vs tsfuse "
                                          << actual.scalar_type();
   if (expected.sizes() != actual.sizes())
-    return ::testing::AssertionFailure() << "sizes: eager " << expected.sizes() << " vs tsfuse "
-                                         << actual.sizes();
+    return ::testing::AssertionFailure() << "sizes: eager " << expected.sizes() << " vs tsfuse " << actual.sizes();
   if (expected.strides() != actual.strides())
-    return ::testing::AssertionFailure() << "strides: eager " << expected.strides() << " vs tsfuse "
-                                         << actual.strides() << " (sizes " << expected.sizes() << ")";
+    return ::testing::AssertionFailure() << "strides: eager " << expected.strides() << " vs tsfuse " << actual.strides()
+                                         << " (sizes " << expected.sizes() << ")";
   if (expected.numel() == 0) return ::testing::AssertionSuccess();
   at::Tensor e = expected.contiguous(), a = actual.contiguous();
   if (at::isFloatingType(e.scalar_type())) {
@@ -255,7 +254,7 @@ class ManySlabs : public ::testing::Test {
 };
 
 struct CheckOpts {
-  bool exact = true;           // float results bit-identical (else allclose)
+  bool exact = true;  // float results bit-identical (else allclose)
   double rtol = 1e-5;
   double atol = 1e-6;
   const char* path = nullptr;  // expected tsfuse::lastPath() after a successful call
@@ -314,7 +313,8 @@ at::Tensor callBoxed(const char* op, std::vector<at::Tensor> operands, Args&&...
 
 // tsfuse::pairwise called boxed, with `donated` operands: `ops` is the list's only holder where the
 // caller moves it in (an initializer list would keep a copy of each operand alive).
-inline at::Tensor pairwiseBoxed(std::vector<at::Tensor> ops, const std::string& expr, std::vector<int64_t> donated = {}) {
+inline at::Tensor pairwiseBoxed(std::vector<at::Tensor> ops, const std::string& expr,
+                                std::vector<int64_t> donated = {}) {
   return callBoxed("tsfuse::pairwise", std::move(ops), expr, std::move(donated));
 }
 
@@ -337,7 +337,7 @@ inline std::pair<at::Tensor, bool> pairwiseDonating(std::vector<at::Tensor> ops,
 // Compares tsfuse::pairwise with eager; where eager's result is laid out like an operand, once more
 // with that operand donated, which must then hold the same result.
 inline ::testing::AssertionResult checkPairwise(const std::string& expr, const std::vector<at::Tensor>& ops,
-                                                 const EagerFn& eager, const CheckOpts& o = {}) {
+                                                const EagerFn& eager, const CheckOpts& o = {}) {
   Outcome want = runSide([&] { return eager(ops); }, false);
   Outcome got = runSide([&] { return tsfuse::pairwise(ops, expr); }, true);
   auto r = compareOutcomes(want, got, o);
@@ -381,7 +381,7 @@ inline std::string describeReduce(const ReduceArgs& a) {
 
 // Eager: the expression's value (eager(ops)), then the ATen reduction.
 inline ::testing::AssertionResult checkReduce(const std::string& expr, const std::vector<at::Tensor>& ops,
-                                               const EagerFn& eager, const ReduceArgs& a, CheckOpts o = {}) {
+                                              const EagerFn& eager, const ReduceArgs& a, CheckOpts o = {}) {
   Outcome want = runSide([&] { return eagerReduce(eager(ops), a.reduction, a.dim, a.keepdim, a.dtype); }, false);
   Outcome got = runSide([&] { return tsfuse::reduce(ops, expr, a.reduction, a.dim, a.keepdim, a.dtype); }, true);
   auto r = compareOutcomes(want, got, o);
@@ -399,8 +399,8 @@ struct FailureLog {
   }
   ::testing::AssertionResult result(size_t show = 8) const {
     if (failures.empty()) return ::testing::AssertionSuccess() << cases << " cases";
-    auto f = ::testing::AssertionFailure() << failures.size() << " of " << cases << " cases failed; first "
-                                           << std::min(show, failures.size()) << ":";
+    auto f = ::testing::AssertionFailure()
+             << failures.size() << " of " << cases << " cases failed; first " << std::min(show, failures.size()) << ":";
     for (size_t i = 0; i < failures.size() && i < show; ++i) f << "\n[" << i << "] " << failures[i];
     return f;
   }

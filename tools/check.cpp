@@ -20,12 +20,23 @@ namespace {
 
 const std::vector<std::pair<std::string, c10::ScalarType>>& dtypeNames() {
   using S = c10::ScalarType;
-  static const std::vector<std::pair<std::string, c10::ScalarType>> names = {
-      {"float32", S::Float}, {"float", S::Float},     {"float64", S::Double}, {"double", S::Double},
-      {"float16", S::Half},  {"half", S::Half},       {"bfloat16", S::BFloat16}, {"int64", S::Long},
-      {"long", S::Long},     {"int32", S::Int},       {"int", S::Int},         {"int16", S::Short},
-      {"int8", S::Char},     {"uint8", S::Byte},      {"bool", S::Bool},       {"complex64", S::ComplexFloat},
-      {"complex128", S::ComplexDouble}};
+  static const std::vector<std::pair<std::string, c10::ScalarType>> names = {{"float32", S::Float},
+                                                                             {"float", S::Float},
+                                                                             {"float64", S::Double},
+                                                                             {"double", S::Double},
+                                                                             {"float16", S::Half},
+                                                                             {"half", S::Half},
+                                                                             {"bfloat16", S::BFloat16},
+                                                                             {"int64", S::Long},
+                                                                             {"long", S::Long},
+                                                                             {"int32", S::Int},
+                                                                             {"int", S::Int},
+                                                                             {"int16", S::Short},
+                                                                             {"int8", S::Char},
+                                                                             {"uint8", S::Byte},
+                                                                             {"bool", S::Bool},
+                                                                             {"complex64", S::ComplexFloat},
+                                                                             {"complex128", S::ComplexDouble}};
   return names;
 }
 
@@ -108,8 +119,7 @@ struct Comparer {
 
   void values(const std::string& where, const c10::IValue& e, const c10::IValue& a) {
     if (e.isTensor() && a.isTensor()) return tensors(where, e.toTensor(), a.toTensor());
-    if (e.tagKind() != a.tagKind())
-      return differ(where, "expected a " + e.tagKind() + ", got a " + a.tagKind());
+    if (e.tagKind() != a.tagKind()) return differ(where, "expected a " + e.tagKind() + ", got a " + a.tagKind());
     if (e.isTuple() || e.isList()) {
       std::vector<c10::IValue> ev, av;
       if (e.isTuple()) {
@@ -231,10 +241,8 @@ InputSpec parseInputSpec(const std::string& text) {
     long long v = -1;
     try {
       v = std::stoll(d, &used);
-    } catch (const std::exception&) {
-    }
-    if (used != d.size() || v < 0)
-      throw usageError("bad dimension '" + d + "' in --input-shape '" + text + "'" + form);
+    } catch (const std::exception&) {}
+    if (used != d.size() || v < 0) throw usageError("bad dimension '" + d + "' in --input-shape '" + text + "'" + form);
     s.sizes.push_back(v);
   }
   if (!rest.empty() && rest.back() == ',') throw usageError("bad --input-shape '" + text + "'" + form);
@@ -253,13 +261,18 @@ CheckInputs makeCheckInputs(torch::jit::Module& module, const std::vector<InputS
       } catch (const std::exception& e) {
         throw ioError("the module's example_inputs() fails: " + firstLine(e.what()));
       }
-      if (v.isTuple()) in.args = v.toTupleRef().elements().vec();
-      else if (v.isList()) in.args = v.toListRef().vec();
-      else in.args = {v};
+      if (v.isTuple())
+        in.args = v.toTupleRef().elements().vec();
+      else if (v.isList())
+        in.args = v.toListRef().vec();
+      else
+        in.args = {v};
       for (const auto& a : in.args) {
         std::ostringstream os;
-        if (a.isTensor()) os << describeTensor(a.toTensor());
-        else os << a.tagKind();
+        if (a.isTensor())
+          os << describeTensor(a.toTensor());
+        else
+          os << a.tagKind();
         in.described.push_back(os.str());
       }
       return in;
@@ -277,7 +290,8 @@ CheckInputs makeCheckInputs(torch::jit::Module& module, const std::vector<InputS
   for (const auto& s : specs) {
     bool known = false;
     for (size_t i = 1; i < schema.arguments().size(); ++i) known |= schema.arguments()[i].name() == s.name;
-    if (!known) throw usageError("--input-shape '" + s.name + "': forward has no such argument (it takes: " + names + ")");
+    if (!known)
+      throw usageError("--input-shape '" + s.name + "': forward has no such argument (it takes: " + names + ")");
   }
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   for (size_t i = 1; i < schema.arguments().size(); ++i) {  // 0 is self
@@ -298,8 +312,8 @@ CheckInputs makeCheckInputs(torch::jit::Module& module, const std::vector<InputS
     try {
       in.kwargs[arg.name()] = randomTensor(*it->second, gen);
     } catch (const c10::Error& e) {  // e.g. too large to allocate: the user's shape, not a bug
-      throw usageError("--input-shape '" + it->second->str() + "': cannot make the tensor: " +
-                       firstLine(e.what_without_backtrace()));
+      throw usageError("--input-shape '" + it->second->str() +
+                       "': cannot make the tensor: " + firstLine(e.what_without_backtrace()));
     }
     in.described.push_back(it->second->str());
   }
@@ -316,8 +330,8 @@ CheckResult runCheck(torch::jit::Module& original, torch::jit::Module& optimized
   try {
     expected = timedForward(original, inputs, device, r.original.firstCallMs);
   } catch (const std::exception& e) {
-    std::string msg = "the original module's forward fails on the check inputs (" + inputs.source + "): " +
-                      firstLine(e.what());
+    std::string msg =
+        "the original module's forward fails on the check inputs (" + inputs.source + "): " + firstLine(e.what());
     throw ToolError(inputs.source == "example_inputs" ? kExitIO : kExitUsage, msg);
   }
   c10::IValue actual;
@@ -337,10 +351,8 @@ c10::Device parseCheckDevice(const std::string& text) {
   std::optional<c10::Device> d;
   try {
     d = c10::Device(text);
-  } catch (const std::exception&) {
-  }
-  if (!d || !(d->is_cpu() || d->is_cuda()))
-    throw usageError("--device '" + text + "': expected cpu, cuda or cuda:N");
+  } catch (const std::exception&) {}
+  if (!d || !(d->is_cpu() || d->is_cuda())) throw usageError("--device '" + text + "': expected cpu, cuda or cuda:N");
   if (d->is_cuda()) {
     if (!at::hasCUDA()) throw usageError("--device '" + text + "': CUDA is not available on this machine");
     if (d->has_index() && d->index() >= static_cast<int>(at::getNumGPUs()))
@@ -375,8 +387,8 @@ CheckInputs mapInputs(const CheckInputs& in, const std::function<at::Tensor(cons
 
 }  // namespace
 
-CheckResult runChecks(torch::jit::Module& original, torch::jit::Module& optimized, const CheckInputs& base,
-                      int runs, uint64_t seed, c10::Device device, double rtol, double atol) {
+CheckResult runChecks(torch::jit::Module& original, torch::jit::Module& optimized, const CheckInputs& base, int runs,
+                      uint64_t seed, c10::Device device, double rtol, double atol) {
   original.to(device);
   optimized.to(device);
   auto onDevice = [&](const at::Tensor& t) { return t.defined() ? t.to(device) : t; };

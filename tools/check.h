@@ -23,10 +23,10 @@ c10::ScalarType parseDType(const std::string& name);  // throws ToolError(kExitU
 std::string dtypeName(c10::ScalarType t);
 
 struct CheckInputs {
-  std::string source;                // "example_inputs" or "--input-shape"
-  std::vector<c10::IValue> args;     // positional (example_inputs)
+  std::string source;                                   // "example_inputs" or "--input-shape"
+  std::vector<c10::IValue> args;                        // positional (example_inputs)
   std::unordered_map<std::string, c10::IValue> kwargs;  // by name (--input-shape)
-  std::vector<std::string> described;  // "boxes1: float32[64, 4]"
+  std::vector<std::string> described;                   // "boxes1: float32[64, 4]"
 };
 
 // Inputs for `module`.forward: from `specs` when given (each tensor argument of forward needs one;
@@ -57,13 +57,13 @@ struct CheckResult {
   CheckInputs inputs;
   double rtol = 0, atol = 0;
   int tensorsCompared = 0;
-  double maxAbsDiff = 0;            // over all floating/integer tensors compared
-  std::string optimizedError;       // the optimized module raised this (the original did not)
+  double maxAbsDiff = 0;       // over all floating/integer tensors compared
+  std::string optimizedError;  // the optimized module raised this (the original did not)
   std::vector<Difference> differences;
-  Timing original, optimized;       // on the first input set; medianMs 0 when not measured
-  int timedCalls = 0;               // calls per module behind medianMs (0: not measured)
-  int runs = 1;                     // input sets compared (--check=N)
-  std::string device = "cpu";       // where both modules ran (--device)
+  Timing original, optimized;  // on the first input set; medianMs 0 when not measured
+  int timedCalls = 0;          // calls per module behind medianMs (0: not measured)
+  int runs = 1;                // input sets compared (--check=N)
+  std::string device = "cpu";  // where both modules ran (--device)
 };
 
 // Runs both modules' forward (under NoGradGuard, on separate copies of the inputs, which are on
@@ -80,7 +80,7 @@ c10::Device parseCheckDevice(const std::string& text);
 // Run 0 uses `base`; run i > 0 replaces every tensor of it by a random one of the same dtype and
 // shape (seeded with seed + i). Differences of run i > 0 are reported as "run i: WHERE". Both
 // modules are timed on run 0's inputs (Timing) unless one of them raised.
-CheckResult runChecks(torch::jit::Module& original, torch::jit::Module& optimized, const CheckInputs& base,
-                      int runs, uint64_t seed, c10::Device device, double rtol, double atol);
+CheckResult runChecks(torch::jit::Module& original, torch::jit::Module& optimized, const CheckInputs& base, int runs,
+                      uint64_t seed, c10::Device device, double rtol, double atol);
 
 }  // namespace tsfuse::tool

@@ -71,7 +71,8 @@ void checkInputFile(const std::string& path) {
 }
 
 bool sameFile(const std::string& a, const std::string& b) {
-  struct stat sa {}, sb {};
+  struct stat sa {
+  }, sb{};
   if (::stat(a.c_str(), &sa) != 0 || ::stat(b.c_str(), &sb) != 0) return false;
   return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
@@ -80,7 +81,8 @@ void checkOutputPath(const std::string& path, const std::string& input, const st
   if (path.empty()) throw ioError(what + " path is empty");
   if (path.back() == '/') throw ioError(what + " " + quotedPath(path) + " names a directory, not a file");
   if (path == input || sameFile(path, input))
-    throw ioError(what + " " + quotedPath(path) + " is the input file; the input is never overwritten, choose another path");
+    throw ioError(what + " " + quotedPath(path) +
+                  " is the input file; the input is never overwritten, choose another path");
   std::string dir = parentDir(path);
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0)
@@ -99,7 +101,8 @@ AtomicFile::AtomicFile(const std::string& dest) : dest_(dest) {
   const long limit = ::pathconf(parentDir(dest).c_str(), _PC_NAME_MAX);
   const size_t fits = limit > 0 ? static_cast<size_t>(limit) : 255;
   const std::string suffix = ".tmp-XXXXXX";
-  if (1 + base.size() + suffix.size() > fits) base.resize(fits > 1 + suffix.size() + 16 ? fits - 1 - suffix.size() - 16 : 1);
+  if (1 + base.size() + suffix.size() > fits)
+    base.resize(fits > 1 + suffix.size() + 16 ? fits - 1 - suffix.size() - 16 : 1);
   std::string tmpl = parentDir(dest) + "/." + base + suffix;
   std::vector<char> buf(tmpl.begin(), tmpl.end());
   buf.push_back('\0');
@@ -131,7 +134,8 @@ void AtomicFile::commit() {
   if (::fsync(fd_) != 0) throw ioError("cannot flush " + quotedPath(temp_) + ": " + sysError());
   mode_t mask = ::umask(0);
   ::umask(mask);
-  if (::fchmod(fd_, 0666 & ~mask) != 0) throw ioError("cannot set the mode of " + quotedPath(temp_) + ": " + sysError());
+  if (::fchmod(fd_, 0666 & ~mask) != 0)
+    throw ioError("cannot set the mode of " + quotedPath(temp_) + ": " + sysError());
   int rc = ::close(fd_);
   fd_ = -1;
   if (rc != 0) throw ioError("cannot close " + quotedPath(temp_) + ": " + sysError());

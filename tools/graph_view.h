@@ -13,17 +13,17 @@ namespace tsfuse::tool {
 // One line of a printed graph: a node, a block header ("block0():"), a block's "-> (...)", the
 // graph's signature or its return.
 struct GraphRow {
-  std::string id;                   // nodeId() of a node ("%x.1"); "" for other rows
-  std::string text;                 // as printed, without the source comment
-  std::string kind;                 // "aten::sub"; "" for non-node rows
-  std::string file, code;           // where the node came from (nodeSource), if known
+  std::string id;          // nodeId() of a node ("%x.1"); "" for other rows
+  std::string text;        // as printed, without the source comment
+  std::string kind;        // "aten::sub"; "" for non-node rows
+  std::string file, code;  // where the node came from (nodeSource), if known
   size_t line = 0;
   std::vector<std::string> inputs;  // "%a", ... (nodes)
   int depth = 0;                    // block nesting
 };
 
 struct GraphSnapshot {
-  std::string text;                 // Graph::toString() (with source comments)
+  std::string text;  // Graph::toString() (with source comments)
   std::vector<GraphRow> rows;
 };
 

@@ -14,8 +14,11 @@ json rowJson(const GraphRow& r) {
   json j = {{"t", r.text}, {"d", r.depth}};
   if (!r.id.empty()) j["id"] = r.id;
   if (!r.kind.empty()) j["k"] = r.kind;
-  if (!r.file.empty()) j["src"] = {{"file", r.file}, {"short", baseName(r.file) + ":" + std::to_string(r.line)},
-                                   {"line", r.line}, {"code", r.code}};
+  if (!r.file.empty())
+    j["src"] = {{"file", r.file},
+                {"short", baseName(r.file) + ":" + std::to_string(r.line)},
+                {"line", r.line},
+                {"code", r.code}};
   return j;
 }
 
@@ -44,8 +47,8 @@ json alignRows(const GraphSnapshot& before, const GraphSnapshot& after) {
     for (; i < edits.size() && edits[i].op != Edit::Equal; ++i)
       (edits[i].op == Edit::Delete ? dels : ins).push_back(edits[i].op == Edit::Delete ? edits[i].a : edits[i].b);
     for (size_t k = 0; k < std::max(dels.size(), ins.size()); ++k)
-      rows.push_back({k < dels.size() ? json(dels[k]) : json(nullptr), k < ins.size() ? json(ins[k]) : json(nullptr),
-                      false});
+      rows.push_back(
+          {k < dels.size() ? json(dels[k]) : json(nullptr), k < ins.size() ? json(ins[k]) : json(nullptr), false});
   }
   return rows;
 }
@@ -71,8 +74,8 @@ json methodJson(const MethodGraphs& m, const Report& report, int& fusionCount) {
     std::vector<const GraphRow*> srcRows = eventRows(e, m.before);
     for (size_t i = 0; i < e.nodes.size(); ++i) {
       const GraphRow* r = srcRows[i];
-      nodes.push_back({{"id", r ? r->id : ""}, {"desc", e.nodes[i]},
-                       {"row", r ? json(r - m.before.rows.data()) : json(nullptr)}});
+      nodes.push_back(
+          {{"id", r ? r->id : ""}, {"desc", e.nodes[i]}, {"row", r ? json(r - m.before.rows.data()) : json(nullptr)}});
     }
     if (e.kind == FusionEvent::Kind::Reject) {
       rejections.push_back({{"pass", e.pass}, {"reason", e.reason}, {"nodes", nodes}, {"lines", lineSpan(srcRows)}});
@@ -80,8 +83,14 @@ json methodJson(const MethodGraphs& m, const Report& report, int& fusionCount) {
     }
     std::string fid = "F" + std::to_string(++fusionCount);
     auto fused = afterIds.find(e.fusedNode);
-    json f = {{"id", fid}, {"pass", e.pass}, {"op", e.fusedOp}, {"expr", e.expr}, {"reason", e.reason},
-              {"nodes", nodes}, {"lines", lineSpan(srcRows)}, {"fused", e.fusedNode},
+    json f = {{"id", fid},
+              {"pass", e.pass},
+              {"op", e.fusedOp},
+              {"expr", e.expr},
+              {"reason", e.reason},
+              {"nodes", nodes},
+              {"lines", lineSpan(srcRows)},
+              {"fused", e.fusedNode},
               {"row", fused == afterIds.end() ? json(nullptr) : json(fused->second)}};
     for (const auto& n : nodes)
       if (!n["row"].is_null()) {
@@ -119,8 +128,14 @@ json methodJson(const MethodGraphs& m, const Report& report, int& fusionCount) {
   size_t nodesBefore = 0, nodesAfter = 0;
   for (const auto& r : m.before.rows) nodesBefore += !r.kind.empty();
   for (const auto& r : m.after.rows) nodesAfter += !r.kind.empty();
-  return {{"name", m.name}, {"changed", m.changed()}, {"before", before}, {"after", after}, {"rows", rows},
-          {"fusions", fusions}, {"rejections", rejections}, {"nodes_before", nodesBefore},
+  return {{"name", m.name},
+          {"changed", m.changed()},
+          {"before", before},
+          {"after", after},
+          {"rows", rows},
+          {"fusions", fusions},
+          {"rejections", rejections},
+          {"nodes_before", nodesBefore},
           {"nodes_after", nodesAfter}};
 }
 
@@ -132,11 +147,14 @@ json viewerData(const Report& report, const GraphRecorder& graphs, const RunInfo
   for (const MethodGraphs& m : graphs.methods()) methods.push_back(methodJson(m, report, fusionCount));
   json passes = json::array();
   for (const PassStats& s : report.stats())
-    passes.push_back({{"name", s.name}, {"candidates", s.candidates}, {"rewrites", s.rewrites},
-                      {"rejections", s.rejections}});
-  return {{"input", run.input}, {"output", run.output}, {"output_written", run.outputWritten},
+    passes.push_back(
+        {{"name", s.name}, {"candidates", s.candidates}, {"rewrites", s.rewrites}, {"rejections", s.rejections}});
+  return {{"input", run.input},
+          {"output", run.output},
+          {"output_written", run.outputWritten},
           {"tool", "optimize-ts (tsfuse) " + tsfuseVersion() + ", torch " + torchVersion()},
-          {"passes", passes}, {"methods", methods}};
+          {"passes", passes},
+          {"methods", methods}};
 }
 
 std::string renderHtml(const json& data) {
@@ -144,16 +162,19 @@ std::string renderHtml(const json& data) {
   std::string safe;  // inside <script>: no "</" (ends the element) and no "<!--"
   safe.reserve(payload.size());
   for (char c : payload) {
-    if (c == '<') safe += "\\u003c";
-    else safe += c;
+    if (c == '<')
+      safe += "\\u003c";
+    else
+      safe += c;
   }
   std::string title = "optimize-ts: " + baseName(data["input"].get<std::string>());
   std::string escTitle;
   for (char c : title) escTitle += c == '<' ? "&lt;" : c == '&' ? "&amp;" : std::string(1, c);
   return "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" + escTitle +
-         "</title>\n<style>\n" + kViewerCss + "</style>\n</head>\n<body>\n<div id=\"app\"><noscript>This report "
-         "needs JavaScript.</noscript></div>\n<script type=\"application/json\" id=\"tsfuse-data\">" + safe +
-         "</script>\n<script>\n" + kViewerJs + "</script>\n</body>\n</html>\n";
+         "</title>\n<style>\n" + kViewerCss +
+         "</style>\n</head>\n<body>\n<div id=\"app\"><noscript>This report "
+         "needs JavaScript.</noscript></div>\n<script type=\"application/json\" id=\"tsfuse-data\">" +
+         safe + "</script>\n<script>\n" + kViewerJs + "</script>\n</body>\n</html>\n";
 }
 
 }  // namespace tsfuse::tool

@@ -22,7 +22,6 @@ namespace {
 // its symbols are the ones libtorch_python.so was built against.
 constexpr const char* kLibPython = TSFUSE_LIBPYTHON;
 
-
 std::string dlopenError(const std::string& path) {
   if (::dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL)) return "";
   const char* e = ::dlerror();
@@ -84,8 +83,9 @@ void loadLibrary(const std::string& path) {
   if (error.empty()) return;
   std::string msg = "cannot load library " + quotedPath(path) + ": " + firstLine(error);
   if (needsPython(error))
-    msg += " (a Python extension module: it needs the Python runtime torch was built for; give that first, "
-           "e.g. --library /path/to/libpython3.X.so.1.0)";
+    msg +=
+        " (a Python extension module: it needs the Python runtime torch was built for; give that first, "
+        "e.g. --library /path/to/libpython3.X.so.1.0)";
   throw ioError(msg);
 }
 

@@ -37,8 +37,10 @@ std::vector<Edit> diffLines(const std::vector<std::string>& a, const std::vector
       edits.push_back({Edit::Equal, size_t(x), size_t(y)});
     }
     if (d == 0) break;
-    if (x == prevX) edits.push_back({Edit::Insert, size_t(x), size_t(y - 1)});
-    else edits.push_back({Edit::Delete, size_t(x - 1), size_t(y)});
+    if (x == prevX)
+      edits.push_back({Edit::Insert, size_t(x), size_t(y - 1)});
+    else
+      edits.push_back({Edit::Delete, size_t(x - 1), size_t(y)});
     x = prevX, y = prevY;
   }
   std::reverse(edits.begin(), edits.end());
@@ -71,14 +73,17 @@ void printUnifiedDiff(std::ostream& os, const std::string& from, const std::stri
     }
     // Unified-diff convention: an empty side's start is the line before it.
     size_t aStart = edits[begin].a + (aLen ? 1 : 0), bStart = edits[begin].b + (bLen ? 1 : 0);
-    os << paint("36", "@@ -" + std::to_string(aStart) + "," + std::to_string(aLen) + " +" +
-                          std::to_string(bStart) + "," + std::to_string(bLen) + " @@")
+    os << paint("36", "@@ -" + std::to_string(aStart) + "," + std::to_string(aLen) + " +" + std::to_string(bStart) +
+                          "," + std::to_string(bLen) + " @@")
        << "\n";
     for (size_t i = begin; i < end; ++i) {
       const Edit& e = edits[i];
-      if (e.op == Edit::Equal) os << " " << a[e.a] << "\n";
-      else if (e.op == Edit::Delete) os << paint("31", "-" + a[e.a]) << "\n";
-      else os << paint("32", "+" + b[e.b]) << "\n";
+      if (e.op == Edit::Equal)
+        os << " " << a[e.a] << "\n";
+      else if (e.op == Edit::Delete)
+        os << paint("31", "-" + a[e.a]) << "\n";
+      else
+        os << paint("32", "+" + b[e.b]) << "\n";
     }
     c = last + 1;
   }

@@ -19,7 +19,6 @@ std::vector<Edit> diffLines(const std::vector<std::string>& a, const std::vector
 // Writes a unified diff ("--- from", "+++ to", "@@ -l,n +l,n @@" hunks with `context` lines),
 // with ANSI colors when `color`. Writes nothing when a == b.
 void printUnifiedDiff(std::ostream& os, const std::string& from, const std::string& to,
-                      const std::vector<std::string>& a, const std::vector<std::string>& b, size_t context,
-                      bool color);
+                      const std::vector<std::string>& a, const std::vector<std::string>& b, size_t context, bool color);
 
 }  // namespace tsfuse::tool

@@ -64,12 +64,13 @@ struct Options {
 
 // Parses argv into `o`; returns an exit code when the tool should stop now (--help, --version).
 std::optional<int> parseArgs(int argc, char** argv, Options& o) {
-  CLI::App app{"Fuses broadcast elementwise and broadcast-then-reduce subgraphs of a TorchScript module into "
-               "tsfuse::pairwise / tsfuse::reduce, and saves the result.\n"
-               "The optimized model needs libtsfuse.so loaded to run (Python: torch.ops.load_library).\n"
-               "  optimize-ts [OPTIONS] IN.pt OUT.pt\n"
-               "  optimize-ts --explain|--dry-run [OPTIONS] IN.pt [OUT.pt]",
-               "optimize-ts"};
+  CLI::App app{
+      "Fuses broadcast elementwise and broadcast-then-reduce subgraphs of a TorchScript module into "
+      "tsfuse::pairwise / tsfuse::reduce, and saves the result.\n"
+      "The optimized model needs libtsfuse.so loaded to run (Python: torch.ops.load_library).\n"
+      "  optimize-ts [OPTIONS] IN.pt OUT.pt\n"
+      "  optimize-ts --explain|--dry-run [OPTIONS] IN.pt [OUT.pt]",
+      "optimize-ts"};
   app.footer(kFooter);
   app.set_version_flag("--version", "optimize-ts (tsfuse) " + tsfuseVersion() + ", torch " + torchVersion());
   app.add_option("IN", o.input, "TorchScript module to optimize (IN.pt; only read)");
@@ -243,7 +244,8 @@ int run(int argc, char** argv) {
     return kExitOk;
   }
   if (o.input.empty()) throw usageError("expected IN.pt and OUT.pt (see --help)");
-  if (o.output.empty() && !o.dryRun) throw usageError("expected IN.pt and OUT.pt (OUT.pt may be left out with --dry-run/--explain; see --help)");
+  if (o.output.empty() && !o.dryRun)
+    throw usageError("expected IN.pt and OUT.pt (OUT.pt may be left out with --dry-run/--explain; see --help)");
 
   PipelineOptions pipeline = pipelineOptions(o);
   GraphRecorder graphs;
@@ -298,8 +300,10 @@ int run(int argc, char** argv) {
     throw std::logic_error("fault injected by TSFUSE_OPTIMIZE_TS_FAULT");
   for (auto& f : files) f->commit();
 
-  if (o.explain) printExplain(std::cout, report, graphs, info);
-  else if (!o.quiet) printSummary(std::cout, report, info, o.verbose);
+  if (o.explain)
+    printExplain(std::cout, report, graphs, info);
+  else if (!o.quiet)
+    printSummary(std::cout, report, info, o.verbose);
   if (check && (!o.quiet || o.explain)) printCheck(std::cout, *check, /*summary=*/true);
   if (o.diff) {
     bool color = useColor(o.color);

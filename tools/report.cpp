@@ -25,10 +25,11 @@ namespace {
 
 void printPassTable(std::ostream& os, const Report& report) {
   os << "  " << std::left << std::setw(24) << "pass" << std::right << std::setw(11) << "candidates" << std::setw(10)
-     << "rewrites" << std::setw(12) << "rejections" << "\n";
+     << "rewrites" << std::setw(12) << "rejections"
+     << "\n";
   for (const PassStats& s : report.stats())
-    os << "  " << std::left << std::setw(24) << s.name << std::right << std::setw(11) << s.candidates
-       << std::setw(10) << s.rewrites << std::setw(12) << s.rejections << "\n";
+    os << "  " << std::left << std::setw(24) << s.name << std::right << std::setw(11) << s.candidates << std::setw(10)
+       << s.rewrites << std::setw(12) << s.rejections << "\n";
 }
 
 // One line per node of an event: kind, id, file:line and the source line itself.
@@ -42,9 +43,8 @@ void printEventNodes(std::ostream& os, const FusionEvent& e, const MethodGraphs*
     }
     std::string code = r->code.substr(std::min(r->code.size(), r->code.find_first_not_of(" \t")));
     // Each column ends in a space, so a kind or id longer than its column still stands apart.
-    os << "        " << std::left << std::setw(15) << r->kind << ' ' << std::setw(25) << r->id << ' '
-       << std::setw(22) << (baseName(r->file) + ":" + std::to_string(r->line)) << std::right << "  " << code
-       << "\n";
+    os << "        " << std::left << std::setw(15) << r->kind << ' ' << std::setw(25) << r->id << ' ' << std::setw(22)
+       << (baseName(r->file) + ":" + std::to_string(r->line)) << std::right << "  " << code << "\n";
   }
 }
 
@@ -117,8 +117,9 @@ std::vector<const FusionEvent*> candidateEvents(const Report& report) {
   std::vector<const FusionEvent*> out;
   for (const FusionEvent& e : report.events) {
     bool blocksCandidate = e.pass == "sink_views" && e.kind == FusionEvent::Kind::Reject &&
-                           std::any_of(e.nodeIds.begin(), e.nodeIds.end(),
-                                       [&](const std::string& id) { return candidateNodes.count({e.graph, id}); });
+                           std::any_of(e.nodeIds.begin(), e.nodeIds.end(), [&](const std::string& id) {
+                             return candidateNodes.count({e.graph, id});
+                           });
     if (fusionPasses.count(e.pass) || blocksCandidate) out.push_back(&e);
   }
   return out;
@@ -160,9 +161,8 @@ void printEvents(std::ostream& os, const Report& report, bool verbose) {
   for (const std::string& g : report.graphs)
     if (!withCandidates.count(g)) idle.push_back(g);
   if (withCandidates.empty()) {
-    os << "  nothing to fuse: no fusion candidate in " << (idle.size() == 1 ? "'" + idle[0] + "'" :
-                                                            std::to_string(idle.size()) + " methods")
-       << "\n";
+    os << "  nothing to fuse: no fusion candidate in "
+       << (idle.size() == 1 ? "'" + idle[0] + "'" : std::to_string(idle.size()) + " methods") << "\n";
   } else if (!idle.empty()) {
     constexpr size_t kNamed = 4;
     os << "  nothing to fuse in " << idle.size() << " other method(s): ";
@@ -206,13 +206,19 @@ nlohmann::json reportJson(const Report& report, const RunInfo& run, const CheckR
   j["graphs"] = report.graphs;
   j["passes"] = json::array();
   for (const PassStats& s : report.stats())
-    j["passes"].push_back({{"name", s.name}, {"candidates", s.candidates}, {"rewrites", s.rewrites},
-                           {"rejections", s.rejections}});
+    j["passes"].push_back(
+        {{"name", s.name}, {"candidates", s.candidates}, {"rewrites", s.rewrites}, {"rejections", s.rejections}});
   j["events"] = json::array();
   for (const FusionEvent& e : report.events)
-    j["events"].push_back({{"pass", e.pass}, {"graph", e.graph}, {"kind", kindName(e.kind)}, {"reason", e.reason},
-                           {"expr", e.expr}, {"fused_op", e.fusedOp}, {"nodes", e.nodes},
-                           {"node_ids", e.nodeIds}, {"fused_node", e.fusedNode}});
+    j["events"].push_back({{"pass", e.pass},
+                           {"graph", e.graph},
+                           {"kind", kindName(e.kind)},
+                           {"reason", e.reason},
+                           {"expr", e.expr},
+                           {"fused_op", e.fusedOp},
+                           {"nodes", e.nodes},
+                           {"node_ids", e.nodeIds},
+                           {"fused_node", e.fusedNode}});
   if (!check) {
     j["check"] = nullptr;
   } else {

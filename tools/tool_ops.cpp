@@ -43,8 +43,10 @@ void optimizeModuleOp(const c10::OperatorHandle&, torch::jit::Stack* stack) {
 
   RunInfo info{name, "", false};
   std::ostringstream text;
-  if (view == "explain") printExplain(text, report, graphs, info);
-  else printEvents(text, report, view == "verbose");
+  if (view == "explain")
+    printExplain(text, report, graphs, info);
+  else
+    printEvents(text, report, view == "verbose");
   stack->emplace_back(text.str());
   stack->emplace_back(reportJson(report, info, nullptr).dump(2));
 }

@@ -15,7 +15,7 @@
 namespace tsfuse {
 
 struct ExecutorRegistration {
-  torch::jit::GraphPassNameType prePass = 0;  // this registration's id (tsfuse's own, not torch's)
+  torch::jit::GraphPassNameType prePass = 0;   // this registration's id (tsfuse's own, not torch's)
   std::optional<size_t> previousProfiledRuns;  // PyTorch's count, put back by the last clear()
 };
 

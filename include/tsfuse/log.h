@@ -27,10 +27,9 @@ std::string concat(const Args&... args) {
 
 }  // namespace tsfuse::log
 
-#define TSFUSE_LOG(component, level, ...)                                                   \
-  do {                                                                                      \
-    if (::tsfuse::log::enabled(::tsfuse::log::Component::component,                          \
-                               ::tsfuse::log::Level::level))                                 \
-      ::tsfuse::log::write(::tsfuse::log::Component::component, ::tsfuse::log::Level::level, \
-                           ::tsfuse::log::concat(__VA_ARGS__));                              \
+#define TSFUSE_LOG(component, level, ...)                                                         \
+  do {                                                                                            \
+    if (::tsfuse::log::enabled(::tsfuse::log::Component::component, ::tsfuse::log::Level::level)) \
+      ::tsfuse::log::write(::tsfuse::log::Component::component, ::tsfuse::log::Level::level,      \
+                           ::tsfuse::log::concat(__VA_ARGS__));                                   \
   } while (0)

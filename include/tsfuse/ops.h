@@ -56,8 +56,7 @@ at::Tensor reduce(at::TensorList operands, const std::string& expr, const std::s
 // With an epilogue, its value over ($0 values, $1 indices, $2... the operands after the
 // expression's own) is the second output instead of the indices.
 std::tuple<at::Tensor, at::Tensor> reduceWithIndices(at::TensorList operands, const std::string& expr,
-                                                     const std::string& reduction, int64_t dim,
-                                                     bool keepdim = false,
+                                                     const std::string& reduction, int64_t dim, bool keepdim = false,
                                                      const std::optional<std::string>& epilogue = std::nullopt);
 at::Tensor softmax(at::TensorList operands, const std::string& expr, int64_t dim, bool log = false);
 at::Tensor reduceChain(at::TensorList operands, const std::string& expr, const std::vector<std::string>& stages);

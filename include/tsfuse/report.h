@@ -11,12 +11,12 @@ namespace tsfuse {
 struct FusionEvent {
   enum class Kind { Rewrite, Reject };
   Kind kind = Kind::Reject;
-  std::string pass;    // e.g. "fuse_pairwise"
-  std::string graph;   // method name, when known
-  std::string reason;  // why rejected, or what was fused
-  std::string expr;    // the fused expression (rewrites)
-  std::string fusedOp; // e.g. "tsfuse::pairwise"
-  std::vector<std::string> nodes;   // the candidate's nodes, "aten::sub @ file.py:12"
+  std::string pass;                // e.g. "fuse_pairwise"
+  std::string graph;               // method name, when known
+  std::string reason;              // why rejected, or what was fused
+  std::string expr;                // the fused expression (rewrites)
+  std::string fusedOp;             // e.g. "tsfuse::pairwise"
+  std::vector<std::string> nodes;  // the candidate's nodes, "aten::sub @ file.py:12"
   // Parallel to `nodes`: each node's id (its first output as printed, "%x.1"), which names the
   // same node in the graph as the pass found it; the viewer links the replaced nodes to `fusedNode`.
   std::vector<std::string> nodeIds;
@@ -33,7 +33,7 @@ struct PassStats {
 
 struct Report {
   std::vector<FusionEvent> events;
-  std::vector<std::string> graphs;  // names of the graphs the pipeline ran on
+  std::vector<std::string> graphs;       // names of the graphs the pipeline ran on
   std::vector<PassStats> stats() const;  // one entry per fusion pass, in pipeline order
   int rewrites() const;
 };

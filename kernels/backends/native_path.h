@@ -12,7 +12,7 @@
 namespace tsfuse {
 
 // Returns no outputs (and the reason in *why) when it declines.
-using NativePath = std::function<Outputs(const Expr&, at::TensorList, const ReduceSpec*,
-                                         const Analysis&, const IterationPlan&, std::string* why)>;
+using NativePath = std::function<Outputs(const Expr&, at::TensorList, const ReduceSpec*, const Analysis&,
+                                         const IterationPlan&, std::string* why)>;
 
 }  // namespace tsfuse

@@ -34,13 +34,17 @@ C10_HOST_DEVICE constexpr T highestOf() {
 // Sum and product steps in the wide domain W (integers wrap).
 template <typename W>
 C10_HOST_DEVICE inline W sumStep(W acc, W x) {
-  if constexpr (std::is_integral_v<W>) return W(std::make_unsigned_t<W>(acc) + std::make_unsigned_t<W>(x));
-  else return acc + x;
+  if constexpr (std::is_integral_v<W>)
+    return W(std::make_unsigned_t<W>(acc) + std::make_unsigned_t<W>(x));
+  else
+    return acc + x;
 }
 template <typename W>
 C10_HOST_DEVICE inline W prodStep(W acc, W x) {
-  if constexpr (std::is_integral_v<W>) return W(std::make_unsigned_t<W>(acc) * std::make_unsigned_t<W>(x));
-  else return acc * x;
+  if constexpr (std::is_integral_v<W>)
+    return W(std::make_unsigned_t<W>(acc) * std::make_unsigned_t<W>(x));
+  else
+    return acc * x;
 }
 
 // Whether eager's CPU sum/mean/prod of `count` values of `type`, along `dimsAboveOne` reduced dims
@@ -57,8 +61,10 @@ inline bool foldsInFloat(bool isFloat32, int64_t count, int dimsAboveOne, bool i
 }
 template <typename W>
 C10_HOST_DEVICE inline W roundedToFloat(W v) {
-  if constexpr (std::is_floating_point_v<W>) return static_cast<W>(static_cast<float>(v));
-  else return v;
+  if constexpr (std::is_floating_point_v<W>)
+    return static_cast<W>(static_cast<float>(v));
+  else
+    return v;
 }
 
 C10_HOST_DEVICE inline double meanOf(double sum, int64_t count) { return sum / static_cast<double>(count); }

@@ -4,7 +4,7 @@ namespace tsfuse {
 
 namespace {
 thread_local int tlsReuseDepth = 0;
-thread_local at::Tensor tlsReused;  // the thread's kept buffer (ReusedOutput)
+thread_local at::Tensor tlsReused;                   // the thread's kept buffer (ReusedOutput)
 constexpr size_t kMaxReusedBytes = size_t(8) << 20;  // never keep more than this per thread
 }  // namespace
 

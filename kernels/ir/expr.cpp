@@ -19,17 +19,23 @@ struct DTypeName {
   const char* name;
 };
 constexpr std::array<DTypeName, 12> kDTypes = {{
-    {c10::ScalarType::Bool, "bool"},        {c10::ScalarType::Byte, "uint8"},
-    {c10::ScalarType::Char, "int8"},        {c10::ScalarType::Short, "int16"},
-    {c10::ScalarType::Int, "int32"},        {c10::ScalarType::Long, "int64"},
-    {c10::ScalarType::Half, "float16"},     {c10::ScalarType::BFloat16, "bfloat16"},
-    {c10::ScalarType::Float, "float32"},    {c10::ScalarType::Double, "float64"},
-    {c10::ScalarType::ComplexFloat, "complex64"}, {c10::ScalarType::ComplexDouble, "complex128"},
+    {c10::ScalarType::Bool, "bool"},
+    {c10::ScalarType::Byte, "uint8"},
+    {c10::ScalarType::Char, "int8"},
+    {c10::ScalarType::Short, "int16"},
+    {c10::ScalarType::Int, "int32"},
+    {c10::ScalarType::Long, "int64"},
+    {c10::ScalarType::Half, "float16"},
+    {c10::ScalarType::BFloat16, "bfloat16"},
+    {c10::ScalarType::Float, "float32"},
+    {c10::ScalarType::Double, "float64"},
+    {c10::ScalarType::ComplexFloat, "complex64"},
+    {c10::ScalarType::ComplexDouble, "complex128"},
 }};
 
-constexpr std::array<const char*, 15> kReductions = {"sum",  "mean", "prod",   "amax",  "amin",
-                                                     "any",  "all",  "argmax", "argmin",
-                                                     "logsumexp", "norm", "max", "min", "var", "std"};
+constexpr std::array<const char*, 15> kReductions = {"sum",  "mean", "prod",   "amax",   "amin",
+                                                     "any",  "all",  "argmax", "argmin", "logsumexp",
+                                                     "norm", "max",  "min",    "var",    "std"};
 
 std::string formatFloat(double v) {
   if (std::isnan(v)) return "nan";
@@ -52,8 +58,8 @@ class Parser {
     skipWs();
     expectChar('v');
     int64_t version = parseInt();
-    TORCH_CHECK(version == kExprVersion, "tsfuse expr: unsupported version v", version,
-                " (this build reads v", kExprVersion, ")");
+    TORCH_CHECK(version == kExprVersion, "tsfuse expr: unsupported version v", version, " (this build reads v",
+                kExprVersion, ")");
     expectChar(':');
     while (true) {
       skipWs();
@@ -162,9 +168,9 @@ class Parser {
     size_t end = pos_;
     if (end < s_.size() && (s_[end] == '-' || s_[end] == '+')) ++end;
     bool isFloat = false;
-    while (end < s_.size() && (std::isdigit(static_cast<unsigned char>(s_[end])) || s_[end] == '.' ||
-                               s_[end] == 'e' || s_[end] == 'E' ||
-                               ((s_[end] == '-' || s_[end] == '+') && (s_[end - 1] == 'e' || s_[end - 1] == 'E')))) {
+    while (end < s_.size() &&
+           (std::isdigit(static_cast<unsigned char>(s_[end])) || s_[end] == '.' || s_[end] == 'e' || s_[end] == 'E' ||
+            ((s_[end] == '-' || s_[end] == '+') && (s_[end - 1] == 'e' || s_[end - 1] == 'E')))) {
       if (s_[end] == '.' || s_[end] == 'e' || s_[end] == 'E') isFloat = true;
       ++end;
     }
@@ -232,13 +238,27 @@ std::string Expr::str() const {
       const Arg& arg = ins.args[a];
       if (a) os << ", ";
       switch (arg.kind) {
-        case Arg::Kind::Input: os << "$" << arg.i; break;
-        case Arg::Kind::Value: os << "%" << arg.i; break;
-        case Arg::Kind::Int: os << arg.i; break;
-        case Arg::Kind::Float: os << formatFloat(arg.f); break;
-        case Arg::Kind::Bool: os << (arg.i ? "True" : "False"); break;
-        case Arg::Kind::None: os << "None"; break;
-        case Arg::Kind::DType: os << dtypeName(arg.dtype); break;
+        case Arg::Kind::Input:
+          os << "$" << arg.i;
+          break;
+        case Arg::Kind::Value:
+          os << "%" << arg.i;
+          break;
+        case Arg::Kind::Int:
+          os << arg.i;
+          break;
+        case Arg::Kind::Float:
+          os << formatFloat(arg.f);
+          break;
+        case Arg::Kind::Bool:
+          os << (arg.i ? "True" : "False");
+          break;
+        case Arg::Kind::None:
+          os << "None";
+          break;
+        case Arg::Kind::DType:
+          os << dtypeName(arg.dtype);
+          break;
       }
     }
     os << ")";
@@ -259,24 +279,22 @@ void Expr::validate() const {
     for (size_t a = 0; a < ins.args.size(); ++a) {
       const Arg& arg = ins.args[a];
       if (arg.kind == Arg::Kind::Value)
-        TORCH_CHECK(arg.i < static_cast<int64_t>(k), "tsfuse expr: instruction %", k,
-                    " uses %", arg.i, " before it is defined");
-      if (arg.isTensor())
-        TORCH_CHECK(arg.i >= 0, "tsfuse expr: instruction %", k, " has a negative reference");
+        TORCH_CHECK(arg.i < static_cast<int64_t>(k), "tsfuse expr: instruction %", k, " uses %", arg.i,
+                    " before it is defined");
+      if (arg.isTensor()) TORCH_CHECK(arg.i >= 0, "tsfuse expr: instruction %", k, " has a negative reference");
       if (arg.kind == Arg::Kind::Input) maxInput = std::max<int64_t>(maxInput, arg.i);
       anyTensor |= arg.isTensor();
       const char want = def.signature[a];
       const bool dtypeSlot = want == 'd';
-      TORCH_CHECK((arg.kind == Arg::Kind::DType) == dtypeSlot, "tsfuse expr: instruction %", k,
-                  " ", def.name, ": argument ", a, (dtypeSlot ? " must" : " must not"), " be a dtype");
-      TORCH_CHECK(arg.kind != Arg::Kind::None || want == 'o', "tsfuse expr: instruction %", k, " ",
-                  def.name, ": argument ", a, " may not be None");
+      TORCH_CHECK((arg.kind == Arg::Kind::DType) == dtypeSlot, "tsfuse expr: instruction %", k, " ", def.name,
+                  ": argument ", a, (dtypeSlot ? " must" : " must not"), " be a dtype");
+      TORCH_CHECK(arg.kind != Arg::Kind::None || want == 'o', "tsfuse expr: instruction %", k, " ", def.name,
+                  ": argument ", a, " may not be None");
       // (an operand there holds a number known only at run time, read by value: bind_numbers.h)
       TORCH_CHECK(want != 's' || arg.isLiteral() || (arg.kind == Arg::Kind::Input && readsNumberByValue(ins.op, a)),
                   "tsfuse expr: instruction %", k, " ", def.name, ": argument ", a, " must be a number");
     }
-    TORCH_CHECK(anyTensor, "tsfuse expr: instruction %", k, " ", def.name,
-                " has no tensor argument");
+    TORCH_CHECK(anyTensor, "tsfuse expr: instruction %", k, " ", def.name, " has no tensor argument");
     if (ins.op == Op::Clamp) {
       TORCH_CHECK(ins.args[0].isTensor(), "tsfuse expr: clamp's first argument must be a tensor");
       // An operand bound beside a literal one is a number known only at run time (RefArgs reads it
@@ -289,8 +307,7 @@ void Expr::validate() const {
                   "tsfuse expr: clamp needs at least one bound");
     }
   }
-  TORCH_CHECK(maxInput < numInputs, "tsfuse expr: references $", maxInput, " but has ",
-              numInputs, " operands");
+  TORCH_CHECK(maxInput < numInputs, "tsfuse expr: references $", maxInput, " but has ", numInputs, " operands");
 }
 
 std::string floatText(double v) { return formatFloat(v); }

@@ -33,8 +33,8 @@ enum class Op : uint8_t {
 struct Arg {
   enum class Kind : uint8_t { Input, Value, Int, Float, Bool, None, DType };
   Kind kind = Kind::None;
-  int64_t i = 0;    // Input/Value index, Int value, Bool value
-  double f = 0.0;   // Float value
+  int64_t i = 0;   // Input/Value index, Int value, Bool value
+  double f = 0.0;  // Float value
   c10::ScalarType dtype = c10::ScalarType::Undefined;
 
   static Arg input(int64_t idx) { return {Kind::Input, idx, 0.0, c10::ScalarType::Undefined}; }
@@ -78,8 +78,23 @@ struct Expr {
 // the reduction text ("norm:2.0", "norm:inf"), Var and Std their correction ("var:1.0", "std:0.0");
 // Max and Min are max/min over one dim returning (values, indices), the reductions of
 // tsfuse::reduce_with_indices.
-enum class Reduction : uint8_t { Sum, Mean, Prod, Amax, Amin, Any, All, Argmax, Argmin, Logsumexp, Norm, Max, Min,
-                                 Var, Std };
+enum class Reduction : uint8_t {
+  Sum,
+  Mean,
+  Prod,
+  Amax,
+  Amin,
+  Any,
+  All,
+  Argmax,
+  Argmin,
+  Logsumexp,
+  Norm,
+  Max,
+  Min,
+  Var,
+  Std
+};
 const char* reductionName(Reduction r);
 // The text form of a float literal (shortest round-trip text; inf, -inf, nan).
 std::string floatText(double v);

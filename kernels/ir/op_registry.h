@@ -14,13 +14,13 @@
 namespace tsfuse {
 
 enum OpTrait : uint32_t {
-  kFloatValued = 1u << 0,  // its result is always floating
-  kNeverBool = 1u << 1,    // its result is never bool
-  kInPlace = 1u << 2,      // x.op_(numbers) may become x.op(numbers) (passes/canonicalize.cpp)
-  kCompare = 1u << 3,      // computes in its operands' promoted dtype, returns bool
-  kLogical = 1u << 4,      // tests its operands for truth (computes in bool), returns bool
-  kMayAlias = 1u << 5,     // may return its input itself, not a fresh tensor
-  kOpmathScalar = 1u << 6, // ATen's CUDA kernel reads a Python-number operand in the math type
+  kFloatValued = 1u << 0,   // its result is always floating
+  kNeverBool = 1u << 1,     // its result is never bool
+  kInPlace = 1u << 2,       // x.op_(numbers) may become x.op(numbers) (passes/canonicalize.cpp)
+  kCompare = 1u << 3,       // computes in its operands' promoted dtype, returns bool
+  kLogical = 1u << 4,       // tests its operands for truth (computes in bool), returns bool
+  kMayAlias = 1u << 5,      // may return its input itself, not a fresh tensor
+  kOpmathScalar = 1u << 6,  // ATen's CUDA kernel reads a Python-number operand in the math type
   // ATen computes the op on a Python number as on that number wrapped in a 0-dim tensor (its
   // Scalar overloads wrap it): a number known only at run time is a tsfuse::wrapped_number operand
   // read as a tensor, one kernel for every value. Without it the op reads a number by value

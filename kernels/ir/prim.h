@@ -12,11 +12,11 @@ enum class Prim : uint8_t {
 };
 
 enum PrimFlag : uint8_t {
-  kInterp = 1,      // the CPU tile interpreter (kernels/backends/cpu/tile_ops.inc)
-  kJit = 2,         // the CPU code generator (kernels/backends/cpu/jit/codegen.cpp)
-  kDevice = 4,      // the generated CUDA / OpenCL kernel texts (kernels/backends/cuda/codegen/prim_text.cpp)
-  kFloatOnly = 8,   // defined for floating compute dtypes only
-  kBoolResult = 16, // returns bool whatever its compute dtype
+  kInterp = 1,       // the CPU tile interpreter (kernels/backends/cpu/tile_ops.inc)
+  kJit = 2,          // the CPU code generator (kernels/backends/cpu/jit/codegen.cpp)
+  kDevice = 4,       // the generated CUDA / OpenCL kernel texts (kernels/backends/cuda/codegen/prim_text.cpp)
+  kFloatOnly = 8,    // defined for floating compute dtypes only
+  kBoolResult = 16,  // returns bool whatever its compute dtype
 };
 
 constexpr uint8_t primFlags(Prim p) {

@@ -159,10 +159,18 @@ struct Lowering {
         out = emit(Prim::ClampMin, ct, rt, x, slotFor(Arg::integer(0), ct, true));
         break;
       }
-      case LowerRule::Clamp: out = lowerClamp(ins.op, A, ct, rt); break;
-      case LowerRule::Where: out = where(A[0], A[1], A[2], ct, rt); break;
-      case LowerRule::MaskedFill: out = where(A[1], A[2], A[0], ct, rt); break;  // x's dtype: no promotion
-      case LowerRule::To: out = slotFor(A[0], rt); break;
+      case LowerRule::Clamp:
+        out = lowerClamp(ins.op, A, ct, rt);
+        break;
+      case LowerRule::Where:
+        out = where(A[0], A[1], A[2], ct, rt);
+        break;
+      case LowerRule::MaskedFill:
+        out = where(A[1], A[2], A[0], ct, rt);
+        break;  // x's dtype: no promotion
+      case LowerRule::To:
+        out = slotFor(A[0], rt);
+        break;
       case LowerRule::Square: {
         // ATen squares a floating tensor for an exponent of 2 — on the CPU (PowKernel.cpp: base *
         // base in its vectorized and scalar loops alike) and on CUDA (PowKernel.cu,
@@ -222,11 +230,17 @@ struct Lowering {
 
 bool holdsDtype(const Target& target, c10::ScalarType t) {
   switch (t) {
-    case c10::ScalarType::Bool: case c10::ScalarType::Byte: case c10::ScalarType::Char:
-    case c10::ScalarType::Short: case c10::ScalarType::Int: case c10::ScalarType::Long:
-    case c10::ScalarType::Float: case c10::ScalarType::Double:
+    case c10::ScalarType::Bool:
+    case c10::ScalarType::Byte:
+    case c10::ScalarType::Char:
+    case c10::ScalarType::Short:
+    case c10::ScalarType::Int:
+    case c10::ScalarType::Long:
+    case c10::ScalarType::Float:
+    case c10::ScalarType::Double:
       return true;
-    case c10::ScalarType::Half: case c10::ScalarType::BFloat16:
+    case c10::ScalarType::Half:
+    case c10::ScalarType::BFloat16:
       return target.halfTypes;
     default:
       return false;
@@ -238,9 +252,12 @@ void Program::literalValue(const Literal& lit, void* dst) const {
     using T = typename decltype(tag)::type;
     // Converted like ATen converts a Python number to the op's dtype (wrapping, unchecked).
     T v;
-    if (lit.value.isFloatingPoint()) v = ew::cast<T>(lit.value.toDouble());
-    else if (lit.value.isBoolean()) v = ew::cast<T>(lit.value.toBool());
-    else v = ew::cast<T>(lit.value.toLong());
+    if (lit.value.isFloatingPoint())
+      v = ew::cast<T>(lit.value.toDouble());
+    else if (lit.value.isBoolean())
+      v = ew::cast<T>(lit.value.toBool());
+    else
+      v = ew::cast<T>(lit.value.toLong());
     std::memcpy(dst, &v, sizeof v);
   });
 }

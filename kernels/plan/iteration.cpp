@@ -95,14 +95,17 @@ c10::SmallVector<Access, 16> accessOf(const SubSpace& s, const std::vector<Broad
 
 }  // namespace
 
-IterationPlan IterationPlan::make(const Expr& e, at::TensorList operands, const ReduceSpec* reduce,
-                                  const Analysis& an, bool bindData) {
+IterationPlan IterationPlan::make(const Expr& e, at::TensorList operands, const ReduceSpec* reduce, const Analysis& an,
+                                  bool bindData) {
   IterationPlan p;
   p.shape.assign(an.shape.begin(), an.shape.end());
   const int64_t R = static_cast<int64_t>(p.shape.size());
-  if (R == 0) p.unsupported = "0-dim value";
-  else if (R > kMaxDims) p.unsupported = "rank above 25";
-  else if (an.valueShape != an.shape) p.unsupported = "expression value is not the operands' broadcast";
+  if (R == 0)
+    p.unsupported = "0-dim value";
+  else if (R > kMaxDims)
+    p.unsupported = "rank above 25";
+  else if (an.valueShape != an.shape)
+    p.unsupported = "expression value is not the operands' broadcast";
   // Nothing to walk (a 0-dim value), or the reduction's dims refer to another shape.
   if (R == 0 || an.valueShape != an.shape) return p;
   if (reduce) {
@@ -140,9 +143,7 @@ IterationPlan IterationPlan::make(const Expr& e, at::TensorList operands, const 
   return p;
 }
 
-bool IterationPlan::isReduced(int64_t d) const {
-  return std::binary_search(reducedDims.begin(), reducedDims.end(), d);
-}
+bool IterationPlan::isReduced(int64_t d) const { return std::binary_search(reducedDims.begin(), reducedDims.end(), d); }
 
 int64_t IterationPlan::numel() const {
   int64_t n = 1;

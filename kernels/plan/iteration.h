@@ -113,8 +113,8 @@ struct IterationPlan {
   const char* unsupported = nullptr;
 
   // bindData: read the operands' data pointers (native paths); false leaves them null.
-  static IterationPlan make(const Expr& e, at::TensorList operands, const ReduceSpec* reduce,
-                            const Analysis& an, bool bindData);
+  static IterationPlan make(const Expr& e, at::TensorList operands, const ReduceSpec* reduce, const Analysis& an,
+                            bool bindData);
 
   bool isReduced(int64_t d) const;
   int64_t numel() const;  // of the broadcast shape

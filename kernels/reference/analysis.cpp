@@ -40,15 +40,14 @@ at::Tensor standIn(const at::Tensor& t) {
   // 1 + sum(stride) elements at most (bounded below), else a dense layout in the same order.
   int64_t span = 1;
   for (int64_t d = 0; d < t.dim(); ++d) span += (sizes[d] > 1) ? t.stride(d) : 0;
-  if (span <= (int64_t(1) << 16))
-    return at::ones({span}, opts).as_strided(sizes, t.strides());
+  if (span <= (int64_t(1) << 16)) return at::ones({span}, opts).as_strided(sizes, t.strides());
   at::Tensor s = at::empty_strided(sizes, denseStrides(sizes, strideOrder(t.sizes(), t.strides())), opts);
   return s.fill_(1);
 }
 
 // The dtype an instruction's tensor and scalar operands are converted to before it computes.
-c10::ScalarType computeTypeOf(const Instr& ins, const at::Tensor& result,
-                              const std::vector<at::Tensor>& values, at::TensorList inputs) {
+c10::ScalarType computeTypeOf(const Instr& ins, const at::Tensor& result, const std::vector<at::Tensor>& values,
+                              at::TensorList inputs) {
   auto operand = [&](size_t k) -> at::Tensor {
     const Arg& a = ins.args[k];
     if (a.kind == Arg::Kind::Input) return inputs[a.i];
@@ -194,12 +193,13 @@ std::optional<Analysis> analyze(const Expr& e, at::TensorList operands, const Re
     for (int64_t d = 0; d < R; ++d) {
       bool reduced = std::binary_search(rdims.begin(), rdims.end(), d);
       if (reduced) count *= a.valueShape[d];
-      if (!reduced) a.outSizes.push_back(a.valueShape[d]);
-      else if (reduce->keepdim) a.outSizes.push_back(1);
+      if (!reduced)
+        a.outSizes.push_back(a.valueShape[d]);
+      else if (reduce->keepdim)
+        a.outSizes.push_back(1);
     }
     bool needsElement = reduce->kind == Reduction::Amax || reduce->kind == Reduction::Amin ||
-                        reduce->kind == Reduction::Argmax || reduce->kind == Reduction::Argmin ||
-                        reduce->withIndices();
+                        reduce->kind == Reduction::Argmax || reduce->kind == Reduction::Argmin || reduce->withIndices();
     if (count == 0 && needsElement) return std::nullopt;  // eager raises: no identity
     TORCH_CHECK(static_cast<int64_t>(a.outSizes.size()) == r.dim(), "tsfuse: reduction rank mismatch");
     a.outStrides = denseStrides(a.outSizes, strideOrder(r.sizes(), r.strides()));

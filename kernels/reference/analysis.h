@@ -14,11 +14,11 @@
 namespace tsfuse {
 
 struct Analysis {
-  std::vector<c10::ScalarType> resultType;   // dtype of each instruction's value
-  std::vector<c10::ScalarType> computeType;  // dtype each instruction computes in
-  std::vector<int64_t> shape;                // broadcast shape of all operands
-  std::vector<int64_t> valueShape;           // shape of the expression's value
-  std::vector<int64_t> valueOrder;           // eager's layout of that value: dims outermost-first
+  std::vector<c10::ScalarType> resultType;    // dtype of each instruction's value
+  std::vector<c10::ScalarType> computeType;   // dtype each instruction computes in
+  std::vector<int64_t> shape;                 // broadcast shape of all operands
+  std::vector<int64_t> valueShape;            // shape of the expression's value
+  std::vector<int64_t> valueOrder;            // eager's layout of that value: dims outermost-first
   std::vector<int64_t> outSizes, outStrides;  // the op's output (after the reduction/epilogue)
   c10::ScalarType outDtype = c10::ScalarType::Undefined;
 

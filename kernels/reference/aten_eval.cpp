@@ -10,10 +10,14 @@ namespace tsfuse {
 
 c10::Scalar literalScalar(const Arg& arg) {
   switch (arg.kind) {
-    case Arg::Kind::Int: return c10::Scalar(arg.i);
-    case Arg::Kind::Float: return c10::Scalar(arg.f);
-    case Arg::Kind::Bool: return c10::Scalar(arg.i != 0);
-    default: TORCH_CHECK(false, "tsfuse: argument is not a literal");
+    case Arg::Kind::Int:
+      return c10::Scalar(arg.i);
+    case Arg::Kind::Float:
+      return c10::Scalar(arg.f);
+    case Arg::Kind::Bool:
+      return c10::Scalar(arg.i != 0);
+    default:
+      TORCH_CHECK(false, "tsfuse: argument is not a literal");
   }
 }
 
@@ -38,10 +42,17 @@ at::Tensor reusedWrappedNumber(const c10::Scalar& s) {
     }
     if (t.use_count() != 1 || t.storage().use_count() != 1 || t.scalar_type() != type) continue;
     switch (type) {
-      case at::kDouble: *t.mutable_data_ptr<double>() = s.toDouble(); return t;
-      case at::kLong: *t.mutable_data_ptr<int64_t>() = s.toLong(); return t;
-      case at::kBool: *t.mutable_data_ptr<bool>() = s.toBool(); return t;
-      default: return wrappedNumber(s);
+      case at::kDouble:
+        *t.mutable_data_ptr<double>() = s.toDouble();
+        return t;
+      case at::kLong:
+        *t.mutable_data_ptr<int64_t>() = s.toLong();
+        return t;
+      case at::kBool:
+        *t.mutable_data_ptr<bool>() = s.toBool();
+        return t;
+      default:
+        return wrappedNumber(s);
     }
   }
   return wrappedNumber(s);
@@ -68,8 +79,8 @@ c10::Scalar RefArgs::S(size_t k) const {
 }
 
 void checkOperandCount(const Expr& e, size_t n) {
-  TORCH_CHECK(static_cast<int>(n) == e.numInputs, "tsfuse: expression '", e.str(), "' takes ",
-              e.numInputs, " operands, got ", n);
+  TORCH_CHECK(static_cast<int>(n) == e.numInputs, "tsfuse: expression '", e.str(), "' takes ", e.numInputs,
+              " operands, got ", n);
 }
 
 at::Tensor RefArgs::T(size_t k) const {
@@ -93,7 +104,7 @@ namespace {
 
 using Reference = at::Tensor (*)(const RefArgs&);
 const Reference kReferences[] = {
-#define TSFUSE_OP(Id, text, signature, traits, rule, prim, ...) [](const RefArgs& a) -> at::Tensor __VA_ARGS__,
+#define TSFUSE_OP(Id, text, signature, traits, rule, prim, ...) [](const RefArgs&a) -> at::Tensor __VA_ARGS__,
 #include "kernels/ir/ops.def"
 };
 
@@ -133,42 +144,55 @@ at::Tensor applyReduction(const ReduceSpec& r, const at::Tensor& v) {
   if (r.dims) dims = at::IntArrayRef(*r.dims);
   auto singleDim = [&](const char* what) -> std::optional<int64_t> {
     if (!r.dims) return std::nullopt;
-    TORCH_CHECK(r.dims->size() == 1, "tsfuse: ", what, " reduces one dim or all, got ",
-                r.dims->size());
+    TORCH_CHECK(r.dims->size() == 1, "tsfuse: ", what, " reduces one dim or all, got ", r.dims->size());
     return (*r.dims)[0];
   };
   switch (r.kind) {
-    case Reduction::Sum: return at::sum(v, dims, r.keepdim, r.dtype);
-    case Reduction::Mean: return at::mean(v, dims, r.keepdim, r.dtype);
+    case Reduction::Sum:
+      return at::sum(v, dims, r.keepdim, r.dtype);
+    case Reduction::Mean:
+      return at::mean(v, dims, r.keepdim, r.dtype);
     case Reduction::Prod: {
       auto d = singleDim("prod");
       return d ? at::prod(v, *d, r.keepdim, r.dtype) : at::prod(v, r.dtype);
     }
-    case Reduction::Amax: return at::amax(v, r.dims ? at::IntArrayRef(*r.dims) : at::IntArrayRef{}, r.keepdim);
-    case Reduction::Amin: return at::amin(v, r.dims ? at::IntArrayRef(*r.dims) : at::IntArrayRef{}, r.keepdim);
-    case Reduction::Any: return at::any(v, dims, r.keepdim);
-    case Reduction::All: return at::all(v, dims, r.keepdim);
-    case Reduction::Argmax: return at::argmax(v, singleDim("argmax"), r.keepdim);
-    case Reduction::Argmin: return at::argmin(v, singleDim("argmin"), r.keepdim);
+    case Reduction::Amax:
+      return at::amax(v, r.dims ? at::IntArrayRef(*r.dims) : at::IntArrayRef{}, r.keepdim);
+    case Reduction::Amin:
+      return at::amin(v, r.dims ? at::IntArrayRef(*r.dims) : at::IntArrayRef{}, r.keepdim);
+    case Reduction::Any:
+      return at::any(v, dims, r.keepdim);
+    case Reduction::All:
+      return at::all(v, dims, r.keepdim);
+    case Reduction::Argmax:
+      return at::argmax(v, singleDim("argmax"), r.keepdim);
+    case Reduction::Argmin:
+      return at::argmin(v, singleDim("argmin"), r.keepdim);
     case Reduction::Logsumexp: {
       std::vector<int64_t> all;  // dim=None: every dim
       if (!r.dims)
         for (int64_t d = 0; d < v.dim(); ++d) all.push_back(d);
       return at::logsumexp(v, r.dims ? at::IntArrayRef(*r.dims) : at::IntArrayRef(all), r.keepdim);
     }
-    case Reduction::Norm: return at::linalg_vector_norm(v, r.p, dims, r.keepdim, r.dtype);
-    case Reduction::Var: return at::var(v, dims, c10::Scalar(r.correction), r.keepdim);
-    case Reduction::Std: return at::std(v, dims, c10::Scalar(r.correction), r.keepdim);
-    case Reduction::Max: case Reduction::Min: break;  // applyReductionAll
+    case Reduction::Norm:
+      return at::linalg_vector_norm(v, r.p, dims, r.keepdim, r.dtype);
+    case Reduction::Var:
+      return at::var(v, dims, c10::Scalar(r.correction), r.keepdim);
+    case Reduction::Std:
+      return at::std(v, dims, c10::Scalar(r.correction), r.keepdim);
+    case Reduction::Max:
+    case Reduction::Min:
+      break;  // applyReductionAll
   }
   TORCH_CHECK(false, "tsfuse: unhandled reduction");
 }
 
 std::vector<at::Tensor> applyReductionAll(const ReduceSpec& r, const at::Tensor& v) {
   if (!r.withIndices()) return {applyReduction(r, v)};
-  TORCH_CHECK(r.dims && r.dims->size() == 1, "tsfuse: ", reductionName(r.kind), " with indices reduces exactly one dim");
-  auto [values, indices] = r.kind == Reduction::Max ? at::max(v, (*r.dims)[0], r.keepdim)
-                                                    : at::min(v, (*r.dims)[0], r.keepdim);
+  TORCH_CHECK(r.dims && r.dims->size() == 1, "tsfuse: ", reductionName(r.kind),
+              " with indices reduces exactly one dim");
+  auto [values, indices] =
+      r.kind == Reduction::Max ? at::max(v, (*r.dims)[0], r.keepdim) : at::min(v, (*r.dims)[0], r.keepdim);
   return {values, indices};
 }
 
@@ -195,11 +219,24 @@ bool ReduceSpec::roundsByOrder(c10::ScalarType valueType) const {
   auto inexact = [](c10::ScalarType t) { return c10::isFloatingType(t) || c10::isComplexType(t); };
   if (!inexact(valueType) && !(dtype && inexact(*dtype))) return false;
   switch (kind) {
-    case Reduction::Sum: case Reduction::Mean: case Reduction::Prod: case Reduction::Logsumexp:
-    case Reduction::Var: case Reduction::Std: return true;
-    case Reduction::Norm: return p != 0.0 && !std::isinf(p);  // order 0 counts, +-inf is an extremum
-    case Reduction::Amax: case Reduction::Amin: case Reduction::Any: case Reduction::All:
-    case Reduction::Argmax: case Reduction::Argmin: case Reduction::Max: case Reduction::Min: return false;
+    case Reduction::Sum:
+    case Reduction::Mean:
+    case Reduction::Prod:
+    case Reduction::Logsumexp:
+    case Reduction::Var:
+    case Reduction::Std:
+      return true;
+    case Reduction::Norm:
+      return p != 0.0 && !std::isinf(p);  // order 0 counts, +-inf is an extremum
+    case Reduction::Amax:
+    case Reduction::Amin:
+    case Reduction::Any:
+    case Reduction::All:
+    case Reduction::Argmax:
+    case Reduction::Argmin:
+    case Reduction::Max:
+    case Reduction::Min:
+      return false;
   }
   return true;
 }

@@ -19,9 +19,9 @@ struct ReduceSpec {
   Reduction kind = Reduction::Sum;
   std::optional<std::vector<int64_t>> dims;  // nullopt: all dims
   bool keepdim = false;
-  std::optional<c10::ScalarType> dtype;      // sum/mean/prod/norm only
-  double p = 2.0;                            // norm's order
-  double correction = 1.0;                   // var/std: the divisor is count - correction
+  std::optional<c10::ScalarType> dtype;  // sum/mean/prod/norm only
+  double p = 2.0;                        // norm's order
+  double correction = 1.0;               // var/std: the divisor is count - correction
   // Elementwise arithmetic applied to the reduced value: $0 is the reduced value, $k (k >= 1)
   // is epilogue operand k-1 (the fused op's operands after the expression's own). For max/min
   // with indices $0 is the values, $1 the indices, $k (k >= 2) operand k-2, and the epilogue's

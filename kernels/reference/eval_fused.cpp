@@ -6,8 +6,8 @@ void checkFusedOperandCount(const Expr& e, const ReduceSpec* reduce, size_t n) {
   if (!reduce || !reduce->epilogue) return checkOperandCount(e, n);
   const int64_t ownInputs = reduce->withIndices() ? 2 : 1;  // ($0 value[, $1 indices]) come from the reduction
   const size_t want = e.numInputs + std::max<int64_t>(reduce->epilogue->numInputs - ownInputs, 0);
-  TORCH_CHECK(n == want, "tsfuse: expression '", e.str(), "' with epilogue '", reduce->epilogue->str(),
-              "' takes ", want, " operands, got ", n);
+  TORCH_CHECK(n == want, "tsfuse: expression '", e.str(), "' with epilogue '", reduce->epilogue->str(), "' takes ",
+              want, " operands, got ", n);
 }
 
 Outputs evalFused(const Expr& e, at::TensorList operands, const ReduceSpec* reduce) {

@@ -10,9 +10,12 @@ namespace {
 // element directly (the dispatcher's item() would cost as much as the rest of the binding).
 Arg literalOf(const at::Tensor& number) {
   switch (number.scalar_type()) {
-    case at::kDouble: return Arg::floating(*number.const_data_ptr<double>());
-    case at::kLong: return Arg::integer(*number.const_data_ptr<int64_t>());
-    case at::kBool: return Arg::boolean(*number.const_data_ptr<bool>());
+    case at::kDouble:
+      return Arg::floating(*number.const_data_ptr<double>());
+    case at::kLong:
+      return Arg::integer(*number.const_data_ptr<int64_t>());
+    case at::kBool:
+      return Arg::boolean(*number.const_data_ptr<bool>());
     default: {
       const c10::Scalar s = number.item();
       if (s.isBoolean()) return Arg::boolean(s.toBool());
@@ -45,8 +48,10 @@ struct Binder {
     for (Instr& ins : out.instrs)
       for (size_t p = 0; p < ins.args.size(); ++p) {
         Arg& a = ins.args[p];
-        if (byValue(ins, p, own, base)) a = literalOf(operands[base + a.i - own]);
-        else if (a.kind == Arg::Kind::Input && a.i >= own) read[base + a.i - own] = 1;
+        if (byValue(ins, p, own, base))
+          a = literalOf(operands[base + a.i - own]);
+        else if (a.kind == Arg::Kind::Input && a.i >= own)
+          read[base + a.i - own] = 1;
       }
     return out;
   }

@@ -91,8 +91,7 @@ std::vector<at::Tensor> withEagerLayout(std::vector<at::Tensor> views, at::Tenso
   if (!eager || !sunk) return views;  // f raises: the ops over the views raise eager's error
   at::Tensor x = at::empty_strided(eager->outSizes, eager->outStrides, at::TensorOptions().device(c10::kMeta));
   at::Tensor v = view(x);
-  if (v.sizes() != at::IntArrayRef(sunk->outSizes) || sameLayoutVotes(v.strides(), sunk->outStrides))
-    return views;
+  if (v.sizes() != at::IntArrayRef(sunk->outSizes) || sameLayoutVotes(v.strides(), sunk->outStrides)) return views;
   std::vector<int64_t> strides = denseStrides(v.sizes(), strideOrder(v.sizes(), v.strides()));
   // The view's own strides, should a dense layout tie where it does not (an empty view: none).
   int64_t span = v.numel() == 0 ? 0 : 1;
@@ -158,8 +157,10 @@ std::vector<at::Tensor> broadcastUnsqueeze(at::TensorList leaves, int64_t dim,
   for (const auto& leaf : leaves) {
     int64_t ld = leafDim(d, R, leaf);
     // All leaves 0-dim (R == 0): each becomes [1], so all stay alike for type promotion.
-    if (R == 0) out.push_back(leaf.unsqueeze(0));
-    else out.push_back(leaf.dim() == 0 || ld < 0 ? leaf : leaf.unsqueeze(ld));
+    if (R == 0)
+      out.push_back(leaf.unsqueeze(0));
+    else
+      out.push_back(leaf.dim() == 0 || ld < 0 ? leaf : leaf.unsqueeze(ld));
   }
   return withEagerLayout(std::move(out), leaves, layout, true, [&](const at::Tensor& x) { return x.unsqueeze(d); });
 }
@@ -201,9 +202,10 @@ TORCH_LIBRARY_FRAGMENT(tsfuse, m) {
   // `layout`: the elementwise expression the leaves feed (sink_views); absent in graphs saved
   // before it existed, which keep the views as they are.
   m.def("broadcast_select(Tensor[] leaves, int dim, int index, str? layout=None) -> Tensor[]", tsfuse::broadcastSelect);
-  m.def("broadcast_slice(Tensor[] leaves, int dim=0, int? start=None, int? end=None, int step=1, str? layout=None) "
-        "-> Tensor[]",
-        tsfuse::broadcastSlice);
+  m.def(
+      "broadcast_slice(Tensor[] leaves, int dim=0, int? start=None, int? end=None, int step=1, str? layout=None) "
+      "-> Tensor[]",
+      tsfuse::broadcastSlice);
   m.def("broadcast_unsqueeze(Tensor[] leaves, int dim, str? layout=None) -> Tensor[]", tsfuse::broadcastUnsqueeze);
   // The result may be a view of self (the alias annotation says so) or a fresh repeat.
   m.def("broadcast_repeat(Tensor(a) self, int[] repeats, Tensor[] others) -> Tensor(a)", tsfuse::broadcastRepeat);

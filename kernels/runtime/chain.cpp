@@ -98,8 +98,8 @@ Outputs laterStage(const Chain& c, size_t k, const at::Tensor& value, at::Tensor
 }  // namespace
 
 Outputs evalChain(const Chain& c, at::TensorList operands) {
-  TORCH_CHECK(operands.size() == c.numOperands, "tsfuse::reduce_chain: expected ", c.numOperands,
-              " operands, got ", operands.size());
+  TORCH_CHECK(operands.size() == c.numOperands, "tsfuse::reduce_chain: expected ", c.numOperands, " operands, got ",
+              operands.size());
   Outputs out = evalFused(*c.expr, operands.slice(0, c.firstOperand[1]), &c.stages[0]);
   for (size_t k = 1; k < c.stages.size(); ++k)
     out = laterStage(c, k, out[0], c.inputOperands(operands, k), c.epilogueOperands(operands, k), nullptr);
@@ -122,7 +122,8 @@ Outputs runStages(const Chain& c, at::TensorList stage0, const std::vector<Stage
   Outputs out = runFusedAll(stage0, c.expr->str(), &c.stages[0], native);
   const char* path = lastPath();
   for (size_t k = 1; k < c.stages.size(); ++k)
-    out = laterStage(c, k, out[0], later[k].input, later[k].epilogue, &native, k + 1 == c.stages.size() ? final : nullptr);
+    out = laterStage(c, k, out[0], later[k].input, later[k].epilogue, &native,
+                     k + 1 == c.stages.size() ? final : nullptr);
   setLastPath(path);
   return out;
 }
@@ -165,7 +166,8 @@ std::optional<Outputs> foldedRowSums(const Chain& c, at::TensorList chainOps0, c
   const int64_t d = next.dims && next.dims->size() == 1 ? (*next.dims)[0] : rank;
   if (d != -1 && d != rank - 1) return no("the sum is not over the last dim alone");
   if (an.outNumel() / an.outSizes.back() < 2) return no("one row: eager may split its sum among threads");
-  if (!c10::_compute_contiguous<int64_t>(an.outSizes, an.outStrides, an.outNumel())) return no("the value is not row-major");
+  if (!c10::_compute_contiguous<int64_t>(an.outSizes, an.outStrides, an.outNumel()))
+    return no("the value is not row-major");
   if (keepsEagerOrder() && first.roundsByOrder(an.resultType.back()) &&
       !broadcastsBeyondOperands(an, ops0.slice(0, expr->numInputs)))
     return no("stage 0 keeps ATen's reduction (its value is no larger than an operand)");
@@ -184,8 +186,8 @@ std::optional<Outputs> foldedRowSums(const Chain& c, at::TensorList chainOps0, c
 }  // namespace
 
 Outputs runChain(const Chain& c, at::TensorList operands, const NativePath& native) {
-  TORCH_CHECK(operands.size() == c.numOperands, "tsfuse::reduce_chain: expected ", c.numOperands,
-              " operands, got ", operands.size());
+  TORCH_CHECK(operands.size() == c.numOperands, "tsfuse::reduce_chain: expected ", c.numOperands, " operands, got ",
+              operands.size());
   checkOperandsDefined(operands);
   const at::TensorList ops0 = operands.slice(0, c.firstOperand[1]);
   std::optional<Analysis> an;
@@ -222,8 +224,9 @@ Outputs runChain(const Chain& c, at::TensorList operands, const NativePath& nati
   Outputs finals;
   if (c.normalize.back()) {
     const c10::Device device = mainDevice(operands);
-    finals.push_back(device.is_cpu() ? cpu::allocDenseOutput(plan->finalSizes, plan->finalDtype)
-                                     : at::empty(plan->finalSizes, ops0[0].options().dtype(plan->finalDtype).device(device)));
+    finals.push_back(device.is_cpu()
+                         ? cpu::allocDenseOutput(plan->finalSizes, plan->finalDtype)
+                         : at::empty(plan->finalSizes, ops0[0].options().dtype(plan->finalDtype).device(device)));
   }
   auto runSlab = [&](size_t i) {
     ReusedOutput scope;  // stage 0's values in one buffer per thread (later fused stages' outputs are fresh)
@@ -257,7 +260,8 @@ Outputs runChain(const Chain& c, at::TensorList operands, const NativePath& nati
       finals.push_back(at::empty_strided(plan->finalSizes, denseStrides(plan->finalSizes, order), o.options()));
     }
     auto store = [&](size_t i, const Outputs& out) {
-      for (size_t j = 0; j < out.size(); ++j) finals[j].narrow(plan->pos.back(), slabs[i].first, slabs[i].second).copy_(out[j]);
+      for (size_t j = 0; j < out.size(); ++j)
+        finals[j].narrow(plan->pos.back(), slabs[i].first, slabs[i].second).copy_(out[j]);
     };
     store(0, first);
     first.clear();

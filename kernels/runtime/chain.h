@@ -16,8 +16,8 @@ namespace tsfuse {
 // How a call is cut into slabs: the slab dim (the outermost dim of the expression's space, of
 // extent > 1, that every stage keeps) as it sits in each space, and the slabs' size.
 struct SlabPlan {
-  std::vector<int64_t> pos;     // pos[0]: in the expression's space; pos[k + 1]: in stage k's value
-  std::vector<int64_t> ranks;   // the same spaces' ranks
+  std::vector<int64_t> pos;             // pos[0]: in the expression's space; pos[k + 1]: in stage k's value
+  std::vector<int64_t> ranks;           // the same spaces' ranks
   std::vector<int64_t> inPos, inRanks;  // in fused stage k's expression space (-1 for other stages)
   std::vector<int64_t> finalSizes;
   c10::ScalarType finalDtype = c10::ScalarType::Undefined;

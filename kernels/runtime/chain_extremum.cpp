@@ -32,8 +32,10 @@ std::optional<Outputs> extremaAlongOneDim(const ReduceSpec& r, const at::Tensor&
     at::Tensor idx = at::empty({rows}, v.options().dtype(at::kLong));
     if (cpu::firstExtremumOfRows(v.const_data_ptr<float>(), rows, n, isMax, idx.mutable_data_ptr<int64_t>())) {
       std::vector<int64_t> shape(v.sizes().begin(), v.sizes().end());
-      if (r.keepdim) shape[d] = 1;
-      else shape.erase(shape.begin() + d);
+      if (r.keepdim)
+        shape[d] = 1;
+      else
+        shape.erase(shape.begin() + d);
       Outputs out;
       if (withValues) out.push_back(v.reshape({rows, n}).gather(1, idx.unsqueeze(1)).view(shape));
       out.push_back(idx.view(shape));
@@ -52,8 +54,10 @@ Outputs applyStage(const ReduceSpec& spec, bool squeeze, const at::Tensor& value
   plain.epilogue.reset();
   const at::Tensor v = squeeze ? value.squeeze() : value;
   Outputs out;
-  if (auto extrema = extremaAlongOneDim(plain, v)) out = std::move(*extrema);
-  else out = applyReductionAll(plain, v);
+  if (auto extrema = extremaAlongOneDim(plain, v))
+    out = std::move(*extrema);
+  else
+    out = applyReductionAll(plain, v);
   if (spec.epilogue) out[0] = applyEpilogue(spec, out[0], extras);
   return out;
 }

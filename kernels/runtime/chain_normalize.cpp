@@ -8,8 +8,10 @@ at::Tensor NormalizeStage::apply(const at::Tensor& value, const at::Tensor* out)
   const bool fresh = out == nullptr;
   at::Tensor o = fresh ? at::Tensor() : *out;  // a handle on the output's slab
   switch (kind) {
-    case Kind::Softmax: return fresh ? at::softmax(value, dim) : at::softmax_out(o, value, dim);
-    case Kind::LogSoftmax: return fresh ? at::log_softmax(value, dim) : at::log_softmax_out(o, value, dim);
+    case Kind::Softmax:
+      return fresh ? at::softmax(value, dim) : at::softmax_out(o, value, dim);
+    case Kind::LogSoftmax:
+      return fresh ? at::log_softmax(value, dim) : at::log_softmax_out(o, value, dim);
     case Kind::DivSum: {
       const at::Tensor sum = at::sum(value, {dim}, /*keepdim=*/true);
       return fresh ? at::div(value, sum) : at::div_out(o, value, sum);

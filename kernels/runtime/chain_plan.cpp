@@ -53,8 +53,10 @@ int64_t chainSlabElements(c10::Device device) { return slabElements(device, gSla
 
 void forSlabs(c10::Device device, int64_t begin, int64_t end, const std::function<void(int64_t, int64_t)>& f) {
   if (end <= begin) return;
-  if (device.is_cpu()) at::parallel_for(begin, end, 1, f);
-  else f(begin, end);
+  if (device.is_cpu())
+    at::parallel_for(begin, end, 1, f);
+  else
+    f(begin, end);
 }
 
 void forLaterSlabs(c10::Device device, int64_t n, const std::function<void(int64_t, int64_t)>& f) {
@@ -66,7 +68,8 @@ int64_t slabStep(const Analysis& stage0, at::TensorList main, int64_t extent, c1
   const int64_t perIndex = stored / extent;
   const int64_t slabs = (stored + budget - 1) / budget;  // equal slabs: none of a lone row
   const int64_t least = stage0.valueNumel() / extent > largestFootprint(main) ? 1 : 2;
-  return std::max<int64_t>(least, std::min<int64_t>((extent + slabs - 1) / slabs, budget / std::max<int64_t>(perIndex, 1)));
+  return std::max<int64_t>(least,
+                           std::min<int64_t>((extent + slabs - 1) / slabs, budget / std::max<int64_t>(perIndex, 1)));
 }
 
 std::vector<int64_t> slabDimOrder(const Analysis& stage0, c10::Device device) {
@@ -137,7 +140,8 @@ std::optional<SlabPlan> planSlabs(const Chain& c, at::TensorList operands, const
         for (auto& q : where) q += q >= w;
       }
       const at::Tensor value = at::zeros({}, at::TensorOptions().dtype(dtype)).expand(sizes);
-      auto sa = analyze(*in->expr, in->operands(value, c.inputOperands(operands, k), c.epilogueOperands(operands, k)), &spec);
+      auto sa =
+          analyze(*in->expr, in->operands(value, c.inputOperands(operands, k), c.epilogueOperands(operands, k)), &spec);
       if (!sa || sa->valueShape != sa->shape || !sa->epilogueKeepsShape) return std::nullopt;  // one piece
       const int64_t rank = static_cast<int64_t>(sa->shape.size());
       for (auto& q : where) q += rank - viewRank;

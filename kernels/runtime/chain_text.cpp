@@ -35,8 +35,10 @@ class StageParser {
     if (!accept("None")) dims = intList();
     expect(", keepdim=");
     bool keepdim = false;
-    if (accept("True")) keepdim = true;
-    else if (!accept("False")) fail("keepdim must be True or False");
+    if (accept("True"))
+      keepdim = true;
+    else if (!accept("False"))
+      fail("keepdim must be True or False");
     std::optional<c10::ScalarType> dtype;
     if (accept(", dtype=")) {
       const size_t end = s_.find(')', pos_);
@@ -47,8 +49,10 @@ class StageParser {
     }
     expect(")");
     std::optional<c10::string_view> epilogue;
-    if (accept(" |> ")) epilogue = c10::string_view(s_).substr(pos_);
-    else if (pos_ != s_.size()) fail("unexpected text after ')'");
+    if (accept(" |> "))
+      epilogue = c10::string_view(s_).substr(pos_);
+    else if (pos_ != s_.size())
+      fail("unexpected text after ')'");
     at::OptionalIntArrayRef d;
     if (dims) d = at::IntArrayRef(*dims);
     return makeReduceSpec(reduction, d, keepdim, dtype, epilogue);

@@ -14,9 +14,7 @@ namespace {
 
 // The tensors that own t's storage when nothing but t can reach it: t, and the base of a view
 // (e.g. torch.cdist's result) that only t's view record still holds.
-long storageOwners(const at::Tensor& t) {
-  return t.is_view() && t._base().use_count() == 1 ? 2 : 1;
-}
+long storageOwners(const at::Tensor& t) { return t.is_view() && t._base().use_count() == 1 ? 2 : 1; }
 
 // Memory that ATen's allocator for the tensor's device (the CPU's, CUDA's caching allocator) gave,
 // and frees when its storage dies: no one outside the reference counts can hold it (unlike
@@ -37,8 +35,8 @@ at::Tensor takeDonated(at::TensorList operands, at::IntArrayRef donated, const A
     // operand laid out as the output is read where it is written, by the same thread), and the
     // chunked path computes a slab before copying it. Other devices' paths are not known.
     std::string why;
-    if (!(t.is_cpu() || t.is_cuda()) || t.layout() != at::kStrided || t.is_conj() || t.is_neg() ||
-        t.requires_grad() || t.unsafeGetTensorImpl()->is_wrapped_number()) {
+    if (!(t.is_cpu() || t.is_cuda()) || t.layout() != at::kStrided || t.is_conj() || t.is_neg() || t.requires_grad() ||
+        t.unsafeGetTensorImpl()->is_wrapped_number()) {
       why = "not a plain CPU or CUDA tensor";  // a wrapped number would make the output one too
     } else if (t.scalar_type() != an.outDtype || t.sizes() != at::IntArrayRef(an.outSizes) ||
                t.strides() != at::IntArrayRef(an.outStrides) || !t.is_non_overlapping_and_dense()) {

@@ -15,9 +15,9 @@ void fullSlice(torch::jit::Stack& stack) {
   c10::maybe_wrap_dim(dim, self.dim());
 }
 
-const torch::jit::RegisterOperators kRegister({torch::jit::Operator(
-    std::string(kFullSliceOp) + "(Tensor(a) self, int dim) -> Tensor(a)", fullSlice,
-    c10::AliasAnalysisKind::FROM_SCHEMA)});
+const torch::jit::RegisterOperators kRegister({torch::jit::Operator(std::string(kFullSliceOp) +
+                                                                        "(Tensor(a) self, int dim) -> Tensor(a)",
+                                                                    fullSlice, c10::AliasAnalysisKind::FROM_SCHEMA)});
 
 }  // namespace
 }  // namespace tsfuse

@@ -31,8 +31,7 @@ struct PairwiseKind {
   static at::Tensor meta(at::TensorList ops, c10::string_view expr, at::IntArrayRef) {
     return evalAten(*cachedExpr(std::string(expr)), ops);
   }
-  static at::Tensor run(const NativePath& native, at::TensorList ops, c10::string_view expr,
-                        at::IntArrayRef donated) {
+  static at::Tensor run(const NativePath& native, at::TensorList ops, c10::string_view expr, at::IntArrayRef donated) {
     return runFused(ops, expr, nullptr, native, donated);
   }
 };
@@ -52,10 +51,9 @@ struct ReduceKind {
     ReduceSpec spec = makeReduceSpec(reduction, dim, keepdim, dtype, epilogue);
     return evalFused(*cachedExpr(std::string(expr)), ops, &spec)[0];
   }
-  static at::Tensor run(const NativePath& native, at::TensorList ops, c10::string_view expr,
-                        c10::string_view reduction, at::OptionalIntArrayRef dim, bool keepdim,
-                        std::optional<c10::ScalarType> dtype, std::optional<c10::string_view> epilogue,
-                        at::IntArrayRef donated) {
+  static at::Tensor run(const NativePath& native, at::TensorList ops, c10::string_view expr, c10::string_view reduction,
+                        at::OptionalIntArrayRef dim, bool keepdim, std::optional<c10::ScalarType> dtype,
+                        std::optional<c10::string_view> epilogue, at::IntArrayRef donated) {
     ReduceSpec spec = makeReduceSpec(reduction, dim, keepdim, dtype, epilogue);
     return runFused(ops, expr, &spec, native, donated);
   }
@@ -63,19 +61,19 @@ struct ReduceKind {
 
 struct ReduceWithIndicesKind {
   using Fn = TensorPair(at::TensorList, c10::string_view, c10::string_view, int64_t, bool,
-                  std::optional<c10::string_view>);
+                        std::optional<c10::string_view>);
   static TensorPair eager(at::TensorList ops, c10::string_view expr, c10::string_view reduction, int64_t dim,
-                    bool keepdim, std::optional<c10::string_view> epilogue) {
+                          bool keepdim, std::optional<c10::string_view> epilogue) {
     ReduceSpec spec = makeIndicesSpec(reduction, dim, keepdim, epilogue);
     return outputPair(runEagerAll(*cachedExpr(std::string(expr)), ops, &spec));
   }
   static TensorPair meta(at::TensorList ops, c10::string_view expr, c10::string_view reduction, int64_t dim,
-                   bool keepdim, std::optional<c10::string_view> epilogue) {
+                         bool keepdim, std::optional<c10::string_view> epilogue) {
     ReduceSpec spec = makeIndicesSpec(reduction, dim, keepdim, epilogue);
     return outputPair(evalFused(*cachedExpr(std::string(expr)), ops, &spec));
   }
   static TensorPair run(const NativePath& native, at::TensorList ops, c10::string_view expr, c10::string_view reduction,
-                  int64_t dim, bool keepdim, std::optional<c10::string_view> epilogue) {
+                        int64_t dim, bool keepdim, std::optional<c10::string_view> epilogue) {
     ReduceSpec spec = makeIndicesSpec(reduction, dim, keepdim, epilogue);
     return outputPair(runFusedAll(ops, expr, &spec, native));
   }
@@ -89,8 +87,7 @@ struct SoftmaxKind {
   static at::Tensor meta(at::TensorList ops, c10::string_view expr, int64_t dim, bool log) {
     return eager(ops, expr, dim, log);
   }
-  static at::Tensor run(const NativePath& native, at::TensorList ops, c10::string_view expr, int64_t dim,
-                        bool log) {
+  static at::Tensor run(const NativePath& native, at::TensorList ops, c10::string_view expr, int64_t dim, bool log) {
     return runSoftmax(ops, expr, dim, log, native);
   }
 };
@@ -112,7 +109,8 @@ struct ReduceChainKind {
   }
   static at::Tensor run(const NativePath& native, at::TensorList ops, c10::string_view expr, StageTexts stages) {
     const auto c = cachedChain(expr, stages);
-    TORCH_CHECK(!c->stages.back().withIndices(), "tsfuse::reduce_chain: the last stage is max/min with indices; "
+    TORCH_CHECK(!c->stages.back().withIndices(),
+                "tsfuse::reduce_chain: the last stage is max/min with indices; "
                 "use tsfuse::reduce_chain_with_indices");
     return runChain(*c, ops, native)[0];
   }
@@ -128,7 +126,8 @@ struct ReduceChainWithIndicesKind {
   }
   static TensorPair run(const NativePath& native, at::TensorList ops, c10::string_view expr, StageTexts stages) {
     const auto c = cachedChain(expr, stages);
-    TORCH_CHECK(c->stages.back().withIndices(), "tsfuse::reduce_chain_with_indices: the last stage must be max "
+    TORCH_CHECK(c->stages.back().withIndices(),
+                "tsfuse::reduce_chain_with_indices: the last stage must be max "
                 "or min with indices");
     return outputPair(runChain(*c, ops, native));
   }

@@ -116,7 +116,8 @@ Expr withoutHoisted(const Expr& e, const std::vector<size_t>& hoisted, std::vect
     if (!live[k] || operandOf[k] >= 0) continue;
     Instr ins = e.instrs[k];
     for (Arg& a : ins.args) {
-      if (a.kind == Arg::Kind::Input) a.i = input[a.i];
+      if (a.kind == Arg::Kind::Input)
+        a.i = input[a.i];
       else if (a.kind == Arg::Kind::Value)
         a = operandOf[a.i] >= 0 ? Arg::input(input[operandOf[a.i]]) : Arg::value(renumber[a.i]);
     }
@@ -136,7 +137,7 @@ std::optional<Hoisted> hoistNarrowWork(const Expr& e, at::TensorList operands) {
   const at::TensorList main = operands.slice(0, e.numInputs);
   std::vector<int64_t> space;
   for (const at::Tensor& t : main) {
-    if (!t.defined() || !t.device().is_cpu()) return std::nullopt;  // (other devices: not measured)
+    if (!t.defined() || !t.device().is_cpu()) return std::nullopt;               // (other devices: not measured)
     space = space.empty() ? t.sizes().vec() : at::infer_size(space, t.sizes());  // may throw: caller's error
   }
   const int64_t largest = largestFootprint(main);

@@ -25,8 +25,8 @@ ReduceSpec makeReduceSpec(c10::string_view reduction, at::OptionalIntArrayRef di
                 r.kind == Reduction::Norm ? "norm order" : "correction", " in '", reduction, "'");
     (r.kind == Reduction::Norm ? r.p : r.correction) = value;
   } else {
-    TORCH_CHECK(name.size() == text.size(), "tsfuse::reduce: only norm, var and std take a parameter, got '",
-                reduction, "'");
+    TORCH_CHECK(name.size() == text.size(), "tsfuse::reduce: only norm, var and std take a parameter, got '", reduction,
+                "'");
   }
   // An out-of-range ScalarType (e.g. an int from TorchScript) would index ATen's dtype tables.
   TORCH_CHECK(!dtype || (static_cast<int>(*dtype) >= 0 && *dtype < c10::ScalarType::NumOptions),
@@ -42,8 +42,7 @@ ReduceSpec makeReduceSpec(c10::string_view reduction, at::OptionalIntArrayRef di
 ReduceSpec makeIndicesSpec(c10::string_view reduction, int64_t dim, bool keepdim,
                            std::optional<c10::string_view> epilogue) {
   ReduceSpec spec = makeReduceSpec(reduction, std::vector<int64_t>{dim}, keepdim, std::nullopt, epilogue);
-  TORCH_CHECK(spec.withIndices(), "tsfuse::reduce_with_indices: reduction must be max or min, got '",
-              reduction, "'");
+  TORCH_CHECK(spec.withIndices(), "tsfuse::reduce_with_indices: reduction must be max or min, got '", reduction, "'");
   return spec;
 }
 

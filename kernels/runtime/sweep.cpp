@@ -72,9 +72,14 @@ struct Fold {
         if (!at::isFloatingType(out.scalar_type())) return false;
         at::sum_out(out, v, plain.dims ? at::OptionalIntArrayRef(dims) : std::nullopt, plain.keepdim, plain.dtype);
         return true;
-      case Reduction::Amax: at::amax_out(out, v, dims, plain.keepdim); return true;
-      case Reduction::Amin: at::amin_out(out, v, dims, plain.keepdim); return true;
-      default: return false;
+      case Reduction::Amax:
+        at::amax_out(out, v, dims, plain.keepdim);
+        return true;
+      case Reduction::Amin:
+        at::amin_out(out, v, dims, plain.keepdim);
+        return true;
+      default:
+        return false;
     }
   }
 
@@ -82,8 +87,10 @@ struct Fold {
     count += values;
     if (r->kind == Reduction::Sum || r->kind == Reduction::Mean) {
       // (a float partial converted to double exactly: the same sum as part.to(kDouble) added)
-      if (!running.defined()) running = at::isFloatingType(part.scalar_type()) ? part.to(at::kDouble, false, true) : part.clone();
-      else running.add_(part);
+      if (!running.defined())
+        running = at::isFloatingType(part.scalar_type()) ? part.to(at::kDouble, false, true) : part.clone();
+      else
+        running.add_(part);
       return;
     }
     if (!running.defined()) {
@@ -99,18 +106,27 @@ struct Fold {
     }
     if (!part.is_same(slot_)) slot_.copy_(part);
     switch (r->kind) {
-      case Reduction::Amax: at::amax_out(next_, pair_, 0); break;
-      case Reduction::Amin: at::amin_out(next_, pair_, 0); break;
-      case Reduction::Any: at::any_out(next_, pair_, 0); break;
-      case Reduction::All: at::all_out(next_, pair_, 0); break;
-      default: TORCH_CHECK(false, "tsfuse::reduce_sweep: ", reductionName(r->kind), " does not fold across slabs");
+      case Reduction::Amax:
+        at::amax_out(next_, pair_, 0);
+        break;
+      case Reduction::Amin:
+        at::amin_out(next_, pair_, 0);
+        break;
+      case Reduction::Any:
+        at::any_out(next_, pair_, 0);
+        break;
+      case Reduction::All:
+        at::all_out(next_, pair_, 0);
+        break;
+      default:
+        TORCH_CHECK(false, "tsfuse::reduce_sweep: ", reductionName(r->kind), " does not fold across slabs");
     }
     running.copy_(next_);
   }
 
-  at::Tensor partial_;         // sums: the buffer a slab's partial is summed into
-  at::Tensor pair_, slot_;     // extrema: [running; partial], and its partial's row
-  at::Tensor next_;            // extrema: the pair's fold, copied back into running
+  at::Tensor partial_;            // sums: the buffer a slab's partial is summed into
+  at::Tensor pair_, slot_;        // extrema: [running; partial], and its partial's row
+  at::Tensor next_;               // extrema: the pair's fold, copied back into running
   std::vector<int64_t> strides_;  // extrema: the first partial's (the result's layout)
 };
 
@@ -140,7 +156,8 @@ Sweep Sweep::parse(c10::string_view expr, c10::ArrayRef<std::string> stages) {
   s.all = Chain::parse(expr, stages);
   for (size_t j = 1; j < stages.size(); ++j) {
     TORCH_CHECK(!s.all.stages[j].withIndices() && !s.all.squeezeFirst[j] && !s.all.input[j] && !s.all.normalize[j],
-                "tsfuse::reduce_sweep: branch ", j, " is max/min with indices, squeezes first, is fused or normalizes; a sweep's "
+                "tsfuse::reduce_sweep: branch ", j,
+                " is max/min with indices, squeezes first, is fused or normalizes; a sweep's "
                 "branches are reductions of stage 0's value with one output each");
     s.branches.push_back(cachedChain(expr, {stages[0], stages[j]}));
   }
@@ -170,8 +187,8 @@ Outputs evalSweep(const Sweep& s, at::TensorList operands) {
 
 Outputs runSweep(const Sweep& s, at::TensorList operands, const NativePath& native) {
   const Chain& c = s.all;
-  TORCH_CHECK(operands.size() == c.numOperands, "tsfuse::reduce_sweep: expected ", c.numOperands,
-              " operands, got ", operands.size());
+  TORCH_CHECK(operands.size() == c.numOperands, "tsfuse::reduce_sweep: expected ", c.numOperands, " operands, got ",
+              operands.size());
   checkOperandsDefined(operands);
   const at::TensorList ops0 = operands.slice(0, c.firstOperand[1]);
   const size_t nb = s.branches.size();
@@ -188,7 +205,8 @@ Outputs runSweep(const Sweep& s, at::TensorList operands, const NativePath& nati
     const at::Tensor v = runFusedAll(ops0, c.expr->str(), &c.stages[0], native)[0];
     const char* path = lastPath();
     Outputs out;
-    for (size_t j = 0; j < nb; ++j) out.push_back(applyStage(c.stages[j + 1], false, v, c.epilogueOperands(operands, j + 1))[0]);
+    for (size_t j = 0; j < nb; ++j)
+      out.push_back(applyStage(c.stages[j + 1], false, v, c.epilogueOperands(operands, j + 1))[0]);
     setLastPath(path);
     return out;
   };
@@ -217,7 +235,7 @@ Outputs runSweep(const Sweep& s, at::TensorList operands, const NativePath& nati
   if (d < 0) return separately();
   const int64_t rankO0 = static_cast<int64_t>(an->outSizes.size());
   std::vector<std::optional<SlabPlan>> plans(nb);  // per branch that keeps the slab dim
-  std::vector<Fold> folds(nb);                      // per branch that reduces it
+  std::vector<Fold> folds(nb);                     // per branch that reduces it
   try {
     for (size_t j = 0; j < nb; ++j) {
       const ReduceSpec& b = c.stages[j + 1];
@@ -258,7 +276,8 @@ Outputs runSweep(const Sweep& s, at::TensorList operands, const NativePath& nati
         continue;
       }
       const SlabPlan& p = *plans[j];
-      at::Tensor r = applyStage(b, false, v, narrowOperands(c.epilogueOperands(operands, j + 1), p.ranks[2], p.pos[2], start, len))[0];
+      at::Tensor r = applyStage(
+          b, false, v, narrowOperands(c.epilogueOperands(operands, j + 1), p.ranks[2], p.pos[2], start, len))[0];
       if (i == 0) {  // the first slab decides the output's layout (the one eager's reduction gives)
         const std::vector<int64_t> order = strideOrder(r.sizes(), r.strides());
         out[j] = at::empty_strided(p.finalSizes, denseStrides(p.finalSizes, order), r.options());

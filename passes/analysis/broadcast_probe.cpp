@@ -36,9 +36,7 @@ bool flat(const Shape& s, size_t fromRight) {
   return a.size == 1 || a.stretched;
 }
 // Full: it may vary along the axis (an unknown size counts: see the header).
-bool full(const Shape& s, size_t fromRight) {
-  return !flat(s, fromRight) && s[s.size() - 1 - fromRight].size != 0;
-}
+bool full(const Shape& s, size_t fromRight) { return !flat(s, fromRight) && s[s.size() - 1 - fromRight].size != 0; }
 
 // Two operands flat on different axes, each full where the other is flat.
 bool outerProduct(const std::vector<const Shape*>& operands) {
@@ -63,10 +61,14 @@ Shape broadcast(const std::vector<const Shape*>& operands) {
     for (const Shape* s : operands) {
       if (i >= s->size()) continue;
       const Axis& a = (*s)[s->size() - 1 - i];
-      if (a.size == kUnknown) unknown = true;
-      else if (a.size != 1) o.size = a.size;
-      if (a.stretched) stretched = true;
-      else if (a.size != 1) varies = true;
+      if (a.size == kUnknown)
+        unknown = true;
+      else if (a.size != 1)
+        o.size = a.size;
+      if (a.stretched)
+        stretched = true;
+      else if (a.size != 1)
+        varies = true;
     }
     if (o.size == 1 && unknown) o.size = kUnknown;
     o.stretched = stretched && !varies;
@@ -221,8 +223,8 @@ class Probe {
     if (!d) return;
     const int64_t whole = x[*d].size;
     const int64_t piece = how == Split::Unbind || whole == kUnknown || amount <= 0 ? kUnknown
-                          : how == Split::Chunk                                  ? (whole + amount - 1) / amount
-                                                                                 : amount;
+                          : how == Split::Chunk                                    ? (whole + amount - 1) / amount
+                                                                                   : amount;
     for (size_t i = 0; i < n->outputs().size(); ++i) {
       Shape out = x;
       if (how == Split::Unbind) {
@@ -279,8 +281,10 @@ class Probe {
       for (int64_t d : *r.spec.dims)
         if (std::optional<int64_t> k = normDim(d, x->size())) reduced[*k] = true;
       for (size_t k = 0; k < x->size(); ++k) {
-        if (!reduced[k]) out.push_back((*x)[k]);
-        else if (r.spec.keepdim) out.push_back({1, false});
+        if (!reduced[k])
+          out.push_back((*x)[k]);
+        else if (r.spec.keepdim)
+          out.push_back({1, false});
       }
     } else if (r.spec.keepdim) {
       out.assign(x->size(), Axis{1, false});

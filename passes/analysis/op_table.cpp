@@ -66,10 +66,14 @@ bool constantArg(Value* v, Arg& out, std::string* why) {
     if (why) *why = "scalar operand %" + v->debugName() + " is not a constant";
     return false;
   }
-  if (iv->isNone()) out = Arg::none();
-  else if (iv->isBool()) out = Arg::boolean(iv->toBool());
-  else if (iv->isInt()) out = Arg::integer(iv->toInt());
-  else if (iv->isDouble()) out = Arg::floating(iv->toDouble());
+  if (iv->isNone())
+    out = Arg::none();
+  else if (iv->isBool())
+    out = Arg::boolean(iv->toBool());
+  else if (iv->isInt())
+    out = Arg::integer(iv->toInt());
+  else if (iv->isDouble())
+    out = Arg::floating(iv->toDouble());
   else {
     if (why) *why = "constant %" + v->debugName() + " of unsupported type " + iv->tagKind();
     return false;
@@ -86,8 +90,7 @@ namespace {
 // A Python number (int, float, bool) that is not a compile-time constant.
 bool runtimeNumber(Value* v) {
   const c10::TypeKind k = v->type()->kind();
-  return (k == c10::TypeKind::FloatType || k == c10::TypeKind::IntType || k == c10::TypeKind::BoolType) &&
-         !toIValue(v);
+  return (k == c10::TypeKind::FloatType || k == c10::TypeKind::IntType || k == c10::TypeKind::BoolType) && !toIValue(v);
 }
 
 // `v` as argument `position` of `op`: a tensor, a constant, or a number known only at run time, an
@@ -106,7 +109,9 @@ bool tensorOrConstant(Value* v, Op op, size_t position, MatchedArg& out, std::st
       out.number = v;
       return true;
     }
-    if (why) *why = "scalar operand %" + v->debugName() + " is not a constant, and " + def.name + " takes only a constant there";
+    if (why)
+      *why =
+          "scalar operand %" + v->debugName() + " is not a constant, and " + def.name + " takes only a constant there";
     return false;
   }
   return constantArg(v, out.constant, why);
@@ -192,9 +197,12 @@ namespace {
 bool constantScalarOrNone(Value* v, double& out) {
   auto c = constantValue(v);
   if (!c) return false;
-  if (c->isInt()) out = static_cast<double>(c->toInt());
-  else if (c->isDouble()) out = c->toDouble();
-  else if (!c->isNone()) return false;
+  if (c->isInt())
+    out = static_cast<double>(c->toInt());
+  else if (c->isDouble())
+    out = c->toDouble();
+  else if (!c->isNone())
+    return false;
   return true;
 }
 
@@ -205,24 +213,33 @@ namespace {
 struct ReductionOverload {
   Reduction kind;
   int dim = -1, keepdim = -1, dtype = -1;  // input positions, -1 when absent
-  int p = -1;                               // norm's order (a Scalar; None means 2)
-  int unbiased = -1, correction = -1;       // var/std: a bool, or a Scalar (None means 1)
+  int p = -1;                              // norm's order (a Scalar; None means 2)
+  int unbiased = -1, correction = -1;      // var/std: a bool, or a Scalar (None means 1)
 };
 
 const std::unordered_map<std::string, ReductionOverload>& reductionTable() {
   using R = ReductionOverload;
   static const std::unordered_map<std::string, R> reductions = {
-      {"aten::sum.dim_IntList", {Reduction::Sum, 1, 2, 3}},  {"aten::sum.", {Reduction::Sum, -1, -1, 1}},
-      {"aten::mean.dim", {Reduction::Mean, 1, 2, 3}},        {"aten::mean.", {Reduction::Mean, -1, -1, 1}},
-      {"aten::prod.dim_int", {Reduction::Prod, 1, 2, 3}}, {"aten::prod.", {Reduction::Prod, -1, -1, 1}},
-      {"aten::amax.", {Reduction::Amax, 1, 2}},              {"aten::amin.", {Reduction::Amin, 1, 2}},
-      {"aten::any.", {Reduction::Any}},                      {"aten::all.", {Reduction::All}},
-      {"aten::any.dim", {Reduction::Any, 1, 2}},   {"aten::all.dim", {Reduction::All, 1, 2}},
-      {"aten::any.dims", {Reduction::Any, 1, 2}},            {"aten::all.dims", {Reduction::All, 1, 2}},
-      {"aten::argmax.", {Reduction::Argmax, 1, 2}}, {"aten::argmin.", {Reduction::Argmin, 1, 2}},
+      {"aten::sum.dim_IntList", {Reduction::Sum, 1, 2, 3}},
+      {"aten::sum.", {Reduction::Sum, -1, -1, 1}},
+      {"aten::mean.dim", {Reduction::Mean, 1, 2, 3}},
+      {"aten::mean.", {Reduction::Mean, -1, -1, 1}},
+      {"aten::prod.dim_int", {Reduction::Prod, 1, 2, 3}},
+      {"aten::prod.", {Reduction::Prod, -1, -1, 1}},
+      {"aten::amax.", {Reduction::Amax, 1, 2}},
+      {"aten::amin.", {Reduction::Amin, 1, 2}},
+      {"aten::any.", {Reduction::Any}},
+      {"aten::all.", {Reduction::All}},
+      {"aten::any.dim", {Reduction::Any, 1, 2}},
+      {"aten::all.dim", {Reduction::All, 1, 2}},
+      {"aten::any.dims", {Reduction::Any, 1, 2}},
+      {"aten::all.dims", {Reduction::All, 1, 2}},
+      {"aten::argmax.", {Reduction::Argmax, 1, 2}},
+      {"aten::argmin.", {Reduction::Argmin, 1, 2}},
       // torch.max/min(x, dim) -> (values, indices). (torch.max(x) is not amax: its empty-input
       // error differs.)
-      {"aten::max.dim", {Reduction::Max, 1, 2}},   {"aten::min.dim", {Reduction::Min, 1, 2}},
+      {"aten::max.dim", {Reduction::Max, 1, 2}},
+      {"aten::min.dim", {Reduction::Min, 1, 2}},
       {"aten::logsumexp.", {Reduction::Logsumexp, 1, 2}},
       {"aten::linalg_vector_norm.", {Reduction::Norm, 2, 3, 4, 1}},
       {"aten::norm.Scalar", {Reduction::Norm, -1, -1, -1, 1}},
@@ -260,9 +277,12 @@ bool matchReduction(Node* n, ReductionMatch& out, std::string* why) {
   if (r.dim >= 0) {
     auto d = constantValue(n->input(r.dim));
     if (!d) return fail("dim");
-    if (d->isInt()) out.spec.dims = std::vector<int64_t>{d->toInt()};
-    else if (d->isIntList()) out.spec.dims = d->toIntVector();
-    else if (!d->isNone()) return fail("dim");
+    if (d->isInt())
+      out.spec.dims = std::vector<int64_t>{d->toInt()};
+    else if (d->isIntList())
+      out.spec.dims = d->toIntVector();
+    else if (!d->isNone())
+      return fail("dim");
   }
   if (r.keepdim >= 0) {
     auto k = constantValue(n->input(r.keepdim));
@@ -272,8 +292,10 @@ bool matchReduction(Node* n, ReductionMatch& out, std::string* why) {
   if (r.dtype >= 0) {
     auto t = constantValue(n->input(r.dtype));
     if (!t) return fail("dtype");
-    if (t->isInt()) out.spec.dtype = static_cast<c10::ScalarType>(t->toInt());
-    else if (!t->isNone()) return fail("dtype");
+    if (t->isInt())
+      out.spec.dtype = static_cast<c10::ScalarType>(t->toInt());
+    else if (!t->isNone())
+      return fail("dtype");
   }
   if (r.p >= 0) {
     if (!constantScalarOrNone(n->input(r.p), out.spec.p)) return fail("the norm's order");
@@ -345,8 +367,12 @@ bool isInPlace(Node* n) {
 // or a structural node canonicalize lowers or the executor inserted (tuples, lists, profiles).
 bool handsOn(Node* n) {
   switch (n->kind()) {
-    case c10::prim::TupleConstruct: case c10::prim::TupleUnpack: case c10::prim::TupleIndex:
-    case c10::prim::ListConstruct: case c10::prim::ListUnpack: case c10::prim::profile:
+    case c10::prim::TupleConstruct:
+    case c10::prim::TupleUnpack:
+    case c10::prim::TupleIndex:
+    case c10::prim::ListConstruct:
+    case c10::prim::ListUnpack:
+    case c10::prim::profile:
       return true;
     default:
       break;
@@ -376,12 +402,18 @@ void collectReaders(Value* v, Readers& r, std::unordered_set<Value*>& seen, size
       r.reduced = true;
       return;
     }
-    if (isMetadataRead(u)) r.sized = true;
-    else if (isInPlace(u)) r.written = true;
-    else if (isReducer(u)) r.reduced = true;
-    else if (isMatchedElementwise(u)) r.elementwise = true;
-    else if (handsOn(u)) for (Value* out : u->outputs()) collectReaders(out, r, seen, steps);
-    else r.escapes = true;
+    if (isMetadataRead(u))
+      r.sized = true;
+    else if (isInPlace(u))
+      r.written = true;
+    else if (isReducer(u))
+      r.reduced = true;
+    else if (isMatchedElementwise(u))
+      r.elementwise = true;
+    else if (handsOn(u))
+      for (Value* out : u->outputs()) collectReaders(out, r, seen, steps);
+    else
+      r.escapes = true;
   }
 }
 

@@ -23,8 +23,8 @@ std::string readHazard(const std::vector<Value*>& values, Node* first, Node* at,
   if (!w) return "";
   for (Value* v : values)
     if (aliasDb.writesToAlias(w, {v}))
-      return "operand %" + v->debugName() + " (or a tensor it may alias) is written by an in-place op (" + describeNode(w) +
-             ") between the region's reads";
+      return "operand %" + v->debugName() + " (or a tensor it may alias) is written by an in-place op (" +
+             describeNode(w) + ") between the region's reads";
   return "an operand is written by an in-place op (" + describeNode(w) + ") between the region's reads";
 }
 

@@ -77,9 +77,12 @@ ViewKind viewKind(Node* n) {
   const c10::FunctionSchema* s = n->maybeSchema();
   if (!s) return ViewKind::None;
   ViewKind k = ViewKind::None;
-  if (n->kind() == c10::aten::select && s->overload_name() == "int") k = ViewKind::Select;
-  else if (n->kind() == c10::aten::slice && s->overload_name() == "Tensor") k = ViewKind::Slice;
-  else if (n->kind() == c10::aten::unsqueeze && s->overload_name().empty()) k = ViewKind::Unsqueeze;
+  if (n->kind() == c10::aten::select && s->overload_name() == "int")
+    k = ViewKind::Select;
+  else if (n->kind() == c10::aten::slice && s->overload_name() == "Tensor")
+    k = ViewKind::Slice;
+  else if (n->kind() == c10::aten::unsqueeze && s->overload_name().empty())
+    k = ViewKind::Unsqueeze;
   if (k == ViewKind::None) return k;
   for (size_t i = 1; i < n->inputs().size(); ++i)
     if (!toIValue(n->input(i))) return ViewKind::None;
@@ -98,9 +101,15 @@ int64_t RankBounds::bound(Value* v, int depth) {
     r = *other;
   } else {
     switch (viewKind(p)) {
-      case ViewKind::Unsqueeze: r = std::max(bound(p->input(0), depth + 1) + 1, dim()); break;
-      case ViewKind::Select: r = std::max(bound(p->input(0), depth + 1), dim()) - 1; break;
-      case ViewKind::Slice: r = std::max(bound(p->input(0), depth + 1), dim()); break;
+      case ViewKind::Unsqueeze:
+        r = std::max(bound(p->input(0), depth + 1) + 1, dim());
+        break;
+      case ViewKind::Select:
+        r = std::max(bound(p->input(0), depth + 1), dim()) - 1;
+        break;
+      case ViewKind::Slice:
+        r = std::max(bound(p->input(0), depth + 1), dim());
+        break;
       case ViewKind::None:  // an elementwise result has its operands' largest rank
         if (matchElementwise(p, m, nullptr))
           for (const MatchedArg& a : m.args)
@@ -129,7 +138,8 @@ std::optional<int64_t> RankBounds::otherView(Node* p, int depth) {
   if (p->kind() == aten::transpose && o == "int")  // a 0-dim tensor accepts dims 0 and -1
     return std::max({self(), dimRank(p->input(1), true), dimRank(p->input(2), true)});
   if ((p->kind() == aten::t || p->kind() == aten::contiguous || p->kind() == aten::clone ||
-       p->kind() == aten::detach) && o.empty())
+       p->kind() == aten::detach) &&
+      o.empty())
     return self();
   if ((p->kind() == aten::permute || p->kind() == aten::view || p->kind() == aten::reshape) && o.empty())
     return listLength(p->input(1));  // the rank is the list's length
@@ -149,9 +159,12 @@ std::optional<int64_t> RankBounds::reduced(Node* p, const c10::FunctionSchema& s
   const std::optional<c10::IValue> dims = toIValue(p->input(*dimAt)), keep = toIValue(p->input(*keepAt));
   if (!dims || !keep || !keep->isBool()) return std::nullopt;
   std::vector<int64_t> reduced;
-  if (dims->isInt()) reduced = {dims->toInt()};
-  else if (dims->isIntList()) reduced = dims->toIntVector();
-  else return std::nullopt;  // None: every dim, or an op that reads it otherwise
+  if (dims->isInt())
+    reduced = {dims->toInt()};
+  else if (dims->isIntList())
+    reduced = dims->toIntVector();
+  else
+    return std::nullopt;  // None: every dim, or an op that reads it otherwise
   int64_t in = bound(p->input(0), depth + 1);
   for (int64_t d : reduced)
     if (d != 0 && d != -1) in = std::max(in, rankFor(d));
@@ -164,8 +177,7 @@ std::optional<int64_t> RankBounds::reduced(Node* p, const c10::FunctionSchema& s
 std::optional<int64_t> RankBounds::splitElement(Node* list, int depth) {
   using namespace c10;
   const FunctionSchema* s = list->maybeSchema();
-  if (!s || list->inputs().size() < 2 || !list->input(0)->type()->isSubtypeOf(*TensorType::get()))
-    return std::nullopt;
+  if (!s || list->inputs().size() < 2 || !list->input(0)->type()->isSubtypeOf(*TensorType::get())) return std::nullopt;
   for (const auto& use : list->output()->uses())  // a list mutated later could hold other tensors
     if (use.user->kind() != prim::ListUnpack && use.user->kind() != aten::__getitem__) return std::nullopt;
   const bool unbind = list->kind() == aten::unbind && s->overload_name() == "int";

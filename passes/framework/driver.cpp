@@ -74,10 +74,10 @@ void Rewriter::walk(torch::jit::Block* block) {
     cursors_.back() = forward ? n->next() : n->prev();
     if (pattern_.matchAndRewrite(n, *this)) {
       // the one invalidation: any rewrite may change what aliases what (keepAliasDb: it did not)
-      if (!keepAliasDb_) aliasDb_.reset();
+      if (!keepAliasDb_)
+        aliasDb_.reset();
       else if (aliasDb_)
-        for (torch::jit::Value* v : fresh_)
-          aliasDb_->createValue(v);
+        for (torch::jit::Value* v : fresh_) aliasDb_->createValue(v);
       changed_ = true;
     }
     keepAliasDb_ = false;

@@ -36,11 +36,11 @@ std::string nodeId(const torch::jit::Node* n) {
 void emitEvent(FusionEvent e) {
   if (e.graph.empty()) e.graph = tlsGraphName;
   if (e.kind == FusionEvent::Kind::Rewrite) {
-    TSFUSE_LOG(pass, info, e.pass, ": fused ", e.nodes.size(), " nodes of '", e.graph, "' into ",
-               e.fusedOp, " [", e.expr, "]");
+    TSFUSE_LOG(pass, info, e.pass, ": fused ", e.nodes.size(), " nodes of '", e.graph, "' into ", e.fusedOp, " [",
+               e.expr, "]");
   } else {
-    TSFUSE_LOG(pass, debug, e.pass, ": rejected candidate at ", e.nodes.empty() ? "?" : e.nodes.front(),
-               " in '", e.graph, "': ", e.reason);
+    TSFUSE_LOG(pass, debug, e.pass, ": rejected candidate at ", e.nodes.empty() ? "?" : e.nodes.front(), " in '",
+               e.graph, "': ", e.reason);
   }
   if (tlsSink) tlsSink->fn_(e);
 }
@@ -48,9 +48,7 @@ void emitEvent(FusionEvent e) {
 ScopedEventSink::ScopedEventSink(Fn fn) : fn_(std::move(fn)), prev_(tlsSink) { tlsSink = this; }
 ScopedEventSink::~ScopedEventSink() { tlsSink = prev_; }
 
-ScopedGraphName::ScopedGraphName(std::string name) : prev_(std::move(tlsGraphName)) {
-  tlsGraphName = std::move(name);
-}
+ScopedGraphName::ScopedGraphName(std::string name) : prev_(std::move(tlsGraphName)) { tlsGraphName = std::move(name); }
 ScopedGraphName::~ScopedGraphName() { tlsGraphName = std::move(prev_); }
 
 }  // namespace tsfuse

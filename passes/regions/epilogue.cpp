@@ -11,8 +11,7 @@ namespace tsfuse {
 namespace {
 
 // Values of `nodes` (and `reduced`) read by a node outside them.
-size_t openValues(Value* reduced, const std::vector<Node*>& nodes, const std::unordered_set<Node*>& set,
-                  Value** open) {
+size_t openValues(Value* reduced, const std::vector<Node*>& nodes, const std::unordered_set<Node*>& set, Value** open) {
   size_t count = 0;
   auto check = [&](Value* v) {
     for (const auto& u : v->uses())

@@ -12,13 +12,13 @@
 
 namespace tsfuse {
 
-extern const c10::Symbol kPairwiseOp;           // tsfuse::pairwise
-extern const c10::Symbol kReduceOp;             // tsfuse::reduce
-extern const c10::Symbol kReduceIndicesOp;      // tsfuse::reduce_with_indices
-extern const c10::Symbol kChainOp;              // tsfuse::reduce_chain
-extern const c10::Symbol kChainIndicesOp;       // tsfuse::reduce_chain_with_indices
-extern const c10::Symbol kUnsqueezeHelperOp;    // tsfuse::broadcast_unsqueeze (sink_views)
-extern const c10::Symbol kShapeOfOp;            // tsfuse::shape_of (fuse_broadcast_reduce)
+extern const c10::Symbol kPairwiseOp;         // tsfuse::pairwise
+extern const c10::Symbol kReduceOp;           // tsfuse::reduce
+extern const c10::Symbol kReduceIndicesOp;    // tsfuse::reduce_with_indices
+extern const c10::Symbol kChainOp;            // tsfuse::reduce_chain
+extern const c10::Symbol kChainIndicesOp;     // tsfuse::reduce_chain_with_indices
+extern const c10::Symbol kUnsqueezeHelperOp;  // tsfuse::broadcast_unsqueeze (sink_views)
+extern const c10::Symbol kShapeOfOp;          // tsfuse::shape_of (fuse_broadcast_reduce)
 
 // The expression text and reduction of a tsfuse::reduce or tsfuse::reduce_with_indices whose
 // arguments after the operand list are constants; nullopt otherwise.

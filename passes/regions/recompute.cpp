@@ -54,7 +54,8 @@ bool broadcasts(Node* p, int depth) {
     Node* q = v->node();
     if (q->kind() == c10::aten::unsqueeze || broadcastViews(q)) return true;
     ElementwiseMatch m;
-    if (depth < 4 && q->owningBlock() == p->owningBlock() && matchElementwise(q, m, nullptr) && broadcasts(q, depth + 1))
+    if (depth < 4 && q->owningBlock() == p->owningBlock() && matchElementwise(q, m, nullptr) &&
+        broadcasts(q, depth + 1))
       return true;
   }
   return false;

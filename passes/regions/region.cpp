@@ -65,7 +65,8 @@ Region grow(Node* root, bool duplicate) {
     for (const auto& use : p->output()->uses())
       if (!in.count(use.user)) others.insert(use.user);
     grown.boundary.push_back("%" + p->output()->debugName() + " (" + describeNode(p) + ") is also read by " +
-                             std::to_string(others.size()) + " other fusible op(s): recomputed here rather than stored");
+                             std::to_string(others.size()) +
+                             " other fusible op(s): recomputed here rather than stored");
   }
   grown.recomputed = std::move(shared);
   return grown;

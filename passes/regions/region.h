@@ -13,12 +13,12 @@
 namespace tsfuse {
 
 struct Region {
-  std::vector<Node*> nodes;                // topological order; the last one produces the value
-  std::vector<ElementwiseMatch> matches;   // parallel to nodes
-  std::vector<Value*> operands;            // leaves (tensors, runtime numbers), in first-use order
-  std::vector<std::string> boundary;       // why neighbouring nodes stayed outside
+  std::vector<Node*> nodes;               // topological order; the last one produces the value
+  std::vector<ElementwiseMatch> matches;  // parallel to nodes
+  std::vector<Value*> operands;           // leaves (tensors, runtime numbers), in first-use order
+  std::vector<std::string> boundary;      // why neighbouring nodes stayed outside
   Expr expr;
-  std::vector<Node*> repeats;              // operand producers read as broadcasts (planBroadcastRepeats)
+  std::vector<Node*> repeats;  // operand producers read as broadcasts (planBroadcastRepeats)
   // Nodes whose value other readers read too, recomputed in the region rather than read stored
   // (growRegion); they stay in the graph for those readers until those fuse as well.
   std::vector<Node*> recomputed;

@@ -13,8 +13,7 @@ Value* insertOperandList(Graph& g, const Region& r) {
   std::vector<Value*> operands = r.operands;
   std::vector<Value*> others;  // the tensors whose layout a broadcast_repeat must agree with
   for (Value* v : r.operands)
-    if (isTensor(v) && std::find(r.repeats.begin(), r.repeats.end(), v->node()) == r.repeats.end())
-      others.push_back(v);
+    if (isTensor(v) && std::find(r.repeats.begin(), r.repeats.end(), v->node()) == r.repeats.end()) others.push_back(v);
   for (Value*& v : operands) {
     Node* p = v->node();
     if (std::find(r.repeats.begin(), r.repeats.end(), p) == r.repeats.end()) continue;

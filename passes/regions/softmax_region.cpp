@@ -45,7 +45,8 @@ bool fuseSoftmax(Node* n, Rewriter& rw) {
   const std::optional<int64_t> dim = softmaxDim(n, &why);
   if (!dim) return rw.notifyMatchFailure({n, producer}, what + ": " + why);
   if (v->uses().size() != 1)
-    return rw.notifyMatchFailure({n, producer}, what + ": the value is also used elsewhere, so it is materialised anyway");
+    return rw.notifyMatchFailure({n, producer},
+                                 what + ": the value is also used elsewhere, so it is materialised anyway");
   std::optional<Region> region = hazardFreeRegion(producer, n, rw);
   if (!region) return false;
   Region& r = *region;
@@ -96,7 +97,8 @@ bool nestSoftmax(Node* n, Rewriter& rw) {
   Node* inner = v->node();
   std::optional<Stages> stages = stagesOf(inner);
   if (!stages) return false;  // not a fused reduction's value
-  const std::string what = std::string(n->kind().toUnqualString()) + " of the fused reduction's value %" + v->debugName();
+  const std::string what =
+      std::string(n->kind().toUnqualString()) + " of the fused reduction's value %" + v->debugName();
   if (inner->owningBlock() != n->owningBlock())
     return rw.notifyMatchFailure({n, inner}, what + ": the fused reduction is in another block");
   std::string why;
@@ -106,7 +108,8 @@ bool nestSoftmax(Node* n, Rewriter& rw) {
     return rw.notifyMatchFailure({n, inner}, what + ": the value is also used elsewhere, so it is stored anyway");
   using Kind = NormalizeStage::Kind;
   return nestNormalization(inner, *stages, {n},
-                           NormalizeStage{n->kind() == c10::aten::log_softmax ? Kind::LogSoftmax : Kind::Softmax, *dim}, rw);
+                           NormalizeStage{n->kind() == c10::aten::log_softmax ? Kind::LogSoftmax : Kind::Softmax, *dim},
+                           rw);
 }
 
 std::optional<bool> nestDivSum(Node* sum, Rewriter& rw) {
@@ -129,7 +132,7 @@ std::optional<bool> nestDivSum(Node* sum, Rewriter& rw) {
     return std::nullopt;  // another form: nest_reductions' own business
   if (inner->owningBlock() != div->owningBlock() || sum->owningBlock() != div->owningBlock())
     return rw.notifyMatchFailure({div, sum, inner}, "the division by the sum of %" + v->debugName() +
-                                                         " is in another block than the fused reduction");
+                                                        " is in another block than the fused reduction");
   return nestNormalization(inner, *stages, {sum, div},
                            NormalizeStage{NormalizeStage::Kind::DivSum, dims->toIntList().get(0)}, rw);
 }

@@ -23,7 +23,7 @@ struct OptIn {
   ~OptIn() { unsetenv("TSFUSE_CUDA_KERNELS"); }
 };
 
-#define REQUIRE_GPU()                                                              \
+#define REQUIRE_GPU() \
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device: GPU test skipped"
 
 T toCuda(const T& ops) {
@@ -50,8 +50,8 @@ T toCpu(const T& ops) {
   o.path = "native";
   auto r = red ? checkReduce(expr, ops, eager, *red, o) : checkPairwise(expr, ops, eager, o);
   if (!r) return r;
-  at::Tensor gpu = red ? tsfuse::reduce(ops, expr, red->reduction, red->dim, red->keepdim, red->dtype)
-                       : tsfuse::pairwise(ops, expr);
+  at::Tensor gpu =
+      red ? tsfuse::reduce(ops, expr, red->reduction, red->dim, red->keepdim, red->dtype) : tsfuse::pairwise(ops, expr);
   at::Tensor cpu = red ? tsfuse::reduce(cpuOps, expr, red->reduction, red->dim, red->keepdim, red->dtype)
                        : tsfuse::pairwise(cpuOps, expr);
   const at::ScalarType dt = gpu.scalar_type();
@@ -71,8 +71,8 @@ at::Tensor iouEager(const T& x) {
 
 T iouOperands(Gen& g, int64_t N, int64_t M, at::ScalarType dt) {
   at::Tensor b1 = g.tensor({N, 4}, dt), b2 = g.tensor({M, 4}, dt);
-  auto col = [&](const at::Tensor& b, int k) { return b.narrow(1, k, 1); };       // [N, 1], stride 4
-  auto row = [&](const at::Tensor& b, int k) { return b.narrow(1, k, 1).t(); };   // [1, M]
+  auto col = [&](const at::Tensor& b, int k) { return b.narrow(1, k, 1); };      // [N, 1], stride 4
+  auto row = [&](const at::Tensor& b, int k) { return b.narrow(1, k, 1).t(); };  // [1, M]
   return {col(b1, 3), row(b2, 3), col(b1, 1), row(b2, 1), col(b1, 2), row(b2, 2), col(b1, 0), row(b2, 0)};
 }
 
@@ -97,39 +97,53 @@ TEST(CudaKernels, PairwiseDtypesLayoutsAndHostScalars) {
   // A 0-dim CPU operand is a host scalar; literals in float16 stay in float (opmath).
   at::Tensor x = g.tensor({64, 1}, at::kHalf), y = g.tensor({1, 48}, at::kHalf);
   at::Tensor s = at::scalar_tensor(0.1, at::kDouble);
-  EXPECT_TRUE(checkBoth("v1: add($0, $2); mul(%0, $1); div(%1, 3.0)", {x, y, s},
-                        [](const T& v) { return at::div(at::mul(at::add(v[0], v[2]), v[1]), 3.0); }, nullptr, true));
+  EXPECT_TRUE(checkBoth(
+      "v1: add($0, $2); mul(%0, $1); div(%1, 3.0)", {x, y, s},
+      [](const T& v) { return at::div(at::mul(at::add(v[0], v[2]), v[1]), 3.0); }, nullptr, true));
 }
 
 // minimum/maximum on every pair of +-0.0, NaNs with payloads, +-inf and ordinary values, in every
 // float dtype: bit for bit eager CUDA's (the NaN operand itself, else the device's min/max).
 TEST(CudaKernels, MinMaxSignedZerosAndNaNs) {
   REQUIRE_GPU();
-  const float nanPayload = c10::bit_cast<float>(uint32_t{0x7fc00123}), negNan = c10::bit_cast<float>(uint32_t{0xffc00000});
+  const float nanPayload = c10::bit_cast<float>(uint32_t{0x7fc00123}),
+              negNan = c10::bit_cast<float>(uint32_t{0xffc00000});
   const std::vector<float> v = {-0.0f, 0.0f, nanPayload, negNan, 1.0f, -1.0f, INFINITY, -INFINITY, 0.5f};
   at::Tensor base = at::tensor(v);
   for (at::ScalarType dt : {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16}) {
     at::Tensor col = base.to(dt).view({-1, 1}), row = base.to(dt).view({1, -1});
-    EXPECT_TRUE(checkBoth("v1: minimum($0, $1)", {col, row}, [](const T& x) { return at::minimum(x[0], x[1]); },
-                          nullptr, true)) << dt;
-    EXPECT_TRUE(checkBoth("v1: maximum($0, $1)", {col, row}, [](const T& x) { return at::maximum(x[0], x[1]); },
-                          nullptr, true)) << dt;
+    EXPECT_TRUE(checkBoth(
+        "v1: minimum($0, $1)", {col, row}, [](const T& x) { return at::minimum(x[0], x[1]); }, nullptr, true))
+        << dt;
+    EXPECT_TRUE(checkBoth(
+        "v1: maximum($0, $1)", {col, row}, [](const T& x) { return at::maximum(x[0], x[1]); }, nullptr, true))
+        << dt;
     // clamp by tensor bounds, by scalar bounds (every value as the bound), relu: the fuzzer found
     // relu(-0.0) on CUDA (seed 41, program 697), where eager's device max gives +0.0.
     at::Tensor hi = base.to(dt).view({1, 1, -1});
-    EXPECT_TRUE(checkBoth("v1: clamp($0, $1, $2)", {col.unsqueeze(2), row.unsqueeze(2), hi},
-                          [](const T& x) { return at::clamp(x[0], x[1], x[2]); }, nullptr, true)) << dt;
-    EXPECT_TRUE(checkBoth("v1: relu($0)", {col}, [](const T& x) { return at::relu(x[0]); }, nullptr, true)) << dt;
+    EXPECT_TRUE(checkBoth(
+        "v1: clamp($0, $1, $2)", {col.unsqueeze(2), row.unsqueeze(2), hi},
+        [](const T& x) { return at::clamp(x[0], x[1], x[2]); }, nullptr, true))
+        << dt;
+    EXPECT_TRUE(checkBoth(
+        "v1: relu($0)", {col}, [](const T& x) { return at::relu(x[0]); }, nullptr, true))
+        << dt;
     for (float b : v) {
       if (std::isnan(b)) continue;  // a NaN scalar bound is not the kernels' case (ATen fills NaN)
       const std::string lit = c10::str(std::signbit(b) && b == 0 ? "-0.0" : c10::str(b));
       const c10::Scalar sb(static_cast<double>(b));
-      EXPECT_TRUE(checkBoth("v1: clamp($0, " + lit + ", None)", {col},
-                            [sb](const T& x) { return at::clamp_min(x[0], sb); }, nullptr, true)) << dt << " " << lit;
-      EXPECT_TRUE(checkBoth("v1: clamp($0, None, " + lit + ")", {col},
-                            [sb](const T& x) { return at::clamp_max(x[0], sb); }, nullptr, true)) << dt << " " << lit;
-      EXPECT_TRUE(checkBoth("v1: clamp($0, " + lit + ", 0.0)", {col},
-                            [sb](const T& x) { return at::clamp(x[0], sb, 0.0); }, nullptr, true)) << dt << " " << lit;
+      EXPECT_TRUE(checkBoth(
+          "v1: clamp($0, " + lit + ", None)", {col}, [sb](const T& x) { return at::clamp_min(x[0], sb); }, nullptr,
+          true))
+          << dt << " " << lit;
+      EXPECT_TRUE(checkBoth(
+          "v1: clamp($0, None, " + lit + ")", {col}, [sb](const T& x) { return at::clamp_max(x[0], sb); }, nullptr,
+          true))
+          << dt << " " << lit;
+      EXPECT_TRUE(checkBoth(
+          "v1: clamp($0, " + lit + ", 0.0)", {col}, [sb](const T& x) { return at::clamp(x[0], sb, 0.0); }, nullptr,
+          true))
+          << dt << " " << lit;
     }
   }
 }
@@ -142,21 +156,28 @@ TEST(CudaKernels, TranscendentalsBitForBit) {
   REQUIRE_GPU();
   at::Tensor special = at::tensor({0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-40f, -1e-45f, 1e-30f, 0.5f, -1.0f,
                                    3.14159265f, 1e5f, -1e20f, 3e38f, 88.7f, -104.0f, 9.5f, -20.0f});
-  at::Tensor patterns = at::randint(INT32_MIN, INT32_MAX, {1 << 16}, at::TensorOptions().dtype(at::kInt)).view(at::kFloat);
+  at::Tensor patterns =
+      at::randint(INT32_MIN, INT32_MAX, {1 << 16}, at::TensorOptions().dtype(at::kInt)).view(at::kFloat);
   patterns = at::where(at::isnan(patterns), at::zeros_like(patterns), patterns);
   at::Tensor values = at::cat({special, patterns, at::randn({1 << 16}) * 4});
-  const std::pair<const char*, at::Tensor (*)(const at::Tensor&)> ops[] = {
-      {"sin", [](const at::Tensor& x) { return at::sin(x); }},   {"cos", [](const at::Tensor& x) { return at::cos(x); }},
-      {"atan", [](const at::Tensor& x) { return at::atan(x); }}, {"tanh", [](const at::Tensor& x) { return at::tanh(x); }},
-      {"exp", [](const at::Tensor& x) { return at::exp(x); }},   {"log", [](const at::Tensor& x) { return at::log(x); }}};
+  const std::pair<const char*, at::Tensor (*)(const at::Tensor&)> ops[] = {{"sin", [](const at::Tensor& x) { return at::sin(x); }},
+                                                                           {"cos", [](const at::Tensor& x) { return at::cos(x); }},
+                                                                           {"atan", [](const at::Tensor& x) { return at::atan(x); }},
+                                                                           {"tanh", [](const at::Tensor& x) { return at::tanh(x); }},
+                                                                           {"exp", [](const at::Tensor& x) { return at::exp(x); }},
+                                                                           {"log", [](const at::Tensor& x) { return at::log(x); }}};
   Gen g(7);
   for (at::ScalarType dt : {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16})
     for (const auto& [name, fn] : ops) {
-      EXPECT_TRUE(checkBoth(std::string("v1: ") + name + "($0)", {values.to(dt)},
-                            [fn = fn](const T& x) { return fn(x[0]); }, nullptr, true)) << name << " " << dt;
+      EXPECT_TRUE(checkBoth(
+          std::string("v1: ") + name + "($0)", {values.to(dt)}, [fn = fn](const T& x) { return fn(x[0]); }, nullptr,
+          true))
+          << name << " " << dt;
       T pair = {g.tensor({300, 1}, dt), g.tensor({1, 200}, dt)};
-      EXPECT_TRUE(checkBoth(std::string("v1: sub($0, $1); ") + name + "(%0)", pair,
-                            [fn = fn](const T& x) { return fn(at::sub(x[0], x[1])); }, nullptr, true)) << name << " " << dt;
+      EXPECT_TRUE(checkBoth(
+          std::string("v1: sub($0, $1); ") + name + "(%0)", pair,
+          [fn = fn](const T& x) { return fn(at::sub(x[0], x[1])); }, nullptr, true))
+          << name << " " << dt;
     }
 }
 

@@ -144,24 +144,35 @@ inline std::vector<GpuCase> seedCases(uint64_t seed) {
   keep.epilogue = std::make_shared<tsfuse::Expr>(tsfuse::Expr::parse("v1: sub($1, $0)"));
   cs.push_back({"epilogue keepdim strided", dist, {a, b, g.layout(g.tensor({1, 600}, at::kFloat), 2)}, keep});
   // Ties for argmin/argmax: few distinct values.
-  at::Tensor ta = at::randint(0, 3, {40, 1}, g.gen, at::kLong).to(at::kFloat), tb = at::randint(0, 3, {1, 900}, g.gen, at::kLong).to(at::kFloat);
+  at::Tensor ta = at::randint(0, 3, {40, 1}, g.gen, at::kLong).to(at::kFloat),
+             tb = at::randint(0, 3, {1, 900}, g.gen, at::kLong).to(at::kFloat);
   for (Reduction r : {Reduction::Argmin, Reduction::Argmax})
     for (int64_t d : {0, 1}) cs.push_back({"ties", dist, {ta, tb}, red(r, std::vector<int64_t>{d})});
   at::Tensor p = g.tensor({4, 1, 6, 3}, at::kInt), q = g.tensor({5, 6, 1}, at::kInt);
   for (auto dims : {std::vector<int64_t>{0, 2}, std::vector<int64_t>{1}, std::vector<int64_t>{}})
     cs.push_back({"generic sum", "v1: mul($0, $1)", {p, q}, red(Reduction::Sum, dims)});
-  cs.push_back({"prod", "v1: mul($0, $1)", {g.tensor({3, 1, 4}, at::kLong), g.tensor({5, 4}, at::kLong)},
+  cs.push_back({"prod",
+                "v1: mul($0, $1)",
+                {g.tensor({3, 1, 4}, at::kLong), g.tensor({5, 4}, at::kLong)},
                 red(Reduction::Prod, std::vector<int64_t>{0, 2})});
-  cs.push_back({"full amax", "v1: sub($0, $1)", {g.tensor({33, 1}, at::kDouble, 3), g.tensor({1, 41}, at::kDouble)},
+  cs.push_back({"full amax",
+                "v1: sub($0, $1)",
+                {g.tensor({33, 1}, at::kDouble, 3), g.tensor({1, 41}, at::kDouble)},
                 red(Reduction::Amax, std::nullopt)});
   const std::string where = "v1: sub($0, $1); abs(%0); lt(%1, 1); where(%2, $0, $1)";
   for (at::ScalarType dt : {at::kFloat, at::kDouble, at::kInt, at::kLong, at::kByte, at::kShort, at::kChar})
     for (int l = 0; l < 4; ++l)
-      cs.push_back({"where layouts", where, {g.layout(g.tensor({33, 1, 5}, dt), l), g.layout(g.tensor({7, 5}, dt), l + 1)}, {}});
-  cs.push_back({"rank 4", "v1: add($0, $1); mul(%0, $2)",
-                {g.layout(g.tensor({3, 1, 5, 2}, at::kFloat), 1), g.tensor({4, 1, 2}, at::kFloat), g.tensor({}, at::kFloat)}, {}});
-  cs.push_back({"scalar operand", "v1: add($0, $2); mul(%0, $1); div(%1, 3.0)",
-                {g.tensor({64, 1}, at::kFloat), g.tensor({1, 48}, at::kFloat), at::scalar_tensor(0.1, at::kDouble)}, {}});
+      cs.push_back(
+          {"where layouts", where, {g.layout(g.tensor({33, 1, 5}, dt), l), g.layout(g.tensor({7, 5}, dt), l + 1)}, {}});
+  cs.push_back(
+      {"rank 4",
+       "v1: add($0, $1); mul(%0, $2)",
+       {g.layout(g.tensor({3, 1, 5, 2}, at::kFloat), 1), g.tensor({4, 1, 2}, at::kFloat), g.tensor({}, at::kFloat)},
+       {}});
+  cs.push_back({"scalar operand",
+                "v1: add($0, $2); mul(%0, $1); div(%1, 3.0)",
+                {g.tensor({64, 1}, at::kFloat), g.tensor({1, 48}, at::kFloat), at::scalar_tensor(0.1, at::kDouble)},
+                {}});
   return cs;
 }
 
@@ -204,14 +215,18 @@ inline std::vector<GpuCase> registryCases(uint64_t seed) {
   for (const tsfuse::OpDef& d : tsfuse::allOps()) {
     if (d.rule == tsfuse::LowerRule::Aten) continue;
     const std::string sig = d.signature;
-    for (at::ScalarType dt : {at::kFloat, at::kDouble, at::kInt, at::kLong, at::kByte, at::kBool, at::kHalf, at::kBFloat16}) {
+    for (at::ScalarType dt :
+         {at::kFloat, at::kDouble, at::kInt, at::kLong, at::kByte, at::kBool, at::kHalf, at::kBFloat16}) {
       std::string args;
       T ops;
       for (size_t k = 0; k < sig.size(); ++k) {
         std::string a;
-        if (sig[k] == 'd') a = "float64";
-        else if (sig[k] == 's') a = "2";
-        else if (sig[k] == 'o') a = k == 1 ? "-1" : "None";
+        if (sig[k] == 'd')
+          a = "float64";
+        else if (sig[k] == 's')
+          a = "2";
+        else if (sig[k] == 'o')
+          a = k == 1 ? "-1" : "None";
         else {
           a = "$" + std::to_string(ops.size());
           const bool cond = d.rule == tsfuse::LowerRule::Where && k == 0;
@@ -234,7 +249,8 @@ inline std::vector<GpuCase> randomCases(uint64_t seed, int n) {
   std::vector<const tsfuse::OpDef*> defs;
   for (const tsfuse::OpDef& d : tsfuse::allOps())
     if (d.rule != tsfuse::LowerRule::Aten) defs.push_back(&d);
-  const at::ScalarType dts[] = {at::kFloat, at::kFloat, at::kDouble, at::kInt, at::kLong, at::kByte, at::kBool, at::kHalf};
+  const at::ScalarType dts[] = {at::kFloat, at::kFloat, at::kDouble, at::kInt,
+                                at::kLong,  at::kByte,  at::kBool,   at::kHalf};
   const tsfuse::Reduction reds[] = {tsfuse::Reduction::Sum, tsfuse::Reduction::Amax, tsfuse::Reduction::Argmin,
                                     tsfuse::Reduction::Any, tsfuse::Reduction::Prod, tsfuse::Reduction::Mean};
   std::vector<GpuCase> cs;
@@ -243,8 +259,9 @@ inline std::vector<GpuCase> randomCases(uint64_t seed, int n) {
     T ops;
     const int64_t N = g.randint(1, 40), M = g.randint(1, 40);
     for (int i = 0; i < numIn; ++i) {
-      std::vector<int64_t> shape = i == 0 ? std::vector<int64_t>{N, 1} : i == 1 ? std::vector<int64_t>{1, M}
-                                                                                : std::vector<int64_t>{N, M};
+      std::vector<int64_t> shape = i == 0   ? std::vector<int64_t>{N, 1}
+                                   : i == 1 ? std::vector<int64_t>{1, M}
+                                            : std::vector<int64_t>{N, M};
       const int specials = g.coin() ? tsfuse_test::kAllSpecials : tsfuse_test::kSignedZero;
       ops.push_back(g.layout(g.tensor(shape, dts[g.randint(0, 7)], specials), static_cast<int>(g.randint(0, 3))));
     }
@@ -256,15 +273,22 @@ inline std::vector<GpuCase> randomCases(uint64_t seed, int n) {
       for (size_t j = 0; j < sig.size(); ++j) {
         std::string a;
         const bool first = j == 0 && k > 0;
-        if (sig[j] == 'd') a = g.coin() ? "float32" : "int32";
-        else if (sig[j] == 's') a = g.coin() ? "2" : "0.5";
-        else if (sig[j] == 'o') a = g.coin() ? "None" : (g.coin() ? "-1" : "1.5");
-        else if (first) a = "%" + std::to_string(k - 1);
+        if (sig[j] == 'd')
+          a = g.coin() ? "float32" : "int32";
+        else if (sig[j] == 's')
+          a = g.coin() ? "2" : "0.5";
+        else if (sig[j] == 'o')
+          a = g.coin() ? "None" : (g.coin() ? "-1" : "1.5");
+        else if (first)
+          a = "%" + std::to_string(k - 1);
         else {
           const int64_t pick = g.randint(0, 9);
-          if (pick < 5) a = "$" + std::to_string(g.randint(0, numIn - 1));
-          else if (pick < 8 && k > 0) a = "%" + std::to_string(g.randint(0, k - 1));
-          else a = g.coin() ? "3" : "-0.25";
+          if (pick < 5)
+            a = "$" + std::to_string(g.randint(0, numIn - 1));
+          else if (pick < 8 && k > 0)
+            a = "%" + std::to_string(g.randint(0, k - 1));
+          else
+            a = g.coin() ? "3" : "-0.25";
         }
         args += (j ? ", " : "") + a;
       }

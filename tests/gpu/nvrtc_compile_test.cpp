@@ -132,7 +132,8 @@ TEST(GeneratedKernels, NvrtcCompilesCorpusWithoutSpillsOrFma) {
         continue;
       }
       r.rep = tsfuse::cuda::parsePtxas(out.log, k.name);
-      if (!r.rep.found) r.failure = "no ptxas report in: " + out.log;
+      if (!r.rep.found)
+        r.failure = "no ptxas report in: " + out.log;
       else if (r.rep.stackBytes > k.stackBudget || r.rep.spillStores || r.rep.spillLoads)
         r.failure = "local memory: " + std::to_string(r.rep.stackBytes) + " B stack, " +
                     std::to_string(r.rep.spillStores) + "/" + std::to_string(r.rep.spillLoads) + " B spilled";
@@ -166,7 +167,8 @@ TEST(GeneratedKernels, NvrtcCompilesCorpusWithoutSpillsOrFma) {
     }
   }
   std::printf("[ptxas] %d kernels (sin/cos) with a stack frame, at most %d B\n", framed, maxFrame);
-  for (const auto& [key, v] : regs) std::printf("[ptxas] %-16s %4d kernels, max %d registers, 0 spills\n", key.c_str(), v.second, v.first);
+  for (const auto& [key, v] : regs)
+    std::printf("[ptxas] %-16s %4d kernels, max %d registers, 0 spills\n", key.c_str(), v.second, v.first);
   EXPECT_EQ(failures, 0);
 }
 

@@ -73,7 +73,8 @@ class ClDriver {
     };
     auto bytesOf = [](const at::Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); };
     std::vector<cl_mem> outMems;
-    const std::vector<tsfuse::cuda::HostArg> values = tsfuse::cuda::valueArgs(k, ops);  // as the CUDA launcher binds them
+    const std::vector<tsfuse::cuda::HostArg> values =
+        tsfuse::cuda::valueArgs(k, ops);  // as the CUDA launcher binds them
     cl_int err = CL_SUCCESS;
     for (size_t i = 0; i < k.source.params.size() && err == CL_SUCCESS; ++i) {
       const auto& p = k.source.params[i];
@@ -95,7 +96,9 @@ class ClDriver {
         }
         case tsfuse::cuda::Param::HostValue:
         case tsfuse::cuda::Param::Literal:
-        case tsfuse::cuda::Param::Index: err = clSetKernelArg(kern, at, values[i].size, values[i].bytes); break;
+        case tsfuse::cuda::Param::Index:
+          err = clSetKernelArg(kern, at, values[i].size, values[i].bytes);
+          break;
       }
     }
     if (err != CL_SUCCESS) {
@@ -107,7 +110,8 @@ class ClDriver {
       err = clEnqueueNDRangeKernel(queue, kern, 1, nullptr, &global, &local, 0, nullptr, nullptr);
       for (size_t o = 0; o < outMems.size() && err == CL_SUCCESS; ++o)
         if (bytesOf(outs[o]))
-          err = clEnqueueReadBuffer(queue, outMems[o], CL_TRUE, 0, bytesOf(outs[o]), outs[o].data_ptr(), 0, nullptr, nullptr);
+          err = clEnqueueReadBuffer(queue, outMems[o], CL_TRUE, 0, bytesOf(outs[o]), outs[o].data_ptr(), 0, nullptr,
+                                    nullptr);
       if (err == CL_SUCCESS) err = clFinish(queue);
     }
     cleanup();

@@ -37,7 +37,7 @@ Outcome runCudaRules(const std::string& expr, const T& ops, std::optional<tsfuse
     return o;
   }
   auto k = tsfuse::cuda::kernelForCall(*p.e, ops, reduce ? &*reduce : nullptr, *p.an, *p.plan,
-                                      tsfuse::cuda::CallOptions{}, &o.why);
+                                       tsfuse::cuda::CallOptions{}, &o.why);
   if (!k) return o;
   o.value = p.an->allocOut(at::kCPU);
   const tsfuse::cuda::LaunchShape s = tsfuse::cuda::launchShape(*k, 4);
@@ -63,24 +63,33 @@ const std::vector<Case>& cases() {
       {"v1: sub($0, $1); abs(%0); lt(%1, 1)", [](const T& x) { return at::lt(at::abs(at::sub(x[0], x[1])), 1); }},
       {"v1: minimum($0, $1); maximum(%0, $0)", [](const T& x) { return at::maximum(at::minimum(x[0], x[1]), x[0]); }},
       {"v1: clamp($0, -1, 2); sub(%0, $1)", [](const T& x) { return at::sub(at::clamp(x[0], -1, 2), x[1]); }},
-      {"v1: clamp($0, $1, None); mul(%0, 3)", [](const T& x) { return at::mul(at::clamp(x[0], opt(x[1]), std::nullopt), 3); }},
-      {"v1: clamp($0, None, 0.5); mul(%0, $1)", [](const T& x) { return at::mul(at::clamp(x[0], std::nullopt, 0.5), x[1]); }},
+      {"v1: clamp($0, $1, None); mul(%0, 3)",
+       [](const T& x) { return at::mul(at::clamp(x[0], opt(x[1]), std::nullopt), 3); }},
+      {"v1: clamp($0, None, 0.5); mul(%0, $1)",
+       [](const T& x) { return at::mul(at::clamp(x[0], std::nullopt, 0.5), x[1]); }},
       {"v1: gt($0, $1); where(%0, $0, $1)", [](const T& x) { return at::where(at::gt(x[0], x[1]), x[0], x[1]); }},
       {"v1: eq($0, $1); logical_not(%0); logical_or(%1, $0)",
        [](const T& x) { return at::logical_or(at::logical_not(at::eq(x[0], x[1])), x[0]); }},
       {"v1: div($0, $1)", [](const T& x) { return at::div(x[0], x[1]); }},
       {"v1: neg($0); relu(%0); add(%1, $1)", [](const T& x) { return at::add(at::relu(at::neg(x[0])), x[1]); }},
-      {"v1: logical_xor($0, $1); logical_and(%0, $0)", [](const T& x) { return at::logical_and(at::logical_xor(x[0], x[1]), x[0]); }},
+      {"v1: logical_xor($0, $1); logical_and(%0, $0)",
+       [](const T& x) { return at::logical_and(at::logical_xor(x[0], x[1]), x[0]); }},
       {"v1: to($0, float64); div(%0, $1)", [](const T& x) { return at::div(x[0].to(at::kDouble), x[1]); }},
-      {"v1: mul($0, 2.5); add(%0, 1); sub(%1, $1)", [](const T& x) { return at::sub(at::add(at::mul(x[0], 2.5), 1), x[1]); }},
+      {"v1: mul($0, 2.5); add(%0, 1); sub(%1, $1)",
+       [](const T& x) { return at::sub(at::add(at::mul(x[0], 2.5), 1), x[1]); }},
       {"v1: sub(1, $0); mul(%0, $1)", [](const T& x) { return at::mul(at::rsub(x[0], 1), x[1]); }},
-      {"v1: mul($0, $1); to(%0, int16); add(%1, 200)", [](const T& x) { return at::add(at::mul(x[0], x[1]).to(at::kShort), 200); }},
+      {"v1: mul($0, $1); to(%0, int16); add(%1, 200)",
+       [](const T& x) { return at::add(at::mul(x[0], x[1]).to(at::kShort), 200); }},
       {"v1: pow($0, 2); sub(%0, $1)", [](const T& x) { return at::sub(at::pow(x[0], 2), x[1]); }},  // base * base
       {"v1: sqrt($0); mul(%0, $1)", [](const T& x) { return at::mul(at::sqrt(x[0]), x[1]); }, true},
       {"v1: exp($0); add(%0, $1)", [](const T& x) { return at::add(at::exp(x[0]), x[1]); }, true},
       {"v1: sigmoid($0); mul(%0, $1)", [](const T& x) { return at::mul(at::sigmoid(x[0]), x[1]); }, true},
       {"v1: sub($0, $1); sin(%0); cos(%0); add(%1, %2)",
-       [](const T& x) { auto d = at::sub(x[0], x[1]); return at::add(at::sin(d), at::cos(d)); }, true},
+       [](const T& x) {
+         auto d = at::sub(x[0], x[1]);
+         return at::add(at::sin(d), at::cos(d));
+       },
+       true},
       {"v1: atan($0); tanh($1); mul(%0, %1)", [](const T& x) { return at::mul(at::atan(x[0]), at::tanh(x[1])); }, true},
   };
   return c;
@@ -92,7 +101,8 @@ TEST(GeneratedKernelsCudaRules, MatchEagerWithinRounding) {
   Gen g(13);
   FailureLog log;
   int compiled = 0, runs = 0;
-  const std::vector<at::ScalarType> dtypes = {at::kFloat, at::kDouble, at::kInt, at::kByte, at::kBool, at::kHalf, at::kBFloat16};
+  const std::vector<at::ScalarType> dtypes = {at::kFloat, at::kDouble, at::kInt,     at::kByte,
+                                              at::kBool,  at::kHalf,   at::kBFloat16};
   const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> shapes = {
       {{5, 1}, {1, 7}}, {{3, 1, 4}, {6, 4}}, {{}, {4, 5}}, {{4, 1, 6}, {}}, {{5, 6}, {6}}};
   for (const Case& c : cases())
@@ -114,7 +124,8 @@ TEST(GeneratedKernelsCudaRules, MatchEagerWithinRounding) {
       const bool exact = !c.loose && !(floating && (half || c.expr.find("div") != std::string::npos));
       const double rtol = half ? 1e-2 : exact ? 0 : 1e-6;
       // A transcendental's ulp (math libraries apart) is absolute where a sum of them cancels.
-      log.add(sameTensor(want.contiguous(), got.value.contiguous(), exact, rtol, c.loose ? 1e-6 : 1e-300),  // values: the layout is the plan's
+      log.add(sameTensor(want.contiguous(), got.value.contiguous(), exact, rtol,
+                         c.loose ? 1e-6 : 1e-300),  // values: the layout is the plan's
               c.expr + " dtype " + c10::toString(dt) + " on " + describeOperands(ops) + ": ");
     }
   EXPECT_TRUE(log.result());
@@ -188,8 +199,10 @@ TEST(GeneratedKernelsCudaRules, HalfConversionsMatchC10) {
     at::Tensor f = bits.to(at::kFloat);
     at::Tensor mid = ((f.to(at::kDouble) + f.to(at::kDouble).roll(-1)) / 2).to(at::kFloat);
     Gen g(23);
-    at::Tensor probe = at::cat({f, mid, g.tensor({65536}, at::kFloat, kNaNInf) * 1e3, g.tensor({4096}, at::kFloat) * 1e-6});
-    Outcome narrow = runCudaRules(std::string("v1: to($0, ") + (dt == at::kHalf ? "float16" : "bfloat16") + ")", {probe});
+    at::Tensor probe =
+        at::cat({f, mid, g.tensor({65536}, at::kFloat, kNaNInf) * 1e3, g.tensor({4096}, at::kFloat) * 1e-6});
+    Outcome narrow =
+        runCudaRules(std::string("v1: to($0, ") + (dt == at::kHalf ? "float16" : "bfloat16") + ")", {probe});
     ASSERT_TRUE(narrow.compiled) << narrow.why;
     EXPECT_TRUE(sameTensor(probe.to(dt), narrow.value, true)) << dt;
   }
@@ -219,9 +232,14 @@ TEST(GeneratedKernelsCudaRules, ClampFollowsTheDevicesMinMax) {
     relu.push_back(std::isnan(x) ? x : ptxMax(x, 0.0f));
   }
   const at::Tensor x = at::tensor(xs), lo = at::tensor(los), hi = at::tensor(his);
-  const struct { const char* expr; const std::vector<float>* want; T ops; } cases[] = {
-      {"v1: clamp($0, $1, $2)", &both, {x, lo, hi}}, {"v1: clamp($0, 0.0, None)", &lower, {x}},
-      {"v1: clamp($0, None, -0.0)", &upper, {x}}, {"v1: relu($0)", &relu, {x}}};
+  const struct {
+    const char* expr;
+    const std::vector<float>* want;
+    T ops;
+  } cases[] = {{"v1: clamp($0, $1, $2)", &both, {x, lo, hi}},
+               {"v1: clamp($0, 0.0, None)", &lower, {x}},
+               {"v1: clamp($0, None, -0.0)", &upper, {x}},
+               {"v1: relu($0)", &relu, {x}}};
   for (const auto& [expr, want, ops] : cases) {
     Outcome got = runCudaRules(expr, ops);
     ASSERT_TRUE(got.compiled) << expr << ": " << got.why;
@@ -242,7 +260,8 @@ TEST(GeneratedKernelsCudaRules, HalfReductionsAccumulateWide) {
     Outcome s = runCudaRules("v1: sub($0, $1); abs(%0)", {a, b}, red(tsfuse::Reduction::Sum, std::vector<int64_t>{1}));
     ASSERT_TRUE(s.compiled) << s.why;
     EXPECT_TRUE(sameTensor(at::abs(a - b).to(at::kFloat).sum(1).to(dt), s.value, false, 1e-2, 1e-3)) << dt;
-    Outcome m = runCudaRules("v1: sub($0, $1); abs(%0)", {a, b}, red(tsfuse::Reduction::Argmin, std::vector<int64_t>{1}));
+    Outcome m =
+        runCudaRules("v1: sub($0, $1); abs(%0)", {a, b}, red(tsfuse::Reduction::Argmin, std::vector<int64_t>{1}));
     ASSERT_TRUE(m.compiled) << m.why;
     EXPECT_TRUE(sameTensor(at::abs(a - b).argmin(1), m.value, true)) << dt;
   }

@@ -47,11 +47,13 @@ bool inexact(const GpuCase& c, const std::string& kernelText, const at::Tensor& 
 bool castsNonFinite(const tsfuse::lower::Program& p, const GpuCase& c) {
   bool floatToInt = false;
   for (const auto& in : p.code)
-    if (in.op == tsfuse::Prim::Cast && in.ct != at::kBool && !at::isFloatingType(in.ct) && at::isFloatingType(p.slotType[in.a]))
+    if (in.op == tsfuse::Prim::Cast && in.ct != at::kBool && !at::isFloatingType(in.ct) &&
+        at::isFloatingType(p.slotType[in.a]))
       floatToInt = true;
   if (!floatToInt) return false;
   for (const at::Tensor& t : c.ops)
-    if (at::isFloatingType(t.scalar_type()) && t.numel() && (!t.isfinite().all().item<bool>() || t.abs().max().item<double>() > 100))
+    if (at::isFloatingType(t.scalar_type()) && t.numel() &&
+        (!t.isfinite().all().item<bool>() || t.abs().max().item<double>() > 100))
       return true;
   return false;
 }
@@ -130,7 +132,8 @@ void check(ClDriver& drv, const GpuCase& c, Tally& tally, bool allVariants) {
       for (size_t o = 0; o < outs.size(); ++o) {
         const at::Tensor& w = want->at(o);
         auto r = tsfuse_test::sameTensor(w, outs[o], exact || o == 1, 1e-5, 1e-6);  // indices: exact
-        if (!r && exact && zeroSignFree(k->program)) r = tsfuse_test::sameTensor(unsignZeros(w), unsignZeros(outs[o]), true);
+        if (!r && exact && zeroSignFree(k->program))
+          r = tsfuse_test::sameTensor(unsignZeros(w), unsignZeros(outs[o]), true);
         if (!r) {
           ADD_FAILURE() << where << (o ? "indices: " : "") << r.message() << "\n" << k->source.text;
           return;
@@ -145,8 +148,8 @@ TEST(GeneratedKernelsPocl, SeedWorkloadsExactVsEagerCpu) {
   if (!d) return;
   Tally t;
   for (const GpuCase& c : seedCases(21)) check(*d, c, t, true);
-  std::printf("[pocl] %s: seed: %d runs (%d exact), %d skipped, %d declined, %d builds\n", d->deviceName.c_str(), t.runs,
-              t.exact, t.skipped, t.declined, d->builds);
+  std::printf("[pocl] %s: seed: %d runs (%d exact), %d skipped, %d declined, %d builds\n", d->deviceName.c_str(),
+              t.runs, t.exact, t.skipped, t.declined, d->builds);
   EXPECT_GT(t.runs, 150);
 }
 
@@ -155,7 +158,8 @@ TEST(GeneratedKernelsPocl, BenchWorkloadsVsEagerCpu) {
   if (!d) return;
   Tally t;
   for (const GpuCase& c : benchCases(25)) check(*d, c, t, true);
-  std::printf("[pocl] bench workloads: %d runs (%d exact), %d skipped, %d declined\n", t.runs, t.exact, t.skipped, t.declined);
+  std::printf("[pocl] bench workloads: %d runs (%d exact), %d skipped, %d declined\n", t.runs, t.exact, t.skipped,
+              t.declined);
   EXPECT_GT(t.runs, 30);
 }
 
@@ -164,7 +168,8 @@ TEST(GeneratedKernelsPocl, RegistryOpsExactVsEagerCpu) {
   if (!d) return;
   Tally t;
   for (const GpuCase& c : registryCases(22)) check(*d, c, t, false);
-  std::printf("[pocl] registry ops: %d runs (%d exact), %d skipped, %d declined\n", t.runs, t.exact, t.skipped, t.declined);
+  std::printf("[pocl] registry ops: %d runs (%d exact), %d skipped, %d declined\n", t.runs, t.exact, t.skipped,
+              t.declined);
   EXPECT_GT(t.runs, 100);
 }
 
@@ -173,7 +178,8 @@ TEST(GeneratedKernelsPocl, RandomRegistryProgramsVsEagerCpu) {
   if (!d) return;
   Tally t;
   for (const GpuCase& c : randomCases(23, 220)) check(*d, c, t, false);
-  std::printf("[pocl] random programs: %d runs (%d exact), %d skipped, %d declined\n", t.runs, t.exact, t.skipped, t.declined);
+  std::printf("[pocl] random programs: %d runs (%d exact), %d skipped, %d declined\n", t.runs, t.exact, t.skipped,
+              t.declined);
   EXPECT_GT(t.runs, 100);
 }
 
@@ -192,25 +198,38 @@ TEST(GeneratedKernelsPocl, LiteralsArePassedWithEachCall) {
     T ops;
     std::optional<tsfuse::ReduceSpec> reduce;
   };
-  auto floats = [](const std::string& v) { return "v1: sub($0, $1); clamp(%0, " + v + ", None); mul(%1, " + v + "); gt(%2, " + v + "); where(%3, %2, " + v + ")"; };
-  auto ints = [](const std::string& v) { return "v1: sub($0, $1); mul(%0, " + v + "); lt(%1, " + v + "); logical_xor(%2, " + (v == "0" ? "False" : "True") + ")"; };
+  auto floats = [](const std::string& v) {
+    return "v1: sub($0, $1); clamp(%0, " + v + ", None); mul(%1, " + v + "); gt(%2, " + v + "); where(%3, %2, " + v +
+           ")";
+  };
+  auto ints = [](const std::string& v) {
+    return "v1: sub($0, $1); mul(%0, " + v + "); lt(%1, " + v + "); logical_xor(%2, " + (v == "0" ? "False" : "True") +
+           ")";
+  };
   std::vector<Form> forms;
   for (at::ScalarType dt : {at::kFloat, at::kDouble, at::kHalf})  // float16: under the CUDA rules only
-    forms.push_back({std::string("float ") + c10::toString(dt), floats,
-                     {g.tensor({9, 1}, dt, tsfuse_test::kNaNInf), g.tensor({1, 40}, dt, tsfuse_test::kSignedZero)}, {}});
+    forms.push_back({std::string("float ") + c10::toString(dt),
+                     floats,
+                     {g.tensor({9, 1}, dt, tsfuse_test::kNaNInf), g.tensor({1, 40}, dt, tsfuse_test::kSignedZero)},
+                     {}});
   for (at::ScalarType dt : {at::kInt, at::kLong})
     forms.push_back({std::string("int ") + c10::toString(dt), ints, {g.tensor({9, 1}, dt), g.tensor({1, 40}, dt)}, {}});
   tsfuse::ReduceSpec s = red(tsfuse::Reduction::Sum, std::vector<int64_t>{1});
-  forms.push_back({"epilogue", [](const std::string&) { return std::string("v1: sub($0, $1); abs(%0)"); },
-                   {g.tensor({9, 1}, at::kFloat), g.tensor({1, 40}, at::kFloat)}, s});
-  const std::vector<std::string> floatValues = {"0.5", "-0.0", "1000.25", "-3", "inf"}, intValues = {"3", "-7", "0", "100000"};
+  forms.push_back({"epilogue",
+                   [](const std::string&) { return std::string("v1: sub($0, $1); abs(%0)"); },
+                   {g.tensor({9, 1}, at::kFloat), g.tensor({1, 40}, at::kFloat)},
+                   s});
+  const std::vector<std::string> floatValues = {"0.5", "-0.0", "1000.25", "-3", "inf"},
+                                 intValues = {"3", "-7", "0", "100000"};
   Tally t;
   for (const Form& f : forms) {
     const bool integral = f.label.rfind("int", 0) == 0;
     std::optional<std::string> text;
     for (const std::string& v : integral ? intValues : floatValues) {
       GpuCase c{f.label + " " + v, f.expr(v), f.ops, f.reduce};
-      if (c.reduce) c.reduce->epilogue = std::make_shared<tsfuse::Expr>(tsfuse::Expr::parse("v1: mul($0, " + v + "); clamp(%0, None, " + v + ")"));
+      if (c.reduce)
+        c.reduce->epilogue =
+            std::make_shared<tsfuse::Expr>(tsfuse::Expr::parse("v1: mul($0, " + v + "); clamp(%0, None, " + v + ")"));
       Prepared p = prepare(c);
       ASSERT_TRUE(p.an && p.plan) << c.label;
       const bool half = c.ops[0].scalar_type() == at::kHalf;
@@ -236,10 +255,11 @@ TEST(GeneratedKernelsPocl, SmallShapes) {
   using tsfuse::Reduction;
   std::vector<GpuCase> cs;
   cs.push_back({"iou", kIoU, iouOperands(g, 5, 7, at::kFloat), {}});
-  cs.push_back({"iou pair2", kIoU, iouOperands(g, 19, 40, at::kFloat), {}});  // tiles with tails in N and M
+  cs.push_back({"iou pair2", kIoU, iouOperands(g, 19, 40, at::kFloat), {}});          // tiles with tails in N and M
   at::Tensor x = g.tensor({20, 18}, at::kFloat), y = g.tensor({20, 35}, at::kFloat);  // a K step with a tail
   for (Reduction r : {Reduction::Sum, Reduction::Argmin})
-    cs.push_back({"gemm", "v1: sub($0, $1); abs(%0)", {x.unsqueeze(2), y.unsqueeze(1)}, red(r, std::vector<int64_t>{0})});
+    cs.push_back(
+        {"gemm", "v1: sub($0, $1); abs(%0)", {x.unsqueeze(2), y.unsqueeze(1)}, red(r, std::vector<int64_t>{0})});
   const std::string dist = "v1: sub($0, $1); abs(%0)";
   at::Tensor a = g.tensor({9, 1}, at::kFloat, tsfuse_test::kNaN), b = g.tensor({1, 300}, at::kFloat);
   for (Reduction r : {Reduction::Argmin, Reduction::Sum, Reduction::Amax, Reduction::All})

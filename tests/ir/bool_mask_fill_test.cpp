@@ -18,9 +18,9 @@ using namespace tsfuse_test;
 std::string put(const std::string& x, const std::string& mask, const std::string& c, const std::string& tag = "",
                 const std::string& accumulate = "%false") {
   return "  %dt" + tag + " : int = prim::dtype(" + x + ")\n  %dev" + tag + " : Device = prim::device(" + x +
-         ")\n  %val" + tag + " : Tensor = aten::tensor(" + c + ", %dt" + tag + ", %dev" + tag +
-         ", %false)\n  %idx" + tag + " : Tensor?[] = prim::ListConstruct(" + mask + ")\n  %w" + tag +
-         " : Tensor = aten::index_put_(" + x + ", %idx" + tag + ", %val" + tag + ", " + accumulate + ")\n";
+         ")\n  %val" + tag + " : Tensor = aten::tensor(" + c + ", %dt" + tag + ", %dev" + tag + ", %false)\n  %idx" +
+         tag + " : Tensor?[] = prim::ListConstruct(" + mask + ")\n  %w" + tag + " : Tensor = aten::index_put_(" + x +
+         ", %idx" + tag + ", %val" + tag + ", " + accumulate + ")\n";
 }
 
 std::shared_ptr<Graph> graphOf(const std::string& body) {
@@ -68,9 +68,8 @@ TEST(BoolMaskFillIR, SecondWriteMaskedByTheFirstResult) {
   auto ref = g->copy();
   PassRun c = canonicalize(g);
   EXPECT_EQ(c.rewrites(), 2) << c.dump();
-  EXPECT_TRUE(fileCheck(c.ir, [](FileCheck& fc) {
-    fc.check_not("aten::index_put_")->check("aten::where(")->check("aten::where(");
-  }));
+  EXPECT_TRUE(fileCheck(
+      c.ir, [](FileCheck& fc) { fc.check_not("aten::index_put_")->check("aten::where(")->check("aten::where("); }));
   EXPECT_TRUE(sameOutputs(ref, g, inputs(3)));
   PassRun p = runPipelineOn(g);
   EXPECT_EQ(findNodes(g, "tsfuse::pairwise").size(), 1u) << p.dump();
@@ -100,14 +99,17 @@ TEST(BoolMaskFillIR, WriteAfterAReductionFuses) {
   // d = |a - b|.sum(1); d[d < 0.5] = 0: a sum is never bool, so 0 converts exactly, and the
   // write becomes the sum's epilogue: where(lt(d, 0.5), 0, d) reads d twice, and nothing else
   // reads d or the mask.
-  auto g = graphOf("  %s : Tensor = aten::sub(%a, %b, %one)\n  %ab : Tensor = aten::abs(%s)\n"
-                   "  %d : Tensor = aten::sum(%ab, %dims1, %false, %none)\n  %mask : Tensor = aten::lt(%d, %half)\n" +
-                   put("%d", "%mask", "%zero") + "  return (%d)\n");
+  auto g = graphOf(
+      "  %s : Tensor = aten::sub(%a, %b, %one)\n  %ab : Tensor = aten::abs(%s)\n"
+      "  %d : Tensor = aten::sum(%ab, %dims1, %false, %none)\n  %mask : Tensor = aten::lt(%d, %half)\n" +
+      put("%d", "%mask", "%zero") + "  return (%d)\n");
   auto ref = g->copy();
   PassRun p = runPipelineOn(g);
   EXPECT_TRUE(fileCheck(p.ir, [](FileCheck& fc) {
-    fc.check("lt($0, 0.5); where(%0, 0, $0)")->check("tsfuse::reduce(")->check_not("tsfuse::pairwise")->check_not(
-        "aten::index_put_");
+    fc.check("lt($0, 0.5); where(%0, 0, $0)")
+        ->check("tsfuse::reduce(")
+        ->check_not("tsfuse::pairwise")
+        ->check_not("aten::index_put_");
   }));
   EXPECT_TRUE(sameOutputs(ref, g, inputs(7)));
 }

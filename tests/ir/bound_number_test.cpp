@@ -46,7 +46,10 @@ TEST(BoundNumberIR, ClampAtAnEpsilonAndWhereAtAThresholdAreOneNativeOp) {
   PassRun r = runPipelineOn(g);
   ASSERT_EQ(computingFusedOps(g), 1) << r.ir;
   EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) {
-    fc.check("tsfuse::wrapped_number(%eps)")->check("tsfuse::pairwise")->check_not("aten::clamp")->check_not("aten::where");
+    fc.check("tsfuse::wrapped_number(%eps)")
+        ->check("tsfuse::pairwise")
+        ->check_not("aten::clamp")
+        ->check_not("aten::where");
   }));
   // --explain and the viewer say what a by-value number costs
   EXPECT_NE(r.dump().find("%eps is read by value (clamp): each call writes it into the program"), std::string::npos)
@@ -114,10 +117,12 @@ TEST(BoundNumberIR, NumbersInAReductionsEpilogueAreBoundThere) {
   auto ref = g->copy();
   PassRun r = runPipelineOn(g);
   ASSERT_EQ(computingFusedOps(g), 1) << r.ir;
-  EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) { fc.check("tsfuse::reduce")->check_not("aten::pow")->check_not("aten::clamp"); }));
+  EXPECT_TRUE(fileCheck(
+      r.ir, [](FileCheck& fc) { fc.check("tsfuse::reduce")->check_not("aten::pow")->check_not("aten::clamp"); }));
   Gen gen(23);
   const at::Tensor a = gen.tensor({70, 1}, at::kFloat), b = gen.tensor({1, 90}, at::kFloat);
-  for (auto [k, lo] : std::vector<std::pair<double, double>>{{0.02, 0.1}, {0.01, std::nan("")}, {-0.03, 0.5}, {0.02, 0.1}}) {
+  for (auto [k, lo] :
+       std::vector<std::pair<double, double>>{{0.02, 0.1}, {0.01, std::nan("")}, {-0.03, 0.5}, {0.02, 0.1}}) {
     SCOPED_TRACE(c10::str("k = ", k, ", lo = ", lo));
     EXPECT_TRUE(sameOutputs(ref, g, {a, b, c10::IValue(k), c10::IValue(lo)}, /*exact=*/false));
   }

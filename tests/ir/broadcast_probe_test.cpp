@@ -48,8 +48,9 @@ std::string absDistances(const std::string& prefix, const std::string& a, const 
 
 // x[:, None, :] - y[None, :, :] (x replaced by `x`), the seed's pairwise form, then `then`.
 std::string unsqueezedPair(const std::string& x = "%x", const std::string& then = "") {
-  return absDistances(then + "  %xa : Tensor = aten::unsqueeze(" + x + ", %one)\n"
-                             "  %yb : Tensor = aten::unsqueeze(%y, %zero)\n",
+  return absDistances(then + "  %xa : Tensor = aten::unsqueeze(" + x +
+                          ", %one)\n"
+                          "  %yb : Tensor = aten::unsqueeze(%y, %zero)\n",
                       "%xa", "%yb");
 }
 
@@ -61,7 +62,8 @@ const Case kCases[] = {
     {"SameShapes", kPlainDistances, {{6, 5, 3}, {6, 5, 3}}, "none"},
     {"OneOperandBroadcast", kPlainDistances, {{6, 1, 3}, {6, 5, 3}}, "none"},
     // The seed IoU: torch.min(y_max1, y_max2.t()) with y_max = boxes[:, 3:4].
-    {"TransposedColumn", R"IR(
+    {"TransposedColumn",
+     R"IR(
   %a : Tensor = aten::slice(%x, %one, %three, %four, %one)
   %b : Tensor = aten::slice(%y, %one, %three, %four, %one)
   %bt : Tensor = aten::t(%b)
@@ -69,9 +71,11 @@ const Case kCases[] = {
   %c : Tensor = aten::clamp(%m, %zero, %none)
   %r : Tensor = aten::mul(%c, %c)
   return (%r))IR",
-     {{6, 4}, {5, 4}}, "aten::min"},
+     {{6, 4}, {5, 4}},
+     "aten::min"},
     // The seed's own spelling: boxes.chunk(4, dim=1), then min(y_max1, y_max2.t()).
-    {"ChunkedColumnsTransposed", R"IR(
+    {"ChunkedColumnsTransposed",
+     R"IR(
   %p : Tensor[] = aten::chunk(%x, %four, %one)
   %x1 : Tensor, %y1 : Tensor, %x2 : Tensor, %y2 : Tensor = prim::ListUnpack(%p)
   %q : Tensor[] = aten::chunk(%y, %four, %one)
@@ -83,9 +87,11 @@ const Case kCases[] = {
   %h : Tensor = aten::sub(%m, %n, %one)
   %c : Tensor = aten::clamp(%h, %zero, %none)
   return (%c))IR",
-     {{6, 4}, {5, 4}}, "aten::min"},
+     {{6, 4}, {5, 4}},
+     "aten::min"},
     // Materialized with repeat (xr = x.unsqueeze(1).repeat(1, M, 1)), then a region over them.
-    {"RepeatedOperands", absDistances(R"IR(
+    {"RepeatedOperands",
+     absDistances(R"IR(
   %xu : Tensor = aten::unsqueeze(%x, %one)
   %yu : Tensor = aten::unsqueeze(%y, %zero)
   %m : int = aten::size(%y, %zero)
@@ -94,20 +100,25 @@ const Case kCases[] = {
   %r2 : int[] = prim::ListConstruct(%n, %one, %one)
   %xr : Tensor = aten::repeat(%xu, %r1)
   %yr : Tensor = aten::repeat(%yu, %r2)
-)IR", "%xr", "%yr"),
-     {{6, 3}, {5, 3}}, "aten::sub"},
+)IR",
+                  "%xr", "%yr"),
+     {{6, 3}, {5, 3}},
+     "aten::sub"},
     // torchvision's BoxCoder.decode_single: dx * widths[:, None] + ctr_x[:, None].
-    {"ColumnTimesMatrix", R"IR(
+    {"ColumnTimesMatrix",
+     R"IR(
   %w : Tensor = aten::select(%x, %one, %two)
   %wc : Tensor = aten::unsqueeze(%w, %one)
   %p : Tensor = aten::mul(%y, %wc)
   %q : Tensor = aten::add(%p, %wc, %one)
   %e : Tensor = aten::exp(%q)
   return (%e))IR",
-     {{6, 4}, {6, 91}}, "none"},
+     {{6, 4}, {6, 91}},
+     "none"},
     // AnchorGenerator: (shifts.view(-1, 1, 4) + base_anchors.view(1, -1, 4)).reshape(-1, 4) is
     // an outer product, but the output itself: nothing to remove.
-    {"OuterProductThatIsTheOutput", R"IR(
+    {"OuterProductThatIsTheOutput",
+     R"IR(
   %l1 : int[] = prim::ListConstruct(%m1, %one, %four)
   %l2 : int[] = prim::ListConstruct(%one, %m1, %four)
   %lr : int[] = prim::ListConstruct(%m1, %four)
@@ -116,24 +127,31 @@ const Case kCases[] = {
   %s : Tensor = aten::add(%a, %b, %one)
   %r : Tensor = aten::reshape(%s, %lr)
   return (%r))IR",
-     {{6, 4}, {5, 4}}, "none"},
-    {"ExpandedOperands", absDistances(R"IR(
+     {{6, 4}, {5, 4}},
+     "none"},
+    {"ExpandedOperands",
+     absDistances(R"IR(
   %xa : Tensor = aten::unsqueeze(%x, %one)
   %yb : Tensor = aten::unsqueeze(%y, %zero)
   %xe : Tensor = aten::expand(%xa, %grid, %false)
   %ye : Tensor = aten::expand(%yb, %grid, %false)
-)IR", "%xe", "%ye"),
-     {{6, 3}, {5, 3}}, "aten::sub"},
+)IR",
+                  "%xe", "%ye"),
+     {{6, 3}, {5, 3}},
+     "aten::sub"},
     // Rows kept by a count the probe cannot follow (a data-dependent number of detections).
-    {"RowsOfUnknownCount", unsqueezedPair("%rows", R"IR(
+    {"RowsOfUnknownCount",
+     unsqueezedPair("%rows", R"IR(
   %k : int = aten::numel(%y)
   %rows : Tensor = aten::slice(%x, %zero, %zero, %k, %one)
 )IR"),
-     {{6, 3}, {5, 3}}, "aten::sub"},
+     {{6, 3}, {5, 3}},
+     "aten::sub"},
     // Operands of a rank the probe cannot follow (mm's): nothing to judge.
     {"OperandsOfUnknownRank", unsqueezedPair("%m", "  %m : Tensor = aten::mm(%x, %y)\n"), {{6, 3}, {3, 3}}, "none"},
     // torchvision's _upcast: an If that returns its input, or a converted copy of it.
-    {"ThroughAnUpcastIf", unsqueezedPair("%xs", R"IR(
+    {"ThroughAnUpcastIf",
+     unsqueezedPair("%xs", R"IR(
   %f : bool = aten::is_floating_point(%x)
   %xs : Tensor = prim::If(%f)
     block0():
@@ -142,8 +160,10 @@ const Case kCases[] = {
       %xc : Tensor = aten::to(%x, %six, %false, %false, %none)
       -> (%xc)
 )IR"),
-     {{6, 3}, {5, 3}}, "aten::sub"},
-    {"InsideAnIf", R"IR(
+     {{6, 3}, {5, 3}},
+     "aten::sub"},
+    {"InsideAnIf",
+     R"IR(
   %c : bool = aten::gt(%three, %two)
   %r : Tensor = prim::If(%c)
     block0():
@@ -156,7 +176,8 @@ const Case kCases[] = {
     block1():
       -> (%x)
   return (%r))IR",
-     {{6, 3}, {5, 3}}, "aten::sub"},
+     {{6, 3}, {5, 3}},
+     "aten::sub"},
 };
 
 class BroadcastProbeIR : public ::testing::TestWithParam<Case> {};

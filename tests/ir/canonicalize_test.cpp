@@ -13,7 +13,8 @@ namespace {
 using namespace tsfuse_test;
 
 std::shared_ptr<Graph> graphOf(const std::string& body) {
-  return graphWithConstants("%a : Tensor, %b : Tensor", body, "  %big : int = prim::Constant[value=9223372036854775807]()\n");
+  return graphWithConstants("%a : Tensor, %b : Tensor", body,
+                            "  %big : int = prim::Constant[value=9223372036854775807]()\n");
 }
 
 std::vector<c10::IValue> inputs(uint64_t seed) {
@@ -77,7 +78,9 @@ TEST(CanonicalizeIR, InPlaceWhoseOutOfPlaceFormCouldChangeDtypeOrShapeIsKept) {
   EXPECT_TRUE(c.rejectedWith("may be an integer tensor")) << c.dump();
   EXPECT_TRUE(c.rejectedWith("may be a bool tensor")) << c.dump();
   EXPECT_TRUE(c.rejectedWith("a tensor argument could change")) << c.dump();
-  EXPECT_TRUE(fileCheck(c.ir, [](FileCheck& fc) { fc.check("aten::div_")->check("aten::mul_")->check("aten::add_")->check("aten::lt_"); }));
+  EXPECT_TRUE(fileCheck(c.ir, [](FileCheck& fc) {
+    fc.check("aten::div_")->check("aten::mul_")->check("aten::add_")->check("aten::lt_");
+  }));
 }
 
 TEST(CanonicalizeIR, InPlaceOnGraphInputIsKept) {

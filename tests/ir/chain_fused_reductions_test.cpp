@@ -57,8 +57,8 @@ TEST_F(ChainFusedReductionsIR, KernelProductBecomesOneChain) {
 }
 
 TEST_F(ChainFusedReductionsIR, ThroughSinkViewsHelper) {
-  Chained c = chain(kKernelProductUnsqueezedLast,
-                    {tsfuse::SinkViews, tsfuse::FuseBroadcastReduce, tsfuse::HoistIntoEpilogue});
+  Chained c =
+      chain(kKernelProductUnsqueezedLast, {tsfuse::SinkViews, tsfuse::FuseBroadcastReduce, tsfuse::HoistIntoEpilogue});
   ASSERT_EQ(c.run.rewrites(), 1) << c.run.dump();
   EXPECT_TRUE(findNodes(c.g, "tsfuse::broadcast_unsqueeze").empty()) << c.run.ir;
   EXPECT_TRUE(findNodes(c.g, "tsfuse::reduce").empty()) << c.run.ir;
@@ -75,7 +75,8 @@ TEST_F(ChainFusedReductionsIR, MaxWithIndicesAsTheLastStage) {
   ASSERT_EQ(c.run.rewrites(), 1) << c.run.dump();
   auto nodes = findNodes(c.g, "tsfuse::reduce_chain_with_indices");
   ASSERT_EQ(nodes.size(), 1u) << c.run.ir;
-  EXPECT_EQ(stagesOf(nodes[0]).back(), "fused(v1: mul($0, $1); $0 = value.unsqueeze(2)) |> max(dim=[1], keepdim=False)");
+  EXPECT_EQ(stagesOf(nodes[0]).back(),
+            "fused(v1: mul($0, $1); $0 = value.unsqueeze(2)) |> max(dim=[1], keepdim=False)");
   EXPECT_TRUE(c.sameResults(points(5)));
 }
 

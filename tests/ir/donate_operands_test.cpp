@@ -37,7 +37,8 @@ std::shared_ptr<Graph> graphOf(const std::string& body) {
   return graphWithConstants("%a : Tensor, %b : Tensor, %w : Tensor", body, R"IR(
   %three : int = prim::Constant[value=3]()
   %fzero : float = prim::Constant[value=0.]()
-)IR", /*named=*/true);
+)IR",
+                            /*named=*/true);
 }
 
 // |a @ b - w|: the fused op's operands are the matmul's result and the input %w.
@@ -110,8 +111,8 @@ TEST(DonateOperandsIR, AViewOfALiveTensorIsDonatedButNotTaken) {
   runPipelineOn(g);
   EXPECT_EQ(donatedOf(g, "tsfuse::pairwise"), (Names{"v", "w"}));
   Gen gen(4);
-  EXPECT_TRUE(sameOutputs(ref, g, {gen.tensor({3, 4}, at::kFloat), gen.tensor({5, 3}, at::kFloat),
-                                   gen.tensor({1, 5}, at::kFloat)}));
+  EXPECT_TRUE(sameOutputs(
+      ref, g, {gen.tensor({3, 4}, at::kFloat), gen.tensor({5, 3}, at::kFloat), gen.tensor({1, 5}, at::kFloat)}));
 }
 
 // %m is made before the loop and read on every pass through it, %w is the graph's; %acc, the

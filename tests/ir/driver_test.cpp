@@ -10,10 +10,10 @@ namespace ir_driver_test {
 namespace {
 
 using namespace tsfuse_test;
+using torch::jit::Node;
 using tsfuse::NestedBlocks;
 using tsfuse::Rewriter;
 using tsfuse::WalkOrder;
-using torch::jit::Node;
 
 // Records the id of every node it is offered; `act` decides whether (and how) to rewrite.
 class Recorder : public tsfuse::Pattern {

@@ -52,18 +52,20 @@ TEST(EpilogueGraphIR, ValueReadTwiceJoinsTheReduction) {
 
 TEST(EpilogueGraphIR, ThresholdWriteWithAnExtraOperand) {
   // where(d < 0.5, bs, d) with bs = b.sum(1) computed between: the extra is read as $1.
-  auto g = expectEpilogue("  %bs : Tensor = aten::sum(%b, %dims1, %false, %none)\n  %m : Tensor = aten::lt(%d, %half)\n"
-                          "  %w : Tensor = aten::where(%m, %bs, %d)\n  return (%w)\n",
-                          "v1: lt($0, 0.5); where(%0, $1, $0)", 2);
+  auto g = expectEpilogue(
+      "  %bs : Tensor = aten::sum(%b, %dims1, %false, %none)\n  %m : Tensor = aten::lt(%d, %half)\n"
+      "  %w : Tensor = aten::where(%m, %bs, %d)\n  return (%w)\n",
+      "v1: lt($0, 0.5); where(%0, $1, $0)", 2);
   EXPECT_TRUE(findNodes(g, "aten::where").empty());
 }
 
 TEST(EpilogueGraphIR, AnOperandOnlyTheEpilogueReadsJoinsIt) {
   // The union's shape: q = sa * sa is read by the epilogue alone, so it is computed there, from
   // sa, instead of being stored (as monai's area1[:, None] + area2 - inter).
-  auto g = expectEpilogue("  %sa : Tensor = aten::sum(%a, %dims1, %false, %none)\n  %q : Tensor = aten::mul(%sa, %sa)\n"
-                          "  %u : Tensor = aten::sub(%q, %d, %one)\n  return (%u)\n",
-                          "v1: mul($1, $1); sub(%0, $0)", 5);
+  auto g = expectEpilogue(
+      "  %sa : Tensor = aten::sum(%a, %dims1, %false, %none)\n  %q : Tensor = aten::mul(%sa, %sa)\n"
+      "  %u : Tensor = aten::sub(%q, %d, %one)\n  return (%u)\n",
+      "v1: mul($1, $1); sub(%0, $0)", 5);
   EXPECT_TRUE(findNodes(g, "aten::mul").empty());
 }
 
@@ -74,9 +76,10 @@ TEST(EpilogueGraphIR, NegativeReducedValueAlsoReturned) {
 TEST(EpilogueGraphIR, NegativeIntermediateAlsoReturnedKeepsTheLongestClosedRun) {
   // exp(d) is closed (only its value leaves), mask = exp(d) < 0.5 is returned too, so the
   // where() over both cannot join: the epilogue stops at exp.
-  expectEpilogue("  %x : Tensor = aten::exp(%d)\n  %m : Tensor = aten::lt(%x, %half)\n"
-                 "  %w : Tensor = aten::where(%m, %half, %x)\n  return (%w, %m)\n",
-                 "v1: exp($0)", 4);
+  expectEpilogue(
+      "  %x : Tensor = aten::exp(%d)\n  %m : Tensor = aten::lt(%x, %half)\n"
+      "  %w : Tensor = aten::where(%m, %half, %x)\n  return (%w, %m)\n",
+      "v1: exp($0)", 4);
 }
 
 }  // namespace

@@ -16,30 +16,61 @@ using namespace tsfuse_test;
 // _upcast(t) as torch.jit.script inlines it (torchvision 0.26, ops/_utils.py), over %t.
 std::string upcastIf(const std::string& t, const std::string& out, const std::string& floatList = "%f32, %f64",
                      const std::string& extra = "") {
-  return "  %isf" + out + " : bool = aten::is_floating_point(" + t + ")\n" +
-         "  %" + out + " : Tensor = prim::If(%isf" + out + ")\n"
+  return "  %isf" + out + " : bool = aten::is_floating_point(" + t + ")\n" + "  %" + out + " : Tensor = prim::If(%isf" +
+         out +
+         ")\n"
          "    block0():\n"
-         "      %d0" + out + " : int = prim::dtype(" + t + ")\n"
-         "      %l0" + out + " : int[] = prim::ListConstruct(" + floatList + ")\n"
-         "      %c0" + out + " : bool = aten::__contains__(%l0" + out + ", %d0" + out + ")\n"
-         "      %r0" + out + " : Tensor = prim::If(%c0" + out + ")\n"
+         "      %d0" +
+         out + " : int = prim::dtype(" + t +
+         ")\n"
+         "      %l0" +
+         out + " : int[] = prim::ListConstruct(" + floatList +
+         ")\n"
+         "      %c0" +
+         out + " : bool = aten::__contains__(%l0" + out + ", %d0" + out +
+         ")\n"
+         "      %r0" +
+         out + " : Tensor = prim::If(%c0" + out +
+         ")\n"
          "        block0():\n"
-         "          -> (" + t + ")\n"
-         "        block1():\n" + extra +
-         "          %x0" + out + " : Tensor = aten::to(" + t + ", %f32, %false, %false, %none)\n"
-         "          -> (%x0" + out + ")\n"
-         "      -> (%r0" + out + ")\n"
+         "          -> (" +
+         t +
+         ")\n"
+         "        block1():\n" +
+         extra + "          %x0" + out + " : Tensor = aten::to(" + t +
+         ", %f32, %false, %false, %none)\n"
+         "          -> (%x0" +
+         out +
+         ")\n"
+         "      -> (%r0" +
+         out +
+         ")\n"
          "    block1():\n"
-         "      %d1" + out + " : int = prim::dtype(" + t + ")\n"
-         "      %l1" + out + " : int[] = prim::ListConstruct(%i32, %i64)\n"
-         "      %c1" + out + " : bool = aten::__contains__(%l1" + out + ", %d1" + out + ")\n"
-         "      %r1" + out + " : Tensor = prim::If(%c1" + out + ")\n"
+         "      %d1" +
+         out + " : int = prim::dtype(" + t +
+         ")\n"
+         "      %l1" +
+         out +
+         " : int[] = prim::ListConstruct(%i32, %i64)\n"
+         "      %c1" +
+         out + " : bool = aten::__contains__(%l1" + out + ", %d1" + out +
+         ")\n"
+         "      %r1" +
+         out + " : Tensor = prim::If(%c1" + out +
+         ")\n"
          "        block0():\n"
-         "          -> (" + t + ")\n"
+         "          -> (" +
+         t +
+         ")\n"
          "        block1():\n"
-         "          %x1" + out + " : Tensor = aten::to(" + t + ", %i32, %false, %false, %none)\n"
-         "          -> (%x1" + out + ")\n"
-         "      -> (%r1" + out + ")\n";
+         "          %x1" +
+         out + " : Tensor = aten::to(" + t +
+         ", %i32, %false, %false, %none)\n"
+         "          -> (%x1" +
+         out +
+         ")\n"
+         "      -> (%r1" +
+         out + ")\n";
 }
 
 const std::string kDtypes = R"IR(
@@ -84,7 +115,8 @@ TEST(FoldUpcastIR, TorchvisionUpcastBecomesOneOpAndTheIntersectionOneFusedOp) {
   EXPECT_TRUE(r.changed);
   EXPECT_EQ(r.rewrites(), 1) << r.dump();
   torch::jit::testing::FileCheck().check("tsfuse::upcast(%diff)")->check_not("prim::If")->run(r.ir);
-  for (at::ScalarType dt : {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16, at::kInt, at::kLong, at::kShort, at::kByte})
+  for (at::ScalarType dt :
+       {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16, at::kInt, at::kLong, at::kShort, at::kByte})
     EXPECT_TRUE(sameOutputs(ref, g, boxes(dt, 1))) << dt;
 
   // Through the pipeline, the [N, M, 2] difference is never stored: one pairwise op.
@@ -92,26 +124,25 @@ TEST(FoldUpcastIR, TorchvisionUpcastBecomesOneOpAndTheIntersectionOneFusedOp) {
   PassRun all = runPipelineOn(p);
   EXPECT_EQ(findNodes(p, "tsfuse::pairwise").size(), 1u) << all.dump();
   EXPECT_TRUE(findNodes(p, "prim::If").empty()) << all.ir;
-  for (at::ScalarType dt : {at::kFloat, at::kHalf, at::kInt})
-    EXPECT_TRUE(sameOutputs(ref, p, boxes(dt, 2))) << dt;
+  for (at::ScalarType dt : {at::kFloat, at::kHalf, at::kInt}) EXPECT_TRUE(sameOutputs(ref, p, boxes(dt, 2))) << dt;
 }
 
 TEST(FoldUpcastIR, AnIfThatKeepsOtherDtypesIsKept) {
   // float16 kept as it is: not _upcast's decision for float16.
   auto g = graphWithConstants("%r1 : Tensor, %l1 : Tensor",
-                         "  %diff : Tensor = aten::sub(%r1, %l1, %one)\n" + upcastIf("%diff", "up", "%f32, %f64, %half") +
-                             "  return (%up)\n",
-                         kDtypes + "  %half : int = prim::Constant[value=5]()\n", true);
+                              "  %diff : Tensor = aten::sub(%r1, %l1, %one)\n" +
+                                  upcastIf("%diff", "up", "%f32, %f64, %half") + "  return (%up)\n",
+                              kDtypes + "  %half : int = prim::Constant[value=5]()\n", true);
   PassRun r = runPass(g, tsfuse::FoldUpcast);
   EXPECT_FALSE(r.changed);
   EXPECT_TRUE(r.rejectedWith("for Half it gives Half")) << r.dump();
 }
 
 TEST(FoldUpcastIR, AnIfWithAnEffectIsKept) {
-  auto g = graphWithConstants("%t : Tensor",
-                              upcastIf("%t", "up", "%f32, %f64", "          %w : Tensor = aten::add_(%t, %one, %one)\n") +
-                                  "  return (%up)\n",
-                              kDtypes, true);
+  auto g = graphWithConstants(
+      "%t : Tensor",
+      upcastIf("%t", "up", "%f32, %f64", "          %w : Tensor = aten::add_(%t, %one, %one)\n") + "  return (%up)\n",
+      kDtypes, true);
   PassRun r = runPass(g, tsfuse::FoldUpcast);
   EXPECT_FALSE(r.changed);
   EXPECT_TRUE(r.rejectedWith("a branch runs aten::add_")) << r.dump();
@@ -126,7 +157,8 @@ TEST(FoldUpcastIR, AnIfOnAnotherConditionIsNotACandidate) {
       %x : Tensor = aten::to(%t, %f32, %false, %false, %none)
       -> (%x)
   return (%up)
-)IR", kDtypes, true);
+)IR",
+                              kDtypes, true);
   PassRun r = runPass(g, tsfuse::FoldUpcast);
   EXPECT_FALSE(r.changed);
   EXPECT_EQ(r.rejects(), 0) << r.dump();
@@ -142,7 +174,8 @@ TEST(FoldUpcastIR, AConditionOnTwoTensorsIsKept) {
       %x : Tensor = aten::to(%t, %i32, %false, %false, %none)
       -> (%x)
   return (%up)
-)IR", kDtypes, true);
+)IR",
+                              kDtypes, true);
   PassRun r = runPass(g, tsfuse::FoldUpcast);
   EXPECT_FALSE(r.changed);
   EXPECT_EQ(r.rejects(), 1) << r.dump();

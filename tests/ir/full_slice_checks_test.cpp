@@ -11,9 +11,7 @@ namespace {
 
 using namespace tsfuse_test;
 
-std::shared_ptr<Graph> graphOf(const std::string& body) {
-  return graphWithConstants("%a : Tensor, %b : Tensor", body);
-}
+std::shared_ptr<Graph> graphOf(const std::string& body) { return graphWithConstants("%a : Tensor, %b : Tensor", body); }
 
 // x[:, None, :] - y[None, :, :], summed over the last dim: the slices check x and y have rank 2.
 constexpr const char* kDistances = R"IR(

@@ -112,8 +112,10 @@ TEST_P(FusionCandidateIR, AgreesWithThePipeline) {
   EXPECT_STREQ(candidateKind(g), c.candidate);
   // A graph without a candidate is one the pipeline fuses nothing in (the executor keeps its
   // profiled first call for nothing); one with a candidate is fused.
-  if (std::string(c.candidate) == "none") EXPECT_EQ(fusedOps(g), 0);
-  else EXPECT_GT(fusedOps(g), 0);
+  if (std::string(c.candidate) == "none")
+    EXPECT_EQ(fusedOps(g), 0);
+  else
+    EXPECT_GT(fusedOps(g), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, FusionCandidateIR, ::testing::ValuesIn(kCases),

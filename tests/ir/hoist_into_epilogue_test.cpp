@@ -56,8 +56,7 @@ TEST(HoistIntoEpilogueIR, KernelProductsExpMovesIntoTheDistancesEpilogue) {
 
 TEST(HoistIntoEpilogueIR, ThroughSinkViewsHelper) {
   // The unsqueeze after the exp: sink_views pushes it to %d through tsfuse::broadcast_unsqueeze.
-  Hoisted h = hoist(kKernelProductUnsqueezedLast,
-                    {tsfuse::SinkViews, tsfuse::FuseBroadcastReduce});
+  Hoisted h = hoist(kKernelProductUnsqueezedLast, {tsfuse::SinkViews, tsfuse::FuseBroadcastReduce});
   ASSERT_EQ(h.run.rewrites(), 1) << h.run.dump();
   expectReductions(h, "v1: mul($0, -2.0); exp(%0)", "v1: mul($0, $1)");
   EXPECT_EQ(findNodes(h.g, "tsfuse::broadcast_unsqueeze").size(), 1u);

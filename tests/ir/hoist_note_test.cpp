@@ -21,7 +21,8 @@ TEST(HoistNoteIR, CostlyWorkOverSomeOperandsIsNoted) {
   %e : Tensor = aten::atan(%d)
   %o : Tensor = aten::mul(%e, %d)
   return (%o)
-)IR", "", /*named=*/true);
+)IR",
+                              "", /*named=*/true);
   PassRun r = runPipelineOn(g);
   ASSERT_EQ(findNodes(g, "tsfuse::pairwise").size(), 1u) << r.ir;
   const std::string dump = r.dump();
@@ -39,7 +40,8 @@ TEST(HoistNoteIR, CheapWorkIsNotNoted) {
   %d : Tensor = aten::sub(%au, %ru, %one)
   %o : Tensor = aten::abs(%d)
   return (%o)
-)IR", "", /*named=*/true);
+)IR",
+                              "", /*named=*/true);
   PassRun r = runPipelineOn(g);
   ASSERT_EQ(findNodes(g, "tsfuse::pairwise").size(), 1u) << r.ir;
   EXPECT_EQ(r.dump().find("only: on the CPU it runs once"), std::string::npos) << r.dump();

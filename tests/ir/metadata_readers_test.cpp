@@ -6,7 +6,6 @@
 
 #include "passes/fuse_broadcast_reduce.h"
 
-
 namespace ir_metadata_readers_test {
 
 namespace {
@@ -31,7 +30,8 @@ std::shared_ptr<Graph> minWithMetadataReaders(const std::string& extraUse = "") 
     block1():
       -> (%m1)
   %vals : Tensor, %idx : Tensor = aten::min(%v, %one, %false)
-  return (%vals, %idx, %n, %sz, %rank, %dt, %rows)IR" + extraUse + ")\n");
+  return (%vals, %idx, %n, %sz, %rank, %dt, %rows)IR" + extraUse +
+                                                            ")\n");
 }
 
 std::vector<c10::IValue> points(uint64_t seed, int64_t n, int64_t m, at::ScalarType dtype = at::kFloat) {

@@ -100,9 +100,8 @@ TEST(NegativeIR, InPlaceWriteToAnOperandAfterItsUseRejectsTheRegion) {
   EXPECT_TRUE(r.rejectedWith("in-place")) << r.dump();
   EXPECT_TRUE(r.rejectedWith("%a")) << r.dump();
   // Nothing moved across the add_: sub and abs still read %a before it.
-  EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) {
-    fc.check("aten::sub")->check("aten::abs")->check("aten::add_")->check("aten::mul");
-  }));
+  EXPECT_TRUE(fileCheck(
+      r.ir, [](FileCheck& fc) { fc.check("aten::sub")->check("aten::abs")->check("aten::add_")->check("aten::mul"); }));
   EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) { fc.check_not("tsfuse::"); }));
   EXPECT_TRUE(sameOutputs(ref, g, twoInputs(4)));
 }
@@ -222,7 +221,8 @@ TEST(NegativeIR, RuntimeAlphaEndsAnEpilogueAndSaysWhy) {
   auto ref = g->copy();
   PassRun r = runReduce(g);
   ASSERT_TRUE(r.changed) << r.dump();
-  EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) { fc.check("tsfuse::reduce")->check("aten::sub(%")->check("aten::exp"); }));
+  EXPECT_TRUE(
+      fileCheck(r.ir, [](FileCheck& fc) { fc.check("tsfuse::reduce")->check("aten::sub(%")->check("aten::exp"); }));
   const std::string& why = r.firstRewrite()->reason;
   EXPECT_NE(why.find("the epilogue stops at aten::sub: scalar operand %k is not a constant"), std::string::npos) << why;
   auto in = twoInputs(9);

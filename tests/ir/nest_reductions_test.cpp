@@ -60,14 +60,17 @@ TEST(NestReductionsIR, GaussianKernelSumIsOneChainWithBothEpilogues) {
 )IR");
   ASSERT_EQ(n.nest.rewrites(), 1) << n.reduce.dump() << n.nest.dump();
   EXPECT_TRUE(fileCheck(n.nest.ir, [](FileCheck& fc) {
-    fc.check_count("tsfuse::reduce_chain", 1, true)->check_not("tsfuse::reduce(")->check_not("aten::sum")->check_not("aten::mul");
+    fc.check_count("tsfuse::reduce_chain", 1, true)
+        ->check_not("tsfuse::reduce(")
+        ->check_not("aten::sum")
+        ->check_not("aten::mul");
   }));
   auto c = findNodes(n.g, "tsfuse::reduce_chain");
   ASSERT_EQ(c.size(), 1u);
   EXPECT_EQ(exprOf(c[0]), "v1: sub($0, $1); mul(%0, %0)");
-  EXPECT_EQ(stagesOf(c[0]), (std::vector<std::string>{
-                                "sum(dim=[-1], keepdim=False) |> v1: mul($0, -2.0); exp(%0); mul(%1, $1)",
-                                "sum(dim=[1], keepdim=False) |> v1: mul($0, $0)"}));
+  EXPECT_EQ(stagesOf(c[0]),
+            (std::vector<std::string>{"sum(dim=[-1], keepdim=False) |> v1: mul($0, -2.0); exp(%0); mul(%1, $1)",
+                                      "sum(dim=[1], keepdim=False) |> v1: mul($0, $0)"}));
   EXPECT_NE(n.nest.firstRewrite()->reason.find("never stored"), std::string::npos);
   EXPECT_TRUE(sameOutputs(n.ref, n.g, points(1), /*exact=*/false));
   EXPECT_TRUE(sameOutputs(n.ref, n.g, points(2, at::kDouble), /*exact=*/false));
@@ -94,7 +97,8 @@ TEST(NestReductionsIR, ASqueezeBetweenTheReductionsJoinsTheChain) {
   return (%i)
 )IR");
   ASSERT_EQ(n.nest.rewrites(), 1) << n.nest.dump();
-  EXPECT_TRUE(fileCheck(n.nest.ir, [](FileCheck& fc) { fc.check("tsfuse::reduce_chain")->check_not("aten::squeeze"); }));
+  EXPECT_TRUE(
+      fileCheck(n.nest.ir, [](FileCheck& fc) { fc.check("tsfuse::reduce_chain")->check_not("aten::squeeze"); }));
   auto c = findNodes(n.g, "tsfuse::reduce_chain");
   ASSERT_EQ(c.size(), 1u);
   EXPECT_EQ(stagesOf(c[0]).back(), "squeeze() |> argmin(dim=[1], keepdim=False)");
@@ -123,12 +127,15 @@ TEST(NestReductionsIR, ChamfersTwoMinimaAreOneSweep) {
   ASSERT_EQ(n.nest.rewrites(), 1) << n.nest.dump();
   EXPECT_EQ(n.nest.firstRewrite()->fusedOp, "tsfuse::reduce_sweep");
   EXPECT_TRUE(fileCheck(n.nest.ir, [](FileCheck& fc) {
-    fc.check_count("tsfuse::reduce_sweep", 1, true)->check("prim::ListUnpack")->check_not("aten::amin")->check_not("tsfuse::reduce(");
+    fc.check_count("tsfuse::reduce_sweep", 1, true)
+        ->check("prim::ListUnpack")
+        ->check_not("aten::amin")
+        ->check_not("tsfuse::reduce(");
   }));
   auto sw = findNodes(n.g, "tsfuse::reduce_sweep");
   ASSERT_EQ(sw.size(), 1u);
   EXPECT_EQ(stagesOf(sw[0]), (std::vector<std::string>{"sum(dim=[-1], keepdim=False)", "amin(dim=[1], keepdim=False)",
-                                                        "amin(dim=[0], keepdim=False)"}));
+                                                       "amin(dim=[0], keepdim=False)"}));
   EXPECT_TRUE(sameOutputs(n.ref, n.g, points(6, at::kInt)));
   EXPECT_TRUE(sameOutputs(n.ref, n.g, points(10), /*exact=*/false));
 }
@@ -292,12 +299,15 @@ TEST(NestReductionsIR, ADivisionByTheValuesSumIsTheChainsLastStage) {
 )IR");
   ASSERT_EQ(n.nest.rewrites(), 1) << n.reduce.dump() << n.nest.dump();
   EXPECT_TRUE(fileCheck(n.nest.ir, [](FileCheck& fc) {
-    fc.check_count("tsfuse::reduce_chain", 1, true)->check_not("aten::sum")->check_not("aten::div")->check_not("tsfuse::reduce(");
+    fc.check_count("tsfuse::reduce_chain", 1, true)
+        ->check_not("aten::sum")
+        ->check_not("aten::div")
+        ->check_not("tsfuse::reduce(");
   }));
   auto c = findNodes(n.g, "tsfuse::reduce_chain");
   ASSERT_EQ(c.size(), 1u);
-  EXPECT_EQ(stagesOf(c[0]), (std::vector<std::string>{"sum(dim=[-1], keepdim=False) |> v1: mul($0, -2.0); exp(%0)",
-                                                      "div_sum(dim=1)"}));
+  EXPECT_EQ(stagesOf(c[0]),
+            (std::vector<std::string>{"sum(dim=[-1], keepdim=False) |> v1: mul($0, -2.0); exp(%0)", "div_sum(dim=1)"}));
   EXPECT_TRUE(sameOutputs(n.ref, n.g, points(25)));  // bit for bit
   EXPECT_TRUE(sameOutputs(n.ref, n.g, points(26, at::kDouble)));
 }

@@ -73,8 +73,10 @@ TEST(OpCoverageIR, IntAndFloatLiteralsStayDistinct) {
   expectPairwise(floatBody, "v1: sub($0, $1); mul(%0, 1.0)", {"aten::mul"}, at::kInt);
   expectPairwise(intBody, "v1: sub($0, $1); mul(%0, 1)", {"aten::mul"}, at::kInt);
   for (const auto& [body, dtype] : {std::pair{floatBody, at::kFloat}, std::pair{intBody, at::kInt}}) {
-    auto g = parseGraph("graph(%a : Tensor, %b : Tensor):\n  %one : int = prim::Constant[value=1]()\n"
-                        "  %f1 : float = prim::Constant[value=1.]()\n" + body);
+    auto g = parseGraph(
+        "graph(%a : Tensor, %b : Tensor):\n  %one : int = prim::Constant[value=1]()\n"
+        "  %f1 : float = prim::Constant[value=1.]()\n" +
+        body);
     runPairwise(g);
     auto out = runGraph(g, {at::ones({2, 1}, at::kInt), at::ones({1, 3}, at::kInt)});
     EXPECT_EQ(out[0].toTensor().scalar_type(), dtype);
@@ -179,8 +181,8 @@ TEST(OpCoverageIR, UnaryOps) {
 )IR",
                  "v1: sub($0, $1); neg(%0); exp(%1); relu(%0); sqrt(%3); log(%4); sigmoid(%5); abs(%2); "
                  "add(%6, %7)",
-                 {"aten::sub", "aten::neg", "aten::exp", "aten::relu", "aten::sqrt", "aten::log",
-                  "aten::sigmoid", "aten::abs", "aten::add"});
+                 {"aten::sub", "aten::neg", "aten::exp", "aten::relu", "aten::sqrt", "aten::log", "aten::sigmoid",
+                  "aten::abs", "aten::add"});
 }
 
 }  // namespace

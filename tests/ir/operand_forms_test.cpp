@@ -63,9 +63,8 @@ TEST(OperandFormsIR, ChunkUnpackedIouBecomesOnePairwise) {
   // chunk(2, dim=2) of unsqueeze(1) proves rank >= 3, so every select is sunk.
   EXPECT_FALSE(r.rejectedWith("rank >= 2")) << r.dump();
   EXPECT_EQ(findNodes(g, "tsfuse::pairwise").size(), 1u) << r.dump();
-  EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) {
-    fc.check_not("aten::clamp")->check_not("aten::div")->check_not("aten::select");
-  }));
+  EXPECT_TRUE(fileCheck(
+      r.ir, [](FileCheck& fc) { fc.check_not("aten::clamp")->check_not("aten::div")->check_not("aten::select"); }));
   for (auto [n, m] : std::vector<std::pair<int64_t, int64_t>>{{7, 5}, {1, 4}, {3, 1}, {0, 3}})
     for (auto t : {at::kFloat, at::kDouble, at::kLong}) {
       SCOPED_TRACE(std::to_string(n) + "x" + std::to_string(m));
@@ -93,8 +92,8 @@ TEST(OperandFormsIR, UnbindAndTransposeBoundTheRank) {
   EXPECT_FALSE(r.rejectedWith("rank >= 2")) << r.dump();
   EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) { fc.check_count("tsfuse::broadcast_select", 2, true); }));
   Gen gen(11);
-  EXPECT_TRUE(sameOutputs(ref, g, {gen.tensor({5, 4}, at::kFloat), gen.tensor({3}, at::kFloat),
-                                   gen.tensor({3, 2, 5}, at::kFloat)}));
+  EXPECT_TRUE(sameOutputs(
+      ref, g, {gen.tensor({5, 4}, at::kFloat), gen.tensor({3}, at::kFloat), gen.tensor({3, 2, 5}, at::kFloat)}));
 }
 
 TEST(OperandFormsIR, NegativeChunkOfUnknownRankStillRejected) {
@@ -156,10 +155,13 @@ TEST(OperandFormsIR, WritesBeforeTheRegionDoNotBlockIt) {
   EXPECT_FALSE(r.rejectedWith("is written by an in-place op")) << r.dump();
   ASSERT_EQ(findNodes(g, "tsfuse::pairwise").size(), 1u) << r.dump();
   EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) {
-    fc.check("aten::copy_")->check("aten::copy_")->check("aten::mul_")->check("tsfuse::pairwise")->check_not("aten::abs");
+    fc.check("aten::copy_")
+        ->check("aten::copy_")
+        ->check("aten::mul_")
+        ->check("tsfuse::pairwise")
+        ->check_not("aten::abs");
   }));
-  for (bool flag : {false, true})
-    EXPECT_TRUE(sameOutputs(ref, g, {boxes(6, 3), boxes(4, 4), c10::IValue(flag)}));
+  for (bool flag : {false, true}) EXPECT_TRUE(sameOutputs(ref, g, {boxes(6, 3), boxes(4, 4), c10::IValue(flag)}));
 }
 
 TEST(OperandFormsIR, NegativeWriteBetweenTheRegionsReads) {
@@ -180,8 +182,7 @@ TEST(OperandFormsIR, NegativeWriteBetweenTheRegionsReads) {
   PassRun r = runPipelineOn(g);
   EXPECT_TRUE(r.rejectedWith("is written by an in-place op (prim::If")) << r.dump();
   EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) { fc.check("aten::abs")->check("aten::add_")->check("aten::mul("); }));
-  for (bool flag : {false, true})
-    EXPECT_TRUE(sameOutputs(ref, g, {boxes(6, 3), boxes(4, 4), c10::IValue(flag)}));
+  for (bool flag : {false, true}) EXPECT_TRUE(sameOutputs(ref, g, {boxes(6, 3), boxes(4, 4), c10::IValue(flag)}));
 }
 
 TEST(OperandFormsIR, NegativeWriteFoundAfterALaterRegionIsFused) {
@@ -204,7 +205,8 @@ TEST(OperandFormsIR, NegativeWriteFoundAfterALaterRegionIsFused) {
     fc.check("aten::abs")->check("aten::add_")->check("aten::mul(")->check("tsfuse::pairwise")->check_not("aten::exp");
   })) << r.ir;
   Gen gen(3);
-  EXPECT_TRUE(sameOutputs(ref, g, {gen.tensor({5}, at::kFloat), gen.tensor({3}, at::kFloat), gen.tensor({4}, at::kFloat)}));
+  EXPECT_TRUE(
+      sameOutputs(ref, g, {gen.tensor({5}, at::kFloat), gen.tensor({3}, at::kFloat), gen.tensor({4}, at::kFloat)}));
 }
 
 // --- repeat of size-1 dims read as a broadcast ------------------------------------------------
@@ -237,11 +239,11 @@ TEST(OperandFormsIR, RepeatReadOnlyByTheRegionIsABroadcast) {
   // Contiguous inputs (views), a transposed one (its repeat runs: a view would change the
   // output's layout), mixed dtypes, an empty one.
   at::Tensor xt = gen.tensor({3, 5}, at::kFloat).t();
-  for (auto& in : std::vector<std::vector<c10::IValue>>{
-           {gen.tensor({5, 3}, at::kFloat), gen.tensor({4, 3}, at::kFloat)},
-           {xt, gen.tensor({4, 3}, at::kFloat)},
-           {gen.tensor({5, 3}, at::kDouble), gen.tensor({1, 3}, at::kLong)},
-           {gen.tensor({0, 3}, at::kFloat), gen.tensor({4, 3}, at::kFloat)}})
+  for (auto& in :
+       std::vector<std::vector<c10::IValue>>{{gen.tensor({5, 3}, at::kFloat), gen.tensor({4, 3}, at::kFloat)},
+                                             {xt, gen.tensor({4, 3}, at::kFloat)},
+                                             {gen.tensor({5, 3}, at::kDouble), gen.tensor({1, 3}, at::kLong)},
+                                             {gen.tensor({0, 3}, at::kFloat), gen.tensor({4, 3}, at::kFloat)}})
     EXPECT_TRUE(sameOutputs(ref, g, in));
 }
 
@@ -364,7 +366,10 @@ TEST(OperandFormsIR, MatmulExpandedDistanceIsOneOpOverTheMatmul) {
   // as one fused elementwise call over the matmul output: kernels/runtime/fused_call.cpp).
   EXPECT_EQ(findNodes(g, "tsfuse::reduce").size(), 2u) << r.dump();
   EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) {
-    fc.check("aten::matmul")->check("tsfuse::reduce")->check_not("aten::sub")->check_not("aten::clamp_min")
+    fc.check("aten::matmul")
+        ->check("tsfuse::reduce")
+        ->check_not("aten::sub")
+        ->check_not("aten::clamp_min")
         ->check_not("aten::sqrt");
   }));
   Gen gen(17);

@@ -17,7 +17,8 @@ std::shared_ptr<Graph> graphOf(const std::string& body, bool named = false) {
   %three : float = prim::Constant[value=3.]()
   %inf : float = prim::Constant[value=inf]()
   %dimsm1 : int[] = prim::Constant[value=[-1]]()
-)IR", named);
+)IR",
+                            named);
 }
 
 struct Fused {
@@ -67,7 +68,8 @@ TEST(ReduceIndicesNormEpilogueIR, MinDimKeepdimOnlyIndicesUsed) {
   return (%i)
 )IR");
   ASSERT_EQ(f.r.rewrites(), 1) << f.r.dump();
-  EXPECT_TRUE(fileCheck(f.r.ir, [](FileCheck& fc) { fc.check("tsfuse::reduce_with_indices")->check_not("aten::min"); }));
+  EXPECT_TRUE(
+      fileCheck(f.r.ir, [](FileCheck& fc) { fc.check("tsfuse::reduce_with_indices")->check_not("aten::min"); }));
   EXPECT_TRUE(sameOutputs(f.ref, f.g, inputs(3)));
 }
 
@@ -80,9 +82,8 @@ TEST(ReduceIndicesNormEpilogueIR, LogsumexpKeepdim) {
   return (%l)
 )IR");
   ASSERT_EQ(f.r.rewrites(), 1) << f.r.dump();
-  EXPECT_TRUE(fileCheck(f.r.ir, [](FileCheck& fc) {
-    fc.check("\"logsumexp\"")->check("tsfuse::reduce")->check_not("aten::logsumexp");
-  }));
+  EXPECT_TRUE(fileCheck(
+      f.r.ir, [](FileCheck& fc) { fc.check("\"logsumexp\"")->check("tsfuse::reduce")->check_not("aten::logsumexp"); }));
   EXPECT_TRUE(sameOutputs(f.ref, f.g, inputs(4), /*exact=*/false));
 }
 
@@ -100,14 +101,16 @@ TEST(ReduceIndicesNormEpilogueIR, NormSchemasCarryTheirOrder) {
     SCOPED_TRACE(c.node);
     Fused f = fuse(R"IR(
   %s : Tensor = aten::sub(%a, %b, %one)
-  %r : Tensor = )IR" + c.node + R"IR(
+  %r : Tensor = )IR" +
+                   c.node + R"IR(
   return (%r)
 )IR");
     ASSERT_EQ(f.r.rewrites(), 1) << f.r.dump();
     auto n = findNodes(f.g, "tsfuse::reduce");
     ASSERT_EQ(n.size(), 1u);
     EXPECT_EQ(constInput(n[0], 2).toStringRef(), c.reduction);
-    EXPECT_TRUE(fileCheck(f.r.ir, [](FileCheck& fc) { fc.check_not("aten::norm")->check_not("aten::linalg_vector_norm"); }));
+    EXPECT_TRUE(
+        fileCheck(f.r.ir, [](FileCheck& fc) { fc.check_not("aten::norm")->check_not("aten::linalg_vector_norm"); }));
     EXPECT_TRUE(sameOutputs(f.ref, f.g, inputs(5), /*exact=*/false));
   }
 }
@@ -146,7 +149,8 @@ TEST(ReduceIndicesNormEpilogueIR, EpilogueNodesAreNamedInTheEvent) {
   %d : Tensor = aten::sqrt(%r)
   %y : Tensor = aten::mul(%d, %w)
   return (%y)
-)IR", /*named=*/true);
+)IR",
+                   /*named=*/true);
   PassRun r = runReduce(g);
   ASSERT_EQ(r.rewrites(), 1) << r.dump();
   const tsfuse::FusionEvent& e = *r.firstRewrite();
@@ -192,9 +196,9 @@ TEST(ReduceIndicesNormEpilogueIR, NegativeEpilogueOperandWrittenInPlace) {
 )IR");
   ASSERT_EQ(f.r.rewrites(), 1) << f.r.dump();
   EXPECT_NE(f.r.firstRewrite()->reason.find("epilogue not fused"), std::string::npos) << f.r.dump();
-  EXPECT_NE(f.r.firstRewrite()->reason.find("is written by an in-place op"),
-            std::string::npos) << f.r.dump();
-  EXPECT_TRUE(fileCheck(f.r.ir, [](FileCheck& fc) { fc.check("tsfuse::reduce")->check("aten::mul_")->check("aten::mul("); }));
+  EXPECT_NE(f.r.firstRewrite()->reason.find("is written by an in-place op"), std::string::npos) << f.r.dump();
+  EXPECT_TRUE(
+      fileCheck(f.r.ir, [](FileCheck& fc) { fc.check("tsfuse::reduce")->check("aten::mul_")->check("aten::mul("); }));
   EXPECT_TRUE(sameOutputs(f.ref, f.g, inputs(8), /*exact=*/false));
 }
 
@@ -210,7 +214,8 @@ TEST(ReduceIndicesNormEpilogueIR, EpilogueOperandWrittenAfterTheChainIsAbsorbed)
 )IR");
   ASSERT_EQ(f.r.rewrites(), 1) << f.r.dump();
   EXPECT_EQ(f.r.firstRewrite()->reason.find("epilogue not fused"), std::string::npos) << f.r.dump();
-  EXPECT_TRUE(fileCheck(f.r.ir, [](FileCheck& fc) { fc.check("tsfuse::reduce")->check_not("aten::mul(")->check("aten::mul_"); }));
+  EXPECT_TRUE(fileCheck(
+      f.r.ir, [](FileCheck& fc) { fc.check("tsfuse::reduce")->check_not("aten::mul(")->check("aten::mul_"); }));
   EXPECT_TRUE(sameOutputs(f.ref, f.g, inputs(8), /*exact=*/false));
 }
 
@@ -230,9 +235,8 @@ graph(%a : Tensor, %b : Tensor, %k : int, %p : float):
   auto g = parseGraph(ir);
   PassRun r = runReduce(g);
   EXPECT_FALSE(r.changed) << r.dump();
-  EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) {
-    fc.check("aten::max")->check("aten::linalg_vector_norm")->check_not("tsfuse::");
-  }));
+  EXPECT_TRUE(fileCheck(
+      r.ir, [](FileCheck& fc) { fc.check("aten::max")->check("aten::linalg_vector_norm")->check_not("tsfuse::"); }));
   std::string why;
   tsfuse::ReductionMatch m;
   EXPECT_FALSE(tsfuse::matchReduction(findNodes(g, "aten::max")[0], m, &why));

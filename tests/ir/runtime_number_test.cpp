@@ -12,7 +12,8 @@ namespace {
 using namespace tsfuse_test;
 
 std::shared_ptr<Graph> graphOf(const std::string& signature, const std::string& body) {
-  return graphWithConstants(signature, body, "  %m2 : int = prim::Constant[value=-2]()\n  %dims0 : int[] = prim::Constant[value=[0]]()\n");
+  return graphWithConstants(
+      signature, body, "  %m2 : int = prim::Constant[value=-2]()\n  %dims0 : int[] = prim::Constant[value=[0]]()\n");
 }
 
 // The pipeline over `g`, which must leave ONE fused op (runtime numbers' wrappers aside).
@@ -42,12 +43,16 @@ TEST(RuntimeNumberIR, MissionKernelSumWithAFloatBandwidthIsOneOp) {
   auto ref = g->copy();
   PassRun r = pipelineToOneOp(g);
   EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) {
-    fc.check("tsfuse::wrapped_number(%s)")->check("tsfuse::reduce_chain")->check_not("aten::div")->check_not("aten::exp");
+    fc.check("tsfuse::wrapped_number(%s)")
+        ->check("tsfuse::reduce_chain")
+        ->check_not("aten::div")
+        ->check_not("aten::exp");
   }));
   Gen gen(11);
   for (double s : {0.5, 3.0, 1e-3}) {
     SCOPED_TRACE(s);
-    EXPECT_TRUE(sameOutputs(ref, g, {gen.tensor({70, 3}, at::kFloat), gen.tensor({90, 3}, at::kFloat), c10::IValue(s)}));
+    EXPECT_TRUE(
+        sameOutputs(ref, g, {gen.tensor({70, 3}, at::kFloat), gen.tensor({90, 3}, at::kFloat), c10::IValue(s)}));
   }
 }
 
@@ -120,8 +125,9 @@ TEST(RuntimeNumberIR, AViewOfAValueReadingARuntimeNumberSinksToItsTensors) {
   }));
   EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) { fc.check_not("aten::unsqueeze")->check_not("aten::mul"); }));
   Gen gen(14);
-  EXPECT_TRUE(sameOutputs(ref, g, {gen.tensor({6, 5}, at::kFloat), gen.tensor({6, 5}, at::kFloat),
-                                   gen.tensor({6, 7, 5}, at::kFloat), c10::IValue(0.75)}));
+  EXPECT_TRUE(sameOutputs(ref, g,
+                          {gen.tensor({6, 5}, at::kFloat), gen.tensor({6, 5}, at::kFloat),
+                           gen.tensor({6, 7, 5}, at::kFloat), c10::IValue(0.75)}));
 }
 
 // A number only a region with nothing to broadcast reads does not start a fusion: x * s over one

@@ -228,9 +228,7 @@ TEST(SeedFormsIR, PipelineWithReducePassDisabledFusesTheElementwisePart) {
   opts.disabled = {"fuse_broadcast_reduce"};
   PassRun r = runPipelineOn(g, opts);
   EXPECT_TRUE(r.changed);
-  EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) {
-    fc.check_count("tsfuse::pairwise", 1, true)->check("aten::sum");
-  }));
+  EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) { fc.check_count("tsfuse::pairwise", 1, true)->check("aten::sum"); }));
   EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) { fc.check_not("tsfuse::reduce"); }));
   EXPECT_TRUE(sameOutputs(ref, g, simInputs(4, 3, 14)));
 }

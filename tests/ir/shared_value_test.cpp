@@ -43,7 +43,8 @@ TEST(SharedValueIR, ADifferenceTwoReductionsReadIsRecomputedInEach) {
   PassRun r = runPipelineOn(g);
   EXPECT_EQ(findNodes(g, "tsfuse::reduce").size(), 2u) << r.ir;
   EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) { fc.check_not("aten::sub")->check_not("aten::abs"); }));
-  EXPECT_TRUE(anyRewriteSays(r, "(aten::sub) is also read by 1 other fusible op(s): recomputed here rather than stored"))
+  EXPECT_TRUE(
+      anyRewriteSays(r, "(aten::sub) is also read by 1 other fusible op(s): recomputed here rather than stored"))
       << r.dump();
   EXPECT_TRUE(sameOutputs(ref, g, vectors(1)));
 }
@@ -113,7 +114,8 @@ TEST(SharedValueIR, NegativeACostlyValueIsStored) {
 TEST(SharedValueIR, NegativeNoVisibleBroadcastNoRecompute) {
   // Equal known shapes: the value is no larger than its operands, so storing it costs what
   // reading them twice would.
-  auto g = graphWithConstants("%x : Float(7, 9, strides=[9, 1], device=cpu), %y : Float(7, 9, strides=[9, 1], device=cpu)", R"IR(
+  auto g = graphWithConstants(
+      "%x : Float(7, 9, strides=[9, 1], device=cpu), %y : Float(7, 9, strides=[9, 1], device=cpu)", R"IR(
   %d : Float(7, 9, strides=[9, 1], device=cpu) = aten::sub(%x, %y, %one)
   %a : Float(7, 9, strides=[9, 1], device=cpu) = aten::abs(%d)
   %s1 : Float(7, strides=[1], device=cpu) = aten::sum(%a, %dims1, %false, %none)

@@ -75,13 +75,13 @@ TEST(SinkViewsIR, TorchvisionBoxIouBecomesOnePairwise) {
   PassRun r = runPipelineOn(g);
   EXPECT_EQ(findNodes(g, "tsfuse::pairwise").size(), 1u) << r.dump();
   // No [N,M,2] producer (min/max/clamp on the full boxes) nor the area subexpressions remain.
-  EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) {
-    fc.check_not("aten::clamp")->check_not("aten::mul(")->check_not("aten::div");
-  }));
+  EXPECT_TRUE(fileCheck(
+      r.ir, [](FileCheck& fc) { fc.check_not("aten::clamp")->check_not("aten::mul(")->check_not("aten::div"); }));
   EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) { fc.check_count("tsfuse::broadcast_select", 2, true); }));
   // Each carries the sunk intermediate's expression over its leaves: lt, rb, rb - lt, clamp.
   for (torch::jit::Node* n : findNodes(g, "tsfuse::broadcast_select"))
-    EXPECT_EQ(torch::jit::toIValue(n->input(3))->toStringRef(), "v1: maximum($0, $1); minimum($2, $3); sub(%1, %0); clamp(%2, 0, None)");
+    EXPECT_EQ(torch::jit::toIValue(n->input(3))->toStringRef(),
+              "v1: maximum($0, $1); minimum($2, $3); sub(%1, %0); clamp(%2, 0, None)");
   for (auto [n, m] : std::vector<std::pair<int64_t, int64_t>>{{7, 5}, {1, 4}, {3, 1}, {0, 3}, {1, 1}})
     for (auto t : {at::kFloat, at::kDouble, at::kLong}) {
       SCOPED_TRACE(std::to_string(n) + "x" + std::to_string(m));
@@ -220,7 +220,8 @@ graph(%x : Tensor, %y : Tensor):
     fc.check("tsfuse::broadcast_slice")->check("tsfuse::broadcast_select")->check_not("aten::sub");
   }));
   Gen gen(5);
-  for (auto [n, m, d] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{5, 4, 3}, {1, 4, 2}, {3, 1, 2}, {0, 2, 3}}) {
+  for (auto [n, m, d] :
+       std::vector<std::tuple<int64_t, int64_t, int64_t>>{{5, 4, 3}, {1, 4, 2}, {3, 1, 2}, {0, 2, 3}}) {
     EXPECT_TRUE(sameOutputs(ref, g, {gen.tensor({n, d}, at::kFloat), gen.tensor({m, d}, at::kFloat)}));
     // y broadcast along the feature dim (size 1): the leaf keeps its size-1 dim / selects index 0.
     EXPECT_TRUE(sameOutputs(ref, g, {gen.tensor({n, 3}, at::kFloat), gen.tensor({m, 1}, at::kDouble)}));
@@ -256,7 +257,8 @@ graph(%x : Tensor, %y : Tensor):
   // Each minimum and its mean: a one-branch sweep (a vector's mean stores the vector and ATen
   // averages it at call time: eager's bits).
   EXPECT_EQ(findNodes(g, "tsfuse::reduce_sweep").size(), 2u) << r.dump();
-  EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) { fc.check_not("aten::sub")->check_not("aten::min")->check_not("aten::mean"); }));
+  EXPECT_TRUE(fileCheck(
+      r.ir, [](FileCheck& fc) { fc.check_not("aten::sub")->check_not("aten::min")->check_not("aten::mean"); }));
   Gen gen(6);
   EXPECT_TRUE(sameOutputs(ref, g, {gen.tensor({9, 2}, at::kFloat), gen.tensor({5, 2}, at::kFloat)}));
   EXPECT_TRUE(sameOutputs(ref, g, {gen.tensor({1, 2}, at::kDouble), gen.tensor({7, 2}, at::kDouble)}));
@@ -298,7 +300,7 @@ TEST(BroadcastViews, EqualTheViewOfTheBroadcastValue) {
       SCOPED_TRACE("select " + std::to_string(dim) + "," + std::to_string(idx));
       auto v = callHelper("tsfuse::broadcast_select", {at::TensorList(leaves), dim, idx});
       EXPECT_TRUE(same(full.select(dim, idx), product(v)));
-      EXPECT_EQ(v[2].dim(), 0);  // the 0-dim leaf stays 0-dim
+      EXPECT_EQ(v[2].dim(), 0);                                                  // the 0-dim leaf stays 0-dim
       if (dim == -1 || dim == 2) EXPECT_EQ(v[3].sizes(), at::IntArrayRef({1}));  // never 0-dim
     }
   for (int64_t dim : {0, 1, 2, -1})
@@ -313,7 +315,8 @@ TEST(BroadcastViews, EqualTheViewOfTheBroadcastValue) {
   }
   // All leaves of size 1 at the sliced dim: an empty slice must be empty.
   std::vector<at::Tensor> ones = {g.tensor({3, 1}, at::kFloat), g.tensor({1}, at::kFloat)};
-  auto v = callHelper("tsfuse::broadcast_slice", {at::TensorList(ones), int64_t{1}, int64_t{1}, int64_t{5}, int64_t{1}});
+  auto v =
+      callHelper("tsfuse::broadcast_slice", {at::TensorList(ones), int64_t{1}, int64_t{1}, int64_t{5}, int64_t{1}});
   EXPECT_EQ(product(v).sizes(), at::IntArrayRef({3, 0}));
   // An index out of range of the broadcast size raises, as eager's select would.
   EXPECT_THROW(callHelper("tsfuse::broadcast_select", {at::TensorList(leaves), int64_t{-1}, int64_t{2}}), c10::Error);
@@ -353,9 +356,11 @@ TEST(BroadcastViews, TakeTheLayoutOfEagersView) {
     };
     std::vector<View> views;
     for (int64_t d = 0; d < x.dim(); ++d) {
-      views.push_back({"tsfuse::broadcast_select", {d, int64_t{0}}, [d](const at::Tensor& t) { return t.select(d, 0); }});
-      views.push_back({"tsfuse::broadcast_slice", {d, int64_t{0}, int64_t{5}, int64_t{2}},
-                       [d](const at::Tensor& t) { return t.slice(d, 0, 5, 2); }});
+      views.push_back(
+          {"tsfuse::broadcast_select", {d, int64_t{0}}, [d](const at::Tensor& t) { return t.select(d, 0); }});
+      views.push_back({"tsfuse::broadcast_slice", {d, int64_t{0}, int64_t{5}, int64_t{2}}, [d](const at::Tensor& t) {
+                         return t.slice(d, 0, 5, 2);
+                       }});
     }
     for (int64_t d = 0; d <= x.dim(); ++d)
       views.push_back({"tsfuse::broadcast_unsqueeze", {d}, [d](const at::Tensor& t) { return t.unsqueeze(d); }});
@@ -384,10 +389,9 @@ TEST(BroadcastViews, TakeTheLayoutOfEagersView) {
 TEST(BroadcastViews, EmptyLeavesOfAPermutedLayout) {
   const tsfuse::Expr f = tsfuse::Expr::parse("v1: neg($0); add(%0, 1.5)");
   Gen g(4);
-  const at::Tensor transposed = g.tensor({4, 1, 1}, at::kFloat).permute({2, 1, 0});  // [1, 1, 4]
-  const std::vector<at::Tensor> leaves = {
-      transposed.slice(1, 2).unsqueeze(0).chunk(2, 3)[1],                        // [1, 1, 0, 2]
-      g.tensor({3, 0, 5}, at::kFloat).permute({2, 1, 0})};                        // [5, 0, 3]
+  const at::Tensor transposed = g.tensor({4, 1, 1}, at::kFloat).permute({2, 1, 0});             // [1, 1, 4]
+  const std::vector<at::Tensor> leaves = {transposed.slice(1, 2).unsqueeze(0).chunk(2, 3)[1],   // [1, 1, 0, 2]
+                                          g.tensor({3, 0, 5}, at::kFloat).permute({2, 1, 0})};  // [5, 0, 3]
   for (const at::Tensor& leaf : leaves) {
     const at::Tensor x = tsfuse::evalAten(f, {leaf});
     for (int64_t d = 0; d < x.dim(); ++d) {

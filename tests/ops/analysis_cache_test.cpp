@@ -24,7 +24,8 @@ using T = std::vector<at::Tensor>;
                     a.valueShape == b.valueShape && a.valueOrder == b.valueOrder && a.outSizes == b.outSizes &&
                     a.outStrides == b.outStrides && a.outDtype == b.outDtype && a.reducedSizes == b.reducedSizes &&
                     a.reducedDtype == b.reducedDtype && a.epilogueKeepsShape == b.epilogueKeepsShape &&
-                    bool(a.epilogue) == bool(b.epilogue) && (!a.epilogue || a.epilogue->outDtype == b.epilogue->outDtype);
+                    bool(a.epilogue) == bool(b.epilogue) &&
+                    (!a.epilogue || a.epilogue->outDtype == b.epilogue->outDtype);
   if (same) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << "out " << at::IntArrayRef(a.outSizes) << "/" << at::IntArrayRef(a.outStrides)
                                        << " " << a.outDtype << " vs " << at::IntArrayRef(b.outSizes) << "/"
@@ -61,27 +62,29 @@ TEST(AnalysisCache, EveryPartOfTheSignatureCounts) {
   var0.correction = 0.0;
   const std::vector<Call> calls = {
       {sub, {x, y}, std::nullopt},
-      {sub, {x.to(at::kDouble), y}, std::nullopt},                                   // dtype
+      {sub, {x.to(at::kDouble), y}, std::nullopt},  // dtype
       {sub, {x.to(at::kInt), y.to(at::kInt)}, std::nullopt},
-      {add, {x.to(at::kInt), wrapped}, std::nullopt},                                // wrapped number: float
-      {add, {x.to(at::kInt), at::scalar_tensor(2.5, at::kDouble)}, std::nullopt},     // 0-dim tensor: float too, other rule
-      {add, {x.to(at::kHalf), at::scalar_tensor(2.5, at::kDouble)}, std::nullopt},    // half stays half
-      {add, {x.to(at::kHalf), at::rand({1}, at::kDouble)}, std::nullopt},             // a 1-dim operand promotes
-      {sub, {x.transpose(0, 2).contiguous().transpose(0, 2), y}, std::nullopt},      // layout
-      {sub, {x, y.expand({5, 4, 3})}, std::nullopt},                                  // strides 0
-      {sub, {at::rand({5, 2, 3}), y}, std::nullopt},                                  // sizes (raises: analysis absent)
+      {add, {x.to(at::kInt), wrapped}, std::nullopt},  // wrapped number: float
+      {add,
+       {x.to(at::kInt), at::scalar_tensor(2.5, at::kDouble)},
+       std::nullopt},  // 0-dim tensor: float too, other rule
+      {add, {x.to(at::kHalf), at::scalar_tensor(2.5, at::kDouble)}, std::nullopt},  // half stays half
+      {add, {x.to(at::kHalf), at::rand({1}, at::kDouble)}, std::nullopt},           // a 1-dim operand promotes
+      {sub, {x.transpose(0, 2).contiguous().transpose(0, 2), y}, std::nullopt},     // layout
+      {sub, {x, y.expand({5, 4, 3})}, std::nullopt},                                // strides 0
+      {sub, {at::rand({5, 2, 3}), y}, std::nullopt},                                // sizes (raises: analysis absent)
       {sub, {x, y}, red(Reduction::Sum, std::vector<int64_t>{2})},
-      {sub, {x, y}, red(Reduction::Sum, std::vector<int64_t>{1})},                    // dims
-      {sub, {x, y}, red(Reduction::Sum, std::vector<int64_t>{2}, true)},              // keepdim
+      {sub, {x, y}, red(Reduction::Sum, std::vector<int64_t>{1})},                      // dims
+      {sub, {x, y}, red(Reduction::Sum, std::vector<int64_t>{2}, true)},                // keepdim
       {sub, {x, y}, red(Reduction::Sum, std::vector<int64_t>{2}, false, at::kDouble)},  // dtype
-      {sub, {x, y}, red(Reduction::Sum, std::nullopt)},                               // all dims
-      {sub, {x, y}, red(Reduction::Amax, std::vector<int64_t>{2})},                   // kind
+      {sub, {x, y}, red(Reduction::Sum, std::nullopt)},                                 // all dims
+      {sub, {x, y}, red(Reduction::Amax, std::vector<int64_t>{2})},                     // kind
       {sub, {x, y}, norm1},
-      {sub, {x, y}, norm2},                                                            // order
+      {sub, {x, y}, norm2},  // order
       {sub, {x, y}, var0},
-      {sub, {x, y}, var1},                                                             // correction
-      {sub, {x, y, at::rand({5, 4}, at::kDouble)}, withEpi},                          // epilogue
-      {sub, {x, y, at::rand({5, 4})}, withEpi},                                        // its operand's dtype
+      {sub, {x, y}, var1},                                    // correction
+      {sub, {x, y, at::rand({5, 4}, at::kDouble)}, withEpi},  // epilogue
+      {sub, {x, y, at::rand({5, 4})}, withEpi},               // its operand's dtype
   };
   for (int round = 0; round < 3; ++round)
     for (size_t i = 0; i < calls.size(); ++i) {

@@ -46,7 +46,8 @@ std::vector<at::Tensor> unsliced(const std::vector<at::Tensor>& ops, const std::
                                     int64_t dim, int64_t step = -1) {
   const auto plan = planOf(ops, stages);
   if (!plan) return ::testing::AssertionFailure() << "no slab plan";
-  if (plan->pos[0] != dim) return ::testing::AssertionFailure() << "sliced along dim " << plan->pos[0] << ", not " << dim;
+  if (plan->pos[0] != dim)
+    return ::testing::AssertionFailure() << "sliced along dim " << plan->pos[0] << ", not " << dim;
   if (step >= 0 && plan->step != step)
     return ::testing::AssertionFailure() << plan->step << " indices a slab, not " << step;
   return sameAll(unsliced(ops, stages), tsfuse_test::chained(ops, kSq, stages), /*exact=*/true);

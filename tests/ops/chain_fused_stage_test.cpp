@@ -14,8 +14,8 @@ namespace ops_chain_fused_stage_test {
 
 namespace {
 
-using tsfuse_test::errorOf;
 using tsfuse_test::chained;
+using tsfuse_test::errorOf;
 using tsfuse_test::Gen;
 using tsfuse_test::sameAll;
 using tsfuse_test::sameTensor;
@@ -28,7 +28,8 @@ const std::string kGauss = "sum(dim=[2], keepdim=False) |> v1: mul($0, -2.0); ex
 // The chain unchained: stage 0 as tsfuse::reduce, each later stage as the fused op it was.
 std::vector<at::Tensor> unchained(const std::vector<at::Tensor>& ops, const std::vector<std::string>& stages) {
   const tsfuse::Chain c = tsfuse::Chain::parse(kSq, stages);
-  auto reduceOf = [](const tsfuse::ReduceSpec& s, at::TensorList in, const std::string& expr) -> std::vector<at::Tensor> {
+  auto reduceOf = [](const tsfuse::ReduceSpec& s, at::TensorList in,
+                     const std::string& expr) -> std::vector<at::Tensor> {
     if (s.withIndices()) {
       auto [v, i] = tsfuse::reduceWithIndices(in, expr, tsfuse::reductionText(s), (*s.dims)[0], s.keepdim);
       return {v, i};
@@ -58,16 +59,21 @@ struct Case {
 };
 
 const std::vector<Case> kCases = {
-    {"kernel product, weights [1, M, K]", "fused(v1: mul($0, $1); $0 = value.unsqueeze(2)) |> sum(dim=[1], keepdim=False)",
+    {"kernel product, weights [1, M, K]",
+     "fused(v1: mul($0, $1); $0 = value.unsqueeze(2)) |> sum(dim=[1], keepdim=False)",
      {{1, -1, -2}}},
     {"kernel product, weights [M, K], unsqueezed twice",
-     "fused(v1: mul($0, $1); $0 = value.unsqueeze(-1).unsqueeze(0)) |> sum(dim=[2], keepdim=False)", {{-1, -2}}},
-    {"per-row weights [N, M, K]", "fused(v1: mul($1, $0); $1 = value.unsqueeze(2)) |> sum(dim=[1], keepdim=True)",
+     "fused(v1: mul($0, $1); $0 = value.unsqueeze(-1).unsqueeze(0)) |> sum(dim=[2], keepdim=False)",
+     {{-1, -2}}},
+    {"per-row weights [N, M, K]",
+     "fused(v1: mul($1, $0); $1 = value.unsqueeze(2)) |> sum(dim=[1], keepdim=True)",
      {{0, -1, -2}}},
-    {"value as $1, an epilogue operand", "fused(v1: sub($0, $1); abs(%0); $1 = value) |> amax(dim=[1], keepdim=False) |> v1: add($0, $1)",
+    {"value as $1, an epilogue operand",
+     "fused(v1: sub($0, $1); abs(%0); $1 = value) |> amax(dim=[1], keepdim=False) |> v1: add($0, $1)",
      {{-1}, {0}}},
     {"max with indices last", "fused(v1: mul($0, $1); $0 = value) |> max(dim=[1], keepdim=False)", {{-1}}},
-    {"argmin of a weighted value over [N, M]", "fused(v1: mul($0, $1); $0 = value) |> argmin(dim=[1], keepdim=False)",
+    {"argmin of a weighted value over [N, M]",
+     "fused(v1: mul($0, $1); $0 = value) |> argmin(dim=[1], keepdim=False)",
      {{-1}}},
 };
 
@@ -88,7 +94,8 @@ TEST_F(ChainFusedStage, ManySlabsGiveTheUnchainedBitsAndTheReferencesValues) {
     const int64_t n = 1 + g.randint(0, 30), m = 1 + g.randint(0, 25), k = 1 + g.randint(0, 17), d = 1 + g.randint(0, 5);
     const at::ScalarType dt = i % 4 == 3 ? at::kDouble : at::kFloat;
     std::vector<at::Tensor> ops = operands(g, c, n, m, k, d, dt);
-    if (i % 5 == 2 && ops[2].dim() >= 2) ops[2] = ops[2].transpose(-1, -2).contiguous().transpose(-1, -2);  // another layout
+    if (i % 5 == 2 && ops[2].dim() >= 2)
+      ops[2] = ops[2].transpose(-1, -2).contiguous().transpose(-1, -2);  // another layout
     const std::vector<std::string> stages{kGauss, c.stage};
     const std::string what = std::string(c.name) + " #" + std::to_string(i);
     std::vector<at::Tensor> got = chained(ops, kSq, stages);
@@ -141,7 +148,9 @@ TEST_F(ChainFusedStage, EagersOwnErrors) {
 
 TEST_F(ChainFusedStage, MalformedTextsAreRejected) {
   at::Tensor x = at::randn({6, 1, 3}), y = at::randn({5, 3}), b = at::randn({1, 5, 2});
-  auto reason = [&](const std::string& stage) { return errorOf([&] { tsfuse::reduceChain({x, y, b}, kSq, {kGauss, stage}); }); };
+  auto reason = [&](const std::string& stage) {
+    return errorOf([&] { tsfuse::reduceChain({x, y, b}, kSq, {kGauss, stage}); });
+  };
   EXPECT_NE(reason("fused(v1: mul($0, $1)) |> sum(dim=[1], keepdim=False)").find("expected '; $<i> = value'"),
             std::string::npos);
   EXPECT_NE(reason("fused(v1: mul($0, $1); $2 = value) |> sum(dim=[1], keepdim=False)").find("not an operand"),

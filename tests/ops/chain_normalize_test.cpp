@@ -29,8 +29,8 @@ std::string stageText(int kind, int64_t dim) { return std::string(kKinds[kind]) 
 const char* epilogueOf(int kind) { return kind == 2 ? "v1: mul($0, -0.5); exp(%0)" : "v1: mul($0, -0.5)"; }
 
 at::Tensor unchained(const at::Tensor& x, const at::Tensor& y, int kind, int64_t dim) {
-  at::Tensor v = tsfuse::reduce({x, y}, kSq, "sum", std::vector<int64_t>{-1}, false, std::nullopt,
-                                std::string(epilogueOf(kind)));
+  at::Tensor v =
+      tsfuse::reduce({x, y}, kSq, "sum", std::vector<int64_t>{-1}, false, std::nullopt, std::string(epilogueOf(kind)));
   if (kind == 0) return at::softmax(v, dim);
   if (kind == 1) return at::log_softmax(v, dim);
   return v / v.sum({dim}, /*keepdim=*/true);
@@ -121,7 +121,10 @@ TEST(ChainNormalizeText, MalformedStagesAndSweepBranchesAreRefused) {
   EXPECT_EQ(c.normalize[1]->dim, -1);
   EXPECT_EQ(c.normalize[1]->kind, tsfuse::NormalizeStage::Kind::LogSoftmax);
   EXPECT_EQ(c.stageTexts()[1], "log_softmax(dim=-1)");
-  EXPECT_NE(errorOf([&] { tsfuse::Sweep::parse(kSq, {stage0, "softmax(dim=1)"}); }).find("normalizes"), std::string::npos);
+  EXPECT_NE(errorOf([&] {
+              tsfuse::Sweep::parse(kSq, {stage0, "softmax(dim=1)"});
+            }).find("normalizes"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -60,8 +60,8 @@ TEST(ChainRowSum, KeepdimAndAHigherRank) {
   EXPECT_TRUE(sameTensor(eagerChain(ops, keep), got, /*exact=*/true));
 
   // [B, N, M, D] summed over D, then over M: B x N rows.
-  const std::vector<std::string> rank4{
-      "sum(dim=[3], keepdim=False) |> v1: mul($0, -2.0); exp(%0); mul(%1, $1)", "sum(dim=[2], keepdim=False)"};
+  const std::vector<std::string> rank4{"sum(dim=[3], keepdim=False) |> v1: mul($0, -2.0); exp(%0); mul(%1, $1)",
+                                       "sum(dim=[2], keepdim=False)"};
   const std::vector<at::Tensor> ops4{g.tensor({5, 9, 1, 3}, at::kFloat), g.tensor({300, 3}, at::kFloat),
                                      g.tensor({300}, at::kFloat)};
   auto [got4, folded4] = run(ops4, rank4);
@@ -97,7 +97,8 @@ TEST(ChainRowSum, EdgeValuesAreEagers) {
   EXPECT_TRUE(folded);
   EXPECT_TRUE(sameTensor(eagerChain(ops, stages), got, /*exact=*/true));
   const at::Tensor finite = eagerChain(ops, stages).isfinite();
-  EXPECT_EQ(finite.sum().item<int64_t>(), 8) << "only the NaN row is not finite (an infinite point is exp(-inf) = 0 away)";
+  EXPECT_EQ(finite.sum().item<int64_t>(), 8)
+      << "only the NaN row is not finite (an infinite point is exp(-inf) = 0 away)";
 
   ops[2][400] = inf;
   ops[2][401] = nan;
@@ -134,8 +135,12 @@ TEST(ChainRowSum, DeclinedChainsKeepTheirValues) {
   };
   const std::vector<Declined> cases = {
       {"the next stage sums the first dim", {kKernel, "sum(dim=[0], keepdim=False)"}, 64, 700, at::kFloat, false},
-      {"one row (eager may split its sum among threads)", {kKernel, "sum(dim=[1], keepdim=False)"}, 1, 40000,
-       at::kFloat, true},
+      {"one row (eager may split its sum among threads)",
+       {kKernel, "sum(dim=[1], keepdim=False)"},
+       1,
+       40000,
+       at::kFloat,
+       true},
       {"float64 values", {kKernel, "sum(dim=[1], keepdim=False)"}, 64, 700, at::kDouble, true},
       {"the next stage is a mean", {kKernel, "mean(dim=[1], keepdim=False)"}, 64, 700, at::kFloat, true},
   };

@@ -47,14 +47,20 @@ struct Case {
 };
 
 const std::vector<Case> kCases = {
-    {"gaussian kernel sum", {"sum(dim=[2], keepdim=False) |> v1: mul($0, -2.0); exp(%0); mul(%1, $1)",
-                             "sum(dim=[1], keepdim=False)"}, true, false},
+    {"gaussian kernel sum",
+     {"sum(dim=[2], keepdim=False) |> v1: mul($0, -2.0); exp(%0); mul(%1, $1)", "sum(dim=[1], keepdim=False)"},
+     true,
+     false},
     {"nearest neighbour", {"sum(dim=[2], keepdim=False)", "argmin(dim=[1], keepdim=False)"}, false, false},
     {"column minima with indices", {"sum(dim=[2], keepdim=False)", "min(dim=[0], keepdim=True)"}, false, false},
-    {"max of |d| then a later epilogue", {"amax(dim=[2], keepdim=True)", "amin(dim=[1], keepdim=False) |> v1: mul($0, $1)"},
-     true, true},
-    {"three stages", {"amax(dim=[2], keepdim=False)", "amin(dim=[0], keepdim=True)", "sum(dim=[0], keepdim=False)"},
-     false, true},
+    {"max of |d| then a later epilogue",
+     {"amax(dim=[2], keepdim=True)", "amin(dim=[1], keepdim=False) |> v1: mul($0, $1)"},
+     true,
+     true},
+    {"three stages",
+     {"amax(dim=[2], keepdim=False)", "amin(dim=[0], keepdim=True)", "sum(dim=[0], keepdim=False)"},
+     false,
+     true},
     {"norm inside a mean", {"norm:2.0(dim=[2], keepdim=False)", "mean(dim=[1], keepdim=False)"}, false, false},
 };
 
@@ -66,7 +72,7 @@ TEST_F(Chain, ManySlabsGiveTheUnchainedBitsAndEagersValues) {
     const at::ScalarType dt = i % 4 == 3 ? at::kDouble : at::kFloat;
     at::Tensor x = g.tensor({n, 1, d}, dt), y = g.tensor({m, d}, dt);
     if (i % 3 == 1) x = x.transpose(0, 2).contiguous().transpose(0, 2);  // another layout
-    if (i % 5 == 2) y = g.tensor({d, m}, dt).t();                           // y strided along D
+    if (i % 5 == 2) y = g.tensor({d, m}, dt).t();                        // y strided along D
     std::vector<at::Tensor> ops{x, y};
     if (c.extraOperand) ops.push_back(g.tensor({c.stages[0].find("|>") != std::string::npos ? m : 1}, dt));
     const std::string what = std::string(c.name) + " #" + std::to_string(i);
@@ -115,14 +121,16 @@ TEST_F(Chain, LaterArgExtremaGiveArgminsIndices) {
     at::Tensor x = g.tensor({n, 1, 2}, dt, at::isFloatingType(dt) ? tsfuse_test::kNaN | tsfuse_test::kSignedZero : 0);
     at::Tensor y = g.tensor({m, 2}, dt);
     if (at::isFloatingType(dt)) x = x.round(), y = y.round();  // ties
-    const std::string stage = std::string(i % 2 ? "argmax" : "argmin") + "(dim=[" + std::to_string(i % 3 == 0 ? 0 : -1) +
-                              "], keepdim=" + (i % 5 == 0 ? "True" : "False") + ")";
+    const std::string stage = std::string(i % 2 ? "argmax" : "argmin") + "(dim=[" +
+                              std::to_string(i % 3 == 0 ? 0 : -1) + "], keepdim=" + (i % 5 == 0 ? "True" : "False") +
+                              ")";
     const std::vector<std::string> stages{"amax(dim=[2], keepdim=False)", stage};
     ASSERT_TRUE(sameAll(unchained({x, y}, kSq, stages), chained({x, y}, kSq, stages), true)) << stage << " " << dt;
   }
   using tsfuse_test::errorOf;
   at::Tensor x = at::randn({40, 1, 3}), y = at::randn({30, 3});
-  const std::vector<std::string> onBool{"sum(dim=[2], keepdim=False) |> v1: gt($0, 1.0)", "argmin(dim=[1], keepdim=False)"};
+  const std::vector<std::string> onBool{"sum(dim=[2], keepdim=False) |> v1: gt($0, 1.0)",
+                                        "argmin(dim=[1], keepdim=False)"};
   const std::string want = errorOf([&] { at::argmin(at::randn({40, 30}) > 1.0, 1); });
   EXPECT_FALSE(want.empty());
   EXPECT_EQ(errorOf([&] { tsfuse::reduceChain({x, y}, kSq, onBool); }), want);
@@ -143,7 +151,8 @@ TEST_F(Chain, NanAndInfFollowEagersRules) {
   for (int i = 0; i < 6; ++i) {
     at::Tensor x = g.tensor({19, 1, 4}, at::kFloat, tsfuse_test::kNaN | tsfuse_test::kInf),
                y = g.tensor({23, 4}, at::kFloat, tsfuse_test::kNaN | tsfuse_test::kSignedZero);
-    EXPECT_TRUE(sameAll(tsfuse::evalChain(tsfuse::Chain::parse(kSq, stages), {x, y}), chained({x, y}, kSq, stages), true))
+    EXPECT_TRUE(
+        sameAll(tsfuse::evalChain(tsfuse::Chain::parse(kSq, stages), {x, y}), chained({x, y}, kSq, stages), true))
         << i;
   }
 }
@@ -152,7 +161,8 @@ TEST_F(Chain, EmptyInputs) {
   const std::vector<std::string> stages{"sum(dim=[2], keepdim=False)", "sum(dim=[1], keepdim=False)"};
   for (auto [n, m, d] : {std::tuple<int64_t, int64_t, int64_t>{0, 4, 3}, {5, 0, 3}, {5, 4, 0}}) {
     at::Tensor x = at::randn({n, 1, d}), y = at::randn({m, d});
-    EXPECT_TRUE(sameAll(tsfuse::evalChain(tsfuse::Chain::parse(kSq, stages), {x, y}), chained({x, y}, kSq, stages), true))
+    EXPECT_TRUE(
+        sameAll(tsfuse::evalChain(tsfuse::Chain::parse(kSq, stages), {x, y}), chained({x, y}, kSq, stages), true))
         << n << " " << m << " " << d;
   }
 }
@@ -163,7 +173,9 @@ TEST_F(Chain, EagersOwnErrors) {
   at::Tensor x = at::randn({40, 1, 3}), y = at::randn({30, 3});
   // A shape mismatch in stage 0: the message names the whole tensors' sizes, not a slab's.
   at::Tensor bad = at::randn({30, 4});
-  EXPECT_EQ(errorOf([&] { tsfuse::reduceChain({x, bad}, kSq, {"sum(dim=[2], keepdim=False)", "sum(dim=[1], keepdim=False)"}); }),
+  EXPECT_EQ(errorOf([&] {
+              tsfuse::reduceChain({x, bad}, kSq, {"sum(dim=[2], keepdim=False)", "sum(dim=[1], keepdim=False)"});
+            }),
             errorOf([&] { at::sub(x, bad); }));
   // A later stage's dim out of range.
   const std::vector<std::string> far{"sum(dim=[2], keepdim=False)", "sum(dim=[5], keepdim=False)"};
@@ -185,10 +197,13 @@ TEST_F(Chain, EagersOwnErrors) {
 TEST_F(Chain, MalformedStagesAreRejected) {
   using tsfuse_test::errorOf;
   at::Tensor x = at::randn({6, 1, 3}), y = at::randn({5, 3});
-  EXPECT_NE(errorOf([&] { tsfuse::reduceChain({x, y}, kSq, {"sum(dim=[2], keepdim=False)"}); }).find("at least two stages"),
+  EXPECT_NE(errorOf([&] {
+              tsfuse::reduceChain({x, y}, kSq, {"sum(dim=[2], keepdim=False)"});
+            }).find("at least two stages"),
             std::string::npos);
-  EXPECT_NE(errorOf([&] { tsfuse::reduceChain({x, y}, kSq, {"sum(dim=[2])", "sum(dim=[1], keepdim=False)"}); })
-                .find("expected ', keepdim='"),
+  EXPECT_NE(errorOf([&] {
+              tsfuse::reduceChain({x, y}, kSq, {"sum(dim=[2])", "sum(dim=[1], keepdim=False)"});
+            }).find("expected ', keepdim='"),
             std::string::npos);
   EXPECT_NE(errorOf([&] {
               tsfuse::reduceChain({x, y}, kSq, {"max(dim=[2], keepdim=False)", "sum(dim=[1], keepdim=False)"});
@@ -199,13 +214,15 @@ TEST_F(Chain, MalformedStagesAreRejected) {
             }).find("reduce_chain_with_indices"),
             std::string::npos);
   // describe()'s text round-trips, dtype and parameters included.
-  const std::vector<std::string> texts{"norm:3.0(dim=[2], keepdim=True)", "sum(dim=None, keepdim=False, dtype=float64)"};
+  const std::vector<std::string> texts{"norm:3.0(dim=[2], keepdim=True)",
+                                       "sum(dim=None, keepdim=False, dtype=float64)"};
   EXPECT_EQ(tsfuse::Chain::parse(kSq, texts).stageTexts(), texts);
 }
 
 TEST_F(Chain, AutogradRunsTheChainUnfused) {
   at::Tensor x = at::randn({6, 1, 3}).requires_grad_(), y = at::randn({5, 3});
-  const std::vector<std::string> stages{"sum(dim=[2], keepdim=False) |> v1: neg($0); exp(%0)", "sum(dim=[1], keepdim=False)"};
+  const std::vector<std::string> stages{"sum(dim=[2], keepdim=False) |> v1: neg($0); exp(%0)",
+                                        "sum(dim=[1], keepdim=False)"};
   at::Tensor got = tsfuse::reduceChain({x, y}, kSq, stages);
   EXPECT_STREQ(tsfuse::lastPath(), "eager");
   got.sum().backward();
@@ -216,7 +233,8 @@ TEST_F(Chain, AutogradRunsTheChainUnfused) {
 
 TEST_F(Chain, MetaGivesTheShapes) {
   at::Tensor x = at::empty({6, 1, 3}, at::kMeta), y = at::empty({5, 3}, at::kMeta);
-  auto [v, i] = tsfuse::reduceChainWithIndices({x, y}, kSq, {"sum(dim=[2], keepdim=False)", "min(dim=[0], keepdim=True)"});
+  auto [v, i] =
+      tsfuse::reduceChainWithIndices({x, y}, kSq, {"sum(dim=[2], keepdim=False)", "min(dim=[0], keepdim=True)"});
   EXPECT_EQ(v.sizes(), at::IntArrayRef({1, 5}));
   EXPECT_EQ(i.scalar_type(), at::kLong);
 }

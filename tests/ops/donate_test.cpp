@@ -17,7 +17,6 @@ using tsfuse_test::sameTensor;
 
 const std::string kAbsDiff = "v1: sub($0, $1); abs(%0); mul(%1, 3)";
 
-
 // The operands, the list their only holder (an initializer list would keep a copy of each alive
 // for the whole call).
 std::vector<at::Tensor> owned(at::Tensor a, at::Tensor b) {
@@ -26,7 +25,6 @@ std::vector<at::Tensor> owned(at::Tensor a, at::Tensor b) {
   v.push_back(std::move(b));
   return v;
 }
-
 
 at::Tensor eagerAbsDiff(const at::Tensor& a, const at::Tensor& b) { return at::abs(a - b) * 3; }
 
@@ -120,8 +118,9 @@ TEST(Donated, UndonatedOperandsAreNeverWritten) {
   const void* memory = mine.data_ptr();
   at::Tensor out = pairwiseBoxed(owned(std::move(mine), b), kAbsDiff, {});
   EXPECT_NE(out.data_ptr(), memory);
-  EXPECT_NE(tsfuse_test::errorOf([&] { pairwiseBoxed(owned(a, b), kAbsDiff, {2}); }).find("donated operand 2 out of range"),
-            std::string::npos);
+  EXPECT_NE(
+      tsfuse_test::errorOf([&] { pairwiseBoxed(owned(a, b), kAbsDiff, {2}); }).find("donated operand 2 out of range"),
+      std::string::npos);
 }
 
 // A float sum of a value no larger than its operand is ATen's (eager's order) over the stored
@@ -137,12 +136,11 @@ TEST(Donated, TheStoredValueOfAnAtenReductionTakesTheOperand) {
     const void* memory = mine.data_ptr();
     std::vector<at::Tensor> alone;  // (a braced list would keep a copy alive)
     alone.push_back(std::move(mine));
-    at::Tensor out = epilogue ? callBoxed("tsfuse::reduce", owned(std::move(alone[0]), s), expr, "sum",
-                                          std::vector<int64_t>{0}, false, c10::IValue(),
-                                          "v1: mul($0, $1); exp(%0)", std::vector<int64_t>{0, 1})
-                              : callBoxed("tsfuse::reduce", std::move(alone), expr, "sum",
-                                          std::vector<int64_t>{0}, false, c10::IValue(), c10::IValue(),
-                                          std::vector<int64_t>{0});
+    at::Tensor out =
+        epilogue ? callBoxed("tsfuse::reduce", owned(std::move(alone[0]), s), expr, "sum", std::vector<int64_t>{0},
+                             false, c10::IValue(), "v1: mul($0, $1); exp(%0)", std::vector<int64_t>{0, 1})
+                 : callBoxed("tsfuse::reduce", std::move(alone), expr, "sum", std::vector<int64_t>{0}, false,
+                             c10::IValue(), c10::IValue(), std::vector<int64_t>{0});
     EXPECT_STREQ(tsfuse::lastPath(), "aten");
     // Without an epilogue the last donation is the operand's; with one, the reduced value's.
     EXPECT_EQ(tsfuse::lastDonatedMemory(), epilogue ? out.data_ptr() : memory);
@@ -157,7 +155,8 @@ TEST(Donated, TheStoredValueOfAnAtenReductionTakesTheOperand) {
 TEST(Donated, ABoundCallStillTakesTheDonatedOperand) {
   tsfuse_test::Gen g(3);
   const at::Tensor a = g.tensor({256, 300}, at::kFloat), b = g.tensor({1, 300}, at::kFloat);
-  for (const std::string expr : {"v1: sub($0, $1); clamp(%0, $2, None)", "v1: atan($1); sub($0, %0); clamp(%1, $2, None)"}) {
+  for (const std::string expr :
+       {"v1: sub($0, $1); clamp(%0, $2, None)", "v1: atan($1); sub($0, %0); clamp(%1, $2, None)"}) {
     SCOPED_TRACE(expr);
     at::Tensor mine = a.clone();
     const void* memory = mine.data_ptr();

@@ -14,28 +14,28 @@ using T = std::vector<at::Tensor>;
 
 TEST(OpErrors, MalformedExpressionTextThrowsC10Error) {
   const std::vector<std::string> bad = {
-      "",                                 // empty
-      "v2: add($0, $1)",                  // unknown version
-      "v1 add($0, $1)",                   // missing ':'
-      "v1:",                              // no instructions
-      "v1: add($0 $1)",                   // missing ','
-      "v1: add($0, $1",                   // unclosed
-      "v1: frobnicate($0)",               // unknown op
-      "v1: add($0)",                      // arity
-      "v1: add($0, $1, $0)",              // arity
-      "v1: abs(%0)",                      // used before defined
-      "v1: abs($0); add(%1, $0)",         // used before defined
-      "v1: add($0, $-1)",                 // negative reference
-      "v1: add($0, 1.2.3)",               // malformed float
-      "v1: add($0, 12abc)",               // malformed int
-      "v1: add(1, 2)",                    // no tensor argument
-      "v1: add($0, None)",                // None outside clamp
-      "v1: clamp($0, None, None)",        // clamp without bounds
-      "v1: neg($0); clamp($0, %0, 2)",             // mixed tensor / scalar bounds
-      "v1: to($0, float99)",              // unknown dtype
-      "v1: to($0, 1)",                    // to() needs a dtype
-      "v1: add($0, float32)",             // dtype outside to()
-      "v1: add($0, $1) junk",             // trailing text
+      "",                               // empty
+      "v2: add($0, $1)",                // unknown version
+      "v1 add($0, $1)",                 // missing ':'
+      "v1:",                            // no instructions
+      "v1: add($0 $1)",                 // missing ','
+      "v1: add($0, $1",                 // unclosed
+      "v1: frobnicate($0)",             // unknown op
+      "v1: add($0)",                    // arity
+      "v1: add($0, $1, $0)",            // arity
+      "v1: abs(%0)",                    // used before defined
+      "v1: abs($0); add(%1, $0)",       // used before defined
+      "v1: add($0, $-1)",               // negative reference
+      "v1: add($0, 1.2.3)",             // malformed float
+      "v1: add($0, 12abc)",             // malformed int
+      "v1: add(1, 2)",                  // no tensor argument
+      "v1: add($0, None)",              // None outside clamp
+      "v1: clamp($0, None, None)",      // clamp without bounds
+      "v1: neg($0); clamp($0, %0, 2)",  // mixed tensor / scalar bounds
+      "v1: to($0, float99)",            // unknown dtype
+      "v1: to($0, 1)",                  // to() needs a dtype
+      "v1: add($0, float32)",           // dtype outside to()
+      "v1: add($0, $1) junk",           // trailing text
   };
   T ops = {at::ones({2, 1}), at::ones({1, 3})};
   for (const std::string& e : bad) {
@@ -97,7 +97,8 @@ TEST(OpErrors, ShapesThatDoNotBroadcastRaiseEagersMessage) {
   T ops = {g.tensor({3, 4}, at::kFloat), g.tensor({5, 4}, at::kFloat)};
   EagerFn f = [](const T& x) { return at::mul(at::sub(x[0], x[1]), 2); };
   EXPECT_TRUE(checkPairwise("v1: sub($0, $1); mul(%0, 2)", ops, f));
-  EXPECT_TRUE(checkReduce("v1: sub($0, $1); mul(%0, 2)", ops, f, {"sum", std::vector<int64_t>{0}, false, std::nullopt}));
+  EXPECT_TRUE(
+      checkReduce("v1: sub($0, $1); mul(%0, 2)", ops, f, {"sum", std::vector<int64_t>{0}, false, std::nullopt}));
   // The error comes from a later instruction, after a valid broadcast.
   T three = {g.tensor({3, 1}, at::kFloat), g.tensor({1, 4}, at::kFloat), g.tensor({2, 4}, at::kFloat)};
   EagerFn h = [](const T& x) { return at::add(at::sub(x[0], x[1]), x[2]); };
@@ -106,7 +107,8 @@ TEST(OpErrors, ShapesThatDoNotBroadcastRaiseEagersMessage) {
   // With autograd.
   T grad = {ops[0].clone().requires_grad_(true), ops[1]};
   EXPECT_TRUE(checkPairwise("v1: sub($0, $1); mul(%0, 2)", grad, f));
-  EXPECT_NE(errorOf([&] { tsfuse::pairwise(grad, "v1: sub($0, $1); mul(%0, 2)"); }).find("must match"), std::string::npos);
+  EXPECT_NE(errorOf([&] { tsfuse::pairwise(grad, "v1: sub($0, $1); mul(%0, 2)"); }).find("must match"),
+            std::string::npos);
 }
 
 TEST(OpErrors, BoolSubtractionAndNegationRaiseEagersMessage) {
@@ -141,7 +143,8 @@ TEST(OpErrors, KernelLevelErrorsRaiseEagersMessage) {
                             [](const T& x) { return at::add(at::div(x[0], x[1], "floor"), 1); }));
   // An op without a kernel for the dtype raises even when the output is empty.
   T emptyBool = {at::zeros({0, 1}, at::kBool), at::ones({1, 5}, at::kBool)};
-  EXPECT_TRUE(checkPairwise("v1: div_floor($0, $1)", emptyBool, [](const T& x) { return at::div(x[0], x[1], "floor"); }));
+  EXPECT_TRUE(
+      checkPairwise("v1: div_floor($0, $1)", emptyBool, [](const T& x) { return at::div(x[0], x[1], "floor"); }));
   EXPECT_TRUE(checkPairwise("v1: div_floor($0, $1)", {emptyBool[1], emptyBool[1]},
                             [](const T& x) { return at::div(x[0], x[1], "floor"); }));
 }
@@ -171,8 +174,8 @@ void expectSameGrads(const std::string& expr, const EagerFn& eager, const T& in,
     return red ? eagerReduce(v, red->reduction, red->dim, red->keepdim, red->dtype) : v;
   };
   auto fusedF = [&](const T& x) {
-    at::Tensor r = red ? tsfuse::reduce(x, expr, red->reduction, red->dim, red->keepdim, red->dtype)
-                       : tsfuse::pairwise(x, expr);
+    at::Tensor r =
+        red ? tsfuse::reduce(x, expr, red->reduction, red->dim, red->keepdim, red->dtype) : tsfuse::pairwise(x, expr);
     EXPECT_TRUE(r.requires_grad());
     EXPECT_TRUE(r.grad_fn() != nullptr);
     return r;
@@ -182,7 +185,8 @@ void expectSameGrads(const std::string& expr, const EagerFn& eager, const T& in,
   EXPECT_TRUE(sameTensor(ev, fv, false, 1e-6, 1e-8));
   for (size_t k = 0; k < in.size(); ++k) {
     EXPECT_EQ(eg[k].defined(), fg[k].defined()) << "operand " << k;
-    if (eg[k].defined() && fg[k].defined()) EXPECT_TRUE(sameTensor(eg[k], fg[k], false, 1e-6, 1e-8)) << "grad of $" << k;
+    if (eg[k].defined() && fg[k].defined())
+      EXPECT_TRUE(sameTensor(eg[k], fg[k], false, 1e-6, 1e-8)) << "grad of $" << k;
   }
 }
 
@@ -194,7 +198,9 @@ TEST(OpAutograd, PairwiseGradientsEqualEagers) {
                     [](const T& x) { return at::sigmoid(at::mul(at::sub(x[0], x[1]), at::sub(x[0], x[1]))); }, in,
                     {true, true});
     expectSameGrads("v1: minimum($0, $1); maximum($0, $1); sub(%0, %1); clamp(%2, 0, None)",
-                    [](const T& x) { return at::clamp(at::sub(at::minimum(x[0], x[1]), at::maximum(x[0], x[1])), 0, std::nullopt); },
+                    [](const T& x) {
+                      return at::clamp(at::sub(at::minimum(x[0], x[1]), at::maximum(x[0], x[1])), 0, std::nullopt);
+                    },
                     in, {true, false});
     expectSameGrads("v1: gt($0, $1); mul($0, 2.5); exp($1); where(%0, %1, %2)",
                     [](const T& x) { return at::where(at::gt(x[0], x[1]), at::mul(x[0], 2.5), at::exp(x[1])); }, in,
@@ -217,8 +223,9 @@ TEST(OpAutograd, ReduceGradientsEqualEagers) {
     expectSameGrads("v1: sub($0, $1); mul(%0, %0)", sq, in, {true, true}, a);
   // Ties in amax share the gradient, as in eager.
   T ties = {at::tensor({1.0, 2.0, 2.0}, at::kDouble).view({3, 1}), at::zeros({1, 2}, at::kDouble)};
-  expectSameGrads("v1: add($0, $1)", [](const T& x) { return at::add(x[0], x[1]); }, ties, {true, true},
-                  ReduceArgs{"amax", std::vector<int64_t>{0}, false, std::nullopt});
+  expectSameGrads(
+      "v1: add($0, $1)", [](const T& x) { return at::add(x[0], x[1]); }, ties, {true, true},
+      ReduceArgs{"amax", std::vector<int64_t>{0}, false, std::nullopt});
 }
 
 TEST(OpAutograd, NoGradModeRunsTheFusedKernel) {

@@ -16,7 +16,6 @@ using tsfuse_test::Gen;
 using tsfuse_test::pairwiseBoxed;
 using tsfuse_test::sameTensor;
 
-
 // Complete IoU's aspect term: atan(w / h) of each of M boxes, against every one of N.
 TEST(Hoist, APerBoxAtanLeavesTheProgram) {
   Gen g(71);

@@ -27,9 +27,7 @@ IterationPlan planOf(const std::string& expr, const T& ops, const tsfuse::Reduce
   return IterationPlan::make(*e, ops, reduce, *an, /*bindData=*/true);
 }
 
-tsfuse::ReduceSpec sumOver(V dims, bool keepdim) {
-  return tsfuse::makeReduceSpec("sum", dims, keepdim, std::nullopt);
-}
+tsfuse::ReduceSpec sumOver(V dims, bool keepdim) { return tsfuse::makeReduceSpec("sum", dims, keepdim, std::nullopt); }
 
 const char* kSub = "v1: sub($0, $1)";
 

@@ -19,8 +19,8 @@ using T = std::vector<at::Tensor>;
 // false). The two runs' values and indices are compared as one int64 tensor: the values' bits
 // (NaNs made one NaN: which NaN an op returns is no more fixed in the interpreter's compiled C++
 // than in eager, see sameTensor), then the indices.
-BothRuns indexedBoth(const std::string& expr, const T& ops, const EagerFn& eager, const std::string& red,
-                     int64_t dim, bool keepdim, bool againstEager = true) {
+BothRuns indexedBoth(const std::string& expr, const T& ops, const EagerFn& eager, const std::string& red, int64_t dim,
+                     bool keepdim, bool againstEager = true) {
   const std::string what = red + "(" + expr + ", dim=" + std::to_string(dim) + ") on " + describeOperands(ops);
   std::function<::testing::AssertionResult()> check;
   if (againstEager)
@@ -46,8 +46,8 @@ BothRuns indexedBoth(const std::string& expr, const T& ops, const EagerFn& eager
   return expectBoth(indexedBoth(expr, ops, eager, red, dim, keepdim), compiled, red + " of " + expr);
 }
 
-::testing::AssertionResult checkArg(const std::string& expr, const T& ops, const EagerFn& eager,
-                                    const std::string& red, int64_t dim, bool compiled) {
+::testing::AssertionResult checkArg(const std::string& expr, const T& ops, const EagerFn& eager, const std::string& red,
+                                    int64_t dim, bool compiled) {
   return checkBoth(expr, ops, eager, {red, std::vector<int64_t>{dim}}, compiled);
 }
 
@@ -63,7 +63,8 @@ TEST(JitExtremum, EveryKindOnSpecialsTiesAndLaneTails) {
     for (int64_t m : {17, 25, 32, 1100}) {
       T specials = {g.tensor({rows, 3, 1}, at::kFloat, kAllSpecials), g.tensor({rows, 1, m}, at::kFloat, kAllSpecials)};
       // Values in {-1, 0, 1}: most lanes tie, often several times.
-      T ties = {at::randint(-1, 2, {rows, 5, 1}, g.gen).to(at::kFloat), at::randint(0, 2, {rows, 1, m}, g.gen).to(at::kFloat)};
+      T ties = {at::randint(-1, 2, {rows, 5, 1}, g.gen).to(at::kFloat),
+                at::randint(0, 2, {rows, 1, m}, g.gen).to(at::kFloat)};
       for (const T& ops : {specials, ties}) {
         for (const char* red : {"max", "min"})
           for (bool keepdim : {false, true})
@@ -87,8 +88,7 @@ TEST(JitExtremum, InfiniteRowsKeepIndexZeroAndTheFirstNaNWins) {
   v.select(1, 4).copy_(at::tensor({-inf, -inf, inf, 0.f, inf, 0.f}));
   v.select(1, 5).copy_(at::tensor({2.f, 3.f, 3.f, -1.f, 3.f, 2.f}));
   T ops = {v, at::zeros({40})};
-  for (const char* red : {"max", "min"})
-    EXPECT_TRUE(checkIndexed(kDiff, ops, diffEager, red, 0, false, true));
+  for (const char* red : {"max", "min"}) EXPECT_TRUE(checkIndexed(kDiff, ops, diffEager, red, 0, false, true));
   for (const char* red : {"argmax", "argmin"}) EXPECT_TRUE(checkArg(kDiff, ops, diffEager, red, 0, true));
   // The expected indices, spelled out (eager and the interpreter could share a mistake).
   auto firstSix = [&](const char* red) {
@@ -113,8 +113,9 @@ TEST(JitExtremum, ReducedDimsLayoutsAndOperandsPastThePointerRegisters) {
   at::Tensor anchors = g.tensor({300, 4}, at::kFloat), boxes = g.tensor({50, 4}, at::kFloat);
   T columns = {anchors.select(1, 0).unsqueeze(1), boxes.select(1, 2).unsqueeze(0)};
   EXPECT_TRUE(checkIndexed(kDiff, columns, diffEager, "max", 1, false, true));
-  EXPECT_TRUE(checkBoth("v1: sub($0, $1); abs(%0)", columns, [](const T& o) { return (o[0] - o[1]).abs(); },
-                        {"sum", std::vector<int64_t>{1}}, true, CheckOpts{false}));
+  EXPECT_TRUE(checkBoth(
+      "v1: sub($0, $1); abs(%0)", columns, [](const T& o) { return (o[0] - o[1]).abs(); },
+      {"sum", std::vector<int64_t>{1}}, true, CheckOpts{false}));
   // 16 and 24 operands: pointers past the general registers are read through Args.
   for (int pairs : {8, 12}) {
     T ops;
@@ -122,8 +123,9 @@ TEST(JitExtremum, ReducedDimsLayoutsAndOperandsPastThePointerRegisters) {
       ops.push_back(anchors.select(1, i % 4).unsqueeze(1));
       ops.push_back(boxes.select(1, (i + 1) % 4).unsqueeze(0));
     }
-    EXPECT_TRUE(checkIndexed(sumOfDifferences(pairs, false), ops,
-                             [](const T& o) { return sumOfDifferencesEager(o, false); }, "max", 1, false, true))
+    EXPECT_TRUE(checkIndexed(
+        sumOfDifferences(pairs, false), ops, [](const T& o) { return sumOfDifferencesEager(o, false); }, "max", 1,
+        false, true))
         << 2 * pairs << " operands";
   }
 }
@@ -135,8 +137,8 @@ TEST(JitExtremum, DeclinedValuesAreInterpreted) {
   T f64 = {g.tensor({20, 3, 1}, at::kDouble, kNaNInf), g.tensor({20, 1, 40}, at::kDouble, kNaNInf)};
   EXPECT_TRUE(checkIndexed(kDiff, f64, diffEager, "max", 0, false, false));
   T f32 = {g.tensor({20, 3, 1}, at::kFloat), g.tensor({20, 1, 40}, at::kFloat)};
-  EXPECT_TRUE(checkArg("v1: sub($0, $1); exp(%0)", f32, [](const T& o) { return (o[0] - o[1]).exp(); }, "argmax", 0,
-                       false));
+  EXPECT_TRUE(checkArg(
+      "v1: sub($0, $1); exp(%0)", f32, [](const T& o) { return (o[0] - o[1]).exp(); }, "argmax", 0, false));
   T ints = {g.tensor({20, 3, 1}, at::kInt), g.tensor({20, 1, 40}, at::kInt)};
   EXPECT_TRUE(checkIndexed(kDiff, ints, diffEager, "min", 0, false, false));
 }
@@ -159,7 +161,8 @@ TEST(JitExtremum, RandomProgramsMatchEagerAndTheInterpreter) {
     const BothRuns both =
         red == "max" || red == "min"
             ? indexedBoth(expr, ops, eager, red, 0, false, !underMemcheck())
-            : runBoth(check, [&] { return tsfuse::reduce(ops, expr, red, std::vector<int64_t>{0}); }, red + " " + expr);
+            : runBoth(
+                  check, [&] { return tsfuse::reduce(ops, expr, red, std::vector<int64_t>{0}); }, red + " " + expr);
     log.add(both.result, red + " " + expr + " ");
     compiled += both.ran;
     ++total;

@@ -35,8 +35,8 @@ struct BothRuns {
   ::testing::AssertionResult result = ::testing::AssertionSuccess();
   bool ran = false;
 };
-inline BothRuns runBoth(const std::function<::testing::AssertionResult()>& check, const std::function<at::Tensor()>& run,
-                 const std::string& what) {
+inline BothRuns runBoth(const std::function<::testing::AssertionResult()>& check,
+                        const std::function<at::Tensor()>& run, const std::string& what) {
   BothRuns b;
   at::Tensor withJit, without;
   {
@@ -78,8 +78,9 @@ inline BothRuns reduceBoth(const std::string& expr, const std::vector<at::Tensor
 }
 
 // reduceBoth, and the compiled kernels must have run (`compiled`) or not.
-inline ::testing::AssertionResult checkBoth(const std::string& expr, const std::vector<at::Tensor>& ops, const EagerFn& eager, const ReduceArgs& a,
-                                     bool compiled, CheckOpts o = {}) {
+inline ::testing::AssertionResult checkBoth(const std::string& expr, const std::vector<at::Tensor>& ops,
+                                            const EagerFn& eager, const ReduceArgs& a, bool compiled,
+                                            CheckOpts o = {}) {
   const std::string what = expr + " on " + describeOperands(ops);
   return expectBoth(reduceBoth(expr, ops, eager, a, o, what), compiled, what);
 }
@@ -112,7 +113,7 @@ struct ProgramGen {
     std::vector<std::string> floats, bools, instrs;
     for (int i = 0; i < numInputs; ++i) floats.push_back("$" + std::to_string(i));
     const char* lits[] = {"0", "1", "-0.5", "2.5", "inf", "nan", "-3"};
-    auto fv = [&] { return floats[pick(static_cast<int>(floats.size()))]; };  // a tensor value
+    auto fv = [&] { return floats[pick(static_cast<int>(floats.size()))]; };    // a tensor value
     auto f = [&] { return pick(5) == 0 ? std::string(lits[pick(7)]) : fv(); };  // or a literal
     auto b = [&] { return bools[pick(static_cast<int>(bools.size()))]; };
     auto emit = [&](const std::string& ins, bool isBool) {
@@ -125,20 +126,36 @@ struct ProgramGen {
     const int n = 2 + pick(9);
     for (int k = 0; k < n; ++k) {
       switch (bools.empty() ? pick(6) : pick(10)) {
-        case 0: case 1: case 2: emit(std::string(bin[pick(6)]) + "(" + fv() + ", " + f() + ")", false); break;
-        case 3: emit(std::string(pick(2) ? "abs(" : "neg(") + fv() + ")", false); break;
+        case 0:
+        case 1:
+        case 2:
+          emit(std::string(bin[pick(6)]) + "(" + fv() + ", " + f() + ")", false);
+          break;
+        case 3:
+          emit(std::string(pick(2) ? "abs(" : "neg(") + fv() + ")", false);
+          break;
         case 4: {
           const bool lo = pick(2), hi = !lo || pick(2);
           emit("clamp(" + fv() + ", " + (lo ? "-1" : "None") + ", " + (hi ? "1.5" : "None") + ")", false);
           break;
         }
-        case 5: emit(std::string(cmp[pick(6)]) + "(" + fv() + ", " + f() + ")", true); break;
-        case 6: emit("where(" + b() + ", " + fv() + ", " + fv() + ")", false); break;
-        case 7: emit(std::string(logic[pick(5)]) + "(" + b() + ", " + b() + ")", true); break;
-        case 8: emit("logical_not(" + b() + ")", true); break;
+        case 5:
+          emit(std::string(cmp[pick(6)]) + "(" + fv() + ", " + f() + ")", true);
+          break;
+        case 6:
+          emit("where(" + b() + ", " + fv() + ", " + fv() + ")", false);
+          break;
+        case 7:
+          emit(std::string(logic[pick(5)]) + "(" + b() + ", " + b() + ")", true);
+          break;
+        case 8:
+          emit("logical_not(" + b() + ")", true);
+          break;
         default:
-          if (pick(2)) emit("to(" + b() + (f64 ? ", float64)" : ", float32)"), false);
-          else emit("to(" + fv() + ", bool)", true);
+          if (pick(2))
+            emit("to(" + b() + (f64 ? ", float64)" : ", float32)"), false);
+          else
+            emit("to(" + fv() + ", bool)", true);
           break;
       }
     }
@@ -165,10 +182,18 @@ inline std::vector<at::Tensor> verticalFoldOperands(ProgramGen& pg, Gen& g, int 
   std::vector<at::Tensor> ops;
   for (int k = 0; k < numInputs; ++k) {
     switch (pg.pick(4)) {
-      case 0: ops.push_back(g.tensor({rows, nOut, 1}, dt, kAllSpecials)); break;
-      case 1: ops.push_back(g.tensor({rows, 1, m}, dt, kAllSpecials)); break;
-      case 2: ops.push_back(g.tensor({rows, nOut, m}, dt, kAllSpecials)); break;
-      default: ops.push_back(g.tensor({}, dt, kAllSpecials)); break;
+      case 0:
+        ops.push_back(g.tensor({rows, nOut, 1}, dt, kAllSpecials));
+        break;
+      case 1:
+        ops.push_back(g.tensor({rows, 1, m}, dt, kAllSpecials));
+        break;
+      case 2:
+        ops.push_back(g.tensor({rows, nOut, m}, dt, kAllSpecials));
+        break;
+      default:
+        ops.push_back(g.tensor({}, dt, kAllSpecials));
+        break;
     }
   }
   ops[0] = g.tensor({rows, 1, m}, dt, kAllSpecials);

@@ -99,14 +99,14 @@ TEST(OutputMemory, HugePagesOnlyWhereAtMostOneSixteenthIsWasted) {
   using tsfuse::cpu::hugePageBytes;
   constexpr size_t kMiB = size_t(1) << 20;
   EXPECT_EQ(hugePageBytes(0), 0u);
-  EXPECT_EQ(hugePageBytes(1024 * 500 * 4), 2 * kMiB);         // 1.95 MiB: one huge page
-  EXPECT_EQ(hugePageBytes(2 * kMiB * 15 / 16), 2 * kMiB);     // exactly 15/16 used
-  EXPECT_EQ(hugePageBytes(2 * kMiB * 15 / 16 - 1), 0u);       // just below: none
-  EXPECT_EQ(hugePageBytes(100 * 4096 * 4), 0u);               // 1.56 MiB
+  EXPECT_EQ(hugePageBytes(1024 * 500 * 4), 2 * kMiB);      // 1.95 MiB: one huge page
+  EXPECT_EQ(hugePageBytes(2 * kMiB * 15 / 16), 2 * kMiB);  // exactly 15/16 used
+  EXPECT_EQ(hugePageBytes(2 * kMiB * 15 / 16 - 1), 0u);    // just below: none
+  EXPECT_EQ(hugePageBytes(100 * 4096 * 4), 0u);            // 1.56 MiB
   EXPECT_EQ(hugePageBytes(40 * kMiB), 40 * kMiB);
-  EXPECT_EQ(hugePageBytes(40 * kMiB + 4000), 40 * kMiB);      // the tail is 4 KiB pages
+  EXPECT_EQ(hugePageBytes(40 * kMiB + 4000), 40 * kMiB);  // the tail is 4 KiB pages
   EXPECT_EQ(hugePageBytes(42 * kMiB - 4000), 42 * kMiB);
-  EXPECT_EQ(hugePageBytes(1000 * 1000 * 4), 4 * kMiB);       // 190 KiB past it: 1/21 of the output
+  EXPECT_EQ(hugePageBytes(1000 * 1000 * 4), 4 * kMiB);  // 190 KiB past it: 1/21 of the output
   EXPECT_EQ(hugePageBytes(4096 * 500 * 4), 8 * kMiB);
   EXPECT_EQ(hugePageBytes(3 * kMiB + 256 * 1024), 2 * kMiB);  // 768 KiB past it: 1/4
   EXPECT_EQ(hugePageBytes(40 * kMiB + kMiB), 42 * kMiB);      // 1 MiB past it: half a page

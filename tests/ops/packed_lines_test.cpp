@@ -40,11 +40,10 @@ TEST(PackedLines, BatchedSumsAreTheInterpretersBits) {
   // Lines of at least 2^16 values run one at a time on every thread; smaller ones (the last four:
   // many small clouds, narrow ones among them, a single line) whole lines a thread, each thread
   // packing its own.
-  for (const Case& c : {Case{{3}, 300, 100, 3, at::kFloat}, Case{{4}, 5000, 5, 3, at::kFloat},
-                        Case{{2, 3}, 200, 33, 11, at::kFloat}, Case{{3}, 150, 50, 9, at::kDouble},
-                        Case{{2}, 5, 5000, 64, at::kFloat}, Case{{50}, 8, 20, 3, at::kFloat},
-                        Case{{37}, 40, 5, 3, at::kFloat}, Case{{3, 7}, 17, 33, 2, at::kDouble},
-                        Case{{1}, 30, 40, 3, at::kFloat}}) {
+  for (const Case& c :
+       {Case{{3}, 300, 100, 3, at::kFloat}, Case{{4}, 5000, 5, 3, at::kFloat}, Case{{2, 3}, 200, 33, 11, at::kFloat},
+        Case{{3}, 150, 50, 9, at::kDouble}, Case{{2}, 5, 5000, 64, at::kFloat}, Case{{50}, 8, 20, 3, at::kFloat},
+        Case{{37}, 40, 5, 3, at::kFloat}, Case{{3, 7}, 17, 33, 2, at::kDouble}, Case{{1}, 30, 40, 3, at::kFloat}}) {
     const T ops = clouds(g, c.batch, c.n, c.m, c.d, c.dt, kNaNInf);
     const std::string what = describeOperands(ops);
     EXPECT_TRUE(expectBoth(reduceBoth(kSq, ops, sq, lastDim, CheckOpts{false}, what), true, what));

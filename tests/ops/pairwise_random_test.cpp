@@ -52,7 +52,8 @@ const std::vector<Case>& cases() {
        [](const T& x) { return at::ne(at::logical_and(at::ge(x[0], x[1]), at::le(x[0], x[1])), true); }},
       {"v1: to($0, float64); div(%0, $1)", [](const T& x) { return at::div(x[0].to(at::kDouble), x[1]); }},
       {"v1: abs($0); neg(%0); maximum(%1, $1)", [](const T& x) { return at::maximum(at::neg(at::abs(x[0])), x[1]); }},
-      {"v1: mul($0, 2.5); add(%0, 1); sub(%1, $1)", [](const T& x) { return at::sub(at::add(at::mul(x[0], 2.5), 1), x[1]); }},
+      {"v1: mul($0, 2.5); add(%0, 1); sub(%1, $1)",
+       [](const T& x) { return at::sub(at::add(at::mul(x[0], 2.5), 1), x[1]); }},
       {"v1: sub(1, $0); mul(%0, $1)", [](const T& x) { return at::mul(at::rsub(x[0], 1), x[1]); }},
       {"v1: where($0, 3, $1)", [](const T& x) { return at::where(x[0], 3, x[1]); }},
   };
@@ -63,16 +64,26 @@ const std::vector<Case>& cases() {
 std::pair<std::vector<int64_t>, std::vector<int64_t>> shapes(Gen& g, int p) {
   const int64_t N = g.randint(1, 6), M = g.randint(1, 6), K = g.randint(1, 4);
   switch (p % 10) {
-    case 0: return {{N, 1}, {1, M}};
-    case 1: return {{N, 1, K}, {M, K}};
-    case 2: return {{}, {N, M}};
-    case 3: return {{N, 1, M}, {}};
-    case 4: return {{0, 1}, {1, M}};
-    case 5: return {{N, 0, K}, {1, K}};
-    case 6: return {{1, 1}, {1}};
-    case 7: return {{N, M}, {M}};
-    case 8: return {{37, 1}, {1, 29}};  // > one 512-element tile, odd tails
-    default: return {{3, 1, 40}, {17, 40}};
+    case 0:
+      return {{N, 1}, {1, M}};
+    case 1:
+      return {{N, 1, K}, {M, K}};
+    case 2:
+      return {{}, {N, M}};
+    case 3:
+      return {{N, 1, M}, {}};
+    case 4:
+      return {{0, 1}, {1, M}};
+    case 5:
+      return {{N, 0, K}, {1, K}};
+    case 6:
+      return {{1, 1}, {1}};
+    case 7:
+      return {{N, M}, {M}};
+    case 8:
+      return {{37, 1}, {1, 29}};  // > one 512-element tile, odd tails
+    default:
+      return {{3, 1, 40}, {17, 40}};
   }
 }
 
@@ -129,8 +140,8 @@ TEST(PairwiseRandom, EveryShapePatternAndLayoutFloat32) {
 TEST(PairwiseRandom, ExpandedAndPermutedOperands) {
   Gen g(4);
   for (at::ScalarType dt : {at::kFloat, at::kInt, at::kDouble}) {
-    at::Tensor a = g.tensor({5, 1}, dt).expand({5, 6});        // strides [1, 0]
-    at::Tensor b = g.tensor({6}, dt).expand({5, 6});           // strides [0, 1]
+    at::Tensor a = g.tensor({5, 1}, dt).expand({5, 6});         // strides [1, 0]
+    at::Tensor b = g.tensor({6}, dt).expand({5, 6});            // strides [0, 1]
     at::Tensor c = g.tensor({6, 2, 5}, dt).permute({2, 0, 1});  // [5, 6, 2], non-contiguous
     const Case& k = cases()[2];
     EXPECT_TRUE(checkPairwise(k.expr, {a, b}, k.eager, {}));

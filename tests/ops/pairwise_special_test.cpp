@@ -47,22 +47,27 @@ TEST(PairwiseSpecial, MinimumMaximumPropagateNaNAndInf) {
 }
 
 TEST(PairwiseSpecial, ClampTensorBoundsPropagateNaNAndInf) {
-  EXPECT_TRUE(sweep({{"v1: clamp($0, $1, None)", [](const T& x) { return at::clamp(x[0], opt(x[1]), std::nullopt); }},
-                     {"v1: clamp($0, None, $1)", [](const T& x) { return at::clamp(x[0], std::nullopt, opt(x[1])); }},
-                     {"v1: neg($1); clamp($0, %0, $1)",
-                      [](const T& x) { return at::clamp(x[0], opt(at::neg(x[1])), opt(x[1])); }}},
-                    kNaNInf, 11));
+  EXPECT_TRUE(sweep(
+      {{"v1: clamp($0, $1, None)", [](const T& x) { return at::clamp(x[0], opt(x[1]), std::nullopt); }},
+       {"v1: clamp($0, None, $1)", [](const T& x) { return at::clamp(x[0], std::nullopt, opt(x[1])); }},
+       {"v1: neg($1); clamp($0, %0, $1)", [](const T& x) { return at::clamp(x[0], opt(at::neg(x[1])), opt(x[1])); }}},
+      kNaNInf, 11));
 }
 
 TEST(PairwiseSpecial, ClampScalarBoundsWithNaNInfAndSignedZeros) {
-  EXPECT_TRUE(sweep({{"v1: clamp($0, 0, None); add(%0, $1)", [](const T& x) { return at::add(at::clamp(x[0], 0, std::nullopt), x[1]); }},
-                     {"v1: add($0, $1); clamp(%0, -0.0, None)", [](const T& x) { return at::clamp(at::add(x[0], x[1]), -0.0, std::nullopt); }},
-                     {"v1: mul($0, $1); clamp(%0, None, -0.0)", [](const T& x) { return at::clamp(at::mul(x[0], x[1]), std::nullopt, -0.0); }},
-                     {"v1: mul($0, $1); clamp(%0, 0.0, 0.0)", [](const T& x) { return at::clamp(at::mul(x[0], x[1]), 0.0, 0.0); }},
-                     {"v1: sub($0, $1); clamp(%0, -1, 1.5)", [](const T& x) { return at::clamp(at::sub(x[0], x[1]), -1, 1.5); }},
-                     {"v1: mul($0, $1); clamp(%0, -inf, inf)", [](const T& x) { return at::clamp(at::mul(x[0], x[1]), -kInfty, kInfty); }},
-                     {"v1: mul($0, $1); clamp(%0, 2, -1)", [](const T& x) { return at::clamp(at::mul(x[0], x[1]), 2, -1); }}},
-                    kAllSpecials, 12));
+  EXPECT_TRUE(sweep(
+      {{"v1: clamp($0, 0, None); add(%0, $1)",
+        [](const T& x) { return at::add(at::clamp(x[0], 0, std::nullopt), x[1]); }},
+       {"v1: add($0, $1); clamp(%0, -0.0, None)",
+        [](const T& x) { return at::clamp(at::add(x[0], x[1]), -0.0, std::nullopt); }},
+       {"v1: mul($0, $1); clamp(%0, None, -0.0)",
+        [](const T& x) { return at::clamp(at::mul(x[0], x[1]), std::nullopt, -0.0); }},
+       {"v1: mul($0, $1); clamp(%0, 0.0, 0.0)", [](const T& x) { return at::clamp(at::mul(x[0], x[1]), 0.0, 0.0); }},
+       {"v1: sub($0, $1); clamp(%0, -1, 1.5)", [](const T& x) { return at::clamp(at::sub(x[0], x[1]), -1, 1.5); }},
+       {"v1: mul($0, $1); clamp(%0, -inf, inf)",
+        [](const T& x) { return at::clamp(at::mul(x[0], x[1]), -kInfty, kInfty); }},
+       {"v1: mul($0, $1); clamp(%0, 2, -1)", [](const T& x) { return at::clamp(at::mul(x[0], x[1]), 2, -1); }}},
+      kAllSpecials, 12));
 }
 
 // NaN bounds: eager's clamp(x, min=nan, max=2.) is all NaN; a NaN bound given alone is ignored
@@ -112,9 +117,9 @@ TEST(PairwiseSpecial, IntegerArithmeticWrapsAround) {
   at::Tensor a = at::tensor({imax, imax - 1, imin, 0, -1}, at::kInt).view({5, 1});
   at::Tensor b = at::tensor({1, 2, imax, imin}, at::kInt).view({1, 4});
   for (std::string e : {"v1: add($0, $1)", "v1: sub($0, $1)", "v1: mul($0, $1)"}) {
-    EagerFn f = e == "v1: add($0, $1)" ? EagerFn([](const T& x) { return at::add(x[0], x[1]); })
-              : e == "v1: sub($0, $1)" ? EagerFn([](const T& x) { return at::sub(x[0], x[1]); })
-                                       : EagerFn([](const T& x) { return at::mul(x[0], x[1]); });
+    EagerFn f = e == "v1: add($0, $1)"   ? EagerFn([](const T& x) { return at::add(x[0], x[1]); })
+                : e == "v1: sub($0, $1)" ? EagerFn([](const T& x) { return at::sub(x[0], x[1]); })
+                                         : EagerFn([](const T& x) { return at::mul(x[0], x[1]); });
     EXPECT_TRUE(checkPairwise(e, {a, b}, f, {true, 0, 0, "native"}));
     EXPECT_TRUE(checkPairwise(e, {a.to(at::kLong).mul(int64_t(1) << 32), b.to(at::kLong)}, f));
     EXPECT_TRUE(checkPairwise(e, {a.to(at::kByte), b.to(at::kByte)}, f));
@@ -136,25 +141,29 @@ TEST(PairwiseSpecial, FloatDivisionByZero) {
     EXPECT_TRUE(checkPairwise("v1: div($0, $1)", {a, b}, [](const T& x) { return at::div(x[0], x[1]); }));
     EXPECT_TRUE(checkPairwise("v1: div($0, $1); mul(%0, 2)", {a, b},
                               [](const T& x) { return at::mul(at::div(x[0], x[1]), 2); }));
-    EXPECT_TRUE(checkPairwise("v1: div_floor($0, $1)", {a, b}, [](const T& x) { return at::div(x[0], x[1], "floor"); }));
-    EXPECT_TRUE(checkPairwise("v1: div_trunc($0, $1)", {a, b}, [](const T& x) { return at::div(x[0], x[1], "trunc"); }));
+    EXPECT_TRUE(
+        checkPairwise("v1: div_floor($0, $1)", {a, b}, [](const T& x) { return at::div(x[0], x[1], "floor"); }));
+    EXPECT_TRUE(
+        checkPairwise("v1: div_trunc($0, $1)", {a, b}, [](const T& x) { return at::div(x[0], x[1], "trunc"); }));
     EXPECT_TRUE(checkPairwise("v1: div($0, 0)", {a}, [](const T& x) { return at::div(x[0], 0); }));
   }
   // Integers: true division gives float inf/nan; floor division by zero raises eager's error.
   at::Tensor ia = at::tensor({3, -3, 0}, at::kInt).view({3, 1}), ib = at::tensor({0, 2}, at::kInt).view({1, 2});
   EXPECT_TRUE(checkPairwise("v1: div($0, $1)", {ia, ib}, [](const T& x) { return at::div(x[0], x[1]); }));
-  EXPECT_TRUE(checkPairwise("v1: div_floor($0, $1)", {ia, ib}, [](const T& x) { return at::div(x[0], x[1], "floor"); }));
+  EXPECT_TRUE(
+      checkPairwise("v1: div_floor($0, $1)", {ia, ib}, [](const T& x) { return at::div(x[0], x[1], "floor"); }));
 }
 
 TEST(PairwiseSpecial, ComparisonsAndLogicalOpsOnNaN) {
-  EXPECT_TRUE(sweep({{"v1: lt($0, $1)", [](const T& x) { return at::lt(x[0], x[1]); }},
-                     {"v1: ne($0, $1); eq($0, $0); logical_and(%0, %1)",
-                      [](const T& x) { return at::logical_and(at::ne(x[0], x[1]), at::eq(x[0], x[0])); }},
-                     {"v1: ge($0, 0.5); logical_xor(%0, $1)", [](const T& x) { return at::logical_xor(at::ge(x[0], 0.5), x[1]); }},
-                     {"v1: logical_not($0); logical_or(%0, $1)",
-                      [](const T& x) { return at::logical_or(at::logical_not(x[0]), x[1]); }},
-                     {"v1: le($0, $1); where(%0, $0, $1)", [](const T& x) { return at::where(at::le(x[0], x[1]), x[0], x[1]); }}},
-                    kAllSpecials, 14));
+  EXPECT_TRUE(sweep(
+      {{"v1: lt($0, $1)", [](const T& x) { return at::lt(x[0], x[1]); }},
+       {"v1: ne($0, $1); eq($0, $0); logical_and(%0, %1)",
+        [](const T& x) { return at::logical_and(at::ne(x[0], x[1]), at::eq(x[0], x[0])); }},
+       {"v1: ge($0, 0.5); logical_xor(%0, $1)", [](const T& x) { return at::logical_xor(at::ge(x[0], 0.5), x[1]); }},
+       {"v1: logical_not($0); logical_or(%0, $1)",
+        [](const T& x) { return at::logical_or(at::logical_not(x[0]), x[1]); }},
+       {"v1: le($0, $1); where(%0, $0, $1)", [](const T& x) { return at::where(at::le(x[0], x[1]), x[0], x[1]); }}},
+      kAllSpecials, 14));
 }
 
 TEST(PairwiseSpecial, WhereWithScalarBranchesAndMixedDtypes) {
@@ -163,7 +172,8 @@ TEST(PairwiseSpecial, WhereWithScalarBranchesAndMixedDtypes) {
   EXPECT_TRUE(checkPairwise("v1: where($0, 1, 0.5)", {c}, [](const T& x) { return at::where(x[0], 1, 0.5); }));
   EXPECT_TRUE(checkPairwise("v1: where($0, $1, 2)", {c, i}, [](const T& x) { return at::where(x[0], x[1], 2); }));
   EXPECT_TRUE(checkPairwise("v1: where($0, $1, 2.5)", {c, i}, [](const T& x) { return at::where(x[0], x[1], 2.5); }));
-  EXPECT_TRUE(checkPairwise("v1: where($0, $1, $2)", {c, i, f}, [](const T& x) { return at::where(x[0], x[1], x[2]); }));
+  EXPECT_TRUE(
+      checkPairwise("v1: where($0, $1, $2)", {c, i, f}, [](const T& x) { return at::where(x[0], x[1], x[2]); }));
   EXPECT_TRUE(checkPairwise("v1: gt($1, 0); where(%0, $0, $1)", {c, i},
                             [](const T& x) { return at::where(at::gt(x[1], 0), x[0], x[1]); }));
 }
@@ -187,9 +197,15 @@ void transcendental(const std::string& op, const EagerFn& f, bool twoOperand = f
   EXPECT_TRUE(checkPairwise(expr, {xs, y}, full, oneUlp)) << "strided operand";
 }
 
-TEST(PairwiseTranscendentalExact, Sqrt) { transcendental("sqrt($0)", [](const T& v) { return at::sqrt(v[0]); }); }
-TEST(PairwiseTranscendentalExact, Exp) { transcendental("exp($0)", [](const T& v) { return at::exp(v[0]); }); }
-TEST(PairwiseTranscendentalExact, Log) { transcendental("log($0)", [](const T& v) { return at::log(v[0]); }); }
+TEST(PairwiseTranscendentalExact, Sqrt) {
+  transcendental("sqrt($0)", [](const T& v) { return at::sqrt(v[0]); });
+}
+TEST(PairwiseTranscendentalExact, Exp) {
+  transcendental("exp($0)", [](const T& v) { return at::exp(v[0]); });
+}
+TEST(PairwiseTranscendentalExact, Log) {
+  transcendental("log($0)", [](const T& v) { return at::log(v[0]); });
+}
 TEST(PairwiseTranscendentalExact, Sigmoid) {
   transcendental("sigmoid($0)", [](const T& v) { return at::sigmoid(v[0]); });
 }
@@ -197,7 +213,8 @@ TEST(PairwiseTranscendentalExact, PowScalar) {
   transcendental("pow($0, 2.5)", [](const T& v) { return at::pow(v[0], 2.5); });
 }
 TEST(PairwiseTranscendentalExact, PowTensor) {
-  transcendental("pow", [](const T& v) { return at::pow(v[0], v[1]); }, true);
+  transcendental(
+      "pow", [](const T& v) { return at::pow(v[0], v[1]); }, true);
 }
 
 }  // namespace

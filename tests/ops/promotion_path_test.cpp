@@ -51,8 +51,10 @@ TEST(PairwisePromotion, PythonNumberLiterals) {
   for (at::ScalarType dt : allDtypes())
     for (const auto& [expr, f] : exprs) {
       T ops = {g.tensor({4, 1}, dt), g.tensor({1, 5}, dt)};
-      if (expr.find("where") != std::string::npos) ops = {ops[0].to(at::kBool)};
-      else if (tsfuse::Expr::parse(expr).numInputs == 1) ops.resize(1);
+      if (expr.find("where") != std::string::npos)
+        ops = {ops[0].to(at::kBool)};
+      else if (tsfuse::Expr::parse(expr).numInputs == 1)
+        ops.resize(1);
       log.add(checkPairwise(expr, ops, f), std::string(c10::toString(dt)) + ": ");
     }
   EXPECT_TRUE(log.result());
@@ -109,7 +111,8 @@ const std::vector<std::pair<std::string, EagerFn>>& singleOps() {
       {"v1: logical_and($0, $1)", [](const T& x) { return at::logical_and(x[0], x[1]); }},
       {"v1: logical_or($0, $1)", [](const T& x) { return at::logical_or(x[0], x[1]); }},
       {"v1: logical_xor($0, $1)", [](const T& x) { return at::logical_xor(x[0], x[1]); }},
-      {"v1: logical_not($0); logical_and(%0, $1)", [](const T& x) { return at::logical_and(at::logical_not(x[0]), x[1]); }},
+      {"v1: logical_not($0); logical_and(%0, $1)",
+       [](const T& x) { return at::logical_and(at::logical_not(x[0]), x[1]); }},
       {"v1: neg($0); add(%0, $1)", [](const T& x) { return at::add(at::neg(x[0]), x[1]); }},
       {"v1: abs($0); add(%0, $1)", [](const T& x) { return at::add(at::abs(x[0]), x[1]); }},
       {"v1: relu($0); add(%0, $1)", [](const T& x) { return at::add(at::relu(x[0]), x[1]); }},
@@ -142,7 +145,7 @@ TEST(PairwisePath, NativeForEveryOpOnNativeDtypes) {
       if (!want.error.empty()) continue;  // eager rejects this dtype; errors are tested elsewhere
       Outcome got = runSide([&] { return tsfuse::pairwise(ops, expr); }, true);
       ++checked;
-      EXPECT_TRUE(compareOutcomes(want, got, {}))  << expr << " " << dt;  // values, whatever the path
+      EXPECT_TRUE(compareOutcomes(want, got, {})) << expr << " " << dt;  // values, whatever the path
       if (got.path != "native") wrong[expr] += std::string(" ") + c10::toString(dt) + "->" + got.path;
     }
   std::ostringstream os;
@@ -182,7 +185,8 @@ TEST(PairwisePath, ChunkedForHalfAndBFloat16LargeInputs) {
 TEST(PairwisePath, EmptyOutputs) {
   Gen g(27);
   for (at::ScalarType dt : {at::kFloat, at::kInt, at::kHalf}) {
-    for (const T& ops : {T{g.tensor({0, 1}, dt), g.tensor({1, 5}, dt)}, T{g.tensor({3, 1, 0}, dt), g.tensor({4, 1}, dt)}}) {
+    for (const T& ops :
+         {T{g.tensor({0, 1}, dt), g.tensor({1, 5}, dt)}, T{g.tensor({3, 1, 0}, dt), g.tensor({4, 1}, dt)}}) {
       EXPECT_TRUE(checkPairwise("v1: sub($0, $1); mul(%0, 2)", ops,
                                 [](const T& x) { return at::mul(at::sub(x[0], x[1]), 2); }, {true, 0, 0, "empty"}));
     }

@@ -28,9 +28,12 @@ struct Case {
 };
 Case makeCase(Gen& g, int64_t D, int64_t dim, int64_t n, int64_t m) {
   switch (dim) {
-    case 0: return {wide(g, {D, n, 1}), wide(g, {D, 1, m}), 0};
-    case 1: return {wide(g, {n, D, 1}), wide(g, {1, D, m}), 1};
-    default: return {wide(g, {n, 1, D}), wide(g, {1, m, D}), 2};
+    case 0:
+      return {wide(g, {D, n, 1}), wide(g, {D, 1, m}), 0};
+    case 1:
+      return {wide(g, {n, D, 1}), wide(g, {1, D, m}), 1};
+    default:
+      return {wide(g, {n, 1, D}), wide(g, {1, m, D}), 2};
   }
 }
 
@@ -71,7 +74,8 @@ TEST(ReduceEagerOrder, FewFloat32ValuesAlongOneDimAreEagersBits) {
 // than a vector, whole groups of four vectors or not, values after the vectors or not), up to the
 // longest it models.
 TEST(ReduceEagerOrder, SumsAlongTheInnermostDimAreEagersBitsForEveryLength) {
-  ASSERT_TRUE(tsfuse::cpu::eagerSumsInnerInOrder()) << "at::sum no longer sums as kernels/backends/cpu/inner_sum.h says";
+  ASSERT_TRUE(tsfuse::cpu::eagerSumsInnerInOrder())
+      << "at::sum no longer sums as kernels/backends/cpu/inner_sum.h says";
   Gen g(44);
   int64_t distinguishing = 0;  // outputs where a float fold in index order differs from eager
   const bool wide = tsfuse::cpu::jit::wideKernels();
@@ -90,10 +94,13 @@ TEST(ReduceEagerOrder, SumsAlongTheInnermostDimAreEagersBitsForEveryLength) {
             c.x = c.x.to(type), c.y = c.y.to(type);
             at::Tensor value = (c.x - c.y) * (c.x - c.y);
             at::Tensor want = eager(kind, value, 2);
-            at::Tensor got =
-                tsfuse::reduce({c.x, c.y}, "v1: sub($0, $1); mul(%0, %0)", kind, std::vector<int64_t>{2}, false, std::nullopt);
+            at::Tensor got = tsfuse::reduce({c.x, c.y}, "v1: sub($0, $1); mul(%0, %0)", kind, std::vector<int64_t>{2},
+                                            false, std::nullopt);
             const std::string what = kind + " of " + std::to_string(D) + " " + c10::toString(type) + ", kept inner " +
-                                     std::to_string(m) + (run == 0 ? (wide ? ", AVX-512" : ", AVX2") : run == 1 ? ", AVX2" : ", interpreted");
+                                     std::to_string(m) +
+                                     (run == 0   ? (wide ? ", AVX-512" : ", AVX2")
+                                      : run == 1 ? ", AVX2"
+                                                 : ", interpreted");
             EXPECT_EQ(tsfuse::lastPath(), std::string("native")) << what;
             EXPECT_TRUE(at::equal(got, want)) << what << ": " << (got != want).sum().item<int64_t>() << " differ";
             if (type == at::kFloat && kind == "sum") {
@@ -133,8 +140,8 @@ TEST(ReduceEagerOrder, SeveralReducedDimsAndLongerDimsStayWithinTolerance) {
   // documented tolerance.
   Gen g(43);
   at::Tensor x = wide(g, {2, 64, 1, 2}), y = wide(g, {2, 1, 40, 2});
-  at::Tensor got = tsfuse::reduce({x, y}, "v1: sub($0, $1); mul(%0, %0)", "sum", std::vector<int64_t>{0, 3}, false,
-                                  std::nullopt);
+  at::Tensor got =
+      tsfuse::reduce({x, y}, "v1: sub($0, $1); mul(%0, %0)", "sum", std::vector<int64_t>{0, 3}, false, std::nullopt);
   at::Tensor want = ((x - y) * (x - y)).sum(std::vector<int64_t>{0, 3});
   EXPECT_TRUE(at::allclose(got, want, 1e-5, 0));
   at::Tensor e8 = wide(g, {8, 64, 1}), f8 = wide(g, {8, 1, 40});  // 8 values, outermost in eager's value

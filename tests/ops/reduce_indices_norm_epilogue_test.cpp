@@ -27,32 +27,43 @@ at::Tensor sum2(const T& x) { return at::add(x[0], x[1]); }
   Outcome want = runSide([&] { return eagerReduce(eager(ops), red, dim, keepdim, dtype); }, false);
   Outcome got = runSide([&] { return tsfuse::reduce(ops, expr, red, dim, keepdim, dtype); }, true);
   auto r = compareOutcomes(want, got, o);
-  if (!r) r << "\n  reduce(" << expr << ") |> " << describeReduce({red, dim, keepdim, dtype}) << " on "
-            << describeOperands(ops);
+  if (!r)
+    r << "\n  reduce(" << expr << ") |> " << describeReduce({red, dim, keepdim, dtype}) << " on "
+      << describeOperands(ops);
   return r;
 }
 
 std::pair<std::vector<int64_t>, std::vector<int64_t>> shapes(Gen& g) {
   const int64_t N = g.randint(0, 5), M = g.randint(1, 5), K = g.randint(1, 6);
   switch (g.randint(0, 4)) {
-    case 0: return {{N, 1, K}, {M, K}};
-    case 1: return {{N, 1, 1}, {1, M, K}};
-    case 2: return {{3, 1, 20}, {17, 20}};  // vertical plan (innermost kept dim >= 16)
-    case 3: return {{N, M, K}, {}};
-    default: return {{1, 1, 700}, {2, 1, 1}};  // long reduction: split into merged parts
+    case 0:
+      return {{N, 1, K}, {M, K}};
+    case 1:
+      return {{N, 1, 1}, {1, M, K}};
+    case 2:
+      return {{3, 1, 20}, {17, 20}};  // vertical plan (innermost kept dim >= 16)
+    case 3:
+      return {{N, M, K}, {}};
+    default:
+      return {{1, 1, 700}, {2, 1, 1}};  // long reduction: split into merged parts
   }
 }
 
 std::vector<Dims> dimChoices() {
-  return {std::vector<int64_t>{-1}, std::vector<int64_t>{0}, std::vector<int64_t>{1},
-          std::vector<int64_t>{0, 2}, std::vector<int64_t>{-1, -2}, std::vector<int64_t>{0, 1, 2}, std::nullopt};
+  return {std::vector<int64_t>{-1},
+          std::vector<int64_t>{0},
+          std::vector<int64_t>{1},
+          std::vector<int64_t>{0, 2},
+          std::vector<int64_t>{-1, -2},
+          std::vector<int64_t>{0, 1, 2},
+          std::nullopt};
 }
 
 TEST(ReduceIndicesNormEpilogue, LogsumexpAndNormRandom) {
   Gen g(7);
   FailureLog log;
-  const std::vector<std::string> reds = {"logsumexp", "norm:2.0", "norm:1.0", "norm:inf", "norm:-inf",
-                                         "norm:0.0", "norm:3.5", "norm:-1.5"};
+  const std::vector<std::string> reds = {"logsumexp", "norm:2.0", "norm:1.0", "norm:inf",
+                                         "norm:-inf", "norm:0.0", "norm:3.5", "norm:-1.5"};
   for (const auto& red : reds)
     for (at::ScalarType dt : allDtypes())
       for (const Dims& dim : dimChoices())
@@ -67,7 +78,8 @@ TEST(ReduceIndicesNormEpilogue, LogsumexpAndNormRandom) {
           o.atol = 1e-5;
           o.rtol = (dt == at::kHalf || dt == at::kBFloat16) ? 1e-2 : 1e-5;
           const bool diff = g.coin();
-          log.add(checkExtra(diff ? kDiff2 : kSum, diff ? EagerFn(diff2) : EagerFn(sum2), ops, red, dim, g.coin(), dtype, o));
+          log.add(checkExtra(diff ? kDiff2 : kSum, diff ? EagerFn(diff2) : EagerFn(sum2), ops, red, dim, g.coin(),
+                             dtype, o));
         }
   EXPECT_TRUE(log.result());
   EXPECT_GT(log.cases, 800);
@@ -77,8 +89,10 @@ TEST(ReduceIndicesNormEpilogue, LogsumexpSpecialValuesNativeAndChunked) {
   AnyReduceOrder anyOrder;
   const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
   // Rows: NaN wins, +inf, all -inf, +inf with -inf, large finite (max shift), plain.
-  at::Tensor x = at::tensor({nan, 1.0, 2.0, inf, 1.0, 0.0, -inf, -inf, -inf, inf, -inf, 3.0,
-                             1000.0, 999.0, -1000.0, 0.5, -0.5, 0.25}, at::kDouble).view({6, 3});
+  at::Tensor x = at::tensor({nan, 1.0, 2.0, inf, 1.0, 0.0, -inf, -inf, -inf, inf, -inf, 3.0, 1000.0, 999.0, -1000.0,
+                             0.5, -0.5, 0.25},
+                            at::kDouble)
+                     .view({6, 3});
   for (at::ScalarType dt : {at::kFloat, at::kDouble, at::kHalf}) {
     T ops = {x.to(dt), at::zeros({1, 3}, dt)};
     CheckOpts o;
@@ -137,12 +151,13 @@ TEST(ReduceIndicesNormEpilogue, FloatNormOverflowsLikeEager) {
 ::testing::AssertionResult checkIndices(const std::string& expr, const EagerFn& eager, const T& ops,
                                         const std::string& red, int64_t dim, bool keepdim, const char* path) {
   at::Tensor wv, wi, gv, gi;
-  std::string want = errorOf([&] {
-    std::tie(wv, wi) = red == "max" ? at::max(eager(ops), dim, keepdim) : at::min(eager(ops), dim, keepdim);
-  });
+  std::string want = errorOf(
+      [&] { std::tie(wv, wi) = red == "max" ? at::max(eager(ops), dim, keepdim) : at::min(eager(ops), dim, keepdim); });
   std::string got = errorOf([&] { std::tie(gv, gi) = tsfuse::reduceWithIndices(ops, expr, red, dim, keepdim); });
-  auto ctx = [&] { return "\n  " + red + "(" + expr + ", dim=" + std::to_string(dim) + ", keepdim=" +
-                          std::to_string(keepdim) + ") on " + describeOperands(ops); };
+  auto ctx = [&] {
+    return "\n  " + red + "(" + expr + ", dim=" + std::to_string(dim) + ", keepdim=" + std::to_string(keepdim) +
+           ") on " + describeOperands(ops);
+  };
   if (!want.empty() || !got.empty()) {
     if (want == got) return ::testing::AssertionSuccess();
     return ::testing::AssertionFailure() << "eager error \"" << want << "\" vs tsfuse \"" << got << "\"" << ctx();
@@ -166,11 +181,16 @@ TEST(ReduceIndicesNormEpilogue, MaxMinWithIndicesRandom) {
           const int specials = at::isFloatingType(dt) && g.coin(0.5) ? kAllSpecials : 0;
           // Small integer ranges give ties: eager returns the first extremum's index.
           at::Tensor a = g.tensor(s0, dt, specials), b = g.tensor(s1, dt);
-          if (!at::isFloatingType(dt) && dt != at::kBool) a = at::remainder(a, 3).to(dt), b = at::remainder(b, 2).to(dt);
+          if (!at::isFloatingType(dt) && dt != at::kBool)
+            a = at::remainder(a, 3).to(dt), b = at::remainder(b, 2).to(dt);
           T ops = {g.layout(a, g.randint(0, 3)), g.layout(b, g.randint(0, 3))};
           const char* path = (dt == at::kHalf || dt == at::kBFloat16) ? "chunked" : "native";
-          if (dt == at::kBool) log.add(checkIndices("v1: logical_xor($0, $1)", [](const T& x) { return at::logical_xor(x[0], x[1]); }, ops, red, dim, g.coin(), path));
-          else log.add(checkIndices(kSum, sum2, ops, red, dim, g.coin(), path));
+          if (dt == at::kBool)
+            log.add(checkIndices(
+                "v1: logical_xor($0, $1)", [](const T& x) { return at::logical_xor(x[0], x[1]); }, ops, red, dim,
+                g.coin(), path));
+          else
+            log.add(checkIndices(kSum, sum2, ops, red, dim, g.coin(), path));
         }
   EXPECT_TRUE(log.result());
   EXPECT_GT(log.cases, 100);
@@ -238,7 +258,8 @@ TEST(ReduceIndicesNormEpilogue, MaxMinWithIndicesEpilogue) {
           const char* path = dt == at::kHalf ? "chunked" : "native";
           auto r = sameTensor(wv, gv, true);
           if (r) r = sameTensor(want, gr, true);
-          if (r && std::string(tsfuse::lastPath()) != path) r = ::testing::AssertionFailure() << "path " << tsfuse::lastPath();
+          if (r && std::string(tsfuse::lastPath()) != path)
+            r = ::testing::AssertionFailure() << "path " << tsfuse::lastPath();
           // Laid out as the indices, in their dtype: the native path writes the matches over the
           // indices (the chunked path computes a slab before copying, into a fresh output).
           const bool inPlace = gr.scalar_type() == at::kLong && gr.sizes() == wi.sizes() && dt != at::kHalf;
@@ -266,13 +287,16 @@ struct EpiCase {
 ::testing::AssertionResult checkEpilogue(const T& ops, const T& epiOps, const EpiCase& c, const char* path) {
   T all = ops;
   all.insert(all.end(), epiOps.begin(), epiOps.end());
-  Outcome want = runSide([&] {
-    at::Tensor r = c.red == "sum" ? at::sum(diff2(ops), at::OptionalIntArrayRef(*c.dim), c.keepdim)
-                 : c.red == "argmin" ? at::argmin(diff2(ops), (*c.dim)[0], c.keepdim)
-                 : eagerReduce(diff2(ops), c.red, c.dim, c.keepdim, std::nullopt);
-    return c.eager(r, epiOps);
-  }, false);
-  Outcome got = runSide([&] { return tsfuse::reduce(all, kDiff2, c.red, c.dim, c.keepdim, std::nullopt, c.epilogue); }, true);
+  Outcome want = runSide(
+      [&] {
+        at::Tensor r = c.red == "sum"      ? at::sum(diff2(ops), at::OptionalIntArrayRef(*c.dim), c.keepdim)
+                       : c.red == "argmin" ? at::argmin(diff2(ops), (*c.dim)[0], c.keepdim)
+                                           : eagerReduce(diff2(ops), c.red, c.dim, c.keepdim, std::nullopt);
+        return c.eager(r, epiOps);
+      },
+      false);
+  Outcome got =
+      runSide([&] { return tsfuse::reduce(all, kDiff2, c.red, c.dim, c.keepdim, std::nullopt, c.epilogue); }, true);
   CheckOpts o;
   o.exact = false;
   o.path = path;
@@ -305,18 +329,29 @@ TEST(ReduceIndicesNormEpilogue, EpilogueRandomPromotionAndLayouts) {
       for (at::ScalarType wdt : dts)
         for (int rep = 0; rep < 2; ++rep) {
           const int64_t N = g.randint(0, 4), M = g.randint(1, 20), K = g.randint(1, 5);
-          T ops = {g.layout(g.tensor({N, 1, K}, vdt), g.randint(0, 3)), g.layout(g.tensor({1, M, K}, vdt), g.randint(0, 3))};
+          T ops = {g.layout(g.tensor({N, 1, K}, vdt), g.randint(0, 3)),
+                   g.layout(g.tensor({1, M, K}, vdt), g.randint(0, 3))};
           if (c.red == "norm:2.0" && !at::isFloatingType(vdt)) continue;  // eager raises; covered above
           // The epilogue operand broadcasts to the reduced shape: per column, per row, full, 0-dim.
-          at::Tensor red = c.red == "argmin" ? at::argmin(diff2(ops), (*c.dim)[0], c.keepdim)
-                                             : eagerReduce(diff2(ops).to(at::kDouble), "logsumexp", c.dim, c.keepdim, std::nullopt);
+          at::Tensor red = c.red == "argmin"
+                               ? at::argmin(diff2(ops), (*c.dim)[0], c.keepdim)
+                               : eagerReduce(diff2(ops).to(at::kDouble), "logsumexp", c.dim, c.keepdim, std::nullopt);
           std::vector<int64_t> rs(red.sizes().begin(), red.sizes().end());
           std::vector<int64_t> ws;
           switch (g.randint(0, 3)) {
-            case 0: ws = {rs.empty() ? 1 : rs.back()}; break;
-            case 1: ws = rs; break;
-            case 2: ws = {}; break;
-            default: ws = rs; if (!ws.empty()) ws[0] = 1; break;
+            case 0:
+              ws = {rs.empty() ? 1 : rs.back()};
+              break;
+            case 1:
+              ws = rs;
+              break;
+            case 2:
+              ws = {};
+              break;
+            default:
+              ws = rs;
+              if (!ws.empty()) ws[0] = 1;
+              break;
           }
           at::Tensor w = g.tensor(ws, wdt);
           if (at::isFloatingType(wdt)) w = w.abs() + 0.5;
@@ -342,8 +377,9 @@ TEST(ReduceIndicesNormEpilogue, EpilogueThatGrowsTheShapeRunsAfterTheReduction) 
   EXPECT_TRUE(checkEpilogue(ops, {at::arange(3, at::kLong)}, all, nullptr));
   EXPECT_TRUE(checkEpilogue(ops, {at::arange(3, at::kHalf)}, all, nullptr));
   // Wrong operand count.
-  EXPECT_THROW(tsfuse::reduce(ops, kDiff2, "sum", std::vector<int64_t>{-1}, false, std::nullopt,
-                              std::string("v1: mul($0, $1)")), c10::Error);
+  EXPECT_THROW(
+      tsfuse::reduce(ops, kDiff2, "sum", std::vector<int64_t>{-1}, false, std::nullopt, std::string("v1: mul($0, $1)")),
+      c10::Error);
 }
 
 TEST(ReduceIndicesNormEpilogue, EpilogueChunkedSlabs) {

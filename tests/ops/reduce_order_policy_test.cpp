@@ -50,12 +50,12 @@ TEST(ReduceOrderPolicy, ABroadcastIntermediateIsFused) {
   EXPECT_TRUE(at::allclose(c.out, (x - y).pow(2).sum(-1), 1e-6, 1e-6));
   // One element more than the largest operand is enough: [2, 3] from [2, 1] and [1, 3]... and
   // from a [2, 3] operand plus a scalar-like one it is not.
-  EXPECT_EQ(reduce({g.tensor({2, 1}, at::kFloat), g.tensor({1, 3}, at::kFloat)}, "v1: add($0, $1)", "sum",
-                   std::nullopt).path,
-            "native");
-  EXPECT_EQ(reduce({g.tensor({2, 3}, at::kFloat), g.tensor({1, 3}, at::kFloat)}, "v1: add($0, $1)", "sum",
-                   std::nullopt).path,
-            "aten");
+  EXPECT_EQ(
+      reduce({g.tensor({2, 1}, at::kFloat), g.tensor({1, 3}, at::kFloat)}, "v1: add($0, $1)", "sum", std::nullopt).path,
+      "native");
+  EXPECT_EQ(
+      reduce({g.tensor({2, 3}, at::kFloat), g.tensor({1, 3}, at::kFloat)}, "v1: add($0, $1)", "sum", std::nullopt).path,
+      "aten");
 }
 
 TEST(ReduceOrderPolicy, OrderFreeReductionsAreAlwaysFused) {

@@ -30,10 +30,11 @@ const std::vector<ValueExpr>& valueExprs() {
 }
 
 std::vector<ReduceArgs> argsFor(const std::string& reduction, Gen& g) {
-  std::vector<std::optional<std::vector<int64_t>>> dims = {
-      std::vector<int64_t>{0}, std::vector<int64_t>{1}, std::vector<int64_t>{-1}, std::vector<int64_t>{2},
-      std::vector<int64_t>{-3}, std::vector<int64_t>{0, 2}, std::vector<int64_t>{-1, 0},
-      std::vector<int64_t>{1, 2}, std::vector<int64_t>{0, 1, 2}, std::nullopt};
+  std::vector<std::optional<std::vector<int64_t>>> dims = {std::vector<int64_t>{0},       std::vector<int64_t>{1},
+                                                           std::vector<int64_t>{-1},      std::vector<int64_t>{2},
+                                                           std::vector<int64_t>{-3},      std::vector<int64_t>{0, 2},
+                                                           std::vector<int64_t>{-1, 0},   std::vector<int64_t>{1, 2},
+                                                           std::vector<int64_t>{0, 1, 2}, std::nullopt};
   const bool single = reduction == "argmax" || reduction == "argmin" || reduction == "prod";
   std::vector<ReduceArgs> out;
   for (const auto& d : dims) {
@@ -49,11 +50,16 @@ std::vector<ReduceArgs> argsFor(const std::string& reduction, Gen& g) {
 std::pair<std::vector<int64_t>, std::vector<int64_t>> shapes3(Gen& g, int p) {
   const int64_t N = g.randint(1, 5), M = g.randint(1, 5), K = g.randint(1, 5);
   switch (p % 5) {
-    case 0: return {{N, 1, K}, {M, K}};
-    case 1: return {{N, 1, 1}, {1, M, K}};
-    case 2: return {{N, M, K}, {}};
-    case 3: return {{2, 1, 20}, {17, 20}};  // vertical plan: innermost kept dim >= 16
-    default: return {{N, 1, K}, {1, M, 1}};
+    case 0:
+      return {{N, 1, K}, {M, K}};
+    case 1:
+      return {{N, 1, 1}, {1, M, K}};
+    case 2:
+      return {{N, M, K}, {}};
+    case 3:
+      return {{2, 1, 20}, {17, 20}};  // vertical plan: innermost kept dim >= 16
+    default:
+      return {{N, 1, K}, {1, M, 1}};
   }
 }
 
@@ -121,7 +127,8 @@ TEST(ReduceRandom, LongReductionsSplitIntoParts) {
   const ValueExpr& v = valueExprs()[3];
   T ops = {g.tensor({3000, 1}, at::kFloat), g.tensor({1, 3}, at::kFloat)};
   for (const std::string r : {"sum", "mean", "amax", "amin", "argmax", "argmin", "any", "all"}) {
-    EXPECT_TRUE(checkReduce(v.expr, ops, v.eager, {r, std::vector<int64_t>{0}, false, std::nullopt}, {false, 1e-5, 1e-4}));
+    EXPECT_TRUE(
+        checkReduce(v.expr, ops, v.eager, {r, std::vector<int64_t>{0}, false, std::nullopt}, {false, 1e-5, 1e-4}));
     EXPECT_TRUE(checkReduce(v.expr, ops, v.eager, {r, std::nullopt, false, std::nullopt}, {false, 1e-5, 1e-4}));
   }
   T ints = {g.tensor({2500, 1}, at::kInt), g.tensor({1, 2}, at::kInt)};

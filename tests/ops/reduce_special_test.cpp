@@ -88,8 +88,8 @@ TEST(ReduceSpecial, ResultDtypes) {
                         {"sum", d, false, std::nullopt}, kClose));  // bool -> int64
     log.add(checkReduce("v1: logical_not($0); logical_and(%0, $1)", b, andFn, {"prod", d, true, std::nullopt}, kClose));
     T u = {g.tensor({5, 1}, at::kByte), g.tensor({1, 4}, at::kByte)};
-    log.add(checkReduce(kMul, u, kMulFn, {"sum", d, false, std::nullopt}, kClose));                   // uint8 -> int64
-    log.add(checkReduce(kMul, u, kMulFn, {"sum", d, false, at::kByte}, kClose));                      // wraps in uint8
+    log.add(checkReduce(kMul, u, kMulFn, {"sum", d, false, std::nullopt}, kClose));  // uint8 -> int64
+    log.add(checkReduce(kMul, u, kMulFn, {"sum", d, false, at::kByte}, kClose));     // wraps in uint8
     T i = {g.tensor({5, 1}, at::kInt), g.tensor({1, 4}, at::kInt)};
     log.add(checkReduce(kMul, i, kMulFn, {"mean", d, false, at::kDouble}, kClose));
     log.add(checkReduce(kMul, i, kMulFn, {"sum", d, true, at::kInt}, kClose));
@@ -168,8 +168,8 @@ TEST(ReducePath, SeedSimilarityRunsNative) {
   at::Tensor x = g.tensor({16, 24}, at::kFloat), y = g.tensor({16, 24}, at::kFloat);
   T ops = {x.unsqueeze(2), y.unsqueeze(1)};  // [S, D, 1] and [S, 1, D]
   EagerFn f = [](const T& v) { return at::lt(at::abs(at::sub(v[0], v[1])), 1); };
-  EXPECT_TRUE(checkReduce("v1: sub($0, $1); abs(%0); lt(%1, 1)", ops, f, {"sum", std::vector<int64_t>{0}, false, std::nullopt},
-                          {true, 0, 0, "native"}));
+  EXPECT_TRUE(checkReduce("v1: sub($0, $1); abs(%0); lt(%1, 1)", ops, f,
+                          {"sum", std::vector<int64_t>{0}, false, std::nullopt}, {true, 0, 0, "native"}));
 }
 
 TEST(ReducePath, NativeForEveryReductionOnNativeDtypes) {
@@ -179,7 +179,8 @@ TEST(ReducePath, NativeForEveryReductionOnNativeDtypes) {
     for (const std::string r : {"sum", "mean", "prod", "amax", "amin", "any", "all", "argmax", "argmin"}) {
       if (r == "mean" && !at::isFloatingType(dt)) continue;  // eager rejects integer mean
       T ops = {g.tensor({4, 1}, dt), g.tensor({1, 5}, dt)};
-      log.add(checkReduce(kMul, ops, kMulFn, {r, std::vector<int64_t>{1}, false, std::nullopt}, {false, 1e-5, 1e-6, "native"}));
+      log.add(checkReduce(kMul, ops, kMulFn, {r, std::vector<int64_t>{1}, false, std::nullopt},
+                          {false, 1e-5, 1e-6, "native"}));
     }
   EXPECT_TRUE(log.result());
 }
@@ -188,17 +189,21 @@ TEST(ReducePath, ChunkedForHalfAndBFloat16) {
   Gen g(208);
   for (at::ScalarType dt : {at::kHalf, at::kBFloat16}) {
     T small = {g.tensor({4, 1}, dt), g.tensor({1, 5}, dt)};
-    EXPECT_TRUE(checkReduce(kMul, small, kMulFn, {"sum", std::vector<int64_t>{1}, false, std::nullopt}, {true, 0, 0, "chunked"}));
+    EXPECT_TRUE(checkReduce(kMul, small, kMulFn, {"sum", std::vector<int64_t>{1}, false, std::nullopt},
+                            {true, 0, 0, "chunked"}));
     T large = {g.tensor({600, 1, 1}, dt), g.tensor({1, 30, 20}, dt)};  // 360k elements, reduced over dim 2
-    EXPECT_TRUE(checkReduce(kMul, large, kMulFn, {"amax", std::vector<int64_t>{2}, false, std::nullopt}, {true, 0, 0, "chunked"}));
-    EXPECT_TRUE(checkReduce(kMul, large, kMulFn, {"sum", std::vector<int64_t>{-1}, true, std::nullopt}, {true, 0, 0, "chunked"}));
+    EXPECT_TRUE(checkReduce(kMul, large, kMulFn, {"amax", std::vector<int64_t>{2}, false, std::nullopt},
+                            {true, 0, 0, "chunked"}));
+    EXPECT_TRUE(checkReduce(kMul, large, kMulFn, {"sum", std::vector<int64_t>{-1}, true, std::nullopt},
+                            {true, 0, 0, "chunked"}));
   }
 }
 
 TEST(ReducePath, EmptyOutput) {
   Gen g(209);
   T ops = {g.tensor({0, 1}, at::kFloat), g.tensor({1, 3}, at::kFloat)};
-  EXPECT_TRUE(checkReduce(kMul, ops, kMulFn, {"sum", std::vector<int64_t>{1}, false, std::nullopt}, {true, 0, 0, "empty"}));
+  EXPECT_TRUE(
+      checkReduce(kMul, ops, kMulFn, {"sum", std::vector<int64_t>{1}, false, std::nullopt}, {true, 0, 0, "empty"}));
 }
 
 }  // namespace

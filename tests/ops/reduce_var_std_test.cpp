@@ -9,10 +9,11 @@ namespace {
 
 using tsfuse_test::Gen;
 
-at::Tensor eager(const at::Tensor& a, const at::Tensor& b, bool isStd, double correction,
-                 std::vector<int64_t> dims, bool keepdim) {
+at::Tensor eager(const at::Tensor& a, const at::Tensor& b, bool isStd, double correction, std::vector<int64_t> dims,
+                 bool keepdim) {
   at::Tensor v = at::sub(a, b);
-  return isStd ? at::std(v, dims, c10::Scalar(correction), keepdim) : at::var(v, dims, c10::Scalar(correction), keepdim);
+  return isStd ? at::std(v, dims, c10::Scalar(correction), keepdim)
+               : at::var(v, dims, c10::Scalar(correction), keepdim);
 }
 
 std::string text(bool isStd, double correction) {
@@ -37,7 +38,9 @@ TEST(ReduceVarStd, RandomBroadcastShapesAndCorrections) {
     ASSERT_EQ(got.scalar_type(), want.scalar_type()) << i;
     const double tol = dt == at::kHalf ? 1e-3 : 1e-6;
     EXPECT_TRUE(at::allclose(got.to(at::kDouble), want.to(at::kDouble), tol, tol, /*equal_nan=*/true))
-        << i << " " << text(isStd, correction) << " dims " << dims << "\n" << got << "\n" << want;
+        << i << " " << text(isStd, correction) << " dims " << dims << "\n"
+        << got << "\n"
+        << want;
     ++checked;
   }
   EXPECT_EQ(checked, 120);

@@ -36,9 +36,11 @@ TEST(RowExtremum, FirstIndexAsAtensMinMax) {
           at::Tensor x = hostileRows(g, rows, n, nans);
           if (n > 3) x[5].fill_(std::numeric_limits<float>::quiet_NaN()), x[6].fill_(-0.0f), x[6][n - 1] = 0.0f;
           at::Tensor idx = at::empty({rows}, at::kLong);
-          ASSERT_TRUE(tsfuse::cpu::firstExtremumOfRows(x.const_data_ptr<float>(), rows, n, isMax, idx.data_ptr<int64_t>()));
+          ASSERT_TRUE(
+              tsfuse::cpu::firstExtremumOfRows(x.const_data_ptr<float>(), rows, n, isMax, idx.data_ptr<int64_t>()));
           at::Tensor want = std::get<1>(isMax ? at::max(x, 1) : at::min(x, 1));
-          EXPECT_TRUE(at::equal(idx, want)) << rows << " rows of " << n << (isMax ? " max" : " min") << (nans ? " with NaN" : "");
+          EXPECT_TRUE(at::equal(idx, want))
+              << rows << " rows of " << n << (isMax ? " max" : " min") << (nans ? " with NaN" : "");
           checked += rows;
         }
   EXPECT_EQ(checked, 18 * 4 * (64 + 61));

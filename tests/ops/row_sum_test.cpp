@@ -32,9 +32,18 @@ TEST(RowSum, EagersCascadeForEveryLength) {
   at::manual_seed(7);
   ASSERT_TRUE(tsfuse::cpu::eagerSumsRowsInCascade());
   int64_t distinguishing = 0;  // rows whose sum in index order (in double) differs: the order matters
-  for (int64_t n : {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 100, 127, 128, 129, 511, 512, 513, 543,
-                    1000, 1024, 2048, 4095, 4096, 8191, 8192, 8193, 8192 + 4 * 8 * 3 + 5, 65536 + 37, 131072,
-                    131072 + 4 * 8 * 4096 + 9}) {
+  for (int64_t n : {1,          2,      3,
+                    4,          5,      7,
+                    8,          9,      15,
+                    16,         17,     31,
+                    32,         33,     63,
+                    64,         100,    127,
+                    128,        129,    511,
+                    512,        513,    543,
+                    1000,       1024,   2048,
+                    4095,       4096,   8191,
+                    8192,       8193,   8192 + 4 * 8 * 3 + 5,
+                    65536 + 37, 131072, 131072 + 4 * 8 * 4096 + 9}) {
     expectEagerBits<float>(at::kFloat, n, 3, &distinguishing);
     expectEagerBits<double>(at::kDouble, n, 3, &distinguishing);
   }

@@ -50,7 +50,8 @@ const std::vector<Case>& cases() {
       {"v1: sub($0, $1); abs(%0); lt(%1, 1)", [](const T& x) { return at::lt(at::abs(at::sub(x[0], x[1])), 1); }},
       {"v1: minimum($0, $1); maximum(%0, $0)", [](const T& x) { return at::maximum(at::minimum(x[0], x[1]), x[0]); }},
       {"v1: gt($0, $1); where(%0, $0, $1)", [](const T& x) { return at::where(at::gt(x[0], x[1]), x[0], x[1]); }},
-      {"v1: mul($0, 2.5); add(%0, 1); sub(%1, $1)", [](const T& x) { return at::sub(at::add(at::mul(x[0], 2.5), 1), x[1]); }},
+      {"v1: mul($0, 2.5); add(%0, 1); sub(%1, $1)",
+       [](const T& x) { return at::sub(at::add(at::mul(x[0], 2.5), 1), x[1]); }},
       // the result is a cast of the last value, then an ATen tile op: not written last in place
       {"v1: to($0, float64); div(%0, $1)", [](const T& x) { return at::div(x[0].to(at::kDouble), x[1]); }},
       {"v1: exp($0); add(%0, $1)", [](const T& x) { return at::add(at::exp(x[0]), x[1]); }},
@@ -70,7 +71,8 @@ TEST(RowTile, EverySourceLayoutAndDtype) {
   };
   for (size_t ci = 0; ci < cases().size(); ++ci) {
     const Case& c = cases()[ci];
-    for (at::ScalarType dt : {at::kFloat, at::kDouble, at::kInt, at::kLong, at::kShort, at::kByte, at::kChar, at::kBool}) {
+    for (at::ScalarType dt :
+         {at::kFloat, at::kDouble, at::kInt, at::kLong, at::kShort, at::kByte, at::kChar, at::kBool}) {
       if (c.expr.find("exp") != std::string::npos && !at::isFloatingType(dt)) continue;
       for (const auto& [s0, s1] : shapes) {
         for (int l0 = 0; l0 < 4; ++l0) {

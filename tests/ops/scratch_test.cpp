@@ -20,7 +20,6 @@ using tsfuse::cpu::ScratchBuffer;
 
 constexpr size_t kLarge = ScratchBuffer::kMappedBytes;
 
-
 TEST(ScratchBuffer, AReleasedLargeBufferServesTheNextThatFits) {
   ScratchBuffer::dropThreadCache();
   const char* first;

@@ -32,7 +32,8 @@ TEST(Segments, EpiloguesAroundRoutinesAreEagersBits) {
        [](auto& r, auto& b, auto&) { return at::exp(r * -2.0) * b; }, true, true, false},
       {"a routine first and last", "v1: sqrt($0); add(%0, $1); log(%1)",
        [](auto& r, auto&, auto& c) { return at::log(at::sqrt(r) + c); }, true, false, true},
-      {"two routines in a row, then a run over both and a uniform operand", "v1: exp($0); tanh(%0); add(%1, %0); mul(%2, $1)",
+      {"two routines in a row, then a run over both and a uniform operand",
+       "v1: exp($0); tanh(%0); add(%1, %0); mul(%2, $1)",
        [](auto& r, auto&, auto& c) {
          at::Tensor e = at::exp(r);
          return (at::tanh(e) + e) * c;

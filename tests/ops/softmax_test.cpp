@@ -47,7 +47,9 @@ TEST_F(Softmax, RandomBroadcastShapesAndDims) {
     // order moves it by a few ulps of max |value| (absolute), not of the (small) result.
     const double eps = dt == at::kDouble ? 2.2e-16 : 1.2e-7;
     const double atol = log ? 8 * eps * (1 + (at::sub(a, b) * 3).abs().max().item<double>()) : 1e-6;
-    EXPECT_TRUE(at::allclose(got, want, 1e-5, atol)) << i << " dim " << dim << " log " << log << " max diff " << (got - want).abs().max().item<double>() << " dtype " << dt << " n m d " << n << " " << m << " " << d;
+    EXPECT_TRUE(at::allclose(got, want, 1e-5, atol))
+        << i << " dim " << dim << " log " << log << " max diff " << (got - want).abs().max().item<double>() << " dtype "
+        << dt << " n m d " << n << " " << m << " " << d;
   }
 }
 

@@ -48,7 +48,8 @@ TEST(SwappedLanes, NarrowSumsAreTheInterpretersBits) {
                        Size{5000, 8, 64, at::kFloat}, Size{1100, 5, 40, at::kDouble}}) {
     T ops = {g.tensor({s.n, 1, s.d}, s.dt, kNaNInf), g.tensor({1, s.m, s.d}, s.dt, kAllSpecials)};
     const std::string what = std::to_string(s.n) + " x " + std::to_string(s.m) + " x " + std::to_string(s.d);
-    EXPECT_TRUE(swappedAndInterpretedAgree([&] { return reduceBoth(kSq, ops, sq, lastDim, CheckOpts{false}, what); }, what));
+    EXPECT_TRUE(
+        swappedAndInterpretedAgree([&] { return reduceBoth(kSq, ops, sq, lastDim, CheckOpts{false}, what); }, what));
   }
 }
 
@@ -81,7 +82,8 @@ TEST(SwappedLanes, ExtremaKeepTheirFirstIndex) {
   for (const std::string red : {"max", "min"})
     for (int64_t d : {3, 40}) {
       // Quarters: ties along every reduced row; a NaN in a few points.
-      at::Tensor x = at::round(g.tensor({900, 1, d}, at::kFloat) * 2) / 4, y = at::round(g.tensor({1, 6, d}, at::kFloat) * 2) / 4;
+      at::Tensor x = at::round(g.tensor({900, 1, d}, at::kFloat) * 2) / 4,
+                 y = at::round(g.tensor({1, 6, d}, at::kFloat) * 2) / 4;
       x[7][0][d - 1] = nan;
       x[300][0][0] = nan;
       const T ops = {x, y};
@@ -101,11 +103,12 @@ TEST(SwappedLanes, HigherRanksAndPermutedLayouts) {
   const T transposed = {g.tensor({5, 1, 300}, at::kFloat).permute({2, 1, 0}), g.tensor({1, 9, 5}, at::kFloat)};
   for (const T& ops : {batched, transposed}) {
     const std::string what = describeOperands(ops);
-    EXPECT_TRUE(swappedAndInterpretedAgree([&] { return reduceBoth(kSq, ops, sq, lastDim, CheckOpts{false}, what); }, what));
+    EXPECT_TRUE(
+        swappedAndInterpretedAgree([&] { return reduceBoth(kSq, ops, sq, lastDim, CheckOpts{false}, what); }, what));
   }
   const ReduceArgs keep{"sum", std::vector<int64_t>{-1}, true};
-  EXPECT_TRUE(swappedAndInterpretedAgree([&] { return reduceBoth(kSq, batched, sq, keep, CheckOpts{false}, "keepdim"); },
-                                         "keepdim"));
+  EXPECT_TRUE(swappedAndInterpretedAgree(
+      [&] { return reduceBoth(kSq, batched, sq, keep, CheckOpts{false}, "keepdim"); }, "keepdim"));
 }
 
 // The Gaussian kernel sum over a few centroids: stage 0's [n, m] rows summed across the swapped

@@ -40,16 +40,26 @@ struct Case {
 };
 
 const std::vector<Case> kCases = {
-    {"Chamfer minima", {"sum(dim=[2], keepdim=False)", "amin(dim=[1], keepdim=False)", "amin(dim=[0], keepdim=False)"}, 0},
-    {"maxima, keepdim", {"amax(dim=[2], keepdim=True)", "amax(dim=[0], keepdim=True)", "amax(dim=[1], keepdim=True)"}, 0},
-    {"any and all", {"sum(dim=[2], keepdim=False) |> v1: gt($0, 4.0)", "any(dim=[0], keepdim=False)",
-                     "all(dim=[1], keepdim=False)"}, 0},
-    {"epilogues on both branches", {"sum(dim=[2], keepdim=False)", "amin(dim=[1], keepdim=False) |> v1: mul($0, $1)",
-                                    "amin(dim=[0], keepdim=False) |> v1: sqrt($0); add(%0, $1)"}, 2},
-    {"a sum over the slab dim: separate chains", {"sum(dim=[2], keepdim=False)", "amin(dim=[1], keepdim=False)",
-                                                  "sum(dim=[0], keepdim=False)"}, 0},
-    {"three branches", {"sum(dim=[2], keepdim=False)", "amin(dim=[1], keepdim=False)", "amin(dim=[0], keepdim=False)",
-                        "sum(dim=[1], keepdim=False)"}, 0},
+    {"Chamfer minima",
+     {"sum(dim=[2], keepdim=False)", "amin(dim=[1], keepdim=False)", "amin(dim=[0], keepdim=False)"},
+     0},
+    {"maxima, keepdim",
+     {"amax(dim=[2], keepdim=True)", "amax(dim=[0], keepdim=True)", "amax(dim=[1], keepdim=True)"},
+     0},
+    {"any and all",
+     {"sum(dim=[2], keepdim=False) |> v1: gt($0, 4.0)", "any(dim=[0], keepdim=False)", "all(dim=[1], keepdim=False)"},
+     0},
+    {"epilogues on both branches",
+     {"sum(dim=[2], keepdim=False)", "amin(dim=[1], keepdim=False) |> v1: mul($0, $1)",
+      "amin(dim=[0], keepdim=False) |> v1: sqrt($0); add(%0, $1)"},
+     2},
+    {"a sum over the slab dim: separate chains",
+     {"sum(dim=[2], keepdim=False)", "amin(dim=[1], keepdim=False)", "sum(dim=[0], keepdim=False)"},
+     0},
+    {"three branches",
+     {"sum(dim=[2], keepdim=False)", "amin(dim=[1], keepdim=False)", "amin(dim=[0], keepdim=False)",
+      "sum(dim=[1], keepdim=False)"},
+     0},
 };
 
 TEST_F(Sweep, ManySlabsAgainstSeparateChainsAndEager) {
@@ -80,7 +90,8 @@ TEST_F(Sweep, ManySlabsAgainstSeparateChainsAndEager) {
 TEST_F(Sweep, OneBranchOverEveryDimFoldsItsSlabs) {
   Gen g(24);
   const std::string mmd = "sum(dim=[2], keepdim=False) |> v1: mul($0, -2.0); exp(%0)";
-  const std::vector<std::pair<std::vector<std::string>, bool>> cases = {  // (stages, exact)
+  const std::vector<std::pair<std::vector<std::string>, bool>> cases = {
+      // (stages, exact)
       {{mmd, "mean(dim=None, keepdim=False)"}, false},
       {{mmd, "sum(dim=[0, 1], keepdim=True) |> v1: sqrt($0)"}, false},
       {{mmd, "sum(dim=None, keepdim=False, dtype=float64)"}, false},
@@ -130,16 +141,29 @@ TEST_F(Sweep, EmptyInputsErrorsAutogradMeta) {
   const auto& stages = kCases[0].stages;
   for (auto [n, m] : {std::pair<int64_t, int64_t>{0, 4}, {5, 0}}) {
     at::Tensor x = at::randn({n, 1, 3}), y = at::randn({m, 3});
-    EXPECT_EQ(errorOf([&] { tsfuse::reduceSweep({x, y}, kSq, stages); }),
-              errorOf([&] { tsfuse::evalSweep(*tsfuse::cachedSweep(kSq, stages), {x, y}); }))
+    EXPECT_EQ(errorOf([&] {
+                tsfuse::reduceSweep({x, y}, kSq, stages);
+              }),
+              errorOf([&] {
+                tsfuse::evalSweep(*tsfuse::cachedSweep(kSq, stages), {x, y});
+              }))
         << n << " " << m;
   }
   at::Tensor x = at::randn({40, 1, 3}), y = at::randn({30, 3});
   at::Tensor bad = at::randn({30, 4});
   EXPECT_EQ(errorOf([&] { tsfuse::reduceSweep({x, bad}, kSq, stages); }), errorOf([&] { at::sub(x, bad); }));
-  const std::vector<std::string> far{"sum(dim=[2], keepdim=False)", "amin(dim=[1], keepdim=False)", "amin(dim=[4], keepdim=False)"};
-  EXPECT_EQ(errorOf([&] { tsfuse::reduceSweep({x, y}, kSq, far); }), errorOf([&] { at::amin(at::randn({40, 30}), {4}); }));
-  EXPECT_NE(errorOf([&] { tsfuse::reduceSweep({x, y}, kSq, {stages[0]}); }).find("at least one branch"), std::string::npos);
+  const std::vector<std::string> far{"sum(dim=[2], keepdim=False)", "amin(dim=[1], keepdim=False)",
+                                     "amin(dim=[4], keepdim=False)"};
+  EXPECT_EQ(errorOf([&] {
+              tsfuse::reduceSweep({x, y}, kSq, far);
+            }),
+            errorOf([&] {
+              at::amin(at::randn({40, 30}), {4});
+            }));
+  EXPECT_NE(errorOf([&] {
+              tsfuse::reduceSweep({x, y}, kSq, {stages[0]});
+            }).find("at least one branch"),
+            std::string::npos);
 
   at::Tensor xg = x.clone().requires_grad_();
   std::vector<at::Tensor> r = tsfuse::reduceSweep({xg, y}, kSq, stages);
@@ -147,7 +171,8 @@ TEST_F(Sweep, EmptyInputsErrorsAutogradMeta) {
   (r[0].sum() + r[1].sum()).backward();
   EXPECT_TRUE(xg.grad().defined());
 
-  std::vector<at::Tensor> meta = tsfuse::reduceSweep({at::empty({40, 1, 3}, at::kMeta), at::empty({30, 3}, at::kMeta)}, kSq, stages);
+  std::vector<at::Tensor> meta =
+      tsfuse::reduceSweep({at::empty({40, 1, 3}, at::kMeta), at::empty({30, 3}, at::kMeta)}, kSq, stages);
   EXPECT_EQ(meta[0].sizes(), at::IntArrayRef({40}));
   EXPECT_EQ(meta[1].sizes(), at::IntArrayRef({30}));
 }

@@ -30,8 +30,10 @@ TEST(TileFastPaths, UniformOperandsInEveryMapTiling) {
     EXPECT_TRUE(checkPairwise(expr, {g.tensor({7, 9}, dt, sp), g.tensor({}, dt, sp), g.tensor({1, 1}, dt, sp)}, eager));
     // Row tiles (rows >= 128): a [N, 1] column is constant along each row, in first or later place.
     for (int64_t m : {128, 700, 1025}) {
-      EXPECT_TRUE(checkPairwise(expr, {g.tensor({3, 1}, dt, sp), g.tensor({3, m}, dt, sp), g.tensor({}, dt, sp)}, eager));
-      EXPECT_TRUE(checkPairwise(expr, {g.tensor({1, m}, dt, sp), g.tensor({5, 1}, dt, sp), g.tensor({5, 1}, dt, sp)}, eager));
+      EXPECT_TRUE(
+          checkPairwise(expr, {g.tensor({3, 1}, dt, sp), g.tensor({3, m}, dt, sp), g.tensor({}, dt, sp)}, eager));
+      EXPECT_TRUE(
+          checkPairwise(expr, {g.tensor({1, m}, dt, sp), g.tensor({5, 1}, dt, sp), g.tensor({5, 1}, dt, sp)}, eager));
     }
   }
 }
@@ -49,8 +51,9 @@ TEST(TileFastPaths, ResultComputedOnceFromUniformOperands) {
   const char* sel = "v1: gt($0, $1); where(%0, $0, $2)";
   auto selEager = [](const T& o) { return at::where(o[0] > o[1], o[0], o[2]); };
   for (int64_t m : {9, 300})
-    EXPECT_TRUE(checkPairwise(sel, {g.tensor({4, 1}, at::kFloat, kNaNInf), g.tensor({}, at::kFloat),
-                                    g.tensor({4, m}, at::kFloat, kNaNInf)}, selEager));
+    EXPECT_TRUE(checkPairwise(
+        sel, {g.tensor({4, 1}, at::kFloat, kNaNInf), g.tensor({}, at::kFloat), g.tensor({4, m}, at::kFloat, kNaNInf)},
+        selEager));
 }
 
 TEST(TileFastPaths, AtenTileOpsSeeVectorsEvenForUniformOperands) {
@@ -128,7 +131,8 @@ TEST(TileFastPaths, ResultsDoNotDependOnTheThreadCount) {
   auto simEager = [](const T& o) { return (o[0] - o[1]).abs().lt(1); };
   const char* mapExpr = "v1: minimum($0, $1); sub(%0, $2); clamp(%1, 0, None); mul(%2, $1)";
   auto mapEager = [](const T& o) { return at::clamp(at::minimum(o[0], o[1]) - o[2], 0) * o[1]; };
-  T mapOps = {g.tensor({300, 1}, at::kFloat, kNaNInf), g.tensor({1, 700}, at::kFloat, kNaNInf), g.tensor({300, 1}, at::kFloat)};
+  T mapOps = {g.tensor({300, 1}, at::kFloat, kNaNInf), g.tensor({1, 700}, at::kFloat, kNaNInf),
+              g.tensor({300, 1}, at::kFloat)};
   T simOps = {g.tensor({300, 90, 1}, at::kFloat), g.tensor({300, 1, 600}, at::kFloat)};
   T horOps = {g.tensor({3, 1}, at::kDouble), g.tensor({3, 70000}, at::kDouble)};
   std::vector<at::Tensor> first;
@@ -136,8 +140,9 @@ TEST(TileFastPaths, ResultsDoNotDependOnTheThreadCount) {
     at::set_num_threads(threads);
     EXPECT_TRUE(checkPairwise(mapExpr, mapOps, mapEager)) << threads;
     EXPECT_TRUE(checkReduce(sim, simOps, simEager, {"sum", std::vector<int64_t>{0}})) << threads;
-    EXPECT_TRUE(checkReduce("v1: mul($0, $1)", horOps, [](const T& o) { return o[0] * o[1]; },
-                            {"sum", std::vector<int64_t>{-1}}, CheckOpts{false}))
+    EXPECT_TRUE(checkReduce(
+        "v1: mul($0, $1)", horOps, [](const T& o) { return o[0] * o[1]; }, {"sum", std::vector<int64_t>{-1}},
+        CheckOpts{false}))
         << threads;
     std::vector<at::Tensor> got = {tsfuse::pairwise(mapOps, mapExpr),
                                    tsfuse::reduce(simOps, sim, "sum", std::vector<int64_t>{0}),

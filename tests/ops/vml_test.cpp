@@ -28,7 +28,8 @@ at::Tensor values(at::ScalarType dt, int64_t n, uint64_t seed) {
 
 bool sameBits(const at::Tensor& a, const at::Tensor& b) {
   return a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type() &&
-         std::memcmp(a.contiguous().const_data_ptr(), b.contiguous().const_data_ptr(), a.numel() * a.element_size()) == 0;
+         std::memcmp(a.contiguous().const_data_ptr(), b.contiguous().const_data_ptr(), a.numel() * a.element_size()) ==
+             0;
 }
 
 struct Case {
@@ -103,7 +104,7 @@ TEST(VmlRoutines, FusedExpOfABroadcastValueIsEagers) {
     for (auto [n, m, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{3, 5, 1}, {64, 300, 1}, {200, 7, 16}}) {
       at::Tensor x = g.tensor({n, 1, k}, dt, tsfuse_test::kNaNInf), y = g.tensor({1, m, k}, dt, tsfuse_test::kNaNInf);
       torch::jit::Stack s{c10::IValue(std::vector<at::Tensor>{x, y}), c10::IValue("v1: sub($0, $1); exp(%0); log(%1)"),
-                            c10::IValue(std::vector<int64_t>{})};
+                          c10::IValue(std::vector<int64_t>{})};
       op.callBoxed(&s);
       EXPECT_TRUE(sameBits(at::log(at::exp(x - y)), s.at(0).toTensor())) << n << "x" << m << "x" << k << " " << dt;
     }

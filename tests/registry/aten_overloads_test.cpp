@@ -55,7 +55,8 @@ TEST(RegistryOverloads, EveryListedSchemaFusesAndKeepsItsResults) {
     for (size_t i = 0; i < schema.arguments().size(); ++i)
       call += (i ? ", " : "") + argumentValue(schema.arguments()[i], firstTensor, boolOps);
     call += ")";
-    const std::string ir = R"IR(
+    const std::string ir =
+        R"IR(
 graph(%a : Tensor, %b : Tensor):
   %none : NoneType = prim::Constant()
   %false : bool = prim::Constant[value=0]()
@@ -64,14 +65,15 @@ graph(%a : Tensor, %b : Tensor):
   %half : float = prim::Constant[value=0.5]()
   %f64 : int = prim::Constant[value=7]()
   %floor : str = prim::Constant[value="floor"]()
-  )IR" + std::string(boolOps ? "%d : Tensor = aten::gt(%a, %b)\n  %e : Tensor = aten::lt(%a, %b)\n  "
-                                        : "%d : Tensor = aten::sub(%a, %b, %one)\n  ") +
-                           std::string(call.find("%m") != std::string::npos ? "%m : Tensor = aten::gt(%a, %b)\n  " : "") +
-                           "%r : Tensor = " + call + "\n" +
-                           // An op that may return its input is never a region's root (fused, it
-                           // would return a copy): a consumer takes that place.
-                           (tsfuse::opDef(o.op).has(tsfuse::kMayAlias) ? "  %r2 : Tensor = aten::mul(%r, %two)\n  return (%r2)\n"
-                                                                         : "  return (%r)\n");
+  )IR" +
+        std::string(boolOps ? "%d : Tensor = aten::gt(%a, %b)\n  %e : Tensor = aten::lt(%a, %b)\n  "
+                            : "%d : Tensor = aten::sub(%a, %b, %one)\n  ") +
+        std::string(call.find("%m") != std::string::npos ? "%m : Tensor = aten::gt(%a, %b)\n  " : "") +
+        "%r : Tensor = " + call + "\n" +
+        // An op that may return its input is never a region's root (fused, it
+        // would return a copy): a consumer takes that place.
+        (tsfuse::opDef(o.op).has(tsfuse::kMayAlias) ? "  %r2 : Tensor = aten::mul(%r, %two)\n  return (%r2)\n"
+                                                    : "  return (%r)\n");
     SCOPED_TRACE(ir);
     auto g = parseGraph(ir);
     auto ref = g->copy();
@@ -84,7 +86,8 @@ graph(%a : Tensor, %b : Tensor):
     EXPECT_NE(expr.find(std::string("; ") + tsfuse::opName(o.op)), std::string::npos) << expr;
     EXPECT_TRUE(fileCheck(r.ir, [&](FileCheck& fc) { fc.check_not(schema.name() + "("); }));
     Gen gen(std::hash<std::string>()(key));
-    EXPECT_TRUE(sameOutputs(ref, g, {gen.tensor({4, 1}, at::kFloat, kNaNInf), gen.tensor({1, 5}, at::kFloat, kNaNInf)}));
+    EXPECT_TRUE(
+        sameOutputs(ref, g, {gen.tensor({4, 1}, at::kFloat, kNaNInf), gen.tensor({1, 5}, at::kFloat, kNaNInf)}));
     EXPECT_TRUE(sameOutputs(ref, g, {gen.tensor({3, 1, 2}, at::kDouble), gen.tensor({4, 2}, at::kDouble)}));
   }
 }

@@ -22,11 +22,21 @@ std::vector<Arg> choices(char kind, size_t position) {
   const std::vector<Arg> numbers = {Arg::integer(2), Arg::floating(0.5)};
   std::vector<Arg> c;
   switch (kind) {
-    case 'v': c = {Arg::input(0)}; if (position > 0) c.insert(c.end(), numbers.begin(), numbers.end()); break;
-    case 'o': c = {Arg::input(0), Arg::none(), Arg::floating(0.5)}; break;
-    case 's': c = {Arg::integer(2), Arg::floating(1.5)}; break;
-    case 'd': c = {Arg::scalarType(at::kDouble), Arg::scalarType(at::kInt)}; break;
-    default: ADD_FAILURE() << "unknown signature character '" << kind << "'";
+    case 'v':
+      c = {Arg::input(0)};
+      if (position > 0) c.insert(c.end(), numbers.begin(), numbers.end());
+      break;
+    case 'o':
+      c = {Arg::input(0), Arg::none(), Arg::floating(0.5)};
+      break;
+    case 's':
+      c = {Arg::integer(2), Arg::floating(1.5)};
+      break;
+    case 'd':
+      c = {Arg::scalarType(at::kDouble), Arg::scalarType(at::kInt)};
+      break;
+    default:
+      ADD_FAILURE() << "unknown signature character '" << kind << "'";
   }
   return c;
 }
@@ -95,16 +105,16 @@ TEST(RegistryOps, EveryOpMatchesItsAtenReferenceOnTheNativePath) {
       const std::string text = e.str();
       // Each tensor operand in turn takes every dtype; the others the first dtype of the sweep.
       for (const auto& shapes : layouts)
-      for (int slot = 0; slot < std::max(e.numInputs, 1); ++slot)
-        for (at::ScalarType t : dtypes) {
-          std::vector<at::Tensor> ops;
-          for (int i = 0; i < e.numInputs; ++i)
-            ops.push_back(gen.tensor(shapes[i], i == slot ? t : dtypes[(i + 1) % dtypes.size()], kNaNInf));
-          ++ran;
-          log.add(checkPairwise(text, ops, [&](const std::vector<at::Tensor>& x) { return tsfuse::evalAten(e, x); },
-                                {opts.exact, opts.rtol, opts.atol, ops[0].numel() == 0 ? "empty" : "native"}),
-                  text + ": ");
-        }
+        for (int slot = 0; slot < std::max(e.numInputs, 1); ++slot)
+          for (at::ScalarType t : dtypes) {
+            std::vector<at::Tensor> ops;
+            for (int i = 0; i < e.numInputs; ++i)
+              ops.push_back(gen.tensor(shapes[i], i == slot ? t : dtypes[(i + 1) % dtypes.size()], kNaNInf));
+            ++ran;
+            log.add(checkPairwise(text, ops, [&](const std::vector<at::Tensor>& x) { return tsfuse::evalAten(e, x); },
+                                  {opts.exact, opts.rtol, opts.atol, ops[0].numel() == 0 ? "empty" : "native"}),
+                    text + ": ");
+          }
     }
     EXPECT_GT(ran, 0) << "no argument form of " << def.name << " was run";
     EXPECT_TRUE(log.result());

@@ -48,8 +48,10 @@ std::string runtimeNumberOf(const tsfuse::OpDef& def) {
       c10::TypePtr t = args[i].type();
       if (auto opt = t->cast<c10::OptionalType>()) t = opt->getElementType();
       if (t->kind() != c10::TypeKind::NumberType) continue;
-      if (tsfuse::readsNumberByValue(def.op, i)) how = "by value";
-      else if (how.empty()) how = "constant only";
+      if (tsfuse::readsNumberByValue(def.op, i))
+        how = "by value";
+      else if (how.empty())
+        how = "constant only";
     }
   }
   return how;
@@ -115,7 +117,8 @@ TEST(RegistryTable, DocsOpsPageIsCurrent) {
   std::ifstream in(path);
   std::stringstream have;
   have << in.rdbuf();
-  EXPECT_EQ(have.str(), want) << path << " is out of date: regenerate it with TSFUSE_UPDATE_DOCS=1 (see the file's test)";
+  EXPECT_EQ(have.str(), want) << path
+                              << " is out of date: regenerate it with TSFUSE_UPDATE_DOCS=1 (see the file's test)";
 }
 
 }  // namespace

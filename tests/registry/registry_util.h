@@ -18,9 +18,12 @@ inline tsfuse::Expr sampleOf(const tsfuse::OpDef& def) {
   std::vector<tsfuse::Arg> args;
   for (size_t k = 0; k < static_cast<size_t>(def.arity()); ++k) {
     const char c = def.signature[k];
-    if (c == 'd') args.push_back(tsfuse::Arg::scalarType(at::kDouble));
-    else if (c == 's') args.push_back(tsfuse::Arg::integer(2));
-    else args.push_back(tsfuse::Arg::input(e.numInputs++));
+    if (c == 'd')
+      args.push_back(tsfuse::Arg::scalarType(at::kDouble));
+    else if (c == 's')
+      args.push_back(tsfuse::Arg::integer(2));
+    else
+      args.push_back(tsfuse::Arg::input(e.numInputs++));
   }
   e.instrs.push_back({def.op, args});
   return e;

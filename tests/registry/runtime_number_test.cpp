@@ -94,41 +94,44 @@ TEST(RegistryRuntimeNumbers, NumbersKnownAtRunTimeFuseWhereTheRegistrySaysAndKee
       const bool readByValue = o.form == tsfuse::AtenForm::Plain && tsfuse::readsNumberByValue(o.op, runtime);
       const bool hasAlpha = schema.argumentIndexWithName("alpha").has_value();
       for (const char* type : {"float", "int"})
-      for (const std::string alpha : hasAlpha ? std::vector<std::string>{"%one", "%two"} : std::vector<std::string>{""}) {
-        if (boolOps && std::string(type) == "float") continue;  // ATen's bitwise ops take no float
-        bool firstTensor = true;
-        std::string call = schema.name() + "(";
-        for (size_t i = 0; i < schema.arguments().size(); ++i)
-          call += (i ? ", " : "") + valueOf(schema, i, runtime, firstTensor, boolOps, alpha);
-        call += ")";
-        const std::string ir = "graph(%a : Tensor, %b : Tensor, %k : " + std::string(type) + R"IR():
+        for (const std::string alpha :
+             hasAlpha ? std::vector<std::string>{"%one", "%two"} : std::vector<std::string>{""}) {
+          if (boolOps && std::string(type) == "float") continue;  // ATen's bitwise ops take no float
+          bool firstTensor = true;
+          std::string call = schema.name() + "(";
+          for (size_t i = 0; i < schema.arguments().size(); ++i)
+            call += (i ? ", " : "") + valueOf(schema, i, runtime, firstTensor, boolOps, alpha);
+          call += ")";
+          const std::string ir =
+              "graph(%a : Tensor, %b : Tensor, %k : " + std::string(type) + R"IR():
   %none : NoneType = prim::Constant()
   %one : int = prim::Constant[value=1]()
   %two : int = prim::Constant[value=2]()
   %floor : str = prim::Constant[value="floor"]()
   %m : Tensor = aten::gt(%a, %b)
-  )IR" + std::string(boolOps ? "%d : Tensor = aten::gt(%a, %b)\n  %e : Tensor = aten::lt(%a, %b)\n  "
-                                               : "%d : Tensor = aten::sub(%a, %b, %one)\n  ") +
-                                 "%r : Tensor = " + call + "\n  %r2 : Tensor = aten::mul(%r, %two)\n  return (%r2)\n";
-        SCOPED_TRACE(ir);
-        auto g = parseGraph(ir);
-        auto ref = g->copy();
-        PassRun r = runPairwise(g);
-        ASSERT_EQ(r.rewrites(), 1) << r.dump();
-        EXPECT_TRUE(fileCheck(r.ir, [&](FileCheck& fc) {
-          fc.check("tsfuse::wrapped_number(%k)")->check("tsfuse::pairwise")->check_not(schema.name() + "(");
-        }));
-        ++fused;
-        byValue += readByValue;
-        Gen gen(std::hash<std::string>()(ir));
-        for (at::ScalarType dtype : {at::kFloat, at::kDouble, at::kInt}) {
-          const at::Tensor a = gen.tensor({4, 1}, dtype, kNaNInf), b = gen.tensor({1, 5}, dtype, kNaNInf);
-          for (const c10::IValue& k : std::string(type) == "float" ? floats : ints) {
-            SCOPED_TRACE(c10::str(c10::toString(dtype), " tensors, k = ", k));
-            EXPECT_TRUE(sameRuns(run(ref, {a.clone(), b.clone(), k}), run(g, {a.clone(), b.clone(), k})));
+  )IR" +
+              std::string(boolOps ? "%d : Tensor = aten::gt(%a, %b)\n  %e : Tensor = aten::lt(%a, %b)\n  "
+                                  : "%d : Tensor = aten::sub(%a, %b, %one)\n  ") +
+              "%r : Tensor = " + call + "\n  %r2 : Tensor = aten::mul(%r, %two)\n  return (%r2)\n";
+          SCOPED_TRACE(ir);
+          auto g = parseGraph(ir);
+          auto ref = g->copy();
+          PassRun r = runPairwise(g);
+          ASSERT_EQ(r.rewrites(), 1) << r.dump();
+          EXPECT_TRUE(fileCheck(r.ir, [&](FileCheck& fc) {
+            fc.check("tsfuse::wrapped_number(%k)")->check("tsfuse::pairwise")->check_not(schema.name() + "(");
+          }));
+          ++fused;
+          byValue += readByValue;
+          Gen gen(std::hash<std::string>()(ir));
+          for (at::ScalarType dtype : {at::kFloat, at::kDouble, at::kInt}) {
+            const at::Tensor a = gen.tensor({4, 1}, dtype, kNaNInf), b = gen.tensor({1, 5}, dtype, kNaNInf);
+            for (const c10::IValue& k : std::string(type) == "float" ? floats : ints) {
+              SCOPED_TRACE(c10::str(c10::toString(dtype), " tensors, k = ", k));
+              EXPECT_TRUE(sameRuns(run(ref, {a.clone(), b.clone(), k}), run(g, {a.clone(), b.clone(), k})));
+            }
           }
         }
-      }
     }
   }
   // The forms there are: arithmetic, comparisons and bitwise ops fuse it as an operand; pow, clamp,

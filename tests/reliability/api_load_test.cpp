@@ -141,8 +141,8 @@ TEST_F(ApiLoad, RandomBytesAndTruncations) {
     expectLoadFails(dir / "random.pt", {"as a TorchScript module"});
     ++tried;
   }
-  for (size_t n : {size_t(1), size_t(4), size_t(30), model.size() / 4, model.size() / 2, model.size() - 22,
-                   model.size() - 1}) {
+  for (size_t n :
+       {size_t(1), size_t(4), size_t(30), model.size() / 4, model.size() / 2, model.size() - 22, model.size() - 1}) {
     writeAll(dir / "truncated.pt", model.substr(0, n));
     expectLoadFails(dir / "truncated.pt", {"as a TorchScript module"});
     ++tried;

@@ -20,12 +20,12 @@ using namespace tsfuse_test;
 
 // Skips unless the library registered itself in first-call mode at load (TSFUSE_DISABLE and
 // TSFUSE_FIRST_CALL=0 turn that off).
-#define REQUIRE_FIRST_CALL_MODE()                                                          \
-  do {                                                                                     \
-    auto reg = tsfuse::loadTimeRegistration();                                             \
-    if (!reg || !reg->previousProfiledRuns || *reg->previousProfiledRuns == 0)             \
-      GTEST_SKIP() << "load-time registration not in first-call mode";                     \
-    ASSERT_EQ(torch::jit::getNumProfiledRuns().load(), 0u);                                \
+#define REQUIRE_FIRST_CALL_MODE()                                              \
+  do {                                                                         \
+    auto reg = tsfuse::loadTimeRegistration();                                 \
+    if (!reg || !reg->previousProfiledRuns || *reg->previousProfiledRuns == 0) \
+      GTEST_SKIP() << "load-time registration not in first-call mode";         \
+    ASSERT_EQ(torch::jit::getNumProfiledRuns().load(), 0u);                    \
   } while (0)
 
 torch::jit::GraphExecutor& executorOf(torch::jit::Module& m) {

@@ -78,8 +78,9 @@ TEST(HostileArgs, HugeOutputsThatCannotBeAllocatedRaise) {
   // 2^48 float32 elements (1 PiB) fit int64 but no address space: the allocator's error, not a
   // crash (and not an OOM kill: even with overcommit the mapping cannot exist).
   T ops = {huge({int64_t(1) << 46, 1}), huge({1, 4})};
-  for (const std::string& err : {errorOf([&] { tsfuse::pairwise(ops, "v1: sub($0, $1)"); }),
-                                 errorOf([&] { tsfuse::reduce(ops, "v1: sub($0, $1)", "sum", std::vector<int64_t>{1}); })}) {
+  for (const std::string& err : {errorOf([&] { tsfuse::pairwise(ops, "v1: sub($0, $1)"); }), errorOf([&] {
+                                   tsfuse::reduce(ops, "v1: sub($0, $1)", "sum", std::vector<int64_t>{1});
+                                 })}) {
     EXPECT_FALSE(err.empty());
     EXPECT_EQ(err.find("<non-c10"), std::string::npos) << err;
   }
@@ -127,7 +128,8 @@ TEST(HostileArgs, BadReductionDimsRaise) {
 
 TEST(HostileArgs, BogusReductionNamesRaise) {
   T ops = {at::rand({3, 1}), at::rand({1, 4})};
-  for (const std::string& name : std::vector<std::string>{"", "SUM", "sum ", "median", "maximum", std::string("sum\0x", 5), std::string(4096, 'a')}) {
+  for (const std::string& name : std::vector<std::string>{"", "SUM", "sum ", "median", "maximum",
+                                                          std::string("sum\0x", 5), std::string(4096, 'a')}) {
     std::string err = errorOf([&] { tsfuse::reduce(ops, "v1: sub($0, $1)", name); });
     EXPECT_NE(err.find("unknown reduction"), std::string::npos) << err;
   }
@@ -135,7 +137,8 @@ TEST(HostileArgs, BogusReductionNamesRaise) {
     std::string err = errorOf([&] { tsfuse::reduce(ops, "v1: sub($0, $1)", name); });
     EXPECT_TRUE(err.find("only norm, var and std take a parameter") != std::string::npos ||
                 err.find("malformed norm order") != std::string::npos ||
-                err.find("malformed correction") != std::string::npos) << err;
+                err.find("malformed correction") != std::string::npos)
+        << err;
   }
 }
 
@@ -175,12 +178,21 @@ TEST(HostileArgs, PathologicalExpressionsRaiseOrCompute) {
   const std::vector<std::string> sumThenMin{"sum(dim=[2], keepdim=False)", "amin(dim=[1], keepdim=False)"};
   const std::vector<std::string> sweep{"sum(dim=[2], keepdim=False)", "amin(dim=[1], keepdim=False)",
                                        "amin(dim=[0], keepdim=False)"};
-  for (const std::string& err :
-       {errorOf([&] { tsfuse::pairwise({a, none}, "v1: add($0, $1)"); }),
-        errorOf([&] { tsfuse::reduce({none, b}, "v1: add($0, $1)", "sum"); }),
-        errorOf([&] { tsfuse::softmax({a, none}, "v1: add($0, $1)", 0); }),
-        errorOf([&] { tsfuse::reduceChain({none, b}, sq, sumThenMin); }),
-        errorOf([&] { tsfuse::reduceSweep({a, none}, sq, sweep); })})
+  for (const std::string& err : {errorOf([&] {
+                                   tsfuse::pairwise({a, none}, "v1: add($0, $1)");
+                                 }),
+                                 errorOf([&] {
+                                   tsfuse::reduce({none, b}, "v1: add($0, $1)", "sum");
+                                 }),
+                                 errorOf([&] {
+                                   tsfuse::softmax({a, none}, "v1: add($0, $1)", 0);
+                                 }),
+                                 errorOf([&] {
+                                   tsfuse::reduceChain({none, b}, sq, sumThenMin);
+                                 }),
+                                 errorOf([&] {
+                                   tsfuse::reduceSweep({a, none}, sq, sweep);
+                                 })})
     EXPECT_NE(err.find("is an undefined tensor"), std::string::npos) << err;
   EXPECT_NE(errorOf([&] { tsfuse::pairwise({a}, "v1: abs($1)"); }).find("takes 2 operands, got 1"), std::string::npos);
   // Error messages quote at most an excerpt of a huge text.

@@ -65,7 +65,8 @@ Outputs runChunked(const Expr& e, at::TensorList operands, const ReduceSpec* red
     if (epilogue) {
       at::Tensor r = reduce->keepdim ? rs[0] : rs[0].squeeze(rdims);
       const int64_t outRank = static_cast<int64_t>(an.outSizes.size());
-      at::Tensor y = applyEpilogue(*reduce, r, narrowOperands(epilogueOperands(e, operands), outRank, outSlabDim, s, len));
+      at::Tensor y =
+          applyEpilogue(*reduce, r, narrowOperands(epilogueOperands(e, operands), outRank, outSlabDim, s, len));
       outs[0].narrow(outSlabDim, s, len).copy_(y);
       continue;
     }

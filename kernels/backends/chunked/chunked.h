@@ -9,7 +9,7 @@ namespace tsfuse {
 
 // Evaluates the expression with ATen on slabs of the output whose intermediates stay below the
 // slab budget (kernels/backends/slabs.h), writing each slab into the output.
-Outputs runChunked(const Expr& e, at::TensorList operands, const ReduceSpec* reduce,
-                   const Analysis& an, const IterationPlan& plan);
+Outputs runChunked(const Expr& e, at::TensorList operands, const ReduceSpec* reduce, const Analysis& an,
+                   const IterationPlan& plan);
 
 }  // namespace tsfuse

@@ -70,8 +70,10 @@ struct TruthAcc {
   using Out = bool;
   bool v = !IsAny;
   void add(T x, int64_t) {
-    if constexpr (IsAny) v = v || rules::truthOf(x);
-    else v = v && rules::truthOf(x);
+    if constexpr (IsAny)
+      v = v || rules::truthOf(x);
+    else
+      v = v && rules::truthOf(x);
   }
   void merge(const TruthAcc& o) { v = IsAny ? (v || o.v) : (v && o.v); }
   Out get(int64_t) const { return v; }
@@ -124,9 +126,12 @@ struct LogsumexpAcc {
   }
   void add(T v, int64_t) {
     const double x = static_cast<double>(v);
-    if (x != x) nan = true;
-    else if (x == std::numeric_limits<double>::infinity()) posInf = true;
-    else if (x != -std::numeric_limits<double>::infinity()) addScaled(x, 1.0);
+    if (x != x)
+      nan = true;
+    else if (x == std::numeric_limits<double>::infinity())
+      posInf = true;
+    else if (x != -std::numeric_limits<double>::infinity())
+      addScaled(x, 1.0);
   }
   void merge(const LogsumexpAcc& o) {
     nan |= o.nan;
@@ -153,24 +158,42 @@ struct NormAcc {
   double s = 0.0;
   explicit NormAcc(double order = 2.0) : p(order) {
     const double inf = std::numeric_limits<double>::infinity();
-    mode = p == 2 ? Mode::Two : p == 1 ? Mode::One : p == inf ? Mode::Max : p == -inf ? Mode::Min
-         : p == 0 ? Mode::Zero : Mode::General;
+    mode = p == 2      ? Mode::Two
+           : p == 1    ? Mode::One
+           : p == inf  ? Mode::Max
+           : p == -inf ? Mode::Min
+           : p == 0    ? Mode::Zero
+                       : Mode::General;
     if (mode == Mode::Min) s = inf;
   }
   void fold(double a) {
     switch (mode) {
-      case Mode::Two: s += a * a; break;
-      case Mode::One: s += a; break;
-      case Mode::Max: if (rules::extremumTakes(a, s, true)) s = a; break;
-      case Mode::Min: if (rules::extremumTakes(a, s, false)) s = a; break;
-      case Mode::Zero: s += (a != 0.0); break;
-      case Mode::General: s += std::pow(a, p); break;
+      case Mode::Two:
+        s += a * a;
+        break;
+      case Mode::One:
+        s += a;
+        break;
+      case Mode::Max:
+        if (rules::extremumTakes(a, s, true)) s = a;
+        break;
+      case Mode::Min:
+        if (rules::extremumTakes(a, s, false)) s = a;
+        break;
+      case Mode::Zero:
+        s += (a != 0.0);
+        break;
+      case Mode::General:
+        s += std::pow(a, p);
+        break;
     }
   }
   void add(T v, int64_t) { fold(std::fabs(static_cast<double>(v))); }
   void merge(const NormAcc& o) {
-    if (mode == Mode::Max || mode == Mode::Min) fold(o.s);
-    else s += o.s;
+    if (mode == Mode::Max || mode == Mode::Min)
+      fold(o.s);
+    else
+      s += o.s;
   }
   Out get(int64_t) const {
     // NB: eager sums |x|^p in float for float inputs; every term is >= 0, so its sum overflows to
@@ -234,20 +257,35 @@ void dispatchAccumulator(Reduction kind, c10::ScalarType t, F&& f) {
   auto withType = [&](auto typeTag) {
     using T = typename decltype(typeTag)::type;
     switch (kind) {
-      case Reduction::Sum: return f(Tag<SumAcc<T>>{});
-      case Reduction::Mean: return f(Tag<MeanAcc<T>>{});
-      case Reduction::Prod: return f(Tag<ProdAcc<T>>{});
-      case Reduction::Amax: return f(Tag<ExtremumAcc<T, true>>{});
-      case Reduction::Amin: return f(Tag<ExtremumAcc<T, false>>{});
-      case Reduction::Any: return f(Tag<TruthAcc<T, true>>{});
-      case Reduction::All: return f(Tag<TruthAcc<T, false>>{});
-      case Reduction::Argmax: return f(Tag<ArgAcc<T, true>>{});
-      case Reduction::Argmin: return f(Tag<ArgAcc<T, false>>{});
-      case Reduction::Max: return f(Tag<ValueIndexAcc<T, true>>{});
-      case Reduction::Min: return f(Tag<ValueIndexAcc<T, false>>{});
-      case Reduction::Logsumexp: return f(Tag<LogsumexpAcc<T>>{});
-      case Reduction::Norm: return f(Tag<NormAcc<T>>{});
-      case Reduction::Var: case Reduction::Std: return f(Tag<WelfordAcc<T>>{});
+      case Reduction::Sum:
+        return f(Tag<SumAcc<T>>{});
+      case Reduction::Mean:
+        return f(Tag<MeanAcc<T>>{});
+      case Reduction::Prod:
+        return f(Tag<ProdAcc<T>>{});
+      case Reduction::Amax:
+        return f(Tag<ExtremumAcc<T, true>>{});
+      case Reduction::Amin:
+        return f(Tag<ExtremumAcc<T, false>>{});
+      case Reduction::Any:
+        return f(Tag<TruthAcc<T, true>>{});
+      case Reduction::All:
+        return f(Tag<TruthAcc<T, false>>{});
+      case Reduction::Argmax:
+        return f(Tag<ArgAcc<T, true>>{});
+      case Reduction::Argmin:
+        return f(Tag<ArgAcc<T, false>>{});
+      case Reduction::Max:
+        return f(Tag<ValueIndexAcc<T, true>>{});
+      case Reduction::Min:
+        return f(Tag<ValueIndexAcc<T, false>>{});
+      case Reduction::Logsumexp:
+        return f(Tag<LogsumexpAcc<T>>{});
+      case Reduction::Norm:
+        return f(Tag<NormAcc<T>>{});
+      case Reduction::Var:
+      case Reduction::Std:
+        return f(Tag<WelfordAcc<T>>{});
     }
   };
   dispatchNative(t, withType);

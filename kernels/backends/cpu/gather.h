@@ -14,8 +14,8 @@ namespace tsfuse::cpu {
 // Copies n elements of a sub-space into dst: the sub-space has dims `sizes`/`strides` (bytes),
 // enumerated row-major from linear index `start`, rooted at `base`.
 template <typename U>
-inline void gatherTyped(const char* base, const int64_t* sizes, const int64_t* strides, int nd,
-                        int64_t start, int64_t n, U* dst) {
+inline void gatherTyped(const char* base, const int64_t* sizes, const int64_t* strides, int nd, int64_t start,
+                        int64_t n, U* dst) {
   if (nd == 0) {
     U v;
     std::memcpy(&v, base, sizeof(U));
@@ -57,21 +57,26 @@ inline void gatherTyped(const char* base, const int64_t* sizes, const int64_t* s
   }
 }
 
-inline void gather(const char* base, int64_t elemSize, const int64_t* sizes, const int64_t* strides,
-                   int nd, int64_t start, int64_t n, char* dst) {
+inline void gather(const char* base, int64_t elemSize, const int64_t* sizes, const int64_t* strides, int nd,
+                   int64_t start, int64_t n, char* dst) {
   switch (elemSize) {
-    case 1: return gatherTyped(base, sizes, strides, nd, start, n, reinterpret_cast<uint8_t*>(dst));
-    case 2: return gatherTyped(base, sizes, strides, nd, start, n, reinterpret_cast<uint16_t*>(dst));
-    case 4: return gatherTyped(base, sizes, strides, nd, start, n, reinterpret_cast<uint32_t*>(dst));
-    case 8: return gatherTyped(base, sizes, strides, nd, start, n, reinterpret_cast<uint64_t*>(dst));
-    default: TORCH_CHECK(false, "tsfuse: unsupported element size ", elemSize);
+    case 1:
+      return gatherTyped(base, sizes, strides, nd, start, n, reinterpret_cast<uint8_t*>(dst));
+    case 2:
+      return gatherTyped(base, sizes, strides, nd, start, n, reinterpret_cast<uint16_t*>(dst));
+    case 4:
+      return gatherTyped(base, sizes, strides, nd, start, n, reinterpret_cast<uint32_t*>(dst));
+    case 8:
+      return gatherTyped(base, sizes, strides, nd, start, n, reinterpret_cast<uint64_t*>(dst));
+    default:
+      TORCH_CHECK(false, "tsfuse: unsupported element size ", elemSize);
   }
 }
 
 // Copies n elements of operand o's walk of `space` (from linear index `start`, rooted at byte
 // offset `base` of its data) into dst.
-inline void gatherInto(const SubSpace& space, size_t o, const BroadcastView& v, int64_t base, int64_t start,
-                       int64_t n, char* dst) {
+inline void gatherInto(const SubSpace& space, size_t o, const BroadcastView& v, int64_t base, int64_t start, int64_t n,
+                       char* dst) {
   gather(v.data + base, v.elemSize, space.size.data(), space.stride[o].data(), static_cast<int>(space.size.size()),
          start, n, dst);
 }

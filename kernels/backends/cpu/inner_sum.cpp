@@ -82,8 +82,7 @@ bool eagerSumsInnerInOrder() {
   return matches;
 }
 
-std::optional<InnerSumOrder> eagerInnerSumOrder(c10::ScalarType type, int64_t count, int dimsAboveOne,
-                                                bool innermost) {
+std::optional<InnerSumOrder> eagerInnerSumOrder(c10::ScalarType type, int64_t count, int dimsAboveOne, bool innermost) {
   if ((type != c10::ScalarType::Float && type != c10::ScalarType::Double) || dimsAboveOne != 1 || !innermost)
     return std::nullopt;
   auto order = InnerSumOrder::of(count, c10::elementSize(type));

@@ -51,8 +51,7 @@ struct InnerSumOrder {
 // Eager's order for a sum/mean of `count` values of `type` (the dtype they are summed in) along
 // `dimsAboveOne` reduced dims of size > 1, the one there is `innermost` in eager's value; nullopt
 // where another order applies or this build does not sum as modelled.
-std::optional<InnerSumOrder> eagerInnerSumOrder(c10::ScalarType type, int64_t count, int dimsAboveOne,
-                                                bool innermost);
+std::optional<InnerSumOrder> eagerInnerSumOrder(c10::ScalarType type, int64_t count, int dimsAboveOne, bool innermost);
 // Whether at::sum of this process follows InnerSumOrder (checked once, on probe rows).
 bool eagerSumsInnerInOrder();
 
@@ -89,8 +88,7 @@ class InnerSumLanes {
     for (int64_t j = 0; j < n_; ++j) out[j] = after[j];
     for (int64_t l = 0; l < o_.lanes; ++l) {
       const T* p = &partial_[l * InnerSumOrder::kPartials * cap_];
-      for (int64_t j = 0; j < n_; ++j)
-        out[j] = out[j] + (((p[j] + p[cap_ + j]) + p[2 * cap_ + j]) + p[3 * cap_ + j]);
+      for (int64_t j = 0; j < n_; ++j) out[j] = out[j] + (((p[j] + p[cap_ + j]) + p[2 * cap_ + j]) + p[3 * cap_ + j]);
     }
   }
 

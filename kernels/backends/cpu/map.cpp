@@ -40,8 +40,10 @@ struct TileWriter {
 
   template <typename Uniform>
   TileWriter(const TileProgram& p, const at::Tensor& out, Uniform uniform)
-      : prog(p), compiled(compile(p, out.scalar_type(), uniform)),
-        resultInPlace(p.resultWrittenLast() && p.slotType[p.result] == out.scalar_type()), esz(out.element_size()) {}
+      : prog(p),
+        compiled(compile(p, out.scalar_type(), uniform)),
+        resultInPlace(p.resultWrittenLast() && p.slotType[p.result] == out.scalar_type()),
+        esz(out.element_size()) {}
 
   void operator()(TileProgram::Scratch& scratch, int64_t n, char* dst) const {
     if (compiled) return compiled->run(scratch.slot.data(), n, dst);

@@ -70,7 +70,8 @@ class HugePageOutputAllocator final : public c10::Allocator {
     if (raw == MAP_FAILED) return c10::GetDefaultCPUAllocator()->allocate(n);
     const auto base = reinterpret_cast<uintptr_t>(raw), begin = roundUp(base, kHuge);
     if (begin > base) munmap(raw, begin - base);
-    if (const uintptr_t end = base + len + kHuge; end > begin + len) munmap(reinterpret_cast<void*>(begin + len), end - begin - len);
+    if (const uintptr_t end = base + len + kHuge; end > begin + len)
+      munmap(reinterpret_cast<void*>(begin + len), end - begin - len);
     auto* p = reinterpret_cast<char*>(begin);
     // Refused where THP is off ("never"): the output is then ordinary 4 KiB pages, faulted by the tiles.
     if (madvise(p, huge, MADV_HUGEPAGE) == 0)

@@ -57,9 +57,8 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
   const int64_t count = plan.reduced.numel();
   const int L = prog.numLeaves;
   const auto& views = plan.views;
-  TORCH_INTERNAL_ASSERT(static_cast<int64_t>(sizeof(Out)) == finish.reducedSize,
-                        "tsfuse: native reduction writes ", sizeof(Out), "-byte values to a ",
-                        finish.reducedSize, "-byte dtype");
+  TORCH_INTERNAL_ASSERT(static_cast<int64_t>(sizeof(Out)) == finish.reducedSize, "tsfuse: native reduction writes ",
+                        sizeof(Out), "-byte values to a ", finish.reducedSize, "-byte dtype");
 
   if (isVertical(plan)) {
     // Tiles run along the innermost output dim; the reduced space is walked once per tile, so
@@ -116,16 +115,20 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
         for (int64_t j = 0; j < rows; ++j) {
           const char* p = j ? views[i].data + b0 + plan.reduced.offset(i, r0 + j) : p0;
           char* dst = sc.buffer[i] + j * n * esz;
-          if (plan.keptAccess[i] == Access::InPlace) std::memcpy(dst, p, n * esz);
-          else gather(p, esz, &inner, &plan.kept.stride[i].back(), 1, 0, n, dst);  // uniform: n copies
+          if (plan.keptAccess[i] == Access::InPlace)
+            std::memcpy(dst, p, n * esz);
+          else
+            gather(p, esz, &inner, &plan.kept.stride[i].back(), 1, 0, n, dst);  // uniform: n copies
         }
         sc.vectorLeaf(i, sc.buffer[i]);
       };
       for (int64_t w = b; w < e; ++w) {
         const int64_t o = w / tilesPerRow, start = (w % tilesPerRow) * kTile;
         const int64_t n = std::min(kTile, inner - start);
-        if constexpr (kSum) ordered ? ordered->reset(n) : lanes->reset(n);
-        else std::fill(acc.begin(), acc.begin() + n, proto);
+        if constexpr (kSum)
+          ordered ? ordered->reset(n) : lanes->reset(n);
+        else
+          std::fill(acc.begin(), acc.begin() + n, proto);
         for (int i = 0; i < L; ++i) base[i] = outer.offset(i, o) + start * plan.kept.stride[i].back();
         // A narrow tile (n < kTile / 2) evaluates several rows of the reduced space per program
         // run: each op's per-call cost is paid once per kTile values, not once per n. The lanes
@@ -284,14 +287,13 @@ Acc prototype(const ReduceSpec& r, bool inFloat) {
 }
 
 // runReduce, or runReduceRowSums where rowSums is set: false where that declines.
-bool reduceInto(TileProgram& prog, const Expr& e, at::TensorList operands, const ReduceSpec& reduce,
-                const Analysis& an, const IterationPlan& plan, Outputs& outs, const RowSums* rowSums,
-                std::string* why) {
+bool reduceInto(TileProgram& prog, const Expr& e, at::TensorList operands, const ReduceSpec& reduce, const Analysis& an,
+                const IterationPlan& plan, Outputs& outs, const RowSums* rowSums, std::string* why) {
   const Reduction kind = reduce.kind;
   // These reduce the value converted to their result dtype (sum/mean/prod/norm's dtype argument,
   // logsumexp's float for integers).
-  if (kind == Reduction::Sum || kind == Reduction::Mean || kind == Reduction::Prod ||
-      kind == Reduction::Logsumexp || kind == Reduction::Norm)
+  if (kind == Reduction::Sum || kind == Reduction::Mean || kind == Reduction::Prod || kind == Reduction::Logsumexp ||
+      kind == Reduction::Norm)
     prog.castResultTo(an.reducedDtype);
   Finisher finish;
   finish.out = rowSums ? nullptr : static_cast<char*>(outs[0].data_ptr());
@@ -327,8 +329,8 @@ bool reduceInto(TileProgram& prog, const Expr& e, at::TensorList operands, const
     for (int64_t d : an.valueOrder)
       if (plan.shape[d] > 1) innermostDim = d;
   const bool innermost = reducedDim >= 0 && reducedDim == innermostDim;
-  const bool inFloat = rules::foldsInFloat(an.reducedDtype == c10::ScalarType::Float, plan.reduced.numel(),
-                                           dimsAboveOne, innermost);
+  const bool inFloat =
+      rules::foldsInFloat(an.reducedDtype == c10::ScalarType::Float, plan.reduced.numel(), dimsAboveOne, innermost);
   std::optional<InnerSumOrder> order;
   if (kind == Reduction::Sum || kind == Reduction::Mean)
     order = eagerInnerSumOrder(an.reducedDtype, plan.reduced.numel(), dimsAboveOne, innermost);

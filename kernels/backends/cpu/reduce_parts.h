@@ -92,7 +92,8 @@ struct Finisher {
     if (!epilogue || !resultInPlace) return f;
     std::vector<jit::Leaf> leaves{jit::Leaf::Contiguous};
     for (size_t i = 0; i < views->size(); ++i)
-      leaves.push_back(!space->size.empty() && space->stride[i].back() == 0 ? jit::Leaf::Uniform : jit::Leaf::Contiguous);
+      leaves.push_back(!space->size.empty() && space->stride[i].back() == 0 ? jit::Leaf::Uniform
+                                                                            : jit::Leaf::Contiguous);
     *made = SegmentedProgram::make(*epilogue, leaves);
     if (*made) f.segments = &**made;
     return f;
@@ -161,7 +162,7 @@ inline bool convertsExactly(c10::ScalarType from, c10::ScalarType to) {
     return to != c10::ScalarType::Byte && ts >= fs;  // signed into a signed type at least as wide
   }
   if (fromInt) return fs <= (to == c10::ScalarType::Float ? 2 : 4);  // 24 / 53 mantissa bits
-  return !toInt && ts >= fs;  // float -> double
+  return !toInt && ts >= fs;                                         // float -> double
 }
 
 // The instructions a sum runs before accumulating: all but a final cast of the result that
@@ -248,7 +249,8 @@ Acc laneAccumulator(const Acc& proto, jit::Sink sink, const char* lanes, int64_t
     std::memcpy(&acc.best, lanes + 4 * j, 4);
     std::memcpy(&index, lanes + jit::kExtremumIndexBytes + 4 * j, 4);
     acc.idx = index;
-  } else if (sink == jit::Sink::SumFloat || (sink == jit::Sink::SumInner && std::is_same_v<typename Acc::Value, float>)) {
+  } else if (sink == jit::Sink::SumFloat ||
+             (sink == jit::Sink::SumInner && std::is_same_v<typename Acc::Value, float>)) {
     float sum;
     std::memcpy(&sum, lanes + 4 * j, 4);
     acc.v = static_cast<decltype(acc.v)>(sum);
@@ -266,10 +268,14 @@ inline void scatter(const char* src, char* dst, int64_t n, int64_t step, int64_t
     for (int64_t j = 0; j < n; ++j) std::memcpy(dst + j * step * sizeof(U), src + j * sizeof(U), sizeof(U));
   };
   switch (size) {
-    case 1: return typed(uint8_t());
-    case 2: return typed(uint16_t());
-    case 4: return typed(uint32_t());
-    case 8: return typed(uint64_t());
+    case 1:
+      return typed(uint8_t());
+    case 2:
+      return typed(uint16_t());
+    case 4:
+      return typed(uint32_t());
+    case 8:
+      return typed(uint64_t());
     default:
       for (int64_t j = 0; j < n; ++j) std::memcpy(dst + j * step * size, src + j * size, size);
   }
@@ -284,8 +290,8 @@ inline void scatter(const char* src, char* dst, int64_t n, int64_t step, int64_t
 // every row of the output's short innermost dim for its tile of lanes, and each row is written
 // `swap->inner` elements apart (row sums: each lane's rows summed in eager's order).
 template <typename Acc>
-void runCompiledVertical(jit::VerticalReduce& compiled, const IterationPlan& plan, const SubSpace& outer,
-                         int64_t count, const Acc& proto, const Finisher& finish, const RowSums* rowSums = nullptr,
+void runCompiledVertical(jit::VerticalReduce& compiled, const IterationPlan& plan, const SubSpace& outer, int64_t count,
+                         const Acc& proto, const Finisher& finish, const RowSums* rowSums = nullptr,
                          const InnerSwap* swap = nullptr) {
   using Out = typename Acc::Out;
   constexpr bool kIndexed = std::is_base_of_v<IndexedTag, Acc>;
@@ -352,74 +358,76 @@ void runCompiledVertical(jit::VerticalReduce& compiled, const IterationPlan& pla
       const int64_t firstTile = p0 / kTile, tiles = (std::min(panel, inner - p0) + kTile - 1) / kTile;
       // A thread's own buffers (`kept`): it is the only worker, whether or not at::parallel_for ran
       // it on a pool thread (OpenMP's in_parallel_region is false where the loop ran inline).
-      forEachWorker(lineCount * groups * tiles / tilesPerItem, RK * tilesPerItem * kTile * count, kept != nullptr,
-                    [&](const ChunkQueue& queue) {  // (rowSums: tiles = tilesPerRow)
-        const VmlSerialScope serialVml;
-        std::optional<Buffers> own;
-        Buffers& f = kept ? *kept : own.emplace(makeBuffers());
-        auto& es = f.es;
-        char* lanes = reinterpret_cast<char*>(f.lanes.data());
-        auto& vals = f.vals;
-        auto& rowBuffer = f.rowBuffer;
-        auto& staged = f.staged;
-        auto& base = f.base;
-        auto& rowBase = f.rowBase;
-        auto& epiBase = f.epiBase;
-        int64_t baseOf = -1;
-        for (int64_t b, e; queue.next(b, e);)
-          for (int64_t w = b * tilesPerItem; w < e * tilesPerItem; ++w) {
-            const int64_t start = (firstTile + w % tiles) * kTile, n = std::min(kTile, inner - start);
-            const int64_t g = (w / tiles) % groups, o0 = (firstLine + w / (tiles * groups)) * line + g * RK;
-            const int64_t rows = std::min(RK, line - g * RK);
-            if (o0 != baseOf) {
-              baseOf = o0;
-              for (int64_t r = 0; r < rows; ++r) {
-                for (int i = 0; i < L; ++i) rowBase[r * L + i] = outer.offset(i, o0 + r);
-                if (epiRows) finish.runStart((o0 + r) * inner, epiBase.data() + r * E);
-              }
-            }
-            if (!red.startsFromZero())
-              for (int64_t r = 0; r < rows; ++r) red.clear(lanes + r * jit::kSumsRowBytes, n);
-            for (int64_t c0 = 0; c0 < n; c0 += chunk)
-              for (int64_t q = 0; q < rows; q += R) {
-                for (int i = 0; i < L; ++i) base[i] = rowBase[q * L + i] + (start + c0) * plan.kept.stride[i].back();
-                red.run(base, start + c0, std::min(R, rows - q), std::min(chunk, n - c0),
-                         lanes + q * jit::kSumsRowBytes + c0 * red.laneBytes());
-              }
-            for (int64_t r = 0; r < rows; ++r) {
-              const int64_t o = (o0 + r) * inner + start, at = swap ? swap->outputIndex(o) : o;
-              const int64_t step = swap ? swap->inner : 1;  // between the outputs of consecutive lanes
-              char* dst = rowSums ? reinterpret_cast<char*>(&rowBuffer[swap ? r * kTile : r * inner + start])
-                          : swap  ? staged.get()
-                                  : finish.out + o * finish.outSize;
-              const char* row = lanes + r * jit::kSumsRowBytes;
-              const int64_t* runBase = epiRows ? epiBase.data() + r * E : nullptr;
-              bool asTheyAre = false;  // float32 lane sums: finished as they are
-              if constexpr (std::is_same_v<Acc, SumAcc<float>>)
-                asTheyAre = sink == jit::Sink::SumFloat || sink == jit::Sink::SumInner;
-              if (asTheyAre) {
-                finishRows.to(dst, es ? &*es : nullptr, row, o, n, runBase);
-              } else {
-                for (int64_t j = 0; j < n; ++j) {
-                  const Acc acc = laneAccumulator(proto, sink, row, j);
-                  vals[j] = acc.get(count);
-                  if constexpr (kIndexed) finish.indices[at + j * step] = acc.index();
+      forEachWorker(
+          lineCount * groups * tiles / tilesPerItem, RK * tilesPerItem * kTile * count, kept != nullptr,
+          [&](const ChunkQueue& queue) {  // (rowSums: tiles = tilesPerRow)
+            const VmlSerialScope serialVml;
+            std::optional<Buffers> own;
+            Buffers& f = kept ? *kept : own.emplace(makeBuffers());
+            auto& es = f.es;
+            char* lanes = reinterpret_cast<char*>(f.lanes.data());
+            auto& vals = f.vals;
+            auto& rowBuffer = f.rowBuffer;
+            auto& staged = f.staged;
+            auto& base = f.base;
+            auto& rowBase = f.rowBase;
+            auto& epiBase = f.epiBase;
+            int64_t baseOf = -1;
+            for (int64_t b, e; queue.next(b, e);)
+              for (int64_t w = b * tilesPerItem; w < e * tilesPerItem; ++w) {
+                const int64_t start = (firstTile + w % tiles) * kTile, n = std::min(kTile, inner - start);
+                const int64_t g = (w / tiles) % groups, o0 = (firstLine + w / (tiles * groups)) * line + g * RK;
+                const int64_t rows = std::min(RK, line - g * RK);
+                if (o0 != baseOf) {
+                  baseOf = o0;
+                  for (int64_t r = 0; r < rows; ++r) {
+                    for (int i = 0; i < L; ++i) rowBase[r * L + i] = outer.offset(i, o0 + r);
+                    if (epiRows) finish.runStart((o0 + r) * inner, epiBase.data() + r * E);
+                  }
                 }
-                finishRows.to(dst, es ? &*es : nullptr, vals.get(), o, n, runBase);
+                if (!red.startsFromZero())
+                  for (int64_t r = 0; r < rows; ++r) red.clear(lanes + r * jit::kSumsRowBytes, n);
+                for (int64_t c0 = 0; c0 < n; c0 += chunk)
+                  for (int64_t q = 0; q < rows; q += R) {
+                    for (int i = 0; i < L; ++i)
+                      base[i] = rowBase[q * L + i] + (start + c0) * plan.kept.stride[i].back();
+                    red.run(base, start + c0, std::min(R, rows - q), std::min(chunk, n - c0),
+                            lanes + q * jit::kSumsRowBytes + c0 * red.laneBytes());
+                  }
+                for (int64_t r = 0; r < rows; ++r) {
+                  const int64_t o = (o0 + r) * inner + start, at = swap ? swap->outputIndex(o) : o;
+                  const int64_t step = swap ? swap->inner : 1;  // between the outputs of consecutive lanes
+                  char* dst = rowSums ? reinterpret_cast<char*>(&rowBuffer[swap ? r * kTile : r * inner + start])
+                              : swap  ? staged.get()
+                                      : finish.out + o * finish.outSize;
+                  const char* row = lanes + r * jit::kSumsRowBytes;
+                  const int64_t* runBase = epiRows ? epiBase.data() + r * E : nullptr;
+                  bool asTheyAre = false;  // float32 lane sums: finished as they are
+                  if constexpr (std::is_same_v<Acc, SumAcc<float>>)
+                    asTheyAre = sink == jit::Sink::SumFloat || sink == jit::Sink::SumInner;
+                  if (asTheyAre) {
+                    finishRows.to(dst, es ? &*es : nullptr, row, o, n, runBase);
+                  } else {
+                    for (int64_t j = 0; j < n; ++j) {
+                      const Acc acc = laneAccumulator(proto, sink, row, j);
+                      vals[j] = acc.get(count);
+                      if constexpr (kIndexed) finish.indices[at + j * step] = acc.index();
+                    }
+                    finishRows.to(dst, es ? &*es : nullptr, vals.get(), o, n, runBase);
+                  }
+                  if (swap && !rowSums) scatter(dst, finish.out + at * finish.outSize, n, step, finish.outSize);
+                }
+                if (rowSums && swap) {  // every row of the output's innermost dim is here, lane by lane
+                  float v[kTile];
+                  for (int64_t j = 0; j < n; ++j) {
+                    for (int64_t r = 0; r < rows; ++r) v[r] = rowBuffer[r * kTile + j];
+                    rowSums->out[o0 / line * inner + start + j] = eagerRowSum(v, rows);
+                  }
+                } else if (rowSums && start + n == inner) {
+                  for (int64_t r = 0; r < rows; ++r) rowSums->out[o0 + r] = eagerRowSum(&rowBuffer[r * inner], inner);
+                }
               }
-              if (swap && !rowSums) scatter(dst, finish.out + at * finish.outSize, n, step, finish.outSize);
-            }
-            if (rowSums && swap) {  // every row of the output's innermost dim is here, lane by lane
-              float v[kTile];
-              for (int64_t j = 0; j < n; ++j) {
-                for (int64_t r = 0; r < rows; ++r) v[r] = rowBuffer[r * kTile + j];
-                rowSums->out[o0 / line * inner + start + j] = eagerRowSum(v, rows);
-              }
-            } else if (rowSums && start + n == inner) {
-              for (int64_t r = 0; r < rows; ++r) rowSums->out[o0 + r] = eagerRowSum(&rowBuffer[r * inner], inner);
-            }
-          }
-      });
+          });
     }
   };
   // Lines too small to share among threads one at a time: each thread takes whole lines, packing

@@ -21,12 +21,10 @@ namespace {
 // The vector ops one pass needs, for the minimum or the maximum.
 template <bool IsMax>
 struct Ext {
-  static __m256 pick(__m256 a, __m256 b) {
-    return IsMax ? _mm256_max_ps(a, b) : _mm256_min_ps(a, b);
-  }
+  static __m256 pick(__m256 a, __m256 b) { return IsMax ? _mm256_max_ps(a, b) : _mm256_min_ps(a, b); }
   static float pick(float a, float b) { return IsMax ? (b > a ? b : a) : (b < a ? b : a); }
-  static constexpr float kIdentity = IsMax ? -std::numeric_limits<float>::infinity()
-                                           : std::numeric_limits<float>::infinity();
+  static constexpr float kIdentity =
+      IsMax ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
 };
 
 // The first index whose value satisfies `hit` (a vector predicate and its scalar form); n if none.
@@ -70,15 +68,17 @@ int64_t firstExtremum(const float* x, int64_t n) {
   float best = E::kIdentity;
   for (float v : lanes) best = E::pick(best, v);
   for (; i < n; ++i) {
-    if (x[i] != x[i]) anyNaN = true;
-    else best = E::pick(best, x[i]);
+    if (x[i] != x[i])
+      anyNaN = true;
+    else
+      best = E::pick(best, x[i]);
   }
   if (anyNaN)
-    return firstHit(x, n, [](__m256 v) { return _mm256_cmp_ps(v, v, _CMP_UNORD_Q); },
-                    [](float v) { return v != v; });
+    return firstHit(
+        x, n, [](__m256 v) { return _mm256_cmp_ps(v, v, _CMP_UNORD_Q); }, [](float v) { return v != v; });
   const __m256 target = _mm256_set1_ps(best);
-  return firstHit(x, n, [&](__m256 v) { return _mm256_cmp_ps(v, target, _CMP_EQ_OQ); },
-                  [&](float v) { return v == best; });
+  return firstHit(
+      x, n, [&](__m256 v) { return _mm256_cmp_ps(v, target, _CMP_EQ_OQ); }, [&](float v) { return v == best; });
 }
 
 // Short rows (n < kShortRow): eight rows at a time, one row a lane, walking the columns in order
@@ -122,8 +122,10 @@ bool firstExtremumOfRows(const float* data, int64_t rows, int64_t n, bool isMax,
 #ifdef TSFUSE_ROW_EXTREMUM_AVX2
   if (!usingAvx2()) return false;  // the op loops' choice: TSFUSE_CPU_ISA=baseline turns it off
   at::parallel_for(0, rows, std::max<int64_t>(8, 32768 / n), [&](int64_t b, int64_t e) {
-    if (isMax) firstExtremaOfRows<true>(data, b, e, n, index);
-    else firstExtremaOfRows<false>(data, b, e, n, index);
+    if (isMax)
+      firstExtremaOfRows<true>(data, b, e, n, index);
+    else
+      firstExtremaOfRows<false>(data, b, e, n, index);
   });
   return true;
 #else

@@ -16,10 +16,10 @@ bool eagerSumsRowsInCascade() {
   const std::vector<int64_t> counts{3, 7, 9, 100, 511, 1024, 4099, 16 * 16 * 4 * 8 + 4 * 8 * 17 + 13};
   const char* what = "do not follow the modelled cascade; their rows are summed by ATen";
   static const bool matches =
-      sumsMatchEager<float>(at::kFloat, counts, 4, 20261128, [](const float* v, int64_t n) { return eagerRowSum(v, n); },
-                            what) &&
-      sumsMatchEager<double>(at::kDouble, counts, 4, 20261128,
-                             [](const double* v, int64_t n) { return eagerRowSum(v, n); }, what);
+      sumsMatchEager<float>(
+          at::kFloat, counts, 4, 20261128, [](const float* v, int64_t n) { return eagerRowSum(v, n); }, what) &&
+      sumsMatchEager<double>(
+          at::kDouble, counts, 4, 20261128, [](const double* v, int64_t n) { return eagerRowSum(v, n); }, what);
   return matches;
 }
 

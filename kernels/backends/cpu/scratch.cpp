@@ -124,8 +124,10 @@ void ScratchBuffer::release() {
   if (mapped_ != 0) {
     c10::profiledCPUMemoryReporter().Delete(data_);
     const Mapped m{data_, mapped_};
-    if (m.bytes > kCacheBytes || tlsCacheGone) unmap(m);
-    else threadCache().keep(m);
+    if (m.bytes > kCacheBytes || tlsCacheGone)
+      unmap(m);
+    else
+      threadCache().keep(m);
   }
   owned_.clear();
   data_ = nullptr;

@@ -37,8 +37,8 @@ class ScratchBuffer {
   void release();
 
   char* data_ = nullptr;
-  size_t mapped_ = 0;     // bytes of this buffer's own mapping; 0: from the allocator
-  c10::DataPtr owned_;    // the allocator's block
+  size_t mapped_ = 0;   // bytes of this buffer's own mapping; 0: from the allocator
+  c10::DataPtr owned_;  // the allocator's block
 };
 
 // Scratch buffers by index, some empty. A copy has buffers of its own of the same sizes, not

@@ -19,7 +19,7 @@ namespace {
 // "fma" target), and IEEE add/sub/mul/div/compare are exact in every width, so both give the
 // same bits. (No AVX-512 copy: the loops are bound by L1 stores, not by instruction count.)
 using ExecFn = void (*)(const lower::Instr&, c10::ScalarType, char*, const char*, const char*, const char*, int64_t,
-                       unsigned);
+                        unsigned);
 using AccLongFn = void (*)(c10::ScalarType, const char*, int64_t*, int64_t);
 using AccDoubleFn = void (*)(c10::ScalarType, const char*, double*, int64_t);
 using CountFn = void (*)(const char*, uint8_t*, int64_t);
@@ -52,9 +52,11 @@ struct IsaOps {
   RowSumFn<double> rowSumD, rowSumD1;
 };
 
-#define TSFUSE_ISA_OPS(ns, isAvx2)                                                                         \
-  IsaOps{isAvx2, ns::exec, ns::accumulateLong, ns::accumulateDouble, ns::countFlags, ns::rowSum<float, 8>, \
-         ns::rowSum<float, 1>, ns::rowSum<double, 4>, ns::rowSum<double, 1>}
+#define TSFUSE_ISA_OPS(ns, isAvx2)                                                                    \
+  IsaOps {                                                                                            \
+    isAvx2, ns::exec, ns::accumulateLong, ns::accumulateDouble, ns::countFlags, ns::rowSum<float, 8>, \
+        ns::rowSum<float, 1>, ns::rowSum<double, 4>, ns::rowSum<double, 1>                            \
+  }
 
 IsaOps chooseIsa() {
   const char* isa = std::getenv("TSFUSE_CPU_ISA");  // "baseline" forces the SSE2 loops (tests, benchmarks)
@@ -104,8 +106,7 @@ TileProgram::Scratch TileProgram::makeScratch() const {
   Scratch s;
   s.storage.resize(slotType.size() * kSlotStride);
   s.slot.resize(slotType.size());
-  for (size_t i = 0; i < slotType.size(); ++i)
-    s.slot[i] = reinterpret_cast<char*>(s.storage.data() + i * kSlotStride);
+  for (size_t i = 0; i < slotType.size(); ++i) s.slot[i] = reinterpret_cast<char*>(s.storage.data() + i * kSlotStride);
   s.buffer = s.slot;
   s.fill.assign(slotType.size(), Fill::Vector);
   for (const Literal& lit : literals) {
@@ -199,11 +200,7 @@ void countFlags(const char* flags, uint8_t* counts, int64_t n) { isaOps().count(
 bool usingAvx2() { return isaOps().avx2; }
 
 // ATen's sum kernel works in 32-byte vectors (it has no AVX-512 build): 8 floats, 4 doubles.
-float eagerRowSum(const float* v, int64_t n) {
-  return n < 8 ? isaOps().rowSumF1(v, n) : isaOps().rowSumF(v, n);
-}
-double eagerRowSum(const double* v, int64_t n) {
-  return n < 4 ? isaOps().rowSumD1(v, n) : isaOps().rowSumD(v, n);
-}
+float eagerRowSum(const float* v, int64_t n) { return n < 8 ? isaOps().rowSumF1(v, n) : isaOps().rowSumF(v, n); }
+double eagerRowSum(const double* v, int64_t n) { return n < 4 ? isaOps().rowSumD1(v, n) : isaOps().rowSumD(v, n); }
 
 }  // namespace tsfuse::cpu

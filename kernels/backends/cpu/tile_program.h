@@ -27,8 +27,7 @@ inline int64_t grainFor(int64_t perItem) { return std::max<int64_t>(1, kTaskElem
 // The typed program (kernels/lower/program.h) lowered for CPU tiles, and its interpreter.
 struct TileProgram : lower::Program {
   // nullopt (with the reason in *why) when some dtype has no native form.
-  static std::optional<TileProgram> lower(const Expr& e, const Analysis& a, at::TensorList operands,
-                                          std::string* why);
+  static std::optional<TileProgram> lower(const Expr& e, const Analysis& a, at::TensorList operands, std::string* why);
 
   // Per instruction: the MKL routine eager's ATen kernel calls for it (kernels/backends/cpu/vml.h), which
   // the interpreter calls on the tile instead of the ATen op; empty for every other instruction.

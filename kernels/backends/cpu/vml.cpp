@@ -23,12 +23,12 @@ struct Entry {
   const char* name;  // MKL's function, after the VMS / VMD prefix
 };
 // The ops whose ATen CPU kernel is at::vml::v<op>, specialised to MKL for float and double.
-constexpr Entry kRoutines[] = {{Op::Exp, "EXP_"}, {Op::Log, "LN_"},   {Op::Sqrt, "SQRT_"}, {Op::Atan, "ATAN_"},
+constexpr Entry kRoutines[] = {{Op::Exp, "EXP_"}, {Op::Log, "LN_"},  {Op::Sqrt, "SQRT_"}, {Op::Atan, "ATAN_"},
                                {Op::Sin, "SIN_"}, {Op::Cos, "COS_"}, {Op::Tanh, "TANH_"}};
 
 // The loaded libtorch_cpu: the library that defines ATen's own functions.
 void* torchCpu() {
-  static void* handle = [] () -> void* {
+  static void* handle = []() -> void* {
     Dl_info info{};
     if (!dladdr(reinterpret_cast<void*>(&at::_ops::exp::call), &info) || !info.dli_fname) return nullptr;
     return dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
@@ -44,13 +44,14 @@ bool enabledByEnvironment() {
 // Probe values: a spread of magnitudes of both signs, the edges of exp's range, subnormals,
 // zeros of both signs, infinities and NaN.
 at::Tensor probes(c10::ScalarType t) {
-  at::Tensor spread = at::cat({at::linspace(-120, 120, 4801, at::kDouble),
-                               at::exp(at::linspace(-750, 710, 2921, at::kDouble)),
-                               -at::exp(at::linspace(-750, 710, 2921, at::kDouble))});
+  at::Tensor spread =
+      at::cat({at::linspace(-120, 120, 4801, at::kDouble), at::exp(at::linspace(-750, 710, 2921, at::kDouble)),
+               -at::exp(at::linspace(-750, 710, 2921, at::kDouble))});
   const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
-  at::Tensor special = at::tensor({0.0, -0.0, inf, -inf, nan, 1e-45, -1e-45, 1e-38, 1e-310, 88.72, 88.73, -103.97,
-                                   -87.34, 709.78, 709.79, -745.13, 1.0, 2.0, 42.0, 0.5, 1e30, -1e30},
-                                  at::kDouble);
+  at::Tensor special =
+      at::tensor({0.0,     -0.0,   inf,    -inf,   nan,     1e-45, -1e-45, 1e-38, 1e-310, 88.72, 88.73,
+                  -103.97, -87.34, 709.78, 709.79, -745.13, 1.0,   2.0,    42.0,  0.5,    1e30,  -1e30},
+                 at::kDouble);
   return at::cat({spread, special}).to(t).contiguous();
 }
 
@@ -132,7 +133,8 @@ VmlRoutine vmlRoutine(Op op, c10::ScalarType t) {
     e.instrs.push_back(Instr{op, {Arg::input(0)}});
     e.numInputs = 1;
     if (!sameBits(evalAten(e, {x}), got)) {
-      TSFUSE_LOG(kernel, info, name, " differs from ATen's ", opName(op), ": ", opName(op), " runs through ATen on tiles");
+      TSFUSE_LOG(kernel, info, name, " differs from ATen's ", opName(op), ": ", opName(op),
+                 " runs through ATen on tiles");
       return;
     }
     fns[index][dbl] = f;

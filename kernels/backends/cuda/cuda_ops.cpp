@@ -35,8 +35,7 @@ std::string cudaError(const char* what, cudaError_t err) { return std::string(wh
 cudaKernel_t loadedKernel(const std::shared_ptr<const KernelCache::Entry>& entry, const std::string& name,
                           std::string* why) {
   static std::mutex mu;
-  static std::map<const KernelCache::Entry*, std::pair<std::shared_ptr<const KernelCache::Entry>, cudaKernel_t>>
-      loaded;
+  static std::map<const KernelCache::Entry*, std::pair<std::shared_ptr<const KernelCache::Entry>, cudaKernel_t>> loaded;
   std::lock_guard<std::mutex> lock(mu);
   if (auto it = loaded.find(entry.get()); it != loaded.end()) return it->second.second;
   cudaLibrary_t lib = nullptr;
@@ -53,8 +52,7 @@ cudaKernel_t loadedKernel(const std::shared_ptr<const KernelCache::Entry>& entry
 
 // Binds k's parameters in its order (emit.h) and enqueues it. False (the reason in *why) when
 // NVRTC, the compile or the load fails; the caller then takes the chunked path.
-bool launch(const CallKernel& k, at::TensorList operands, const Outputs& outs, c10::Device device,
-            std::string* why) {
+bool launch(const CallKernel& k, at::TensorList operands, const Outputs& outs, c10::Device device, std::string* why) {
   if (k.numOut == 0) return true;
   const Nvrtc* nvrtc = Nvrtc::get(why);
   if (!nvrtc) return false;
@@ -71,8 +69,9 @@ bool launch(const CallKernel& k, at::TensorList operands, const Outputs& outs, c
   std::vector<void*> args(slots.size());
   for (size_t i = 0; i < slots.size(); ++i) {
     const Param& p = k.source.params[i];
-    const void* ptr = p.kind == Param::Out ? outs.at(p.leaf).data_ptr()
-                      : p.kind == Param::Data ? operands[p.leaf].const_data_ptr() : nullptr;
+    const void* ptr = p.kind == Param::Out    ? outs.at(p.leaf).data_ptr()
+                      : p.kind == Param::Data ? operands[p.leaf].const_data_ptr()
+                                              : nullptr;
     if (ptr) std::memcpy(slots[i].bytes, &ptr, sizeof ptr);
     args[i] = slots[i].bytes;
   }

@@ -12,10 +12,14 @@ namespace gen {
 int Gen::constant(uint64_t bits, bool boolLanes) {
   const int r = take();
   if (boolLanes || bits == 0) {  // all ones (bools' true, an extremum's index step -1) or zeros
-    if (bits && W) vpternlogd(v(r), v(r), v(r), 0xff);
-    else if (bits) vpcmpeqd(y(r), y(r), y(r));
-    else if (W) vpxord(v(r), v(r), v(r));
-    else vpxor(y(r), y(r), y(r));
+    if (bits && W)
+      vpternlogd(v(r), v(r), v(r), 0xff);
+    else if (bits)
+      vpcmpeqd(y(r), y(r), y(r));
+    else if (W)
+      vpxord(v(r), v(r), v(r));
+    else
+      vpxor(y(r), y(r), y(r));
   } else if (P.f64) {
     mov(rax, bits);
     vmovq(x(r), rax);
@@ -196,10 +200,14 @@ void Gen::load(int s) {
     for (int u = 0; u < vectorsOf(s); ++u) {
       const int n = take();
       const Xbyak::Address lane = at(g, vectorBytes() * u);
-      if (P.leaves[s] == Leaf::Uniform) broadcastConverted(n, g, P.convertedFrom[s]);
-      else if (masked && W) P.f64 ? vmovupd(v(n) | k1 | T_z, lane) : vmovups(v(n) | k1 | T_z, lane);
-      else if (masked) P.f64 ? vmaskmovpd(y(n), y(mask), lane) : vmaskmovps(y(n), y(mask), lane);
-      else vmovups(v(n), lane);
+      if (P.leaves[s] == Leaf::Uniform)
+        broadcastConverted(n, g, P.convertedFrom[s]);
+      else if (masked && W)
+        P.f64 ? vmovupd(v(n) | k1 | T_z, lane) : vmovups(v(n) | k1 | T_z, lane);
+      else if (masked)
+        P.f64 ? vmaskmovpd(y(n), y(mask), lane) : vmaskmovps(y(n), y(mask), lane);
+      else
+        vmovups(v(n), lane);
       regAt(s, r, u) = n;
     }
   }
@@ -229,10 +237,11 @@ void Gen::instruction(size_t k) {
   std::vector<int> later;
   for (int j = 0; j < 3; ++j) {
     const int s = ops[j];
-    if (s < 0 || P.lastUse[s] != static_cast<int>(k) || (j > 0 && (s == ops[0] || (j > 1 && s == ops[1]))))
-      continue;
-    if (P.perRow[s] == P.perRow[out] && P.uniform[s] == P.uniform[out]) release(s);
-    else later.push_back(s);
+    if (s < 0 || P.lastUse[s] != static_cast<int>(k) || (j > 0 && (s == ops[0] || (j > 1 && s == ops[1])))) continue;
+    if (P.perRow[s] == P.perRow[out] && P.uniform[s] == P.uniform[out])
+      release(s);
+    else
+      later.push_back(s);
   }
   for (int r = 0; r < rowsOf(out); ++r)
     for (int u = 0; u < vectorsOf(out); ++u) regAt(out, r, u) = take();
@@ -243,69 +252,125 @@ void Gen::instruction(size_t k) {
   if (P.lastUse[out] < 0) release(out);  // computed, never read
 }
 
-void Gen::op(const lower::Instr& li, const Xbyak::Xmm& d, const Xbyak::Xmm& a, const Xbyak::Xmm& b, const Xbyak::Xmm& c) {
+void Gen::op(const lower::Instr& li, const Xbyak::Xmm& d, const Xbyak::Xmm& a, const Xbyak::Xmm& b,
+             const Xbyak::Xmm& c) {
   using namespace Xbyak::util;
   const bool f64 = P.f64;
   auto cmp = [&](const Xbyak::Xmm& dst, const Xbyak::Xmm& l, const Xbyak::Xmm& r, uint8_t pred) {
-    if (f64) vcmppd(dst, l, r, pred);
-    else vcmpps(dst, l, r, pred);
+    if (f64)
+      vcmppd(dst, l, r, pred);
+    else
+      vcmpps(dst, l, r, pred);
   };
   auto blend = [&](const Xbyak::Xmm& dst, const Xbyak::Xmm& no, const Xbyak::Xmm& yes, const Xbyak::Xmm& sel) {
-    if (f64) vblendvpd(dst, no, yes, sel);
-    else vblendvps(dst, no, yes, sel);
+    if (f64)
+      vblendvpd(dst, no, yes, sel);
+    else
+      vblendvps(dst, no, yes, sel);
   };
   // ew::minimum / ew::maximum: NaN if either operand is NaN, else minps/maxps(a, b), which
   // return b when the two compare equal or unordered. (Wide: the unordered lanes in k2.)
   auto minmax = [&](bool isMin) {
-    if (W) f64 ? vcmppd(k2, a, b, kUnord) : vcmpps(k2, a, b, kUnord);
-    else cmp(y(T), a, b, kUnord);
-    if (isMin) f64 ? vminpd(d, a, b) : vminps(d, a, b);
-    else f64 ? vmaxpd(d, a, b) : vmaxps(d, a, b);
-    if (W) f64 ? vblendmpd(d | k2, d, v(nan)) : vblendmps(d | k2, d, v(nan));
-    else blend(d, d, y(nan), y(T));
+    if (W)
+      f64 ? vcmppd(k2, a, b, kUnord) : vcmpps(k2, a, b, kUnord);
+    else
+      cmp(y(T), a, b, kUnord);
+    if (isMin)
+      f64 ? vminpd(d, a, b) : vminps(d, a, b);
+    else
+      f64 ? vmaxpd(d, a, b) : vmaxps(d, a, b);
+    if (W)
+      f64 ? vblendmpd(d | k2, d, v(nan)) : vblendmps(d | k2, d, v(nan));
+    else
+      blend(d, d, y(nan), y(T));
   };
   const bool boolCompare = li.ct == c10::ScalarType::Bool;
   switch (li.op) {
-    case Prim::Add: f64 ? vaddpd(d, a, b) : vaddps(d, a, b); break;
-    case Prim::Sub: f64 ? vsubpd(d, a, b) : vsubps(d, a, b); break;
-    case Prim::Mul: f64 ? vmulpd(d, a, b) : vmulps(d, a, b); break;
-    case Prim::Div: f64 ? vdivpd(d, a, b) : vdivps(d, a, b); break;
-    case Prim::Minimum: minmax(true); break;
-    case Prim::Maximum: minmax(false); break;
-    case Prim::ClampMin: f64 ? vmaxpd(d, b, a) : vmaxps(d, b, a); break;  // lo > a ? lo : a
-    case Prim::ClampMax: f64 ? vminpd(d, b, a) : vminps(d, b, a); break;  // hi < a ? hi : a
+    case Prim::Add:
+      f64 ? vaddpd(d, a, b) : vaddps(d, a, b);
+      break;
+    case Prim::Sub:
+      f64 ? vsubpd(d, a, b) : vsubps(d, a, b);
+      break;
+    case Prim::Mul:
+      f64 ? vmulpd(d, a, b) : vmulps(d, a, b);
+      break;
+    case Prim::Div:
+      f64 ? vdivpd(d, a, b) : vdivps(d, a, b);
+      break;
+    case Prim::Minimum:
+      minmax(true);
+      break;
+    case Prim::Maximum:
+      minmax(false);
+      break;
+    case Prim::ClampMin:
+      f64 ? vmaxpd(d, b, a) : vmaxps(d, b, a);
+      break;  // lo > a ? lo : a
+    case Prim::ClampMax:
+      f64 ? vminpd(d, b, a) : vminps(d, b, a);
+      break;  // hi < a ? hi : a
     case Prim::Eq:
-      if (boolCompare) vxorps(d, a, b), vxorps(d, d, y(ones));
-      else cmp(d, a, b, kEq);
+      if (boolCompare)
+        vxorps(d, a, b), vxorps(d, d, y(ones));
+      else
+        cmp(d, a, b, kEq);
       break;
-    case Prim::Ne: boolCompare ? vxorps(d, a, b) : cmp(d, a, b, kNe); break;
-    case Prim::Lt: cmp(d, a, b, kLt); break;
-    case Prim::Le: cmp(d, a, b, kLe); break;
-    case Prim::Gt: cmp(d, b, a, kLt); break;
-    case Prim::Ge: cmp(d, b, a, kLe); break;
-    case Prim::And: vandps(d, a, b); break;
-    case Prim::Or: vorps(d, a, b); break;
-    case Prim::Xor: vxorps(d, a, b); break;
-    case Prim::Not: vxorps(d, a, y(ones)); break;
-    case Prim::Neg: vxorps(d, a, v(sign)); break;
-    case Prim::Abs: vandps(d, a, v(absMask)); break;
-    case Prim::Where: blend(d, c, b, a); break;  // a ? b : c
+    case Prim::Ne:
+      boolCompare ? vxorps(d, a, b) : cmp(d, a, b, kNe);
+      break;
+    case Prim::Lt:
+      cmp(d, a, b, kLt);
+      break;
+    case Prim::Le:
+      cmp(d, a, b, kLe);
+      break;
+    case Prim::Gt:
+      cmp(d, b, a, kLt);
+      break;
+    case Prim::Ge:
+      cmp(d, b, a, kLe);
+      break;
+    case Prim::And:
+      vandps(d, a, b);
+      break;
+    case Prim::Or:
+      vorps(d, a, b);
+      break;
+    case Prim::Xor:
+      vxorps(d, a, b);
+      break;
+    case Prim::Not:
+      vxorps(d, a, y(ones));
+      break;
+    case Prim::Neg:
+      vxorps(d, a, v(sign));
+      break;
+    case Prim::Abs:
+      vandps(d, a, v(absMask));
+      break;
+    case Prim::Where:
+      blend(d, c, b, a);
+      break;  // a ? b : c
     case Prim::Cast:
-      if (P.type[li.a] == c10::ScalarType::Bool) vandps(d, a, y(one));  // 1.0 / 0.0
-      else cmp(d, a, y(zero), kNe);                                     // x != 0 (NaN: true)
+      if (P.type[li.a] == c10::ScalarType::Bool)
+        vandps(d, a, y(one));  // 1.0 / 0.0
+      else
+        cmp(d, a, y(zero), kNe);  // x != 0 (NaN: true)
       break;
-    default: TORCH_INTERNAL_ASSERT(false, "tsfuse: ", primName(li.op), " in a compiled kernel (Plan::make declines it)");
+    default:
+      TORCH_INTERNAL_ASSERT(false, "tsfuse: ", primName(li.op), " in a compiled kernel (Plan::make declines it)");
   }
 }
 
 }  // namespace gen
 
-
 std::unique_ptr<Xbyak::CodeGenerator> generate(const Plan& plan, const Shape& shape) {
   // SumInner: 4 + 4 + 3 rows of code.
   const size_t rowBodies = plan.sink == Sink::SumInner ? 11 : 1;
   const size_t size =
-      4096 + (plan.code.size() * rowBodies + plan.literal.size()) * static_cast<size_t>(shape.vectors * shape.rows) * 128 +
+      4096 +
+      (plan.code.size() * rowBodies + plan.literal.size()) * static_cast<size_t>(shape.vectors * shape.rows) * 128 +
       rowBodies * plan.leaves.size() * 16;
   try {
     auto g = std::make_unique<gen::Gen>(plan, shape, size);

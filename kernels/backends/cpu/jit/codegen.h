@@ -20,25 +20,25 @@ inline std::array<int, 3> operandsOf(const lower::Instr& li) { return {li.a, li.
 
 // A program prefix that a compiled kernel can run, with what code generation needs to know.
 struct Plan {
-  bool f64 = false;         // the program's floating dtype: float64 (else float32)
+  bool f64 = false;  // the program's floating dtype: float64 (else float32)
   Sink sink = Sink::Store;
-  bool boolValue = false;   // the sunk value is a bool (sums: a count; Store: bytes)
-  int64_t innerRows = 0;    // SumInner: the rows of each lane (InnerSumOrder::vectors)
+  bool boolValue = false;  // the sunk value is a bool (sums: a count; Store: bytes)
+  int64_t innerRows = 0;   // SumInner: the rows of each lane (InnerSumOrder::vectors)
   size_t prefix = 0;
   int source = -1;
-  std::vector<lower::Instr> code;              // code[0, prefix)
-  std::vector<c10::ScalarType> type;     // per slot
-  std::vector<Leaf> leaves;              // per operand (Unused where no instruction reads it)
+  std::vector<lower::Instr> code;     // code[0, prefix)
+  std::vector<c10::ScalarType> type;  // per slot
+  std::vector<Leaf> leaves;           // per operand (Unused where no instruction reads it)
   // Per operand: the dtype a uniform leaf is stored in where the kernel converts it to the
   // program's floating dtype as it broadcasts it (its cast folded: foldUniformCasts), else
   // Undefined.
   std::vector<c10::ScalarType> convertedFrom;
   std::vector<std::optional<uint64_t>> literal;  // per slot: a used literal's bits (bools: 0 or ~0)
-  std::vector<char> uniform;             // per slot: one value for every lane of a row
-  std::vector<char> perRow;              // per slot: changes from one output row to the next
-  std::vector<int> lastUse;              // per slot: the last instruction reading it (-1: none)
+  std::vector<char> uniform;                     // per slot: one value for every lane of a row
+  std::vector<char> perRow;                      // per slot: changes from one output row to the next
+  std::vector<int> lastUse;                      // per slot: the last instruction reading it (-1: none)
   bool needAbs = false, needSign = false, needNaN = false, needOnes = false, needOne = false, needZero = false;
-  std::string key;                       // identifies the generated code
+  std::string key;  // identifies the generated code
 
   bool sums() const { return sink != Sink::Store; }
   // Whether operand i is one a map may hold in a register for the whole call (Shape::holdUniforms):
@@ -57,8 +57,8 @@ struct Shape {
   int vectors = 1;
   bool masked = false;
   bool literalsInMemory = false;
-  int rows = 1;  // output rows (sums)
-  bool wide = false;  // 64-byte vectors (AVX-512: zmm0-31, k1 for masked loads): see widens()
+  int rows = 1;               // output rows (sums)
+  bool wide = false;          // 64-byte vectors (AVX-512: zmm0-31, k1 for masked loads): see widens()
   bool holdUniforms = false;  // maps: converted uniform operands in registers for the whole call
 };
 

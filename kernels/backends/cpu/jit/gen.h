@@ -28,8 +28,14 @@ inline constexpr uint8_t kEq = 0x00, kLt = 0x01, kLe = 0x02, kUnord = 0x03, kNe 
 class Gen : public Xbyak::CodeGenerator {
  public:
   Gen(const Plan& plan, const Shape& shape, size_t codeSize)
-      : CodeGenerator(codeSize, Xbyak::DontSetProtectRWE), P(plan), U(shape.vectors), R(shape.rows),
-        masked(shape.masked), literalsInMemory(shape.literalsInMemory), holdUniforms(shape.holdUniforms), W(shape.wide),
+      : CodeGenerator(codeSize, Xbyak::DontSetProtectRWE),
+        P(plan),
+        U(shape.vectors),
+        R(shape.rows),
+        masked(shape.masked),
+        literalsInMemory(shape.literalsInMemory),
+        holdUniforms(shape.holdUniforms),
+        W(shape.wide),
         freeRegs(shape.wide ? 0xFFFFFFFFu : 0xFFFFu) {
     TORCH_INTERNAL_ASSERT(U * R <= kMaxBlock, "tsfuse: compiled kernel block too large");
     reg.assign(plan.type.size(), {});
@@ -45,7 +51,7 @@ class Gen : public Xbyak::CodeGenerator {
   const bool masked;
   const bool literalsInMemory;  // else each literal holds a register for the whole call
   const bool holdUniforms;
-  const bool W;                 // 64-byte vectors (Shape::wide): v() is a zmm, masks live in k1
+  const bool W;                   // 64-byte vectors (Shape::wide): v() is a zmm, masks live in k1
   std::vector<int> literalIndex;  // per slot: its literal's index in Kernel::literals, or -1
   int frameBytes = 0;             // literalsInMemory: the literals' copy on the stack, 8 bytes each
   std::vector<char> held;         // per slot: in a register for the whole call (literals, a map's
@@ -57,7 +63,7 @@ class Gen : public Xbyak::CodeGenerator {
   std::vector<int> rowStrideReg;  // per operand: the register holding its Args::rowStride, or -1 (read from Args)
   uint32_t freeRegs;
   int T = -1, mask = -1, absMask = -1, sign = -1, nan = -1, ones = -1, one = -1, zero = -1;
-  int rowIndex = -1;     // extrema: the current row's reduced index in every int32 lane
+  int rowIndex = -1;  // extrema: the current row's reduced index in every int32 lane
   // Per (row, vector): f32 double sums: lo, hi; extrema: value, index; SumInner: the four partial
   // sums (its lane sums stay in memory: the registers go to a second output row instead).
   std::vector<int> acc;
@@ -70,9 +76,12 @@ class Gen : public Xbyak::CodeGenerator {
   int vectorBytes() const { return W ? 64 : 32; }
   // One element (at an address, or in lane 0 of an xmm) in every lane of register r.
   void broadcast(int r, const Xbyak::Operand& a) {
-    if (!P.f64) vbroadcastss(v(r), a);
-    else if (W) vbroadcastsd(Xbyak::Zmm(r), a);
-    else vbroadcastsd(Xbyak::Ymm(r), a);
+    if (!P.f64)
+      vbroadcastss(v(r), a);
+    else if (W)
+      vbroadcastsd(Xbyak::Zmm(r), a);
+    else
+      vbroadcastsd(Xbyak::Ymm(r), a);
   }
   // The element of dtype `from` at `base` converted to the program's dtype, in every lane of
   // register r (Undefined: stored in it). Round to nearest, as static_cast (ew::cast) converts.
@@ -83,8 +92,10 @@ class Gen : public Xbyak::CodeGenerator {
     const bool wide = from == ScalarType::Double || from == ScalarType::Long;
     const Xbyak::Address e = wide ? qword[base] : dword[base];
     const bool integer = from == ScalarType::Long || from == ScalarType::Int;
-    if (P.f64) integer ? vcvtsi2sd(x(r), x(r), e) : vcvtss2sd(x(r), x(r), e);
-    else integer ? vcvtsi2ss(x(r), x(r), e) : vcvtsd2ss(x(r), x(r), e);
+    if (P.f64)
+      integer ? vcvtsi2sd(x(r), x(r), e) : vcvtss2sd(x(r), x(r), e);
+    else
+      integer ? vcvtsi2ss(x(r), x(r), e) : vcvtsd2ss(x(r), x(r), e);
     broadcast(r, x(r));
   }
   int lanesPerVector() const { return vectorBytes() / (P.f64 ? 8 : 4); }

@@ -82,13 +82,20 @@ Cache& cache() {
 
 const char* sinkName(Sink s) {
   switch (s) {
-    case Sink::SumInt64: return "count";
-    case Sink::SumDouble: return "sum";
-    case Sink::SumFloat: return "sumf";
-    case Sink::SumInner: return "sumi";
-    case Sink::MaxFirst: return "max";
-    case Sink::MinFirst: return "min";
-    case Sink::Store: return "map";
+    case Sink::SumInt64:
+      return "count";
+    case Sink::SumDouble:
+      return "sum";
+    case Sink::SumFloat:
+      return "sumf";
+    case Sink::SumInner:
+      return "sumi";
+    case Sink::MaxFirst:
+      return "max";
+    case Sink::MinFirst:
+      return "min";
+    case Sink::Store:
+      return "map";
   }
   return "?";
 }
@@ -99,8 +106,8 @@ const char* sinkName(Sink s) {
 // the sink, the instruction count, rows x vectors per block, block or masked tail, the program's key.
 // With TSFUSE_JIT_DUMP=1 each kernel's bytes also go to <that name>.bin in the working directory
 // (read them with `objdump -D -b binary -m i386:x86-64 -M intel FILE`).
-void recordForProfilers(const Plan& plan, const std::vector<std::shared_ptr<Kernel::Code>>& code, int rows,
-                        int vectors, bool wide) {
+void recordForProfilers(const Plan& plan, const std::vector<std::shared_ptr<Kernel::Code>>& code, int rows, int vectors,
+                        bool wide) {
   const bool perfMap = envIs("TSFUSE_JIT_PERF_MAP", "1"), dump = envIs("TSFUSE_JIT_DUMP", "1");
   if (!perfMap && !dump) return;
   std::FILE* map = perfMap ? std::fopen(("/tmp/perf-" + std::to_string(getpid()) + ".map").c_str(), "a") : nullptr;
@@ -125,14 +132,16 @@ void recordForProfilers(const Plan& plan, const std::vector<std::shared_ptr<Kern
 
 // The block and masked-vector kernels of one shape (the vector's literals move to memory if it
 // is one register short); nullptr where the registers do not suffice.
-std::vector<std::shared_ptr<Kernel::Code>> kernelsOf(const Plan& plan, int rows, int vectors, bool inMemory,
-                                                     bool wide, bool hold = false) {
+std::vector<std::shared_ptr<Kernel::Code>> kernelsOf(const Plan& plan, int rows, int vectors, bool inMemory, bool wide,
+                                                     bool hold = false) {
   std::shared_ptr<Xbyak::CodeGenerator> block = generate(plan, {vectors, false, inMemory, rows, wide, hold});
   if (!block) return {};
   std::shared_ptr<Xbyak::CodeGenerator> tail = generate(plan, {1, true, inMemory, rows, wide, hold});
   if (!tail) tail = generate(plan, {1, true, true, rows, wide});
   if (!tail) return {};
-  auto code = [](std::shared_ptr<Xbyak::CodeGenerator> g) { return std::make_shared<Kernel::Code>(Kernel::Code{std::move(g)}); };
+  auto code = [](std::shared_ptr<Xbyak::CodeGenerator> g) {
+    return std::make_shared<Kernel::Code>(Kernel::Code{std::move(g)});
+  };
   return {code(block), code(tail)};
 }
 
@@ -167,11 +176,14 @@ Cache::Entry compile(const Plan& plan) {
         const int64_t maxRows = int32Lanes ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int64_t>::max();
         const int64_t outBytes = plan.sums() ? 8 : plan.boolValue ? 1 : esz;
         recordForProfilers(plan, code, rows, vectors, wide);
-        TSFUSE_LOG(kernel, debug, "compiled ", !plan.sums() ? "map" : isExtremum(plan.sink) ? "extremum" : "sum", ": ",
-                   plan.code.size(), " instructions, ", rows, " row(s) x ", vectors, " x ", lanes, " lanes per block",
-                   wide ? " (AVX-512), " : ", ", inMemory ? "literals in memory, " : "",
-                   hold ? "converted uniform operands held, " : "",
-                   code.back()->gen->getSize(), " bytes of code per kernel");
+        TSFUSE_LOG(kernel, debug, "compiled ",
+                   !plan.sums()            ? "map"
+                   : isExtremum(plan.sink) ? "extremum"
+                                           : "sum",
+                   ": ", plan.code.size(), " instructions, ", rows, " row(s) x ", vectors, " x ", lanes,
+                   " lanes per block", wide ? " (AVX-512), " : ", ", inMemory ? "literals in memory, " : "",
+                   hold ? "converted uniform operands held, " : "", code.back()->gen->getSize(),
+                   " bytes of code per kernel");
         compiledKernels.fetch_add(1, std::memory_order_relaxed);
         return {std::make_shared<Kernel>(std::move(code),
                                          Kernel::Layout{lanes, lanes * vectors, maxRows, esz, outBytes, rows, wide}),
@@ -205,8 +217,14 @@ void countTile() {
 }
 
 Kernel::Kernel(std::vector<std::shared_ptr<Code>> code, const Layout& l)
-    : code_(std::move(code)), vectorLanes_(l.vectorLanes), blockLanes_(l.blockLanes), maxRows_(l.maxRows),
-      elemSize_(l.elemSize), outBytes_(l.outBytes), rowsPerBlock_(l.rowsPerBlock), wide_(l.wide) {
+    : code_(std::move(code)),
+      vectorLanes_(l.vectorLanes),
+      blockLanes_(l.blockLanes),
+      maxRows_(l.maxRows),
+      elemSize_(l.elemSize),
+      outBytes_(l.outBytes),
+      rowsPerBlock_(l.rowsPerBlock),
+      wide_(l.wide) {
   for (int all = 0; all < 2; ++all)
     for (int v = 0; v < 2; ++v) {
       const size_t i = (all && rowsPerBlock_ > 1 ? 2 : 0) + v;

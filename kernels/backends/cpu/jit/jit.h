@@ -92,12 +92,12 @@ struct Args {
   int64_t lanes = 1;                     // SumInner: the lanes of eager's vectors, each `rows` rows
   int64_t lanesLeft = 0;                 // SumInner: the kernel's own counter
   int64_t rows = 0;
-  int64_t blocks = 1;                  // sums: blocks of lanes (vector(): 1); counts down to 0
-  int64_t fresh = 0;                   // float sums and extrema: start afresh, not from `out`
-  int64_t index = 0;                   // extrema: the reduced index of row 0
-  void* out = nullptr;                 // the first block's lane sums, or where the values go
-  const void* mask = nullptr;          // vector(): 32 bytes, all-ones for the lanes to load (wide
-                                       // kernels: a 16-bit lane mask in its first two bytes)
+  int64_t blocks = 1;          // sums: blocks of lanes (vector(): 1); counts down to 0
+  int64_t fresh = 0;           // float sums and extrema: start afresh, not from `out`
+  int64_t index = 0;           // extrema: the reduced index of row 0
+  void* out = nullptr;         // the first block's lane sums, or where the values go
+  const void* mask = nullptr;  // vector(): 32 bytes, all-ones for the lanes to load (wide
+                               // kernels: a 16-bit lane mask in its first two bytes)
 };
 
 class Kernel {
@@ -160,7 +160,7 @@ class VerticalReduce {
   // reduced space): sink SumInner, where the values after the vectors go first through a SumFloat
   // (SumDouble) kernel; a sum in that order with another sink is declined (interpreted).
   static std::optional<VerticalReduce> make(const TileProgram& p, size_t prefix, int source, Sink sink,
-                                         const IterationPlan& plan, const InnerSumOrder* order = nullptr);
+                                            const IterationPlan& plan, const InnerSumOrder* order = nullptr);
   // Output rows a tile may cover, and the length of the kept dim they run along (a tile's rows
   // must not cross its end).
   int64_t rowsPerTile() const { return kernel_->rowsPerBlock(); }
@@ -225,17 +225,17 @@ class VerticalReduce {
   std::vector<Leaf> leaves_;
   std::vector<int64_t> outerStride_;  // per operand: bytes from one output row to the next
   int64_t line_ = 1;
-  int64_t inner_ = 0;                      // lanes of the kept innermost dim
-  ScratchSet packed_;                      // per operand: its packed copy (of the current panel), or empty
-  std::vector<char> packedOnce_;           // per operand: packed as one row, the same for every row
-  SubSpace lines_;                         // the kept dims outside the rows' dim (a line's offsets)
-  std::vector<char> packedPerLine_;        // per operand: packed again for each line
-  bool perLine_ = false;                   // some operand is
+  int64_t inner_ = 0;                // lanes of the kept innermost dim
+  ScratchSet packed_;                // per operand: its packed copy (of the current panel), or empty
+  std::vector<char> packedOnce_;     // per operand: packed as one row, the same for every row
+  SubSpace lines_;                   // the kept dims outside the rows' dim (a line's offsets)
+  std::vector<char> packedPerLine_;  // per operand: packed again for each line
+  bool perLine_ = false;             // some operand is
   bool linesInParallel_ = false;
-  int64_t panel_ = 0, panelStart_ = 0;     // lanes per packed panel (inner_: no panels), the current one's first
-  SubSpace reduced_;                       // the plan's reduced space (pack()'s rows)
-  std::vector<int64_t> laneStride_;        // per operand: its stride along the lanes (elements)
-  SubSpace outer_;  // the reduced space without its innermost dim
+  int64_t panel_ = 0, panelStart_ = 0;  // lanes per packed panel (inner_: no panels), the current one's first
+  SubSpace reduced_;                    // the plan's reduced space (pack()'s rows)
+  std::vector<int64_t> laneStride_;     // per operand: its stride along the lanes (elements)
+  SubSpace outer_;                      // the reduced space without its innermost dim
   int64_t rows_ = 1;
   std::vector<int64_t> rowStride_;
   bool fresh_ = false;
@@ -247,8 +247,7 @@ class VerticalReduce {
 class CompiledMap {
  public:
   // nullopt where no kernel applies (see VerticalReduce::make) or the result's dtype is not `out`'s.
-  static std::optional<CompiledMap> make(const TileProgram& p, c10::ScalarType out,
-                                         const std::vector<Leaf>& leaves);
+  static std::optional<CompiledMap> make(const TileProgram& p, c10::ScalarType out, const std::vector<Leaf>& leaves);
   // n lanes: operand i at leaf[i] (Contiguous: its n elements; Uniform: its one element); the n
   // results go to dst.
   void run(char* const* leaf, int64_t n, char* dst) const;

@@ -36,8 +36,9 @@ void foldUniformCasts(Plan& P, int numLeaves, const std::vector<Leaf>& layout) {
     for (const lower::Instr& li : P.code)
       for (int x : operandsOf(li)) {
         if (x != i) continue;
-        const bool cast = li.op == Prim::Cast && (li.ct == c10::ScalarType::Float || li.ct == c10::ScalarType::Double) &&
-                          li.ct != P.type[i] && li.out != P.source && (to == c10::ScalarType::Undefined || to == li.ct);
+        const bool cast = li.op == Prim::Cast &&
+                          (li.ct == c10::ScalarType::Float || li.ct == c10::ScalarType::Double) && li.ct != P.type[i] &&
+                          li.out != P.source && (to == c10::ScalarType::Undefined || to == li.ct);
         onlyCasts &= cast;
         if (cast) to = li.ct;
       }
@@ -67,8 +68,16 @@ bool widens(const Plan& plan) {
   for (const lower::Instr& li : plan.code) {
     if (isBool(plan.type[li.out])) return false;
     switch (li.op) {
-      case Prim::Add: case Prim::Sub: case Prim::Mul: case Prim::Div: case Prim::Minimum: case Prim::Maximum:
-      case Prim::ClampMin: case Prim::ClampMax: case Prim::Neg: case Prim::Abs:
+      case Prim::Add:
+      case Prim::Sub:
+      case Prim::Mul:
+      case Prim::Div:
+      case Prim::Minimum:
+      case Prim::Maximum:
+      case Prim::ClampMin:
+      case Prim::ClampMax:
+      case Prim::Neg:
+      case Prim::Abs:
         break;
       default:
         return false;
@@ -78,8 +87,8 @@ bool widens(const Plan& plan) {
 }
 
 std::optional<Plan> Plan::make(const TileProgram& p, size_t prefix, int source, Sink sink,
-                               const std::vector<Leaf>& layout, const std::vector<char>& perRowLeaves,
-                               std::string* why, int64_t innerRows) {
+                               const std::vector<Leaf>& layout, const std::vector<char>& perRowLeaves, std::string* why,
+                               int64_t innerRows) {
   Plan P;
   P.innerRows = innerRows;
   P.prefix = prefix;
@@ -171,19 +180,35 @@ std::optional<Plan> Plan::make(const TileProgram& p, size_t prefix, int source, 
     // What each op needs, checked against the dtypes the interpreter's loops assume.
     const c10::ScalarType ta = P.type[li.a];
     switch (li.op) {
-      case Prim::Add: case Prim::Sub: case Prim::Mul: case Prim::Div: case Prim::Minimum: case Prim::Maximum:
-      case Prim::ClampMin: case Prim::ClampMax: case Prim::Neg: case Prim::Abs:
+      case Prim::Add:
+      case Prim::Sub:
+      case Prim::Mul:
+      case Prim::Div:
+      case Prim::Minimum:
+      case Prim::Maximum:
+      case Prim::ClampMin:
+      case Prim::ClampMax:
+      case Prim::Neg:
+      case Prim::Abs:
         if (li.ct != E) return fail(why, "arithmetic on bools"), std::nullopt;
         P.needAbs |= li.op == Prim::Abs;
         P.needSign |= li.op == Prim::Neg;
         P.needNaN |= li.op == Prim::Minimum || li.op == Prim::Maximum;
         break;
-      case Prim::Eq: case Prim::Ne: case Prim::Lt: case Prim::Le: case Prim::Gt: case Prim::Ge:
+      case Prim::Eq:
+      case Prim::Ne:
+      case Prim::Lt:
+      case Prim::Le:
+      case Prim::Gt:
+      case Prim::Ge:
         if (isBool(li.ct) && li.op != Prim::Eq && li.op != Prim::Ne)
           return fail(why, "ordering of bools"), std::nullopt;
         P.needOnes |= isBool(li.ct) && li.op == Prim::Eq;
         break;
-      case Prim::And: case Prim::Or: case Prim::Xor: case Prim::Not:
+      case Prim::And:
+      case Prim::Or:
+      case Prim::Xor:
+      case Prim::Not:
         for (int x : operandsOf(li))
           if (x >= 0 && !isBool(P.type[x])) return fail(why, "logical op on non-bools"), std::nullopt;
         P.needOnes |= li.op == Prim::Not;

@@ -13,8 +13,10 @@ void Gen::innerLanes() {
     load(P.source);
     for (int i = 0; i < R * U; ++i) {
       const int s = regAt(P.source, i / U, i % U), a = acc[i * accsPerVector() + k];
-      if (set) vmovaps(v(a), v(s));
-      else P.f64 ? vaddpd(v(a), v(a), v(s)) : vaddps(v(a), v(a), v(s));
+      if (set)
+        vmovaps(v(a), v(s));
+      else
+        P.f64 ? vaddpd(v(a), v(a), v(s)) : vaddps(v(a), v(a), v(s));
     }
   };
   Xbyak::Label lane, group;
@@ -119,8 +121,10 @@ void Gen::keepExtremum() {
     for (int u = 0; u < U; ++u) {
       const int v = regAt(P.source, r, u), k = (r * U + u) * 2;
       const Xbyak::Ymm kept = y(acc[k]), index = y(acc[k + 1]);
-      if (P.sink == Sink::MaxFirst) vcmpps(y(T), y(v), kept, kNle);
-      else vcmpps(y(T), kept, y(v), kNle);
+      if (P.sink == Sink::MaxFirst)
+        vcmpps(y(T), y(v), kept, kNle);
+      else
+        vcmpps(y(T), kept, y(v), kNle);
       vcmpps(y(notNaN), kept, kept, kOrd);
       vandps(y(T), y(T), y(notNaN));
       vblendvps(kept, kept, y(v), y(T));
@@ -138,8 +142,10 @@ void Gen::keepExtremumWide() {
       const int val = regAt(P.source, r, u), k = (r * U + u) * 2;
       const Xbyak::Zmm kept(acc[k]), index(acc[k + 1]);
       vcmpps(k3, kept, kept, kOrd);
-      if (P.sink == Sink::MaxFirst) vcmpps(k2 | k3, v(val), kept, kNle);
-      else vcmpps(k2 | k3, kept, v(val), kNle);
+      if (P.sink == Sink::MaxFirst)
+        vcmpps(k2 | k3, v(val), kept, kNle);
+      else
+        vcmpps(k2 | k3, kept, v(val), kNle);
       vmovaps(kept | k2, v(val));
       vmovdqa32(index | k2, v(rowIndex));
     }

@@ -17,7 +17,7 @@
 namespace tsfuse::cpu::jit {
 
 std::optional<VerticalReduce> VerticalReduce::make(const TileProgram& p, size_t prefix, int source, Sink sink,
-                                             const IterationPlan& plan, const InnerSumOrder* order) {
+                                                   const IterationPlan& plan, const InnerSumOrder* order) {
   const auto& views = plan.views;
   const SubSpace &kept = plan.kept, &reduced = plan.reduced;
   if (!enabled() || kept.size.empty()) return std::nullopt;
@@ -59,7 +59,9 @@ std::optional<VerticalReduce> VerticalReduce::make(const TileProgram& p, size_t 
   v.panel_ = !pack ? v.inner_ : fit < v.inner_ ? fit / kTile * kTile : v.inner_;
   for (size_t i = 0; i < views.size(); ++i) {
     const Access access = plan.keptAccess[i];
-    Leaf kind = access == Access::Uniform ? Leaf::Uniform : access == Access::InPlace ? Leaf::Contiguous : Leaf::Strided;
+    Leaf kind = access == Access::Uniform   ? Leaf::Uniform
+                : access == Access::InPlace ? Leaf::Contiguous
+                                            : Leaf::Strided;
     // Reduced rows (in the reduced space's row-major order) by lanes, contiguous; one row where the
     // operand is the same for every reduced row (an anchor's coordinate against every box).
     const bool once = reduced.constantFor(i);
@@ -92,8 +94,8 @@ std::optional<VerticalReduce> VerticalReduce::make(const TileProgram& p, size_t 
     v.outer_.size.pop_back();
     for (size_t i = 0; i < views.size(); ++i) {
       v.rowStride_[i] = v.packed_[i].empty() ? reduced.stride[i].back()
-                        : v.packedOnce_[i]    ? 0
-                                              : packedRowBytes(v.panel_ * views[i].elemSize);
+                        : v.packedOnce_[i]   ? 0
+                                             : packedRowBytes(v.panel_ * views[i].elemSize);
       v.outer_.stride[i].pop_back();
     }
   }
@@ -156,12 +158,15 @@ void VerticalReduce::pack(int64_t line, int64_t p0) {
     auto body = [&](int64_t b, int64_t e) {
       for (int64_t l0 = p0 + b * kBlockLanes; l0 < std::min(p0 + lanes, p0 + e * kBlockLanes); l0 += kBlockLanes) {
         const int64_t n = std::min(kBlockLanes, p0 + lanes - l0);
-        for (int64_t r = 0; r < rows; ++r) gather(rowStart[r], esz, &inner_, &laneStride_[i], 1, l0, n, packedAt(i, r, l0));
+        for (int64_t r = 0; r < rows; ++r)
+          gather(rowStart[r], esz, &inner_, &laneStride_[i], 1, l0, n, packedAt(i, r, l0));
       }
     };
     const int64_t blocks = (lanes + kBlockLanes - 1) / kBlockLanes;
-    if (blocks <= grain || at::in_parallel_region()) body(0, blocks);
-    else at::parallel_for(0, blocks, grain, body);
+    if (blocks <= grain || at::in_parallel_region())
+      body(0, blocks);
+    else
+      at::parallel_for(0, blocks, grain, body);
   }
 }
 
@@ -180,7 +185,7 @@ void VerticalReduce::run(const std::vector<int64_t>& base, int64_t start, int64_
 }
 
 void VerticalReduce::runRows(const std::vector<int64_t>& base, int64_t start, bool allRows, int64_t n,
-                          void* sums) const {
+                             void* sums) const {
   if (order_) return runInner(base, start, allRows, n, sums);
   const Kernel& k = *kernel_;
   const auto& views = *views_;
@@ -210,8 +215,8 @@ void VerticalReduce::runRows(const std::vector<int64_t>& base, int64_t start, bo
     if (blocks > 0) {
       point(0, 0, 0);
       for (size_t i = 0; i < views.size(); ++i)
-        a.blockStep[i] = (leaves_[i] == Leaf::Contiguous ? k.lanesPerBlock() * views[i].elemSize : 0) -
-                         rows_ * rowStride_[i];
+        a.blockStep[i] =
+            (leaves_[i] == Leaf::Contiguous ? k.lanesPerBlock() * views[i].elemSize : 0) - rows_ * rowStride_[i];
       a.rows = rows_;
       a.blocks = blocks;
       a.fresh = 1;
@@ -261,12 +266,11 @@ void VerticalReduce::runInner(const std::vector<int64_t>& base, int64_t start, b
     }
   };
   // Every lane from v0 = 0: whole blocks in one call, then a masked vector at a time.
-  auto sweep = [&](const Kernel& k, int64_t row, int64_t stepsPerBlock, bool rowsTogether, int64_t r,
-                   char* out) {
+  auto sweep = [&](const Kernel& k, int64_t row, int64_t stepsPerBlock, bool rowsTogether, int64_t r, char* out) {
     const int64_t blocks = n / k.lanesPerBlock();
     for (size_t i = 0; i < views.size(); ++i)
-      a.blockStep[i] = (leaves_[i] == Leaf::Contiguous ? k.lanesPerBlock() * views[i].elemSize : 0) -
-                       stepsPerBlock * rowStride_[i];
+      a.blockStep[i] =
+          (leaves_[i] == Leaf::Contiguous ? k.lanesPerBlock() * views[i].elemSize : 0) - stepsPerBlock * rowStride_[i];
     for (int64_t v0 = 0; v0 < n;) {
       const bool full = v0 == 0 && blocks > 0;
       point(v0, row, r);

@@ -86,7 +86,8 @@ std::optional<CallKernel> kernelForCall(const Expr& e, at::TensorList operands, 
   bool rowsOrCols = false, full = false;
   if (k.spec.keptRank == 2)
     for (int l = 0; l < k.program.numLeaves; ++l) {
-      const bool n = !k.program.hostLeaf[l] && kept.stride[l][0] != 0, m = !k.program.hostLeaf[l] && kept.stride[l][1] != 0;
+      const bool n = !k.program.hostLeaf[l] && kept.stride[l][0] != 0,
+                 m = !k.program.hostLeaf[l] && kept.stride[l][1] != 0;
       k.spec.access.push_back(n && m ? Access2::Full : n ? Access2::Row : m ? Access2::Col : Access2::Scalar);
       rowsOrCols |= n != m;
       full |= n && m;
@@ -95,10 +96,15 @@ std::optional<CallKernel> kernelForCall(const Expr& e, at::TensorList operands, 
   const bool fewFields = !reduce || !(reduce->kind == Reduction::Logsumexp || reduce->variance());
   auto applies = [&](Kind s) {
     switch (s) {
-      case Kind::Map: return !reduce;
-      case Kind::Pair2: return !reduce && k.spec.keptRank == 2;
-      case Kind::ReduceThread: case Kind::ReduceBlock: return reduce != nullptr;
-      case Kind::Gemm: return reduce && k.spec.keptRank == 2 && !full && k.spec.reducedRank == 1 && fewFields;
+      case Kind::Map:
+        return !reduce;
+      case Kind::Pair2:
+        return !reduce && k.spec.keptRank == 2;
+      case Kind::ReduceThread:
+      case Kind::ReduceBlock:
+        return reduce != nullptr;
+      case Kind::Gemm:
+        return reduce && k.spec.keptRank == 2 && !full && k.spec.reducedRank == 1 && fewFields;
     }
     return false;
   };
@@ -161,11 +167,14 @@ LaunchShape launchShape(const CallKernel& k, int64_t maxBlocks) {
   LaunchShape s;
   int64_t work = k.numOut;  // blocks that have something to do
   switch (k.spec.kind) {
-    case Kind::Map: case Kind::ReduceThread:
+    case Kind::Map:
+    case Kind::ReduceThread:
       s.threads = 256;
       work = (k.numOut + s.threads - 1) / s.threads;
       break;
-    case Kind::ReduceBlock: s.threads = k.spec.blockSize; break;
+    case Kind::ReduceBlock:
+      s.threads = k.spec.blockSize;
+      break;
     case Kind::Pair2: {
       s.threads = k.spec.blockSize;
       const int64_t N = k.index.at(1), M = k.index.at(2);  // numOut, then the kept sizes

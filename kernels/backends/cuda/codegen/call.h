@@ -23,9 +23,9 @@ struct CallKernel {
 };
 
 struct CallOptions {
-  bool cudaRules = true;           // false: the CPU kernels' rules (runs against eager CPU)
-  std::optional<bool> index64;     // force the index width (tests); default: 32-bit when it fits
-  std::optional<Kind> kind;        // force a skeleton (tests); declines where it does not apply
+  bool cudaRules = true;        // false: the CPU kernels' rules (runs against eager CPU)
+  std::optional<bool> index64;  // force the index width (tests); default: 32-bit when it fits
+  std::optional<Kind> kind;     // force a skeleton (tests); declines where it does not apply
 };
 
 // The grid a kernel runs on: `blocks` blocks of `threads` threads. The skeletons' grid-stride

@@ -16,17 +16,28 @@ namespace tsfuse::cuda {
 
 std::optional<Ty> tyOf(c10::ScalarType t) {
   switch (t) {
-    case c10::ScalarType::Bool: return Ty::Bool;
-    case c10::ScalarType::Byte: return Ty::U8;
-    case c10::ScalarType::Char: return Ty::I8;
-    case c10::ScalarType::Short: return Ty::I16;
-    case c10::ScalarType::Int: return Ty::I32;
-    case c10::ScalarType::Long: return Ty::I64;
-    case c10::ScalarType::Float: return Ty::F32;
-    case c10::ScalarType::Double: return Ty::F64;
-    case c10::ScalarType::Half: return Ty::F16;
-    case c10::ScalarType::BFloat16: return Ty::BF16;
-    default: return std::nullopt;
+    case c10::ScalarType::Bool:
+      return Ty::Bool;
+    case c10::ScalarType::Byte:
+      return Ty::U8;
+    case c10::ScalarType::Char:
+      return Ty::I8;
+    case c10::ScalarType::Short:
+      return Ty::I16;
+    case c10::ScalarType::Int:
+      return Ty::I32;
+    case c10::ScalarType::Long:
+      return Ty::I64;
+    case c10::ScalarType::Float:
+      return Ty::F32;
+    case c10::ScalarType::Double:
+      return Ty::F64;
+    case c10::ScalarType::Half:
+      return Ty::F16;
+    case c10::ScalarType::BFloat16:
+      return Ty::BF16;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -76,14 +87,20 @@ uint64_t literalArg(const lower::Program& p, const lower::Program::Literal& lit)
     return u;
   }
   switch (t) {
-    case Ty::F32: return uint32_t(bits);
+    case Ty::F32:
+      return uint32_t(bits);
     case Ty::F64:
-    case Ty::I64: return bits;
-    case Ty::I8: return static_cast<uint64_t>(int64_t(int8_t(bits)));
+    case Ty::I64:
+      return bits;
+    case Ty::I8:
+      return static_cast<uint64_t>(int64_t(int8_t(bits)));
     case Ty::Bool:
-    case Ty::U8: return uint8_t(bits);
-    case Ty::I16: return static_cast<uint64_t>(int64_t(int16_t(bits)));
-    default: return static_cast<uint64_t>(int64_t(int32_t(bits)));
+    case Ty::U8:
+      return uint8_t(bits);
+    case Ty::I16:
+      return static_cast<uint64_t>(int64_t(int16_t(bits)));
+    default:
+      return static_cast<uint64_t>(int64_t(int32_t(bits)));
   }
 }
 
@@ -196,7 +213,8 @@ std::string Emitter::literalText(const Code& c, int k) const {
 bool Emitter::body(const Code& c) {
   for (size_t k = 0; k < c.p->literals.size(); ++k) {
     const int slot = c.p->literals[k].slot;
-    line(std::string("const ") + localName(c.slot[slot]) + " " + c.name(slot) + " = " + literalText(c, static_cast<int>(k)) + ";");
+    line(std::string("const ") + localName(c.slot[slot]) + " " + c.name(slot) + " = " +
+         literalText(c, static_cast<int>(k)) + ";");
   }
   for (const lower::Instr& in : c.p->code) {
     const Ty ct = *tyOf(in.ct);
@@ -226,7 +244,8 @@ bool Emitter::storeResult(const std::string& value, Ty valueTy) {
     line("out[o] = " + storeText(valueTy, value) + ";");
     return true;
   }
-  line("const " + std::string(localName(epi.slot[0])) + " " + epi.name(0) + " = " + convText(valueTy, epi.slot[0], value) + ";");
+  line("const " + std::string(localName(epi.slot[0])) + " " + epi.name(0) + " = " +
+       convText(valueTy, epi.slot[0], value) + ";");
   offsets(epi, "o", "ec", "q", "u", spec.epilogueRank, "", "eo");
   loads(epi, "eo");
   if (!body(epi)) return false;
@@ -270,8 +289,10 @@ bool Emitter::pair2() {
     if (main.p->hostLeaf[l]) continue;
     const std::string L = str(l);
     if (acc[l] == Access2::Row)
-      line("if (t < " + str(kPairRows) + " && n0 + t < k0) rw" + L + "[t] = " + load(main, l, "(n0 + t) * s" + L + "_0") + ";");
-    if (acc[l] == Access2::Col) line("if (m0 + t < k1) cl" + L + "[t] = " + load(main, l, "(m0 + t) * s" + L + "_1") + ";");
+      line("if (t < " + str(kPairRows) + " && n0 + t < k0) rw" + L +
+           "[t] = " + load(main, l, "(n0 + t) * s" + L + "_0") + ";");
+    if (acc[l] == Access2::Col)
+      line("if (m0 + t < k1) cl" + L + "[t] = " + load(main, l, "(m0 + t) * s" + L + "_1") + ";");
   }
   line("TSF_BARRIER();");
   line("const " + idx + " m = m0 + t;");
@@ -282,10 +303,18 @@ bool Emitter::pair2() {
   for (int l = 0; l < main.p->numLeaves; ++l) {
     const std::string L = str(l);
     switch (main.p->hostLeaf[l] ? Access2::Scalar : acc[l]) {
-      case Access2::Row: declareLeaf(main, l, "rw" + L + "[rr]"); break;
-      case Access2::Col: declareLeaf(main, l, "cl" + L + "[t]"); break;
-      case Access2::Scalar: declareLeaf(main, l, load(main, l, "0")); break;
-      case Access2::Full: declareLeaf(main, l, load(main, l, "nn * s" + L + "_0 + m * s" + L + "_1")); break;
+      case Access2::Row:
+        declareLeaf(main, l, "rw" + L + "[rr]");
+        break;
+      case Access2::Col:
+        declareLeaf(main, l, "cl" + L + "[t]");
+        break;
+      case Access2::Scalar:
+        declareLeaf(main, l, load(main, l, "0"));
+        break;
+      case Access2::Full:
+        declareLeaf(main, l, load(main, l, "nn * s" + L + "_0 + m * s" + L + "_1"));
+        break;
     }
   }
   if (!body(main)) return false;
@@ -320,7 +349,8 @@ std::optional<KernelSource> emitKernel(const lower::Program& p, const KernelSpec
   for (size_t i = 0; i < E.paramText.size(); ++i) sig += (i ? ",\n    " : "\n    ") + E.paramText[i];
   // The register budget as a bound ptxas keeps: blockSize threads, at least as many blocks per SM
   // as 64 K registers hold at the budget.
-  const bool doubleMath = E.code.find("TSF_POW_F64(") != std::string::npos || E.code.find("TSF_ATAN_F64(") != std::string::npos;
+  const bool doubleMath =
+      E.code.find("TSF_POW_F64(") != std::string::npos || E.code.find("TSF_ATAN_F64(") != std::string::npos;
   const int budget = doubleMath ? kDoubleMathRegisterBudget : kRegisterBudget;
   const std::string bounds =
       "TSF_BOUNDS(" + detail::str(spec.blockSize) + ", " + detail::str(65536 / (spec.blockSize * budget)) + ")";

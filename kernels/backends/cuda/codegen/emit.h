@@ -21,12 +21,12 @@ namespace tsfuse::cuda {
 enum class Ty : uint8_t { Bool, U8, I8, I16, I32, I64, F32, F64, F16, BF16 };
 std::optional<Ty> tyOf(c10::ScalarType t);
 c10::ScalarType scalarTypeOf(Ty t);
-const char* tyName(Ty t);   // in memory: "tsf_f32", "tsf_f16"
+const char* tyName(Ty t);     // in memory: "tsf_f32", "tsf_f16"
 const char* localName(Ty t);  // in a local: float16/bfloat16 are "tsf_f32"
 int tySize(Ty t);
 bool isFloatTy(Ty t);
-bool isHalfTy(Ty t);          // float16 or bfloat16
-Ty mathTy(Ty t);              // what an op of dtype t computes in: float for float16/bfloat16
+bool isHalfTy(Ty t);  // float16 or bfloat16
+Ty mathTy(Ty t);      // what an op of dtype t computes in: float for float16/bfloat16
 
 // The skeletons. The output is dense in the iteration plan's kept order (kernels/plan/iteration.h),
 // so output element o is at out[o].
@@ -58,8 +58,8 @@ struct KernelSpec {
   Reduction reduction = Reduction::Sum;
   c10::ScalarType reducedDtype = c10::ScalarType::Undefined;
   double normOrder = 2.0, correction = 1.0;
-  int epilogueRank = 0;   // coalesced dims of the epilogue operands' space (the output's), >= 1 with one
-  int blockSize = 256;    // ReduceBlock, Pair2: the launch's block size (a power of two); Gemm: 256
+  int epilogueRank = 0;         // coalesced dims of the epilogue operands' space (the output's), >= 1 with one
+  int blockSize = 256;          // ReduceBlock, Pair2: the launch's block size (a power of two); Gemm: 256
   std::vector<Access2> access;  // Pair2, Gemm: per operand of the program
 };
 

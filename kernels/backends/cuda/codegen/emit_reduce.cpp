@@ -49,8 +49,12 @@ struct State {
   enum class NormMode { Two, One, Max, Min, Zero, General };
   NormMode norm() const {
     const double p = spec.normOrder, inf = std::numeric_limits<double>::infinity();
-    return p == 2 ? NormMode::Two : p == 1 ? NormMode::One : p == inf ? NormMode::Max : p == -inf ? NormMode::Min
-         : p == 0 ? NormMode::Zero : NormMode::General;
+    return p == 2      ? NormMode::Two
+           : p == 1    ? NormMode::One
+           : p == inf  ? NormMode::Max
+           : p == -inf ? NormMode::Min
+           : p == 0    ? NormMode::Zero
+                       : NormMode::General;
   }
   Reduction kind() const { return spec.reduction; }
   bool indexed() const {
@@ -63,14 +67,21 @@ struct State {
   std::vector<Field> fields() const {
     const bool f = wide == Ty::F64;
     switch (kind()) {
-      case Reduction::Logsumexp: return {{"m", Ty::F64, kNegInf}, {"s", Ty::F64, "0.0"}, {"fl", Ty::I64, "(tsf_i64)0"}};
-      case Reduction::Var: case Reduction::Std:
+      case Reduction::Logsumexp:
+        return {{"m", Ty::F64, kNegInf}, {"s", Ty::F64, "0.0"}, {"fl", Ty::I64, "(tsf_i64)0"}};
+      case Reduction::Var:
+      case Reduction::Std:
         return {{"mean", Ty::F64, "0.0"}, {"m2", Ty::F64, "0.0"}, {"nf", Ty::F64, "0.0"}};
-      case Reduction::Norm: return {{"acc", Ty::F64, norm() == NormMode::Min ? kInf : "0.0"}};
-      case Reduction::Prod: return {{"acc", wide, f ? "1.0" : "(tsf_i64)1"}};
-      case Reduction::All: return {{"acc", wide, "(tsf_i64)1"}};
-      case Reduction::Amax: return {{"acc", wide, f ? kNegInf : "(tsf_i64)TSF_U64(0x8000000000000000)"}};
-      case Reduction::Amin: return {{"acc", wide, f ? kInf : "(tsf_i64)TSF_U64(0x7fffffffffffffff)"}};
+      case Reduction::Norm:
+        return {{"acc", Ty::F64, norm() == NormMode::Min ? kInf : "0.0"}};
+      case Reduction::Prod:
+        return {{"acc", wide, f ? "1.0" : "(tsf_i64)1"}};
+      case Reduction::All:
+        return {{"acc", wide, "(tsf_i64)1"}};
+      case Reduction::Amax:
+        return {{"acc", wide, f ? kNegInf : "(tsf_i64)TSF_U64(0x8000000000000000)"}};
+      case Reduction::Amin:
+        return {{"acc", wide, f ? kInf : "(tsf_i64)TSF_U64(0x7fffffffffffffff)"}};
       default:
         if (indexed()) return {{"acc", wide, f ? "0.0" : "(tsf_i64)0"}, {"idx", Ty::I64, "(tsf_i64)-1"}};
         return {{"acc", wide, f ? "0.0" : "(tsf_i64)0"}};
@@ -79,8 +90,8 @@ struct State {
 
   // The program's value v (of dtype `valueTy`) as folded: any/all its truth (0/1), else widened.
   void widen(Ty valueTy, const std::string& v) {
-    E.line(std::string("const ") + tyName(wide) + " x = " +
-           (anyAll() ? "(tsf_i64)" + convText(valueTy, Ty::Bool, v) : convText(valueTy, wide, v)) + ";");
+    E.line(std::string("const ") + tyName(wide) +
+           " x = " + (anyAll() ? "(tsf_i64)" + convText(valueTy, Ty::Bool, v) : convText(valueTy, wide, v)) + ";");
   }
 
   void declare(const std::string& P) {
@@ -88,7 +99,8 @@ struct State {
   }
   void copy(const std::string& to, const std::string& from, bool declare) {
     for (const Field& f : fields())
-      E.line((declare ? std::string(tyName(f.type)) + " " : "") + to + "_" + f.name + " = " + from + "_" + f.name + ";");
+      E.line((declare ? std::string(tyName(f.type)) + " " : "") + to + "_" + f.name + " = " + from + "_" + f.name +
+             ";");
   }
   void toShared(const std::string& P, const std::string& at) {
     for (const Field& f : fields()) E.line("sh_" + f.name + "[" + at + "] = " + P + "_" + f.name + ";");
@@ -120,20 +132,27 @@ struct State {
     const bool f = wide == Ty::F64;
     const std::string acc = P + "_acc";
     switch (kind()) {
-      case Reduction::Sum: case Reduction::Mean:
-        return E.line(acc + " = " + (f ? acc + " + " + x : "(tsf_i64)((tsf_u64)" + acc + " + (tsf_u64)" + x + ")") + ";");
+      case Reduction::Sum:
+      case Reduction::Mean:
+        return E.line(acc + " = " + (f ? acc + " + " + x : "(tsf_i64)((tsf_u64)" + acc + " + (tsf_u64)" + x + ")") +
+                      ";");
       case Reduction::Prod:
-        return E.line(acc + " = " + (f ? acc + " * " + x : "(tsf_i64)((tsf_u64)" + acc + " * (tsf_u64)" + x + ")") + ";");
-      case Reduction::Amax: case Reduction::Amin:
+        return E.line(acc + " = " + (f ? acc + " * " + x : "(tsf_i64)((tsf_u64)" + acc + " * (tsf_u64)" + x + ")") +
+                      ";");
+      case Reduction::Amax:
+      case Reduction::Amin:
         return E.line("if (" + takes(x, acc, isMax(), f) + ") " + acc + " = " + x + ";");
-      case Reduction::Any: return E.line(acc + " = " + acc + " | " + x + ";");  // x is 0 or 1
-      case Reduction::All: return E.line(acc + " = " + acc + " & " + x + ";");
+      case Reduction::Any:
+        return E.line(acc + " = " + acc + " | " + x + ";");  // x is 0 or 1
+      case Reduction::All:
+        return E.line(acc + " = " + acc + " & " + x + ";");
       case Reduction::Logsumexp:
         E.open("if (" + x + " != " + x + ") " + P + "_fl = " + P + "_fl | 1; else if (" + x + " == " + kInf + ") " + P +
                "_fl = " + P + "_fl | 2; else if (" + x + " != " + kNegInf + ") {");
         addScaled(P, x, "1.0");
         return E.close();
-      case Reduction::Var: case Reduction::Std:
+      case Reduction::Var:
+      case Reduction::Std:
         E.line(P + "_nf = " + P + "_nf + 1.0;");
         E.line("{ const tsf_f64 d = " + x + " - " + P + "_mean; " + P + "_mean = " + P + "_mean + d / " + P + "_nf; " +
                P + "_m2 = " + P + "_m2 + d * (" + x + " - " + P + "_mean); }");
@@ -141,18 +160,24 @@ struct State {
       case Reduction::Norm: {
         const std::string a = "TSF_FABS_F64(" + x + ")";
         switch (norm()) {
-          case NormMode::Two: return E.line("{ const tsf_f64 na = " + a + "; " + acc + " = " + acc + " + na * na; }");
-          case NormMode::One: return E.line(acc + " = " + acc + " + " + a + ";");
-          case NormMode::Max: case NormMode::Min:
-            return E.line("{ const tsf_f64 na = " + a + "; if (" + takes("na", acc, norm() == NormMode::Max, true) + ") " +
-                          acc + " = na; }");
-          case NormMode::Zero: return E.line(acc + " = " + acc + " + (" + x + " != 0.0 ? 1.0 : 0.0);");
-          case NormMode::General: return E.line(acc + " = " + acc + " + TSF_POW_F64(" + a + ", " + f64(spec.normOrder) + ");");
+          case NormMode::Two:
+            return E.line("{ const tsf_f64 na = " + a + "; " + acc + " = " + acc + " + na * na; }");
+          case NormMode::One:
+            return E.line(acc + " = " + acc + " + " + a + ";");
+          case NormMode::Max:
+          case NormMode::Min:
+            return E.line("{ const tsf_f64 na = " + a + "; if (" + takes("na", acc, norm() == NormMode::Max, true) +
+                          ") " + acc + " = na; }");
+          case NormMode::Zero:
+            return E.line(acc + " = " + acc + " + (" + x + " != 0.0 ? 1.0 : 0.0);");
+          case NormMode::General:
+            return E.line(acc + " = " + acc + " + TSF_POW_F64(" + a + ", " + f64(spec.normOrder) + ");");
         }
         return;
       }
       default:  // argmax / argmin / max / min
-        E.line("if (" + P + "_idx < 0 || " + laterBeats(x, acc) + ") { " + acc + " = " + x + "; " + P + "_idx = " + at + "; }");
+        E.line("if (" + P + "_idx < 0 || " + laterBeats(x, acc) + ") { " + acc + " = " + x + "; " + P + "_idx = " + at +
+               "; }");
     }
   }
 
@@ -164,19 +189,22 @@ struct State {
         E.open("if (" + Q + "_s > 0.0) {");
         addScaled(P, Q + "_m", Q + "_s");
         return E.close();
-      case Reduction::Var: case Reduction::Std:
+      case Reduction::Var:
+      case Reduction::Std:
         E.open("if (" + P + "_nf == 0.0) {");
         copy(P, Q, false);
         --E.depth;
         E.open("} else if (" + Q + "_nf != 0.0) {");
-        E.line("const tsf_f64 d = " + Q + "_mean - " + P + "_mean, cnt = " + P + "_nf + " + Q + "_nf, b = " + Q + "_nf / cnt;");
+        E.line("const tsf_f64 d = " + Q + "_mean - " + P + "_mean, cnt = " + P + "_nf + " + Q + "_nf, b = " + Q +
+               "_nf / cnt;");
         E.line(P + "_mean = " + P + "_mean + d * b;");
         E.line(P + "_m2 = " + P + "_m2 + " + Q + "_m2 + d * d * " + P + "_nf * b;");
         E.line(P + "_nf = cnt;");
         return E.close();
       case Reduction::Norm:
         if (norm() == NormMode::Max || norm() == NormMode::Min)
-          return E.line("if (" + takes(Q + "_acc", P + "_acc", norm() == NormMode::Max, true) + ") " + P + "_acc = " + Q + "_acc;");
+          return E.line("if (" + takes(Q + "_acc", P + "_acc", norm() == NormMode::Max, true) + ") " + P +
+                        "_acc = " + Q + "_acc;");
         return E.line(P + "_acc = " + P + "_acc + " + Q + "_acc;");
       default:
         if (!indexed()) return fold(P, Q + "_acc", "");
@@ -189,12 +217,16 @@ struct State {
   // The reduced value of state P, as a double (or the wide integer / index) expression.
   std::string result(const std::string& P, Ty reduced) const {
     switch (kind()) {
-      case Reduction::Mean: return "(" + P + "_acc / (tsf_f64)count)";
-      case Reduction::Argmax: case Reduction::Argmin: return P + "_idx";
+      case Reduction::Mean:
+        return "(" + P + "_acc / (tsf_f64)count)";
+      case Reduction::Argmax:
+      case Reduction::Argmin:
+        return P + "_idx";
       case Reduction::Logsumexp:
-        return "((" + P + "_fl & 1) ? TSF_NAN_F64 : (" + P + "_fl & 2) ? " + kInf + " : " + P + "_s == 0.0 ? " + kNegInf +
-               " : TSF_LOG_F64(" + P + "_s) + " + P + "_m)";
-      case Reduction::Var: case Reduction::Std: {
+        return "((" + P + "_fl & 1) ? TSF_NAN_F64 : (" + P + "_fl & 2) ? " + kInf + " : " + P + "_s == 0.0 ? " +
+               kNegInf + " : TSF_LOG_F64(" + P + "_s) + " + P + "_m)";
+      case Reduction::Var:
+      case Reduction::Std: {
         const std::string c = f64(spec.correction);
         const std::string var = "(" + P + "_m2 / (" + P + "_nf > " + c + " ? " + P + "_nf - " + c + " : 0.0))";
         return "(" + P + "_nf == 0.0 ? TSF_NAN_F64 : " + (kind() == Reduction::Std ? "TSF_SQRT_F64" + var : var) + ")";
@@ -209,15 +241,23 @@ struct State {
         if (norm() == NormMode::General) return "TSF_POW_F64(" + sum + ", " + f64(1.0 / spec.normOrder) + ")";
         return sum;
       }
-      default: return P + "_acc";
+      default:
+        return P + "_acc";
     }
   }
   Ty resultType() const {
     switch (kind()) {
-      case Reduction::Argmax: case Reduction::Argmin: return Ty::I64;
-      case Reduction::Mean: case Reduction::Logsumexp: case Reduction::Var: case Reduction::Std: case Reduction::Norm:
+      case Reduction::Argmax:
+      case Reduction::Argmin:
+        return Ty::I64;
+      case Reduction::Mean:
+      case Reduction::Logsumexp:
+      case Reduction::Var:
+      case Reduction::Std:
+      case Reduction::Norm:
         return Ty::F64;
-      default: return wide;
+      default:
+        return wide;
     }
   }
 };
@@ -255,9 +295,11 @@ bool gemmSkeleton(Emitter& E, State& st, Ty valueTy, Finish&& finish) {
     if (main.p->hostLeaf[l]) continue;
     const std::string L = str(l);
     if (spec.access[l] == Access2::Row)
-      E.line("if (k < count && n0 + j < k0) sg" + L + "[kk][j] = " + E.load(main, l, "(n0 + j) * s" + L + "_0 + k * t" + L + "_0") + ";");
+      E.line("if (k < count && n0 + j < k0) sg" + L +
+             "[kk][j] = " + E.load(main, l, "(n0 + j) * s" + L + "_0 + k * t" + L + "_0") + ";");
     if (spec.access[l] == Access2::Col)
-      E.line("if (k < count && m0 + j < k1) sg" + L + "[kk][j] = " + E.load(main, l, "(m0 + j) * s" + L + "_1 + k * t" + L + "_0") + ";");
+      E.line("if (k < count && m0 + j < k1) sg" + L +
+             "[kk][j] = " + E.load(main, l, "(m0 + j) * s" + L + "_1 + k * t" + L + "_0") + ";");
   }
   E.close();
   E.line("TSF_BARRIER();");
@@ -270,9 +312,15 @@ bool gemmSkeleton(Emitter& E, State& st, Ty valueTy, Finish&& finish) {
       for (int l = 0; l < main.p->numLeaves; ++l) {
         const std::string L = str(l);
         switch (main.p->hostLeaf[l] ? Access2::Scalar : spec.access[l]) {
-          case Access2::Row: E.declareLeaf(main, l, "sg" + L + "[kk][ty * 2 + " + str(i) + "]"); break;
-          case Access2::Col: E.declareLeaf(main, l, "sg" + L + "[kk][tx * 2 + " + str(j) + "]"); break;
-          default: E.declareLeaf(main, l, E.load(main, l, "k * t" + L + "_0")); break;  // (k) or nothing
+          case Access2::Row:
+            E.declareLeaf(main, l, "sg" + L + "[kk][ty * 2 + " + str(i) + "]");
+            break;
+          case Access2::Col:
+            E.declareLeaf(main, l, "sg" + L + "[kk][tx * 2 + " + str(j) + "]");
+            break;
+          default:
+            E.declareLeaf(main, l, E.load(main, l, "k * t" + L + "_0"));
+            break;  // (k) or nothing
         }
       }
       if (!E.body(main)) return false;
@@ -302,8 +350,9 @@ bool gemmSkeleton(Emitter& E, State& st, Ty valueTy, Finish&& finish) {
 bool Emitter::reduce() {
   if (spec.reducedRank < 1) return fail("a reduction kernel needs a reduced dim");
   const Ty valueTy = main.slot[main.p->result];
-  State st{spec, *this, isFloatTy(valueTy) && !(spec.reduction == Reduction::Any || spec.reduction == Reduction::All)
-                            ? Ty::F64 : Ty::I64};
+  State st{spec, *this,
+           isFloatTy(valueTy) && !(spec.reduction == Reduction::Any || spec.reduction == Reduction::All) ? Ty::F64
+                                                                                                         : Ty::I64};
   const Reduction k = spec.reduction;
   const bool floatOnly = k == Reduction::Mean || k == Reduction::Logsumexp || k == Reduction::Norm ||
                          k == Reduction::Var || k == Reduction::Std;
@@ -327,13 +376,15 @@ bool Emitter::reduce() {
     return true;
   };
   auto finish = [&](const std::string& P) {
-    line("const " + std::string(localName(redTy)) + " rv = " + convText(st.resultType(), redTy, st.result(P, redTy)) + ";");
+    line("const " + std::string(localName(redTy)) + " rv = " + convText(st.resultType(), redTy, st.result(P, redTy)) +
+         ";");
     if (withIndices) line("out1[o] = " + P + "_idx;");
     return storeResult("rv", redTy);
   };
 
   if (spec.kind == Kind::Gemm) {
-    if (st.fields().size() > 2) return fail(std::string("gemm holds at most two state fields, not ") + reductionName(k));
+    if (st.fields().size() > 2)
+      return fail(std::string("gemm holds at most two state fields, not ") + reductionName(k));
     return gemmSkeleton(*this, st, valueTy, finish);
   }
 
@@ -341,7 +392,8 @@ bool Emitter::reduce() {
   const int bs = spec.blockSize;
   if (block) {
     if (bs < 1 || (bs & (bs - 1))) return fail("block size is not a power of two");
-    for (const Field& f : st.fields()) line("TSF_LOCAL " + std::string(tyName(f.type)) + " sh_" + f.name + "[" + str(bs) + "];");
+    for (const Field& f : st.fields())
+      line("TSF_LOCAL " + std::string(tyName(f.type)) + " sh_" + f.name + "[" + str(bs) + "];");
     line("const tsf_i32 t = TSF_TID;");
     open("for (" + idx + " o = (" + idx + ")TSF_BID; o < n; o += (" + idx + ")TSF_GDIM) {");
   } else {

@@ -90,7 +90,8 @@ const Nvrtc* Nvrtc::get(std::string* why) {
   return instance.get();
 }
 
-NvrtcOutput Nvrtc::compile(const std::string& text, const std::string& name, const std::vector<std::string>& options) const {
+NvrtcOutput Nvrtc::compile(const std::string& text, const std::string& name,
+                           const std::vector<std::string>& options) const {
   NvrtcOutput out;
   Api::Prog prog = nullptr;
   if (int rc = api->create(&prog, text.c_str(), (name + ".cu").c_str(), 0, nullptr, nullptr)) {
@@ -138,7 +139,8 @@ PtxasReport parsePtxas(const std::string& log, const std::string& kernelName) {
   const size_t end = log.find("Compiling entry function", at);
   const std::string s = log.substr(at, end == std::string::npos ? std::string::npos : end - at);
   std::smatch m;
-  if (std::regex_search(s, m, std::regex(R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)"))) {
+  if (std::regex_search(s, m,
+                        std::regex(R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)"))) {
     r.stackBytes = std::stoi(m[1]);
     r.spillStores = std::stoi(m[2]);
     r.spillLoads = std::stoi(m[3]);
@@ -175,7 +177,8 @@ std::string hex(uint64_t h) {
 }
 
 // File layout: magic, key line, "<textBytes> <codeBytes> <isPtx>\n", text, code.
-std::shared_ptr<KernelCache::Entry> readEntry(const std::string& path, const std::string& key, const std::string& text) {
+std::shared_ptr<KernelCache::Entry> readEntry(const std::string& path, const std::string& key,
+                                              const std::string& text) {
   std::ifstream f(path, std::ios::binary);
   if (!f) return nullptr;
   std::string magic(std::strlen(kMagic), '\0'), keyLine;

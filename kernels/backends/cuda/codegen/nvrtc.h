@@ -16,7 +16,7 @@ namespace tsfuse::cuda {
 
 struct NvrtcOutput {
   bool ok = false;
-  std::string log;          // the program log: errors, and ptxas' report with --ptxas-options=-v
+  std::string log;  // the program log: errors, and ptxas' report with --ptxas-options=-v
   std::string ptx;
   std::vector<char> cubin;  // empty when compiled for a virtual arch (compute_XX)
 };

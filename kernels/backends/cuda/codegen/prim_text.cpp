@@ -24,22 +24,27 @@ std::string arith(const PrimArgs& g, const char* op) {
 std::string cmp(const PrimArgs& g, const char* op) { return "(tsf_bool)(" + g.a + " " + op + " " + g.b + ")"; }
 
 std::string minMax(const PrimArgs& g, bool isMax) {
-  const std::string pick = isMax ? p(g.a + " > " + g.b + " ? " + g.a + " : " + g.b)
-                                 : p(g.a + " < " + g.b + " ? " + g.a + " : " + g.b);
+  const std::string pick =
+      isMax ? p(g.a + " > " + g.b + " ? " + g.a + " : " + g.b) : p(g.a + " < " + g.b + " ? " + g.a + " : " + g.b);
   if (!isFloatTy(g.ct)) return pick;
   const std::string nanA = p(g.a + " != " + g.a), nanB = p(g.b + " != " + g.b);
   if (!g.cudaRules) return "((" + nanA + " || " + nanB + ") ? TSF_NAN_" + fsuffix(g.ct) + " : " + pick + ")";
   // CUDA: the NaN operand itself, else ::min / ::max, as ATen's minimum/maximum kernels
   // (MaxMinElementwiseKernel.cu): the same PTX min/max, so the same zero for a +-0.0 pair.
-  const std::string minmax = std::string(isMax ? "TSF_MAX_" : "TSF_MIN_") + fsuffix(g.ct) + "(" + g.a + ", " + g.b + ")";
+  const std::string minmax =
+      std::string(isMax ? "TSF_MAX_" : "TSF_MIN_") + fsuffix(g.ct) + "(" + g.a + ", " + g.b + ")";
   return "(" + nanA + " ? " + g.a + " : " + nanB + " ? " + g.b + " : " + minmax + ")";
 }
 
 using Gen = std::string (*)(const PrimArgs&);
 
-std::string genAdd(const PrimArgs& g) { return g.ct == Ty::Bool ? "(tsf_bool)(" + g.a + " | " + g.b + ")" : arith(g, "+"); }
+std::string genAdd(const PrimArgs& g) {
+  return g.ct == Ty::Bool ? "(tsf_bool)(" + g.a + " | " + g.b + ")" : arith(g, "+");
+}
 std::string genSub(const PrimArgs& g) { return g.ct == Ty::Bool ? "" : arith(g, "-"); }
-std::string genMul(const PrimArgs& g) { return g.ct == Ty::Bool ? "(tsf_bool)(" + g.a + " & " + g.b + ")" : arith(g, "*"); }
+std::string genMul(const PrimArgs& g) {
+  return g.ct == Ty::Bool ? "(tsf_bool)(" + g.a + " & " + g.b + ")" : arith(g, "*");
+}
 std::string genDiv(const PrimArgs& g) { return isFloatTy(g.ct) ? p(g.a + " / " + g.b) : ""; }
 std::string genMinimum(const PrimArgs& g) { return minMax(g, false); }
 std::string genMaximum(const PrimArgs& g) { return minMax(g, true); }
@@ -48,8 +53,8 @@ std::string genMaximum(const PrimArgs& g) { return minMax(g, true); }
 // kernel (TensorCompare.cu, launch_clamp_scalar) takes the device's max/min, which orders -0.0
 // below +0.0: relu(-0.0) is +0.0 on CUDA and -0.0 on the CPU.
 std::string clampOne(const PrimArgs& g, bool isMin) {
-  const std::string pick = isMin ? p(g.b + " > " + g.a + " ? " + g.b + " : " + g.a)
-                                 : p(g.b + " < " + g.a + " ? " + g.b + " : " + g.a);
+  const std::string pick =
+      isMin ? p(g.b + " > " + g.a + " ? " + g.b + " : " + g.a) : p(g.b + " < " + g.a + " ? " + g.b + " : " + g.a);
   if (!g.cudaRules || !isFloatTy(g.ct)) return pick;
   const std::string nanA = p(g.a + " != " + g.a), nanB = p(g.b + " != " + g.b);
   const std::string mm = std::string(isMin ? "TSF_MAX_" : "TSF_MIN_") + fsuffix(g.ct) + "(" + g.a + ", " + g.b + ")";

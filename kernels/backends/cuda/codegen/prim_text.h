@@ -11,9 +11,9 @@
 namespace tsfuse::cuda {
 
 struct PrimArgs {
-  Ty ct;                 // the compute dtype (Cast: the target dtype)
-  Ty from;               // Cast: the operand's dtype
-  std::string a, b, c;   // operand expressions, already of dtype ct (Where: a is tsf_bool)
+  Ty ct;                // the compute dtype (Cast: the target dtype)
+  Ty from;              // Cast: the operand's dtype
+  std::string a, b, c;  // operand expressions, already of dtype ct (Where: a is tsf_bool)
   bool cudaRules = true;
 };
 
