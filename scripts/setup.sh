@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-DEBS=(cmake ninja-build g++ ccache chromium libspdlog-dev libfmt-dev libgtest-dev libcli11-dev nlohmann-json3-dev libbenchmark-dev libxbyak-dev valgrind
+DEBS=(cmake ninja-build g++ ccache clang-format chromium libspdlog-dev libfmt-dev libgtest-dev libcli11-dev nlohmann-json3-dev libbenchmark-dev libxbyak-dev valgrind
       pocl-opencl-icd ocl-icd-opencl-dev opencl-c-headers oclgrind)
 missing=()
 for p in "${DEBS[@]}"; do
