@@ -62,13 +62,13 @@ TEST(Segments, EpiloguesAroundRoutinesAreEagersBits) {
         return tsfuse::reduce(ops, "v1: sub($0, $1); mul(%0, %0)", "sum", std::vector<int64_t>{2}, false, std::nullopt,
                               k.epilogue);
       };
-      const int64_t before = tsfuse::cpu::segmentedProgramsMade();
+      const int64_t before = tsfuse::cpu::jit::segmentedProgramsMade();
       at::Tensor compiled, interpreted;
       {
         JitOn on(true);
         compiled = fused();
       }
-      EXPECT_EQ(tsfuse::cpu::segmentedProgramsMade() > before, k.segmented && tsfuse_test::haveJit()) << what;
+      EXPECT_EQ(tsfuse::cpu::jit::segmentedProgramsMade() > before, k.segmented && tsfuse_test::haveJit()) << what;
       {
         JitOn off(false);
         interpreted = fused();

@@ -32,7 +32,7 @@ struct Finisher {
   bool resultInPlace = false;
   // The epilogue as compiled runs between its MKL routines, for tiles finished with a runBase
   // (their operands read the same way on every tile: withSegments); null: interpreted.
-  const SegmentedProgram* segments = nullptr;
+  const jit::SegmentedProgram* segments = nullptr;
   char* out = nullptr;
   int64_t outSize = 0;      // output element size
   int64_t reducedSize = 0;  // element size of the reduction's values
@@ -87,14 +87,14 @@ struct Finisher {
   // innermost dim and are finished with a runBase: the values and every operand but those constant
   // along the run (read as one element) are then read as contiguous lanes. Unchanged where there
   // is no such epilogue or it does not compile.
-  Finisher withSegments(std::optional<SegmentedProgram>* made) const {
+  Finisher withSegments(std::optional<jit::SegmentedProgram>* made) const {
     Finisher f = *this;
     if (!epilogue || !resultInPlace) return f;
     std::vector<jit::Leaf> leaves{jit::Leaf::Contiguous};
     for (size_t i = 0; i < views->size(); ++i)
       leaves.push_back(!space->size.empty() && space->stride[i].back() == 0 ? jit::Leaf::Uniform
                                                                             : jit::Leaf::Contiguous);
-    *made = SegmentedProgram::make(*epilogue, leaves);
+    *made = jit::SegmentedProgram::make(*epilogue, leaves);
     if (*made) f.segments = &**made;
     return f;
   }
@@ -313,7 +313,7 @@ void runCompiledVertical(jit::VerticalReduce& compiled, const IterationPlan& pla
   // Tiles never cross a row: where the epilogue's innermost dim is the row, its operands' offsets
   // are taken once per row and it runs compiled.
   const bool epiRows = finish.innermost() == inner;
-  std::optional<SegmentedProgram> segments;
+  std::optional<jit::SegmentedProgram> segments;
   const Finisher finishRows = epiRows ? finish.withSegments(&segments) : finish;
   // Row sums: a work item is a group's whole rows, its tiles in order into the thread's buffer.
   const int64_t tilesPerItem = rowSums && !swap ? tilesPerRow : 1;

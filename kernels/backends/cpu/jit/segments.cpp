@@ -7,7 +7,7 @@
 #include <atomic>
 #include <map>
 
-namespace tsfuse::cpu {
+namespace tsfuse::cpu::jit {
 namespace {
 
 std::atomic<int64_t> gMade{0};
@@ -115,4 +115,4 @@ void SegmentedProgram::run(TileProgram::Scratch& s, int64_t n, char* dst) const 
   for (const Step& st : steps_) s.slot[st.out] = s.buffer[st.out];
 }
 
-}  // namespace tsfuse::cpu
+}  // namespace tsfuse::cpu::jit

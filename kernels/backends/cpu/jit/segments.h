@@ -15,7 +15,7 @@
 #include <optional>
 #include <vector>
 
-namespace tsfuse::cpu {
+namespace tsfuse::cpu::jit {
 
 class SegmentedProgram {
  public:
@@ -40,4 +40,4 @@ class SegmentedProgram {
 // compiled, or was declined.
 int64_t segmentedProgramsMade();
 
-}  // namespace tsfuse::cpu
+}  // namespace tsfuse::cpu::jit
