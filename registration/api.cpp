@@ -1,6 +1,7 @@
 // The small public C++ API (include/tsfuse/tsfuse.h) over the pipeline and the executor hook.
 #include "registration/executor_hook.h"
 #include "registration/first_call.h"
+#include "registration/pipeline.h"
 #include "tsfuse/tsfuse.h"
 
 #include <sys/stat.h>
@@ -35,6 +36,10 @@ void checkModuleFile(const std::string& path) {
 }
 
 Report optimize(torch::jit::Module& module, const PipelineOptions& options) { return optimizeModule(module, options); }
+
+Report optimize(torch::jit::Function& function, const PipelineOptions& options) {
+  return optimizeFunction(function, options, function.name());
+}
 
 torch::jit::Module loadModuleFile(const std::string& path) {
   auto fail = [&](const std::string& why) {

@@ -140,4 +140,15 @@ Report optimizeModule(torch::jit::Module& module, const PipelineOptions& options
   return report;
 }
 
+Report optimizeFunction(torch::jit::Function& function, const PipelineOptions& options, const std::string& graphName) {
+  options.validate();
+  auto* graphFn = torch::jit::tryToGraphFunction(function);
+  TORCH_CHECK(graphFn, "tsfuse: '", function.qualname().qualifiedName(),
+              "' has no TorchScript graph to optimize (a builtin or native function)");
+  Report report;
+  std::shared_ptr<torch::jit::Graph> g = graphFn->graph();
+  runPipeline(g, options, &report, graphName);
+  return report;
+}
+
 }  // namespace tsfuse

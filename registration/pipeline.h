@@ -34,4 +34,8 @@ bool runPipeline(std::shared_ptr<torch::jit::Graph>& graph, const PipelineOption
 // Runs the pipeline on every method of `module` and of its submodules (each method's graph once).
 Report optimizeModule(torch::jit::Module& module, const PipelineOptions& options = {});
 
+// Runs the pipeline on the graph of one scripted function (a torch::jit::GraphFunction), in place;
+// its events are those of the graph `graphName`. Throws c10::Error for a function without a graph.
+Report optimizeFunction(torch::jit::Function& function, const PipelineOptions& options, const std::string& graphName);
+
 }  // namespace tsfuse

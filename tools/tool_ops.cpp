@@ -1,7 +1,10 @@
 // optimize-ts's run on a module in memory, as a torch op (libtsfuse_tool.so), which tsfuse.optimize
 // and tsfuse.explain call through torch.ops, so their text is the tool's own, with no binding:
-//   tsfuse::optimize_module(Any module, str name, str[] disabled, str view) -> (str text, str report)
-// Rewrites every method of `module` (a ScriptModule, shared with the caller) in place. `text` is
+//   tsfuse::optimize_module(Any module, str name, str[] disabled, str view, str? function=None)
+//       -> (str text, str report)
+// Rewrites every method of `module` (a ScriptModule, shared with the caller) in place. With
+// `function`, `module` is a scripted function's wrapper (what ScriptFunction.save writes: its
+// forward is the function) and only forward is rewritten, its graph named `function`. `text` is
 // the summary without its file line (view "summary" or "verbose") or the --explain text (view
 // "explain"); `report` is the --report JSON document. `name` stands for the input file in both.
 #include "tools/graph_view.h"
@@ -16,12 +19,13 @@ namespace tsfuse::tool {
 namespace {
 
 void optimizeModuleOp(const c10::OperatorHandle&, torch::jit::Stack* stack) {
-  const std::string view = stack->back().toStringRef();
+  const c10::IValue function = stack->back();
+  const std::string view = (*stack)[stack->size() - 2].toStringRef();
   std::vector<std::string> disabled;
-  for (const c10::IValue& p : (*stack)[stack->size() - 2].toListRef()) disabled.push_back(p.toStringRef());
-  const std::string name = (*stack)[stack->size() - 3].toStringRef();
-  const c10::IValue module = (*stack)[stack->size() - 4];
-  torch::jit::drop(*stack, 4);
+  for (const c10::IValue& p : (*stack)[stack->size() - 3].toListRef()) disabled.push_back(p.toStringRef());
+  const std::string name = (*stack)[stack->size() - 4].toStringRef();
+  const c10::IValue module = (*stack)[stack->size() - 5];
+  torch::jit::drop(*stack, 5);
 
   TORCH_CHECK_VALUE(view == "summary" || view == "verbose" || view == "explain",
                     "optimize_module: view must be summary, verbose or explain, not '", view, "'");
@@ -39,7 +43,9 @@ void optimizeModuleOp(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   if (view == "explain") options.observe = graphs.observer();
 
   torch::jit::Module m(module.toObject());
-  Report report = optimizeModule(m, options);
+  Report report = function.isNone()
+                      ? optimizeModule(m, options)
+                      : optimizeFunction(m.get_method("forward").function(), options, function.toStringRef());
 
   RunInfo info{name, "", false};
   std::ostringstream text;
@@ -55,6 +61,8 @@ void optimizeModuleOp(const c10::OperatorHandle&, torch::jit::Stack* stack) {
 }  // namespace tsfuse::tool
 
 TORCH_LIBRARY_FRAGMENT(tsfuse, m) {
-  m.def("optimize_module(Any module, str name, str[] disabled, str view) -> (str text, str report)",
-        torch::CppFunction::makeFromBoxedFunction<&tsfuse::tool::optimizeModuleOp>());
+  m.def(
+      "optimize_module(Any module, str name, str[] disabled, str view, str? function=None)"
+      " -> (str text, str report)",
+      torch::CppFunction::makeFromBoxedFunction<&tsfuse::tool::optimizeModuleOp>());
 }

@@ -21,6 +21,12 @@ namespace tsfuse {
 // Rewrites every method of `module` in place (what optimize-ts does before saving).
 Report optimize(torch::jit::Module& module, const PipelineOptions& options = {});
 
+// Rewrites the graph of one scripted function in place (calls inlined), e.g. cu->get_function("box_iou")
+// of a torch::jit::compile'd CompilationUnit; the report names its graph after the function. Its
+// executor builds its plan from the graph at the first call, so optimize before calling it. Throws
+// c10::Error for a function without a graph (a builtin).
+Report optimize(torch::jit::Function& function, const PipelineOptions& options = {});
+
 // torch::jit::load followed by optimize(). Throws c10::Error with a one-line message naming the
 // path when it is missing, a directory, empty, unreadable, or not a loadable TorchScript module
 // (corrupt, truncated, not TorchScript, or calling an op this process does not have).

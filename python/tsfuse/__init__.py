@@ -10,6 +10,7 @@ docs/registration.md, or :func:`enabled`). Explicitly:
     print(report)                    # what was fused, and why the rest was not
     optimized.save("model.opt.pt")   # loads wherever libtsfuse is loaded (import tsfuse)
     print(tsfuse.explain(scripted))  # `optimize-ts --explain`'s text
+    iou, _ = tsfuse.optimize(box_iou)  # a @torch.jit.script function: an optimized copy of it
 
 The console script ``optimize-ts`` is the command-line tool (docs/optimize-ts.md).
 """
@@ -17,7 +18,7 @@ import contextlib
 import io
 import json
 import pathlib
-from typing import Iterable, NamedTuple
+from typing import Iterable, NamedTuple, Tuple, Union
 
 import torch
 
@@ -75,44 +76,91 @@ class Report(NamedTuple):
         return self.text
 
 
+_Scripted = Union[torch.jit.ScriptModule, torch.jit.ScriptFunction]
+
+
 class Optimized(NamedTuple):
-    module: torch.jit.ScriptModule
+    """``module``: the optimized copy, a ScriptModule or a ScriptFunction as was passed in."""
+
+    module: _Scripted
     report: Report
 
 
-def _name(module) -> str:
-    return getattr(module, "original_name", type(module).__name__)
+def _check(scripted) -> None:
+    if isinstance(scripted, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
+        return
+    got, hint = type(scripted).__name__, ""
+    if isinstance(scripted, (torch._C.ScriptMethod, _first_call._FirstCall)):
+        got, hint = "ScriptMethod", " (pass the scripted module it belongs to)"
+    elif callable(scripted):
+        hint = f" (script it first: torch.jit.script({'module' if isinstance(scripted, torch.nn.Module) else 'fn'}))"
+    raise TypeError(f"tsfuse expects a ScriptModule (torch.jit.script, trace or load) or a ScriptFunction "
+                    f"(torch.jit.script of a function), got {got}{hint}")
 
 
 def _copy(module: torch.jit.ScriptModule) -> torch.jit.ScriptModule:
     # A saved and reloaded copy: its own class types and graphs, as optimize-ts loads a file, so
     # the caller's module (and every other instance of its classes) is left as it was.
-    if not isinstance(module, torch.jit.ScriptModule):
-        raise TypeError(f"tsfuse expects a ScriptModule (torch.jit.script, trace or load), got {type(module).__name__}")
     return torch.jit.load(io.BytesIO(module.save_to_buffer()))
 
 
-def _run(module, disable: Iterable[str], view: str):
-    text, report = torch.ops.tsfuse.optimize_module(module, _name(module), list(disable), view)
+def _function_copy(fn: torch.jit.ScriptFunction) -> Tuple[torch.jit.ScriptModule, torch._C.CompilationUnit]:
+    # ScriptFunction.save_to_buffer writes a module whose forward is the function (its callees
+    # beside it); loaded into a compilation unit of our own (torch.jit.load's own steps), whose
+    # functions, the callees included, are copies: the caller's function is left as it was.
+    cu = torch._C.CompilationUnit()
+    cpp = torch._C.import_ir_module_from_buffer(cu, fn.save_to_buffer(), None, {}, False)
+    return torch.jit._recursive.wrap_cpp_module(cpp), cu
+
+
+def _as_function(wrapper: torch.jit.ScriptModule, cu: torch._C.CompilationUnit,
+                 fn: torch.jit.ScriptFunction) -> torch.jit.ScriptFunction:
+    # The wrapper's optimized forward without its `self` (a function's body never reads it), as a
+    # function of `cu`: the unit owns any callee the graph still calls, and the returned function
+    # keeps the unit alive.
+    graph = wrapper.forward.graph.copy()
+    graph.eraseInput(0)
+    name = fn.qualified_name
+    return cu.create_function(name, graph, cu.find_function(name) is not None)
+
+
+def _run(scripted, disable: Iterable[str], view: str, function=None):
+    name = function if function is not None else getattr(scripted, "original_name", type(scripted).__name__)
+    text, report = torch.ops.tsfuse.optimize_module(scripted, name, list(disable), view, function)
     return text, json.loads(report)
 
 
-def optimize(module: torch.jit.ScriptModule, disable: Iterable[str] = (), verbose: bool = False) -> Optimized:
-    """Returns an optimized copy of a scripted or traced module, and the report of what was fused.
+def optimize(module: _Scripted, disable: Iterable[str] = (), verbose: bool = False) -> Optimized:
+    """Returns an optimized copy of a scripted or traced module, or of a scripted function, and the
+    report of what was fused.
 
-    The same pipeline as ``optimize-ts``: every method, calls inlined. ``disable`` skips passes
-    by name (``optimize-ts --list-passes``); ``verbose`` lists every event in the report's text.
-    The module passed in is not changed.
+    The same pipeline as ``optimize-ts``: every method of a module, calls inlined (scripted
+    functions a method calls included). A ``torch.jit.ScriptFunction`` gives a new
+    ScriptFunction of the same name and signature, called like the original (and from other
+    scripted code), its graph optimized. ``disable`` skips passes by name
+    (``optimize-ts --list-passes``); ``verbose`` lists every event in the report's text. What is
+    passed in is not changed.
     """
+    _check(module)
+    view = "verbose" if verbose else "summary"
+    if isinstance(module, torch.jit.ScriptFunction):
+        wrapper, cu = _function_copy(module)
+        text, data = _run(wrapper, disable, view, module.name)
+        return Optimized(_as_function(wrapper, cu, module), Report(text, data))
     copy = _copy(module)
-    text, data = _run(copy, disable, "verbose" if verbose else "summary")
+    text, data = _run(copy, disable, view)
     return Optimized(copy, Report(text, data))
 
 
-def explain(module: torch.jit.ScriptModule, disable: Iterable[str] = ()) -> str:
-    """``optimize-ts --explain``'s text for this module: per method, what would be fused (nodes,
-    source lines, expression) and why each rejected candidate is not. Changes nothing."""
-    text, _ = _run(_copy(module), disable, "explain")
+def explain(module: _Scripted, disable: Iterable[str] = ()) -> str:
+    """``optimize-ts --explain``'s text for this module or scripted function: per method (or for
+    the function), what would be fused (nodes, source lines, expression) and why each rejected
+    candidate is not. Changes nothing."""
+    _check(module)
+    if isinstance(module, torch.jit.ScriptFunction):
+        text, _ = _run(_function_copy(module)[0], disable, "explain", module.name)
+    else:
+        text, _ = _run(_copy(module), disable, "explain")
     return text
 
 

@@ -6,6 +6,7 @@
 #include "tsfuse/tsfuse.h"
 
 #include <caffe2/serialize/inline_container.h>
+#include <torch/jit.h>
 #include <torch/library.h>
 #include <torch/script.h>
 #include <torch/serialize.h>
@@ -195,6 +196,50 @@ TEST_F(ApiLoad, OptimizeLeavesAFailingModelRunnable) {
   tsfuse::optimize(m);
   std::string err = errorOf([&] { m.forward({at::ones({3}), at::ones({3, 2, 2})}); });
   EXPECT_FALSE(err.empty());
+}
+
+// torchvision's box_iou, its area a second scripted function it calls.
+constexpr const char* kBoxIou = R"(
+def area(b):
+    return (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+
+def box_iou(boxes1, boxes2):
+    lt = torch.max(boxes1[:, None, :2], boxes2[:, :2])
+    rb = torch.min(boxes1[:, None, 2:], boxes2[:, 2:])
+    wh = (rb - lt).clamp(min=0)
+    inter = wh[:, :, 0] * wh[:, :, 1]
+    union = area(boxes1)[:, None] + area(boxes2) - inter
+    return inter / union
+)";
+
+at::Tensor randomBoxes(int64_t n) {
+  at::Tensor b = at::rand({n, 4}) * 100;
+  b.slice(1, 2) += b.slice(1, 0, 2);
+  return b;
+}
+
+TEST(ApiOptimizeFunction, ScriptedFunctionIsRewrittenInPlaceAndExact) {
+  std::shared_ptr<torch::jit::CompilationUnit> cu = torch::jit::compile(kBoxIou);
+  torch::jit::Function& fn = cu->get_function("box_iou");
+  tsfuse::Report report = tsfuse::optimize(fn);
+  EXPECT_GE(report.rewrites(), 1);
+  EXPECT_EQ(report.graphs, std::vector<std::string>{"box_iou"});
+  std::string graph = torch::jit::toGraphFunction(fn).graph()->toString();
+  EXPECT_NE(graph.find("tsfuse::"), std::string::npos) << graph;
+  EXPECT_EQ(graph.find("prim::CallFunction"), std::string::npos) << graph;  // area inlined
+  // The callee itself is not rewritten: only the function passed in is.
+  std::string callee = torch::jit::toGraphFunction(cu->get_function("area")).graph()->toString();
+  EXPECT_EQ(callee.find("tsfuse::"), std::string::npos) << callee;
+
+  torch::manual_seed(0);
+  at::Tensor a = randomBoxes(300), b = randomBoxes(17);
+  auto area = [](const at::Tensor& t) { return (t.select(1, 2) - t.select(1, 0)) * (t.select(1, 3) - t.select(1, 1)); };
+  at::Tensor lt = at::max(a.unsqueeze(1).slice(2, 0, 2), b.slice(1, 0, 2));
+  at::Tensor rb = at::min(a.unsqueeze(1).slice(2, 2), b.slice(1, 2));
+  at::Tensor wh = (rb - lt).clamp_min(0);
+  at::Tensor inter = wh.select(2, 0) * wh.select(2, 1);
+  at::Tensor expected = inter / (area(a).unsqueeze(1) + area(b) - inter);
+  for (int call = 0; call < 3; ++call) EXPECT_TRUE(at::equal(fn({a, b}).toTensor(), expected)) << call;
 }
 
 }  // namespace
