@@ -1,5 +1,6 @@
 #include "registration/executor_hook.h"
 
+#include "registration/executor_settings.h"
 #include "registration/first_call.h"
 #include "passes/analysis/broadcast_probe.h"
 #include "passes/framework/driver.h"
@@ -201,6 +202,8 @@ void runActivePasses(std::shared_ptr<torch::jit::Graph>& g) {
 
 }  // namespace
 
+bool executorPassActive() { return !activePasses()->empty() && gEnabled; }
+
 namespace {
 
 // TSFUSE_FIRST_CALL, read once. Off ("0", "false", "off", "no"): the executor keeps its profiling
@@ -237,6 +240,8 @@ ExecutorRegistration registerExecutorPass(PipelineOptions options, bool firstCal
     if (!reg.trampolineRegistered) {
       torch::jit::registerPrePass(runActivePasses);
       reg.trampolineRegistered = true;
+      // Settings under which the executor would never call it are warned about instead.
+      watchExecutorSettings();
     }
     r.prePass = reg.nextId++;
     auto next = std::make_shared<ActiveList>(*reg.active);
