@@ -1,6 +1,8 @@
 """Shared fixtures for the Python tests: the built library, optimize-ts, and a scratch dir."""
 import os
 import pathlib
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -39,3 +41,12 @@ def optimize_ts():
 def torchvision_path():
     """A folder holding torchvision (installed once from PyPI into BUILD/test-deps/, not .venv)."""
     return pypi_deps.torchvision_dir()
+
+
+@pytest.fixture(scope="session")
+def seed_model_dir(tmp_path_factory):
+    """The seed models (examples/seed_models.py: intersection.pt, similarity.pt, ...), saved once."""
+    out = tmp_path_factory.mktemp("seed_models")
+    subprocess.run([sys.executable, str(SOURCE / "examples" / "seed_models.py"), str(out)], check=True,
+                   stdout=subprocess.DEVNULL)
+    return out

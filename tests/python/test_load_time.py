@@ -17,11 +17,8 @@ APP = BUILD / "bin" / "tsfuse-example-app"
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory):
-    out = tmp_path_factory.mktemp("models")
-    subprocess.run([PY, str(SOURCE / "examples" / "seed_models.py"), str(out)], check=True,
-                   stdout=subprocess.DEVNULL)
-    return out
+def models(seed_model_dir):
+    return seed_model_dir
 
 
 def run_py(code, env_extra=None):
