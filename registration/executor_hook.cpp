@@ -202,8 +202,6 @@ void runActivePasses(std::shared_ptr<torch::jit::Graph>& g) {
 
 }  // namespace
 
-bool executorPassActive() { return !activePasses()->empty() && gEnabled; }
-
 namespace {
 
 // TSFUSE_FIRST_CALL, read once. Off ("0", "false", "off", "no"): the executor keeps its profiling

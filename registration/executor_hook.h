@@ -22,10 +22,6 @@ namespace tsfuse {
 const torch::jit::Node* firstCallCandidate(const std::shared_ptr<torch::jit::Graph>& g,
                                            c10::ArrayRef<c10::IValue> inputs);
 
-// Whether the executor pre-pass would run on a graph now: a registration is active and the
-// global switch (setEnabled) is on.
-bool executorPassActive();
-
 // PipelineOptions from TSFUSE_PASSES (comma-separated pass names to keep); throws on unknown.
 PipelineOptions optionsFromEnvironment();
 

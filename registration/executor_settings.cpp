@@ -1,7 +1,6 @@
 #include "registration/executor_settings.h"
 
 #include "registration/executor_hook.h"
-#include "passes/analysis/op_table.h"
 #include "tsfuse/log.h"
 
 #include <torch/csrc/jit/python/update_graph_executor_opt.h>
@@ -43,7 +42,8 @@ thread_local const torch::jit::Graph* tLastChecked = nullptr;
 // under GraphOptimizerEnabledGuard(false), e.g. while torch::jit::load compiles a model), so the
 // setting alone is no reason to warn. The logger does not see which graph is about to run, but the
 // thread's previous run left its plan's graph (lastExecutedOptimizedGraph): a graph run under the
-// setting with a fusion candidate in it (passes/analysis/op_table.h) is what the warning is about.
+// setting that the pass would have fused (firstCallCandidate: a registration is active and on, the
+// model has not opted out, a fusion candidate) is what the warning is about.
 // So the warning comes at the thread's next graph-executor run: a model called once is not warned about.
 void checkPreviousRun(ExecutorSetting s) {
   std::atomic<bool>& warned = gWarned[static_cast<int>(s)];
@@ -51,7 +51,7 @@ void checkPreviousRun(ExecutorSetting s) {
   std::shared_ptr<torch::jit::Graph> g = torch::jit::lastExecutedOptimizedGraph();
   if (!g || g.get() == tLastChecked) return;
   tLastChecked = g.get();
-  if (!firstFusionCandidate(g->block()) || !executorPassActive() || warned.exchange(true)) return;
+  if (!firstCallCandidate(g, {}) || warned.exchange(true)) return;
   ++gWarnings;
   TSFUSE_LOG(registration, warn, why(s), "; ", kRemedy);
 }

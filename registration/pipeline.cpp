@@ -118,6 +118,20 @@ bool runPipeline(std::shared_ptr<torch::jit::Graph>& graph, const PipelineOption
   return changed;
 }
 
+namespace {
+
+// Runs the pipeline on `fn`'s graph (in place) as `graphName`; false where it has none (a builtin).
+bool runOnGraphOf(torch::jit::Function& fn, const PipelineOptions& options, Report& report,
+                  const std::string& graphName) {
+  auto* graphFn = torch::jit::tryToGraphFunction(fn);
+  if (!graphFn) return false;
+  std::shared_ptr<torch::jit::Graph> g = graphFn->graph();
+  runPipeline(g, options, &report, graphName);
+  return true;
+}
+
+}  // namespace
+
 Report optimizeModule(torch::jit::Module& module, const PipelineOptions& options) {
   options.validate();
   Report report;
@@ -125,11 +139,7 @@ Report optimizeModule(torch::jit::Module& module, const PipelineOptions& options
   auto visit = [&](const torch::jit::Module& m, const std::string& prefix) {
     for (const auto& method : m.get_methods()) {
       torch::jit::Function& fn = method.function();
-      if (!done.insert(&fn).second) continue;
-      auto* graphFn = torch::jit::tryToGraphFunction(fn);
-      if (!graphFn) continue;
-      std::shared_ptr<torch::jit::Graph> g = graphFn->graph();
-      runPipeline(g, options, &report, prefix + method.name());
+      if (done.insert(&fn).second) runOnGraphOf(fn, options, report, prefix + method.name());
     }
   };
   visit(module, "");
@@ -142,12 +152,9 @@ Report optimizeModule(torch::jit::Module& module, const PipelineOptions& options
 
 Report optimizeFunction(torch::jit::Function& function, const PipelineOptions& options, const std::string& graphName) {
   options.validate();
-  auto* graphFn = torch::jit::tryToGraphFunction(function);
-  TORCH_CHECK(graphFn, "tsfuse: '", function.qualname().qualifiedName(),
-              "' has no TorchScript graph to optimize (a builtin or native function)");
   Report report;
-  std::shared_ptr<torch::jit::Graph> g = graphFn->graph();
-  runPipeline(g, options, &report, graphName);
+  TORCH_CHECK(runOnGraphOf(function, options, report, graphName), "tsfuse: '", function.qualname().qualifiedName(),
+              "' has no TorchScript graph to optimize (a builtin or native function)");
   return report;
 }
 
