@@ -7,9 +7,16 @@
 // forward is the function) and only forward is rewritten, its graph named `function`. `text` is
 // the summary without its file line (view "summary" or "verbose") or the --explain text (view
 // "explain"); `report` is the --report JSON document. `name` stands for the input file in both.
+//
+//   tsfuse::function_from_forward(Any module, str name, str schema) -> str
+// The wrapper's forward back as a function `name` of the wrapper's compilation unit (mangled where
+// the name is taken): forward's graph without `self`, and `schema`, the original function's
+// (ScriptFunction.save drops argument defaults, so the wrapper's own schema has none). Returns the
+// new function's qualified name.
 #include "tools/graph_view.h"
 #include "tools/report.h"
 
+#include <torch/csrc/jit/frontend/function_schema_parser.h>
 #include <torch/library.h>
 
 #include <sstream>
@@ -57,6 +64,23 @@ void optimizeModuleOp(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   stack->emplace_back(reportJson(report, info, nullptr).dump(2));
 }
 
+std::string functionFromForward(const c10::IValue& module, const std::string& name, const std::string& schemaText) {
+  TORCH_CHECK_TYPE(module.isObject() && module.toObjectRef().type()->is_module(),
+                   "function_from_forward: expected a ScriptModule, got ", module.type()->repr_str());
+  torch::jit::Module m(module.toObject());
+  std::shared_ptr<torch::jit::Graph> graph =
+      torch::jit::toGraphFunction(m.get_method("forward").function()).graph()->copy();
+  graph->eraseInput(0);
+  const c10::FunctionSchema schema = torch::jit::parseSchema(schemaText);
+  TORCH_CHECK_VALUE(schema.arguments().size() == graph->inputs().size(), "function_from_forward: schema '", schemaText,
+                    "' has ", schema.arguments().size(), " arguments, the graph ", graph->inputs().size());
+  const std::shared_ptr<torch::jit::CompilationUnit> cu = m.type()->compilation_unit();
+  const c10::QualifiedName qualified(name);
+  torch::jit::Function* fn = cu->create_function(qualified, graph, cu->find_function(qualified) != nullptr);
+  fn->setSchema(schema.cloneWithName(fn->name(), schema.overload_name()));
+  return fn->qualname().qualifiedName();
+}
+
 }  // namespace
 }  // namespace tsfuse::tool
 
@@ -65,4 +89,5 @@ TORCH_LIBRARY_FRAGMENT(tsfuse, m) {
       "optimize_module(Any module, str name, str[] disabled, str view, str? function=None)"
       " -> (str text, str report)",
       torch::CppFunction::makeFromBoxedFunction<&tsfuse::tool::optimizeModuleOp>());
+  m.def("function_from_forward(Any module, str name, str schema) -> str", &tsfuse::tool::functionFromForward);
 }

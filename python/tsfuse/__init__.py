@@ -116,12 +116,10 @@ def _function_copy(fn: torch.jit.ScriptFunction) -> Tuple[torch.jit.ScriptModule
 def _as_function(wrapper: torch.jit.ScriptModule, cu: torch._C.CompilationUnit,
                  fn: torch.jit.ScriptFunction) -> torch.jit.ScriptFunction:
     # The wrapper's optimized forward without its `self` (a function's body never reads it), as a
-    # function of `cu`: the unit owns any callee the graph still calls, and the returned function
-    # keeps the unit alive.
-    graph = wrapper.forward.graph.copy()
-    graph.eraseInput(0)
-    name = fn.qualified_name
-    return cu.create_function(name, graph, cu.find_function(name) is not None)
+    # function of `cu` with the original's schema (the wrapper's lost the defaults): the unit owns
+    # any callee the graph still calls, and the returned function keeps the unit alive.
+    name = torch.ops.tsfuse.function_from_forward(wrapper, fn.qualified_name, str(fn.schema))
+    return cu.find_function(name)
 
 
 def _run(scripted, disable: Iterable[str], view: str, function=None):

@@ -38,6 +38,16 @@ def optimize_ts():
 
 
 @pytest.fixture(scope="session")
+def source_package(tmp_path_factory):
+    """A folder to put on PYTHONPATH holding the source tree's tsfuse package over the build's
+    libraries (scripts/source_package.py), for tests that import tsfuse in processes of their own."""
+    sys.path.insert(0, str(SOURCE / "scripts"))
+    import source_package as sp
+
+    return sp.make(LIB.parent, tmp_path_factory.mktemp("pkg"))
+
+
+@pytest.fixture(scope="session")
 def torchvision_path():
     """A folder holding torchvision (installed once from PyPI into BUILD/test-deps/, not .venv)."""
     return pypi_deps.torchvision_dir()

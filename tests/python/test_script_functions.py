@@ -1,36 +1,17 @@
 """tsfuse.optimize and tsfuse.explain on what users script: a @torch.jit.script function (a
 torch.jit.ScriptFunction), and a module whose forward calls one.
 
-The package is the source tree's (python/tsfuse) over the build's libraries: a copy of its .py
-files with a _build.py for the running torch and lib/ linked to the build's lib folder, imported in
-a fresh process per scenario (the installed package is tests/package's subject). Box IoU is
+The package is the source tree's over the build's libraries (conftest's source_package), imported
+in a fresh process per scenario (the installed package is tests/package's subject). Box IoU is
 torchvision's formula; elementwise ops give eager's bits (docs/exactness.md), so results are
 compared with torch.equal.
 """
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
 
-import pytest
-import torch
-
-from conftest import LIB, SOURCE
-
-
-@pytest.fixture(scope="module")
-def package(tmp_path_factory):
-    for name in ("libtsfuse.so", "libtsfuse_tool.so"):
-        assert (LIB.parent / name).exists(), f"{LIB.parent / name} not built"
-    root = tmp_path_factory.mktemp("pkg")
-    pkg = root / "tsfuse"
-    pkg.mkdir()
-    for f in (SOURCE / "python" / "tsfuse").glob("*.py"):
-        shutil.copy(f, pkg / f.name)
-    (pkg / "_build.py").write_text(f"VERSION = '0+source'\nTORCH_VERSION = {torch.__version__!r}\n")
-    (pkg / "lib").symlink_to(LIB.parent, target_is_directory=True)
-    return root
+from conftest import SOURCE
 
 
 PRELUDE = """
@@ -86,19 +67,20 @@ def plan():
 """
 
 
-def run_py(tmp_path, package, code):
+def run_py(tmp_path, package, code, extra_paths=()):
     # A file, not -c: torch.jit.script reads the functions' source.
     script = tmp_path / "scenario.py"
     script.write_text(PRELUDE + textwrap.dedent(code))
-    paths = [str(package), str(SOURCE / "examples")] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    paths = [str(package), str(SOURCE / "examples"), *map(str, extra_paths)]
+    paths += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
     p = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout + p.stderr
     return p.stdout
 
 
-def test_scripted_function_gives_an_optimized_function_with_eagers_bits(tmp_path, package):
-    out = run_py(tmp_path, package, """
+def test_scripted_function_gives_an_optimized_function_with_eagers_bits(tmp_path, source_package):
+    out = run_py(tmp_path, source_package, """
         before = (str(box_iou.graph), box_iou.code)
         opt, report = tsfuse.optimize(box_iou)
         print("type", isinstance(opt, torch.jit.ScriptFunction), opt is not box_iou)
@@ -144,10 +126,10 @@ def test_scripted_function_gives_an_optimized_function_with_eagers_bits(tmp_path
     assert "saved True True" in out
 
 
-def test_acceptance_torchvision_box_iou(tmp_path, package):
+def test_acceptance_torchvision_box_iou(tmp_path, source_package):
     # issue 52's acceptance line: tsfuse.optimize(torch.jit.script(box_iou)) works and is exact
     # (box_iou -> _box_inter_union -> box_area: two levels of scripted calls, a tuple between).
-    out = run_py(tmp_path, package, """
+    out = run_py(tmp_path, source_package, """
         opt, report = tsfuse.optimize(torch.jit.script(detection_models.box_iou))
         print("fused", "tsfuse::" in str(opt.graph), report.rewrites >= 1)
         with torch.no_grad():
@@ -157,10 +139,60 @@ def test_acceptance_torchvision_box_iou(tmp_path, package):
     assert "exact True" in out
 
 
-def test_the_copy_owns_the_functions_it_still_calls(tmp_path, package):
+def test_default_arguments_and_names_are_kept(tmp_path, source_package):
+    # torchvision >= 0.21 spells box_iou(boxes1, boxes2, fmt: str = "xyxy"): the copy keeps the
+    # original's schema, so calls that leave a default out, or pass by keyword, still work.
+    out = run_py(tmp_path, source_package, """
+        from typing import Optional
+
+        @torch.jit.script
+        def scaled_iou(boxes1: Tensor, boxes2: Tensor, fmt: str = "xyxy", eps: float = 1e-7,
+                       scale: Optional[float] = None) -> Tensor:
+            if fmt != "xyxy":
+                raise ValueError("only xyxy")
+            iou = box_iou(boxes1, boxes2) + eps
+            if scale is not None:
+                iou = iou * scale
+            return iou
+
+        opt, report = tsfuse.optimize(scaled_iou)
+        print("schema", str(opt.schema) == str(scaled_iou.schema), report.rewrites >= 1)
+        a, b = next(pairs(5))
+        with torch.no_grad():
+            print("defaults", torch.equal(opt(a, b), scaled_iou(a, b)))
+            print("keywords", torch.equal(opt(a, b, scale=2.0, eps=0.5), scaled_iou(a, b, eps=0.5, scale=2.0)))
+            try:
+                opt(a, b, fmt="cxcywh")
+            except Exception as e:
+                print("raises", "only xyxy" in str(e))
+    """)
+    assert "schema True True" in out, out
+    assert "defaults True" in out
+    assert "keywords True" in out
+    assert "raises True" in out
+
+
+def test_torchvision_box_iou_keeps_its_fmt_default(tmp_path, source_package, torchvision_path):
+    # The PyPI torchvision's own box_iou (0.26: box_iou(boxes1, boxes2, fmt: str = "xyxy")),
+    # called as its users call it, without fmt.
+    out = run_py(tmp_path, source_package, """
+        from torchvision.ops import boxes as tv_boxes
+        f = torch.jit.script(tv_boxes.box_iou)
+        opt, report = tsfuse.optimize(f)
+        print("schema", str(opt.schema) == str(f.schema))
+        print("fused", "tsfuse::" in str(opt.graph), report.rewrites >= 1)
+        with torch.no_grad():
+            print("exact", all(torch.equal(opt(a, b), f(a, b)) for a, b in pairs(6)))
+    """, extra_paths=[torchvision_path])
+    assert "schema True" in out, out
+    assert "fused True True" in out
+    assert "exact True" in out
+
+
+def test_the_copy_owns_the_functions_it_still_calls(tmp_path, source_package):
     # With inline skipped the copy still calls box_area: its copy of box_area lives in the copy's
     # own compilation unit, which the returned function keeps alive.
-    out = run_py(tmp_path, package, """
+    out = run_py(tmp_path, source_package, """
         opt, _ = tsfuse.optimize(box_iou, disable=["inline"])
         gc.collect()
         print("calls", "prim::CallFunction" in str(opt.graph))
@@ -171,8 +203,8 @@ def test_the_copy_owns_the_functions_it_still_calls(tmp_path, package):
     assert "exact True" in out
 
 
-def test_module_whose_forward_calls_a_scripted_function(tmp_path, package):
-    out = run_py(tmp_path, package, """
+def test_module_whose_forward_calls_a_scripted_function(tmp_path, source_package):
+    out = run_py(tmp_path, source_package, """
         class Distance(torch.nn.Module):
             def forward(self, a: Tensor, b: Tensor) -> Tensor:
                 return 1 - box_iou(a, b)
@@ -195,8 +227,8 @@ def test_module_whose_forward_calls_a_scripted_function(tmp_path, package):
     assert "explain optimize-ts --explain: Distance (nothing written) True" in out
 
 
-def test_explain_on_a_scripted_function(tmp_path, package):
-    out = run_py(tmp_path, package, """
+def test_explain_on_a_scripted_function(tmp_path, source_package):
+    out = run_py(tmp_path, source_package, """
         before = str(box_iou.graph)
         text = tsfuse.explain(box_iou)
         print("unchanged", str(box_iou.graph) == before)
@@ -210,8 +242,8 @@ def test_explain_on_a_scripted_function(tmp_path, package):
     assert not any(line.startswith("forward: ") for line in lines), out  # named after the function
 
 
-def test_what_is_not_torchscript_is_refused_clearly(tmp_path, package):
-    out = run_py(tmp_path, package, """
+def test_what_is_not_torchscript_is_refused_clearly(tmp_path, source_package):
+    out = run_py(tmp_path, source_package, """
         cases = {"function": box_iou_eager, "module": torch.nn.Linear(2, 2), "number": 3,
                  "method": torch.jit.script(torch.nn.Linear(2, 2)).forward}
         for what, value in cases.items():
