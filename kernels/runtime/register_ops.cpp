@@ -1,7 +1,7 @@
 // The dispatcher registrations of the fused op kinds, generated from kernels/runtime/fused_ops.def,
 // and the C++ entry points of include/tsfuse/ops.h. Each kind gets: autograd (unfused through ATen
 // when a gradient is needed, so autograd records the original ops), Meta, CPU (the native tile
-// path), CUDA (the generated kernels, where the table says so) and every other device (the chunked
+// path), CUDA (the generated kernels) and every other device (the chunked
 // ATen path). Each native path falls back to the chunked one where it declines.
 #include "kernels/runtime/fused_op_kinds.h"
 #include "kernels/runtime/shape_of.h"
@@ -20,8 +20,8 @@ namespace {
 // The qualified name of each kind's op.
 template <class Kind>
 constexpr const char* kOpName = nullptr;
-#define TSFUSE_FUSED_OP(Kind, name, schema, cuda) \
-  template <>                                     \
+#define TSFUSE_FUSED_OP(Kind, name, schema) \
+  template <>                               \
   constexpr const char* kOpName<Kind> = "tsfuse::" name;
 #include "kernels/runtime/fused_ops.def"
 
@@ -111,7 +111,7 @@ std::vector<at::Tensor> reduceSweep(at::TensorList operands, const std::string& 
 }  // namespace tsfuse
 
 TORCH_LIBRARY(tsfuse, m) {
-#define TSFUSE_FUSED_OP(Kind, name, schema, cuda) m.def(name schema);
+#define TSFUSE_FUSED_OP(Kind, name, schema) m.def(name schema);
 #include "kernels/runtime/fused_ops.def"
   // Helper ops the passes insert, not fused op kinds:
   // a stand-in for the expression's value to readers of its metadata (kernels/runtime/shape_of.h);
@@ -126,25 +126,23 @@ TORCH_LIBRARY(tsfuse, m) {
 }
 
 TORCH_LIBRARY_IMPL(tsfuse, Autograd, m) {
-#define TSFUSE_FUSED_OP(Kind, name, schema, cuda) m.impl(name, &tsfuse::Kernels<tsfuse::Kind>::autograd);
+#define TSFUSE_FUSED_OP(Kind, name, schema) m.impl(name, &tsfuse::Kernels<tsfuse::Kind>::autograd);
 #include "kernels/runtime/fused_ops.def"
 }
 
 TORCH_LIBRARY_IMPL(tsfuse, Meta, m) {
-#define TSFUSE_FUSED_OP(Kind, name, schema, cuda) m.impl(name, &tsfuse::Kernels<tsfuse::Kind>::meta);
+#define TSFUSE_FUSED_OP(Kind, name, schema) m.impl(name, &tsfuse::Kernels<tsfuse::Kind>::meta);
 #include "kernels/runtime/fused_ops.def"
 }
 
 TORCH_LIBRARY_IMPL(tsfuse, CPU, m) {
-#define TSFUSE_FUSED_OP(Kind, name, schema, cuda) \
-  m.impl(name, &tsfuse::Kernels<tsfuse::Kind>::backend<&tsfuse::kCpuNative>);
+#define TSFUSE_FUSED_OP(Kind, name, schema) m.impl(name, &tsfuse::Kernels<tsfuse::Kind>::backend<&tsfuse::kCpuNative>);
 #include "kernels/runtime/fused_ops.def"
 }
 
 #if defined(TSFUSE_WITH_CUDA)
 TORCH_LIBRARY_IMPL(tsfuse, CUDA, m) {
-#define TSFUSE_FUSED_OP(Kind, name, schema, cuda) \
-  if (cuda) m.impl(name, &tsfuse::Kernels<tsfuse::Kind>::backend<&tsfuse::kCudaNative>);
+#define TSFUSE_FUSED_OP(Kind, name, schema) m.impl(name, &tsfuse::Kernels<tsfuse::Kind>::backend<&tsfuse::kCudaNative>);
 #include "kernels/runtime/fused_ops.def"
 }
 #endif
@@ -152,7 +150,6 @@ TORCH_LIBRARY_IMPL(tsfuse, CUDA, m) {
 // Devices without a native kernel get the exact chunked ATen path: bounded intermediates, the
 // results of eager.
 TORCH_LIBRARY_IMPL(tsfuse, CompositeExplicitAutograd, m) {
-#define TSFUSE_FUSED_OP(Kind, name, schema, cuda) \
-  m.impl(name, &tsfuse::Kernels<tsfuse::Kind>::backend<&tsfuse::kNoNative>);
+#define TSFUSE_FUSED_OP(Kind, name, schema) m.impl(name, &tsfuse::Kernels<tsfuse::Kind>::backend<&tsfuse::kNoNative>);
 #include "kernels/runtime/fused_ops.def"
 }

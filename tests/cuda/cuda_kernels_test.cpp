@@ -4,6 +4,7 @@
 // skips with a message (CI).
 #include "test_util.h"
 
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/bit_cast.h>
 #include <torch/cuda.h>
 
@@ -209,6 +210,39 @@ TEST(CudaKernels, ReductionsAlongOnePairwiseDim) {
     }
 }
 
+// tsfuse::reduce_with_indices on CUDA tensors: the generated kernel (path "native"), values and
+// indices equal to eager CUDA's max/min (first index of the extremum, NaN wins) in float and int
+// dtypes, and with an epilogue over both.
+TEST(CudaKernels, MaxMinWithIndices) {
+  REQUIRE_GPU();
+  OptIn on;
+  Gen g(8);
+  const std::string e = "v1: sub($0, $1); abs(%0)";
+  for (at::ScalarType dt : {at::kFloat, at::kDouble, at::kInt, at::kHalf}) {
+    at::Tensor a = g.tensor({300, 1}, dt, dt == at::kInt ? 0 : kNaN).cuda(), b = g.tensor({1, 900}, dt).cuda();
+    for (const char* r : {"max", "min"})
+      for (int64_t d : {0, 1})
+        for (bool keepdim : {false, true}) {
+          auto [v, i] = tsfuse::reduceWithIndices({a, b}, e, r, d, keepdim);
+          EXPECT_STREQ(tsfuse::lastPath(), "native") << r << " " << dt;
+          at::Tensor x = at::abs(at::sub(a, b));
+          auto [ev, ei] = std::string(r) == "max" ? at::max(x, d, keepdim) : at::min(x, d, keepdim);
+          EXPECT_TRUE(sameTensor(ev, v, true)) << r << " dim " << d << " " << dt;
+          EXPECT_TRUE(at::equal(ei, i)) << r << " dim " << d << " " << dt;
+        }
+  }
+  // Anchor matching's epilogue: where(values < t, -1, indices) takes the indices' place; the
+  // max runs in the generated kernel, the epilogue as a fused elementwise call after it.
+  at::Tensor a = g.tensor({200, 1}, at::kFloat).cuda(), b = g.tensor({1, 300}, at::kFloat).cuda();
+  auto [v, m] = tsfuse::reduceWithIndices({a, b}, "v1: sub($0, $1); mul(%0, %0)", "max", 0, false,
+                                          std::string("v1: eq($1, $1); masked_fill($1, %0, -1); lt($0, 0.4); "
+                                                      "where(%2, %1, $1)"));
+  EXPECT_STREQ(tsfuse::lastPath(), "native");
+  auto [ev, ei] = at::max(at::mul(at::sub(a, b), at::sub(a, b)), 0);
+  EXPECT_TRUE(sameTensor(ev, v, true));
+  EXPECT_TRUE(at::equal(at::where(ev < 0.4, at::full_like(ei, -1), ei), m));
+}
+
 // The reductions with a state of several fields (and the GEMM-tiled skeleton for the [N, M]
 // sums): logsumexp, norms, var/std, and the float16 map with the pair2 tiles.
 TEST(CudaKernels, StateReductionsTiledSkeletonsAndHalf) {
@@ -275,6 +309,21 @@ TEST(CudaKernels, OnByDefaultOffWithZero) {
   EXPECT_STREQ(tsfuse::lastPath(), "chunked");
   EXPECT_TRUE(at::equal(r, at::sub(x, y)));
   unsetenv("TSFUSE_CUDA_KERNELS");
+}
+
+// Every fused op kind has a CUDA kernel of its own in a CUDA build (none falls through to the
+// chunked path's registration): checked on the dispatcher, so it runs without a GPU.
+TEST(CudaKernels, EveryFusedOpKindIsRegisteredForCuda) {
+  auto cudaKernel = [](const char* name) {
+    return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").hasKernelForDispatchKey(c10::DispatchKey::CUDA);
+  };
+  if (!cudaKernel("tsfuse::pairwise")) GTEST_SKIP() << "built without CUDA";
+  int kinds = 0;
+#define TSFUSE_FUSED_OP(Kind, name, schema)         \
+  EXPECT_TRUE(cudaKernel("tsfuse::" name)) << name; \
+  ++kinds;
+#include "kernels/runtime/fused_ops.def"
+  EXPECT_GE(kinds, 7);
 }
 
 // Without a GPU the suite must skip, not fail: this test always runs and documents that.

@@ -262,7 +262,8 @@ TEST(GeneratedKernelsPocl, SmallShapes) {
         {"gemm", "v1: sub($0, $1); abs(%0)", {x.unsqueeze(2), y.unsqueeze(1)}, red(r, std::vector<int64_t>{0})});
   const std::string dist = "v1: sub($0, $1); abs(%0)";
   at::Tensor a = g.tensor({9, 1}, at::kFloat, tsfuse_test::kNaN), b = g.tensor({1, 300}, at::kFloat);
-  for (Reduction r : {Reduction::Argmin, Reduction::Sum, Reduction::Amax, Reduction::All})
+  for (Reduction r :
+       {Reduction::Argmin, Reduction::Sum, Reduction::Amax, Reduction::All, Reduction::Max, Reduction::Min})
     for (int64_t dim : {0, 1}) cs.push_back({"nearest", dist, {a, b}, red(r, std::vector<int64_t>{dim})});
   Tally t;
   for (const GpuCase& c : cs) check(*d, c, t, true);
