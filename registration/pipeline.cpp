@@ -12,6 +12,7 @@
 #include "passes/fold_indices_epilogue.h"
 #include "passes/hoist_into_epilogue.h"
 #include "passes/nest_reductions.h"
+#include "passes/note_stored_broadcasts.h"
 #include "passes/sink_views.h"
 #include "tsfuse/log.h"
 
@@ -57,6 +58,10 @@ const std::vector<PassInfo>& pipelinePasses() {
          eraseDeadCode(g);
          return false;
        }},
+      {"note_stored_broadcasts",
+       "a broadcast left stored (an expanded value copied, a repeat, an unfused outer product) -> a rejection "
+       "naming it (changes nothing)",
+       NoteStoredBroadcasts, true},
       // After cleanup: a dead reader would keep an operand from being donated.
       {"donate_operands",
        "operands only a fused op reads -> its `donated` argument (its result may reuse their memory)", DonateOperands},

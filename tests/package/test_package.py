@@ -136,7 +136,7 @@ def test_optimize_explain_enabled(venv, seeds):
     assert "rewrites 1 graph 1" in out, out
     assert "original untouched True" in out
     assert "equal True" in out
-    assert "report fold_indices_epilogue |   pass" in out, out  # the summary's pass table, no file line
+    assert "report note_stored_broadcasts |   pass" in out, out  # the summary's pass table, no file line
     assert "reduce 1 True" in out
     assert "inside False" in out and "off fused False" in out
     assert "after True" in out and "on fused True" in out

@@ -49,7 +49,7 @@ def test_list_passes(optimize_ts):
     names = [line.split("\t")[0] for line in proc.stdout.splitlines()]
     assert names == ["inline", "canonicalize", "fold_upcast", "sink_views", "fuse_broadcast_reduce", "nest_reductions",
                      "fuse_pairwise", "hoist_into_epilogue", "chain_fused_reductions", "fold_indices_epilogue",
-                     "cleanup", "donate_operands", "full_slice_checks"]
+                     "cleanup", "note_stored_broadcasts", "donate_operands", "full_slice_checks"]
     assert all(len(line.split("\t")) == 2 and line.split("\t")[1] for line in proc.stdout.splitlines())
 
 
@@ -76,7 +76,7 @@ def test_disable_reduce_leaves_pairwise(seeds, optimize_ts, tmp_path, tsfuse_lib
     assert "tsfuse::reduce" not in graph and graph.count("tsfuse::pairwise") == 1 and "aten::sum" in graph
     stats = {p["name"]: p["rewrites"] for p in json.loads(report.read_text())["passes"]}
     assert stats == {"fuse_broadcast_reduce": 0, "nest_reductions": 0, "fuse_pairwise": 1, "hoist_into_epilogue": 0,
-                     "chain_fused_reductions": 0, "fold_indices_epilogue": 0}
+                     "chain_fused_reductions": 0, "fold_indices_epilogue": 0, "note_stored_broadcasts": 0}
 
 
 def test_enable_runs_only_the_named_passes(seeds, optimize_ts, tmp_path, tsfuse_lib):
@@ -88,7 +88,7 @@ def test_enable_runs_only_the_named_passes(seeds, optimize_ts, tmp_path, tsfuse_
     assert "tsfuse::reduce" not in graph and graph.count("tsfuse::pairwise") == 1
     stats = {p["name"]: p["rewrites"] for p in json.loads(report.read_text())["passes"]}
     assert stats == {"fuse_broadcast_reduce": 0, "nest_reductions": 0, "fuse_pairwise": 1, "hoist_into_epilogue": 0,
-                     "chain_fused_reductions": 0, "fold_indices_epilogue": 0}
+                     "chain_fused_reductions": 0, "fold_indices_epilogue": 0, "note_stored_broadcasts": 0}
     # without inline, forward's call to intersection() hides the region
     proc = run_tool(optimize_ts, "-q", "--enable", "fuse_pairwise", seeds["intersection"], tmp_path / "i.pt")
     assert proc.returncode == 0 and "tsfuse::" not in graph_of(tmp_path / "i.pt", tsfuse_lib)
@@ -169,6 +169,29 @@ def test_nothing_to_fuse_is_one_line(seeds, optimize_ts):
     assert proc.stdout.splitlines()[1:] == ["  nothing to fuse: no fusion candidate in 'forward'"]
     proc = run_tool(optimize_ts, "--dry-run", seeds["intersection"])
     assert "  nothing to fuse in 1 other method(s): example_inputs" in proc.stdout.splitlines()
+
+
+class ExpandedPairwiseDistance(torch.nn.Module):
+    """k-means assignment as libraries write it: both sides expanded and flattened for
+    F.pairwise_distance. Nothing fuses; the two expanded copies are named, not "nothing to fuse"."""
+
+    def forward(self, x: Tensor, c: Tensor) -> Tensor:
+        n, k, d = x.size(0), c.size(0), x.size(1)
+        xe = x[:, None, :].expand(n, k, d).reshape(-1, d)
+        ce = c[None, :, :].expand(n, k, d).reshape(-1, d)
+        return torch.nn.functional.pairwise_distance(xe, ce).view(n, k).argmin(1)
+
+
+def test_a_stored_broadcast_is_named_not_nothing_to_fuse(optimize_ts, tmp_path):
+    path = script_and_save(ExpandedPairwiseDistance(), tmp_path / "kmeans.pt")
+    proc = run_tool(optimize_ts, "--dry-run", path)
+    assert proc.returncode == 0, proc.stderr
+    assert "nothing to fuse: no fusion candidate" not in proc.stdout, proc.stdout
+    notes = [line for line in proc.stdout.splitlines() if "(note_stored_broadcasts)" in line]
+    assert len(notes) == 2, proc.stdout
+    for line in notes:
+        assert line.startswith("  reject   forward (note_stored_broadcasts): aten::reshape @ ")
+        assert "copies the broadcast aten::expand @ " in line and "made, so the expanded value is stored" in line
 
 
 def test_verbose_logs_rewrites(seeds, optimize_ts, tmp_path):

@@ -1,0 +1,193 @@
+// note_stored_broadcasts (passes/note_stored_broadcasts.h): the broadcasts a graph still
+// stores after fusion, each named with its reason. Three shapes of it, in the graph as fusion
+// left it:
+//
+//   %e = aten::expand(%x1, [n, k, d])        a copy of an expanded value: "aten::reshape copies the
+//   %r = aten::reshape(%e, [-1, d])          broadcast aten::expand made, [n*k, d] stored"
+//
+//   %r = aten::repeat(%y1, [n, 1, 1])        a broadcast spelled as a copy, read by an elementwise
+//   %s = aten::sub(%x1, %r)                  op: "aten::repeat copies its input ..."
+//
+//   %s = aten::sub(%a, %b)                   [N, 1, D] - [1, M, D] left unfused because its reader
+//   %n = aten::linalg_vector_norm(%s, ...)   is no op a region holds
+//
+// Each is a rejection event of this pass (so it lists with the other passes' candidates); the
+// walk records, it never rewrites.
+#include "passes/note_stored_broadcasts.h"
+
+#include "passes/analysis/op_table.h"
+#include "passes/framework/driver.h"
+
+#include <optional>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+namespace tsfuse {
+namespace {
+
+using torch::jit::Value;
+
+bool isExpand(const Node* n) {
+  return n->kind() == c10::aten::expand || n->kind() == c10::aten::expand_as || n->kind() == c10::aten::broadcast_to;
+}
+
+// Views that keep an expanded axis expanded (a copy after them still copies the broadcast).
+bool keepsExpansion(const Node* n) {
+  switch (n->kind()) {
+    case c10::aten::unsqueeze:
+    case c10::aten::slice:
+    case c10::aten::select:
+    case c10::aten::narrow:
+    case c10::aten::transpose:
+    case c10::aten::permute:
+    case c10::aten::t:
+    case c10::aten::numpy_T:
+    case c10::aten::mT:
+    case c10::aten::squeeze:
+      return true;
+    default:
+      return isExpand(n);
+  }
+}
+
+bool copiesItsInput(const Node* n) {
+  switch (n->kind()) {
+    case c10::aten::reshape:
+    case c10::aten::flatten:
+    case c10::aten::contiguous:
+    case c10::aten::clone:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool isRepeat(const Node* n) {
+  return n->kind() == c10::aten::repeat || n->kind() == c10::aten::tile || n->kind() == c10::aten::repeat_interleave;
+}
+
+// The expand the value `v` is a view of, if any.
+Node* expandBehind(Value* v) {
+  for (Node* p = v->node(); keepsExpansion(p) && !p->inputs().empty(); p = p->input(0)->node())
+    if (isExpand(p)) return p;
+  return nullptr;
+}
+
+// Whether an elementwise op or a reduction reads `v` (through views and other repeats).
+bool computedWith(Value* v, int depth = 0) {
+  if (depth > 8) return false;
+  for (const torch::jit::Use& u : v->uses()) {
+    ElementwiseMatch m;
+    ReductionMatch r;
+    if (matchElementwise(u.user, m, nullptr) || matchReduction(u.user, r, nullptr)) return true;
+    if ((keepsExpansion(u.user) || isRepeat(u.user) || u.user->kind() == c10::aten::reshape ||
+         u.user->kind() == c10::aten::view) &&
+        u.user->outputs().size() == 1 && computedWith(u.user->output(), depth + 1))
+      return true;
+  }
+  return false;
+}
+
+// The sizes of a tensor value whose type carries them all (traced graphs, profiled ones).
+std::optional<std::vector<int64_t>> completeSizes(Value* v) {
+  auto t = v->type()->cast<c10::TensorType>();
+  if (!t) return std::nullopt;
+  return t->sizes().concrete_sizes();
+}
+
+// Two operands flat (size 1 or missing) on different axes, each larger than 1 where the other is
+// flat: an outer product, which an unfused op stores in full.
+bool outerProduct(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  const size_t rank = std::max(a.size(), b.size());
+  auto size = [&](const std::vector<int64_t>& s, size_t fromRight) {
+    return fromRight < s.size() ? s[s.size() - 1 - fromRight] : int64_t{1};
+  };
+  for (size_t i = 0; i < rank; ++i)
+    for (size_t j = 0; j < rank; ++j)
+      if (i != j && size(a, i) == 1 && size(b, i) > 1 && size(b, j) == 1 && size(a, j) > 1) return true;
+  return false;
+}
+
+std::string sizesText(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// The readers of `v` (through views) that no fused region holds, described; none where a fused op
+// reads it.
+std::vector<std::string> foreignReaders(Value* v, std::unordered_set<Value*>& seen) {
+  std::vector<std::string> out;
+  if (!seen.insert(v).second) return out;
+  for (const torch::jit::Use& u : v->uses()) {
+    ElementwiseMatch m;
+    ReductionMatch r;
+    if (isTsfuseOp(u.user)) return {};  // a fused op reads it: the fusion passes' events say why
+    if (matchElementwise(u.user, m, nullptr) || matchReduction(u.user, r, nullptr) || isMetadataRead(u.user)) continue;
+    if (keepsExpansion(u.user) && u.user->outputs().size() == 1) {
+      std::vector<std::string> further = foreignReaders(u.user->output(), seen);
+      if (further.empty() && !u.user->output()->uses().empty()) return {};
+      for (std::string& d : further) out.push_back(std::move(d));
+      continue;
+    }
+    out.push_back(describeNode(u.user));
+  }
+  return out;
+}
+
+class Note : public Pattern {
+ public:
+  Note() : Pattern("note_stored_broadcasts", WalkOrder::Forward, NestedBlocks::AtOwner) {}
+
+  bool matchAndRewrite(Node* n, Rewriter& rw) override {
+    if (copiesItsInput(n) && !n->inputs().empty()) {
+      if (Node* e = expandBehind(n->input(0)))
+        return rw.notifyMatchFailure(
+            {e, n}, describeNode(n) + " copies the broadcast " + describeNode(e) +
+                        " made, so the expanded value is stored in full: a region reads an expanded operand "
+                        "as a view, but no copy of one (compute on the unexpanded operands, then reshape the "
+                        "result)");
+    }
+    if (isRepeat(n) && computedWith(n->output()))
+      return rw.notifyMatchFailure(
+          {n}, describeNode(n) +
+                   " copies its input to the repeated size before an elementwise op reads it: a broadcast "
+                   "spelled as a copy, stored in full (unsqueeze and broadcasting, or expand, give the same "
+                   "values as a view a region reads in place)");
+    ElementwiseMatch m;
+    if (!matchElementwise(n, m, nullptr)) return false;
+    std::vector<std::vector<int64_t>> shapes;
+    for (const MatchedArg& a : m.args)
+      if (a.tensor) {
+        std::optional<std::vector<int64_t>> s = completeSizes(a.tensor);
+        if (!s) return false;  // a size not known here: nothing proven
+        shapes.push_back(std::move(*s));
+      }
+    bool outer = false;
+    size_t x = 0, y = 0;
+    for (size_t i = 0; i < shapes.size() && !outer; ++i)
+      for (size_t j = 0; j < shapes.size() && !outer; ++j)
+        if (outerProduct(shapes[i], shapes[j])) outer = true, x = i, y = j;
+    if (!outer) return false;
+    std::unordered_set<Value*> seen;
+    std::vector<std::string> readers = foreignReaders(n->output(), seen);
+    if (readers.empty()) return false;  // the fusion passes judged it (their events say why)
+    std::string list;
+    for (size_t i = 0; i < readers.size() && i < 3; ++i) list += (i ? ", " : "") + readers[i];
+    return rw.notifyMatchFailure(
+        {n}, describeNode(n) + " broadcasts " + sizesText(shapes[x]) + " against " + sizesText(shapes[y]) +
+                 " and stays unfused: its value is read by " + list +
+                 ", which no fused region holds, so a region of this op alone would store the same value");
+  }
+};
+
+}  // namespace
+
+bool NoteStoredBroadcasts(std::shared_ptr<torch::jit::Graph>& graph) {
+  Note p;
+  runPattern(graph, p);
+  return false;
+}
+
+}  // namespace tsfuse
