@@ -1,6 +1,7 @@
 #include "registration/pipeline.h"
 
 #include "passes/canonicalize.h"
+#include "passes/decompose.h"
 #include "passes/chain_fused_reductions.h"
 #include "passes/donate_operands.h"
 #include "passes/framework/driver.h"
@@ -37,6 +38,10 @@ const std::vector<PassInfo>& pipelinePasses() {
        "x[bool mask] = c -> where",
        Canonicalize},
       {"fold_upcast", "prim::If on a tensor's dtype computing torchvision's _upcast -> tsfuse::upcast", FoldUpcast},
+      {"decompose",
+       "composite ATen ops (pairwise_distance, dist) -> the ATen calls their kernels make "
+       "(passes/analysis/decompositions.cpp)",
+       Decompose, true},
       {"sink_views", "select/slice/unsqueeze of an elementwise intermediate -> the same ops on views of its leaves",
        SinkViews},
       {"fuse_broadcast_reduce", "reduction of an elementwise region -> tsfuse::reduce", FuseBroadcastReduce, true},

@@ -46,7 +46,8 @@ std::shared_ptr<Graph> expandedPairwiseDistance() {
 TEST(NoteStoredBroadcasts, CopiesOfExpandedValuesAreNamed) {
   auto g = expandedPairwiseDistance();
   PassRun r = runPipelineOn(g);
-  EXPECT_EQ(r.rewrites(), 0) << r.dump();
+  // pairwise_distance decomposes and its sub/add/norm fuse over the copies; the copies stay.
+  EXPECT_EQ(r.rewrites(), 1) << r.dump();
   std::vector<const tsfuse::FusionEvent*> n = notes(r);
   ASSERT_EQ(n.size(), 2u) << r.dump();
   for (const tsfuse::FusionEvent* e : n) {

@@ -1,0 +1,15 @@
+#pragma once
+
+#include <torch/csrc/jit/ir/ir.h>
+
+#include <memory>
+
+namespace tsfuse {
+
+// Composite ATen ops (passes/analysis/decompositions.h) -> the ATen calls their kernels make, where
+// the table's condition holds, so that the fusion passes see primitives: F.pairwise_distance over
+// broadcast operands becomes a sub, an add and a vector norm, which fuse_broadcast_reduce fuses.
+// The decomposed graph run unfused gives the op's results and errors. Returns whether it changed.
+bool Decompose(std::shared_ptr<torch::jit::Graph>& graph);
+
+}  // namespace tsfuse
