@@ -13,6 +13,8 @@
 #include "passes/framework/driver.h"
 #include "tsfuse/log.h"
 
+#include <unordered_map>
+
 namespace tsfuse {
 namespace {
 

@@ -9,12 +9,13 @@
 //   %s = aten::sub(%x1, %r)                  op: "aten::repeat copies its input ..."
 //
 //   %s = aten::sub(%a, %b)                   [N, 1, D] - [1, M, D] left unfused because its reader
-//   %n = aten::linalg_vector_norm(%s, ...)   is no op a region holds
+//   %m = aten::matmul(%s, %w)                is no op a region holds
 //
 // Each is a rejection event of this pass (so it lists with the other passes' candidates); the
 // walk records, it never rewrites.
 #include "passes/note_stored_broadcasts.h"
 
+#include "passes/analysis/broadcast_probe.h"
 #include "passes/analysis/op_table.h"
 #include "passes/framework/driver.h"
 
@@ -96,39 +97,26 @@ std::optional<std::vector<int64_t>> completeSizes(Value* v) {
   return t->sizes().concrete_sizes();
 }
 
-// Two operands flat (size 1 or missing) on different axes, each larger than 1 where the other is
-// flat: an outer product, which an unfused op stores in full.
-bool outerProduct(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
-  const size_t rank = std::max(a.size(), b.size());
-  auto size = [&](const std::vector<int64_t>& s, size_t fromRight) {
-    return fromRight < s.size() ? s[s.size() - 1 - fromRight] : int64_t{1};
-  };
-  for (size_t i = 0; i < rank; ++i)
-    for (size_t j = 0; j < rank; ++j)
-      if (i != j && size(a, i) == 1 && size(b, i) > 1 && size(b, j) == 1 && size(a, j) > 1) return true;
-  return false;
-}
-
 std::string sizesText(const std::vector<int64_t>& s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
   return out + "]";
 }
 
-// The readers of `v` (through views) that no fused region holds, described; none where a fused op
-// reads it.
-std::vector<std::string> foreignReaders(Value* v, std::unordered_set<Value*>& seen) {
+// The readers of `v` (through views) that no fused region holds, described; nullopt where a fused
+// op reads it (then the fusion passes' events say why it stays).
+std::optional<std::vector<std::string>> foreignReaders(Value* v, std::unordered_set<Value*>& seen) {
   std::vector<std::string> out;
   if (!seen.insert(v).second) return out;
   for (const torch::jit::Use& u : v->uses()) {
     ElementwiseMatch m;
     ReductionMatch r;
-    if (isTsfuseOp(u.user)) return {};  // a fused op reads it: the fusion passes' events say why
+    if (isTsfuseOp(u.user)) return std::nullopt;
     if (matchElementwise(u.user, m, nullptr) || matchReduction(u.user, r, nullptr) || isMetadataRead(u.user)) continue;
     if (keepsExpansion(u.user) && u.user->outputs().size() == 1) {
-      std::vector<std::string> further = foreignReaders(u.user->output(), seen);
-      if (further.empty() && !u.user->output()->uses().empty()) return {};
-      for (std::string& d : further) out.push_back(std::move(d));
+      std::optional<std::vector<std::string>> further = foreignReaders(u.user->output(), seen);
+      if (!further) return std::nullopt;
+      for (std::string& d : *further) out.push_back(std::move(d));
       continue;
     }
     out.push_back(describeNode(u.user));
@@ -171,10 +159,10 @@ class Note : public Pattern {
         if (outerProduct(shapes[i], shapes[j])) outer = true, x = i, y = j;
     if (!outer) return false;
     std::unordered_set<Value*> seen;
-    std::vector<std::string> readers = foreignReaders(n->output(), seen);
-    if (readers.empty()) return false;  // the fusion passes judged it (their events say why)
+    const std::optional<std::vector<std::string>> readers = foreignReaders(n->output(), seen);
+    if (!readers || readers->empty()) return false;  // a region reads it, or only regions could
     std::string list;
-    for (size_t i = 0; i < readers.size() && i < 3; ++i) list += (i ? ", " : "") + readers[i];
+    for (size_t i = 0; i < readers->size() && i < 3; ++i) list += (i ? ", " : "") + (*readers)[i];
     return rw.notifyMatchFailure(
         {n}, describeNode(n) + " broadcasts " + sizesText(shapes[x]) + " against " + sizesText(shapes[y]) +
                  " and stays unfused: its value is read by " + list +

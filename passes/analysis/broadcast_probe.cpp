@@ -447,6 +447,16 @@ class Probe {
 
 }  // namespace
 
+bool outerProduct(c10::IntArrayRef a, c10::IntArrayRef b) {
+  auto shape = [](c10::IntArrayRef sizes) {
+    Shape s;
+    for (int64_t n : sizes) s.push_back({n, false});
+    return s;
+  };
+  const Shape sa = shape(a), sb = shape(b);
+  return outerProduct(std::vector<const Shape*>{&sa, &sb});
+}
+
 Node* firstBroadcastCandidate(const std::shared_ptr<Graph>& graph, c10::ArrayRef<c10::IValue> inputs) {
   Probe probe;
   const auto params = graph->inputs();

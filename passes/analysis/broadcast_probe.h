@@ -28,4 +28,9 @@ namespace tsfuse {
 torch::jit::Node* firstBroadcastCandidate(const std::shared_ptr<torch::jit::Graph>& graph,
                                           c10::ArrayRef<c10::IValue> inputs);
 
+// Whether operands of these sizes broadcast to an outer product (the probe's test above, on
+// sizes known in full): each flat (size 1, or a missing leading axis) on an axis where the other
+// is not, and the reverse on another axis.
+bool outerProduct(c10::IntArrayRef a, c10::IntArrayRef b);
+
 }  // namespace tsfuse
