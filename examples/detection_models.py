@@ -313,6 +313,16 @@ def periodic_kernel(x: Tensor, y: Tensor) -> Tensor:
     return torch.exp(torch.sin(d * 1.3).pow(2).div(0.7).mul(-2.0).sum(0))
 
 
+def coordinate_l1_distance(x: Tensor, y: Tensor) -> Tensor:
+    """Pairwise L1 distances accumulated coordinate by coordinate, in place, into a buffer (written
+    so to avoid the [N, M, D] difference; eager still stores two [N, M] temporaries per step). The
+    loop is unrolled and the in-place adds made functional: one fused op over the buffer."""
+    d = torch.zeros(x.shape[0], y.shape[0], dtype=x.dtype, device=x.device)
+    for k in range(3):
+        d += (x[:, None, k] - y[None, :, k]).abs()
+    return d
+
+
 # --- modules ---------------------------------------------------------------------------------------
 
 def xyxy_boxes(n: int, seed: int) -> Tensor:
@@ -373,6 +383,7 @@ FUNCTIONS = {
     "matmul_distance": (matmul_distance, "points8"),
     "matmul_rbf_kernel": (matmul_rbf_kernel, "points3"),
     "periodic_kernel": (periodic_kernel, "points3"),
+    "coordinate_l1_distance": (coordinate_l1_distance, "points3"),
 }
 
 

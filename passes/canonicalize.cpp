@@ -13,6 +13,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <unordered_set>
 
 namespace tsfuse {
 namespace {
@@ -30,6 +31,23 @@ Node* ancestorIn(Node* n, Block* block) {
 bool isIntConstant(Value* v, int64_t want) {
   auto iv = toIValue(v);
   return iv && iv->isInt() && iv->toInt() == want;
+}
+
+const c10::Symbol kInplaceResult = c10::Symbol::fromQualString("tsfuse::inplace_result");
+
+// Whether `n`'s output is a tensor no one else holds when it is made: a new tensor from an
+// elementwise op or a reduction (isFreshReader), a factory or a clone, or inplace_result over such
+// a value that nothing else reads (it returns that value itself or a conversion of it).
+bool freshTensor(Node* n) {
+  static const std::unordered_set<c10::Symbol> factories = {
+      c10::aten::zeros,     c10::aten::ones,      c10::aten::full,       c10::aten::empty,     c10::aten::zeros_like,
+      c10::aten::ones_like, c10::aten::full_like, c10::aten::empty_like, c10::aten::new_zeros, c10::aten::new_ones,
+      c10::aten::new_full,  c10::aten::new_empty, c10::aten::clone};
+  if (factories.count(n->kind())) return n->outputs().size() == 1;
+  if (n->kind() == kInplaceResult)
+    return n->input(0)->uses().size() == 1 && n->input(0)->node()->owningBlock() == n->owningBlock() &&
+           freshTensor(n->input(0)->node());
+  return !isMetadataRead(n) && isFreshReader(n);
 }
 
 // TupleUnpack(TupleConstruct(a, b)) -> a, b (inlined helpers returning tuples). Tuples are
@@ -178,12 +196,16 @@ struct CanonicalizePattern : Pattern {
     return "";
   }
 
-  // x.op_(args) -> y = x.op(args); uses of the result and later uses of x -> y
+  // x.op_(args) -> y = x.op(args), or y = tsfuse::inplace_result(x.op(args), x); uses of the
+  // result and later uses of x -> y
   // NB: the rewrite is exact only if no one but the uses we rename can see x's memory: x must be
-  // the fresh output of an elementwise op in n's block (not an input, not a view or alias of
+  // a fresh tensor made in n's block (freshTensor: not an input, not a view or alias of
   // anything), and every use of x before n must be a fresh reader (an elementwise op or a
   // reduction: it cannot create an alias that would observe the write later). Uses after n
-  // (views, returns, other in-place ops) see y instead, which holds what x would have held.
+  // (views, returns, other in-place ops) see y instead, which holds what x would have held. The
+  // functional form alone holds it when it provably keeps x's dtype and shape (dtypeHazard);
+  // otherwise inplace_result converts it to x's dtype and layout or raises the in-place op's
+  // error (arguments that broadcast beyond x, a result x's dtype cannot hold), and fuses on.
   bool tryInPlace(Node* n, Rewriter& rw) {
     const std::string name = n->kind().toUnqualString();
     if (!n->kind().is_aten() || name.size() < 2 || name.back() != '_' || name[name.size() - 2] == '_') return false;
@@ -203,34 +225,39 @@ struct CanonicalizePattern : Pattern {
       return rw.notifyMatchFailure({n}, "in-place " + std::string(n->kind().toQualString()) + " kept: " + why);
     };
     Node* producer = x->node();
-    ElementwiseMatch pm;
-    if (producer->owningBlock() != n->owningBlock() || !matchElementwise(producer, pm, nullptr) ||
-        opDef(pm.op).has(kMayAlias))
+    if (producer->owningBlock() != n->owningBlock() || !freshTensor(producer))
       return reject("%" + x->debugName() +
-                    " is not a fresh elementwise result in the same block (an input, a view, "
+                    " is not a fresh result in the same block (an input, a view, "
                     "or a value from another block may be visible elsewhere)");
-    std::string why = dtypeHazard(fm, pm.op);
-    if (why.empty()) why = writeObserver(n, x, functional);
+    std::string why = writeObserver(n, x, functional);
     if (!why.empty()) return reject(why);
     functional->insertBefore(n);
-    return replaceWrite(n, functional, std::string("in-place ") + n->kind().toQualString() + " on a fresh intermediate",
-                        rw);
+    functional->setSourceRange(n->sourceRange());
+    ElementwiseMatch pm;
+    const bool keepsDtypeAndShape =
+        matchElementwise(producer, pm, nullptr) && !opDef(pm.op).has(kMayAlias) && dtypeHazard(fm, pm.op).empty();
+    Node* result = functional;
+    if (!keepsDtypeAndShape) {
+      result = rw.graph().create(kInplaceResult, {functional->output(), x}, 1);
+      result->insertAfter(functional);
+    }
+    return replaceWrite(n, result, std::string("in-place ") + n->kind().toQualString() + " on a fresh tensor", rw);
   }
 
-  // In-place `n` writing x -> `functional` (inserted before n), computing what x holds after it:
-  // n's result and the uses of x after n read functional's value instead.
-  static bool replaceWrite(Node* n, Node* functional, const std::string& what, Rewriter& rw) {
+  // In-place `n` writing x -> `result` (inserted before n), computing
+  // what x holds after it: n's result and the uses of x after n read result's value instead.
+  static bool replaceWrite(Node* n, Node* result, const std::string& what, Rewriter& rw) {
     Value* x = n->input(0);
-    Value* y = functional->output();
+    Value* y = result->output();
     y->setType(n->output()->type());
-    functional->setSourceRange(n->sourceRange());
+    result->setSourceRange(n->sourceRange());
     n->output()->replaceAllUsesWith(y);
     x->replaceAllUsesAfterNodeWith(n, y);
     RewriteEvent e;
     e.add(n);
-    e.fusedOp = functional->kind().toQualString();
+    e.fusedOp = result->kind().toQualString();
     e.reason = what + " -> " + e.fusedOp;
-    rw.notifyRewrite(std::move(e), functional);
+    rw.notifyRewrite(std::move(e), result);
     rw.erase(n);
     return true;
   }
@@ -238,7 +265,7 @@ struct CanonicalizePattern : Pattern {
   // Who could observe the write of in-place `n` to x other than the uses after it, or "": a use
   // before n that may alias x (anything but a fresh reader). `pending` is a node built for the
   // rewrite and not inserted yet.
-  // NB: the callers have proven x a fresh result (a new tensor, isFreshReader's producers), so
+  // NB: the callers have proven x a fresh result (freshTensor), so
   // nothing held x before it was made: a graph input, a list or an object can reach x only
   // through one of its uses, and a use before n that is not a fresh reader is refused here. No
   // alias database is needed (building one per rewrite cost more than the rest of the pass).
@@ -283,7 +310,7 @@ struct CanonicalizePattern : Pattern {
                     "'s shape and strides (index_put_ raises for another shape where where() broadcasts, and "
                     "keeps x's strides)");
     Node* producer = x->node();
-    if (producer->owningBlock() != n->owningBlock() || !isFreshReader(producer))
+    if (producer->owningBlock() != n->owningBlock() || !freshTensor(producer))
       return reject("%" + x->debugName() +
                     " is not a fresh result in the same block (an input, a view, "
                     "or a value from another block may be visible elsewhere)");

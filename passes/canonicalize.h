@@ -12,9 +12,10 @@ namespace tsfuse {
 // The rewrites:
 //   1. tuples built and immediately unpacked (inlined helpers returning tuples) are lowered, and
 //      constants propagated (flags such as `mode == "giou"` or `GIoU=False` fold their branches)
-//   2. x.op_(...) on a fresh elementwise intermediate      -> y = x.op(...), later uses of x -> y
+//   2. x.op_(...) on a fresh tensor                        -> y = x.op(...), later uses of x -> y
 //      (only when nothing else can observe x: no reader before the write may alias it; see
-//      canonicalize.cpp)
+//      canonicalize.cpp); y = tsfuse::inplace_result(x.op(...), x) where x.op(...) could have
+//      another dtype or shape than x (x's dtype, or the in-place op's error)
 //   3. values, _ = max|min(x, dim, keepdim) (indices dead) -> amax|amin(x, [dim], keepdim)
 //   4. x[mask] = c (index_put_ of one bool mask)            -> y = where(mask, c, x), later uses of x -> y
 //      (only when the mask is provably bool and of x's shape and strides, c converts to x's

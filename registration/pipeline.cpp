@@ -15,6 +15,7 @@
 #include "passes/nest_reductions.h"
 #include "passes/note_stored_broadcasts.h"
 #include "passes/sink_views.h"
+#include "passes/unroll_accumulations.h"
 #include "tsfuse/log.h"
 
 #include <torch/csrc/jit/api/function_impl.h>
@@ -33,8 +34,12 @@ const std::vector<PassInfo>& pipelinePasses() {
          torch::jit::Inline(*g);
          return true;
        }},
+      {"unroll_accumulations",
+       "for-range loop of constant trip count accumulating in place into a tensor made before it -> its iterations",
+       UnrollAccumulations, true},
       {"canonicalize",
-       "lower tuples, fold constants, in-place -> out-of-place, identity slices, values-only max/min(dim), "
+       "lower tuples, fold constants, in-place -> out-of-place (tsfuse::inplace_result keeps its dtype), identity "
+       "slices, values-only max/min(dim), "
        "x[bool mask] = c -> where",
        Canonicalize},
       {"fold_upcast", "prim::If on a tensor's dtype computing torchvision's _upcast -> tsfuse::upcast", FoldUpcast},

@@ -26,6 +26,20 @@ c10::ScalarType upcastDtype(c10::ScalarType d) {
   return d == c10::kInt || d == c10::kLong ? d : c10::kInt;
 }
 
+at::Tensor inplaceResult(const at::Tensor& value, const at::Tensor& self) {
+  // The checks in TensorIterator's order for an in-place op: shape, then dtype, then device.
+  TORCH_CHECK(value.sizes() == self.sizes(), "output with shape ", self.sizes(), " doesn't match the broadcast shape ",
+              value.sizes());
+  TORCH_CHECK(c10::canCast(value.scalar_type(), self.scalar_type()), "result type ", value.scalar_type(),
+              " can't be cast to the desired output type ", self.scalar_type());
+  TORCH_CHECK(value.device() == self.device(),
+              "Expected all tensors to be on the same device, but found at least two "
+              "devices, ",
+              self.device(), " and ", value.device(), "!");
+  if (value.strides() == self.strides()) return value.to(self.scalar_type());
+  return at::empty_like(self).copy_(value);
+}
+
 at::Tensor wrappedNumber(const c10::Scalar& s, c10::Device device) {
   at::Tensor t = at::scalar_tensor(s, at::TensorOptions().dtype(s.type()).device(device));
   t.unsafeGetTensorImpl()->set_wrapped_number(true);

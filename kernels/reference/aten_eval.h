@@ -42,6 +42,13 @@ struct ReduceSpec {
 // checks a dtype If against it.
 c10::ScalarType upcastDtype(c10::ScalarType d);
 
+// What self.op_(args) leaves in self, given value = op(self, args) (the functional form on the
+// same arguments): value converted to self's dtype and laid out as self, or the error the in-place
+// op raises instead: value of another shape (the arguments broadcast beyond self), a dtype that
+// cannot be cast to self's, another device. Exact where self is a fresh tensor nothing else
+// holds (passes/canonicalize.cpp); tsfuse::inplace_result and its expression form compute it.
+at::Tensor inplaceResult(const at::Tensor& value, const at::Tensor& self);
+
 // A Python number as ATen sees it: a 0-dim "wrapped number" tensor on `device` (the value of
 // tsfuse::wrapped_number, the operand a number known only at run time becomes).
 at::Tensor wrappedNumber(const c10::Scalar& s, c10::Device device = c10::kCPU);

@@ -123,6 +123,8 @@ TORCH_LIBRARY(tsfuse, m) {
   // torchvision's _upcast (passes/fold_upcast.cpp): self itself, or a cast of it.
   m.def("upcast(Tensor(a) self) -> Tensor(a)",
         [](const at::Tensor& self) { return self.to(tsfuse::upcastDtype(self.scalar_type())); });
+  // what an in-place op leaves in a fresh tensor (passes/canonicalize.cpp): value itself, or a cast of it.
+  m.def("inplace_result(Tensor(a) value, Tensor self) -> Tensor(a)", &tsfuse::inplaceResult);
 }
 
 TORCH_LIBRARY_IMPL(tsfuse, Autograd, m) {

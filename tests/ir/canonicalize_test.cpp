@@ -59,9 +59,10 @@ TEST(CanonicalizeIR, InPlaceResultAndLaterUsesSeeTheNewValue) {
   EXPECT_TRUE(sameOutputs(ref, g, inputs(3)));
 }
 
-TEST(CanonicalizeIR, InPlaceWhoseOutOfPlaceFormCouldChangeDtypeOrShapeIsKept) {
+TEST(CanonicalizeIR, InPlaceWhoseOutOfPlaceFormCouldChangeDtypeOrShapeGoesThroughInplaceResult) {
   // div_ on a possibly-integer sum (eager raises; div would return floats), mul_ on a possibly-bool
-  // product (bool * 2 promotes), add_ of a tensor (could broadcast or promote), lt_ (keeps dtype).
+  // product (bool * 2 promotes), add_ of a tensor (could broadcast or promote), lt_ (keeps dtype):
+  // each becomes its functional form and inplace_result (x's dtype, or the in-place op's error).
   auto g = graphOf(R"IR(
   %s : Tensor = aten::add(%a, %b, %one)
   %c : Tensor = aten::div_(%s, %two)
@@ -73,14 +74,18 @@ TEST(CanonicalizeIR, InPlaceWhoseOutOfPlaceFormCouldChangeDtypeOrShapeIsKept) {
   %f : Tensor = aten::lt_(%u, %one)
   return (%c, %d, %e, %f)
 )IR");
+  auto ref = g->copy();
   PassRun c = runCanonicalize(g);
-  EXPECT_EQ(c.rewrites(), 0) << c.dump();
-  EXPECT_TRUE(c.rejectedWith("may be an integer tensor")) << c.dump();
-  EXPECT_TRUE(c.rejectedWith("may be a bool tensor")) << c.dump();
-  EXPECT_TRUE(c.rejectedWith("a tensor argument could change")) << c.dump();
+  EXPECT_EQ(c.rewrites(), 4) << c.dump();
+  EXPECT_EQ(findNodes(g, "tsfuse::inplace_result").size(), 4u) << c.dump();
   EXPECT_TRUE(fileCheck(c.ir, [](FileCheck& fc) {
-    fc.check("aten::div_")->check("aten::mul_")->check("aten::add_")->check("aten::lt_");
+    fc.check_not("aten::div_")->check_not("aten::mul_")->check_not("aten::add_")->check_not("aten::lt_");
   }));
+  EXPECT_TRUE(sameOutputs(ref, g, inputs(20)));
+  Gen gen(21);
+  std::vector<c10::IValue> ints{gen.tensor({6, 1}, at::kLong), gen.tensor({1, 5}, at::kLong)};
+  EXPECT_EQ(errorOf(g, ints), "RuntimeError: result type Float can't be cast to the desired output type Long");
+  EXPECT_EQ(errorOf(g, ints), errorOf(ref, ints));
 }
 
 TEST(CanonicalizeIR, InPlaceOnGraphInputIsKept) {
@@ -92,7 +97,7 @@ TEST(CanonicalizeIR, InPlaceOnGraphInputIsKept) {
   auto ref = g->copy();
   PassRun c = runCanonicalize(g);
   EXPECT_TRUE(fileCheck(c.ir, [](FileCheck& fc) { fc.check("aten::clamp_"); }));
-  EXPECT_TRUE(c.rejectedWith("is not a fresh elementwise result")) << c.dump();
+  EXPECT_TRUE(c.rejectedWith("is not a fresh result")) << c.dump();
   EXPECT_TRUE(sameOutputs(ref, g, inputs(4)));
 }
 

@@ -261,7 +261,7 @@ TEST(OperandFormsIR, NegativeRepeatWhoseResultEscapes) {
 
 // Found by the fuzzer (seed 331129, program 3732): the region reads a repeat as a broadcast and
 // recomputes an intermediate (%c) that a node it could not fuse (%q: its operand %v is written in
-// place) still reads; the kept nodes still read the repeat, which then stays (erasing it failed an
+// place, and a view of %v taken before the write keeps the write) still reads; the kept nodes still read the repeat, which then stays (erasing it failed an
 // assert and left the whole pipeline undone).
 TEST(OperandFormsIR, ARepeatAKeptNodeStillReadsStays) {
   auto g = graphOf("%x : Tensor, %y : Tensor", R"IR(
@@ -278,9 +278,10 @@ TEST(OperandFormsIR, ARepeatAKeptNodeStillReadsStays) {
   %c : Tensor = aten::clamp(%b, %a, %h)
   %n : Tensor = aten::neg(%c)
   %v : Tensor = aten::add(%n, %k, %one)
+  %vt : Tensor = aten::unsqueeze(%v, %zero)
   %w : Tensor = aten::relu_(%v)
   %q : Tensor = aten::eq(%v, %c)
-  return (%q)
+  return (%q, %vt)
 )IR");
   auto ref = g->copy();
   PassRun r = runPipelineOn(g);

@@ -71,6 +71,9 @@ EXPECT = {
     "matmul_rbf_kernel": (1, 2, ["aten::add", "aten::sub", "aten::exp"]),
     # the [D, N, M] cdist output is an operand; the sum over D and the exp are one reduce
     "periodic_kernel": (0, 1, ["aten::sin", "aten::pow", "aten::sum", "aten::exp"]),
+    # the loop over coordinates unrolled (traced: by the trace), each d += ... made functional
+    # through tsfuse::inplace_result: the buffer and the three terms are one pairwise op.
+    "coordinate_l1_distance": (1, 0, ["prim::Loop", "aten::add_", "aten::abs", "aten::sub"]),
 }
 
 VARIANTS = [(name, traced) for name in detection_models.FUNCTIONS for traced in (False, True)]

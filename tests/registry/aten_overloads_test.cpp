@@ -13,7 +13,8 @@ namespace {
 
 using namespace tsfuse_test;
 
-// The IR value for one schema argument: tensors read d (the first) or b (e for bool ops), bool
+// The IR value for one schema argument: tensors read d (the first, and a later `self`: the
+// in-place result of tsfuse::inplace_result(value, self) has self's shape) or b (e for bool ops), bool
 // conditions and masks read m = a > b; other arguments are constants of their type.
 std::string argumentValue(const c10::Argument& arg, bool& firstTensor, bool boolOps) {
   const std::string other = boolOps ? "%e" : "%b", number = boolOps ? "%two" : "%half";
@@ -24,7 +25,7 @@ std::string argumentValue(const c10::Argument& arg, bool& firstTensor, bool bool
   if (t->kind() == c10::TypeKind::TensorType) {
     const bool first = firstTensor;
     firstTensor = false;
-    return first ? "%d" : other;
+    return first || name == "self" ? "%d" : other;
   }
   if (auto opt = t->cast<c10::OptionalType>()) {
     const c10::TypePtr& inner = opt->getElementType();
