@@ -323,6 +323,16 @@ def coordinate_l1_distance(x: Tensor, y: Tensor) -> Tensor:
     return d
 
 
+def flattened_pairs_assign(x: Tensor, c: Tensor) -> Tensor:
+    """k-means assignment as metric-learning and clustering code spells it: every (point, centre)
+    pair as expanded copies flattened to [n * k, d], F.pairwise_distance over the rows, the
+    distances viewed back as [n, k]. sink_reshapes computes past the flattening: one fused op."""
+    n, k, d = x.size(0), c.size(0), x.size(1)
+    xe = x[:, None, :].expand(n, k, d).reshape(-1, d)
+    ce = c[None, :, :].expand(n, k, d).reshape(-1, d)
+    return torch.nn.functional.pairwise_distance(xe, ce).view(n, k).argmin(1)
+
+
 # --- modules ---------------------------------------------------------------------------------------
 
 def xyxy_boxes(n: int, seed: int) -> Tensor:
@@ -384,6 +394,7 @@ FUNCTIONS = {
     "matmul_rbf_kernel": (matmul_rbf_kernel, "points3"),
     "periodic_kernel": (periodic_kernel, "points3"),
     "coordinate_l1_distance": (coordinate_l1_distance, "points3"),
+    "flattened_pairs_assign": (flattened_pairs_assign, "points3"),
 }
 
 

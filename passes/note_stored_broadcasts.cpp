@@ -8,8 +8,9 @@
 //   %r = aten::repeat(%y1, [n, 1, 1])        a broadcast spelled as a copy, read by an elementwise
 //   %s = aten::sub(%x1, %r)                  op: "aten::repeat copies its input ..."
 //
-//   %s = aten::sub(%a, %b)                   [N, 1, D] - [1, M, D] left unfused because its reader
-//   %m = aten::matmul(%s, %w)                is no op a region holds
+//   %s = aten::sub(%a, %b)                   [N, 1, D] - [1, M, D] (by the sizes in the types, or
+//   %m = aten::matmul(%s, %w)                a[:, None] - b[None]: new dims at different places)
+//                                            left unfused because its reader is no op a region holds
 //
 // Each is a rejection event of this pass (so it lists with the other passes' candidates); the
 // walk records, it never rewrites.
@@ -119,6 +120,10 @@ std::optional<std::vector<std::string>> foreignReaders(Value* v, std::unordered_
       for (std::string& d : *further) out.push_back(std::move(d));
       continue;
     }
+    if (u.user->kind() == c10::prim::ListConstruct) {  // torch.cat((a, b)): the list's readers read it
+      for (const torch::jit::Use& l : u.user->output()->uses()) out.push_back(describeNode(l.user));
+      continue;
+    }
     out.push_back(describeNode(u.user));
   }
   return out;
@@ -145,28 +150,60 @@ class Note : public Pattern {
                    "values as a view a region reads in place)");
     ElementwiseMatch m;
     if (!matchElementwise(n, m, nullptr)) return false;
-    std::vector<std::vector<int64_t>> shapes;
-    for (const MatchedArg& a : m.args)
-      if (a.tensor) {
-        std::optional<std::vector<int64_t>> s = completeSizes(a.tensor);
-        if (!s) return false;  // a size not known here: nothing proven
-        shapes.push_back(std::move(*s));
-      }
-    bool outer = false;
-    size_t x = 0, y = 0;
-    for (size_t i = 0; i < shapes.size() && !outer; ++i)
-      for (size_t j = 0; j < shapes.size() && !outer; ++j)
-        if (outerProduct(shapes[i], shapes[j])) outer = true, x = i, y = j;
-    if (!outer) return false;
+    std::optional<std::string> broadcast = outerProductOf(m);
+    if (!broadcast) return false;
     std::unordered_set<Value*> seen;
     const std::optional<std::vector<std::string>> readers = foreignReaders(n->output(), seen);
     if (!readers || readers->empty()) return false;  // a region reads it, or only regions could
     std::string list;
     for (size_t i = 0; i < readers->size() && i < 3; ++i) list += (i ? ", " : "") + (*readers)[i];
     return rw.notifyMatchFailure(
-        {n}, describeNode(n) + " broadcasts " + sizesText(shapes[x]) + " against " + sizesText(shapes[y]) +
-                 " and stays unfused: its value is read by " + list +
+        {n}, describeNode(n) + " broadcasts " + *broadcast + " and stays unfused: its value is read by " + list +
                  ", which no fused region holds, so a region of this op alone would store the same value");
+  }
+
+  // How the tensor operands of a matched elementwise op broadcast to an outer product, or nullopt:
+  // by their sizes where the types carry them all ("[5, 1, 2] against [1, 4, 2]"), else by where
+  // each gained a new dim (x[:, None] against y[None]: "%x with a new dim 1 against %y with a new
+  // dim 0"), which is such a product whenever the dims kept have more than one element.
+  static std::optional<std::string> outerProductOf(const ElementwiseMatch& m) {
+    std::vector<std::vector<int64_t>> shapes;
+    std::vector<std::pair<Value*, int64_t>> newDims;
+    bool sized = true;
+    for (const MatchedArg& a : m.args) {
+      if (!a.tensor) continue;
+      std::optional<std::vector<int64_t>> s = completeSizes(a.tensor);
+      sized = sized && s;
+      if (s) shapes.push_back(std::move(*s));
+      if (std::optional<std::pair<Value*, int64_t>> d = newDimOf(a.tensor)) newDims.push_back(*d);
+    }
+    for (size_t i = 0; sized && i < shapes.size(); ++i)
+      for (size_t j = 0; j < shapes.size(); ++j)
+        if (outerProduct(shapes[i], shapes[j])) return sizesText(shapes[i]) + " against " + sizesText(shapes[j]);
+    if (sized) return std::nullopt;  // the sizes say it is none
+    for (size_t i = 0; i < newDims.size(); ++i)
+      for (size_t j = i + 1; j < newDims.size(); ++j)
+        if (newDims[i].second != newDims[j].second)
+          return "%" + newDims[i].first->debugName() + " with a new dim " + std::to_string(newDims[i].second) +
+                 " against %" + newDims[j].first->debugName() + " with a new dim " + std::to_string(newDims[j].second);
+    return std::nullopt;
+  }
+
+  // The tensor `v` views with one new dim (unsqueeze, x[:, None]) and that dim, through the
+  // slices around it; nullopt for anything else.
+  static std::optional<std::pair<Value*, int64_t>> newDimOf(Value* v) {
+    Node* p = v->node();
+    while ((p->kind() == c10::aten::slice || p->kind() == c10::Symbol::fromQualString("tsfuse::full_slice")) &&
+           !p->inputs().empty())
+      p = p->input(0)->node();
+    if (p->kind() != c10::aten::unsqueeze || p->inputs().size() != 2) return std::nullopt;
+    auto d = torch::jit::toIValue(p->input(1));
+    if (!d || !d->isInt() || d->toInt() < 0) return std::nullopt;
+    Node* base = p->input(0)->node();
+    while ((base->kind() == c10::aten::slice || base->kind() == c10::Symbol::fromQualString("tsfuse::full_slice")) &&
+           !base->inputs().empty())
+      base = base->input(0)->node();
+    return std::make_pair(base->outputs().size() == 1 ? base->output() : p->input(0), d->toInt());
   }
 };
 

@@ -14,6 +14,7 @@
 #include "passes/hoist_into_epilogue.h"
 #include "passes/nest_reductions.h"
 #include "passes/note_stored_broadcasts.h"
+#include "passes/sink_reshapes.h"
 #include "passes/sink_views.h"
 #include "passes/unroll_accumulations.h"
 #include "tsfuse/log.h"
@@ -47,6 +48,10 @@ const std::vector<PassInfo>& pipelinePasses() {
        "composite ATen ops (pairwise_distance, dist) -> the ATen calls their kernels make "
        "(passes/analysis/decompositions.cpp)",
        Decompose, true},
+      {"sink_reshapes",
+       "elementwise ops and last-dim reductions over reshaped operands -> the reshape after them (broadcast dims "
+       "flattened and restored)",
+       SinkReshapes, true},
       {"sink_views", "select/slice/unsqueeze of an elementwise intermediate -> the same ops on views of its leaves",
        SinkViews},
       {"fuse_broadcast_reduce", "reduction of an elementwise region -> tsfuse::reduce", FuseBroadcastReduce, true},

@@ -186,13 +186,13 @@ inline std::vector<torch::jit::Node*> findNodes(const std::shared_ptr<Graph>& g,
 }
 
 // The tsfuse:: ops of `g`'s top block that compute: not wrapped_number, not the broadcast_* views,
-// not full_slice.
+// not the checks (full_slice, check_reshape).
 inline int computingFusedOps(const std::shared_ptr<Graph>& g) {
   int n = 0;
   for (torch::jit::Node* node : g->nodes()) {
     const std::string kind = node->kind().toQualString();
     n += kind.rfind("tsfuse::", 0) == 0 && kind != "tsfuse::wrapped_number" && kind != "tsfuse::full_slice" &&
-         kind.rfind("tsfuse::broadcast_", 0) != 0;
+         kind != "tsfuse::check_reshape" && kind.rfind("tsfuse::broadcast_", 0) != 0;
   }
   return n;
 }

@@ -186,6 +186,11 @@ class Probe {
         break;
     }
     if (!x) return nullptr;
+    // A reshape of an expanded value copies the broadcast (flattened pairs, which sink_reshapes
+    // computes past): as much a broadcast stored as an outer product.
+    if (n->kind() == c10::aten::reshape &&
+        std::any_of(x->begin(), x->end(), [](const Axis& a) { return a.stretched && a.size != 1; }))
+      return n;
     view(n, *x);
     return nullptr;
   }

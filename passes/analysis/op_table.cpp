@@ -1,5 +1,7 @@
 #include "passes/analysis/op_table.h"
 
+#include "passes/analysis/decompositions.h"
+
 #include "kernels/ir/op_registry.h"
 
 #include <torch/csrc/jit/ir/constants.h>
@@ -342,7 +344,7 @@ bool isMatchedElementwise(Node* n) {
 bool mayFuse(torch::jit::Block* block) {
   for (Node* n : block->nodes()) {
     if (n->kind() == c10::prim::CallFunction || n->kind() == c10::prim::CallMethod) return true;
-    if (isMatchedElementwise(n)) return true;
+    if (isMatchedElementwise(n) || decompositionOf(n)) return true;
     for (torch::jit::Block* sub : n->blocks())
       if (mayFuse(sub)) return true;
   }

@@ -62,7 +62,7 @@ bool isTsfuseOp(const Node* n);
 
 // Whether `block` (nested blocks included) holds a node a fusion could start from: a matched
 // elementwise op (every fused region holds one, and canonicalize's and sink_views's rewrites
-// start from one) or a call not yet inlined. Without one the pipeline can only rewrite spellings
+// start from one), a composite op decompose makes such ops of, or a call not yet inlined. Without one the pipeline can only rewrite spellings
 // (identity slices, in-place ops) for nothing, so the executor pass leaves such graphs alone.
 bool mayFuse(torch::jit::Block* block);
 

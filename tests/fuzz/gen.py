@@ -400,6 +400,10 @@ class Generator(ElementwiseForms, ReductionForms, OperandForms):
                 self.prefill_form()
             elif r0 < 0.15:
                 self.repeat_form(rng.choice([v for v in self.vals if v.param]))
+            elif r0 < 0.23:
+                self.accumulate_form()
+            elif r0 < 0.31:
+                self.flatten_pairs_form()
             cur = self.vals[-1]
             body = rng.randint(1, 7)
             for i in range(body):

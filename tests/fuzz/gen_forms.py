@@ -1,9 +1,11 @@
 """The program generator's operand forms beyond single views (a mixin of gen.Generator): values
 unpacked from chunk/split/unbind, buffers filled slice by slice before they are read, repeats
-(of size-1 dims: broadcasts; of larger dims: tiles), masked writes `x[mask] = c`, and guards that
-read a value's metadata alone before it is reduced."""
+(of size-1 dims: broadcasts; of larger dims: tiles), masked writes `x[mask] = c`, guards that
+read a value's metadata alone before it is reduced, a buffer accumulated in place coordinate by
+coordinate in a loop, and pairs of rows expanded, flattened, reduced row-wise and restored."""
+import torch
 
-from gen_common import StopProgram, Val
+from gen_common import ULP, StopProgram, Val, _finite_max
 
 
 class OperandForms:
@@ -120,3 +122,83 @@ class OperandForms:
                                 f"{n}.dtype == torch.bool and {n}.numel() > 100000"])
         self.lines += [f"if {cond}:", f'    raise ValueError("guard on {n}")']
         self.forms.add("metadata_guard")
+
+    def _row_pair(self):
+        """Two exact floating [N, D] values of one D (maybe the same one twice), or None."""
+        cands = [u for u in self.vals if u.t.dim() == 2 and 1 <= u.t.shape[1] <= 6 and not u.err
+                 and u.t.dtype.is_floating_point]
+        if not cands:
+            return None
+        u = self.rng.choice(cands)
+        same = [w for w in cands if w.t.shape[1] == u.t.shape[1]]
+        return u, self.rng.choice(same)
+
+    def accumulate_form(self):
+        """acc = zeros(N, M); for k in range(D): acc += op(u[:, None, k], w[None, :, k]): a loop
+        over the coordinates accumulating in place (unrolled by tracing; scripted, a prim::Loop
+        unroll_accumulations unrolls). The buffer's dtype may differ from the terms' (each += then
+        rounds to it, or raises)."""
+        pair = self._row_pair()
+        if pair is None:
+            return None
+        u, w = pair
+        d = u.t.shape[1]
+        acc = self.fresh()
+        dtype = self.rng.choice(["", "", ", dtype=" + f"{u.name}.dtype", ", dtype=torch.float64", ", dtype=torch.int64"])
+        term = self.rng.choice(["({a} - {b}).abs()", "({a} - {b}) * ({a} - {b})", "torch.minimum({a}, {b})",
+                                "({a} > {b})", "{a} * {b}"])
+        t = term.format(a=f"{u.name}[:, None, k]", b=f"{w.name}[None, :, k]")
+        op = self.rng.choice(["+=", "+=", "-=", "*="])
+        lines = [f"{acc} = torch.zeros({u.name}.size(0), {w.name}.size(0){dtype})",
+                 f"for k in range({d}):", f"    {acc} {op} {t}"]
+        try:
+            exec("\n".join(lines), {"torch": torch}, self.env)
+        except Exception:  # noqa: BLE001 - eager rejects it: a float term into an int64 buffer
+            self.env.pop(acc, None)
+            if self.rng.random() < 0.1:
+                self.lines += lines
+                self.error_out = Val(acc, None)
+                self.forms.update({"accumulate_loop", "error"})
+                self.expect_error = True
+                raise StopProgram()
+            return None
+        self.lines += lines
+        self.forms.add("accumulate_loop")
+        out = Val(acc, self.env[acc], 0.0)  # the same ops in the same order: exact
+        self.vals.append(out)
+        return out
+
+    def flatten_pairs_form(self):
+        """Every pair of rows of u [N, D] and w [M, D] as expanded copies flattened to [N * M, D],
+        a row-wise op over them, and the [N * M] result viewed as [N, M] (F.pairwise_distance
+        over flattened pairs, as metric-learning and matching code spells it)."""
+        pair = self._row_pair()
+        if pair is None:
+            return None
+        u, w = pair
+        sizes = f"{u.name}.size(0), {w.name}.size(0), {u.name}.size(1)"
+        a, b, r = self.fresh(), self.fresh(), self.fresh()
+        kind = self.rng.choice(["pairwise_distance", "abs_sum", "abs_amax", "min_amin"])
+        row = {"pairwise_distance": f"torch.nn.functional.pairwise_distance({a}, {b})",
+               "abs_sum": f"({a} - {b}).abs().sum(-1)",
+               "abs_amax": f"({a} - {b}).abs().amax(-1, keepdim=True)",
+               "min_amin": f"torch.minimum({a}, {b}).amin(-1)"}[kind]
+        lines = [f"{a} = {u.name}[:, None, :].expand({sizes}).reshape(-1, {u.name}.size(1))",
+                 f"{b} = {w.name}[None, :, :].expand({sizes}).reshape(-1, {u.name}.size(1))",
+                 f"{r} = {row}.view({u.name}.size(0), {w.name}.size(0))"]
+        try:
+            exec("\n".join(lines), {"torch": torch}, self.env)
+        except Exception:  # noqa: BLE001 - eager rejects it (reshape of 0 elements into [-1, 0])
+            for name in (a, b, r):
+                self.env.pop(name, None)
+            return None
+        out = self.env[r]
+        # sums and norms may fold in another order than eager's: about a rounding unit per term
+        err = 0.0
+        if kind in ("pairwise_distance", "abs_sum"):
+            err = (u.t.shape[1] + 4) * ULP[out.dtype] * _finite_max(out)
+        self.lines += lines
+        self.forms.add("flatten_pairs")
+        v = Val(r, out, err)
+        self.vals.append(v)
+        return v

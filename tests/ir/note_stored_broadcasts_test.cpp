@@ -106,6 +106,32 @@ TEST(NoteStoredBroadcasts, UnfusedOuterProductWithKnownSizesIsNamed) {
   EXPECT_NE(n[0]->reason.find("read by aten::matmul"), std::string::npos) << n[0]->reason;
 }
 
+TEST(NoteStoredBroadcasts, UnfusedOuterProductOfNewDimsIsNamedWithoutSizes) {
+  // A scripted graph has no sizes: c[:, None] - lt[None] (new dims 1 and 0) read by a cat.
+  auto g = graphWithConstants("%c : Tensor, %lt : Tensor, %rb : Tensor", R"IR(
+  %c1 : Tensor = aten::unsqueeze(%c, %one)
+  %l0 : Tensor = aten::unsqueeze(%lt, %zero)
+  %r0 : Tensor = aten::unsqueeze(%rb, %zero)
+  %s1 : Tensor = aten::sub(%c1, %l0, %one)
+  %s2 : Tensor = aten::sub(%r0, %c1, %one)
+  %pieces : Tensor[] = prim::ListConstruct(%s1, %s2)
+  %cat : Tensor = aten::cat(%pieces, %two)
+  %dims2 : int[] = prim::ListConstruct(%two)
+  %m : Tensor = aten::amin(%cat, %dims2, %false)
+  return (%m)
+)IR",
+                              "", /*named=*/true);
+  PassRun r = runPipelineOn(g);
+  std::vector<const tsfuse::FusionEvent*> n = notes(r);
+  ASSERT_EQ(n.size(), 2u) << r.dump();
+  EXPECT_EQ(n[0]->nodeIds, std::vector<std::string>{"%s1"});
+  EXPECT_NE(n[0]->reason.find("broadcasts %c with a new dim 1 against %lt with a new dim 0"), std::string::npos)
+      << n[0]->reason;
+  EXPECT_NE(n[1]->reason.find("broadcasts %rb with a new dim 0 against %c with a new dim 1"), std::string::npos)
+      << n[1]->reason;
+  EXPECT_NE(n[0]->reason.find("read by aten::cat"), std::string::npos) << n[0]->reason;
+}
+
 TEST(NoteStoredBroadcasts, NoNoteWhereNothingBroadcastIsStored) {
   struct Case {
     const char* name;

@@ -74,6 +74,10 @@ EXPECT = {
     # the loop over coordinates unrolled (traced: by the trace), each d += ... made functional
     # through tsfuse::inplace_result: the buffer and the three terms are one pairwise op.
     "coordinate_l1_distance": (1, 0, ["prim::Loop", "aten::add_", "aten::abs", "aten::sub"]),
+    # the reshapes computed past (sink_reshapes), pairwise_distance decomposed: the distances
+    # and their argmin are one chain; no [n * k, d] copy, no [n, k] distances stored.
+    "flattened_pairs_assign": (0, 0, ["aten::pairwise_distance", "aten::reshape", "aten::view", "aten::argmin"],
+                               {"reduce_chain": 1}),
 }
 
 VARIANTS = [(name, traced) for name in detection_models.FUNCTIONS for traced in (False, True)]

@@ -1,7 +1,7 @@
 """First-call peak memory of the operand forms of examples/detection_models.py that need more than
 views of the inputs (chunk-unpacked views, a buffer filled before the region, repeats read as
 broadcasts, matmul-expanded distances, a reduction over a stored cdist output, a buffer
-accumulated in place), optimized by
+accumulated in place, pairs expanded and flattened), optimized by
 optimize-ts.
 
 Each measurement runs in a fresh process, as bench/measure_memory.py does: load libtsfuse and the
@@ -46,6 +46,7 @@ CASES = {
     "matmul_rbf_kernel": ((3000, 2000), 1, False),
     "periodic_kernel": ((2000, 2000), 3, True),
     "coordinate_l1_distance": ((3000, 2000), 0, True),
+    "flattened_pairs_assign": ((3000, 2000), 0, True),
 }
 
 CHILD = r'''
