@@ -36,14 +36,17 @@ bool isIntConstant(Value* v, int64_t want) {
 const c10::Symbol kInplaceResult = c10::Symbol::fromQualString("tsfuse::inplace_result");
 
 // Whether `n`'s output is a tensor no one else holds when it is made: a new tensor from an
-// elementwise op or a reduction (isFreshReader), a factory or a clone, or inplace_result over such
-// a value that nothing else reads (it returns that value itself or a conversion of it).
+// elementwise op or a reduction (isFreshReader), a factory, a clone, a matrix product or cdist
+// (their results never alias an input, so a distance's tail `d.clamp_min_(0).div_(l).exp_()` over
+// a matmul fuses), or inplace_result over such a value that nothing else reads (it returns that
+// value itself or a conversion of it).
 bool freshTensor(Node* n) {
-  static const std::unordered_set<c10::Symbol> factories = {
+  static const std::unordered_set<c10::Symbol> newTensors = {
       c10::aten::zeros,     c10::aten::ones,      c10::aten::full,       c10::aten::empty,     c10::aten::zeros_like,
       c10::aten::ones_like, c10::aten::full_like, c10::aten::empty_like, c10::aten::new_zeros, c10::aten::new_ones,
-      c10::aten::new_full,  c10::aten::new_empty, c10::aten::clone};
-  if (factories.count(n->kind())) return n->outputs().size() == 1;
+      c10::aten::new_full,  c10::aten::new_empty, c10::aten::clone,      c10::aten::matmul,    c10::aten::mm,
+      c10::aten::bmm,       c10::aten::addmm,     c10::aten::baddbmm,    c10::aten::cdist,     c10::aten::linear};
+  if (newTensors.count(n->kind())) return n->outputs().size() == 1;
   if (n->kind() == kInplaceResult)
     return n->input(0)->uses().size() == 1 && n->input(0)->node()->owningBlock() == n->owningBlock() &&
            freshTensor(n->input(0)->node());

@@ -10,7 +10,7 @@ namespace {
 
 using torch::jit::Value;
 
-// donate_operands: an operand whose only reader is the fused op is given to it
+// donate_operands: an operand the fused op reads last is given to it
 //
 //   %d = aten::cdist(%x, %y)                     %d = aten::cdist(%x, %y)
 //   %l = prim::ListConstruct(%d, %w)       =>    %l = prim::ListConstruct(%d, %w)
@@ -57,13 +57,19 @@ class DonateOperandsPattern : public Pattern {
   }
 
  private:
-  // Why a node after `n` may read `v`, or "".
+  // Why a node after `n` may read `v`, or "". Readers before n are no obstacle: what they keep of
+  // v at run time (a view, say) the run-time check sees.
   static std::string notDonatable(Value* v, Node* n) {
     if (!v->type()->cast<c10::TensorType>()) return "not a tensor";
-    if (v->uses().size() != 1) return "%" + v->debugName() + " has other readers";
     if (v->node()->kind() == c10::prim::Constant) return "%" + v->debugName() + " is a constant";
     // One made outside n's block (before a loop, say) is read again on each pass through it.
     if (v->node()->owningBlock() != n->owningBlock()) return "%" + v->debugName() + " is made in another block";
+    for (const torch::jit::Use& u : v->uses()) {
+      Node* at = u.user;  // the reader, or the node of n's block holding it
+      while (at && at->owningBlock() != n->owningBlock()) at = at->owningBlock()->owningNode();
+      if (u.user != n->input(0)->node() && (!at || !at->isBefore(n)))
+        return "%" + v->debugName() + " is read after it (by " + describeNode(u.user) + ")";
+    }
     return "";
   }
 

@@ -280,9 +280,9 @@ ENTRIES: List[Entry] = [
           EMB, "trace", {}, "a matmul only"),
     # gpytorch kernels (LinearOperator outputs, custom autograd Functions: traced in trace_mode)
     Entry("gp.RBFKernel", GP, _gpytorch_kernel(lambda k: k.RBFKernel()), LOWD, "trace",
-          {"reduce": 2, "pairwise": 1},
+          {"reduce": 2, "pairwise": 2},
           "sq_dist is a matmul of cat([-2x, |x|^2, 1]); the mean-centring fuses as a pairwise op, the "
-          "exp tail is in place (div_, exp_)"),
+          "in-place tail over the matmul's output (clamp_min_, div_, exp_) as another, written over it"),
     Entry("gp.MaternKernel(2.5)", GP, _gpytorch_kernel(lambda k: k.MaternKernel(nu=2.5)), LOWD, "trace",
           {"pairwise": 3}, "distance is torch.cdist; (x - mean) / lengthscale and the Matern "
           "polynomial * exp over the stored [N,M] distance fuse as elementwise ops (exact)"),

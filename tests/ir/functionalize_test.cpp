@@ -112,6 +112,29 @@ TEST(FunctionalizeIR, ArgumentsBroadcastingBeyondTheAccumulatorKeepTheShapeError
   EXPECT_TRUE(sameOutputs(ref, g, {gen.tensor({6, 5}, at::kFloat), gen.tensor({1, 5}, at::kFloat)}));
 }
 
+TEST(FunctionalizeIR, InPlaceTailOfAMatmulIsOneFusedOp) {
+  // gpytorch's RBF kernel: the matmul-expanded squared distances, then clamp_min_, div_, exp_ in
+  // place. A matmul's result is a new tensor: the tail is one elementwise op over it.
+  auto g = graphWithConstants("%x : Tensor, %y : Tensor", R"IR(
+  %yt : Tensor = aten::t(%y)
+  %p : Tensor = aten::matmul(%x, %yt)
+  %tiny : float = prim::Constant[value=1.0000000000000001e-30]()
+  %c : Tensor = aten::clamp_min_(%p, %tiny)
+  %d : Tensor = aten::div_(%p, %two)
+  %e : Tensor = aten::exp_(%p)
+  return (%e)
+)IR");
+  auto ref = g->copy();
+  PassRun r = runPipelineOn(g);
+  EXPECT_EQ(findNodes(g, "tsfuse::pairwise").size(), 1u) << r.dump();
+  EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) {
+    fc.check("aten::matmul")->check_not("aten::clamp_min_")->check_not("aten::div_")->check_not("aten::exp_");
+  }));
+  Gen gen(11);
+  EXPECT_TRUE(sameOutputs(ref, g, {gen.tensor({6, 3}, at::kFloat, kNaNInf), gen.tensor({5, 3}, at::kFloat)}));
+  EXPECT_TRUE(sameOutputs(ref, g, {gen.tensor({4, 2}, at::kDouble), gen.tensor({7, 2}, at::kDouble)}));
+}
+
 TEST(FunctionalizeIR, AWriteAViewOfTheAccumulatorSeesIsKept) {
   // %v views %d before the write and is returned: it must see the sum, so add_ stays.
   auto g = graphWithConstants("%x : Tensor, %y : Tensor", R"IR(
