@@ -270,6 +270,14 @@ void Program::castResultTo(c10::ScalarType dtype) {
   result = out;
 }
 
+void Program::squareResult() {
+  const c10::ScalarType t = slotType[result];
+  slotType.push_back(t);
+  const int out = static_cast<int>(slotType.size()) - 1;
+  code.push_back(Instr{Prim::Mul, t, out, result, result});
+  result = out;
+}
+
 std::optional<Program> lowerExpr(const Expr& e, const Analysis& a, at::TensorList operands, const Target& target,
                                  std::string* why) {
   auto no = [&](const std::string& reason) -> std::optional<Program> {

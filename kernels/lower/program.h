@@ -59,6 +59,8 @@ struct Program {
   void literalValue(const Literal& lit, void* dst) const;
   // Appends a cast of the result to `dtype` (no-op when it already has it).
   void castResultTo(c10::ScalarType dtype);
+  // Appends result * result, in the result's dtype (a 2-norm's terms).
+  void squareResult();
   // True when the last instruction produces the result: no other instruction reads or writes
   // that slot, so it may be written straight into the destination.
   bool resultWrittenLast() const { return !code.empty() && code.back().out == result; }

@@ -286,6 +286,14 @@ Acc prototype(const ReduceSpec& r, bool inFloat) {
   }
 }
 
+// A 2-norm of floating values into its own dtype, with nothing after it in the call (no epilogue,
+// no row sums): it runs as a sum of squares, then a square root.
+bool twoNormAsSum(const ReduceSpec& r, const Analysis& an, const RowSums* rowSums) {
+  const bool floating = an.reducedDtype == c10::ScalarType::Float || an.reducedDtype == c10::ScalarType::Double;
+  return r.kind == Reduction::Norm && r.p == 2.0 && floating && an.outDtype == an.reducedDtype && !r.epilogue &&
+         !rowSums;
+}
+
 // runReduce, or runReduceRowSums where rowSums is set: false where that declines.
 bool reduceInto(TileProgram& prog, const Expr& e, at::TensorList operands, const ReduceSpec& reduce, const Analysis& an,
                 const IterationPlan& plan, Outputs& outs, const RowSums* rowSums, std::string* why) {
@@ -335,10 +343,23 @@ bool reduceInto(TileProgram& prog, const Expr& e, at::TensorList operands, const
   if (kind == Reduction::Sum || kind == Reduction::Mean)
     order = eagerInnerSumOrder(an.reducedDtype, plan.reduced.numel(), dimsAboveOne, innermost);
   bool ran = false;
-  dispatchAccumulator(kind, prog.slotType[prog.result], [&](auto accTag) {
-    using Acc = typename decltype(accTag)::type;
-    ran = runReduceTyped<Acc>(prog, plan, prototype<Acc>(reduce, inFloat), finish, order, rowSums);
-  });
+  if (twoNormAsSum(reduce, an, rowSums)) {
+    // sqrt of the sum of squares, the sum in the compiled kernels (a float norm is within the
+    // summation-order tolerance, not eager's bits: docs/exactness.md), the root over the output.
+    ReduceSpec sum = reduce;
+    sum.kind = Reduction::Sum;
+    prog.squareResult();
+    dispatchAccumulator(Reduction::Sum, prog.slotType[prog.result], [&](auto accTag) {
+      using Acc = typename decltype(accTag)::type;
+      ran = runReduceTyped<Acc>(prog, plan, prototype<Acc>(sum, inFloat), finish, std::nullopt, nullptr);
+    });
+    if (ran) outs[0].sqrt_();
+  } else {
+    dispatchAccumulator(kind, prog.slotType[prog.result], [&](auto accTag) {
+      using Acc = typename decltype(accTag)::type;
+      ran = runReduceTyped<Acc>(prog, plan, prototype<Acc>(reduce, inFloat), finish, order, rowSums);
+    });
+  }
   if (!ran && why) *why = "no compiled vertical kernel for its value";
   return ran;
 }
