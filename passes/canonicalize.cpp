@@ -22,12 +22,6 @@ using torch::jit::Block;
 using torch::jit::Graph;
 using torch::jit::toIValue;
 
-// The node of `n`'s ancestry (n itself or a node owning one of its blocks) that lies in `block`.
-Node* ancestorIn(Node* n, Block* block) {
-  while (n && n->owningBlock() != block) n = n->owningBlock()->owningNode();
-  return n;
-}
-
 bool isIntConstant(Value* v, int64_t want) {
   auto iv = toIValue(v);
   return iv && iv->isInt() && iv->toInt() == want;
@@ -210,11 +204,9 @@ struct CanonicalizePattern : Pattern {
   // otherwise inplace_result converts it to x's dtype and layout or raises the in-place op's
   // error (arguments that broadcast beyond x, a result x's dtype cannot hold), and fuses on.
   bool tryInPlace(Node* n, Rewriter& rw) {
+    if (!isInPlaceAtenOp(n) || n->outputs().size() != 1) return false;
     const std::string name = n->kind().toUnqualString();
-    if (!n->kind().is_aten() || name.size() < 2 || name.back() != '_' || name[name.size() - 2] == '_') return false;
-    if (n->inputs().empty() || n->outputs().size() != 1) return false;
     Value* x = n->input(0);
-    if (!x->type()->isSubtypeOf(*c10::TensorType::get())) return false;
     // The functional form must exist and be fusible, or the rewrite buys nothing.
     Node* functional = rw.graph().create(c10::Symbol::aten(name.substr(0, name.size() - 1)), n->inputs(), 1);
     ElementwiseMatch fm;

@@ -65,8 +65,7 @@ class DonateOperandsPattern : public Pattern {
     // One made outside n's block (before a loop, say) is read again on each pass through it.
     if (v->node()->owningBlock() != n->owningBlock()) return "%" + v->debugName() + " is made in another block";
     for (const torch::jit::Use& u : v->uses()) {
-      Node* at = u.user;  // the reader, or the node of n's block holding it
-      while (at && at->owningBlock() != n->owningBlock()) at = at->owningBlock()->owningNode();
+      Node* at = ancestorIn(u.user, n->owningBlock());  // the reader, or the node holding it
       if (u.user != n->input(0)->node() && (!at || !at->isBefore(n)))
         return "%" + v->debugName() + " is read after it (by " + describeNode(u.user) + ")";
     }

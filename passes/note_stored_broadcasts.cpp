@@ -20,6 +20,8 @@
 #include "passes/analysis/op_table.h"
 #include "passes/framework/driver.h"
 
+#include "kernels/runtime/full_slice.h"
+
 #include <optional>
 #include <string>
 #include <unordered_set>
@@ -192,18 +194,19 @@ class Note : public Pattern {
   // The tensor `v` views with one new dim (unsqueeze, x[:, None]) and that dim, through the
   // slices around it; nullopt for anything else.
   static std::optional<std::pair<Value*, int64_t>> newDimOf(Value* v) {
-    Node* p = v->node();
-    while ((p->kind() == c10::aten::slice || p->kind() == c10::Symbol::fromQualString("tsfuse::full_slice")) &&
-           !p->inputs().empty())
-      p = p->input(0)->node();
+    Node* p = beneathSlices(v->node());
     if (p->kind() != c10::aten::unsqueeze || p->inputs().size() != 2) return std::nullopt;
     auto d = torch::jit::toIValue(p->input(1));
     if (!d || !d->isInt() || d->toInt() < 0) return std::nullopt;
-    Node* base = p->input(0)->node();
-    while ((base->kind() == c10::aten::slice || base->kind() == c10::Symbol::fromQualString("tsfuse::full_slice")) &&
-           !base->inputs().empty())
-      base = base->input(0)->node();
+    Node* base = beneathSlices(p->input(0)->node());
     return std::make_pair(base->outputs().size() == 1 ? base->output() : p->input(0), d->toInt());
+  }
+
+  // The first node under `n`'s chain of slices (aten::slice, tsfuse::full_slice) that is not one.
+  static Node* beneathSlices(Node* n) {
+    static const c10::Symbol fullSlice = c10::Symbol::fromQualString(kFullSliceOp);
+    while ((n->kind() == c10::aten::slice || n->kind() == fullSlice) && !n->inputs().empty()) n = n->input(0)->node();
+    return n;
   }
 };
 

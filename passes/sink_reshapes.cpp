@@ -22,12 +22,7 @@ bool isReshape(Node* n) { return n->kind() == c10::aten::reshape && n->inputs().
 struct IntArg {
   Value* v = nullptr;  // nullptr: the constant c
   int64_t c = 0;
-  std::optional<int64_t> constant() const {
-    if (!v) return c;
-    auto iv = toIValue(v);
-    if (iv && iv->isInt()) return iv->toInt();
-    return std::nullopt;
-  }
+  std::optional<int64_t> constant() const { return v ? constantInt(v) : c; }
 };
 
 // The elements of an int[] argument: a constant list's or a prim::ListConstruct's.

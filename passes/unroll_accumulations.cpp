@@ -16,23 +16,15 @@ using torch::jit::Block;
 using torch::jit::toIValue;
 using torch::jit::Value;
 
-bool definedIn(const Value* v, const Block* block) {
-  for (const Block* b = v->node()->owningBlock(); b; b = b->owningNode() ? b->owningNode()->owningBlock() : nullptr)
-    if (b == block) return true;
-  return false;
-}
-
 // An in-place aten op in `block` (nested blocks included) that writes a tensor from an earlier
 // iteration or from before the loop (made outside `body`, or carried into it), or nullptr.
 Node* outerWrite(Block* block, Block* body) {
   for (Node* n : block->nodes()) {
     for (Block* sub : n->blocks())
       if (Node* w = outerWrite(sub, body)) return w;
-    const std::string name = n->kind().toUnqualString();
-    if (!n->kind().is_aten() || name.size() < 2 || name.back() != '_' || name[name.size() - 2] == '_') continue;
-    if (n->inputs().empty() || !n->input(0)->type()->isSubtypeOf(*c10::TensorType::get())) continue;
+    if (!isInPlaceAtenOp(n)) continue;
     Value* x = n->input(0);
-    if (!definedIn(x, body) || x->node() == body->param_node()) return n;
+    if (!ancestorIn(x->node(), body) || x->node() == body->param_node()) return n;
   }
   return nullptr;
 }
@@ -74,9 +66,8 @@ struct UnrollAccumulationsPattern : Pattern {
     torch::jit::Graph& graph = rw.graph();
     torch::jit::WithInsertPoint guard(loop);
     std::vector<Value*> carried(loop->inputs().begin() + 2, loop->inputs().end());
-    Node* writeAt = write;  // the body's node that is or holds `write`
-    while (writeAt->owningBlock() != body) writeAt = writeAt->owningBlock()->owningNode();
-    Node* first = nullptr;  // its first copy, the node the event points to
+    Node* writeAt = ancestorIn(write, body);  // the body's node that is or holds `write`
+    Node* first = nullptr;                    // its first copy, the node the event points to
     for (int64_t k = 0; k < n; ++k) {
       std::unordered_map<Value*, Value*> env;
       env[body->inputs()[0]] = graph.insertConstant(k);

@@ -17,9 +17,10 @@ namespace tsfuse {
 // elementwise ops and reductions, and looks for a region start (op_table.h, startsRegion) whose
 // operands broadcast against each other: an outer product, one operand flat (size 1, a missing
 // leading axis, or an expanded stride-0 axis) where another is not, and the reverse on another
-// axis; or a reshape of an expanded value (a copy of the broadcast). A size it cannot follow (a convolution's output, a data-dependent count) is unknown and
-// counts as "not flat": `[N, 1] * [N, K]` with N and K unknown is not an outer product,
-// `x[:, None] - y[None]` is, whatever x and y are.
+// axis; or a reshape of an expanded value (a copy of the broadcast). A size it cannot follow (a
+// convolution's output, a data-dependent count) is unknown and counts as "not flat":
+// `[N, 1] * [N, K]` with N and K unknown is not an outer product, `x[:, None] - y[None]` is,
+// whatever x and y are.
 //
 // The first node of `graph` (nested blocks included) that starts a fused region over an outer
 // product, given `inputs`, the values of the graph's inputs at this call (self first for a

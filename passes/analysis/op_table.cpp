@@ -360,7 +360,7 @@ bool isReducer(Node* n) {
 
 // An in-place op (x.op_(...), index_put_): canonicalize may make it a functional elementwise op
 // and point the value's later readers at its result.
-bool isInPlace(Node* n) {
+bool isInPlace(const Node* n) {
   const std::string name = n->kind().toUnqualString();
   return name.size() >= 2 && name.back() == '_' && name[name.size() - 2] != '_';
 }
@@ -420,6 +420,11 @@ void collectReaders(Value* v, Readers& r, std::unordered_set<Value*>& seen, size
 }
 
 }  // namespace
+
+bool isInPlaceAtenOp(const Node* n) {
+  return n->kind().is_aten() && isInPlace(n) && !n->inputs().empty() &&
+         n->input(0)->type()->isSubtypeOf(*c10::TensorType::get());
+}
 
 bool startsRegion(Node* n) {
   if (!isMatchedElementwise(n)) return false;

@@ -57,13 +57,18 @@ bool isMetadataRead(Node* n);
 // nor let one escape.
 bool isFreshReader(Node* n);
 
+// Whether `n` is an aten in-place op (`x.add_(y)`: a name ending in one underscore, its first
+// argument a tensor, the one it writes).
+bool isInPlaceAtenOp(const Node* n);
+
 // Whether `n` is one of tsfuse's own ops (a fused op, a view helper, a check, a wrapped number).
 bool isTsfuseOp(const Node* n);
 
 // Whether `block` (nested blocks included) holds a node a fusion could start from: a matched
 // elementwise op (every fused region holds one, and canonicalize's and sink_views's rewrites
-// start from one), a composite op decompose makes such ops of, or a call not yet inlined. Without one the pipeline can only rewrite spellings
-// (identity slices, in-place ops) for nothing, so the executor pass leaves such graphs alone.
+// start from one), a composite op decompose makes such ops of, or a call not yet inlined. Without
+// one the pipeline can only rewrite spellings (identity slices, in-place ops) for nothing, so the
+// executor pass leaves such graphs alone.
 bool mayFuse(torch::jit::Block* block);
 
 // Whether `n` looks like the start of a fused region: a matched elementwise op whose value an

@@ -17,15 +17,9 @@ constexpr int kMaxDepth = 64;  // expression trees of real code are far shallowe
 
 const c10::Symbol kCheckReshape = c10::Symbol::fromQualString(kCheckReshapeOp);
 
-std::optional<int64_t> constInt(Value* v) {
-  auto iv = toIValue(v);
-  if (iv && iv->isInt()) return iv->toInt();
-  return std::nullopt;
-}
-
 std::optional<SymSize> sizeAt(Value* v, int depth) {
   if (depth > kMaxDepth) return std::nullopt;
-  if (auto c = constInt(v))
+  if (auto c = constantInt(v))
     return *c >= 0 ? std::optional<SymSize>(SymSize{SymSize::Kind::Constant, *c}) : std::nullopt;
   Node* p = v->node();
   // int(tensor(x)) -> x: a trace records each Python int as such a round trip.
@@ -36,12 +30,12 @@ std::optional<SymSize> sizeAt(Value* v, int depth) {
     return SymSize{SymSize::Kind::DimOf, *d, t};
   };
   // x.size(d)
-  if (p->kind() == c10::aten::size && p->inputs().size() == 2) return dimOf(p->input(0), constInt(p->input(1)));
+  if (p->kind() == c10::aten::size && p->inputs().size() == 2) return dimOf(p->input(0), constantInt(p->input(1)));
   // n, d = x.shape  /  x.shape[d]
   Node* shape =
       p->kind() == c10::prim::ListUnpack || p->kind() == c10::aten::__getitem__ ? p->input(0)->node() : nullptr;
   if (shape && shape->kind() == c10::aten::size && shape->inputs().size() == 1) {
-    if (p->kind() == c10::aten::__getitem__) return dimOf(shape->input(0), constInt(p->input(1)));
+    if (p->kind() == c10::aten::__getitem__) return dimOf(shape->input(0), constantInt(p->input(1)));
     for (size_t i = 0; i < p->outputs().size(); ++i)
       if (p->output(i) == v) return dimOf(shape->input(0), static_cast<int64_t>(i));
   }
@@ -93,6 +87,12 @@ std::optional<std::vector<SymSize>> shapeAt(Value* t, int depth) {
 }
 
 }  // namespace
+
+std::optional<int64_t> constantInt(Value* v) {
+  auto iv = toIValue(v);
+  if (iv && iv->isInt()) return iv->toInt();
+  return std::nullopt;
+}
 
 std::optional<SymSize> symbolicSize(Value* v) { return sizeAt(v, 0); }
 

@@ -21,6 +21,9 @@ struct SymSize {
   bool operator==(const SymSize& o) const { return kind == o.kind && c == o.c && v == o.v; }
 };
 
+// The value of an int constant, or nullopt.
+std::optional<int64_t> constantInt(torch::jit::Value* v);
+
 // The size an int value stands for, seeing through int(tensor(x)) round trips (traces),
 // x.size(d) / x.shape[d] / unpacked x.shape; nullopt unless it is provably >= 0 (an int that
 // may be -1 means "keep this dim" to expand and "infer it" to reshape).

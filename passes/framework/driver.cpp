@@ -86,6 +86,11 @@ void Rewriter::walk(torch::jit::Block* block) {
   cursors_.pop_back();
 }
 
+Node* ancestorIn(Node* n, const torch::jit::Block* block) {
+  while (n && n->owningBlock() != block) n = n->owningBlock()->owningNode();
+  return n;
+}
+
 size_t countNodes(const torch::jit::Block* block) {
   size_t n = 0;
   for (const torch::jit::Node* node : block->nodes()) {

@@ -127,6 +127,10 @@ class Rewriter {
 // The nodes of `block`, nested blocks' included (for logs and benchmarks).
 size_t countNodes(const torch::jit::Block* block);
 
+// The node of `n`'s ancestry (n itself, or a node owning a block that holds it) that lies in
+// `block`; nullptr when `block` does not hold n at any depth.
+Node* ancestorIn(Node* n, const torch::jit::Block* block);
+
 // Runs `pattern` over every block of `graph`. Returns whether any rewrite changed the graph.
 bool runPattern(std::shared_ptr<torch::jit::Graph>& graph, Pattern& pattern);
 

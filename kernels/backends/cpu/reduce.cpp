@@ -342,24 +342,21 @@ bool reduceInto(TileProgram& prog, const Expr& e, at::TensorList operands, const
   std::optional<InnerSumOrder> order;
   if (kind == Reduction::Sum || kind == Reduction::Mean)
     order = eagerInnerSumOrder(an.reducedDtype, plan.reduced.numel(), dimsAboveOne, innermost);
-  bool ran = false;
-  if (twoNormAsSum(reduce, an, rowSums)) {
-    // sqrt of the sum of squares, the sum in the compiled kernels (a float norm is within the
-    // summation-order tolerance, not eager's bits: docs/exactness.md), the root over the output.
-    ReduceSpec sum = reduce;
-    sum.kind = Reduction::Sum;
+  // A 2-norm: the square root of the sum of squares, the sum in the compiled kernels (a float norm
+  // is within the summation-order tolerance, not eager's bits: docs/exactness.md), the root over
+  // the output.
+  const bool twoNorm = twoNormAsSum(reduce, an, rowSums);
+  ReduceSpec spec = reduce;
+  if (twoNorm) {
+    spec.kind = Reduction::Sum;
     prog.squareResult();
-    dispatchAccumulator(Reduction::Sum, prog.slotType[prog.result], [&](auto accTag) {
-      using Acc = typename decltype(accTag)::type;
-      ran = runReduceTyped<Acc>(prog, plan, prototype<Acc>(sum, inFloat), finish, std::nullopt, nullptr);
-    });
-    if (ran) outs[0].sqrt_();
-  } else {
-    dispatchAccumulator(kind, prog.slotType[prog.result], [&](auto accTag) {
-      using Acc = typename decltype(accTag)::type;
-      ran = runReduceTyped<Acc>(prog, plan, prototype<Acc>(reduce, inFloat), finish, order, rowSums);
-    });
   }
+  bool ran = false;
+  dispatchAccumulator(spec.kind, prog.slotType[prog.result], [&](auto accTag) {
+    using Acc = typename decltype(accTag)::type;
+    ran = runReduceTyped<Acc>(prog, plan, prototype<Acc>(spec, inFloat), finish, order, rowSums);
+  });
+  if (ran && twoNorm) outs[0].sqrt_();
   if (!ran && why) *why = "no compiled vertical kernel for its value";
   return ran;
 }
