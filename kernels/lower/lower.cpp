@@ -175,12 +175,19 @@ struct Lowering {
         // ATen squares a floating tensor for an exponent of 2 — on the CPU (PowKernel.cpp: base *
         // base in its vectorized and scalar loops alike) and on CUDA (PowKernel.cu,
         // pow_tensor_scalar_kernel_impl: base * base in the dtype) — and square(x) is pow(x, 2): a
-        // multiply gives the same bits. Other exponents run through ATen (CPU) or decline (device).
-        const bool two = A.size() == 1 || (A[1].kind == Arg::Kind::Int && A[1].i == 2) ||
-                         (A[1].kind == Arg::Kind::Float && A[1].f == 2.0);
-        if (isFloating(ct) && A[0].isTensor() && two) {
+        // multiply gives the same bits. The CPU kernel also computes an exponent of 3 as
+        // (base * base) * base and -2 as 1 / (base * base) (its scalar loop divides in double: the
+        // same rounded quotient). Other exponents run through ATen (CPU) or decline (device).
+        const double e = A.size() == 1                   ? 2.0
+                         : A[1].kind == Arg::Kind::Int   ? static_cast<double>(A[1].i)
+                         : A[1].kind == Arg::Kind::Float ? A[1].f
+                                                         : 0.0;
+        const bool cpuProduct = !target.cudaRules && (e == 3.0 || e == -2.0);
+        if (isFloating(ct) && A[0].isTensor() && (e == 2.0 || cpuProduct)) {
           const int x = slotFor(A[0], ct);
-          out = emit(Prim::Mul, ct, rt, x, x);
+          out = emit(Prim::Mul, ct, e == 2.0 ? rt : ct, x, x);
+          if (e == 3.0) out = emit(Prim::Mul, ct, rt, out, x);
+          if (e == -2.0) out = emit(Prim::Div, ct, rt, literal(c10::Scalar(1.0), ct), out);
         } else if (!fallback(ins, ct, rt, out)) {
           return false;
         }

@@ -63,7 +63,7 @@ class ElementwiseForms:
         # pow and clamp read a number by value: a runtime number there is bound per call
         # (kernels/runtime/bind_numbers.h), so the forms draw the program's scalar parameter too.
         runtime = self.scalar_params[0] if self.scalar_params and rng.random() < 0.3 else None
-        exponent = runtime or rng.choice(["2", "0.5", "3", "-1", "2.5"])
+        exponent = runtime or rng.choice(["2", "0.5", "3", "-1", "2.5", "-2", "1.7"])
         bounds = f"min={runtime}" if runtime else rng.choice(["0, 1", "-0.5, 0.5", "min=0.0", "max=2"])
         table = {
             "sub": (f"{A} - {B}", lin), "add": (f"{A} + {B}", lin), "mul": (f"{A} * {B}", lambda o: self._mul(a, b, o)),

@@ -1,7 +1,8 @@
-// The MKL routines the tile interpreter calls for exp, log, sqrt, atan, sin, cos and tanh (kernels/backends/cpu/vml.h)
-// against eager: the same bits on every tile length, offset and layout, NaN and infinities
-// included, and through a fused op whose exp eager computes on a broadcast value.
-#include "test_util.h"
+// The MKL routines the tile interpreter calls for exp, log, sqrt, atan, sin, cos and tanh, and
+// SLEEF's pow (kernels/backends/cpu/vml.h), against eager: the same bits on every tile length,
+// offset and layout, NaN and infinities included, and through a fused op whose exp or pow eager
+// computes on a broadcast value.
+#include "jit_support.h"
 
 #include "kernels/backends/cpu/vml.h"
 
@@ -108,6 +109,59 @@ TEST(VmlRoutines, FusedExpOfABroadcastValueIsEagers) {
       op.callBoxed(&s);
       EXPECT_TRUE(sameBits(at::log(at::exp(x - y)), s.at(0).toTensor())) << n << "x" << m << "x" << k << " " << dt;
     }
+}
+
+// pow(x, e) for a number e: SLEEF's pow where ATen calls it, and no routine for the exponents ATen
+// computes otherwise (the lowering's products, ATen's sqrt / rsqrt / reciprocal / fill / copy).
+TEST(VmlRoutines, PowIsEagersForEveryGeneralExponent) {
+  const std::string isa = at::get_cpu_capability();
+  for (at::ScalarType dt : {at::kFloat, at::kDouble}) {
+    for (double special : {0.0, 1.0, -0.5, -1.0, 2.0, 3.0, -2.0})
+      EXPECT_FALSE(tsfuse::cpu::powRoutine(dt, special)) << special;
+    const at::Tensor x = at::cat({values(dt, 600, 9), values(dt, 600, 10).abs()});
+    for (double e : {1.5, -1.7, 0.25, 2.0000001, 10.0, -7.0, std::numeric_limits<double>::quiet_NaN(), 0.5}) {
+      SCOPED_TRACE(std::string(c10::toString(dt)) + " exponent " + std::to_string(e));
+      tsfuse::cpu::VmlRoutine r = tsfuse::cpu::powRoutine(dt, e);
+      if (e == 0.5 ? !at::hasMKL() : isa != "AVX2" && isa != "AVX512") {
+        EXPECT_FALSE(r);  // ATen's vector width here is not one the routine models: ATen on tiles
+        continue;
+      }
+      ASSERT_TRUE(r) << "ATen calls SLEEF's pow (" << isa << "); the routine should have been found and verified";
+      for (int64_t n : {1, 15, 16, 17, 31, 33, 100, 512})
+        for (int64_t offset : {0, 1, 5}) {
+          at::Tensor in = x.slice(0, offset, offset + n), out = at::empty_like(in);
+          r(n, in.const_data_ptr(), out.data_ptr());
+          EXPECT_TRUE(sameBits(at::pow(in, e), out)) << n << " at " << offset;
+        }
+    }
+  }
+  EXPECT_FALSE(tsfuse::cpu::powRoutine(at::kInt, 1.5));
+}
+
+// x ** e over an outer product, tiles the length of eager's rows (vectors aligned alike): eager's
+// bits for every element; exponents 3 and -2 are compiled products, the others SLEEF per tile.
+TEST(VmlRoutines, FusedPowOfABroadcastValueIsEagers) {
+  auto op = c10::Dispatcher::singleton().findSchemaOrThrow("tsfuse::pairwise", "");
+  tsfuse_test::Gen g(12);
+  for (at::ScalarType dt : {at::kFloat, at::kDouble})
+    for (const char* e : {"3", "-2", "1.5", "-0.7", "0.5"})
+      for (int64_t m : {512, 7}) {
+        const bool product = std::string(e) == "3" || std::string(e) == "-2";
+        if (!product && m % 32) continue;  // ATen's scalar tail moves with the layout (docs/exactness.md)
+        at::Tensor x = g.tensor({64, 1}, dt, tsfuse_test::kNaNInf), y = g.tensor({1, m}, dt, tsfuse_test::kNaNInf);
+        const std::string text = std::string("v1: sub($0, $1); pow(%0, ") + e + ")";
+        auto run = [&] {
+          torch::jit::Stack s{c10::IValue(std::vector<at::Tensor>{x, y}), c10::IValue(text),
+                              c10::IValue(std::vector<int64_t>{})};
+          op.callBoxed(&s);
+          return s.at(0).toTensor();
+        };
+        const at::Tensor want = at::pow(x - y, std::stod(e));
+        const tsfuse_test::BothRuns both =
+            tsfuse_test::runBoth([&] { return tsfuse_test::sameTensor(want, run(), true); }, run, text);
+        EXPECT_TRUE(both.result) << text << " " << dt << " m=" << m;
+        if (product) EXPECT_EQ(both.ran, tsfuse_test::haveJit()) << text << ": a product compiles";
+      }
 }
 
 }  // namespace

@@ -91,9 +91,16 @@ std::optional<TileProgram> TileProgram::lower(const Expr& e, const Analysis& a, 
   t.vml.resize(t.code.size());
   for (size_t k = 0; k < t.code.size(); ++k) {
     const lower::Instr& li = t.code[k];
-    if (li.op == Prim::Aten && li.atenSlots.size() == 1 && li.aten.args.size() == 1 &&
-        t.slotType[li.atenSlots[0]] == li.ct && t.slotType[li.out] == li.ct)
-      t.vml[k] = vmlRoutine(li.aten.op, li.ct);
+    if (li.op != Prim::Aten || li.atenSlots.size() != 1 || t.slotType[li.atenSlots[0]] != li.ct ||
+        t.slotType[li.out] != li.ct)
+      continue;
+    const std::vector<Arg>& args = li.aten.args;
+    if (args.size() == 1) t.vml[k] = vmlRoutine(li.aten.op, li.ct);
+    // pow(x, number): the number is a literal of the call (bound per call where it is a runtime one)
+    const bool numberExponent =
+        args.size() == 2 && args[0].isTensor() && (args[1].kind == Arg::Kind::Int || args[1].kind == Arg::Kind::Float);
+    if (li.aten.op == Op::Pow && numberExponent)
+      t.vml[k] = powRoutine(li.ct, args[1].kind == Arg::Kind::Int ? static_cast<double>(args[1].i) : args[1].f);
   }
   return t;
 }

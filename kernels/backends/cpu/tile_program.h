@@ -29,8 +29,9 @@ struct TileProgram : lower::Program {
   // nullopt (with the reason in *why) when some dtype has no native form.
   static std::optional<TileProgram> lower(const Expr& e, const Analysis& a, at::TensorList operands, std::string* why);
 
-  // Per instruction: the MKL routine eager's ATen kernel calls for it (kernels/backends/cpu/vml.h), which
-  // the interpreter calls on the tile instead of the ATen op; empty for every other instruction.
+  // Per instruction: the vector routine eager's ATen kernel calls for it (MKL's or SLEEF's:
+  // kernels/backends/cpu/vml.h), which the interpreter calls on the tile instead of the ATen op;
+  // empty for every other instruction.
   std::vector<VmlRoutine> vml;
 
   // What a slot holds for the current tile.

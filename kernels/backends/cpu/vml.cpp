@@ -4,7 +4,9 @@
 #include "tsfuse/log.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Version.h>
 #include <dlfcn.h>
+#include <immintrin.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -86,6 +88,50 @@ void callFortran(FortranVml f, int64_t n, const void* in, void* out) {
 
 thread_local bool tlsSerial = false;  // a VmlSerialScope holds MKL's count at 1
 
+template <typename T>
+void callMkl(const void* fn, double, int64_t n, const void* in, void* out) {
+  const SetLocalThreads setLocal = tlsSerial ? nullptr : setLocalThreads();
+  const int previous = setLocal ? setLocal(1) : 0;
+  callFortran<T>(reinterpret_cast<FortranVml>(const_cast<void*>(fn)), n, in, out);
+  if (setLocal) setLocal(previous);
+}
+
+VmlRoutine mklRoutine(FortranVml f, bool dbl) {
+  return VmlRoutine(dbl ? &callMkl<double> : &callMkl<float>, reinterpret_cast<const void*>(f));
+}
+
+// ATen's pow for a number exponent e (PowKernel.cpp, pow_tensor_scalar_optimized_kernel through
+// cpu_kernel_vec's vectorized loop over a contiguous chunk): SLEEF's pow on two vectors of ATen's
+// width per step, e converted to the dtype; then std::pow(x, e) in double on the values left,
+// converted back. One function per vector type (V: float/double lanes, under its ISA).
+#define TSFUSE_SLEEF_POW(Name, Isa, T, V, Lanes, LOAD, STORE, SET1)                                        \
+  __attribute__((target(Isa))) void Name(const void* fn, double e, int64_t n, const void* in, void* out) { \
+    using Fn = V (*)(V, V);                                                                                \
+    const Fn pow = reinterpret_cast<Fn>(const_cast<void*>(fn));                                            \
+    const T* a = static_cast<const T*>(in);                                                                \
+    T* r = static_cast<T*>(out);                                                                           \
+    const V ev = SET1(static_cast<T>(e));                                                                  \
+    int64_t i = 0;                                                                                         \
+    for (; i + 2 * (Lanes) <= n; i += 2 * (Lanes)) {                                                       \
+      const V lo = pow(LOAD(a + i), ev), hi = pow(LOAD(a + i + (Lanes)), ev);                              \
+      STORE(r + i, lo);                                                                                    \
+      STORE(r + i + (Lanes), hi);                                                                          \
+    }                                                                                                      \
+    for (; i < n; ++i) r[i] = static_cast<T>(std::pow(static_cast<double>(a[i]), e));                      \
+  }
+TSFUSE_SLEEF_POW(powFloat8, "avx2", float, __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps)
+TSFUSE_SLEEF_POW(powDouble4, "avx2", double, __m256d, 4, _mm256_loadu_pd, _mm256_storeu_pd, _mm256_set1_pd)
+TSFUSE_SLEEF_POW(powFloat16, "avx512f", float, __m512, 16, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_set1_ps)
+TSFUSE_SLEEF_POW(powDouble8, "avx512f", double, __m512d, 8, _mm512_loadu_pd, _mm512_storeu_pd, _mm512_set1_pd)
+#undef TSFUSE_SLEEF_POW
+
+// Exponents ATen computes otherwise: fill/copy (Pow.cpp), sqrt, rsqrt, reciprocal, products.
+bool powSpecialCase(double e) {
+  for (double special : {0.0, 1.0, 0.5, -0.5, -1.0, 2.0, 3.0, -2.0})
+    if (e == special) return true;
+  return false;
+}
+
 }  // namespace
 
 VmlSerialScope::VmlSerialScope() {
@@ -100,13 +146,6 @@ VmlSerialScope::~VmlSerialScope() {
   if (!owner_) return;
   setLocalThreads()(previous_);
   tlsSerial = false;
-}
-
-void VmlRoutine::operator()(int64_t n, const void* in, void* out) const {
-  const SetLocalThreads setLocal = tlsSerial ? nullptr : setLocalThreads();
-  const int previous = setLocal ? setLocal(1) : 0;
-  double_ ? callFortran<double>(fn_, n, in, out) : callFortran<float>(fn_, n, in, out);
-  if (setLocal) setLocal(previous);
 }
 
 // Resolved and verified once per (routine, dtype), at first use.
@@ -128,7 +167,7 @@ VmlRoutine vmlRoutine(Op op, c10::ScalarType t) {
       return;
     }
     at::Tensor x = probes(t), got = at::empty_like(x);
-    VmlRoutine(f, dbl)(x.numel(), x.const_data_ptr(), got.data_ptr());
+    mklRoutine(f, dbl)(x.numel(), x.const_data_ptr(), got.data_ptr());
     Expr e;
     e.instrs.push_back(Instr{op, {Arg::input(0)}});
     e.numInputs = 1;
@@ -139,7 +178,46 @@ VmlRoutine vmlRoutine(Op op, c10::ScalarType t) {
     }
     fns[index][dbl] = f;
   });
-  return VmlRoutine(fns[index][dbl], dbl);
+  return mklRoutine(fns[index][dbl], dbl);
+}
+
+// Resolved and verified once per dtype, at first use, on exponents of each kind.
+VmlRoutine powRoutine(c10::ScalarType t, double exponent) {
+  if (exponent == 0.5) return vmlRoutine(Op::Sqrt, t);  // ATen's pow kernel calls its sqrt kernel
+  if ((t != c10::ScalarType::Float && t != c10::ScalarType::Double) || powSpecialCase(exponent)) return {};
+  const bool dbl = t == c10::ScalarType::Double;
+  static std::once_flag once[2];
+  static VmlRoutine::Call calls[2];
+  static const void* fns[2];
+  std::call_once(once[dbl], [&] {
+    if (!enabledByEnvironment() || !torchCpu()) return;
+    const std::string isa = at::get_cpu_capability();  // the build of ATen's kernels this process runs
+    if (isa != "AVX2" && isa != "AVX512") return;
+    const bool wide = isa == "AVX512";
+    const char* name =
+        dbl ? (wide ? "Sleef_powd8_u10" : "Sleef_powd4_u10") : (wide ? "Sleef_powf16_u10" : "Sleef_powf8_u10");
+    const VmlRoutine::Call call = dbl ? (wide ? &powDouble8 : &powDouble4) : (wide ? &powFloat16 : &powFloat8);
+    const void* f = dlsym(torchCpu(), name);
+    if (!f) {
+      TSFUSE_LOG(kernel, info, name, " not in libtorch_cpu: pow runs through ATen on tiles");
+      return;
+    }
+    const at::Tensor x = probes(t);
+    for (double e : {1.5, -1.7, 1.0 / 3.0, 2.5, 7.0, -3.0, 4.0, 1e-3, 0.7})
+      for (int64_t n : {x.numel(), int64_t{1}, int64_t{15}, int64_t{33}, int64_t{100}}) {
+        const at::Tensor in = x.slice(0, 0, n);
+        at::Tensor got = at::empty_like(in);
+        call(f, e, n, in.const_data_ptr(), got.data_ptr());
+        if (!sameBits(at::pow(in, e), got)) {
+          TSFUSE_LOG(kernel, info, name, " differs from ATen's pow (exponent ", e, ", ", n,
+                     " values): pow runs through ATen on tiles");
+          return;
+        }
+      }
+    calls[dbl] = call;
+    fns[dbl] = f;
+  });
+  return VmlRoutine(calls[dbl], fns[dbl], exponent);
 }
 
 }  // namespace tsfuse::cpu

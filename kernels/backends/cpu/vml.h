@@ -1,10 +1,12 @@
-// Eager's own routine for the float transcendentals ATen computes with Intel MKL's vector math.
+// Eager's own vector routines for the float ops ATen computes with a vector math library.
 //
 // In MKL builds ATen's CPU exp, log, sqrt, atan, sin, cos and tanh (float, double) call MKL's VML
-// in high-accuracy mode on contiguous chunks; calling the same routine on a tile gives eager's bits
-// without a tensor, dispatch and TensorIterator per tile. Each routine (libtorch_cpu's exported
-// Fortran symbols, VMSEXP_, ...) is checked once against the ATen op on probe values; where one is
-// missing or any bit differs, the op keeps running through ATen. TSFUSE_CPU_VML=0 turns them off.
+// in high-accuracy mode on contiguous chunks, and pow with a number exponent other than its special
+// cases calls SLEEF's u10 pow on vectors of ATen's width (std::pow on the last few values of a
+// chunk); calling the same routine on a tile gives eager's bits without a tensor, dispatch and
+// TensorIterator per tile. Each routine (libtorch_cpu's exported symbols: VMSEXP_, ...,
+// Sleef_powf8_u10) is checked once against the ATen op on probe values; where one is missing or any
+// bit differs, the op keeps running through ATen. TSFUSE_CPU_VML=0 turns them off.
 #pragma once
 
 #include "kernels/ir/expr.h"
@@ -20,15 +22,18 @@ using FortranVml = void (*)(const int32_t* n, const void* a, void* r, const int6
 
 class VmlRoutine {
  public:
+  // How a routine is called: its library function `fn` and number argument (pow's exponent).
+  using Call = void (*)(const void* fn, double arg, int64_t n, const void* in, void* out);
   VmlRoutine() = default;
-  VmlRoutine(FortranVml fn, bool isDouble) : fn_(fn), double_(isDouble) {}
-  explicit operator bool() const { return fn_ != nullptr; }
+  VmlRoutine(Call call, const void* fn, double arg = 0.0) : call_(call), fn_(fn), arg_(arg) {}
+  explicit operator bool() const { return call_ != nullptr && fn_ != nullptr; }
   // out[i] = op(in[i]) for i < n, as eager computes it; in and out may be the same buffer.
-  void operator()(int64_t n, const void* in, void* out) const;
+  void operator()(int64_t n, const void* in, void* out) const { call_(fn_, arg_, n, in, out); }
 
  private:
-  FortranVml fn_ = nullptr;
-  bool double_ = false;
+  Call call_ = nullptr;
+  const void* fn_ = nullptr;
+  double arg_ = 0.0;
 };
 
 // While one is alive on a thread, MKL's thread-local thread count stays 1 there, so that each
@@ -48,5 +53,10 @@ class VmlSerialScope {
 
 // The routine for `op` in dtype t, or an empty one (then the op runs through ATen).
 VmlRoutine vmlRoutine(Op op, c10::ScalarType t);
+
+// pow(x, exponent) for x of dtype t, where ATen's kernel for it is SLEEF's pow (float/double, an
+// exponent none of 0, 1, +-0.5, -1, 2, 3, -2, and an AVX2 or AVX-512 build of ATen's kernels) or,
+// for an exponent of 0.5, its sqrt (vmlRoutine); else an empty routine.
+VmlRoutine powRoutine(c10::ScalarType t, double exponent);
 
 }  // namespace tsfuse::cpu
