@@ -309,9 +309,10 @@ ENTRIES: List[Entry] = [
           {"reduce": 4, "pairwise": 1},
           "the [N,M] IoU is one pairwise op; the four box checks ((x2 - x1) > 0).all() are bool "
           "reductions (exact)", check_runs=1),
-    Entry("kornia.match_mnn", KO, _fn("kornia.feature", "match_mnn"), EMB, "script", {"reduce": 2, "pairwise": 2},
+    Entry("kornia.match_mnn", KO, _fn("kornia.feature", "match_mnn"), EMB, "script", {"reduce": 2, "pairwise": 1},
           "scripted, kornia's _cdist takes its matmul-expansion path (torch.cdist is for eager): the row "
-          "norms fuse as reduces, the clamp and the where/sqrt tail as pairwise ops; the min over each "
+          "norms fuse as reduces; the clamp and the where/sqrt tail, with its ones_like/zeros_like guards "
+          "(shape-only readers: full_like), are one pairwise op; the min over each "
           "axis reads the stored [N,M] matrix (traced, the data-dependent early returns would be baked in)"),
     # geomloss (the tensorized backend, use_keops=False)
     Entry("geomloss.squared_distances", GL, _fn("geomloss._legacy.utils", "squared_distances"), LOWD, "trace",

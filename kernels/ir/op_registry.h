@@ -29,10 +29,23 @@ enum OpTrait : uint32_t {
 };
 
 // How the typed lowering computes an op natively (kernels/lower/lower.cpp).
-enum class LowerRule : uint8_t { Map, Relu, Clamp, Where, MaskedFill, To, Div, Reciprocal, Square, Bitwise, Aten };
+enum class LowerRule : uint8_t {
+  Map,
+  Relu,
+  Clamp,
+  Where,
+  MaskedFill,
+  To,
+  Div,
+  Reciprocal,
+  Square,
+  Bitwise,
+  Fill,
+  Aten
+};
 
 // How a TorchScript schema's inputs become the instruction's arguments (passes/analysis/op_table.cpp).
-enum class AtenForm : uint8_t { Plain, Alpha, RevAlpha, DivMode, ToDtype };
+enum class AtenForm : uint8_t { Plain, Alpha, RevAlpha, DivMode, ToDtype, Like };
 
 struct OpDef {
   Op op;

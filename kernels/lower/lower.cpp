@@ -193,6 +193,15 @@ struct Lowering {
         }
         break;
       }
+      case LowerRule::Fill: {
+        // The number as fill_ converts it (Scalar::to: an overflow raises, and the call then takes
+        // the ATen path, which raises eager's error).
+        const c10::Scalar v = literalScalar(A[1]);
+        c10::Scalar converted;
+        dispatchHeld(rt, [&](auto tag) { converted = c10::Scalar(v.to<typename decltype(tag)::type>()); });
+        out = literal(converted, rt);
+        break;
+      }
       case LowerRule::Aten:
         if (!fallback(ins, ct, rt, out)) return false;
         break;

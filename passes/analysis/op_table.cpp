@@ -188,6 +188,27 @@ bool matchElementwise(Node* n, ElementwiseMatch& out, std::string* why) {
       out.args.push_back(MatchedArg{nullptr, Arg::scalarType(static_cast<c10::ScalarType>(dtype->toInt()))});
       return true;
     }
+    case AtenForm::Like: {
+      // (self, [fill_value,] dtype, layout, device, pin_memory, memory_format): the result is
+      // self's dtype, layout and device only where those are None (pin_memory also False, as
+      // tracing records it; memory_format also preserve).
+      const bool full = n->kind() == c10::aten::full_like;
+      for (size_t i = full ? 2 : 1; i < inputs.size(); ++i) {
+        auto c = toIValue(inputs[i]);
+        const bool preserve = i + 1 == inputs.size() && c && c->isInt() &&
+                              c->toInt() == static_cast<int64_t>(c10::MemoryFormat::Preserve);
+        const bool unpinned = i + 2 == inputs.size() && c && c->isBool() && !c->toBool();
+        if (!c || !(c->isNone() || preserve || unpinned)) {
+          if (why)
+            *why = std::string(n->kind().toQualString()) + "(): a dtype, layout, device or memory format is given";
+          return false;
+        }
+      }
+      if (!take(0)) return false;
+      if (full) return take(1);
+      out.args.push_back(MatchedArg{nullptr, Arg::integer(n->kind() == c10::aten::ones_like ? 1 : 0)});
+      return true;
+    }
   }
   return false;
 }

@@ -33,7 +33,7 @@ class ElementwiseForms:
                              "sq", "clamp_s", "clamp_min_s", "clamp_max_s", "sub_s", "mul_s", "div_s",
                              "cmp_s", "where_s", "to", "add_s", "rsub_s1", "zero_dim_const",
                              "atan", "rsqrt", "log1p", "square", "masked_fill", "invert", "sin", "cos", "tanh",
-                             "rdiv_s", "reciprocal"])
+                             "rdiv_s", "reciprocal", "fill_like"])
         A, B = a.name, b.name if b else None
         s = self.scalar()
         cmp = rng.choice(["<", "<=", ">", ">=", "==", "!="])
@@ -92,6 +92,9 @@ class ElementwiseForms:
             "masked_fill": (None, None),
             "bitwise": (f"{A} {rng.choice(['&', '|', '^'])} {B}", disc), "invert": (f"~{A}", disc),
             "pow_s": (f"{A}.pow({exponent})", trans),
+            # reads A's shape and dtype alone (the registry's full_like)
+            "fill_like": (rng.choice([f"torch.zeros_like({A})", f"torch.ones_like({A})", f"torch.full_like({A}, {s})"]),
+                          disc),
             "sq": (f"{A} ** 2", trans), "clamp_s": (f"{A}.clamp({bounds})", mx),
             "clamp_min_s": (f"{A}.clamp_min({s})", mx), "clamp_max_s": (f"torch.clamp_max({A}, {s})", mx),
             "sub_s": (f"{A} - {s}", lin), "add_s": (f"{A} + {s}", lin),
@@ -133,6 +136,8 @@ class ElementwiseForms:
             self.forms.add("where")
         if op == "zero_dim_const":
             self.forms.add("constant")
+        if op == "fill_like":
+            self.forms.add("fill_like")
         return self.emit(expr, "elementwise", f)
 
     @staticmethod

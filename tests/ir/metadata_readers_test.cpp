@@ -1,7 +1,9 @@
 // IR-string tests of fuse_broadcast_reduce with readers of the reduced value's metadata alone
 // (aten::numel, aten::size, aten::dim, prim::dtype; torchvision's Matcher checks
 // `iou.numel() == 0` before its max): they read tsfuse::shape_of, so the value is never stored,
-// and see the sizes and dtype eager's value has, or the error computing it raises.
+// and see the sizes and dtype eager's value has, or the error computing it raises. Readers of its
+// shape and dtype that make a tensor (zeros_like, ones_like, full_like) join the region as the
+// registry's full_like.
 #include "ir_util.h"
 
 #include "passes/fuse_broadcast_reduce.h"
@@ -87,6 +89,51 @@ TEST(MetadataReadersIR, NegativeValueAlsoReadForItsData) {
   EXPECT_EQ(r.rewrites(), 0);
   EXPECT_TRUE(r.rejectedWith("is also used elsewhere, so it is materialised anyway")) << r.dump();
   EXPECT_TRUE(findNodes(g, "tsfuse::shape_of").empty());
+}
+
+// max(s, 0) spelled with a zeros_like of the broadcast difference, and a ones_like weight: the
+// fills are instructions of the one fused op, so neither the difference nor a fill is stored.
+std::shared_ptr<Graph> fillsOfTheDifference(const std::string& zerosOptions) {
+  return graphWithConstants("%x : Tensor, %y : Tensor", R"IR(
+  %s : Tensor = aten::sub(%x, %y, %one)
+  %z : Tensor = aten::zeros_like(%s, )IR" + zerosOptions + R"IR()
+  %c : Tensor = aten::gt(%s, %z)
+  %p : Tensor = aten::where(%c, %s, %z)
+  %w : Tensor = aten::ones_like(%s, %none, %none, %none, %none, %none)
+  %f : Tensor = aten::full_like(%s, %two, %none, %none, %none, %none, %none)
+  %q : Tensor = aten::mul(%p, %w)
+  %r : Tensor = aten::add(%q, %f, %one)
+  %t : Tensor = aten::sum(%r, %dims1, %false, %none)
+  return (%t))IR");
+}
+
+TEST(MetadataReadersIR, FillsOfARegionValueJoinTheRegion) {
+  auto g = fillsOfTheDifference("%none, %none, %none, %none, %none");
+  auto ref = g->copy();
+  PassRun r = runReduce(g);
+  ASSERT_EQ(r.rewrites(), 1) << r.dump();
+  EXPECT_NE(r.firstRewrite()->expr.find("full_like(%0, 0)"), std::string::npos) << r.dump();
+  EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) {
+    fc.check("tsfuse::reduce")
+        ->check_not("aten::zeros_like")
+        ->check_not("aten::ones_like")
+        ->check_not("aten::full_like");
+  }));
+  for (at::ScalarType dt : {at::kFloat, at::kDouble, at::kInt, at::kBool}) {
+    auto in = points(7, 6, 5, dt);
+    if (dt == at::kBool) continue;  // sub of bools raises in both: covered by the registry tests
+    EXPECT_TRUE(sameOutputs(ref, g, in, /*exact=*/dt == at::kInt)) << dt;  // a float sum: its tolerance
+  }
+  EXPECT_TRUE(sameOutputs(ref, g, points(8, 0, 5)));
+}
+
+TEST(MetadataReadersIR, NegativeFillWithAnotherLayoutStaysATen) {
+  // memory_format=torch.contiguous_format: the fill's strides need not be the region's.
+  auto g = fillsOfTheDifference("%none, %none, %none, %none, %zero");
+  auto ref = g->copy();
+  PassRun r = runReduce(g);
+  EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) { fc.check("aten::zeros_like"); }));
+  EXPECT_TRUE(sameOutputs(ref, g, points(9, 6, 5)));
 }
 
 }  // namespace

@@ -21,7 +21,8 @@ std::string argumentValue(const c10::Argument& arg, bool& firstTensor, bool bool
   const std::string& name = arg.name();
   const c10::TypePtr& t = arg.type();
   if (name == "condition" || name == "mask") return "%m";
-  if (name == "dtype") return "%f64";  // a ScalarType is an int in TorchScript
+  // a ScalarType is an int in TorchScript; an optional one (zeros_like's) stays None
+  if (name == "dtype") return t->cast<c10::OptionalType>() ? "%none" : "%f64";
   if (t->kind() == c10::TypeKind::TensorType) {
     const bool first = firstTensor;
     firstTensor = false;

@@ -38,6 +38,7 @@ std::string valueOf(const c10::FunctionSchema& s, size_t i, size_t runtime, bool
   if (auto opt = t->cast<c10::OptionalType>()) {
     if (opt->getElementType()->kind() == c10::TypeKind::NumberType) return "%none";  // clamp's other bound
     if (opt->getElementType()->kind() == c10::TypeKind::StringType) return "%floor";
+    if (opt->getElementType()->kind() != c10::TypeKind::TensorType) return "%none";  // *_like's options
     t = opt->getElementType();
   }
   if (t->kind() == c10::TypeKind::TensorType) {
