@@ -58,6 +58,19 @@ bool castsNonFinite(const tsfuse::lower::Program& p, const GpuCase& c) {
   return false;
 }
 
+// sin/cos of a value computed from an exp: exp's 1-ulp difference between libm and MKL is, at the
+// magnitudes exp reaches, many periods of sin (sin(exp(x)) for a byte x): not compared.
+bool periodicOfAnExp(const tsfuse::lower::Program& p) {
+  std::vector<char> fromExp(p.slotType.size());
+  for (const auto& in : p.code) {
+    bool reads = false;
+    for (int s : {in.a, in.b, in.c}) reads = reads || (s >= 0 && fromExp[s]);
+    if ((in.op == tsfuse::Prim::Sin || in.op == tsfuse::Prim::Cos) && reads) return true;
+    fromExp[in.out] = reads || in.op == tsfuse::Prim::Exp;
+  }
+  return false;
+}
+
 // Which zero eager's CPU minimum/maximum return on a -0.0/+0.0 tie depends on its loop (the
 // vector body returns the second operand, the scalar tail the first: tests/ops/jit_test.cpp), so
 // with those primitives the sign of a zero result is not compared.
@@ -105,7 +118,7 @@ void check(ClDriver& drv, const GpuCase& c, Tally& tally, bool allVariants) {
       ++tally.declined;
       continue;
     }
-    if (castsNonFinite(k->program, c)) {
+    if (castsNonFinite(k->program, c) || periodicOfAnExp(k->program)) {
       ++tally.skipped;
       continue;
     }
