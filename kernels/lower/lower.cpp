@@ -176,14 +176,17 @@ struct Lowering {
         // base in its vectorized and scalar loops alike) and on CUDA (PowKernel.cu,
         // pow_tensor_scalar_kernel_impl: base * base in the dtype) — and square(x) is pow(x, 2): a
         // multiply gives the same bits. The CPU kernel also computes an exponent of 3 as
-        // (base * base) * base and -2 as 1 / (base * base) (its scalar loop divides in double: the
-        // same rounded quotient). Other exponents run through ATen (CPU) or decline (device).
+        // (base * base) * base, -2 as 1 / (base * base) (its scalar loop divides in double: the
+        // same rounded quotient) and -1 as its reciprocal, 1 / base. Other exponents run through
+        // ATen (CPU) or decline (device).
         const double e = A.size() == 1                   ? 2.0
                          : A[1].kind == Arg::Kind::Int   ? static_cast<double>(A[1].i)
                          : A[1].kind == Arg::Kind::Float ? A[1].f
                                                          : 0.0;
-        const bool cpuProduct = !target.cudaRules && (e == 3.0 || e == -2.0);
-        if (isFloating(ct) && A[0].isTensor() && (e == 2.0 || cpuProduct)) {
+        const bool cpuProduct = !target.cudaRules && (e == 3.0 || e == -2.0 || e == -1.0);
+        if (isFloating(ct) && A[0].isTensor() && e == -1.0 && cpuProduct) {
+          out = emit(Prim::Div, ct, rt, literal(c10::Scalar(1.0), ct), slotFor(A[0], ct));
+        } else if (isFloating(ct) && A[0].isTensor() && (e == 2.0 || cpuProduct)) {
           const int x = slotFor(A[0], ct);
           out = emit(Prim::Mul, ct, e == 2.0 ? rt : ct, x, x);
           if (e == 3.0) out = emit(Prim::Mul, ct, rt, out, x);

@@ -139,14 +139,15 @@ TEST(VmlRoutines, PowIsEagersForEveryGeneralExponent) {
 }
 
 // x ** e over an outer product, tiles the length of eager's rows (vectors aligned alike): eager's
-// bits for every element; exponents 3 and -2 are compiled products, the others SLEEF per tile.
+// bits for every element; exponents 3, -2 and -1 are compiled products and quotients, the others
+// SLEEF (or, for 0.5, MKL's sqrt) per tile.
 TEST(VmlRoutines, FusedPowOfABroadcastValueIsEagers) {
   auto op = c10::Dispatcher::singleton().findSchemaOrThrow("tsfuse::pairwise", "");
   tsfuse_test::Gen g(12);
   for (at::ScalarType dt : {at::kFloat, at::kDouble})
-    for (const char* e : {"3", "-2", "1.5", "-0.7", "0.5"})
+    for (const char* e : {"3", "-2", "-1", "1.5", "-0.7", "0.5"})
       for (int64_t m : {512, 7}) {
-        const bool product = std::string(e) == "3" || std::string(e) == "-2";
+        const bool product = std::string(e) == "3" || std::string(e) == "-2" || std::string(e) == "-1";
         if (!product && m % 32) continue;  // ATen's scalar tail moves with the layout (docs/exactness.md)
         at::Tensor x = g.tensor({64, 1}, dt, tsfuse_test::kNaNInf), y = g.tensor({1, m}, dt, tsfuse_test::kNaNInf);
         const std::string text = std::string("v1: sub($0, $1); pow(%0, ") + e + ")";

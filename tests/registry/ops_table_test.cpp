@@ -72,7 +72,7 @@ std::string renderTable() {
      << "is Intel MKL's vector math (the x86-64 wheels), the tile calls that MKL routine directly, with\n"
      << "ATen's mode, after checking its bits against ATen's once (`kernels/backends/cpu/vml.h`); so does\n"
      << "`pow` with a number exponent for SLEEF's pow, the routine ATen's AVX2 / AVX-512 kernel calls\n"
-     << "(exponents 3 and -2 are products, as in ATen: native).\n"
+     << "(exponents 3, -2 and -1 are products and quotients, as in ATen: native).\n"
      << "*Runtime number*: how a Python number argument known only at run time (a graph input, a\n"
      << "module attribute, a size) is fused (`tsfuse::wrapped_number`; `tests/registry/runtime_number_test.cpp`).\n"
      << "*operand*: ATen computes the op on a number as on the number wrapped in a 0-dim tensor, so the\n"
