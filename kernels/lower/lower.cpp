@@ -179,21 +179,21 @@ struct Lowering {
         // (base * base) * base, -2 as 1 / (base * base) (its scalar loop divides in double: the
         // same rounded quotient) and -1 as its reciprocal, 1 / base. Other exponents run through
         // ATen (CPU) or decline (device).
-        const double e = A.size() == 1                   ? 2.0
-                         : A[1].kind == Arg::Kind::Int   ? static_cast<double>(A[1].i)
-                         : A[1].kind == Arg::Kind::Float ? A[1].f
-                                                         : 0.0;
-        const bool cpuProduct = !target.cudaRules && (e == 3.0 || e == -2.0 || e == -1.0);
-        if (isFloating(ct) && A[0].isTensor() && e == -1.0 && cpuProduct) {
-          out = emit(Prim::Div, ct, rt, literal(c10::Scalar(1.0), ct), slotFor(A[0], ct));
-        } else if (isFloating(ct) && A[0].isTensor() && (e == 2.0 || cpuProduct)) {
-          const int x = slotFor(A[0], ct);
-          out = emit(Prim::Mul, ct, e == 2.0 ? rt : ct, x, x);
-          if (e == 3.0) out = emit(Prim::Mul, ct, rt, out, x);
-          if (e == -2.0) out = emit(Prim::Div, ct, rt, literal(c10::Scalar(1.0), ct), out);
-        } else if (!fallback(ins, ct, rt, out)) {
-          return false;
+        const bool numberExponent = A.size() == 2 && (A[1].kind == Arg::Kind::Int || A[1].kind == Arg::Kind::Float);
+        const double e = A.size() == 1 ? 2.0 : numberExponent ? literalScalar(A[1]).toDouble() : 0.0;
+        const bool cpuOnly = e == 3.0 || e == -2.0 || e == -1.0;
+        if (!isFloating(ct) || !A[0].isTensor() || !(e == 2.0 || (cpuOnly && !target.cudaRules))) {
+          if (!fallback(ins, ct, rt, out)) return false;
+          break;
         }
+        const int x = slotFor(A[0], ct);
+        if (e == -1.0) {
+          out = emit(Prim::Div, ct, rt, literal(c10::Scalar(1.0), ct), x);
+          break;
+        }
+        out = emit(Prim::Mul, ct, e == 2.0 ? rt : ct, x, x);
+        if (e == 3.0) out = emit(Prim::Mul, ct, rt, out, x);
+        if (e == -2.0) out = emit(Prim::Div, ct, rt, literal(c10::Scalar(1.0), ct), out);
         break;
       }
       case LowerRule::Fill: {

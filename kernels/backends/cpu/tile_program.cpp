@@ -99,8 +99,7 @@ std::optional<TileProgram> TileProgram::lower(const Expr& e, const Analysis& a, 
     // pow(x, number): the number is a literal of the call (bound per call where it is a runtime one)
     const bool numberExponent =
         args.size() == 2 && args[0].isTensor() && (args[1].kind == Arg::Kind::Int || args[1].kind == Arg::Kind::Float);
-    if (li.aten.op == Op::Pow && numberExponent)
-      t.vml[k] = powRoutine(li.ct, args[1].kind == Arg::Kind::Int ? static_cast<double>(args[1].i) : args[1].f);
+    if (li.aten.op == Op::Pow && numberExponent) t.vml[k] = powRoutine(li.ct, literalScalar(args[1]).toDouble());
   }
   return t;
 }
