@@ -71,4 +71,17 @@ std::vector<at::Tensor> reduceSweep(at::TensorList operands, const std::string& 
 // explain tooling.
 const char* lastPath();
 
+// How fused work has run in this process so far (for tests and the corpus check that every fused
+// program runs compiled code): tiles one compiled CPU kernel ran whole; tiles computed by compiled
+// pieces (compiled runs with vector routine calls or interpreted instructions between them, or
+// compiled values that a reduction folds in C++); tiles the CPU tile interpreter evaluated whole;
+// single instructions it evaluated between compiled runs; ATen ops called on a tile; calls that
+// ran ATen's ops on chunks. Also torch.ops.tsfuse.path_counts(), a dict keyed compiled_tiles,
+// compiled_pieces, interpreted_tiles, interpreted_steps, aten_tile_ops, chunked_calls.
+struct PathCounts {
+  int64_t compiledTiles = 0, compiledPieces = 0, interpretedTiles = 0, interpretedSteps = 0, atenTileOps = 0,
+          chunkedCalls = 0;
+};
+PathCounts pathCounts();
+
 }  // namespace tsfuse

@@ -125,6 +125,18 @@ TORCH_LIBRARY(tsfuse, m) {
         [](const at::Tensor& self) { return self.to(tsfuse::upcastDtype(self.scalar_type())); });
   // what an in-place op leaves in a fresh tensor (passes/canonicalize.cpp): value itself, or a cast of it.
   m.def("inplace_result(Tensor(a) value, Tensor self) -> Tensor(a)", &tsfuse::inplaceResult);
+  // how fused work has run so far (tsfuse::pathCounts, include/tsfuse/ops.h).
+  m.def("path_counts() -> Dict(str, int)", [] {
+    const tsfuse::PathCounts c = tsfuse::pathCounts();
+    c10::Dict<std::string, int64_t> d;
+    d.insert("compiled_tiles", c.compiledTiles);
+    d.insert("compiled_pieces", c.compiledPieces);
+    d.insert("interpreted_tiles", c.interpretedTiles);
+    d.insert("interpreted_steps", c.interpretedSteps);
+    d.insert("aten_tile_ops", c.atenTileOps);
+    d.insert("chunked_calls", c.chunkedCalls);
+    return d;
+  });
 }
 
 TORCH_LIBRARY_IMPL(tsfuse, Autograd, m) {

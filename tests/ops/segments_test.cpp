@@ -1,7 +1,8 @@
-// Epilogues run as compiled runs between their MKL routine calls (kernels/backends/cpu/jit/segments.h), behind
-// a compiled vertical reduction: bit for bit the interpreter's and eager's, for runs before,
-// between and after routines, uniform and contiguous operands, several routines, NaN/inf inputs;
-// and the named case it declines (a run's inner value read after a routine), which keeps the
+// Epilogues run as compiled runs between their MKL routine calls and interpreted instructions
+// (kernels/backends/cpu/jit/segments.h), behind a compiled vertical reduction: bit for bit the
+// interpreter's and eager's, for runs before, between and after routines, a run cut where a later
+// step reads its inner value, an ATen op with no routine, uniform and contiguous operands, several
+// routines, NaN/inf inputs; and the named case it declines (nothing compiled), which keeps the
 // interpreter's bits.
 #include "jit_support.h"
 
@@ -41,12 +42,23 @@ TEST(Segments, EpiloguesAroundRoutinesAreEagersBits) {
        true, false, true},
       {"native only", "v1: mul($0, $1); add(%0, $2); neg(%1)", [](auto& r, auto& b, auto& c) { return -(r * b + c); },
        true, true, true},
-      {"declined: a run's inner value read after a routine", "v1: mul($0, 0.5); add(%0, $1); exp(%1); mul(%2, %0)",
+      {"a run's inner value read after a routine: the run is cut there",
+       "v1: mul($0, 0.5); add(%0, $1); exp(%1); mul(%2, %0)",
        [](auto& r, auto&, auto& c) {
          at::Tensor h = r * 0.5;
          return at::exp(h + c) * h;
        },
-       false, false, true},
+       true, false, true},
+      {"an ATen op without a routine, through the interpreter between runs",
+       "v1: mul($0, 0.5); hypot(%0, $1); add(%1, %0); sqrt(%2)",
+       [](auto& r, auto& b, auto&) {
+         at::Tensor h = r * 0.5;
+         return at::sqrt(at::hypot(h, b) + h);
+       },
+       true, true, false},
+      {"a routine alone", "v1: exp($0)", [](auto& r, auto&, auto&) { return at::exp(r); }, true, false, false},
+      {"declined: neither a routine nor a run that compiles", "v1: hypot($0, $1)",
+       [](auto& r, auto& b, auto&) { return at::hypot(r, b); }, false, true, false},
   };
   for (const Case& k : cases)
     for (auto [n, m] : std::vector<std::pair<int64_t, int64_t>>{{7, 16}, {33, 700}, {4, 1500}}) {

@@ -5,6 +5,7 @@
 #include "jit_support.h"
 
 #include "kernels/backends/cpu/vml.h"
+#include "tsfuse/ops.h"
 
 #include <ATen/Context.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -136,6 +137,41 @@ TEST(VmlRoutines, PowIsEagersForEveryGeneralExponent) {
     }
   }
   EXPECT_FALSE(tsfuse::cpu::powRoutine(at::kInt, 1.5));
+}
+
+// pow(x, e) for a one-value exponent tensor (ATen's tensor-tensor kernel: SLEEF's pow, its tail
+// in the dtype), the exponent given at call time; then through a fused op whose exponent is
+// computed from a parameter (gpytorch's RQ kernel: (1 + d / (2a)) ** -a), where it runs compiled.
+TEST(VmlRoutines, PowByATensorExponentIsEagers) {
+  const std::string isa = at::get_cpu_capability();
+  tsfuse_test::Gen g(13);
+  for (at::ScalarType dt : {at::kFloat, at::kDouble}) {
+    tsfuse::cpu::VmlRoutine r = tsfuse::cpu::powTensorRoutine(dt);
+    if (isa != "AVX2" && isa != "AVX512") {
+      EXPECT_FALSE(r);
+      continue;
+    }
+    ASSERT_TRUE(r);
+    const at::Tensor x = at::cat({values(dt, 600, 11), values(dt, 600, 12).abs()});
+    for (double e : {1.5, -1.7, 2.0, 0.5, -1.0, 3.0, std::numeric_limits<double>::infinity()})
+      for (int64_t n : {1, 15, 17, 33, 512}) {
+        at::Tensor in = x.slice(0, 3, 3 + n), out = at::empty_like(in);
+        r(n, in.const_data_ptr(), out.data_ptr(), e);
+        EXPECT_TRUE(sameBits(at::pow(in, at::scalar_tensor(e, in.options())), out)) << dt << " " << e << " n=" << n;
+      }
+    at::Tensor d = g.tensor({32, 1}, dt).abs(), a = g.tensor({1}, dt).abs() + 0.5, c = g.tensor({1, 512}, dt).abs();
+    const std::string text = "v1: add($0, $2); mul($1, 2); div(%0, %1); add(%2, 1); neg($1); pow(%3, %4)";
+    const at::Tensor want = at::pow((d + c) / (a * 2) + 1, -a);
+    const tsfuse::PathCounts before = tsfuse::pathCounts();
+    at::Tensor got;
+    {
+      tsfuse_test::JitOn on(true);
+      got = tsfuse::pairwise({d, a, c}, text);
+    }
+    EXPECT_TRUE(sameBits(want, got)) << dt;
+    if (tsfuse_test::haveJit()) EXPECT_EQ(tsfuse::pathCounts().atenTileOps, before.atenTileOps) << "pow by routine";
+  }
+  EXPECT_FALSE(tsfuse::cpu::powTensorRoutine(at::kInt));
 }
 
 // x ** e over an outer product, tiles the length of eager's rows (vectors aligned alike): eager's

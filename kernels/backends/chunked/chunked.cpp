@@ -6,6 +6,7 @@
 
 #include "kernels/backends/last_path.h"
 #include "kernels/backends/operand_device.h"
+#include "kernels/backends/path_counts.h"
 #include "kernels/backends/slabs.h"
 
 #include "tsfuse/log.h"
@@ -14,6 +15,7 @@ namespace tsfuse {
 
 Outputs runChunked(const Expr& e, at::TensorList operands, const ReduceSpec* reduce, const Analysis& an,
                    const IterationPlan& plan) {
+  countPath(PathCount::ChunkedCalls);
   const at::IntArrayRef shape(plan.shape);
   const int64_t R = static_cast<int64_t>(shape.size());
   auto oneSlab = [&] {  // small, 0-dim or nothing to slice along: the whole output at once

@@ -1,9 +1,8 @@
 // The CPU map driver (tsfuse::pairwise): tiles of the broadcast space, in the output's memory
-// order, each evaluated by the compiled kernel (jit.h) or the TileProgram and written to the
-// output.
+// order, each evaluated (tile_eval.h) and written to the output.
 #include "kernels/backends/cpu/drivers.h"
 #include "kernels/backends/cpu/gather.h"
-#include "kernels/backends/cpu/jit/jit.h"
+#include "kernels/backends/cpu/tile_eval.h"
 
 #include <ATen/Parallel.h>
 
@@ -22,36 +21,13 @@ namespace {
 // elements, aligned as eager's vectors are, keep them); compiled maps have no such ops.
 constexpr int64_t kMinCompiledRowTile = 16, kMinRowTile = 128;
 
-// A compiled kernel runs the whole program per tile with its values in registers (jit.h), if one
-// applies: every operand reaches it as one value or as contiguous elements.
+// How map tiles read each operand: as one value where uniform(i), else as contiguous elements.
 template <typename Uniform>
-std::optional<jit::CompiledMap> compile(const TileProgram& prog, c10::ScalarType out, Uniform uniform) {
-  std::vector<jit::Leaf> leaves(prog.numLeaves);
-  for (int i = 0; i < prog.numLeaves; ++i) leaves[i] = uniform(i) ? jit::Leaf::Uniform : jit::Leaf::Contiguous;
-  return jit::CompiledMap::make(prog, out, leaves);
+std::vector<jit::Leaf> leafKinds(const TileProgram& p, Uniform uniform) {
+  std::vector<jit::Leaf> leaves(p.numLeaves);
+  for (int i = 0; i < p.numLeaves; ++i) leaves[i] = uniform(i) ? jit::Leaf::Uniform : jit::Leaf::Contiguous;
+  return leaves;
 }
-
-// Evaluates a tile whose leaves are set and writes its n values to dst.
-struct TileWriter {
-  const TileProgram& prog;
-  std::optional<jit::CompiledMap> compiled;
-  bool resultInPlace;  // the interpreter writes its result straight into the output
-  int64_t esz;
-
-  template <typename Uniform>
-  TileWriter(const TileProgram& p, const at::Tensor& out, Uniform uniform)
-      : prog(p),
-        compiled(compile(p, out.scalar_type(), uniform)),
-        resultInPlace(p.resultWrittenLast() && p.slotType[p.result] == out.scalar_type()),
-        esz(out.element_size()) {}
-
-  void operator()(TileProgram::Scratch& scratch, int64_t n, char* dst) const {
-    if (compiled) return compiled->run(scratch.slot.data(), n, dst);
-    if (resultInPlace) scratch.slot[prog.result] = dst;
-    const char* r = prog.run(scratch, n);
-    if (!resultInPlace) std::memcpy(dst, r, n * esz);
-  }
-};
 
 // Tiles of kTile consecutive elements of the whole space (its rows are short).
 void runLinearTiles(const TileProgram& prog, const IterationPlan& plan, at::Tensor& out) {
@@ -63,7 +39,7 @@ void runLinearTiles(const TileProgram& prog, const IterationPlan& plan, at::Tens
   // An operand with no stride at all (a 0-dim tensor, or broadcast along every dim) is one value.
   std::vector<char> constant(L);
   for (int i = 0; i < L; ++i) constant[i] = space.constantFor(i);
-  const TileWriter write(prog, out, [&](int i) { return constant[i] != 0; });
+  const TileEvaluator eval(prog, leafKinds(prog, [&](int i) { return constant[i] != 0; }), TileEvaluator::Use::Output);
   const int64_t ntiles = (numel + kTile - 1) / kTile;
   at::parallel_for(0, ntiles, std::max<int64_t>(1, 16384 / kTile), [&](int64_t b, int64_t e) {
     auto scratch = prog.makeScratch();
@@ -77,14 +53,14 @@ void runLinearTiles(const TileProgram& prog, const IterationPlan& plan, at::Tens
           scratch.vectorLeaf(i, scratch.buffer[i]);
         }
       }
-      write(scratch, n, outData + start * esz);
+      eval.write(scratch, n, outData + start * esz);
     }
   });
 }
 
 // Row tiles: row r, elements [start, start + n) of the innermost dim; each operand read as the
 // plan classifies it along that dim.
-void runRowTiles(const TileProgram& prog, const IterationPlan& plan, at::Tensor& out, const TileWriter& write) {
+void runRowTiles(const TileProgram& prog, const IterationPlan& plan, at::Tensor& out, const TileEvaluator& eval) {
   const SubSpace& space = plan.merged;
   const auto& views = plan.views;
   const auto& access = plan.mergedAccess;
@@ -129,7 +105,7 @@ void runRowTiles(const TileProgram& prog, const IterationPlan& plan, at::Tensor&
             break;
         }
       }
-      write(scratch, n, outData + (r * inner + start) * esz);
+      eval.write(scratch, n, outData + (r * inner + start) * esz);
     }
   });
 }
@@ -140,8 +116,9 @@ void runMap(const TileProgram& prog, const IterationPlan& plan, at::Tensor& out)
   // The output is dense in the plan's order, so linear index i of the space is element i of its memory.
   const int64_t inner = plan.merged.size.empty() ? 0 : plan.merged.size.back();
   if (inner >= kMinCompiledRowTile) {
-    const TileWriter write(prog, out, [&](int i) { return plan.mergedAccess[i] == Access::Uniform; });
-    if (write.compiled || inner >= kMinRowTile) return runRowTiles(prog, plan, out, write);
+    const TileEvaluator eval(prog, leafKinds(prog, [&](int i) { return plan.mergedAccess[i] == Access::Uniform; }),
+                             TileEvaluator::Use::Output);
+    if (eval.compiled() || inner >= kMinRowTile) return runRowTiles(prog, plan, out, eval);
   }
   runLinearTiles(prog, plan, out);
 }

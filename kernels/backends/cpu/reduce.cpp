@@ -10,6 +10,7 @@
 #include "kernels/backends/cpu/inner_sum.h"
 #include "kernels/backends/cpu/jit/jit.h"
 #include "kernels/backends/cpu/reduce_parts.h"
+#include "kernels/backends/cpu/tile_eval.h"
 
 #include <ATen/Parallel.h>
 #include <c10/core/Contiguity.h>
@@ -79,7 +80,10 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
         const IterationPlan swapped = plan.withInnerKeptSwapped();
         if (auto compiled = jit::VerticalReduce::make(prog, prefix, source, sink, swapped, order ? &*order : nullptr)) {
           Finisher f = finish;
+          std::optional<jit::SegmentedProgram> swappedSegments;  // over the swapped space's strides
           if (f.space) f.space = &swapped.epilogueSpace;
+          f.segments = nullptr;
+          f = f.withSegments(&swappedSegments);
           const InnerSwap swap{inner, swapped.kept.size.back()};
           runCompiledVertical(*compiled, swapped, swapped.kept.outer(), count, proto, f, rowSums, &swap);
           gSwapped.fetch_add(1, std::memory_order_relaxed);
@@ -96,6 +100,17 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
     std::vector<char> constantOverRows(L);  // operands the same for every row of the reduced space
     for (int i = 0; i < L; ++i) constantOverRows[i] = plan.reduced.constantFor(i);
     const int64_t sourceSize = c10::elementSize(prog.slotType[source]);
+    // The tiles' values: a tile of one reduced row reads an operand uniform along the kept dim as
+    // one value, a tile of several rows only one that is also the same for every row.
+    auto kinds = [&](bool severalRows) {
+      std::vector<jit::Leaf> k(L);
+      for (int i = 0; i < L; ++i)
+        k[i] = plan.keptAccess[i] == Access::Uniform && (!severalRows || constantOverRows[i]) ? jit::Leaf::Uniform
+                                                                                              : jit::Leaf::Contiguous;
+      return k;
+    };
+    const TileEvaluator oneRow(prog, kinds(false), TileEvaluator::Use::Folded, source, prefix);
+    const TileEvaluator rowsAtOnce(prog, kinds(true), TileEvaluator::Use::Folded, source, prefix);
     at::parallel_for(0, work, grainFor(kTile * count), [&](int64_t b, int64_t e) {
       auto scratch = prog.makeScratch();
       auto es = finish.scratch();
@@ -157,9 +172,8 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
             }
           }
           const int64_t m = rows * n;
+          const char* v = (rows > 1 ? rowsAtOnce : oneRow).value(scratch, m);
           if constexpr (kSum) {
-            prog.runPrefix(scratch, m, prefix);
-            const char* v = prog.vectorOf(scratch, source, m);
             for (int64_t j = 0; j < rows; ++j) {
               if constexpr (kOrdered)
                 if (ordered) {
@@ -169,9 +183,9 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
               lanes->add(v + j * n * sourceSize, n);
             }
           } else {
-            const T* v = reinterpret_cast<const T*>(prog.run(scratch, m));
+            const T* t = reinterpret_cast<const T*>(v);
             for (int64_t j = 0; j < rows; ++j)
-              for (int64_t k = 0; k < n; ++k) acc[k].add(v[j * n + k], r0 + j);
+              for (int64_t k = 0; k < n; ++k) acc[k].add(t[j * n + k], r0 + j);
           }
         }
         if constexpr (kOrdered) {
@@ -208,6 +222,9 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
   std::vector<Acc> partial(numOut * parts, proto);
   std::vector<char> constant(L);  // operands constant over the reduced space
   for (int i = 0; i < L; ++i) constant[i] = plan.reduced.constantFor(i);
+  std::vector<jit::Leaf> kinds(L);
+  for (int i = 0; i < L; ++i) kinds[i] = constant[i] ? jit::Leaf::Uniform : jit::Leaf::Contiguous;
+  const TileEvaluator eval(prog, kinds, TileEvaluator::Use::Folded);
   at::parallel_for(0, numOut * parts, grainFor(std::min(count, tilesPerPart * kTile)), [&](int64_t b, int64_t e) {
     auto scratch = prog.makeScratch();
     std::vector<int64_t> base(L);
@@ -231,7 +248,7 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
             scratch.vectorLeaf(i, scratch.buffer[i]);
           }
         }
-        const T* v = reinterpret_cast<const T*>(prog.run(scratch, n));
+        const T* v = reinterpret_cast<const T*>(eval.value(scratch, n));
         if constexpr (kOrdered) {
           if (fold) {
             for (int64_t j = 0; j < n; ++j) fold->add(&v[j]);
@@ -328,6 +345,8 @@ bool reduceInto(TileProgram& prog, const Expr& e, at::TensorList operands, const
     finish.views = &plan.epilogueViews;
     finish.space = &plan.epilogueSpace;
   }
+  std::optional<jit::SegmentedProgram> epilogueSegments;
+  finish = finish.withSegments(&epilogueSegments);
   // The reduced dims of size > 1, and whether the one there is is innermost in eager's value.
   int dimsAboveOne = 0;
   int64_t reducedDim = -1, innermostDim = -1;

@@ -9,6 +9,7 @@
 #include "kernels/backends/cpu/row_sum.h"
 #include "kernels/backends/cpu/jit/segments.h"
 #include "kernels/backends/cpu/tile_program.h"
+#include "tsfuse/log.h"
 
 #include <ATen/Parallel.h>
 
@@ -30,8 +31,9 @@ struct Finisher {
   const std::vector<BroadcastView>* views = nullptr;  // epilogue operands $1.. over the output shape
   const SubSpace* space = nullptr;                    // output dims in memory order, for those views
   bool resultInPlace = false;
-  // The epilogue as compiled runs between its MKL routines, for tiles finished with a runBase
-  // (their operands read the same way on every tile: withSegments); null: interpreted.
+  // The epilogue as compiled runs between its routine calls, for tiles within one run of the
+  // output's innermost dim (their operands read the same way on every such tile: withSegments);
+  // null: interpreted.
   const jit::SegmentedProgram* segments = nullptr;
   char* out = nullptr;
   int64_t outSize = 0;      // output element size
@@ -66,7 +68,7 @@ struct Finisher {
       gatherInto(*space, i, v, 0, o0, n, es->buffer[leaf]);
       es->vectorLeaf(leaf, es->buffer[leaf]);
     }
-    if (segments && runBase) {
+    if (segments && oneRun) {
       segments->run(*es, n, dst);
       return;
     }
@@ -84,18 +86,26 @@ struct Finisher {
   }
   int64_t innermost() const { return space && !space->size.empty() ? space->size.back() : 1; }
   // The epilogue as compiled runs (into *made), for tiles that each lie in one run of the output's
-  // innermost dim and are finished with a runBase: the values and every operand but those constant
-  // along the run (read as one element) are then read as contiguous lanes. Unchanged where there
-  // is no such epilogue or it does not compile.
+  // innermost dim: the values and every operand but those constant along the run (read as one
+  // element) are then read as contiguous lanes. Unchanged where there is no such epilogue or it
+  // does not compile.
   Finisher withSegments(std::optional<jit::SegmentedProgram>* made) const {
     Finisher f = *this;
-    if (!epilogue || !resultInPlace) return f;
+    if (!epilogue) return f;
+    if (!resultInPlace) {
+      TSFUSE_LOG(kernel, debug, "epilogue interpreted: its result is not written last in the output's dtype");
+      return f;
+    }
     std::vector<jit::Leaf> leaves{jit::Leaf::Contiguous};
     for (size_t i = 0; i < views->size(); ++i)
       leaves.push_back(!space->size.empty() && space->stride[i].back() == 0 ? jit::Leaf::Uniform
                                                                             : jit::Leaf::Contiguous);
-    *made = jit::SegmentedProgram::make(*epilogue, leaves);
-    if (*made) f.segments = &**made;
+    std::string why;
+    *made = jit::SegmentedProgram::make(*epilogue, leaves, &why);
+    if (*made)
+      f.segments = &**made;
+    else
+      TSFUSE_LOG(kernel, debug, "epilogue interpreted: ", why);
     return f;
   }
   std::optional<TileProgram::Scratch> scratch() const {

@@ -2,6 +2,7 @@
 
 #include "kernels/backends/cpu/gather.h"
 #include "kernels/backends/cpu/row_sum.h"
+#include "kernels/backends/path_counts.h"
 
 #include "common/dtype_dispatch.h"
 #include "common/scalar_ops.h"
@@ -91,10 +92,16 @@ std::optional<TileProgram> TileProgram::lower(const Expr& e, const Analysis& a, 
   t.vml.resize(t.code.size());
   for (size_t k = 0; k < t.code.size(); ++k) {
     const lower::Instr& li = t.code[k];
-    if (li.op != Prim::Aten || li.atenSlots.size() != 1 || t.slotType[li.atenSlots[0]] != li.ct ||
-        t.slotType[li.out] != li.ct)
+    auto ofComputeType = [&](int slot) { return t.slotType[slot] == li.ct; };
+    if (li.op != Prim::Aten || li.atenSlots.empty() ||
+        !std::all_of(li.atenSlots.begin(), li.atenSlots.end(), ofComputeType) || !ofComputeType(li.out))
       continue;
     const std::vector<Arg>& args = li.aten.args;
+    // pow(x, e) with e a tensor: the routine, where e is one value on the tile (routineArgOf).
+    if (li.atenSlots.size() == 2 && li.aten.op == Op::Pow && args.size() == 2 && args[0].isTensor() &&
+        args[1].isTensor())
+      t.vml[k] = powTensorRoutine(li.ct);
+    if (li.atenSlots.size() != 1) continue;
     if (args.size() == 1) t.vml[k] = vmlRoutine(li.aten.op, li.ct);
     // pow(x, number): the number is a literal of the call (bound per call where it is a runtime one)
     const bool numberExponent =
@@ -139,46 +146,62 @@ bool uniform(const TileProgram::Scratch& s, int i) { return i < 0 || s.fill[i] !
 }  // namespace
 
 void TileProgram::runPrefix(Scratch& s, int64_t n, size_t count) const {
-  const ExecFn exec = isaOps().exec;
-  for (size_t k = 0; k < count; ++k) {
-    const lower::Instr& li = code[k];
-    if (li.op == Prim::Aten && vml[k]) {
-      expand(*this, s, li.atenSlots[0], n);
+  if (count > 0) countPath(PathCount::InterpretedTiles);
+  for (size_t k = 0; k < count; ++k) runInstr(s, n, k);
+}
+
+int TileProgram::routineArgOf(size_t k) const {
+  return vml[k] && code[k].atenSlots.size() == 2 ? code[k].atenSlots[1] : -1;
+}
+
+double TileProgram::uniformValue(const Scratch& s, int slot) const {
+  return slotType[slot] == c10::ScalarType::Float ? *reinterpret_cast<const float*>(s.slot[slot])
+                                                  : *reinterpret_cast<const double*>(s.slot[slot]);
+}
+
+void TileProgram::runInstr(Scratch& s, int64_t n, size_t k) const {
+  const lower::Instr& li = code[k];
+  const int arg = li.op == Prim::Aten && vml[k] ? routineArgOf(k) : -1;
+  if (li.op == Prim::Aten && vml[k] && (arg < 0 || s.fill[arg] != Fill::Vector)) {
+    expand(*this, s, li.atenSlots[0], n);
+    if (arg < 0)
       vml[k](n, s.slot[li.atenSlots[0]], s.slot[li.out]);
-      s.fill[li.out] = Fill::Vector;
-      continue;
-    }
-    if (li.op == Prim::Aten) {
-      // NB: ATen runs on n lanes even for uniform operands: its vectorized and scalar loops may
-      // round transcendental results differently, and eager ran the vectorized one.
-      std::vector<at::Tensor> tiles;
-      tiles.reserve(li.atenSlots.size());
-      for (int sl : li.atenSlots) {
-        expand(*this, s, sl, n);
-        tiles.push_back(at::from_blob(s.slot[sl], {n}, at::TensorOptions().dtype(slotType[sl])));
-      }
-      at::Tensor r = evalInstr(li.aten, {}, tiles);
-      TORCH_INTERNAL_ASSERT(r.scalar_type() == slotType[li.out] && r.numel() == n && r.is_contiguous(),
-                            "tsfuse: ATen tile op returned an unexpected layout");
-      std::memcpy(s.slot[li.out], r.const_data_ptr(), n * r.element_size());
-      s.fill[li.out] = Fill::Vector;
-      continue;
-    }
-    // Native ops compute each lane alone, so a value computed once is the value of every lane.
-    const bool allUniform = uniform(s, li.a) && uniform(s, li.b) && uniform(s, li.c);
-    unsigned scalar = 0;
-    if (!allUniform) {
-      if (li.op == Prim::Where) {
-        expand(*this, s, li.a, n), expand(*this, s, li.b, n), expand(*this, s, li.c, n);
-      } else {
-        scalar = (uniform(s, li.a) ? 1u : 0u) | (li.b >= 0 && uniform(s, li.b) ? 2u : 0u);
-      }
-    }
-    auto ptr = [&](int i) -> const char* { return i >= 0 ? s.slot[i] : nullptr; };
-    exec(li, li.op == Prim::Cast ? slotType[li.a] : li.ct, s.slot[li.out], ptr(li.a), ptr(li.b), ptr(li.c),
-         allUniform ? 1 : n, scalar);
-    s.fill[li.out] = allUniform ? Fill::Uniform : Fill::Vector;
+    else
+      vml[k](n, s.slot[li.atenSlots[0]], s.slot[li.out], uniformValue(s, arg));
+    s.fill[li.out] = Fill::Vector;
+    return;
   }
+  if (li.op == Prim::Aten) {
+    // NB: ATen runs on n lanes even for uniform operands: its vectorized and scalar loops may
+    // round transcendental results differently, and eager ran the vectorized one.
+    countPath(PathCount::AtenTileOps);
+    std::vector<at::Tensor> tiles;
+    tiles.reserve(li.atenSlots.size());
+    for (int sl : li.atenSlots) {
+      expand(*this, s, sl, n);
+      tiles.push_back(at::from_blob(s.slot[sl], {n}, at::TensorOptions().dtype(slotType[sl])));
+    }
+    at::Tensor r = evalInstr(li.aten, {}, tiles);
+    TORCH_INTERNAL_ASSERT(r.scalar_type() == slotType[li.out] && r.numel() == n && r.is_contiguous(),
+                          "tsfuse: ATen tile op returned an unexpected layout");
+    std::memcpy(s.slot[li.out], r.const_data_ptr(), n * r.element_size());
+    s.fill[li.out] = Fill::Vector;
+    return;
+  }
+  // Native ops compute each lane alone, so a value computed once is the value of every lane.
+  const bool allUniform = uniform(s, li.a) && uniform(s, li.b) && uniform(s, li.c);
+  unsigned scalar = 0;
+  if (!allUniform) {
+    if (li.op == Prim::Where) {
+      expand(*this, s, li.a, n), expand(*this, s, li.b, n), expand(*this, s, li.c, n);
+    } else {
+      scalar = (uniform(s, li.a) ? 1u : 0u) | (li.b >= 0 && uniform(s, li.b) ? 2u : 0u);
+    }
+  }
+  auto ptr = [&](int i) -> const char* { return i >= 0 ? s.slot[i] : nullptr; };
+  isaOps().exec(li, li.op == Prim::Cast ? slotType[li.a] : li.ct, s.slot[li.out], ptr(li.a), ptr(li.b), ptr(li.c),
+                allUniform ? 1 : n, scalar);
+  s.fill[li.out] = allUniform ? Fill::Uniform : Fill::Vector;
 }
 
 const char* TileProgram::vectorOf(Scratch& s, int i, int64_t n) const {

@@ -31,8 +31,11 @@ struct TileProgram : lower::Program {
 
   // Per instruction: the vector routine eager's ATen kernel calls for it (MKL's or SLEEF's:
   // kernels/backends/cpu/vml.h), which the interpreter calls on the tile instead of the ATen op;
-  // empty for every other instruction.
+  // empty for every other instruction. A routine of two operands (pow by a tensor exponent) takes
+  // the second as its number argument, and applies only where that is one value on the tile.
   std::vector<VmlRoutine> vml;
+  // The slot a routine of instruction k reads its number argument from, or -1.
+  int routineArgOf(size_t k) const;
 
   // What a slot holds for the current tile.
   enum class Fill : uint8_t {
@@ -70,6 +73,10 @@ struct TileProgram : lower::Program {
   // uniform value is not expanded). For consumers that read a value before the program's end (a
   // sum folding the final widening cast into its accumulation).
   void runPrefix(Scratch& s, int64_t n, size_t count) const;
+  // Evaluates instruction k alone, its operands' slots set and filled as runPrefix leaves them.
+  void runInstr(Scratch& s, int64_t n, size_t k) const;
+  // The one value of a float32/float64 slot that holds one (Uniform or Both), as a double.
+  double uniformValue(const Scratch& s, int slot) const;
   // Slot i's n elements after runPrefix (a uniform value is expanded into the slot's buffer).
   const char* vectorOf(Scratch& s, int i, int64_t n) const;
 };

@@ -103,8 +103,18 @@ VmlRoutine mklRoutine(FortranVml f, bool dbl) {
 // ATen's pow for a number exponent e (PowKernel.cpp, pow_tensor_scalar_optimized_kernel through
 // cpu_kernel_vec's vectorized loop over a contiguous chunk): SLEEF's pow on two vectors of ATen's
 // width per step, e converted to the dtype; then std::pow(x, e) in double on the values left,
-// converted back. One function per vector type (V: float/double lanes, under its ISA).
-#define TSFUSE_SLEEF_POW(Name, Isa, T, V, Lanes, LOAD, STORE, SET1)                                        \
+// converted back. For a one-value exponent tensor (pow_tensor_tensor_kernel, the exponent
+// broadcast into a vector) the same vectors, then std::pow(x, e) in the dtype. One function per
+// vector type (V: float/double lanes, under its ISA) and tail.
+template <typename T>
+T powInDouble(T x, double e) {
+  return static_cast<T>(std::pow(static_cast<double>(x), e));
+}
+template <typename T>
+T powInDtype(T x, double e) {
+  return std::pow(x, static_cast<T>(e));
+}
+#define TSFUSE_SLEEF_POW(Name, Isa, T, V, Lanes, LOAD, STORE, SET1, TAIL)                                  \
   __attribute__((target(Isa))) void Name(const void* fn, double e, int64_t n, const void* in, void* out) { \
     using Fn = V (*)(V, V);                                                                                \
     const Fn pow = reinterpret_cast<Fn>(const_cast<void*>(fn));                                            \
@@ -117,12 +127,16 @@ VmlRoutine mklRoutine(FortranVml f, bool dbl) {
       STORE(r + i, lo);                                                                                    \
       STORE(r + i + (Lanes), hi);                                                                          \
     }                                                                                                      \
-    for (; i < n; ++i) r[i] = static_cast<T>(std::pow(static_cast<double>(a[i]), e));                      \
+    for (; i < n; ++i) r[i] = TAIL<T>(a[i], e);                                                            \
   }
-TSFUSE_SLEEF_POW(powFloat8, "avx2", float, __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps)
-TSFUSE_SLEEF_POW(powDouble4, "avx2", double, __m256d, 4, _mm256_loadu_pd, _mm256_storeu_pd, _mm256_set1_pd)
-TSFUSE_SLEEF_POW(powFloat16, "avx512f", float, __m512, 16, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_set1_ps)
-TSFUSE_SLEEF_POW(powDouble8, "avx512f", double, __m512d, 8, _mm512_loadu_pd, _mm512_storeu_pd, _mm512_set1_pd)
+#define TSFUSE_SLEEF_POWS(Suffix, Isa, T, V, Lanes, LOAD, STORE, SET1)            \
+  TSFUSE_SLEEF_POW(pow##Suffix, Isa, T, V, Lanes, LOAD, STORE, SET1, powInDouble) \
+  TSFUSE_SLEEF_POW(powTensor##Suffix, Isa, T, V, Lanes, LOAD, STORE, SET1, powInDtype)
+TSFUSE_SLEEF_POWS(Float8, "avx2", float, __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps)
+TSFUSE_SLEEF_POWS(Double4, "avx2", double, __m256d, 4, _mm256_loadu_pd, _mm256_storeu_pd, _mm256_set1_pd)
+TSFUSE_SLEEF_POWS(Float16, "avx512f", float, __m512, 16, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_set1_ps)
+TSFUSE_SLEEF_POWS(Double8, "avx512f", double, __m512d, 8, _mm512_loadu_pd, _mm512_storeu_pd, _mm512_set1_pd)
+#undef TSFUSE_SLEEF_POWS
 #undef TSFUSE_SLEEF_POW
 
 // Exponents ATen computes otherwise: fill/copy (Pow.cpp), sqrt, rsqrt, reciprocal, products.
@@ -181,43 +195,63 @@ VmlRoutine vmlRoutine(Op op, c10::ScalarType t) {
   return mklRoutine(fns[index][dbl], dbl);
 }
 
-// Resolved and verified once per dtype, at first use, on exponents of each kind.
-VmlRoutine powRoutine(c10::ScalarType t, double exponent) {
-  if (exponent == 0.5) return vmlRoutine(Op::Sqrt, t);  // ATen's pow kernel calls its sqrt kernel
-  if ((t != c10::ScalarType::Float && t != c10::ScalarType::Double) || powSpecialCase(exponent)) return {};
+namespace {
+
+// SLEEF's pow as ATen's kernel for x of dtype t calls it (an AVX2 or AVX-512 build), resolved and
+// verified once per (dtype, exponent kind) at first use on exponents of each kind; tensorExponent:
+// the exponent is a one-value tensor, else a number.
+VmlRoutine sleefPow(c10::ScalarType t, bool tensorExponent) {
+  if (t != c10::ScalarType::Float && t != c10::ScalarType::Double) return {};
   const bool dbl = t == c10::ScalarType::Double;
-  static std::once_flag once[2];
-  static VmlRoutine::Call calls[2];
-  static const void* fns[2];
-  std::call_once(once[dbl], [&] {
+  static std::once_flag once[2][2];
+  static VmlRoutine::Call calls[2][2];
+  static const void* fns[2][2];
+  std::call_once(once[dbl][tensorExponent], [&] {
     if (!enabledByEnvironment() || !torchCpu()) return;
     const std::string isa = at::get_cpu_capability();  // the build of ATen's kernels this process runs
     if (isa != "AVX2" && isa != "AVX512") return;
     const bool wide = isa == "AVX512";
     const char* name =
         dbl ? (wide ? "Sleef_powd8_u10" : "Sleef_powd4_u10") : (wide ? "Sleef_powf16_u10" : "Sleef_powf8_u10");
-    const VmlRoutine::Call call = dbl ? (wide ? &powDouble8 : &powDouble4) : (wide ? &powFloat16 : &powFloat8);
+    const VmlRoutine::Call byNumber[2][2] = {{&powFloat8, &powFloat16}, {&powDouble4, &powDouble8}};
+    const VmlRoutine::Call byTensor[2][2] = {{&powTensorFloat8, &powTensorFloat16},
+                                             {&powTensorDouble4, &powTensorDouble8}};
+    const VmlRoutine::Call call = (tensorExponent ? byTensor : byNumber)[dbl][wide];
     const void* f = dlsym(torchCpu(), name);
     if (!f) {
       TSFUSE_LOG(kernel, info, name, " not in libtorch_cpu: pow runs through ATen on tiles");
       return;
     }
     const at::Tensor x = probes(t);
-    for (double e : {1.5, -1.7, 1.0 / 3.0, 2.5, 7.0, -3.0, 4.0, 1e-3, 0.7})
+    for (double e : {1.5, -1.7, 1.0 / 3.0, 2.5, 7.0, -3.0, 4.0, 1e-3, 0.7, 2.0, 0.5, -1.0})
       for (int64_t n : {x.numel(), int64_t{1}, int64_t{15}, int64_t{33}, int64_t{100}}) {
+        if (!tensorExponent && powSpecialCase(e)) continue;
         const at::Tensor in = x.slice(0, 0, n);
         at::Tensor got = at::empty_like(in);
         call(f, e, n, in.const_data_ptr(), got.data_ptr());
-        if (!sameBits(at::pow(in, e), got)) {
-          TSFUSE_LOG(kernel, info, name, " differs from ATen's pow (exponent ", e, ", ", n,
-                     " values): pow runs through ATen on tiles");
+        const bool same = tensorExponent ? sameBits(at::pow(in, at::full({1}, e, in.options())), got) &&
+                                               sameBits(at::pow(in, at::scalar_tensor(e, in.options())), got)
+                                         : sameBits(at::pow(in, e), got);
+        if (!same) {
+          TSFUSE_LOG(kernel, info, name, " differs from ATen's pow (", tensorExponent ? "tensor" : "number",
+                     " exponent ", e, ", ", n, " values): pow runs through ATen on tiles");
           return;
         }
       }
-    calls[dbl] = call;
-    fns[dbl] = f;
+    calls[dbl][tensorExponent] = call;
+    fns[dbl][tensorExponent] = f;
   });
-  return VmlRoutine(calls[dbl], fns[dbl], exponent);
+  return VmlRoutine(calls[dbl][tensorExponent], fns[dbl][tensorExponent]);
 }
+
+}  // namespace
+
+VmlRoutine powRoutine(c10::ScalarType t, double exponent) {
+  if (exponent == 0.5) return vmlRoutine(Op::Sqrt, t);  // ATen's pow kernel calls its sqrt kernel
+  if (powSpecialCase(exponent)) return {};
+  return sleefPow(t, false).withArg(exponent);
+}
+
+VmlRoutine powTensorRoutine(c10::ScalarType t) { return sleefPow(t, true); }
 
 }  // namespace tsfuse::cpu

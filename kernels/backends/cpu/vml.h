@@ -27,8 +27,12 @@ class VmlRoutine {
   VmlRoutine() = default;
   VmlRoutine(Call call, const void* fn, double arg = 0.0) : call_(call), fn_(fn), arg_(arg) {}
   explicit operator bool() const { return call_ != nullptr && fn_ != nullptr; }
+  // The same routine with its number argument set (pow's exponent).
+  VmlRoutine withArg(double arg) const { return VmlRoutine(call_, fn_, arg); }
   // out[i] = op(in[i]) for i < n, as eager computes it; in and out may be the same buffer.
   void operator()(int64_t n, const void* in, void* out) const { call_(fn_, arg_, n, in, out); }
+  // The same with the number argument given now (an exponent read at run time).
+  void operator()(int64_t n, const void* in, void* out, double arg) const { call_(fn_, arg, n, in, out); }
 
  private:
   Call call_ = nullptr;
@@ -58,5 +62,10 @@ VmlRoutine vmlRoutine(Op op, c10::ScalarType t);
 // exponent none of 0, 1, +-0.5, -1, 2, 3, -2, and an AVX2 or AVX-512 build of ATen's kernels) or,
 // for an exponent of 0.5, its sqrt (vmlRoutine); else an empty routine.
 VmlRoutine powRoutine(c10::ScalarType t, double exponent);
+
+// pow(x, e) for x of dtype t and e a one-value tensor of that dtype (ATen's tensor-tensor kernel:
+// SLEEF's pow on vectors, std::pow in the dtype on the values left), or an empty routine. Called
+// with e as its argument: routine(n, in, out, e).
+VmlRoutine powTensorRoutine(c10::ScalarType t);
 
 }  // namespace tsfuse::cpu

@@ -4,6 +4,7 @@
 
 #include "kernels/backends/cpu/jit/codegen.h"
 #include "kernels/backends/cpu/jit/gen.h"
+#include "kernels/backends/path_counts.h"
 #include "tsfuse/log.h"
 
 #include <xbyak/xbyak.h>
@@ -195,26 +196,9 @@ Cache::Entry compile(const Plan& plan) {
 
 }  // namespace
 
-// Tiles run, counted per thread in its own cache line: one shared counter bumped by every tile
-// would move its line between the cores. The bump is a plain load and store, not a locked add: a
-// `lock add` waits for the tile's stores to drain. Threads beyond kTileCounts share a slot and may
-// then lose a count; the counts only tell tests that compiled kernels ran.
-namespace {
-struct alignas(64) TileCount {
-  std::atomic<int64_t> n{0};
-};
-constexpr int kTileCounts = 64;
-TileCount tileCounts[kTileCounts];
-std::atomic<int> nextTileCount{0};
-}  // namespace
-
 int64_t kernelsCompiled() { return compiledKernels.load(std::memory_order_relaxed); }
 
-void countTile() {
-  thread_local const int slot = nextTileCount.fetch_add(1, std::memory_order_relaxed) % kTileCounts;
-  std::atomic<int64_t>& n = tileCounts[slot].n;
-  n.store(n.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-}
+void countTile() { countPath(PathCount::CompiledTiles); }
 
 Kernel::Kernel(std::vector<std::shared_ptr<Code>> code, const Layout& l)
     : code_(std::move(code)),
@@ -270,10 +254,6 @@ bool enabled() { return switchState().load(std::memory_order_relaxed); }
 bool wideKernels() { return wideState().load(std::memory_order_relaxed); }
 void setWideKernels(bool on) { wideState().store(on && supportedWide(), std::memory_order_relaxed); }
 void setEnabled(bool on) { switchState().store(on && supported(), std::memory_order_relaxed); }
-int64_t tilesRun() {
-  int64_t n = 0;
-  for (const TileCount& c : tileCounts) n += c.n.load(std::memory_order_relaxed);
-  return n;
-}
+int64_t tilesRun() { return pathCount(PathCount::CompiledTiles); }
 
 }  // namespace tsfuse::cpu::jit

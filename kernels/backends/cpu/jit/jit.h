@@ -246,10 +246,12 @@ class VerticalReduce {
 // Runs a map tile through a Kernel: the whole program, its result written to the output.
 class CompiledMap {
  public:
-  // nullopt where no kernel applies (see VerticalReduce::make) or the result's dtype is not `out`'s.
-  static std::optional<CompiledMap> make(const TileProgram& p, c10::ScalarType out, const std::vector<Leaf>& leaves);
+  // nullopt, with the reason in *why, where no kernel applies (see VerticalReduce::make) or the
+  // result's dtype is not `out`'s.
+  static std::optional<CompiledMap> make(const TileProgram& p, c10::ScalarType out, const std::vector<Leaf>& leaves,
+                                         std::string* why = nullptr);
   // n lanes: operand i at leaf[i] (Contiguous: its n elements; Uniform: its one element); the n
-  // results go to dst.
+  // results go to dst. (Its callers count the tile: tilesRun() or, as a piece, path_counts.h.)
   void run(char* const* leaf, int64_t n, char* dst) const;
 
  private:

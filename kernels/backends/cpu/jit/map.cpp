@@ -3,24 +3,28 @@
 #include "kernels/backends/cpu/jit/jit.h"
 
 #include "kernels/backends/cpu/jit/gen.h"
-#include "tsfuse/log.h"
 
 #include <cstring>
 #include <memory>
 #include <vector>
 
 namespace tsfuse::cpu::jit {
+namespace {
 
-std::optional<CompiledMap> CompiledMap::make(const TileProgram& p, c10::ScalarType out,
-                                             const std::vector<Leaf>& leaves) {
-  if (!enabled() || p.slotType[p.result] != out) return std::nullopt;
+bool fail(std::string* why, const char* reason) {
+  if (why) *why = reason;
+  return false;
+}
+
+}  // namespace
+
+std::optional<CompiledMap> CompiledMap::make(const TileProgram& p, c10::ScalarType out, const std::vector<Leaf>& leaves,
+                                             std::string* why) {
+  if (!enabled()) return fail(why, "compiled kernels are off"), std::nullopt;
+  if (p.slotType[p.result] != out) return fail(why, "the result is not of the output's dtype"), std::nullopt;
   CompiledMap m;
-  std::string why;
-  m.kernel_ = Kernel::get(p, p.code.size(), p.result, Sink::Store, leaves, {}, &why);
-  if (!m.kernel_) {
-    TSFUSE_LOG(kernel, debug, "map interpreted, not compiled: ", why);
-    return std::nullopt;
-  }
+  m.kernel_ = Kernel::get(p, p.code.size(), p.result, Sink::Store, leaves, {}, why);
+  if (!m.kernel_) return std::nullopt;
   m.leaves_ = leaves;
   for (int i = 0; i < p.numLeaves; ++i) m.elemSize_.push_back(c10::elementSize(p.slotType[i]));
   return m;
@@ -74,7 +78,6 @@ void CompiledMap::run(char* const* leaf, int64_t n, char* dst) const {
     k.block(a);
     std::memcpy(dst + blocks * B * outBytes, a.out, rest * outBytes);
   }
-  countTile();
 }
 
 }  // namespace tsfuse::cpu::jit

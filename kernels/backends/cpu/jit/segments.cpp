@@ -1,10 +1,11 @@
 // Compiled runs of a tile program between its MKL routine calls (kernels/backends/cpu/jit/segments.h).
 #include "kernels/backends/cpu/jit/segments.h"
 
-#include "tsfuse/log.h"
+#include "kernels/backends/path_counts.h"
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <map>
 
 namespace tsfuse::cpu::jit {
@@ -51,47 +52,97 @@ TileProgram runOf(const TileProgram& p, size_t b, size_t e, std::vector<int>* re
   return r;
 }
 
+// Whether no compiled run can hold instruction li: an op the code generator lacks, an integer
+// result, or a cast between float32 and float64 of a value that is not a uniform operand (which a
+// kernel converts as it loads it). Runs end before such an instruction, so that the search for the
+// longest run that compiles tries few lengths.
+bool kernelsLack(const TileProgram& p, const lower::Instr& li, const std::vector<jit::Leaf>& leaves) {
+  auto held = [](c10::ScalarType t) {
+    return t == c10::ScalarType::Float || t == c10::ScalarType::Double || t == c10::ScalarType::Bool;
+  };
+  if (li.op == Prim::Aten || !primHas(li.op, kJit) || !held(p.slotType[li.out])) return true;
+  const bool uniformLeaf = li.a >= 0 && li.a < p.numLeaves && leaves[li.a] == jit::Leaf::Uniform;
+  return li.op == Prim::Cast && p.slotType[li.a] != p.slotType[li.out] && p.slotType[li.a] != c10::ScalarType::Bool &&
+         p.slotType[li.out] != c10::ScalarType::Bool && !uniformLeaf;
+}
+
+// Whether some value of instructions [b, e - 1) is read at or after instruction e (a run stores
+// only its last value).
+bool innerValueEscapes(const TileProgram& p, size_t b, size_t e) {
+  for (size_t j = b; j + 1 < e; ++j)
+    for (size_t later = e; later < p.code.size(); ++later) {
+      const lower::Instr& u = p.code[later];
+      const int w = p.code[j].out;
+      if (u.a == w || u.b == w || u.c == w || std::count(u.atenSlots.begin(), u.atenSlots.end(), w)) return true;
+    }
+  return false;
+}
+
 }  // namespace
 
-std::optional<SegmentedProgram> SegmentedProgram::make(const TileProgram& p, const std::vector<jit::Leaf>& leaves) {
-  if (!jit::enabled() || p.code.empty() || !p.resultWrittenLast()) return std::nullopt;
+std::optional<SegmentedProgram> SegmentedProgram::make(const TileProgram& p, const std::vector<jit::Leaf>& leaves,
+                                                       std::string* why) {
+  auto decline = [&](const char* reason) -> std::optional<SegmentedProgram> {
+    if (why) *why = reason;
+    return std::nullopt;
+  };
+  if (!jit::enabled()) return decline("compiled kernels are off");
+  if (p.code.empty() || !p.resultWrittenLast()) return decline("the result is not the last instruction's value");
   SegmentedProgram sp;
   sp.p_ = &p;
-  std::vector<char> vector(p.slotType.size());  // slots holding n values once written
+  bool anyCompiled = false;  // a compiled run or a vector routine
+  // Slots that hold one value for every lane: uniform leaves, literals, and native results of them
+  // (a compiled run stores such a value on every lane alike, so its first element is the value).
+  std::vector<char> oneValue(p.slotType.size(), 0);
+  for (int i = 0; i < p.numLeaves; ++i) oneValue[i] = leaves[i] == jit::Leaf::Uniform;
+  for (const auto& lit : p.literals) oneValue[lit.slot] = 1;
+  for (const lower::Instr& li : p.code)
+    oneValue[li.out] = li.op != Prim::Aten && (li.a < 0 || oneValue[li.a]) && (li.b < 0 || oneValue[li.b]) &&
+                       (li.c < 0 || oneValue[li.c]);
   for (size_t k = 0; k < p.code.size();) {
     const lower::Instr& li = p.code[k];
-    if (li.op == Prim::Aten) {
-      const int in = li.atenSlots.empty() ? -1 : li.atenSlots[0];
-      if (!p.vml[k] || !(in >= p.numLeaves ? vector[in] : leaves[in] == jit::Leaf::Contiguous)) return std::nullopt;
+    if (kernelsLack(p, li, leaves)) {
+      // One instruction: eager's routine where it has one (its number argument one value on
+      // every tile), else through the interpreter.
+      const int arg = p.routineArgOf(k);
+      const bool routine = li.op == Prim::Aten && p.vml[k] && (arg < 0 || oneValue[arg]);
       Step st;
+      st.kind = routine ? Step::Routine : Step::Interpreted;
       st.instr = k;
       st.out = li.out;
-      vector[li.out] = 1;
       sp.steps_.push_back(std::move(st));
+      anyCompiled |= routine;
       ++k;
       continue;
     }
-    size_t e = k;
-    while (e < p.code.size() && p.code[e].op != Prim::Aten) ++e;
-    // Only the run's last value is stored: no later step may read another of its values.
-    for (size_t j = k; j + 1 < e; ++j)
-      for (size_t later = e; later < p.code.size(); ++later) {
-        const lower::Instr& u = p.code[later];
-        const int w = p.code[j].out;
-        if (u.a == w || u.b == w || u.c == w || std::count(u.atenSlots.begin(), u.atenSlots.end(), w))
-          return std::nullopt;
-      }
+    size_t end = k;
+    while (end < p.code.size() && !kernelsLack(p, p.code[end], leaves)) ++end;
+    // The longest run from k that compiles and keeps its inner values to itself; none: instruction
+    // k alone through the interpreter.
     Step st;
-    TileProgram run = runOf(p, k, e, &st.reads);
-    std::vector<jit::Leaf> kinds;
-    for (int s : st.reads) kinds.push_back(s < p.numLeaves ? leaves[s] : jit::Leaf::Contiguous);
-    st.map = jit::CompiledMap::make(run, run.slotType[run.result], kinds);
-    if (!st.map) return std::nullopt;
-    st.out = p.code[e - 1].out;
-    vector[st.out] = 1;
+    for (size_t e = end; e > k && !st.map; --e) {
+      if (innerValueEscapes(p, k, e)) continue;
+      std::vector<int> reads;
+      TileProgram run = runOf(p, k, e, &reads);
+      std::vector<jit::Leaf> kinds;
+      for (int s : reads) kinds.push_back(s < p.numLeaves ? leaves[s] : jit::Leaf::Contiguous);
+      st.map = jit::CompiledMap::make(run, run.slotType[run.result], kinds);
+      if (!st.map) continue;
+      st.kind = Step::Map;
+      st.reads = std::move(reads);
+      st.instr = e - 1;
+      st.out = p.code[e - 1].out;
+    }
+    if (!st.map) {
+      st.kind = Step::Interpreted;
+      st.instr = k;
+      st.out = li.out;
+    }
+    anyCompiled |= st.kind == Step::Map;
+    k = st.instr + 1;
     sp.steps_.push_back(std::move(st));
-    k = e;
   }
+  if (!anyCompiled) return decline("neither a vector routine nor a run of native instructions that compiles");
   gMade.fetch_add(1, std::memory_order_relaxed);
   return sp;
 }
@@ -102,14 +153,32 @@ void SegmentedProgram::run(TileProgram::Scratch& s, int64_t n, char* dst) const 
   char* leaf[jit::kMaxLeaves];
   for (size_t i = 0; i < steps_.size(); ++i) {
     const Step& st = steps_[i];
-    char* out = i + 1 == steps_.size() ? dst : s.buffer[st.out];
-    if (st.map) {
-      for (size_t j = 0; j < st.reads.size(); ++j) leaf[j] = s.slot[st.reads[j]];
-      st.map->run(leaf, n, out);
-    } else {
-      p_->vml[st.instr](n, s.slot[p_->code[st.instr].atenSlots[0]], out);
+    const bool last = i + 1 == steps_.size();
+    char* out = last ? dst : s.buffer[st.out];
+    switch (st.kind) {
+      case Step::Map:
+        for (size_t j = 0; j < st.reads.size(); ++j) leaf[j] = s.slot[st.reads[j]];
+        st.map->run(leaf, n, out);
+        break;
+      case Step::Routine: {
+        const int in = p_->code[st.instr].atenSlots[0], arg = p_->routineArgOf(st.instr);
+        if (arg < 0)
+          p_->vml[st.instr](n, p_->vectorOf(s, in, n), out);
+        else
+          p_->vml[st.instr](n, p_->vectorOf(s, in, n), out, p_->uniformValue(s, arg));
+        break;
+      }
+      case Step::Interpreted: {
+        countPath(PathCount::InterpretedSteps);
+        p_->runInstr(s, n, st.instr);
+        const char* v = p_->vectorOf(s, st.out, n);  // a value computed once is expanded
+        if (last) std::memcpy(dst, v, n * c10::elementSize(p_->slotType[st.out]));
+        out = const_cast<char*>(v);
+        break;
+      }
     }
     s.slot[st.out] = out;
+    s.fill[st.out] = TileProgram::Fill::Vector;
   }
   // The scratch's slots point at their own buffers again for the next tile.
   for (const Step& st : steps_) s.slot[st.out] = s.buffer[st.out];
