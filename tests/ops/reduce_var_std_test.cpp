@@ -1,7 +1,10 @@
 // var/std ("var:<correction>", "std:<correction>") of a broadcast value against eager ATen:
 // random shapes and dims, corrections below, at and above the count (inf/NaN as eager), NaN
-// inputs, empty reduced dims, float64, float16 (the chunked path) and the errors eager raises.
+// inputs, empty reduced dims, float64, float16 (the chunked path) and the errors eager raises;
+// the vertical lanes' Welford loop (WelfordLanes) bit for bit WelfordAcc's one lane at a time.
 #include "test_util.h"
+
+#include "kernels/backends/cpu/reduce_parts.h"
 
 namespace ops_reduce_var_std_test {
 
@@ -63,6 +66,33 @@ TEST(ReduceVarStd, EdgeCountsAndErrors) {
   EXPECT_THROW(tsfuse::reduce({i, j}, "v1: sub($0, $1)", "var:1.0", std::vector<int64_t>{2}), c10::Error);
 }
 
+template <typename T>
+void expectLanesAreWelfordAcc(at::ScalarType dt) {
+  Gen g(31);
+  const int64_t lanes = 37, rows = 50;
+  at::Tensor v = g.tensor({rows, lanes}, dt) * 1000 + 3;  // a mean far from 0
+  v[7][3] = std::numeric_limits<double>::quiet_NaN(), v[9][5] = std::numeric_limits<double>::infinity();
+  const T* data = v.const_data_ptr<T>();
+  tsfuse::cpu::reduce_parts::WelfordLanes<T> lanesAcc;
+  lanesAcc.reset(lanes);
+  std::vector<tsfuse::cpu::WelfordAcc<T>> one(lanes, tsfuse::cpu::WelfordAcc<T>(1.0, false));
+  for (int64_t r = 0; r < rows; ++r) {
+    lanesAcc.add(data + r * lanes, lanes);
+    for (int64_t k = 0; k < lanes; ++k) one[k].add(data[r * lanes + k], r);
+  }
+  std::vector<tsfuse::cpu::WelfordAcc<T>> got(lanes, tsfuse::cpu::WelfordAcc<T>(1.0, false));
+  lanesAcc.into(got.data(), lanes);
+  auto same = [](double a, double b) { return (std::isnan(a) && std::isnan(b)) || std::memcmp(&a, &b, 8) == 0; };
+  for (int64_t k = 0; k < lanes; ++k)
+    EXPECT_TRUE(same(one[k].mean, got[k].mean) && same(one[k].m2, got[k].m2) && one[k].n == got[k].n)
+        << dt << " lane " << k;
+}
+
 }  // namespace
+
+TEST(ReduceVarStd, VerticalLanesAreWelfordAccBitForBit) {
+  expectLanesAreWelfordAcc<float>(at::kFloat);
+  expectLanesAreWelfordAcc<double>(at::kDouble);
+}
 
 }  // namespace ops_reduce_var_std_test

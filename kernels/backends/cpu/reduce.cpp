@@ -116,6 +116,8 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
       auto es = finish.scratch();
       std::vector<Acc> acc(kTile, proto);
       std::optional<SumLanes<Wide<T>>> lanes;
+      std::optional<WelfordLanes<T>> welford;
+      if constexpr (IsWelford<Acc>::value) welford.emplace();
       std::optional<InnerSumLanes<OrderT>> ordered;
       if constexpr (kOrdered)
         if (order) ordered.emplace(*order, kTile);
@@ -144,6 +146,7 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
           ordered ? ordered->reset(n) : lanes->reset(n);
         else
           std::fill(acc.begin(), acc.begin() + n, proto);
+        if constexpr (IsWelford<Acc>::value) welford->reset(n);
         for (int i = 0; i < L; ++i) base[i] = outer.offset(i, o) + start * plan.kept.stride[i].back();
         // A narrow tile (n < kTile / 2) evaluates several rows of the reduced space per program
         // run: each op's per-call cost is paid once per kTile values, not once per n. The lanes
@@ -182,6 +185,8 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
                 }
               lanes->add(v + j * n * sourceSize, n);
             }
+          } else if constexpr (IsWelford<Acc>::value) {
+            for (int64_t j = 0; j < rows; ++j) welford->add(reinterpret_cast<const T*>(v) + j * n, n);
           } else {
             const T* t = reinterpret_cast<const T*>(v);
             for (int64_t j = 0; j < rows; ++j)
@@ -200,6 +205,7 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
             for (int64_t j = 0; j < n; ++j) acc[j].v = lanes->sums[j];
           }
         }
+        if constexpr (IsWelford<Acc>::value) welford->into(acc.data(), n);
         const int64_t o0 = o * inner + start;
         for (int64_t j = 0; j < n; ++j) vals[j] = acc[j].get(count);
         if constexpr (kIndexed)

@@ -224,6 +224,43 @@ struct SumLanes {
   }
 };
 
+// The kTile lanes of a vertical var/std: every lane takes the same rows, so one count serves all,
+// and each lane's update is WelfordAcc::add's (the same operations in the same order, so the same
+// bits), over arrays in vectors (welfordAdd) where WelfordAcc's array of structs runs one lane at
+// a time.
+template <typename T>
+struct WelfordLanes {
+  std::vector<double> mean = std::vector<double>(kTile), m2 = std::vector<double>(kTile);
+  int64_t n = 0;
+  void reset(int64_t lanes) {
+    std::fill(mean.begin(), mean.begin() + lanes, 0.0);
+    std::fill(m2.begin(), m2.begin() + lanes, 0.0);
+    n = 0;
+  }
+  void add(const T* v, int64_t lanes) {
+    const double nf = static_cast<double>(++n);
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      welfordAdd(v, mean.data(), m2.data(), nf, lanes);
+    } else {
+      for (int64_t k = 0; k < lanes; ++k) {
+        const double x = static_cast<double>(v[k]), delta = x - mean[k];
+        mean[k] += delta / nf;
+        m2[k] += delta * (x - mean[k]);
+      }
+    }
+  }
+  void into(WelfordAcc<T>* acc, int64_t lanes) const {
+    for (int64_t k = 0; k < lanes; ++k) {
+      acc[k].mean = mean[k], acc[k].m2 = m2[k];
+      acc[k].n = n, acc[k].nf = static_cast<double>(n);
+    }
+  }
+};
+template <typename Acc>
+struct IsWelford : std::false_type {};
+template <typename T>
+struct IsWelford<WelfordAcc<T>> : std::true_type {};
+
 // Max/min accumulators of float32 values that keep their first index (argmax, max(dim)): the
 // compiled kernels' extremum sinks fold them.
 template <typename Acc>

@@ -24,6 +24,8 @@ using ExecFn = void (*)(const lower::Instr&, c10::ScalarType, char*, const char*
 using AccLongFn = void (*)(c10::ScalarType, const char*, int64_t*, int64_t);
 using AccDoubleFn = void (*)(c10::ScalarType, const char*, double*, int64_t);
 using CountFn = void (*)(const char*, uint8_t*, int64_t);
+template <typename T>
+using WelfordFn = void (*)(const T*, double*, double*, double, int64_t);
 namespace base {
 #include "kernels/backends/cpu/tile_ops.inc"
 #include "kernels/backends/cpu/row_sum.inc"
@@ -51,12 +53,15 @@ struct IsaOps {
   // eagerRowSum's loops over 32-byte vectors, and over single values (rows shorter than one)
   RowSumFn<float> rowSumF, rowSumF1;
   RowSumFn<double> rowSumD, rowSumD1;
+  WelfordFn<float> welfordF;
+  WelfordFn<double> welfordD;
 };
 
 #define TSFUSE_ISA_OPS(ns, isAvx2)                                                                    \
   IsaOps {                                                                                            \
     isAvx2, ns::exec, ns::accumulateLong, ns::accumulateDouble, ns::countFlags, ns::rowSum<float, 8>, \
-        ns::rowSum<float, 1>, ns::rowSum<double, 4>, ns::rowSum<double, 1>                            \
+        ns::rowSum<float, 1>, ns::rowSum<double, 4>, ns::rowSum<double, 1>, ns::welfordAdd<float>,    \
+        ns::welfordAdd<double>                                                                        \
   }
 
 IsaOps chooseIsa() {
@@ -226,6 +231,12 @@ void accumulateSum(c10::ScalarType srcType, const char* src, double* dst, int64_
   isaOps().accDouble(srcType, src, dst, n);
 }
 void countFlags(const char* flags, uint8_t* counts, int64_t n) { isaOps().count(flags, counts, n); }
+void welfordAdd(const float* v, double* mean, double* m2, double nf, int64_t n) {
+  isaOps().welfordF(v, mean, m2, nf, n);
+}
+void welfordAdd(const double* v, double* mean, double* m2, double nf, int64_t n) {
+  isaOps().welfordD(v, mean, m2, nf, n);
+}
 bool usingAvx2() { return isaOps().avx2; }
 
 // ATen's sum kernel works in 32-byte vectors (it has no AVX-512 build): 8 floats, 4 doubles.

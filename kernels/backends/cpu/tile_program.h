@@ -91,5 +91,9 @@ void accumulateSum(c10::ScalarType srcType, const char* src, double* dst, int64_
 // counts[i] += flags[i] for n bools: 32 lanes an instruction with AVX2. Exact while no count
 // passes 255: callers flush into int64 (accumulateSum from Byte) at least every 255 adds.
 void countFlags(const char* flags, uint8_t* counts, int64_t n);
+// One row of n var/std lanes whose count reaches nf with it: WelfordAcc::add (accumulators.h) on
+// each lane, with the op loops' instruction set (IEEE divisions and products: the same bits).
+void welfordAdd(const float* v, double* mean, double* m2, double nf, int64_t n);
+void welfordAdd(const double* v, double* mean, double* m2, double nf, int64_t n);
 
 }  // namespace tsfuse::cpu
