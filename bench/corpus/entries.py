@@ -22,6 +22,9 @@ An entry says:
                        than ATen, allowed where it removes a broadcast intermediate
   check_runs        -> optimize-ts --check=N (1 where the function validates its inputs, which
                        --check's random later runs would fail)
+  aten_on_tiles     -> None when every fused program runs compiled code with no ATen op called on
+                       a tile (the test asserts it through torch.ops.tsfuse.path_counts()); else
+                       which op still does, and why
 """
 import dataclasses
 from typing import Callable, Dict, List, Optional, Tuple
@@ -47,6 +50,7 @@ class Entry:
     needs_torchvision_ops: bool = False  # the scripted graph calls torchvision:: C++ ops
     kind: str = "function"               # "function" or "model"
     check_runs: int = 2
+    aten_on_tiles: Optional[str] = None
 
 
 # --- inputs ------------------------------------------------------------------------------------

@@ -11,7 +11,8 @@ module's outputs on them.
 loadtime (libtsfuse loaded first, so the executor's pre-pass fuses at the first call): loads every
 <slug>.pt, calls it on seed 0 then seed 1, and prints one JSON line per entry: whether the outputs
 are torch.equal to eager's, the largest difference to eager of the fused and of the unfused
-TorchScript run, and the tsfuse ops of the executed graph (and of <slug>.opt.pt, if present).
+TorchScript run, the tsfuse ops of the executed graph (and of <slug>.opt.pt, if present), and how
+the fused work ran over both calls (torch.ops.tsfuse.path_counts(): compiled, interpreted, ...).
 
 The corpus libraries must be importable (PYTHONPATH: tests/python/pypi_deps.py's folders).
 """
@@ -119,9 +120,11 @@ def cmd_loadtime(a) -> int:
         ref = torch.load(str(out / f"{slug(e.name)}.ref.pt"), weights_only=False)
         model = torch.jit.load(str(out / f"{slug(e.name)}.pt"))
         got, ops = [], []
+        counts = dict(torch.ops.tsfuse.path_counts())
         for i in ref["inputs"]:
             got.append(model(*i))
             ops.append(fused_ops(torch.jit.last_executed_optimized_graph()))
+        ran = {k: v - counts[k] for k, v in torch.ops.tsfuse.path_counts().items()}
         row = {
             "name": e.name,
             "equal": all(max_diff(x, y) == 0 for x, y in zip(ref["eager"], got)),
@@ -129,6 +132,7 @@ def cmd_loadtime(a) -> int:
             "script_vs_eager": max(max_diff(x, y) for x, y in zip(ref["eager"], ref["script"])),
             "loadtime_ops": ops[0],
             "loadtime_ops_second_call": ops[1],
+            "path_counts": ran,
         }
         row["within_tolerance"] = all(close(x, y, *entries.TOLERANCE) for x, y in zip(ref["eager"], got))
         opt = out / f"{slug(e.name)}.opt.pt"

@@ -8,6 +8,8 @@ For every entry:
   * load-time optimization (libtsfuse loaded, the unmodified .pt loaded and called twice) gives
     outputs torch.equal to eager's, or, where a fused float reduction sums in another order
     and removes a broadcast intermediate (entry.reorders), outputs within entries.TOLERANCE;
+  * every fused program runs compiled code (torch.ops.tsfuse.path_counts(): no tile interpreted
+    whole, no ATen op on a tile unless entry.aten_on_tiles says why);
   * do no harm: the fused run differs from eager no more than the unfused TorchScript run does,
     except where a reordered reduction removes a broadcast intermediate (entry.reorders). A fused
     float reduction of a value no larger than its operands (the row norms `x.pow(2).sum(-1)`
@@ -99,6 +101,18 @@ def test_loadtime_outputs_equal_eager(corpus, name):
         assert row["within_tolerance"], row
     else:
         assert row["equal"], row
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_fused_programs_run_compiled_code(corpus, name):
+    """Every fused program runs compiled code: no tile evaluated whole by the tile interpreter, and
+    no ATen op called on a tile except where the entry says why (entry.aten_on_tiles)."""
+    e, counts = entries.BY_NAME[name], corpus[2][name]["path_counts"]
+    assert counts["interpreted_tiles"] == 0, counts
+    if e.aten_on_tiles:
+        assert counts["aten_tile_ops"] > 0, f"no ATen op on tiles any more: drop aten_on_tiles ({counts})"
+    else:
+        assert counts["aten_tile_ops"] == 0, counts
 
 
 @pytest.mark.parametrize("name", NAMES)
