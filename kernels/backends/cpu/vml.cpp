@@ -57,6 +57,22 @@ at::Tensor probes(c10::ScalarType t) {
   return at::cat({spread, special}).to(t).contiguous();
 }
 
+// The row of a routine table for `op`, or -1.
+template <size_t N>
+int indexOf(const Entry (&table)[N], Op op) {
+  for (size_t i = 0; i < N; ++i)
+    if (table[i].op == op) return static_cast<int>(i);
+  return -1;
+}
+
+// op(x) as ATen computes it.
+at::Tensor atenOf(Op op, const at::Tensor& x) {
+  Expr e;
+  e.instrs.push_back(Instr{op, {Arg::input(0)}});
+  e.numInputs = 1;
+  return evalAten(e, {x});
+}
+
 // Same bits, NaNs included.
 bool sameBits(const at::Tensor& a, const at::Tensor& b) {
   return a.sizes() == b.sizes() &&
@@ -139,6 +155,68 @@ TSFUSE_SLEEF_POWS(Double8, "avx512f", double, __m512d, 8, _mm512_loadu_pd, _mm51
 #undef TSFUSE_SLEEF_POWS
 #undef TSFUSE_SLEEF_POW
 
+// A SLEEF vector function over n values (opt-in fast numerics): whole vectors, then the values
+// left in one zero-padded vector, so every value goes through the same code wherever it lies.
+#define TSFUSE_SLEEF_UNARY(Name, Isa, T, V, Lanes, LOAD, STORE)                                          \
+  __attribute__((target(Isa))) void Name(const void* fn, double, int64_t n, const void* in, void* out) { \
+    using Fn = V (*)(V);                                                                                 \
+    const Fn f = reinterpret_cast<Fn>(const_cast<void*>(fn));                                            \
+    const T* a = static_cast<const T*>(in);                                                              \
+    T* r = static_cast<T*>(out);                                                                         \
+    int64_t i = 0;                                                                                       \
+    for (; i + (Lanes) <= n; i += (Lanes)) STORE(r + i, f(LOAD(a + i)));                                 \
+    if (i == n) return;                                                                                  \
+    alignas(64) T pad[Lanes] = {};                                                                       \
+    std::memcpy(pad, a + i, (n - i) * sizeof(T));                                                        \
+    STORE(pad, f(LOAD(pad)));                                                                            \
+    std::memcpy(r + i, pad, (n - i) * sizeof(T));                                                        \
+  }
+TSFUSE_SLEEF_UNARY(sleefFloat8, "avx2", float, __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps)
+TSFUSE_SLEEF_UNARY(sleefDouble4, "avx2", double, __m256d, 4, _mm256_loadu_pd, _mm256_storeu_pd)
+TSFUSE_SLEEF_UNARY(sleefFloat16, "avx512f", float, __m512, 16, _mm512_loadu_ps, _mm512_storeu_ps)
+TSFUSE_SLEEF_UNARY(sleefDouble8, "avx512f", double, __m512d, 8, _mm512_loadu_pd, _mm512_storeu_pd)
+#undef TSFUSE_SLEEF_UNARY
+
+// The SLEEF function for each op of kRoutines in fast numerics: u10 (1.0 ulp), sqrt u05.
+constexpr Entry kSleefRoutines[] = {{Op::Exp, "exp"}, {Op::Log, "log"}, {Op::Sqrt, "sqrt"}, {Op::Atan, "atan"},
+                                    {Op::Sin, "sin"}, {Op::Cos, "cos"}, {Op::Tanh, "tanh"}};
+
+// SLEEF's routine for `op` in dtype t where fast numerics are on and libtorch_cpu exports it for
+// the CPU's width, checked once against the ATen op within 4 ulp (NaN for NaN); else empty.
+VmlRoutine sleefRoutine(Op op, c10::ScalarType t) {
+  const int index = indexOf(kSleefRoutines, op);
+  if (index < 0) return {};
+  const bool dbl = t == c10::ScalarType::Double;
+  static std::once_flag once[std::size(kSleefRoutines)][2];
+  static VmlRoutine routines[std::size(kSleefRoutines)][2];
+  std::call_once(once[index][dbl], [&] {
+    if (!torchCpu()) return;
+    const std::string isa = at::get_cpu_capability();
+    if (isa != "AVX2" && isa != "AVX512") return;
+    const bool wide = isa == "AVX512";
+    const std::string name = std::string("Sleef_") + kSleefRoutines[index].name +
+                             (dbl ? (wide ? "d8" : "d4") : (wide ? "f16" : "f8")) + (op == Op::Sqrt ? "_u05" : "_u10");
+    const void* f = dlsym(torchCpu(), name.c_str());
+    if (!f) {
+      TSFUSE_LOG(kernel, info, name, " not in libtorch_cpu: fast numerics keep eager's ", opName(op));
+      return;
+    }
+    const VmlRoutine r(dbl ? (wide ? &sleefDouble8 : &sleefDouble4) : (wide ? &sleefFloat16 : &sleefFloat8), f);
+    const at::Tensor x = probes(t);
+    at::Tensor got = at::empty_like(x);
+    r(x.numel(), x.const_data_ptr(), got.data_ptr());
+    const at::Tensor want = atenOf(op, x);
+    const double eps = dbl ? std::numeric_limits<double>::epsilon() : std::numeric_limits<float>::epsilon();
+    const double tiny = dbl ? std::numeric_limits<double>::min() : std::numeric_limits<float>::min();
+    if (!at::isclose(got, want, 4 * eps, tiny, /*equal_nan=*/true).all().item<bool>()) {
+      TSFUSE_LOG(kernel, warn, name, " is not within 4 ulp of ATen's ", opName(op), ": fast numerics keep eager's");
+      return;
+    }
+    routines[index][dbl] = r;
+  });
+  return routines[index][dbl];
+}
+
 // Exponents ATen computes otherwise: fill/copy (Pow.cpp), sqrt, rsqrt, reciprocal, products.
 bool powSpecialCase(double e) {
   for (double special : {0.0, 1.0, 0.5, -0.5, -1.0, 2.0, 3.0, -2.0})
@@ -162,12 +240,20 @@ VmlSerialScope::~VmlSerialScope() {
   tlsSerial = false;
 }
 
+bool fastMath() {
+  static const bool on = [] {
+    const char* v = std::getenv("TSFUSE_FAST_MATH");
+    return v && (std::string(v) == "1" || std::string(v) == "on" || std::string(v) == "true");
+  }();
+  return on;
+}
+
 // Resolved and verified once per (routine, dtype), at first use.
 VmlRoutine vmlRoutine(Op op, c10::ScalarType t) {
   if (t != c10::ScalarType::Float && t != c10::ScalarType::Double) return {};
-  int index = -1;
-  for (size_t i = 0; i < std::size(kRoutines); ++i)
-    if (kRoutines[i].op == op) index = static_cast<int>(i);
+  if (fastMath() && enabledByEnvironment())
+    if (VmlRoutine fast = sleefRoutine(op, t)) return fast;
+  const int index = indexOf(kRoutines, op);
   if (index < 0) return {};
   const bool dbl = t == c10::ScalarType::Double;
   static std::once_flag once[std::size(kRoutines)][2];
@@ -182,10 +268,7 @@ VmlRoutine vmlRoutine(Op op, c10::ScalarType t) {
     }
     at::Tensor x = probes(t), got = at::empty_like(x);
     mklRoutine(f, dbl)(x.numel(), x.const_data_ptr(), got.data_ptr());
-    Expr e;
-    e.instrs.push_back(Instr{op, {Arg::input(0)}});
-    e.numInputs = 1;
-    if (!sameBits(evalAten(e, {x}), got)) {
+    if (!sameBits(atenOf(op, x), got)) {
       TSFUSE_LOG(kernel, info, name, " differs from ATen's ", opName(op), ": ", opName(op),
                  " runs through ATen on tiles");
       return;

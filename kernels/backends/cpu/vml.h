@@ -55,8 +55,15 @@ class VmlSerialScope {
   int previous_ = 0;
 };
 
-// The routine for `op` in dtype t, or an empty one (then the op runs through ATen).
+// The routine for `op` in dtype t, or an empty one (then the op runs through ATen). With fast
+// numerics on, SLEEF's u10 routine (sqrt: u05) instead of eager's MKL one, where there is one.
 VmlRoutine vmlRoutine(Op op, c10::ScalarType t);
+
+// Opt-in fast numerics (TSFUSE_FAST_MATH=1 at load; docs/exactness.md, "Fast numerics"): exp, log,
+// sqrt, atan, sin, cos and tanh through SLEEF's vector routines (within 1 ulp of the exact result,
+// as Inductor's CPU code computes them) instead of eager's MKL ones: results within torch.testing's
+// default tolerance of eager's, not its bits. Off by default.
+bool fastMath();
 
 // pow(x, exponent) for x of dtype t, where ATen's kernel for it is SLEEF's pow (float/double, an
 // exponent none of 0, 1, +-0.5, -1, 2, 3, -2, and an AVX2 or AVX-512 build of ATen's kernels) or,
