@@ -2,9 +2,9 @@
 // (kernels/backends/cpu/tile_eval.h): maps around eager's vector routines, a run cut where a later
 // step reads its inner value, a cast between float64 and float32 or an ATen op with no routine
 // through the interpreter between compiled runs; reductions whose values are compiled and folded
-// in C++ (exp inside a sum and an argmax, prod, var, all); epilogues of a routine alone. Each bit for
-// bit eager's and the interpreter's, and each counted where it ran (tsfuse::pathCounts): no tile
-// interpreted whole where some compiled code applies.
+// in C++ (exp inside a sum and an argmax, prod, var, all, a product of bools); epilogues of a
+// routine alone. Each bit for bit eager's and the interpreter's, and each counted where it ran
+// (tsfuse::pathCounts): no tile interpreted whole where some compiled code applies.
 #include "jit_support.h"
 
 #include "tsfuse/ops.h"
@@ -119,6 +119,13 @@ TEST(CompiledPieces, ReductionValuesAreCompiledAndFoldedInCpp) {
        "v1: sub($0, $1); lt(%0, 1.5)",
        [](const T& o) { return (o[0] - o[1]) < 1.5; },
        {"all", dim2},
+       {},
+       4},
+      // a product of bools: the reduction appends a cast to int64 after lowering (no routine)
+      {"a product of a compare",
+       "v1: sub($0, $1); lt(%0, 1.5)",
+       [](const T& o) { return (o[0] - o[1]) < 1.5; },
+       {"prod", dim2},
        {},
        4},
   };

@@ -155,8 +155,13 @@ void TileProgram::runPrefix(Scratch& s, int64_t n, size_t count) const {
   for (size_t k = 0; k < count; ++k) runInstr(s, n, k);
 }
 
+const VmlRoutine* TileProgram::routineOf(size_t k) const {
+  // vml covers the lowered code; what castResultTo / squareResult append after it is native.
+  return k < vml.size() && vml[k] ? &vml[k] : nullptr;
+}
+
 int TileProgram::routineArgOf(size_t k) const {
-  return vml[k] && code[k].atenSlots.size() == 2 ? code[k].atenSlots[1] : -1;
+  return routineOf(k) && code[k].atenSlots.size() == 2 ? code[k].atenSlots[1] : -1;
 }
 
 double TileProgram::uniformValue(const Scratch& s, int slot) const {
@@ -166,13 +171,14 @@ double TileProgram::uniformValue(const Scratch& s, int slot) const {
 
 void TileProgram::runInstr(Scratch& s, int64_t n, size_t k) const {
   const lower::Instr& li = code[k];
-  const int arg = li.op == Prim::Aten && vml[k] ? routineArgOf(k) : -1;
-  if (li.op == Prim::Aten && vml[k] && (arg < 0 || s.fill[arg] != Fill::Vector)) {
+  const VmlRoutine* routine = li.op == Prim::Aten ? routineOf(k) : nullptr;
+  const int arg = routine ? routineArgOf(k) : -1;
+  if (routine && (arg < 0 || s.fill[arg] != Fill::Vector)) {
     expand(*this, s, li.atenSlots[0], n);
     if (arg < 0)
-      vml[k](n, s.slot[li.atenSlots[0]], s.slot[li.out]);
+      (*routine)(n, s.slot[li.atenSlots[0]], s.slot[li.out]);
     else
-      vml[k](n, s.slot[li.atenSlots[0]], s.slot[li.out], uniformValue(s, arg));
+      (*routine)(n, s.slot[li.atenSlots[0]], s.slot[li.out], uniformValue(s, arg));
     s.fill[li.out] = Fill::Vector;
     return;
   }

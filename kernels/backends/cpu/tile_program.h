@@ -34,6 +34,8 @@ struct TileProgram : lower::Program {
   // empty for every other instruction. A routine of two operands (pow by a tensor exponent) takes
   // the second as its number argument, and applies only where that is one value on the tile.
   std::vector<VmlRoutine> vml;
+  // Instruction k's routine, or null (none, or an instruction appended after lowering).
+  const VmlRoutine* routineOf(size_t k) const;
   // The slot a routine of instruction k reads its number argument from, or -1.
   int routineArgOf(size_t k) const;
 

@@ -105,7 +105,7 @@ std::optional<SegmentedProgram> SegmentedProgram::make(const TileProgram& p, con
       // One instruction: eager's routine where it has one (its number argument one value on
       // every tile), else through the interpreter.
       const int arg = p.routineArgOf(k);
-      const bool routine = li.op == Prim::Aten && p.vml[k] && (arg < 0 || oneValue[arg]);
+      const bool routine = li.op == Prim::Aten && p.routineOf(k) && (arg < 0 || oneValue[arg]);
       Step st;
       st.kind = routine ? Step::Routine : Step::Interpreted;
       st.instr = k;
@@ -162,10 +162,11 @@ void SegmentedProgram::run(TileProgram::Scratch& s, int64_t n, char* dst) const 
         break;
       case Step::Routine: {
         const int in = p_->code[st.instr].atenSlots[0], arg = p_->routineArgOf(st.instr);
+        const VmlRoutine& routine = *p_->routineOf(st.instr);
         if (arg < 0)
-          p_->vml[st.instr](n, p_->vectorOf(s, in, n), out);
+          routine(n, p_->vectorOf(s, in, n), out);
         else
-          p_->vml[st.instr](n, p_->vectorOf(s, in, n), out, p_->uniformValue(s, arg));
+          routine(n, p_->vectorOf(s, in, n), out, p_->uniformValue(s, arg));
         break;
       }
       case Step::Interpreted: {
