@@ -1,6 +1,7 @@
 #include "passes/hoist_into_epilogue.h"
 
 #include "kernels/ir/expr.h"
+#include "kernels/ir/op_registry.h"
 #include "passes/framework/driver.h"
 #include "passes/regions/fused_values.h"
 
@@ -45,7 +46,8 @@ std::optional<Split> splitOn(const Expr& e, int64_t k, std::string* why) {
       readsTensor = true;
       onlyK &= a.kind == Arg::Kind::Input ? a.i == k : s.hoisted[a.i] != 0;
     }
-    s.hoisted[j] = readsTensor && onlyK;
+    // An op whose checks read its operands' sizes sees the reduced value's, not the unsqueezed ones.
+    s.hoisted[j] = readsTensor && onlyK && !opDef(e.instrs[j].op).has(kChecksSizes);
     s.count += s.hoisted[j];
   }
   if (s.count == 0) return std::nullopt;

@@ -144,7 +144,7 @@ struct SinkReshapesPattern : Pattern {
   // 1. f(reshape(a, s), reshape(b, s), numbers) -> reshape(f(a, b, numbers), s)
   bool sinkThroughElementwise(Node* n, Rewriter& rw) {
     ElementwiseMatch m;
-    if (!matchElementwise(n, m, nullptr) || n->outputs().size() != 1) return false;
+    if (!matchElementwise(n, m, nullptr) || !viewsCommute(m) || n->outputs().size() != 1) return false;
     std::vector<Node*> reshapes;
     for (const MatchedArg& a : m.args) {
       if (!a.tensor) continue;

@@ -105,7 +105,7 @@ struct SinkViewsPattern : Pattern {
     Node* producer = x->node();
     ElementwiseMatch pm;
     if (producer->owningBlock() != v->owningBlock() || !matchElementwise(producer, pm, nullptr) ||
-        producer->kind() == c10::aten::to)
+        producer->kind() == c10::aten::to || !viewsCommute(pm))
       return false;  // a view of a leaf (input, call result, ...): it simply becomes an operand
     for (const auto& use : x->uses()) {
       if (viewKind(use.user) == ViewKind::None || use.offset != 0)
@@ -125,7 +125,7 @@ struct SinkViewsPattern : Pattern {
           Node* p = arg->node();
           ElementwiseMatch m;
           if (in.count(p) || p->owningBlock() != producer->owningBlock() || !matchElementwise(p, m, nullptr) ||
-              p->kind() == c10::aten::to || p->outputs().size() != 1)
+              p->kind() == c10::aten::to || !viewsCommute(m) || p->outputs().size() != 1)
             continue;
           bool inside = std::all_of(arg->uses().begin(), arg->uses().end(),
                                     [&](const torch::jit::Use& u) { return in.count(u.user) > 0; });

@@ -15,6 +15,7 @@
 #include "passes/nest_reductions.h"
 #include "passes/note_stored_broadcasts.h"
 #include "passes/sink_reshapes.h"
+#include "passes/split_cat_reductions.h"
 #include "passes/sink_views.h"
 #include "passes/unroll_accumulations.h"
 #include "tsfuse/log.h"
@@ -48,6 +49,10 @@ const std::vector<PassInfo>& pipelinePasses() {
        "composite ATen ops (pairwise_distance, dist) -> the ATen calls their kernels make "
        "(passes/analysis/decompositions.cpp)",
        Decompose, true},
+      {"split_cat_reductions",
+       "min/max over the dim of a stack (or a cat of pieces of size 1 there) -> elementwise minimum/maximum of the "
+       "pieces (tsfuse::cat_piece keeps the stack's errors)",
+       SplitCatReductions, true},
       {"sink_reshapes",
        "elementwise ops and last-dim reductions over reshaped operands -> the reshape after them (broadcast dims "
        "flattened and restored)",

@@ -83,6 +83,11 @@ struct PassRun {
     return n;
   }
   int rewrites() const { return count(tsfuse::FusionEvent::Kind::Rewrite); }
+  int rewritesBy(const std::string& pass) const {
+    int n = 0;
+    for (const auto& e : events) n += e.kind == tsfuse::FusionEvent::Kind::Rewrite && e.pass == pass;
+    return n;
+  }
   int rejects() const { return count(tsfuse::FusionEvent::Kind::Reject); }
   // True when some Reject event's reason contains `substr`.
   bool rejectedWith(const std::string& substr) const {

@@ -26,6 +26,10 @@ enum OpTrait : uint32_t {
   // read as a tensor, one kernel for every value. Without it the op reads a number by value
   // (readsNumberByValue).
   kRuntimeNumber = 1u << 7,
+  // Its reference checks its operands' sizes and ranks beyond broadcasting (a cat's or stack's
+  // checks), so a view or reshape does not move through it. Its fused form needs nothing more: a
+  // call whose stand-ins or real sizes fail the analysis runs the reference, which raises.
+  kChecksSizes = 1u << 8,
 };
 
 // How the typed lowering computes an op natively (kernels/lower/lower.cpp).

@@ -40,6 +40,16 @@ at::Tensor inplaceResult(const at::Tensor& value, const at::Tensor& self) {
   return at::empty_like(self).copy_(value);
 }
 
+at::Tensor catPiece(const at::Tensor& x, const at::Tensor& first, int64_t entry, int64_t dim, bool stack) {
+  TORCH_CHECK(entry >= 0, "tsfuse: cat_piece's entry must be >= 0, got ", entry);
+  auto meta = [](const at::Tensor& t) { return at::empty(t.sizes(), t.options().device(c10::kMeta)); };
+  // Entries 1 .. entry-1 passed their checks: they have entry 0's shape.
+  std::vector<at::Tensor> list(static_cast<size_t>(entry) + 1, meta(first));
+  list.back() = meta(x);
+  (void)(stack ? at::stack(list, dim) : at::cat(list, dim));
+  return x;
+}
+
 at::Tensor wrappedNumber(const c10::Scalar& s, c10::Device device) {
   at::Tensor t = at::scalar_tensor(s, at::TensorOptions().dtype(s.type()).device(device));
   t.unsafeGetTensorImpl()->set_wrapped_number(true);

@@ -49,6 +49,11 @@ c10::ScalarType upcastDtype(c10::ScalarType d);
 // holds (passes/canonicalize.cpp); tsfuse::inplace_result and its expression form compute it.
 at::Tensor inplaceResult(const at::Tensor& value, const at::Tensor& self);
 
+// x itself, as entry `entry` of at::cat(list, dim) (or at::stack with `stack`) whose entry 0 is
+// `first`, or the error that op raises for it: the dim out of range, another rank or sizes. The
+// checks are ATen's own, run on meta tensors of the two shapes.
+at::Tensor catPiece(const at::Tensor& x, const at::Tensor& first, int64_t entry, int64_t dim, bool stack);
+
 // A Python number as ATen sees it: a 0-dim "wrapped number" tensor on `device` (the value of
 // tsfuse::wrapped_number, the operand a number known only at run time becomes).
 at::Tensor wrappedNumber(const c10::Scalar& s, c10::Device device = c10::kCPU);

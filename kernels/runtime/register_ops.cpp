@@ -125,6 +125,9 @@ TORCH_LIBRARY(tsfuse, m) {
         [](const at::Tensor& self) { return self.to(tsfuse::upcastDtype(self.scalar_type())); });
   // what an in-place op leaves in a fresh tensor (passes/canonicalize.cpp): value itself, or a cast of it.
   m.def("inplace_result(Tensor(a) value, Tensor self) -> Tensor(a)", &tsfuse::inplaceResult);
+  // a piece of a cat or stack whose reduction became elementwise (passes/split_cat_reductions.cpp):
+  // piece itself, or that op's error.
+  m.def("cat_piece(Tensor(a) piece, Tensor first, int entry, int dim, bool stack) -> Tensor(a)", &tsfuse::catPiece);
   // how fused work has run so far (tsfuse::pathCounts, include/tsfuse/ops.h).
   m.def("path_counts() -> Dict(str, int)", [] {
     const tsfuse::PathCounts c = tsfuse::pathCounts();

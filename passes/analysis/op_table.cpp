@@ -281,6 +281,8 @@ const std::unordered_map<std::string, ReductionOverload>& reductionTable() {
 
 }  // namespace
 
+bool viewsCommute(const ElementwiseMatch& m) { return !opDef(m.op).has(kChecksSizes); }
+
 bool matchReduction(Node* n, ReductionMatch& out, std::string* why) {
   static const std::unordered_set<c10::Symbol> kinds = kindsOf(reductionTable());
   const auto& reductions = reductionTable();

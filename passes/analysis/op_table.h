@@ -40,6 +40,11 @@ bool isTensor(Value* v);
 // the reason in *why (unknown op, non-constant scalar, unsupported argument value, ...).
 bool matchElementwise(Node* n, ElementwiseMatch& out, std::string* why);
 
+// Whether the matched op over views of its tensor arguments computes the same view of its result
+// (sink_views, sink_reshapes move views that way): not for an op whose checks read its operands'
+// sizes (kChecksSizes), since a view changes what they see.
+bool viewsCommute(const ElementwiseMatch& m);
+
 struct ReductionMatch {
   Value* input = nullptr;
   ReduceSpec spec;

@@ -29,7 +29,7 @@ BOUND_CONTRACTS = {
 }
 
 MINMAX_RE = re.compile(r"torch\.(min|max|minimum|maximum|clamp|amax|amin)\(|clamp_min\(|clamp_max\(|\.clamp\(|"
-                       r"\.(amax|amin)\(")
+                       r"\.(amax|amin|max|min)\(")
 # On a CUDA device eager's elementwise minimum/maximum/clamp/relu are one formula (the device's
 # min/max), which tsfuse reproduces bit for bit; only a reduction's zero depends on its order there.
 MINMAX_REDUCE_RE = re.compile(r"\.(amax|amin)\(|torch\.(amax|amin)\(|torch\.(max|min)\(\w+, -?\d|\.(max|min)\(dim=")

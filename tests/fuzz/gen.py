@@ -421,6 +421,8 @@ class Generator(ElementwiseForms, ReductionForms, OperandForms):
                     nxt = rng.choice([self.unpack_form, self.repeat_form])(cur)
                 elif r < 0.33:
                     nxt = self.mask_write_form(cur)
+                elif r < 0.37:
+                    nxt = self.stack_reduce_form(cur)
                 else:
                     nxt = self.elementwise(cur if rng.random() < 0.85 else None)
                 cur = nxt or cur

@@ -2,7 +2,8 @@
 unpacked from chunk/split/unbind, buffers filled slice by slice before they are read, repeats
 (of size-1 dims: broadcasts; of larger dims: tiles), masked writes `x[mask] = c`, guards that
 read a value's metadata alone before it is reduced, a buffer accumulated in place coordinate by
-coordinate in a loop, and pairs of rows expanded, flattened, reduced row-wise and restored."""
+coordinate in a loop, pairs of rows expanded, flattened, reduced row-wise and restored, and a min
+or max over the dim a stack or cat of pieces made."""
 import torch
 
 from gen_common import ULP, StopProgram, Val, _finite_max
@@ -202,3 +203,27 @@ class OperandForms:
         v = Val(r, out, err)
         self.vals.append(v)
         return v
+
+    def stack_reduce_form(self, v=None):
+        """torch.stack([v, v - w, ...], d).amin(d), or a cat of the pieces unsqueezed at d: a min
+        or max over the dim the join made (detection assigners' point-in-box test). Pieces of
+        other shapes make eager's stack or cat raise."""
+        cands = [u for u in self.vals if u.t.dim() <= 3]
+        if not cands:
+            return None
+        v = v if v in cands else self.rng.choice(cands)
+        pieces, errs = [v.name], [v.err]
+        for _ in range(self.rng.randint(1, 3)):
+            w = self.rng.choice(self.vals)
+            piece = self.rng.choice([f"({v.name} - {w.name})", f"torch.maximum({w.name}, {v.name})", f"-{v.name}",
+                                     w.name])
+            pieces.append(piece)
+            errs.append(v.err + w.err)
+        d = self.rng.randint(-(v.t.dim() + 1), v.t.dim())
+        if self.rng.random() < 0.7:
+            join = f"torch.stack([{', '.join(pieces)}], {d})"
+        else:
+            join = f"torch.cat([{', '.join(f'({p}).unsqueeze({d})' for p in pieces)}], {d})"
+        red = self.rng.choice([f".amin({d})", f".amax({d}, keepdim=True)", f".min(dim={d})[0]",
+                               f".max({d}, True)[0]"])
+        return self.emit(join + red, "stack_reduce", lambda out: max(errs), keep_error_p=0.2)

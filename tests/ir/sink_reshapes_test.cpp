@@ -43,12 +43,6 @@ std::shared_ptr<Graph> flattenedPairs(const std::string& tail, const std::string
                             "  %dims0 : int[] = prim::Constant[value=[0]]()\n");
 }
 
-int rewritesBy(const PassRun& r, const std::string& pass) {
-  int n = 0;
-  for (const auto& e : r.events) n += e.kind == tsfuse::FusionEvent::Kind::Rewrite && e.pass == pass;
-  return n;
-}
-
 std::vector<c10::IValue> points(uint64_t seed, int64_t n, int64_t k, int64_t d, int specials = kNaNInf) {
   Gen g(seed);
   return {g.tensor({n, d}, at::kFloat, specials), g.tensor({k, d}, at::kFloat, specials)};
@@ -65,7 +59,7 @@ TEST(SinkReshapesIR, FlattenedPairsThroughPairwiseDistanceAreOneFusedOp) {
   auto g = flattenedPairs(kNearest);
   auto ref = g->copy();
   PassRun r = runPipelineOn(g);
-  EXPECT_EQ(rewritesBy(r, "sink_reshapes"), 4) << r.dump();  // sub, add, norm, view
+  EXPECT_EQ(r.rewritesBy("sink_reshapes"), 4) << r.dump();  // sub, add, norm, view
   EXPECT_EQ(computingFusedOps(g), 1) << r.dump();
   EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) {
     fc.check("tsfuse::check_reshape")->check_not("aten::reshape")->check_not("aten::view")->check_not("aten::argmin");
@@ -103,7 +97,7 @@ TEST(SinkReshapesIR, ElementwiseTailsAndKeepdimReductionsMoveToo) {
 )IR");
   auto ref = g->copy();
   PassRun r = runPipelineOn(g);
-  EXPECT_EQ(rewritesBy(r, "sink_reshapes"), 4) << r.dump();  // sub, abs, sum, neg
+  EXPECT_EQ(r.rewritesBy("sink_reshapes"), 4) << r.dump();  // sub, abs, sum, neg
   EXPECT_EQ(computingFusedOps(g), 1) << r.dump();
   EXPECT_TRUE(sameOutputs(ref, g, points(5, 6, 4, 3), /*exact=*/false));
 }
@@ -113,7 +107,7 @@ TEST(SinkReshapesIR, OperandsNotProvablyOfOneShapeStay) {
   auto g = flattenedPairs(kNearest, "%n, %k, %d", "%k, %n, %d");
   auto ref = g->copy();
   PassRun r = runPipelineOn(g);
-  EXPECT_EQ(rewritesBy(r, "sink_reshapes"), 0) << r.dump();
+  EXPECT_EQ(r.rewritesBy("sink_reshapes"), 0) << r.dump();
   EXPECT_TRUE(r.rejectedWith("not provably of one shape")) << r.dump();
   EXPECT_EQ(findNodes(g, "aten::reshape").size(), 2u) << r.dump();
   EXPECT_TRUE(sameOutputs(ref, g, points(6, 5, 5, 3)));

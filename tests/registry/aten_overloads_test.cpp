@@ -13,9 +13,10 @@ namespace {
 
 using namespace tsfuse_test;
 
-// The IR value for one schema argument: tensors read d (the first, and a later `self`: the
-// in-place result of tsfuse::inplace_result(value, self) has self's shape) or b (e for bool ops), bool
-// conditions and masks read m = a > b; other arguments are constants of their type.
+// The IR value for one schema argument: tensors read d (the first, and a later `self` or `first`:
+// the in-place result of tsfuse::inplace_result(value, self) has self's shape, a cat's pieces
+// tsfuse::cat_piece(x, first, ...) first's) or b (e for bool ops), bool conditions and masks read
+// m = a > b; other arguments are constants of their type (ints 0: a cat's entry and dim).
 std::string argumentValue(const c10::Argument& arg, bool& firstTensor, bool boolOps) {
   const std::string other = boolOps ? "%e" : "%b", number = boolOps ? "%two" : "%half";
   const std::string& name = arg.name();
@@ -26,7 +27,7 @@ std::string argumentValue(const c10::Argument& arg, bool& firstTensor, bool bool
   if (t->kind() == c10::TypeKind::TensorType) {
     const bool first = firstTensor;
     firstTensor = false;
-    return first || name == "self" ? "%d" : other;
+    return first || name == "self" || name == "first" ? "%d" : other;
   }
   if (auto opt = t->cast<c10::OptionalType>()) {
     const c10::TypePtr& inner = opt->getElementType();
@@ -38,6 +39,7 @@ std::string argumentValue(const c10::Argument& arg, bool& firstTensor, bool bool
   if (t->kind() == c10::TypeKind::NumberType) return name == "alpha" || firstTensor ? "%two" : number;
   if (t->kind() == c10::TypeKind::StringType) return "%floor";
   if (t->kind() == c10::TypeKind::BoolType) return "%false";
+  if (t->kind() == c10::TypeKind::IntType || t->kind() == c10::TypeKind::MemoryFormatType) return "%zero";
   ADD_FAILURE() << "no test value for argument '" << name << "' of type " << t->str();
   return "%none";
 }
@@ -62,6 +64,7 @@ TEST(RegistryOverloads, EveryListedSchemaFusesAndKeepsItsResults) {
 graph(%a : Tensor, %b : Tensor):
   %none : NoneType = prim::Constant()
   %false : bool = prim::Constant[value=0]()
+  %zero : int = prim::Constant[value=0]()
   %one : int = prim::Constant[value=1]()
   %two : int = prim::Constant[value=2]()
   %half : float = prim::Constant[value=0.5]()

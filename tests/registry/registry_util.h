@@ -11,33 +11,44 @@
 
 namespace tsfuse_test {
 
-// The op once, over tensor operands where its signature takes values, the number 2 and float64
-// where it wants a number or a dtype.
+// The sample's operands: [2] ones of `dtype`, bool where the op wants a condition or mask.
+inline std::vector<at::Tensor> sampleOperands(const tsfuse::OpDef& def, int count, at::ScalarType dtype) {
+  std::vector<at::Tensor> ops;
+  for (int i = 0; i < count; ++i) ops.push_back(at::ones({2}, dtype));
+  if (def.op == tsfuse::Op::Where) ops[0] = ops[0].to(at::kBool);
+  if (def.op == tsfuse::Op::MaskedFill) ops[1] = ops[1].to(at::kBool);
+  return ops;
+}
+
+// The op once, over tensor operands where its signature takes values, float64 where it wants a
+// dtype, and the number 2 where it wants a number, or 0 where the op rejects 2 on float32 [2]
+// operands (a memory format, a cat's entry and dim).
 inline tsfuse::Expr sampleOf(const tsfuse::OpDef& def) {
-  tsfuse::Expr e;
-  std::vector<tsfuse::Arg> args;
-  for (size_t k = 0; k < static_cast<size_t>(def.arity()); ++k) {
-    const char c = def.signature[k];
-    if (c == 'd')
-      args.push_back(tsfuse::Arg::scalarType(at::kDouble));
-    else if (c == 's')
-      args.push_back(tsfuse::Arg::integer(2));
-    else
-      args.push_back(tsfuse::Arg::input(e.numInputs++));
-  }
-  e.instrs.push_back({def.op, args});
-  return e;
+  auto with = [&](int64_t number) {
+    tsfuse::Expr e;
+    std::vector<tsfuse::Arg> args;
+    for (size_t k = 0; k < static_cast<size_t>(def.arity()); ++k) {
+      const char c = def.signature[k];
+      if (c == 'd')
+        args.push_back(tsfuse::Arg::scalarType(at::kDouble));
+      else if (c == 's')
+        args.push_back(tsfuse::Arg::integer(number));
+      else
+        args.push_back(tsfuse::Arg::input(e.numInputs++));
+    }
+    e.instrs.push_back({def.op, args});
+    return e;
+  };
+  tsfuse::Expr e = with(2);
+  if (std::string(def.signature).find('s') == std::string::npos) return e;
+  return tsfuse::analyze(e, sampleOperands(def, e.numInputs, at::kFloat), nullptr) ? e : with(0);
 }
 
 // The dtype the op's sample is shown and tested with: float32, or bool for an op ATen defines on
 // bools and integers only (bitwise ops). Conditions and masks are bool either way.
 inline at::ScalarType sampleDtype(const tsfuse::OpDef& def) {
   tsfuse::Expr e = sampleOf(def);
-  std::vector<at::Tensor> ops;
-  for (int i = 0; i < e.numInputs; ++i) ops.push_back(at::ones({2}, at::kFloat));
-  if (def.op == tsfuse::Op::Where) ops[0] = ops[0].to(at::kBool);
-  if (def.op == tsfuse::Op::MaskedFill) ops[1] = ops[1].to(at::kBool);
-  return tsfuse::analyze(e, ops, nullptr) ? at::kFloat : at::kBool;
+  return tsfuse::analyze(e, sampleOperands(def, e.numInputs, at::kFloat), nullptr) ? at::kFloat : at::kBool;
 }
 
 // The registered schema of a registry row ("aten::add.Tensor"; the overload after the last dot,
