@@ -1,6 +1,7 @@
 #include "kernels/runtime/fused_call.h"
 
 #include "kernels/backends/chunked/chunked.h"
+#include "kernels/backends/cpu/native.h"
 #include "kernels/backends/last_path.h"
 #include "kernels/backends/operand_device.h"
 #include "kernels/runtime/bind_numbers.h"
@@ -12,6 +13,7 @@
 #include "tsfuse/log.h"
 #include "tsfuse/ops.h"
 
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,6 +44,43 @@ at::Tensor runFused(at::TensorList operands, c10::string_view exprText, const Re
 }
 
 const void* lastDonatedMemory() { return tlsLastDonated; }
+
+namespace {
+
+// logsumexp(v, dims, keepdim) in the steps of eager's kernel (ReduceOps.cpp, logsumexp_out_impl):
+// m = amax(v, dims, keepdim=True) with +-inf replaced by 0, s = sum(exp(v - m), dims, keepdim),
+// log(s) + m. Both passes over v are fused calls of the expression (the max exact in any order;
+// the sum native in eager's order where cpu::reducesInEagerOrder holds, else ATen's over the fused
+// value): eager's bits, with v itself never stored. For a non-empty float v of rank >= 1 of the
+// result's dtype (eager sums exp(v) of an empty one, with no max); the caller applies the epilogue.
+Outputs logsumexpInEagerSteps(const Expr& e, at::TensorList operands, const ReduceSpec& reduce,
+                              const NativePath& native) {
+  const at::TensorList main = mainOperands(e, operands);
+  ReduceSpec amax = reduce;
+  amax.kind = Reduction::Amax;
+  amax.keepdim = true;
+  amax.epilogue.reset();
+  at::Tensor m = runFusedAll(main, e.str(), &amax, native, {})[0];
+  m.masked_fill_(m.abs() == std::numeric_limits<double>::infinity(), 0);
+  Expr shifted = e;
+  const auto x = static_cast<int64_t>(shifted.instrs.size()) - 1;
+  const int64_t mIndex = shifted.numInputs++;
+  shifted.instrs.push_back({Op::Sub, {Arg::value(x), Arg::input(mIndex)}});
+  shifted.instrs.push_back({Op::Exp, {Arg::value(x + 1)}});
+  std::vector<at::Tensor> ops(main.begin(), main.end());
+  ops.push_back(m);
+  ReduceSpec sum = reduce;
+  sum.kind = Reduction::Sum;
+  sum.dtype.reset();
+  sum.epilogue.reset();
+  Outputs out = runFusedAll(ops, shifted.str(), &sum, native, {});
+  const at::Tensor mOut = reduce.keepdim || !reduce.dims ? m : m.squeeze(*reduce.dims);
+  out[0].log_().add_(reduce.keepdim ? m : (reduce.dims ? mOut : m.reshape({})));
+  setLastPath("logsumexp");
+  return out;
+}
+
+}  // namespace
 
 Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const ReduceSpec* reduce,
                     const NativePath& native, at::IntArrayRef donated) {
@@ -125,8 +164,17 @@ Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const Re
     setLastPath(path);
     return r;
   }
-  if (reduce && keepsEagerOrder() && reduce->roundsByOrder(an->resultType.back()) &&
+  // A CPU sum the native path folds in eager's own order needs no detour (cpu::reducesInEagerOrder).
+  const bool eagerOrderNative = reduce && native && device->is_cpu() && cpu::reducesInEagerOrder(*reduce, *an);
+  if (reduce && keepsEagerOrder() && reduce->roundsByOrder(an->resultType.back()) && !eagerOrderNative &&
       !broadcastsBeyondOperands(*an, mainOperands(*e, operands))) {
+    const c10::ScalarType t = an->reducedDtype;
+    if (reduce->kind == Reduction::Logsumexp && native && device->is_cpu() && an->resultType.back() == t &&
+        (t == at::kFloat || t == at::kDouble) && !an->valueShape.empty() && an->valueNumel() > 0) {
+      Outputs out = logsumexpInEagerSteps(*e, operands, *reduce, native);
+      if (reduce->epilogue) out[0] = epilogueOver(std::move(out[0]));
+      return out;
+    }
     // Do no harm: folding in another order than eager changes a float result's bits, which only
     // buys something when the value being reduced is a broadcast intermediate larger than every
     // operand. Here it is not (e.g. `x.pow(2).sum(-1)` over one [N, D] tensor), so ATen reduces

@@ -71,6 +71,21 @@ bool periodicOfAnExp(const tsfuse::lower::Program& p) {
   return false;
 }
 
+// Whether a min/max/clamp value reaches a division: which zero eager's CPU kernel returns on a
+// -0.0/+0.0 tie (below) then becomes the sign of an infinity, and of what compares it.
+bool zeroSignReachesADivision(const tsfuse::lower::Program& p) {
+  std::vector<char> fromTie(p.slotType.size());
+  for (const auto& in : p.code) {
+    bool reads = false;
+    for (int s : {in.a, in.b, in.c}) reads = reads || (s >= 0 && fromTie[s]);
+    if (in.op == tsfuse::Prim::Div && reads) return true;
+    fromTie[in.out] = reads || in.op == tsfuse::Prim::Minimum || in.op == tsfuse::Prim::Maximum ||
+                      in.op == tsfuse::Prim::ClampMin || in.op == tsfuse::Prim::ClampMax ||
+                      in.op == tsfuse::Prim::Clamp3;
+  }
+  return false;
+}
+
 // Which zero eager's CPU minimum/maximum return on a -0.0/+0.0 tie depends on its loop (the
 // vector body returns the second operand, the scalar tail the first: tests/ops/jit_test.cpp), so
 // with those primitives the sign of a zero result is not compared.
@@ -118,7 +133,9 @@ void check(ClDriver& drv, const GpuCase& c, Tally& tally, bool allVariants) {
       ++tally.declined;
       continue;
     }
-    if (castsNonFinite(k->program, c) || periodicOfAnExp(k->program)) {
+    // (Random programs draw signed zeros on purpose; the workloads' ties are checked as they come.)
+    if (castsNonFinite(k->program, c) || periodicOfAnExp(k->program) ||
+        (c.label == "random" && zeroSignReachesADivision(k->program))) {
       ++tally.skipped;
       continue;
     }

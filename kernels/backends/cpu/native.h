@@ -19,6 +19,12 @@ Outputs runNative(const Expr& e, at::TensorList operands, const ReduceSpec* redu
 bool runNativeRowSums(const Expr& e, at::TensorList operands, const ReduceSpec& reduce, const Analysis& an,
                       const IterationPlan& plan, at::Tensor& sums, std::string* why);
 
+// Whether the native CPU path folds this call's reduction in eager's own order, bit for bit: a
+// float sum over one dim of size > 1, innermost in eager's value, in the inner order inner_sum.h
+// models or as whole rows (row_sum.h); a logsumexp of such rows in the steps of eager's kernel.
+// The do-no-harm rule (fused_call.cpp) need not send it to ATen.
+bool reducesInEagerOrder(const ReduceSpec& reduce, const Analysis& an);
+
 // A fresh row-major output of `sizes`, allocated as the native path allocates its own (output.cpp:
 // huge pages where the allocator would hand it fresh 4 KiB pages): a chain's normalized output,
 // which ATen's ops write slab by slab.

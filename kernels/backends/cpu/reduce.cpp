@@ -10,13 +10,21 @@
 #include "kernels/backends/cpu/inner_sum.h"
 #include "kernels/backends/cpu/jit/jit.h"
 #include "kernels/backends/cpu/reduce_parts.h"
+#include "kernels/backends/cpu/row_sum.h"
 #include "kernels/backends/cpu/tile_eval.h"
+#include "kernels/backends/cpu/vml.h"
 
 #include <ATen/Parallel.h>
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
 #include <c10/core/Contiguity.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <type_traits>
@@ -27,6 +35,12 @@ namespace {
 using namespace reduce_parts;
 
 constexpr int64_t kVerticalMin = 16;
+
+// Whether eager's exp and log routines for t are at hand (logsumexp rows need both).
+bool logsumexpRoutines(c10::ScalarType t) {
+  return (t == c10::ScalarType::Float || t == c10::ScalarType::Double) && vmlRoutine(Op::Exp, t) &&
+         vmlRoutine(Op::Log, t);
+}
 
 bool isVertical(const IterationPlan& plan) {
   return !plan.kept.size.empty() && (plan.kept.size.back() >= kVerticalMin || plan.reduced.numel() < kTile);
@@ -43,16 +57,65 @@ bool swapsLanes(const IterationPlan& plan) {
 
 std::atomic<int64_t> gSwapped{0};  // swappedLaneReductions()
 
-// order: eager's order for this sum (inner_sum.h), which every path then follows. rowSums: only
-// through a compiled vertical kernel (false where none applies; nothing is written then).
+// logsumexp of one row as eager's kernel computes it (ReduceOps.cpp, logsumexp_out_impl): m = the
+// row's max (NaN if any), 0 where it is infinite; row[j] - m, exp'd by eager's routine in place;
+// their sum in eager's order (eagerRowSum). Returns (sum, m); the caller takes log(sum) + m.
+template <typename T>
+std::pair<T, T> logsumexpOfRow(T* row, int64_t n, const VmlRoutine& exp) {
+  // The max of the non-NaN values (SSE2: maxps keeps its second operand where the first is NaN),
+  // then NaN if there was one.
+  T m = -std::numeric_limits<T>::infinity();
+  bool anyNan = false;
+  int64_t j = 0;
+#if defined(__SSE2__)
+  if constexpr (std::is_same_v<T, float>) {
+    __m128 mx = _mm_set1_ps(m), un = _mm_setzero_ps();
+    for (; j + 4 <= n; j += 4) {
+      const __m128 x = _mm_loadu_ps(row + j);
+      mx = _mm_max_ps(x, mx);
+      un = _mm_or_ps(un, _mm_cmpunord_ps(x, x));
+    }
+    alignas(16) float lanes[4];
+    _mm_store_ps(lanes, mx);
+    for (float v : lanes) m = v > m ? v : m;
+    anyNan = _mm_movemask_ps(un) != 0;
+  } else {
+    __m128d mx = _mm_set1_pd(m), un = _mm_setzero_pd();
+    for (; j + 2 <= n; j += 2) {
+      const __m128d x = _mm_loadu_pd(row + j);
+      mx = _mm_max_pd(x, mx);
+      un = _mm_or_pd(un, _mm_cmpunord_pd(x, x));
+    }
+    alignas(16) double lanes[2];
+    _mm_store_pd(lanes, mx);
+    for (double v : lanes) m = v > m ? v : m;
+    anyNan = _mm_movemask_pd(un) != 0;
+  }
+#endif
+  for (; j < n; ++j) {
+    anyNan |= row[j] != row[j];
+    m = row[j] > m ? row[j] : m;
+  }
+  if (anyNan) m = std::numeric_limits<T>::quiet_NaN();
+  if (std::isinf(m)) m = 0;
+  for (j = 0; j < n; ++j) row[j] = row[j] - m;
+  exp(n, row, row);
+  return {eagerRowSum(row, n), m};
+}
+
+// order: eager's order for this sum (inner_sum.h), which every path then follows. wholeRows: a
+// sum of whole rows in eager's order (eagerRowSum): horizontal tiles gather each row, then sum it.
+// rowSums: only through a compiled vertical kernel (false where none applies; nothing is written).
 template <typename Acc>
 bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Acc& proto, const Finisher& finish,
-                    const std::optional<InnerSumOrder>& order, const RowSums* rowSums) {
+                    const std::optional<InnerSumOrder>& order, bool wholeRows, const RowSums* rowSums) {
   using T = typename Acc::Value;
   using Out = typename Acc::Out;
   constexpr bool kIndexed = std::is_base_of_v<IndexedTag, Acc>;
   // Sums that may follow eager's inner order (and their values' type where they cannot).
   constexpr bool kOrdered = IsSumLike<Acc>::value && std::is_floating_point_v<T>;
+  // A logsumexp of whole rows in eager's steps (logsumexpOfRow).
+  constexpr bool kRowLse = std::is_same_v<Acc, LogsumexpAcc<T>> && std::is_floating_point_v<T>;
   using OrderT = std::conditional_t<kOrdered, T, double>;
   const int64_t numOut = plan.kept.numel();
   const int64_t count = plan.reduced.numel();
@@ -61,7 +124,7 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
   TORCH_INTERNAL_ASSERT(static_cast<int64_t>(sizeof(Out)) == finish.reducedSize, "tsfuse: native reduction writes ",
                         sizeof(Out), "-byte values to a ", finish.reducedSize, "-byte dtype");
 
-  if (isVertical(plan)) {
+  if (isVertical(plan) && !wholeRows) {
     // Tiles run along the innermost output dim; the reduced space is walked once per tile, so
     // each lane accumulates one output element in order.
     const int64_t inner = plan.kept.size.back();
@@ -223,7 +286,7 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
   const int64_t tilesPerOut = std::max<int64_t>(1, (count + kTile - 1) / kTile);
   constexpr int64_t want = 64;  // work items: enough for 64 threads
   // (A sum in eager's order is one part: its partial sums do not merge.)
-  const int64_t parts = numOut >= want || order ? 1 : std::min(tilesPerOut, (want + numOut - 1) / numOut);
+  const int64_t parts = numOut >= want || order || wholeRows ? 1 : std::min(tilesPerOut, (want + numOut - 1) / numOut);
   const int64_t tilesPerPart = (tilesPerOut + parts - 1) / parts;
   std::vector<Acc> partial(numOut * parts, proto);
   std::vector<char> constant(L);  // operands constant over the reduced space
@@ -231,12 +294,25 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
   std::vector<jit::Leaf> kinds(L);
   for (int i = 0; i < L; ++i) kinds[i] = constant[i] ? jit::Leaf::Uniform : jit::Leaf::Contiguous;
   const TileEvaluator eval(prog, kinds, TileEvaluator::Use::Folded);
+  std::optional<VmlRoutine> rowExp, rowLog;
+  if constexpr (kRowLse) {
+    if (wholeRows) {
+      rowExp = vmlRoutine(Op::Exp, c10::CppTypeToScalarType<T>::value);
+      rowLog = vmlRoutine(Op::Log, c10::CppTypeToScalarType<T>::value);
+      TORCH_INTERNAL_ASSERT(*rowExp && *rowLog, "tsfuse: logsumexp rows without eager's exp and log routines");
+    }
+  }
   at::parallel_for(0, numOut * parts, grainFor(std::min(count, tilesPerPart * kTile)), [&](int64_t b, int64_t e) {
     auto scratch = prog.makeScratch();
     std::vector<int64_t> base(L);
     std::optional<InnerSumLanes<OrderT>> fold;  // one lane: this output's sum
+    std::vector<T> row;                         // wholeRows: this output's values
     if constexpr (kOrdered)
       if (order) fold.emplace(*order, 1);
+    if constexpr (kOrdered || kRowLse)
+      if (wholeRows) row.resize(count);
+    std::optional<VmlSerialScope> serial;
+    if constexpr (kRowLse) serial.emplace();
     for (int64_t w = b; w < e; ++w) {
       const int64_t o = w / parts, part = w % parts;
       for (int i = 0; i < L; ++i) base[i] = plan.kept.offset(i, o);
@@ -261,6 +337,12 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
             continue;
           }
         }
+        if constexpr (kOrdered || kRowLse) {
+          if (wholeRows) {
+            std::memcpy(row.data() + start, v, n * sizeof(T));
+            continue;
+          }
+        }
         for (int64_t j = 0; j < n; ++j) acc.add(v[j], start + j);
       }
       if constexpr (kOrdered) {
@@ -268,6 +350,14 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
           T sum;
           fold->result(&sum);
           acc.v = sum;
+        }
+        if (wholeRows) acc.v = eagerRowSum(row.data(), count);
+      }
+      if constexpr (kRowLse) {
+        if (wholeRows) {
+          const auto [sum, max] = logsumexpOfRow(row.data(), count, *rowExp);
+          acc.s = sum;
+          acc.m = max;
         }
       }
       partial[w] = acc;
@@ -285,6 +375,13 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
         for (int64_t p = 1; p < parts; ++p) acc.merge(partial[o * parts + p]);
         vals[j] = acc.get(count);
         if constexpr (kIndexed) finish.indices[o] = acc.index();
+      }
+      if constexpr (kRowLse) {
+        if (wholeRows) {  // log(sum) + max, as eager's result.log_().add_(max)
+          for (int64_t j = 0; j < n; ++j) vals[j] = static_cast<T>(partial[o0 + j].s);
+          (*rowLog)(n, vals.get(), vals.get());
+          for (int64_t j = 0; j < n; ++j) vals[j] = vals[j] + static_cast<T>(partial[o0 + j].m);
+        }
       }
       finish(es ? &*es : nullptr, vals.get(), o0, n);
     }
@@ -367,6 +464,10 @@ bool reduceInto(TileProgram& prog, const Expr& e, at::TensorList operands, const
   std::optional<InnerSumOrder> order;
   if (kind == Reduction::Sum || kind == Reduction::Mean)
     order = eagerInnerSumOrder(an.reducedDtype, plan.reduced.numel(), dimsAboveOne, innermost);
+  const bool wholeRows =
+      (kind == Reduction::Sum ? !order : kind == Reduction::Logsumexp && logsumexpRoutines(an.reducedDtype)) &&
+      !rowSums && plan.reduced.numel() > 0 &&
+      eagerSumsWholeRows(an.reducedDtype, plan.reduced.numel(), plan.kept.numel(), dimsAboveOne, innermost);
   // A 2-norm: the square root of the sum of squares, the sum in the compiled kernels (a float norm
   // is within the summation-order tolerance, not eager's bits: docs/exactness.md), the root over
   // the output.
@@ -379,7 +480,7 @@ bool reduceInto(TileProgram& prog, const Expr& e, at::TensorList operands, const
   bool ran = false;
   dispatchAccumulator(spec.kind, prog.slotType[prog.result], [&](auto accTag) {
     using Acc = typename decltype(accTag)::type;
-    ran = runReduceTyped<Acc>(prog, plan, prototype<Acc>(spec, inFloat), finish, order, rowSums);
+    ran = runReduceTyped<Acc>(prog, plan, prototype<Acc>(spec, inFloat), finish, order, wholeRows, rowSums);
   });
   if (ran && twoNorm) outs[0].sqrt_();
   if (!ran && why) *why = "no compiled vertical kernel for its value";
@@ -387,6 +488,26 @@ bool reduceInto(TileProgram& prog, const Expr& e, at::TensorList operands, const
 }
 
 }  // namespace
+
+bool reducesInEagerOrder(const ReduceSpec& reduce, const Analysis& an) {
+  const bool lse = reduce.kind == Reduction::Logsumexp;
+  if (!(reduce.kind == Reduction::Sum || lse) || reduce.epilogue) return false;
+  if (lse && (an.resultType.back() != an.reducedDtype || !logsumexpRoutines(an.reducedDtype))) return false;
+  const auto rank = static_cast<int64_t>(an.valueShape.size());
+  if (rank == 0 || an.valueShape != an.shape || static_cast<int64_t>(an.valueOrder.size()) != rank) return false;
+  int dimsAboveOne = 0;
+  int64_t count = 1, reducedDim = -1, innermostDim = -1;
+  for (int64_t d : reducedDims(reduce, rank)) {
+    count *= an.valueShape[d];
+    if (an.valueShape[d] > 1) ++dimsAboveOne, reducedDim = d;
+  }
+  for (int64_t d : an.valueOrder)
+    if (an.valueShape[d] > 1) innermostDim = d;
+  const bool innermost = reducedDim >= 0 && reducedDim == innermostDim;
+  if (count == 0) return false;
+  return (!lse && eagerInnerSumOrder(an.reducedDtype, count, dimsAboveOne, innermost)) ||
+         eagerSumsWholeRows(an.reducedDtype, count, an.valueNumel() / count, dimsAboveOne, innermost);
+}
 
 int64_t swappedLaneReductions() { return gSwapped.load(std::memory_order_relaxed); }
 

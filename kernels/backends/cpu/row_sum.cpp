@@ -23,4 +23,11 @@ bool eagerSumsRowsInCascade() {
   return matches;
 }
 
+bool eagerSumsWholeRows(c10::ScalarType type, int64_t count, int64_t outputs, int dimsAboveOne, bool innermost) {
+  if ((type != c10::ScalarType::Float && type != c10::ScalarType::Double) || dimsAboveOne != 1 || !innermost)
+    return false;
+  if (outputs < 1 || (outputs == 1 && count >= 32768)) return false;
+  return eagerSumsRowsInCascade();
+}
+
 }  // namespace tsfuse::cpu

@@ -6,6 +6,8 @@
 // rows to ATen. eagerSumsRowsInCascade() checks this build against at::sum once per process.
 #pragma once
 
+#include <c10/core/ScalarType.h>
+
 #include <cstdint>
 
 namespace tsfuse::cpu {
@@ -29,5 +31,11 @@ double eagerRowSum(const double* v, int64_t n);
 // Whether at::sum of this process follows eagerRowSum (checked once, on probe rows of lengths
 // that take each branch of the cascade up to its third level).
 bool eagerSumsRowsInCascade();
+
+// Whether at::sum of `count` values of `type` along `dimsAboveOne` reduced dims of size > 1 (the one
+// there is `innermost` in eager's value) into `outputs` outputs sums each output's row whole, as
+// eagerRowSum does: float32 or float64 rows of one dim, more than one output or fewer than 32768
+// values (ATen may split a single long row among threads), on a build that follows the cascade.
+bool eagerSumsWholeRows(c10::ScalarType type, int64_t count, int64_t outputs, int dimsAboveOne, bool innermost);
 
 }  // namespace tsfuse::cpu
