@@ -9,6 +9,7 @@
 //                                                    %m = aten::contiguous(%m012, 0)
 #include "passes/split_cat_reductions.h"
 
+#include "passes/analysis/shape_facts.h"
 #include "passes/analysis/symbolic_shapes.h"
 #include "passes/framework/driver.h"
 
@@ -44,18 +45,29 @@ bool sameDim(int64_t a, int64_t b, std::optional<size_t> rank) {
   return (a + r) % r == (b + r) % r;
 }
 
-// amin or amax over [d] with a constant keepdim: the reduction this pass splits.
+// amin, amax, any or all over one dim d with a constant keepdim: the reductions this pass splits,
+// each with the elementwise op that joins two pieces (any/all: of bool pieces only).
 struct Split {
-  bool isMax = false;
+  c10::Symbol join;
+  bool needsBool = false;
   int64_t dim = 0;
   bool keepdim = false;
 };
 std::optional<Split> splitReduction(Node* n) {
-  if ((n->kind() != c10::aten::amin && n->kind() != c10::aten::amax) || n->inputs().size() != 3) return std::nullopt;
-  auto d = singleDim(n->input(1));
-  auto keep = torch::jit::toIValue(n->input(2));
-  if (!d || !keep || !keep->isBool()) return std::nullopt;
-  return Split{n->kind() == c10::aten::amax, *d, keep->toBool()};
+  static const std::pair<c10::Symbol, c10::Symbol> kJoins[] = {{c10::aten::amin, c10::aten::minimum},
+                                                               {c10::aten::amax, c10::aten::maximum},
+                                                               {c10::aten::any, c10::aten::logical_or},
+                                                               {c10::aten::all, c10::aten::logical_and}};
+  if (n->inputs().size() != 3) return std::nullopt;
+  for (const auto& [reduction, join] : kJoins) {
+    if (n->kind() != reduction) continue;
+    Value* dims = n->input(1);
+    auto d = dims->type()->kind() == c10::TypeKind::IntType ? constantInt(dims) : singleDim(dims);
+    auto keep = torch::jit::toIValue(n->input(2));
+    if (!d || !keep || !keep->isBool()) return std::nullopt;
+    return Split{join, reduction == c10::aten::any || reduction == c10::aten::all, *d, keep->toBool()};
+  }
+  return std::nullopt;
 }
 
 class SplitCatReductionsPattern : public Pattern {
@@ -70,7 +82,7 @@ class SplitCatReductionsPattern : public Pattern {
     if (!stack && joined->kind() != c10::aten::cat) return false;
     const std::vector<Node*> nodes = {joined, n};
     auto reject = [&](const std::string& why) {
-      return rw.notifyMatchFailure(nodes, "the min/max over a " + std::string(stack ? "stack" : "cat") +
+      return rw.notifyMatchFailure(nodes, "the reduction over a " + std::string(stack ? "stack" : "cat") +
                                               "'s dim stays a reduction of the stored result: " + why);
     };
     auto joinDim = constantInt(joined->input(1));
@@ -85,6 +97,11 @@ class SplitCatReductionsPattern : public Pattern {
         return reject("the joined tensor is also read by " + describeNode(use.user) + ", so it is stored anyway");
     }
     std::vector<Value*> pieces(list->inputs().begin(), list->inputs().end());
+    if (split->needsBool)
+      for (Value* p : pieces)
+        if (!provablyBool(p))
+          return reject("piece %" + p->debugName() +
+                        " is not provably bool (any/all of a uint8 tensor is uint8, not logical_or's bool)");
     if (!stack) {
       // A piece of size 1 along d: unsqueeze(p, d) of any p (it raises where the dim is invalid).
       for (Value* p : pieces) {
@@ -111,13 +128,12 @@ class SplitCatReductionsPattern : public Pattern {
     }
     Value* r = checked[0];
     for (size_t i = 1; i < checked.size(); ++i) {
-      Node* m =
-          graph.insertNode(graph.create(split->isMax ? c10::aten::maximum : c10::aten::minimum, {r, checked[i]}, 1));
+      Node* m = graph.insertNode(graph.create(split->join, {r, checked[i]}, 1));
       m->output()->setType(c10::TensorType::get());
       m->setSourceRange(n->sourceRange());
       r = m->output();
     }
-    // A reduction's result is dense whatever its input's layout; minimum's follows its operands'.
+    // A reduction's result is dense whatever its input's layout; the joins' follows their operands'.
     Node* dense = graph.insertNode(graph.create(
         c10::aten::contiguous, {r, graph.insertConstant(static_cast<int64_t>(c10::MemoryFormat::Contiguous))}, 1));
     dense->setSourceRange(n->sourceRange());
@@ -138,9 +154,8 @@ class SplitCatReductionsPattern : public Pattern {
 
     RewriteEvent e;
     e.add(nodes);
-    e.reason = std::string(split->isMax ? "max" : "min") + " over the " + (stack ? "stack" : "cat") +
-               "'s dim -> elementwise " + (split->isMax ? "maximum" : "minimum") + " of its " +
-               std::to_string(pieces.size()) + " pieces";
+    e.reason = std::string(n->kind().toUnqualString()) + " over the " + (stack ? "stack" : "cat") + "'s dim -> " +
+               split->join.toUnqualString() + " of its " + std::to_string(pieces.size()) + " pieces";
     e.fusedOp = r->node()->kind().toQualString();
     rw.replaceAllUsesWith(n->output(), r);
     rw.notifyRewrite(std::move(e), r->node());

@@ -50,8 +50,8 @@ const std::vector<PassInfo>& pipelinePasses() {
        "(passes/analysis/decompositions.cpp)",
        Decompose, true},
       {"split_cat_reductions",
-       "min/max over the dim of a stack (or a cat of pieces of size 1 there) -> elementwise minimum/maximum of the "
-       "pieces (tsfuse::cat_piece keeps the stack's errors)",
+       "min/max (any/all of bools) over the dim of a stack, or of a cat of pieces of size 1 there -> "
+       "elementwise minimum/maximum (logical_or/and) of the pieces (tsfuse::cat_piece keeps the stack's errors)",
        SplitCatReductions, true},
       {"sink_reshapes",
        "elementwise ops and last-dim reductions over reshaped operands -> the reshape after them (broadcast dims "

@@ -196,6 +196,28 @@ TEST(SplitCatReductionsIR, KeepsTheStacksErrors) {
   EXPECT_EQ(errorOf(f3.g, uneven), cat);
 }
 
+// all/any over a stack of comparisons: logical_and/or of the pieces (bool, as all/any of bools).
+TEST(SplitCatReductionsIR, AllAndAnyOfBoolPieces) {
+  for (const char* op : {"all", "any"}) {
+    Piped f = pipeline(deltasThen(R"IR(
+  %z : float = prim::Constant[value=0.]()
+  %lp : Tensor = aten::gt(%l, %z)
+  %tp : Tensor = aten::gt(%t, %z)
+  %rp : Tensor = aten::ge(%r, %z)
+  %list : Tensor[] = prim::ListConstruct(%lp, %tp, %rp)
+  %s : Tensor = aten::stack(%list, %m1)
+)IR",
+                                  std::string("  %m : Tensor = aten::") + op + "(%s, %m1, %false)\n  return (%m)\n"));
+    ASSERT_EQ(f.r.rewritesBy("split_cat_reductions"), 1) << op << "\n" << f.r.dump();
+    EXPECT_EQ(computingFusedOps(f.g), 1) << f.r.ir;
+    for (uint64_t seed : {16, 17}) EXPECT_TRUE(sameOutputs(f.ref, f.g, boxes(seed, 19, 9))) << op;
+  }
+  // Pieces of unknown dtype: any of uint8 values is uint8, logical_or's is bool.
+  Piped f = pipeline(deltasThen(kStack2, "  %m : Tensor = aten::any(%s, %two, %false)\n  return (%m)\n"));
+  EXPECT_EQ(f.r.rewritesBy("split_cat_reductions"), 0) << f.r.dump();
+  EXPECT_TRUE(f.r.rejectedWith("is not provably bool")) << f.r.dump();
+}
+
 TEST(SplitCatReductionsIR, NegativeCases) {
   struct Case {
     const char* name;
