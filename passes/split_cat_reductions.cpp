@@ -4,8 +4,8 @@
 //   %l = prim::ListConstruct(%p0, %p1, %p2)          %c0 = tsfuse::cat_piece(%p0, %p0, 0, 2, True)
 //   %s = aten::stack(%l, 2)                   =>     %c1 = tsfuse::cat_piece(%p1, %p0, 1, 2, True)
 //   %m = aten::amin(%s, [2], False)                  %c2 = tsfuse::cat_piece(%p2, %p0, 2, 2, True)
-//                                                    %m01 = aten::minimum(%c0, %c1)
-//                                                    %m012 = aten::minimum(%m01, %c2)
+//                                                    %m01 = aten::minimum(%c1, %c0)
+//                                                    %m012 = aten::minimum(%c2, %m01)
 //                                                    %m = aten::contiguous(%m012, 0)
 #include "passes/split_cat_reductions.h"
 
@@ -128,7 +128,9 @@ class SplitCatReductionsPattern : public Pattern {
     }
     Value* r = checked[0];
     for (size_t i = 1; i < checked.size(); ++i) {
-      Node* m = graph.insertNode(graph.create(split->join, {r, checked[i]}, 1));
+      // The later piece first: of two equal values (0.0 and -0.0) the fused minimum/maximum return
+      // the second operand, so the earlier piece wins, as in eager's amin/amax along a row.
+      Node* m = graph.insertNode(graph.create(split->join, {checked[i], r}, 1));
       m->output()->setType(c10::TensorType::get());
       m->setSourceRange(n->sourceRange());
       r = m->output();

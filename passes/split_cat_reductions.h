@@ -22,7 +22,8 @@ namespace tsfuse {
 //          index 0 of d without keepdim
 // tsfuse::cat_piece (kernels/ir/ops.def) keeps the stack's or cat's errors (dim out of range,
 // pieces of other sizes, where minimum would broadcast); min and max pick the same values in either
-// form (NaN propagates; which of two zeros of opposite sign: docs/exactness.md).
+// form (NaN propagates; each join takes the later piece first, so that of two zeros of opposite
+// sign the earlier piece wins, as in eager's amin/amax along a row: docs/exactness.md).
 // any/all over the dim are logical_or/logical_and of the pieces where every piece is provably
 // bool (any of a uint8 tensor is uint8). A cat of pieces longer than 1 along d is left: amin over
 // an empty piece raises where the cat does not. Returns whether the graph changed.
