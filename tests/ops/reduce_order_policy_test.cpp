@@ -47,8 +47,8 @@ TEST(ReduceOrderPolicy, FloatSumOfANonBroadcastValueIsEagersOwn) {
 }
 
 // A sum along eager's innermost rows is folded natively in eager's order: short rows in the inner
-// order (inner_sum.h), long ones gathered whole (row_sum.h); a single row of 32768 values or more
-// may be split by ATen's threads, so it goes to ATen.
+// order (inner_sum.h), long ones gathered whole (row_sum.h, up to 2^18 values: bounded scratch); a
+// single row of 32768 values or more may be split by ATen's threads, so it goes to ATen.
 TEST(ReduceOrderPolicy, SumsAlongEagersRowsRunNativeInEagersOrder) {
   if (!tsfuse::cpu::eagerSumsRowsInCascade()) GTEST_SKIP() << "this build's at::sum does not follow the cascade";
   Gen g(3);
@@ -63,6 +63,11 @@ TEST(ReduceOrderPolicy, SumsAlongEagersRowsRunNativeInEagersOrder) {
     Call c = reduce({row}, "v1: mul($0, $0)", "sum", std::vector<int64_t>{0});
     EXPECT_EQ(c.path, "aten");
     EXPECT_TRUE(at::equal(c.out, (row * row).sum(0)));
+    // Rows longer than a bounded scratch buffer holds: ATen's, too.
+    at::Tensor longRows = g.tensor({2, 300000}, t);
+    c = reduce({longRows}, "v1: mul($0, $0)", "sum", std::vector<int64_t>{1});
+    EXPECT_EQ(c.path, "aten");
+    EXPECT_TRUE(at::equal(c.out, (longRows * longRows).sum(1)));
   }
   // Rows of a transposed operand: eager's value follows its layout, so the rows are strided there.
   at::Tensor xt = g.tensor({3000, 6}, at::kFloat).t();

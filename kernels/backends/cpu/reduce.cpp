@@ -36,6 +36,16 @@ using namespace reduce_parts;
 
 constexpr int64_t kVerticalMin = 16;
 
+// Rows summed whole in eager's order (eagerRowSum) are gathered into a per-thread buffer: up to
+// this many values, so a call's scratch stays bounded (1 MiB of float32); longer rows fold as any
+// other reduction (or, where that would change eager's bits, through ATen: fused_call.cpp).
+constexpr int64_t kWholeRowMax = int64_t(1) << 18;
+
+// Whether this sum's (or logsumexp's) rows fold whole in eager's order here (row_sum.h).
+bool foldsWholeRows(c10::ScalarType t, int64_t count, int64_t outputs, int dimsAboveOne, bool innermost) {
+  return count > 0 && count <= kWholeRowMax && eagerSumsWholeRows(t, count, outputs, dimsAboveOne, innermost);
+}
+
 // Whether eager's exp and log routines for t are at hand (logsumexp rows need both).
 bool logsumexpRoutines(c10::ScalarType t) {
   return (t == c10::ScalarType::Float || t == c10::ScalarType::Double) && vmlRoutine(Op::Exp, t) &&
@@ -466,8 +476,7 @@ bool reduceInto(TileProgram& prog, const Expr& e, at::TensorList operands, const
     order = eagerInnerSumOrder(an.reducedDtype, plan.reduced.numel(), dimsAboveOne, innermost);
   const bool wholeRows =
       (kind == Reduction::Sum ? !order : kind == Reduction::Logsumexp && logsumexpRoutines(an.reducedDtype)) &&
-      !rowSums && plan.reduced.numel() > 0 &&
-      eagerSumsWholeRows(an.reducedDtype, plan.reduced.numel(), plan.kept.numel(), dimsAboveOne, innermost);
+      !rowSums && foldsWholeRows(an.reducedDtype, plan.reduced.numel(), plan.kept.numel(), dimsAboveOne, innermost);
   // A 2-norm: the square root of the sum of squares, the sum in the compiled kernels (a float norm
   // is within the summation-order tolerance, not eager's bits: docs/exactness.md), the root over
   // the output.
@@ -506,7 +515,7 @@ bool reducesInEagerOrder(const ReduceSpec& reduce, const Analysis& an) {
   const bool innermost = reducedDim >= 0 && reducedDim == innermostDim;
   if (count == 0) return false;
   return (!lse && eagerInnerSumOrder(an.reducedDtype, count, dimsAboveOne, innermost)) ||
-         eagerSumsWholeRows(an.reducedDtype, count, an.valueNumel() / count, dimsAboveOne, innermost);
+         foldsWholeRows(an.reducedDtype, count, an.valueNumel() / count, dimsAboveOne, innermost);
 }
 
 int64_t swappedLaneReductions() { return gSwapped.load(std::memory_order_relaxed); }
