@@ -9,6 +9,7 @@
 //                                                    %m = aten::contiguous(%m012, 0)
 #include "passes/split_cat_reductions.h"
 
+#include "passes/analysis/op_table.h"
 #include "passes/analysis/shape_facts.h"
 #include "passes/analysis/symbolic_shapes.h"
 #include "passes/framework/driver.h"
@@ -27,15 +28,6 @@ using torch::jit::Value;
 
 const c10::Symbol kCatPiece = c10::Symbol::fromQualString("tsfuse::cat_piece");
 
-// The one dim of a reduction's constant int[] (or int) dim argument.
-std::optional<int64_t> singleDim(Value* dims) {
-  auto iv = torch::jit::toIValue(dims);
-  if (iv && iv->isIntList() && iv->toIntList().size() == 1) return iv->toIntList().get(0);
-  if (dims->node()->kind() == c10::prim::ListConstruct && dims->node()->inputs().size() == 1)
-    return constantInt(dims->node()->input(0));
-  return std::nullopt;
-}
-
 // Whether dims a and b name the same dim of a tensor of rank `rank` (unknown: only the same int).
 bool sameDim(int64_t a, int64_t b, std::optional<size_t> rank) {
   if (a == b) return true;
@@ -45,8 +37,9 @@ bool sameDim(int64_t a, int64_t b, std::optional<size_t> rank) {
   return (a + r) % r == (b + r) % r;
 }
 
-// amin, amax, any or all over one dim d with a constant keepdim: the reductions this pass splits,
-// each with the elementwise op that joins two pieces (any/all: of bool pieces only).
+// amin, amax, any or all over one dim d with a constant keepdim (matchReduction reads them): the
+// reductions this pass splits, each with the elementwise op that joins two pieces (any/all: of bool
+// pieces only).
 struct Split {
   c10::Symbol join;
   bool needsBool = false;
@@ -54,20 +47,21 @@ struct Split {
   bool keepdim = false;
 };
 std::optional<Split> splitReduction(Node* n) {
-  static const std::pair<c10::Symbol, c10::Symbol> kJoins[] = {{c10::aten::amin, c10::aten::minimum},
-                                                               {c10::aten::amax, c10::aten::maximum},
-                                                               {c10::aten::any, c10::aten::logical_or},
-                                                               {c10::aten::all, c10::aten::logical_and}};
-  if (n->inputs().size() != 3) return std::nullopt;
-  for (const auto& [reduction, join] : kJoins) {
-    if (n->kind() != reduction) continue;
-    Value* dims = n->input(1);
-    auto d = dims->type()->kind() == c10::TypeKind::IntType ? constantInt(dims) : singleDim(dims);
-    auto keep = torch::jit::toIValue(n->input(2));
-    if (!d || !keep || !keep->isBool()) return std::nullopt;
-    return Split{join, reduction == c10::aten::any || reduction == c10::aten::all, *d, keep->toBool()};
+  ReductionMatch r;
+  if (!matchReduction(n, r, nullptr) || !r.spec.dims || r.spec.dims->size() != 1) return std::nullopt;
+  const int64_t d = r.spec.dims->front();
+  switch (r.spec.kind) {
+    case Reduction::Amin:
+      return Split{c10::aten::minimum, false, d, r.spec.keepdim};
+    case Reduction::Amax:
+      return Split{c10::aten::maximum, false, d, r.spec.keepdim};
+    case Reduction::Any:
+      return Split{c10::aten::logical_or, true, d, r.spec.keepdim};
+    case Reduction::All:
+      return Split{c10::aten::logical_and, true, d, r.spec.keepdim};
+    default:
+      return std::nullopt;
   }
-  return std::nullopt;
 }
 
 class SplitCatReductionsPattern : public Pattern {

@@ -74,8 +74,8 @@ Outputs logsumexpInEagerSteps(const Expr& e, at::TensorList operands, const Redu
   sum.dtype.reset();
   sum.epilogue.reset();
   Outputs out = runFusedAll(ops, shifted.str(), &sum, native, {});
-  const at::Tensor mOut = reduce.keepdim || !reduce.dims ? m : m.squeeze(*reduce.dims);
-  out[0].log_().add_(reduce.keepdim ? m : (reduce.dims ? mOut : m.reshape({})));
+  const at::Tensor max = reduce.keepdim ? m : reduce.dims ? m.squeeze(*reduce.dims) : m.reshape({});
+  out[0].log_().add_(max);
   setLastPath("logsumexp");
   return out;
 }

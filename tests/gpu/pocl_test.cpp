@@ -58,32 +58,37 @@ bool castsNonFinite(const tsfuse::lower::Program& p, const GpuCase& c) {
   return false;
 }
 
+// Whether a value some instruction `from` computed reaches, through any chain of instructions, one
+// that `to` names.
+bool flowsInto(const tsfuse::lower::Program& p, bool (*from)(tsfuse::Prim), bool (*to)(tsfuse::Prim)) {
+  std::vector<char> tainted(p.slotType.size());
+  for (const auto& in : p.code) {
+    bool reads = false;
+    for (int s : {in.a, in.b, in.c}) reads = reads || (s >= 0 && tainted[s]);
+    if (reads && to(in.op)) return true;
+    tainted[in.out] = reads || from(in.op);
+  }
+  return false;
+}
+
 // sin/cos of a value computed from an exp: exp's 1-ulp difference between libm and MKL is, at the
 // magnitudes exp reaches, many periods of sin (sin(exp(x)) for a byte x): not compared.
 bool periodicOfAnExp(const tsfuse::lower::Program& p) {
-  std::vector<char> fromExp(p.slotType.size());
-  for (const auto& in : p.code) {
-    bool reads = false;
-    for (int s : {in.a, in.b, in.c}) reads = reads || (s >= 0 && fromExp[s]);
-    if ((in.op == tsfuse::Prim::Sin || in.op == tsfuse::Prim::Cos) && reads) return true;
-    fromExp[in.out] = reads || in.op == tsfuse::Prim::Exp;
-  }
-  return false;
+  return flowsInto(
+      p, [](tsfuse::Prim op) { return op == tsfuse::Prim::Exp; },
+      [](tsfuse::Prim op) { return op == tsfuse::Prim::Sin || op == tsfuse::Prim::Cos; });
 }
 
 // Whether a min/max/clamp value reaches a division: which zero eager's CPU kernel returns on a
 // -0.0/+0.0 tie (below) then becomes the sign of an infinity, and of what compares it.
 bool zeroSignReachesADivision(const tsfuse::lower::Program& p) {
-  std::vector<char> fromTie(p.slotType.size());
-  for (const auto& in : p.code) {
-    bool reads = false;
-    for (int s : {in.a, in.b, in.c}) reads = reads || (s >= 0 && fromTie[s]);
-    if (in.op == tsfuse::Prim::Div && reads) return true;
-    fromTie[in.out] = reads || in.op == tsfuse::Prim::Minimum || in.op == tsfuse::Prim::Maximum ||
-                      in.op == tsfuse::Prim::ClampMin || in.op == tsfuse::Prim::ClampMax ||
-                      in.op == tsfuse::Prim::Clamp3;
-  }
-  return false;
+  return flowsInto(
+      p,
+      [](tsfuse::Prim op) {
+        return op == tsfuse::Prim::Minimum || op == tsfuse::Prim::Maximum || op == tsfuse::Prim::ClampMin ||
+               op == tsfuse::Prim::ClampMax || op == tsfuse::Prim::Clamp3;
+      },
+      [](tsfuse::Prim op) { return op == tsfuse::Prim::Div; });
 }
 
 // Which zero eager's CPU minimum/maximum return on a -0.0/+0.0 tie depends on its loop (the

@@ -46,6 +46,24 @@ bool foldsWholeRows(c10::ScalarType t, int64_t count, int64_t outputs, int dimsA
   return count > 0 && count <= kWholeRowMax && eagerSumsWholeRows(t, count, outputs, dimsAboveOne, innermost);
 }
 
+// Of the reduced dims of `shape`: how many have size > 1, and whether the one there is is the
+// innermost of size > 1 in eager's value (`order`: its dims outermost-first; empty: not known).
+struct ReducedRows {
+  int dimsAboveOne = 0;
+  bool innermost = false;
+};
+ReducedRows reducedRowsOf(at::IntArrayRef shape, at::IntArrayRef reduced, at::IntArrayRef order) {
+  ReducedRows r;
+  int64_t reducedDim = -1, innermostDim = -1;
+  for (int64_t d : reduced)
+    if (shape[d] > 1) ++r.dimsAboveOne, reducedDim = d;
+  if (order.size() == shape.size())
+    for (int64_t d : order)
+      if (shape[d] > 1) innermostDim = d;
+  r.innermost = reducedDim >= 0 && reducedDim == innermostDim;
+  return r;
+}
+
 // Whether eager's exp and log routines for t are at hand (logsumexp rows need both).
 bool logsumexpRoutines(c10::ScalarType t) {
   return (t == c10::ScalarType::Float || t == c10::ScalarType::Double) && vmlRoutine(Op::Exp, t) &&
@@ -460,15 +478,7 @@ bool reduceInto(TileProgram& prog, const Expr& e, at::TensorList operands, const
   }
   std::optional<jit::SegmentedProgram> epilogueSegments;
   finish = finish.withSegments(&epilogueSegments);
-  // The reduced dims of size > 1, and whether the one there is is innermost in eager's value.
-  int dimsAboveOne = 0;
-  int64_t reducedDim = -1, innermostDim = -1;
-  for (int64_t d : plan.reducedDims)
-    if (plan.shape[d] > 1) ++dimsAboveOne, reducedDim = d;
-  if (an.valueOrder.size() == plan.shape.size())
-    for (int64_t d : an.valueOrder)
-      if (plan.shape[d] > 1) innermostDim = d;
-  const bool innermost = reducedDim >= 0 && reducedDim == innermostDim;
+  const auto [dimsAboveOne, innermost] = reducedRowsOf(plan.shape, plan.reducedDims, an.valueOrder);
   const bool inFloat =
       rules::foldsInFloat(an.reducedDtype == c10::ScalarType::Float, plan.reduced.numel(), dimsAboveOne, innermost);
   std::optional<InnerSumOrder> order;
@@ -504,16 +514,11 @@ bool reducesInEagerOrder(const ReduceSpec& reduce, const Analysis& an) {
   if (lse && (an.resultType.back() != an.reducedDtype || !logsumexpRoutines(an.reducedDtype))) return false;
   const auto rank = static_cast<int64_t>(an.valueShape.size());
   if (rank == 0 || an.valueShape != an.shape || static_cast<int64_t>(an.valueOrder.size()) != rank) return false;
-  int dimsAboveOne = 0;
-  int64_t count = 1, reducedDim = -1, innermostDim = -1;
-  for (int64_t d : reducedDims(reduce, rank)) {
-    count *= an.valueShape[d];
-    if (an.valueShape[d] > 1) ++dimsAboveOne, reducedDim = d;
-  }
-  for (int64_t d : an.valueOrder)
-    if (an.valueShape[d] > 1) innermostDim = d;
-  const bool innermost = reducedDim >= 0 && reducedDim == innermostDim;
+  const std::vector<int64_t> reduced = reducedDims(reduce, rank);
+  int64_t count = 1;
+  for (int64_t d : reduced) count *= an.valueShape[d];
   if (count == 0) return false;
+  const auto [dimsAboveOne, innermost] = reducedRowsOf(an.valueShape, reduced, an.valueOrder);
   return (!lse && eagerInnerSumOrder(an.reducedDtype, count, dimsAboveOne, innermost)) ||
          foldsWholeRows(an.reducedDtype, count, an.valueNumel() / count, dimsAboveOne, innermost);
 }
