@@ -40,7 +40,8 @@ const std::vector<PassInfo>& pipelinePasses() {
        "for-range loop of constant trip count accumulating in place into a tensor made before it -> its iterations",
        UnrollAccumulations, true},
       {"canonicalize",
-       "lower tuples, fold constants, in-place -> out-of-place (tsfuse::inplace_result keeps its dtype), identity "
+       "lower tuples, fold constants, 0-dim tensor constants as add/sub/mul/div's other -> numbers (as the "
+       "executor's CanonicalizeOps), in-place -> out-of-place (tsfuse::inplace_result keeps its dtype), identity "
        "slices, values-only max/min(dim), "
        "x[bool mask] = c -> where",
        Canonicalize},
