@@ -7,6 +7,7 @@
 #include "kernels/ir/op_registry.h"
 
 #include <torch/csrc/jit/ir/constants.h>
+#include <torch/csrc/jit/passes/common_subexpression_elimination.h>
 #include <torch/csrc/jit/passes/constant_propagation.h>
 
 #include <cmath>
@@ -208,7 +209,7 @@ struct CanonicalizePattern : Pattern {
     const std::string name = n->kind().toUnqualString();
     Value* x = n->input(0);
     // The functional form must exist and be fusible, or the rewrite buys nothing.
-    Node* functional = rw.graph().create(c10::Symbol::aten(name.substr(0, name.size() - 1)), n->inputs(), 1);
+    Node* functional = rw.graph().create(c10::Symbol::aten(outOfPlaceName(name)), n->inputs(), 1);
     ElementwiseMatch fm;
     bool fusible = matchElementwise(functional, fm, nullptr);
     if (!fusible) {
@@ -444,6 +445,9 @@ bool Canonicalize(std::shared_ptr<Graph>& graph) {
   bool changed = forwardTuples(graph->block());
   changed |= numbersForZeroDimOthers(graph->block());
   changed |= torch::jit::ConstantPropagation(graph);
+  // The executor eliminates common subexpressions before its custom passes run (where the load-time
+  // hook fuses); so does this pipeline, so that a function fuses to the same ops both ways.
+  changed |= torch::jit::EliminateCommonSubexpression(graph);
   CanonicalizePattern pattern;
   changed |= runPattern(graph, pattern);
   IdentitySlicePattern slices;

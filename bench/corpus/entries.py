@@ -256,8 +256,8 @@ ENTRIES: List[Entry] = [
           "encode fuse as small [N,4] pairwise ops, and so do the regions over tensors written in "
           "place before them (boxes clamped, images normalized in place: only a write between a "
           "region's reads blocks it); the matched IoU is stored for the matcher. The executor's "
-          "pre-pass fuses 16 more such small regions (its graph differs; not analysed yet)",
-          fused_loadtime={"pairwise": 46},
+          "pre-pass fuses 2 more such small regions (its graph differs; not analysed yet)",
+          fused_loadtime={"pairwise": 32},
           needs_torchvision_ops=True, kind="model"),
     Entry("tv.retinanet_resnet50_fpn", TV,
           _detector("retinanet_resnet50_fpn", score_thresh=0.001, min_size=256, max_size=256),
@@ -291,10 +291,9 @@ ENTRIES: List[Entry] = [
           {"pairwise": 3}, "distance is torch.cdist; (x - mean) / lengthscale and the Matern "
           "polynomial * exp over the stored [N,M] distance fuse as elementwise ops (exact)"),
     Entry("gp.PeriodicKernel", GP, _gpytorch_kernel(lambda k: k.PeriodicKernel()), LOWD, "trace",
-          {"pairwise": 2, "reduce": 1},
+          {"reduce": 1},
           "per-dimension torch.cdist [D,N,M]; clamp/sin/pow/div/mul summed over D then exp is one reduce; "
-          "x / (period / pi) fuses in optimize-ts, while the executor's CSE leaves one div",
-          fused_loadtime={"reduce": 1}),
+          "x / (period / pi), computed twice, is one div after CSE (the executor's, and canonicalize's)"),
     Entry("gp.RQKernel", GP, _gpytorch_kernel(lambda k: k.RQKernel()), LOWD, "trace",
           {"reduce": 2, "pairwise": 2}, "matmul-expanded squared distance, then (1 + d/(2a))^-a "
           "(one pairwise op over the distance clamped in place before it)"),

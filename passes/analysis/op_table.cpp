@@ -381,12 +381,9 @@ bool isReducer(Node* n) {
   return n->kind() == c10::aten::softmax || n->kind() == c10::aten::log_softmax || matchReduction(n, r, nullptr);
 }
 
-// An in-place op (x.op_(...), index_put_): canonicalize may make it a functional elementwise op
-// and point the value's later readers at its result.
-bool isInPlace(const Node* n) {
-  const std::string name = n->kind().toUnqualString();
-  return name.size() >= 2 && name.back() == '_' && name[name.size() - 2] != '_';
-}
+// An in-place op (x.op_(...), index_put_, x &= y): canonicalize may make it a functional
+// elementwise op and point the value's later readers at its result.
+bool isInPlace(const Node* n) { return !outOfPlaceName(n->kind().toUnqualString()).empty(); }
 
 // A node that hands its input on as it is: a view (its schema says its result aliases an input),
 // or a structural node canonicalize lowers or the executor inserted (tuples, lists, profiles).
@@ -443,6 +440,16 @@ void collectReaders(Value* v, Readers& r, std::unordered_set<Value*>& seen, size
 }
 
 }  // namespace
+
+std::string outOfPlaceName(const std::string& name) {
+  const size_t n = name.size();
+  if (n >= 2 && name[n - 1] == '_' && name[n - 2] != '_') return name.substr(0, n - 1);  // add_ -> add
+  // Python's augmented assignments: __iand__ -> __and__ (not __init__, __is__: a dunder of its own)
+  static const std::unordered_set<std::string> augmented = {
+      "__iadd__", "__isub__", "__imul__", "__idiv__", "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__"};
+  if (augmented.count(name)) return "__" + name.substr(3);
+  return "";
+}
 
 bool isInPlaceAtenOp(const Node* n) {
   return n->kind().is_aten() && isInPlace(n) && !n->inputs().empty() &&

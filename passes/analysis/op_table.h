@@ -62,9 +62,12 @@ bool isMetadataRead(Node* n);
 // nor let one escape.
 bool isFreshReader(Node* n);
 
-// Whether `n` is an aten in-place op (`x.add_(y)`: a name ending in one underscore, its first
-// argument a tensor, the one it writes).
+// Whether `n` is an aten in-place op (`x.add_(y)`: a name ending in one underscore, or `x &= y`:
+// aten::__iand__; its first argument a tensor, the one it writes).
 bool isInPlaceAtenOp(const Node* n);
+
+// The out-of-place op's name of an in-place op's (add_ -> add, __iand__ -> __and__), or "".
+std::string outOfPlaceName(const std::string& inPlace);
 
 // Whether `n` is one of tsfuse's own ops (a fused op, a view helper, a check, a wrapped number).
 bool isTsfuseOp(const Node* n);

@@ -130,6 +130,9 @@ std::optional<int64_t> RankBounds::otherView(Node* p, int depth) {
     return splitElement(p->input(0)->node(), depth);
   }
   auto self = [&] { return bound(p->input(0), depth + 1); };
+  // chunk with its pieces unpacked, as the executor's CanonicalizeOps writes it before the
+  // load-time pass runs: every piece keeps the input's rank
+  if (p->kind() == prim::ConstantChunk) return std::max(self(), rankFor(p->i(attr::dim)));
   static const Symbol fullSlice = Symbol::fromQualString(kFullSliceOp);
   if (p->kind() == fullSlice) return std::max(self(), dimRank(p->input(1)));
   const FunctionSchema* s = p->maybeSchema();

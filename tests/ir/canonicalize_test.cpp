@@ -285,6 +285,52 @@ using namespace tsfuse_test;
 using torch::jit::Node;
 using torch::jit::Value;
 
+// `mask &= (x - y > eps)` (ultralytics' point-in-box test): Python's augmented assignment is
+// aten::__iand__, in place on the fresh mask like any x.op_(y), so the four tests fuse as one.
+TEST(CanonicalizeIR, AugmentedAssignmentOnAFreshMaskBecomesOutOfPlaceAndFuses) {
+  auto g = graphOf(R"IR(
+  %d1 : Tensor = aten::sub(%a, %b, %one)
+  %m : Tensor = aten::gt(%d1, %zero)
+  %d2 : Tensor = aten::sub(%b, %a, %one)
+  %g2 : Tensor = aten::gt(%d2, %zero)
+  %m2 : Tensor = aten::__iand__(%m, %g2)
+  %d3 : Tensor = aten::mul(%a, %b)
+  %g3 : Tensor = aten::lt(%d3, %two)
+  %m3 : Tensor = aten::__ior__(%m2, %g3)
+  return (%m3)
+)IR");
+  auto ref = g->copy();
+  PassRun c = runCanonicalize(g);
+  EXPECT_EQ(c.rewrites(), 2) << c.dump();
+  EXPECT_TRUE(fileCheck(c.ir, [](FileCheck& fc) { fc.check_not("__iand__")->check_not("__ior__"); }));
+  EXPECT_TRUE(sameOutputs(ref, g, inputs(5)));
+  PassRun p = runPipelineOn(g);
+  EXPECT_EQ(findNodes(g, "tsfuse::pairwise").size(), 1u) << p.dump();
+  EXPECT_TRUE(sameOutputs(ref, g, inputs(6)));
+}
+
+// pyro's kernels compute a parameter's transform once per input (exp(l) * 1 + 0 twice); the
+// executor's CSE merges them before the load-time pass runs, and so does canonicalize, so that
+// the function fuses to the same ops offline.
+TEST(CanonicalizeIR, CommonSubexpressionsMergeAsTheExecutorMergesThem) {
+  auto g = graphOf(R"IR(
+  %e1 : Tensor = aten::exp(%b)
+  %s1 : Tensor = aten::mul(%e1, %two)
+  %x : Tensor = aten::div(%a, %s1)
+  %e2 : Tensor = aten::exp(%b)
+  %s2 : Tensor = aten::mul(%e2, %two)
+  %z : Tensor = aten::div(%a, %s2)
+  %r : Tensor = aten::sub(%x, %z, %one)
+  return (%r)
+)IR");
+  auto ref = g->copy();
+  PassRun c = runCanonicalize(g);
+  EXPECT_TRUE(c.changed);
+  EXPECT_EQ(findNodes(g, "aten::exp").size(), 1u) << c.dump();
+  EXPECT_EQ(findNodes(g, "aten::div").size(), 1u) << c.dump();
+  EXPECT_TRUE(sameOutputs(ref, g, inputs(4)));
+}
+
 // A trace records `n + 1e-16` with the number as a 0-dim float64 tensor constant; the executor's
 // CanonicalizeOps makes it a number again, so int64 0-dim + 1e-16 is float32. The fused op must
 // compute what the executor does: the reference is the graph after torch's own CanonicalizeOps.

@@ -72,6 +72,26 @@ TEST(OperandFormsIR, ChunkUnpackedIouBecomesOnePairwise) {
     }
 }
 
+TEST(OperandFormsIR, ConstantChunkIouBecomesOnePairwiseAsTheChunkListDoes) {
+  // The executor's CanonicalizeOps writes chunk + ListUnpack as prim::ConstantChunk before the
+  // load-time pass runs: the same function must fuse to the same op both ways.
+  std::string ir = kChunkIou;
+  auto replace = [&](const std::string& from, const std::string& to) { ir.replace(ir.find(from), from.size(), to); };
+  replace("  %ac : Tensor[] = aten::chunk(%au, %two, %two)\n", "");
+  replace("  %bc : Tensor[] = aten::chunk(%bu, %two, %two)\n", "");
+  replace("%a1 : Tensor, %a2 : Tensor = prim::ListUnpack(%ac)",
+          "%a1 : Tensor, %a2 : Tensor = prim::ConstantChunk[chunks=2, dim=2](%au)");
+  replace("  %b1 : Tensor = aten::__getitem__(%bc, %zero)\n  %b2 : Tensor = aten::__getitem__(%bc, %one)",
+          "  %b1 : Tensor, %b2 : Tensor = prim::ConstantChunk[chunks=2, dim=2](%bu)");
+  auto g = graphOf("%a : Tensor, %b : Tensor", ir);
+  auto ref = g->copy();
+  PassRun r = runPipelineOn(g);
+  EXPECT_FALSE(r.rejectedWith("rank >= 2")) << r.dump();
+  EXPECT_EQ(findNodes(g, "tsfuse::pairwise").size(), 1u) << r.dump();
+  for (auto [n, m] : std::vector<std::pair<int64_t, int64_t>>{{7, 5}, {0, 3}})
+    EXPECT_TRUE(sameOutputs(ref, g, {boxes(n, 1), boxes(m, 2)}));
+}
+
 TEST(OperandFormsIR, UnbindAndTransposeBoundTheRank) {
   // unbind(2) needs rank >= 3, so its elements have rank >= 2; transpose(0, 2) needs rank >= 3.
   auto g = graphOf("%a : Tensor, %b : Tensor, %c : Tensor", R"IR(
