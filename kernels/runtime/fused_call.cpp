@@ -143,12 +143,18 @@ Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const Re
     return out;
   }
   // A reduction's epilogue as one fused elementwise call after it, over the reduced value (this
-  // call's own, moved into the operand list: nothing else holds it, so the output may take it).
+  // call's own, moved into the operand list: nothing else holds it, so the output may take it)
+  // and the epilogue's operands, whose donated ones the output may take too: the matmul's result
+  // in |x|^2 + |y|^2 - 2 x @ y^T, which the epilogue reads last.
   auto epilogueOver = [&](at::Tensor reduced) {
     std::vector<at::Tensor> ops;
     ops.push_back(std::move(reduced));
     for (const auto& t : epilogueOperands(*e, operands)) ops.push_back(t);
-    return runFusedAll(ops, reduce->epilogue->str(), nullptr, native, std::vector<int64_t>{0})[0];
+    std::vector<int64_t> given = {0};
+    for (int64_t i : donated)
+      if (i >= e->numInputs) given.push_back(i - e->numInputs + 1);
+    const HandedOnOperands held(ops);
+    return runFusedAll(ops, reduce->epilogue->str(), nullptr, native, given)[0];
   };
   if (reduce && reduce->epilogue && !an->epilogueKeepsShape) {
     // The epilogue broadcasts the reduced value to a larger shape (x_norm + y_norm.T - 2 * x @ y.T):

@@ -148,6 +148,26 @@ TEST(Donated, TheStoredValueOfAnAtenReductionTakesTheOperand) {
   }
 }
 
+// A matmul-expanded distance: the row norms are the reduction, |x|^2 - 2 x @ y^T its epilogue over
+// the matmul's result, which the graph donates (nothing reads it after): the epilogue's output is
+// written over it, so the call holds the output alone, as eager's in-place tail would.
+TEST(Donated, AReductionsEpilogueTakesADonatedEpilogueOperand) {
+  tsfuse_test::Gen g(7);
+  const at::Tensor x = g.tensor({300, 8}, at::kFloat), y = g.tensor({200, 8}, at::kFloat);
+  const at::Tensor want = x.pow(2).sum({1}, true) - at::matmul(x, y.t()) * 2.0;
+  for (bool heldElsewhere : {false, true}) {
+    at::Tensor xy = at::matmul(x, y.t());
+    const at::Tensor keep = heldElsewhere ? xy : at::Tensor();
+    const void* memory = xy.data_ptr();
+    at::Tensor out =
+        callBoxed("tsfuse::reduce", owned(x, std::move(xy)), "v1: pow($0, 2)", "sum", std::vector<int64_t>{1}, true,
+                  c10::IValue(), "v1: mul($1, 2.0); sub($0, %0)", std::vector<int64_t>{1});
+    EXPECT_EQ(out.data_ptr() == memory, !heldElsewhere) << heldElsewhere;
+    EXPECT_TRUE(sameTensor(want, out, true)) << heldElsewhere;
+    if (heldElsewhere) EXPECT_TRUE(sameTensor(at::matmul(x, y.t()), keep, true));
+  }
+}
+
 // A call whose numbers are read by value hands its operands on, bound (kernels/runtime/bind_numbers.h): the
 // bound call's list holds the donated operand too, and the result is still written over it; the
 // same with the clamp's cost hoisted first (an atan over [1, M] feeding an [N, M] program), where
