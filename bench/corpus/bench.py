@@ -10,8 +10,9 @@ implementation) that
      the process; tsfuse: libtsfuse loaded, the optimize-ts output; compile: torch.compile of the
      eager callable) and the seed-0 inputs;
   2. measures the FIRST call's peak RSS growth (bench/measure_memory.py's method: clear_refs,
-     VmHWM - VmRSS before; the output is part of the peak) - not for compile, whose first call
-     compiles;
+     VmHWM - VmRSS before; the output is part of the peak) and the CPU allocator's peak over it
+     (bench/memprobe.cpp: tensors and tsfuse's scratch, without TorchScript's graphs, code pages
+     and thread stacks) - not for compile, whose first call compiles;
   3. times the steady state: 2 warm-up calls, then the median of up to 10 calls (at least 3, stop
      after 5 s), wall time and process CPU time (all threads; the machine is shared, CPU time is
      the steadier number);
@@ -62,12 +63,19 @@ def child(a) -> int:
     inputs = entries.inputs(e, "bench", 0)
 
     row = {"name": e.name, "impl": a.impl}
+    probe = pathlib.Path(a.lib).with_name("libtsfuse_memprobe.so")
+    counting = a.impl != "compile" and probe.exists()
+    if counting:  # the allocator's count besides the resident set's (bench/memprobe.cpp)
+        torch.ops.load_library(str(probe))
+        torch.ops.tsfuse_memprobe.begin()
     before = rss_peak_begin()
     t0 = time.perf_counter()
     out = fn(*inputs)
     row["first_call_ms"] = (time.perf_counter() - t0) * 1e3
     if a.impl != "compile":
         row["peak_mib"] = rss_peak_bytes(before) / MIB
+    if counting:
+        row["alloc_peak_mib"] = torch.ops.tsfuse_memprobe.peak() / MIB
     for _ in range(2):
         fn(*inputs)
     walls, cpus = [], []
@@ -80,6 +88,8 @@ def child(a) -> int:
     row.update(time_ms=statistics.median(walls), cpu_ms=statistics.median(cpus), calls=len(walls))
     ref = torch.load(f"{stem}.ref.pt", weights_only=False)
     row["diff_vs_eager"] = worker.max_diff(ref["eager"][0], out)
+    row["out_mib"] = sum(t.numel() * t.element_size() for t in worker.tensors(out)) / MIB
+    row["in_mib"] = sum(t.numel() * t.element_size() for t in inputs) / MIB
     print(json.dumps(row), flush=True)
     return 0
 
@@ -142,9 +152,12 @@ def _fmt(v, digits=1):
 
 
 def table(results) -> str:
-    head = ("| entry | mode | fused | peak MiB eager / TS / tsfuse | time ms eager / TS / tsfuse / compile "
+    alloc = any("alloc_peak_mib" in r["cells"].get("tsfuse", {}) for r in results)
+    head = ("| entry | mode | fused | peak MiB eager / TS / tsfuse | "
+            + ("allocator peak MiB eager / TS / tsfuse (bar) | " if alloc else "")
+            + "time ms eager / TS / tsfuse / compile "
             "| CPU ms eager / TS / tsfuse / compile | tsfuse vs compile (CPU) | max diff to eager TS / tsfuse |")
-    lines = [head, "|" + " --- |" * 8]
+    lines = [head, "|" + " --- |" * (9 if alloc else 8)]
     for r in results:
         cells = {i: r["cells"].get(i, {}) for i in IMPLS}
 
@@ -160,7 +173,45 @@ def table(results) -> str:
             ratio = f"{get('tsfuse', 'cpu_ms') / get('compile', 'cpu_ms'):.2f}x"
         diffs = " / ".join("-" if get(i, "diff_vs_eager") is None else f"{get(i, 'diff_vs_eager'):.2g}"
                            for i in ("torchscript", "tsfuse"))
-        lines.append(f"| {r['name']} | {r['mode']} | {fused} | {peaks} | {times} | {cpus} | {ratio} | {diffs} |")
+        allocs = ""
+        if alloc:
+            bar = peak_budget(r)
+            allocs = " / ".join(_fmt(get(i, "alloc_peak_mib")) for i in IMPLS[:3]) + (f" ({_fmt(bar)})" if bar else "") + " | "
+        lines.append(f"| {r['name']} | {r['mode']} | {fused} | {peaks} | {allocs}{times} | {cpus} | {ratio} | {diffs} |")
+    return "\n".join(lines)
+
+
+def peak_budget(r):
+    """The second corpus's memory bar for the allocator's first-call peak: output + inputs + 2 MiB
+    (None where not measured)."""
+    cell = r["cells"].get("tsfuse", {})
+    if cell.get("out_mib") is None:
+        return None
+    return cell["out_mib"] + cell["in_mib"] + 2.0
+
+
+def summary(results) -> str:
+    """Issue 50's bars over a corpus: the tsfuse / compile CPU-time ratios (median, worst) and the
+    first-call peak against output + inputs + 2 MiB and against plain TorchScript's."""
+    ratios, over_budget, over_ts = [], [], []
+    for r in results:
+        c = {i: r["cells"].get(i, {}) for i in IMPLS}
+        if c["tsfuse"].get("cpu_ms") and c["compile"].get("cpu_ms"):
+            ratios.append((c["tsfuse"]["cpu_ms"] / c["compile"]["cpu_ms"], r["name"]))
+        alloc, budget = c["tsfuse"].get("alloc_peak_mib"), peak_budget(r)
+        if alloc is not None and budget is not None and alloc > budget:
+            over_budget.append(f"{r['name']} ({alloc:.1f} > {budget:.1f} MiB)")
+        peak, ts = c["tsfuse"].get("peak_mib"), c["torchscript"].get("peak_mib")
+        if peak is not None and ts is not None and peak > ts:
+            over_ts.append(f"{r['name']} ({peak:.1f} > {ts:.1f} MiB)")
+    if not ratios:
+        return "no measurements"
+    worst = max(ratios)
+    lines = [f"- tsfuse / compile CPU time over {len(ratios)} entries: median "
+             f"{statistics.median(r for r, _ in ratios):.2f}x, worst {worst[0]:.2f}x ({worst[1]}); above 1.5x: "
+             + (", ".join(f"{n} {x:.2f}x" for x, n in sorted(ratios, reverse=True) if x > 1.5) or "none"),
+             "- first-call allocator peak above output + inputs + 2 MiB: " + (", ".join(over_budget) or "none"),
+             "- first-call resident peak above plain TorchScript's: " + (", ".join(over_ts) or "none")]
     return "\n".join(lines)
 
 
@@ -176,9 +227,13 @@ def rejections(results) -> str:
 
 def write_doc(doc, results, meta):
     """Replaces the generated parts of `doc` (between the BEGIN/END markers), keeping the prose."""
-    parts = {"table": table(results), "rejections": rejections(results),
-             "notes": "\n".join(f"- **{r['name']}** ({r['library']}): {r['note']}" for r in results),
-             "meta": meta}
+    import entries
+    parts = {"meta": meta}
+    for corpus, prefix in (("first", ""), ("second", "second-")):
+        rows = [r for r in results if r["name"] in entries.BY_NAME and entries.BY_NAME[r["name"]].corpus == corpus]
+        parts.update({prefix + "table": table(rows), prefix + "rejections": rejections(rows),
+                      prefix + "summary": summary(rows),
+                      prefix + "notes": "\n".join(f"- **{r['name']}** ({r['library']}): {r['note']}" for r in rows)})
     text = doc.read_text()
     for key, body in parts.items():
         text = re.sub(rf"(<!-- BEGIN {key} -->\n).*?(<!-- END {key} -->)", lambda m: m.group(1) + body + "\n" + m.group(2),

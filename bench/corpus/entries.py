@@ -1,100 +1,17 @@
-"""The real-model corpus: public PyTorch library code that computes pairwise box, distance or
-kernel matrices, plus torchvision models (a classifier, two detectors, an IoU matcher), read by
-tests/python/test_corpus.py and bench/corpus/bench.py alike.
-
-Every entry imports the library's own function or module (never a copy); the libraries are pinned
-in tests/python/pypi_deps.py (CORPUS_PACKAGES, TORCHVISION_FOR_TORCH) and installed from PyPI into
-BUILD/test-deps/, which must be on sys.path before make() is called.
-
-An entry says:
-  make()            -> the eager callable (function or nn.Module in eval mode, fixed weights)
-  inputs(size, g)   -> the positional inputs, size "test" (small, for ctest) or "bench" (realistic)
-  mode              -> "script" (torch.jit.script) or "trace" (torch.jit.trace, where the code
-                       does not script: Literal/Optional arguments, LinearOperator, stats
-                       bookkeeping, numpy-or-tensor paths)
-  fused             -> the fused tsfuse ops (not the helpers the passes insert: is_fused_op) in the
-                       optimize-ts output today, e.g. {"pairwise": 1}; the test asserts it, so a
-                       change shows up. fused_loadtime: the same for the executor's pre-pass,
-                       where it differs
-  note              -> what fuses and what does not, and why (docs/corpus.md prints it)
-  reorders          -> None when the fused outputs are bit-identical to eager's; else why they
-                       may differ within TOLERANCE: a fused float reduction sums in another order
-                       than ATen, allowed where it removes a broadcast intermediate
-  check_runs        -> optimize-ts --check=N (1 where the function validates its inputs, which
-                       --check's random later runs would fail)
-  aten_on_tiles     -> None when every fused program runs compiled code with no ATen op called on
-                       a tile (the test asserts it through torch.ops.tsfuse.path_counts()); else
-                       which op still does, and why
+"""The first real-model corpus: public PyTorch library code that computes pairwise box, distance or
+kernel matrices, plus torchvision models (a classifier, two detectors, an IoU matcher). ENTRIES is
+it followed by the second corpus (fresh.py); tests/python/test_corpus.py and bench/corpus/bench.py
+read ENTRIES alike. What an entry says: entry.py.
 """
-import dataclasses
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import List
 
 import torch
 from torch import Tensor
 
-# rtol, atol for outputs of a reordered float reduction (optimize-ts --check's defaults).
-TOLERANCE = (1e-5, 1e-6)
+import fresh
+from entry import (BOXES, EMB, LOWD, TOLERANCE, Entry, boxes_xyxy, export, gpytorch_kernel,  # noqa: F401
+                   image_inputs, inputs, is_fused_op, library_function, make)
 
-
-@dataclasses.dataclass(frozen=True)
-class Entry:
-    name: str
-    library: str
-    make: Callable[[], Callable]
-    inputs: Callable[[str, torch.Generator], Tuple[Tensor, ...]]
-    mode: str
-    fused: Dict[str, int]
-    note: str
-    reorders: Optional[str] = None
-    fused_loadtime: Optional[Dict[str, int]] = None
-    needs_torchvision_ops: bool = False  # the scripted graph calls torchvision:: C++ ops
-    kind: str = "function"               # "function" or "model"
-    check_runs: int = 2
-    aten_on_tiles: Optional[str] = None
-
-
-# --- inputs ------------------------------------------------------------------------------------
-
-def is_fused_op(kind: str) -> bool:
-    """Whether tsfuse::<kind> is a fused op, not a helper a pass inserts: sink_views' view helpers
-    (broadcast_*), fold_upcast's tsfuse::upcast (a dtype cast standing for torchvision's _upcast),
-    tsfuse::shape_of (a stand-in for a fused value's metadata readers), tsfuse::wrapped_number
-    (a Python number known at run time, as an operand) and tsfuse::full_slice (the checks of a
-    `:` over a whole dim) are not counted."""
-    return not kind.startswith("broadcast_") and kind not in ("upcast", "shape_of", "wrapped_number", "full_slice")
-
-
-def boxes_xyxy(n: int, g: torch.Generator, scale: float = 512.0) -> Tensor:
-    xy = torch.rand(n, 2, generator=g) * scale
-    wh = torch.rand(n, 2, generator=g) * scale / 8 + 1.0
-    return torch.cat([xy, xy + wh], dim=1)
-
-
-def _boxes(test: Tuple[int, int], bench: Tuple[int, int]):
-    def make(size, g):
-        n, m = test if size == "test" else bench
-        return boxes_xyxy(n, g), boxes_xyxy(m, g)
-    return make
-
-
-def _points(test: Tuple[int, int, int], bench: Tuple[int, int, int]):
-    def make(size, g):
-        n, m, d = test if size == "test" else bench
-        return torch.randn(n, d, generator=g), torch.randn(m, d, generator=g)
-    return make
-
-
-def _image(test: int, bench: int, batch: bool = True):
-    def make(size, g):
-        s = test if size == "test" else bench
-        x = torch.rand(3, s, s, generator=g)
-        return (x[None] if batch else x,)
-    return make
-
-
-EMB = _points((37, 23, 16), (1024, 1024, 64))    # embeddings: [N, D] x [M, D]
-LOWD = _points((41, 29, 3), (2000, 2000, 8))     # low-dimensional GP / point inputs
-BOXES = _boxes((37, 23), (20000, 500))           # anchors x ground truth (or detections)
 
 
 def _softmin_inputs(size, g):
@@ -114,25 +31,6 @@ def _tv():
     return torchvision
 
 
-def _gpytorch_kernel(factory):
-    """A gpytorch kernel's forward(x1, x2) as a dense tensor. gpytorch.settings.trace_mode is on
-    while tracing, so the kernel takes its plain-tensor path instead of a custom autograd.Function."""
-    def make():
-        import gpytorch
-        kernel = factory(gpytorch.kernels).eval()
-
-        class Kernel(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.kernel = kernel
-
-            def forward(self, x1, x2):
-                with gpytorch.settings.trace_mode(True):
-                    return self.kernel.forward(x1, x2)
-        return Kernel()
-    return make
-
-
 def _match_anchors():
     """The IoU matcher step of torchvision's two-stage detectors: box_iou(gt, anchors), then
     Matcher(0.7, 0.3, allow_low_quality_matches=True) as in Faster R-CNN's RPN."""
@@ -149,26 +47,6 @@ def _match_anchors():
     return MatchAnchors()
 
 
-class Detections(torch.nn.Module):
-    """A torchvision detector on one image, returning (boxes, scores, labels): eager detection
-    models return a list of dicts."""
-
-    def __init__(self, model: torch.nn.Module):
-        super().__init__()
-        self.model = model
-
-    def forward(self, image: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
-        d = self.model([image])[0]
-        return d["boxes"], d["scores"], d["labels"]
-
-
-class ScriptedDetections(Detections):
-    """Scripted detection models return (losses, detections) instead."""
-
-    def forward(self, image: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
-        d = self.model([image])[1][0]
-        return d["boxes"], d["scores"], d["labels"]
-
 
 def _detector(name: str, **kwargs):
     def make():
@@ -182,21 +60,6 @@ def _classifier():
     torch.manual_seed(0)
     return _tv().models.resnet18(weights=None).eval()
 
-
-def _fn(module: str, attr: str, *leading, **kwargs):
-    """The library function `module.attr`, with leading and keyword arguments bound (traced, they
-    are constants)."""
-    def make():
-        import importlib
-        fn = getattr(importlib.import_module(module), attr)
-        if not kwargs and not leading:
-            return fn
-
-        def bound(*args):
-            return fn(*leading, *args, **kwargs)
-        bound.__name__ = attr
-        return bound
-    return make
 
 
 def _kmeans_assign():
@@ -228,17 +91,17 @@ _BROADCAST_SUM = "float sum over the broadcast [N,M,D] axis (the [N,M,D] interme
 _UPCAST = ("torchvision's _upcast(rb - lt), a prim::If on the dtype when scripted, becomes tsfuse::upcast "
            "(fold_upcast), an op of the region, so the [N,M,2] difference is never stored")
 
-ENTRIES: List[Entry] = [
+FIRST: List[Entry] = [
     # torchvision.ops box functions (scripted, as torchvision's own detectors script them)
-    Entry("tv.box_iou", TV, _fn("torchvision.ops", "box_iou"), BOXES, "script", {"pairwise": 1},
+    Entry("tv.box_iou", TV, library_function("torchvision.ops", "box_iou"), BOXES, "script", {"pairwise": 1},
           "the whole [N,M] IoU is one pairwise op; " + _UPCAST),
-    Entry("tv.box_iou[traced]", TV, _fn("torchvision.ops", "box_iou"), BOXES, "trace", {"pairwise": 1},
+    Entry("tv.box_iou[traced]", TV, library_function("torchvision.ops", "box_iou"), BOXES, "trace", {"pairwise": 1},
           "traced, _upcast's branch is resolved: the whole [N,M] IoU is one pairwise op"),
-    Entry("tv.generalized_box_iou", TV, _fn("torchvision.ops", "generalized_box_iou"), BOXES, "script",
+    Entry("tv.generalized_box_iou", TV, library_function("torchvision.ops", "generalized_box_iou"), BOXES, "script",
           {"pairwise": 1}, "IoU and enclosing box: one pairwise op; " + _UPCAST + " (twice)"),
-    Entry("tv.distance_box_iou", TV, _fn("torchvision.ops", "distance_box_iou"), BOXES, "script",
+    Entry("tv.distance_box_iou", TV, library_function("torchvision.ops", "distance_box_iou"), BOXES, "script",
           {"pairwise": 1}, "IoU, enclosing diagonal and centre distances: one pairwise op; " + _UPCAST),
-    Entry("tv.complete_box_iou", TV, _fn("torchvision.ops", "complete_box_iou"), BOXES, "script",
+    Entry("tv.complete_box_iou", TV, library_function("torchvision.ops", "complete_box_iou"), BOXES, "script",
           {"pairwise": 1}, "as distance_box_iou; the atan aspect-ratio term joins the region"),
     Entry("tv.Matcher(box_iou)", TV, _match_anchors, _matcher_inputs, "script", {"pairwise": 2},
           "the IoU matrix is fused (as tv.box_iou); the matcher's max(dim=0) is not: the matrix is "
@@ -246,11 +109,11 @@ ENTRIES: List[Entry] = [
           "(vals >= self.low_threshold) & (vals < self.high_threshold) is the second op (thresholds: "
           "module attributes, numbers read at run time)",
           kind="model"),
-    Entry("tv.resnet18", TV, _classifier, _image(64, 224), "script", {},
+    Entry("tv.resnet18", TV, _classifier, image_inputs(64, 224), "script", {},
           "nothing to fuse: convolutions, batch norm, in-place relu_", kind="model"),
-    Entry("tv.resnet18[traced]", TV, _classifier, _image(64, 224), "trace", {}, "nothing to fuse", kind="model"),
+    Entry("tv.resnet18[traced]", TV, _classifier, image_inputs(64, 224), "trace", {}, "nothing to fuse", kind="model"),
     Entry("tv.ssdlite320_mobilenet_v3_large", TV,
-          _detector("ssdlite320_mobilenet_v3_large", score_thresh=0.001), _image(160, 320, batch=False), "script",
+          _detector("ssdlite320_mobilenet_v3_large", score_thresh=0.001), image_inputs(160, 320, batch=False), "script",
           {"pairwise": 30}, "box decoding (exp * size, centre +- half size; the box coder's weights and "
           "clip are module attributes, numbers read at run time) and the training-only "
           "encode fuse as small [N,4] pairwise ops, and so do the regions over tensors written in "
@@ -261,40 +124,40 @@ ENTRIES: List[Entry] = [
           needs_torchvision_ops=True, kind="model"),
     Entry("tv.retinanet_resnet50_fpn", TV,
           _detector("retinanet_resnet50_fpn", score_thresh=0.001, min_size=256, max_size=256),
-          _image(128, 256, batch=False), "script", {"pairwise": 45, "reduce": 4},
+          image_inputs(128, 256, batch=False), "script", {"pairwise": 45, "reduce": 4},
           "as ssdlite; the reduces are in the training-only losses (not run in eval)",
           fused_loadtime={"pairwise": 47, "reduce": 4},
           needs_torchvision_ops=True, kind="model"),
     # torchmetrics.functional.pairwise (Literal/Optional arguments: traced)
-    Entry("tm.pairwise_euclidean_distance", TM, _fn("torchmetrics.functional.pairwise", "pairwise_euclidean_distance"),
+    Entry("tm.pairwise_euclidean_distance", TM, library_function("torchmetrics.functional.pairwise", "pairwise_euclidean_distance"),
           EMB, "trace", {"reduce": 2},
           "matmul expansion in float64: x_norm + y_norm - 2 x@y.T, then .to(float32).sqrt()"),
-    Entry("tm.pairwise_cosine_similarity", TM, _fn("torchmetrics.functional.pairwise", "pairwise_cosine_similarity"),
+    Entry("tm.pairwise_cosine_similarity", TM, library_function("torchmetrics.functional.pairwise", "pairwise_cosine_similarity"),
           EMB, "trace", {}, "torch.norm, divide, matmul: no elementwise region over a broadcast"),
-    Entry("tm.pairwise_manhattan_distance", TM, _fn("torchmetrics.functional.pairwise", "pairwise_manhattan_distance"),
+    Entry("tm.pairwise_manhattan_distance", TM, library_function("torchmetrics.functional.pairwise", "pairwise_manhattan_distance"),
           EMB, "trace", {"reduce": 1},
           "|x.unsqueeze(1) - y.unsqueeze(0).repeat(N, 1, 1)|.sum(-1): sub/abs/sum fuse, the repeat is "
           "not a broadcast to tsfuse and still materializes [N,M,D]",
           reorders=_BROADCAST_SUM),
-    Entry("tm.pairwise_minkowski_distance", TM, _fn("torchmetrics.functional.pairwise", "pairwise_minkowski_distance",
+    Entry("tm.pairwise_minkowski_distance", TM, library_function("torchmetrics.functional.pairwise", "pairwise_minkowski_distance",
                                                     exponent=3), EMB, "trace", {"reduce": 1},
           "float64 |x - y|^3 summed over D is one reduce (equal to eager here); ^(1/3) and the cast follow",
           reorders=_BROADCAST_SUM),
-    Entry("tm.pairwise_linear_similarity", TM, _fn("torchmetrics.functional.pairwise", "pairwise_linear_similarity"),
+    Entry("tm.pairwise_linear_similarity", TM, library_function("torchmetrics.functional.pairwise", "pairwise_linear_similarity"),
           EMB, "trace", {}, "a matmul only"),
     # gpytorch kernels (LinearOperator outputs, custom autograd Functions: traced in trace_mode)
-    Entry("gp.RBFKernel", GP, _gpytorch_kernel(lambda k: k.RBFKernel()), LOWD, "trace",
+    Entry("gp.RBFKernel", GP, gpytorch_kernel(lambda k: k.RBFKernel()), LOWD, "trace",
           {"reduce": 2, "pairwise": 2},
           "sq_dist is a matmul of cat([-2x, |x|^2, 1]); the mean-centring fuses as a pairwise op, the "
           "in-place tail over the matmul's output (clamp_min_, div_, exp_) as another, written over it"),
-    Entry("gp.MaternKernel(2.5)", GP, _gpytorch_kernel(lambda k: k.MaternKernel(nu=2.5)), LOWD, "trace",
+    Entry("gp.MaternKernel(2.5)", GP, gpytorch_kernel(lambda k: k.MaternKernel(nu=2.5)), LOWD, "trace",
           {"pairwise": 3}, "distance is torch.cdist; (x - mean) / lengthscale and the Matern "
           "polynomial * exp over the stored [N,M] distance fuse as elementwise ops (exact)"),
-    Entry("gp.PeriodicKernel", GP, _gpytorch_kernel(lambda k: k.PeriodicKernel()), LOWD, "trace",
+    Entry("gp.PeriodicKernel", GP, gpytorch_kernel(lambda k: k.PeriodicKernel()), LOWD, "trace",
           {"reduce": 1},
           "per-dimension torch.cdist [D,N,M]; clamp/sin/pow/div/mul summed over D then exp is one reduce; "
           "x / (period / pi), computed twice, is one div after CSE (the executor's, and canonicalize's)"),
-    Entry("gp.RQKernel", GP, _gpytorch_kernel(lambda k: k.RQKernel()), LOWD, "trace",
+    Entry("gp.RQKernel", GP, gpytorch_kernel(lambda k: k.RQKernel()), LOWD, "trace",
           {"reduce": 2, "pairwise": 2}, "matmul-expanded squared distance, then (1 + d/(2a))^-a "
           "(one pairwise op over the distance clamped in place before it)"),
     # pytorch-metric-learning distances (module calls with stats bookkeeping: traced)
@@ -308,28 +171,28 @@ ENTRIES: List[Entry] = [
           reorders="var folds with Welford in double like eager, which may split the reduced space "
                    "between threads elsewhere"),
     # kornia (scriptable by design)
-    Entry("kornia.mean_iou_bbox", KO, _fn("kornia.metrics", "mean_iou_bbox"), BOXES, "script",
+    Entry("kornia.mean_iou_bbox", KO, library_function("kornia.metrics", "mean_iou_bbox"), BOXES, "script",
           {"reduce": 4, "pairwise": 1},
           "the [N,M] IoU is one pairwise op; the four box checks ((x2 - x1) > 0).all() are bool "
           "reductions (exact)", check_runs=1),
-    Entry("kornia.match_mnn", KO, _fn("kornia.feature", "match_mnn"), EMB, "script", {"reduce": 2, "pairwise": 1},
+    Entry("kornia.match_mnn", KO, library_function("kornia.feature", "match_mnn"), EMB, "script", {"reduce": 2, "pairwise": 1},
           "scripted, kornia's _cdist takes its matmul-expansion path (torch.cdist is for eager): the row "
           "norms fuse as reduces; the clamp and the where/sqrt tail, with its ones_like/zeros_like guards "
           "(shape-only readers: full_like), are one pairwise op; the min over each "
           "axis reads the stored [N,M] matrix (traced, the data-dependent early returns would be baked in)"),
     # geomloss (the tensorized backend, use_keops=False)
-    Entry("geomloss.squared_distances", GL, _fn("geomloss._legacy.utils", "squared_distances"), LOWD, "trace",
+    Entry("geomloss.squared_distances", GL, library_function("geomloss._legacy.utils", "squared_distances"), LOWD, "trace",
           {"reduce": 2, "pairwise": 1}, "D_xx - 2 D_xy + D_yy around a matmul"),
-    Entry("geomloss.gaussian_kernel", GL, _fn("geomloss._legacy.kernel_samples", "gaussian_kernel", blur=0.5), LOWD,
+    Entry("geomloss.gaussian_kernel", GL, library_function("geomloss._legacy.kernel_samples", "gaussian_kernel", blur=0.5), LOWD,
           "trace", {"reduce": 2, "pairwise": 1}, "matmul-expanded distance, then exp(-C/2) in the tail"),
-    Entry("geomloss.laplacian_kernel", GL, _fn("geomloss._legacy.kernel_samples", "laplacian_kernel", blur=0.5),
+    Entry("geomloss.laplacian_kernel", GL, library_function("geomloss._legacy.kernel_samples", "laplacian_kernel", blur=0.5),
           LOWD, "trace", {"reduce": 2, "pairwise": 1}, "matmul-expanded distance, clamp, sqrt, exp"),
-    Entry("geomloss.energy_kernel", GL, _fn("geomloss._legacy.kernel_samples", "energy_kernel"), LOWD, "trace",
+    Entry("geomloss.energy_kernel", GL, library_function("geomloss._legacy.kernel_samples", "energy_kernel"), LOWD, "trace",
           {"reduce": 2, "pairwise": 1}, "-sqrt(clamp(matmul-expanded distance))"),
-    Entry("geomloss.softmin_tensorized", GL, _fn("geomloss._legacy.sinkhorn_samples", "softmin_tensorized", 0.1),
+    Entry("geomloss.softmin_tensorized", GL, library_function("geomloss._legacy.sinkhorn_samples", "softmin_tensorized", 0.1),
           _softmin_inputs, "trace", {"reduce": 1}, "(h_y[:, None, :] - C / eps).logsumexp(2) is one reduce"),
     # kmeans-pytorch (plain broadcasting; a torch.device default argument: traced)
-    Entry("kmeans.pairwise_distance", KM, _fn("kmeans_pytorch", "pairwise_distance"), EMB, "trace", {"reduce": 1},
+    Entry("kmeans.pairwise_distance", KM, library_function("kmeans_pytorch", "pairwise_distance"), EMB, "trace", {"reduce": 1},
           "((A - B) ** 2).sum(-1) over the broadcast [N,M,D] is one reduce", reorders=_BROADCAST_SUM),
     Entry("kmeans.assign", KM, _kmeans_assign(), EMB, "trace", {"reduce_chain": 1},
           "kmeans()'s assignment step: the sum over D and, after the traced .squeeze(), the argmin over the "
@@ -337,77 +200,18 @@ ENTRIES: List[Entry] = [
           "slab of them at a time",
           reorders="the argmin reads distances summed over D in another order than ATen's; an index can "
                    "differ from eager's only where two distances tie within that rounding"),
-    Entry("kmeans.pairwise_cosine", KM, _fn("kmeans_pytorch", "pairwise_cosine"), EMB, "trace", {"reduce": 1},
+    Entry("kmeans.pairwise_cosine", KM, library_function("kmeans_pytorch", "pairwise_cosine"), EMB, "trace", {"reduce": 1},
           "per-row norms stay ATen's; (A/|A| * B/|B|).sum(-1) over [N,M,D] is one reduce",
           reorders=_BROADCAST_SUM),
     # monai box utilities (numpy-or-tensor code with data-dependent checks: traced)
-    Entry("monai.box_iou", MO, _fn("monai.data.box_utils", "box_iou"), BOXES, "trace", {"pairwise": 2, "reduce": 1},
+    Entry("monai.box_iou", MO, library_function("monai.data.box_utils", "box_iou"), BOXES, "trace", {"pairwise": 2, "reduce": 1},
           "corner max/min, then torch.prod over [N,M,2] (a 2-element product: exact) with the union and the IoU "
           "as its epilogue (the union reads the intersection twice); the two pairwise ops are the [N,1] and "
           "[M] areas"),
-    Entry("monai.box_giou", MO, _fn("monai.data.box_utils", "box_giou"), BOXES, "trace", {"pairwise": 2, "reduce": 2},
+    Entry("monai.box_giou", MO, library_function("monai.data.box_utils", "box_giou"), BOXES, "trace", {"pairwise": 2, "reduce": 2},
           "as monai.box_iou plus the enclosing box's prod"),
 ]
 
+ENTRIES: List[Entry] = FIRST + fresh.ENTRIES
 BY_NAME = {e.name: e for e in ENTRIES}
 LIBRARIES = sorted({e.library for e in ENTRIES})
-
-
-# --- exporting ---------------------------------------------------------------------------------------
-
-class _Call(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args):
-        return self.fn(*args)
-
-
-class _One(torch.nn.Module):
-    def __init__(self, inner, inputs):
-        super().__init__()
-        self.inner, self.in0 = inner, inputs[0]
-
-    def forward(self, a: Tensor):
-        return self.inner(a)
-
-    @torch.jit.export
-    def example_inputs(self) -> Tuple[Tensor]:
-        return (self.in0,)
-
-
-class _Two(torch.nn.Module):
-    def __init__(self, inner, inputs):
-        super().__init__()
-        self.inner, self.in0, self.in1 = inner, inputs[0], inputs[1]
-
-    def forward(self, a: Tensor, b: Tensor):
-        return self.inner(a, b)
-
-    @torch.jit.export
-    def example_inputs(self) -> Tuple[Tensor, Tensor]:
-        return self.in0, self.in1
-
-
-def make(entry: Entry) -> Callable:
-    """The eager callable: the library function, or the module (detectors wrapped in Detections)."""
-    fn = entry.make()
-    return Detections(fn) if entry.needs_torchvision_ops else fn
-
-
-def export(entry: Entry, fn: Callable, inputs: Tuple[Tensor, ...]) -> torch.jit.ScriptModule:
-    """The TorchScript module a user would save from make()'s `fn`: forward calls the scripted (or
-    traced) library code; example_inputs() returns `inputs`, so optimize-ts --check needs no
-    --input-shape."""
-    if entry.mode == "script":
-        inner = torch.jit.script(ScriptedDetections(fn.model) if isinstance(fn, Detections) else fn)
-    else:
-        with torch.no_grad():
-            inner = torch.jit.trace(fn if isinstance(fn, torch.nn.Module) else _Call(fn), inputs, check_trace=False)
-    wrapper = _One if len(inputs) == 1 else _Two
-    return torch.jit.script(wrapper(inner, inputs))
-
-
-def inputs(entry: Entry, size: str, seed: int = 0) -> Tuple[Tensor, ...]:
-    return entry.inputs(size, torch.Generator().manual_seed(seed))

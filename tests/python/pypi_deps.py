@@ -67,7 +67,9 @@ def torchvision_dir():
 # The corpus libraries (bench/corpus/entries.py) and the pure-Python or binary packages they import,
 # pinned; installed with --no-deps, so torch is never downloaded again. scipy is imported by
 # pytorch-metric-learning's utilities, tqdm by kmeans-pytorch, kornia-rs by kornia, linear-operator
-# (with jaxtyping and wadler-lindig) by gpytorch, lightning-utilities by torchmetrics.
+# (with jaxtyping and wadler-lindig) by gpytorch, lightning-utilities by torchmetrics. The second
+# corpus (bench/corpus/fresh.py) from "ultralytics" on: opencv and psutil are ultralytics' imports,
+# opt-einsum(-fx) e3nn's; the rest (matplotlib, pyyaml, sympy) come with .venv.
 CORPUS_PACKAGES = {
     "torchmetrics": "1.9.0", "lightning-utilities": "0.15.3",
     "gpytorch": "1.15.2", "linear-operator": "0.6.1", "jaxtyping": "0.3.11", "wadler-lindig": "0.1.8",
@@ -76,6 +78,17 @@ CORPUS_PACKAGES = {
     "geomloss": "0.3.1",
     "kmeans-pytorch": "0.3", "tqdm": "4.70.1",
     "monai": "1.6.1",
+    "ultralytics": "8.4.190", "opencv-python-headless": "5.1.0.95", "psutil": "7.2.2",
+    "torchani": "2.9.0",
+    "e3nn": "0.6.0", "opt-einsum": "3.4.0", "opt-einsum-fx": "0.1.4",
+    "pyro-ppl": "1.9.2",
+    "botorch": "0.18.1",
+    "torchdrift": "0.1.0.post1",
+    "pytorch-adapt": "0.0.83",
+    "pot": "0.9.7.post1",
+    "online-triplet-loss": "0.0.6",
+    "fast-pytorch-kmeans": "0.2.2",
+    "torch-kmeans": "0.2.0",
 }
 
 
