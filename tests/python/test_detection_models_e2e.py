@@ -61,8 +61,9 @@ EXPECT = {
     # chunk + unpack, then wh[..., 0]: the chunks' rank is provable, every view is sunk.
     "chunk_box_iou": (1, 0, ["aten::clamp", "aten::div", "aten::select", "aten::max(", "aten::min("]),
     # xywh2xyxy fills a buffer slice by slice before box_iou reads it: those writes do not block
-    # the region. The other 8 pairwise ops are xywh2xyxy's own [N] / [M] vectors (x - w / 2, ...).
-    "xywh_box_iou": (9, 0, ["aten::clamp", "aten::max(", "aten::min("]),
+    # the region. Its [N] / [M] corner vectors (x - w / 2, ...; each computed twice before CSE)
+    # join the region: one pairwise op.
+    "xywh_box_iou": (1, 0, ["aten::clamp", "aten::max(", "aten::min("]),
     # the repeats are read as broadcasts (tsfuse::broadcast_repeat), never stored
     "repeat_sq_distance": (0, 1, ["aten::repeat", "aten::sub", "aten::pow"]),
     # the tail after the matmul is x_norm's epilogue, one fused call over the matmul output
