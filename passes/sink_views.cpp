@@ -83,6 +83,9 @@ struct SinkViewsPattern : Pattern {
     if (k == ViewKind::Select && std::max(ranks.atLeast(x), rankFor(d)) < 2)
       return "cannot prove %" + x->debugName() +
              " has rank >= 2 (selecting from a 1-D value could change type promotion)";
+    if (k == ViewKind::Squeeze && ranks.atLeast(x) < 2)
+      return "cannot prove %" + x->debugName() +
+             " has rank >= 2 (squeezing a 1-D value could make it 0-dim, which changes type promotion)";
     if (rw.aliasDb().hasWriters(v->output())) return "the view is written by an in-place op";
     return "";
   }
@@ -165,9 +168,10 @@ struct SinkViewsPattern : Pattern {
     Value* list = graph.insertNode(graph.createList(c10::TensorType::get(), leaves))->output();
     std::vector<torch::jit::NamedValue> args = {list};
     for (size_t i = 1; i < v->inputs().size(); ++i) args.emplace_back(v->input(i));
-    const char* op = kind == ViewKind::Select  ? "tsfuse::broadcast_select"
-                     : kind == ViewKind::Slice ? "tsfuse::broadcast_slice"
-                                               : "tsfuse::broadcast_unsqueeze";
+    const char* op = kind == ViewKind::Select    ? "tsfuse::broadcast_select"
+                     : kind == ViewKind::Slice   ? "tsfuse::broadcast_slice"
+                     : kind == ViewKind::Squeeze ? "tsfuse::broadcast_squeeze"
+                                                 : "tsfuse::broadcast_unsqueeze";
     Value* views = graph.insert(c10::Symbol::fromQualString(op), args,
                                 {torch::jit::NamedValue("layout", c10::IValue(layout.str()))}, v->sourceRange());
     Node* unpack = graph.insertNode(graph.createListUnpack(views, leaves.size()));
@@ -182,7 +186,9 @@ struct SinkViewsPattern : Pattern {
       map[n->output()] = c->output();
     }
     Value* result = map.at(x);
-    ranks.remember(result, kind == ViewKind::Select ? rankX - 1 : kind == ViewKind::Unsqueeze ? rankX + 1 : rankX);
+    ranks.remember(result, kind == ViewKind::Select || kind == ViewKind::Squeeze ? rankX - 1
+                           : kind == ViewKind::Unsqueeze                         ? rankX + 1
+                                                                                 : rankX);
     RewriteEvent e;
     e.add(v).add(nodes);
     e.fusedOp = op;

@@ -58,7 +58,8 @@ const std::vector<PassInfo>& pipelinePasses() {
        "elementwise ops and last-dim reductions over reshaped operands -> the reshape after them (broadcast dims "
        "flattened and restored)",
        SinkReshapes, true},
-      {"sink_views", "select/slice/unsqueeze of an elementwise intermediate -> the same ops on views of its leaves",
+      {"sink_views",
+       "select/slice/unsqueeze/squeeze of an elementwise intermediate -> the same ops on views of its leaves",
        SinkViews},
       {"fuse_broadcast_reduce", "reduction of an elementwise region -> tsfuse::reduce", FuseBroadcastReduce, true},
       {"nest_reductions", "reduction of a tsfuse::reduce's value -> tsfuse::reduce_chain (the value is never stored)",

@@ -240,10 +240,9 @@ ENTRIES: List[Entry] = [
     _entry("ul.box_iou", UL, lambda: _ultralytics("box_iou"), _det_boxes, "script", {"pairwise": 1},
            "box1.unsqueeze(1).chunk(2, 2) against box2's: the intersection (clamp_ in place on a fresh value), "
            "the areas' products and the IoU are one pairwise op"),
-    _entry("ul.bbox_iou(GIoU) matcher cost", UL, _giou_cost, _matcher_boxes, "script", {"pairwise": 2},
-           "xywh -> corners, intersection, union, enclosing box and GIoU over [B, Q, 1, 4] x [B, 1, T, 4] are one"
-           " pairwise op; the caller's .squeeze(-1) then 1 - x is a second one over the stored [B, Q, T] (a "
-           "squeeze is not sunk into a region)"),
+    _entry("ul.bbox_iou(GIoU) matcher cost", UL, _giou_cost, _matcher_boxes, "script", {"pairwise": 1},
+           "xywh -> corners, intersection, union, enclosing box and GIoU over [B, Q, 1, 4] x [B, 1, T, 4], the "
+           "caller's .squeeze(-1) (moved to the leaves: tsfuse::broadcast_squeeze) and 1 - x are one pairwise op"),
     _entry("ul.bbox_iou(CIoU)", UL, _ciou, _gt_anchor_boxes, "script", {"pairwise": 1},
            "the CIoU (atan aspect terms, the no_grad alpha, clamp_ in place) and the caller's "
            ".squeeze(-1).clamp_(0) are one pairwise op"),

@@ -1,6 +1,6 @@
 // View-only helper ops for sink_views (passes/sink_views.h), which rewrites a view of an
 // elementwise intermediate X = f(l...) into f over views of the leaves, so X is never stored:
-// tsfuse::broadcast_select/slice/unsqueeze([l...], dim, ...). `dim` is X's, which scripted graphs
+// tsfuse::broadcast_select/slice/unsqueeze/squeeze([l...], dim, ...). `dim` is X's, which scripted graphs
 // rarely know statically, so these ops resolve it at call time against the leaves' broadcast shape.
 // tsfuse::broadcast_repeat(x, repeats, others): x.repeat(repeats) read only by one fused op. Like
 // aten::broadcast_tensors, the schemas carry no alias annotation; sink_views emits them only where
@@ -165,6 +165,26 @@ std::vector<at::Tensor> broadcastUnsqueeze(at::TensorList leaves, int64_t dim,
   return withEagerLayout(std::move(out), leaves, layout, true, [&](const at::Tensor& x) { return x.unsqueeze(d); });
 }
 
+// X.squeeze(dim): where X's size at dim is 1, each leaf reaching dim loses it (its size there is
+// 1 too); elsewhere the squeeze leaves X as it is, and the leaves with it. A 1-D leaf keeps a [1]
+// (as select's): a 0-dim one would take part in type promotion with a lower priority
+// (sink_views proves X's rank >= 2).
+std::vector<at::Tensor> broadcastSqueeze(at::TensorList leaves, int64_t dim, const std::optional<std::string>& layout) {
+  auto shape = broadcastShape(leaves);
+  const int64_t R = static_cast<int64_t>(shape.size());
+  const int64_t d = at::maybe_wrap_dim(dim, R);
+  if (R == 0 || shape[d] != 1) return std::vector<at::Tensor>(leaves.begin(), leaves.end());
+  std::vector<at::Tensor> out;
+  for (const auto& leaf : leaves) {
+    const int64_t ld = leafDim(d, R, leaf);
+    if (leaf.dim() == 0 || ld < 0)
+      out.push_back(leaf);
+    else
+      out.push_back(leaf.dim() == 1 ? leaf : leaf.squeeze(ld));
+  }
+  return withEagerLayout(std::move(out), leaves, layout, true, [&](const at::Tensor& x) { return x.squeeze(d); });
+}
+
 // self.repeat(repeats) read only by one fused op (passes/regions/repeats.h): the expanded view where that
 // is the same tensor, values and the fused op's output layout alike; else the repeat itself.
 // * values: repeat tiles each dim of the padded source [1, ..., 1, *self.shape] reps[i] times;
@@ -207,6 +227,7 @@ TORCH_LIBRARY_FRAGMENT(tsfuse, m) {
       "-> Tensor[]",
       tsfuse::broadcastSlice);
   m.def("broadcast_unsqueeze(Tensor[] leaves, int dim, str? layout=None) -> Tensor[]", tsfuse::broadcastUnsqueeze);
+  m.def("broadcast_squeeze(Tensor[] leaves, int dim, str? layout=None) -> Tensor[]", tsfuse::broadcastSqueeze);
   // The result may be a view of self (the alias annotation says so) or a fresh repeat.
   m.def("broadcast_repeat(Tensor(a) self, int[] repeats, Tensor[] others) -> Tensor(a)", tsfuse::broadcastRepeat);
 }

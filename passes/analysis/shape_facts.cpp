@@ -72,7 +72,8 @@ std::optional<int64_t> listLength(Value* l) {
 }  // namespace
 
 ViewKind viewKind(Node* n) {
-  if (n->kind() != c10::aten::select && n->kind() != c10::aten::slice && n->kind() != c10::aten::unsqueeze)
+  if (n->kind() != c10::aten::select && n->kind() != c10::aten::slice && n->kind() != c10::aten::unsqueeze &&
+      n->kind() != c10::aten::squeeze)
     return ViewKind::None;
   const c10::FunctionSchema* s = n->maybeSchema();
   if (!s) return ViewKind::None;
@@ -83,6 +84,8 @@ ViewKind viewKind(Node* n) {
     k = ViewKind::Slice;
   else if (n->kind() == c10::aten::unsqueeze && s->overload_name().empty())
     k = ViewKind::Unsqueeze;
+  else if (n->kind() == c10::aten::squeeze && s->overload_name() == "dim")
+    k = ViewKind::Squeeze;
   if (k == ViewKind::None) return k;
   for (size_t i = 1; i < n->inputs().size(); ++i)
     if (!toIValue(n->input(i))) return ViewKind::None;
@@ -109,6 +112,9 @@ int64_t RankBounds::bound(Value* v, int depth) {
         break;
       case ViewKind::Slice:
         r = std::max(bound(p->input(0), depth + 1), dim());
+        break;
+      case ViewKind::Squeeze:  // one dim fewer where it has size 1 (a 0-dim tensor takes dim 0 or -1)
+        r = std::max<int64_t>(bound(p->input(0), depth + 1) - 1, 0);
         break;
       case ViewKind::None:  // an elementwise result has its operands' largest rank
         if (matchElementwise(p, m, nullptr))

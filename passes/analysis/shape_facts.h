@@ -26,7 +26,7 @@ bool provablyBool(torch::jit::Value* v);
 bool provablySameLayout(torch::jit::Value* v, torch::jit::Value* x);
 
 // select.int / slice.Tensor / unsqueeze with constant arguments: the views passes move or drop.
-enum class ViewKind { None, Select, Slice, Unsqueeze };
+enum class ViewKind { None, Select, Slice, Unsqueeze, Squeeze };
 ViewKind viewKind(torch::jit::Node* n);
 
 // The least rank a tensor must have for dim `d` to be valid in it.

@@ -1,5 +1,5 @@
 // IR-string tests of sink_views (views of elementwise intermediates pushed to the leaves) and of
-// its runtime helpers tsfuse::broadcast_{select,slice,unsqueeze}; plus several reductions of one
+// its runtime helpers tsfuse::broadcast_{select,slice,unsqueeze,squeeze}; plus several reductions of one
 // broadcast value (Chamfer), each fused on its own.
 #include "ir_util.h"
 
@@ -87,6 +87,55 @@ TEST(SinkViewsIR, TorchvisionBoxIouBecomesOnePairwise) {
       SCOPED_TRACE(std::to_string(n) + "x" + std::to_string(m));
       EXPECT_TRUE(sameOutputs(ref, g, {boxes(n, 1, t), boxes(m, 2, t)}));
     }
+}
+
+// ultralytics' matcher cost: 1 - bbox_iou(pred.unsqueeze(2), gt.unsqueeze(1)).squeeze(-1), the
+// IoU a [B, Q, T, 1] value; the squeeze moves to the leaves, so the IoU and 1 - x are one op. Where
+// the last dim is not 1 the squeeze leaves the value as it is (checked at run time).
+TEST(SinkViewsIR, SqueezeOfAnIntermediateIsSunkAndTheTailFuses) {
+  auto g = parseGraph(R"IR(
+graph(%p : Tensor, %t : Tensor):
+  %none : NoneType = prim::Constant()
+  %zero : int = prim::Constant[value=0]()
+  %one : int = prim::Constant[value=1]()
+  %two : int = prim::Constant[value=2]()
+  %m1 : int = prim::Constant[value=-1]()
+  %pu : Tensor = aten::unsqueeze(%p, %two)
+  %tu : Tensor = aten::unsqueeze(%t, %one)
+  %lo : Tensor = aten::maximum(%pu, %tu)
+  %d : Tensor = aten::sub(%pu, %lo, %one)
+  %c : Tensor = aten::clamp(%d, %zero, %none)
+  %s : Tensor = aten::squeeze(%c, %m1)
+  %r : Tensor = aten::rsub(%s, %one, %one)
+  return (%r)
+)IR");
+  auto ref = g->copy();
+  PassRun r = runPipelineOn(g);
+  EXPECT_EQ(findNodes(g, "tsfuse::pairwise").size(), 1u) << r.dump();
+  EXPECT_EQ(findNodes(g, "tsfuse::broadcast_squeeze").size(), 1u) << r.dump();
+  EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) { fc.check_not("aten::squeeze")->check_not("aten::rsub"); }));
+  Gen gen(9);
+  for (auto [q, k] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {1, 4}, {3, 1}, {0, 1}}) {
+    SCOPED_TRACE(std::to_string(q) + " " + std::to_string(k));
+    EXPECT_TRUE(sameOutputs(ref, g, {gen.tensor({2, 5, q}, at::kFloat), gen.tensor({2, 3, k}, at::kFloat)}));
+    EXPECT_TRUE(sameOutputs(ref, g, {gen.tensor({2, 5, q}, at::kDouble), gen.tensor({2, 3, k}, at::kFloat)}));
+  }
+}
+
+TEST(SinkViewsIR, SqueezeOfUnknownRankIsRejected) {
+  // %d may be 1-D [1]: squeezing it would make a 0-dim value (type promotion).
+  auto g = parseGraph(R"IR(
+graph(%a : Tensor, %b : Tensor):
+  %zero : int = prim::Constant[value=0]()
+  %one : int = prim::Constant[value=1]()
+  %d : Tensor = aten::sub(%a, %b, %one)
+  %x : Tensor = aten::squeeze(%d, %zero)
+  %m : Tensor = aten::mul(%x, %b)
+  return (%m)
+)IR");
+  PassRun r = runPass(g, tsfuse::SinkViews);
+  EXPECT_FALSE(r.changed) << r.dump();
+  EXPECT_TRUE(r.rejectedWith("has rank >= 2 (squeezing a 1-D value")) << r.dump();
 }
 
 TEST(SinkViewsIR, SelectOfUnknownRankIsRejected) {
@@ -313,6 +362,17 @@ TEST(BroadcastViews, EqualTheViewOfTheBroadcastValue) {
     auto v = callHelper("tsfuse::broadcast_unsqueeze", {at::TensorList(leaves), dim});
     EXPECT_TRUE(same(full.unsqueeze(dim), product(v)));
   }
+  // squeeze: of a dim of size > 1 it leaves X as it is; of a size-1 dim every leaf reaching it
+  // loses it, but a [1] double leaf stays 1-D (0-dim, it would no longer make the product double).
+  std::vector<at::Tensor> column = {g.tensor({4, 1, 1}, at::kFloat), g.tensor({1, 3, 1}, at::kFloat),
+                                    g.tensor({}, at::kDouble), g.tensor({1}, at::kDouble),
+                                    g.tensor({1, 1, 1}, at::kFloat)};
+  for (const auto& ls : {leaves, column})
+    for (int64_t dim : {0, 1, 2, -1, -2, -3}) {
+      SCOPED_TRACE("squeeze " + std::to_string(dim) + " of " + c10::str(product(ls).sizes()));
+      auto v = callHelper("tsfuse::broadcast_squeeze", {at::TensorList(ls), dim});
+      EXPECT_TRUE(same(product(ls).squeeze(dim), product(v)));
+    }
   // All leaves of size 1 at the sliced dim: an empty slice must be empty.
   std::vector<at::Tensor> ones = {g.tensor({3, 1}, at::kFloat), g.tensor({1}, at::kFloat)};
   auto v =
@@ -364,6 +424,8 @@ TEST(BroadcastViews, TakeTheLayoutOfEagersView) {
     }
     for (int64_t d = 0; d <= x.dim(); ++d)
       views.push_back({"tsfuse::broadcast_unsqueeze", {d}, [d](const at::Tensor& t) { return t.unsqueeze(d); }});
+    for (int64_t d = 0; d < x.dim(); ++d)
+      views.push_back({"tsfuse::broadcast_squeeze", {d}, [d](const at::Tensor& t) { return t.squeeze(d); }});
     for (const View& v : views) {
       SCOPED_TRACE(std::string(v.op) + " of " + std::to_string(x.dim()) + "-dim " + c10::str(x.sizes()) + " dim " +
                    std::to_string(v.args[0].toInt()));
