@@ -145,6 +145,19 @@ class OperandForms:
         u, w = pair
         d = u.t.shape[1]
         acc = self.fresh()
+        if self.rng.random() < 0.3:
+            # a mask accumulated with Python's augmented assignments (aten::__iand__ / __ior__ /
+            # __ixor__), as point-in-box tests write it
+            cmp = self.rng.choice([">", "<", ">=", "!="])
+            op = self.rng.choice(["&=", "&=", "|=", "^="])
+            lines = [f"{acc} = {u.name}[:, None, 0] {cmp} {w.name}[None, :, 0]",
+                     f"for k in range(1, {d}):", f"    {acc} {op} ({u.name}[:, None, k] {cmp} {w.name}[None, :, k])"]
+            exec("\n".join(lines), {"torch": torch}, self.env)
+            self.lines += lines
+            self.forms.add("mask_accumulate")
+            out = Val(acc, self.env[acc], 0.0)
+            self.vals.append(out)
+            return out
         dtype = self.rng.choice(["", "", ", dtype=" + f"{u.name}.dtype", ", dtype=torch.float64", ", dtype=torch.int64"])
         term = self.rng.choice(["({a} - {b}).abs()", "({a} - {b}) * ({a} - {b})", "torch.minimum({a}, {b})",
                                 "({a} > {b})", "{a} * {b}"])
