@@ -92,7 +92,19 @@ Outputs laterStage(const Chain& c, size_t k, const at::Tensor& value, at::Tensor
   const StageInput* in = c.input[k].get();
   if (!in) return applyStage(c.stages[k], c.squeezeFirst[k], value, epilogue);
   const std::vector<at::Tensor> ops = in->operands(value, inputs, epilogue);
-  return native ? runFusedAll(ops, in->text, &c.stages[k], *native) : evalFused(*in->expr, ops, &c.stages[k]);
+  const ReduceSpec& r = c.stages[k];
+  const bool extremum = r.withIndices() || r.kind == Reduction::Argmin || r.kind == Reduction::Argmax;
+  if (native && extremum && r.dims && *r.dims == std::vector<int64_t>{-1} && mainDevice(ops).is_cpu()) {
+    // An index of the extremum along the last dim (a nearest centre, a hardest example): the
+    // stage's value on this slab, then applyStage's row-extremum pass (two vector passes per
+    // row, ATen's first-extremum rule), where the fused reduction would fold value and index
+    // one element at a time. The slab is what stage 0 stores already.
+    const at::TensorList all(ops);
+    const auto n = static_cast<size_t>(in->expr->numInputs);
+    at::Tensor v = runFusedAll(all.slice(0, n), in->text, nullptr, *native)[0];
+    return applyStage(r, false, v, all.slice(n));
+  }
+  return native ? runFusedAll(ops, in->text, &r, *native) : evalFused(*in->expr, ops, &r);
 }
 
 }  // namespace

@@ -75,6 +75,13 @@ const std::vector<Case> kCases = {
     {"argmin of a weighted value over [N, M]",
      "fused(v1: mul($0, $1); $0 = value) |> argmin(dim=[1], keepdim=False)",
      {{-1}}},
+    // along dim -1: the stage's value on the slab, then the row-extremum pass (laterStage)
+    {"max with indices along the last dim",
+     "fused(v1: sub($0, $1); $0 = value) |> max(dim=[-1], keepdim=False)",
+     {{-1}}},
+    {"argmax along the last dim, kept",
+     "fused(v1: mul($0, $1); $0 = value) |> argmax(dim=[-1], keepdim=True)",
+     {{0, 1}}},
 };
 
 std::vector<at::Tensor> operands(Gen& g, const Case& c, int64_t n, int64_t m, int64_t k, int64_t d, at::ScalarType dt) {
