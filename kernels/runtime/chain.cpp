@@ -83,6 +83,45 @@ std::shared_ptr<const Chain> cachedChain(c10::string_view expr, c10::ArrayRef<st
 
 namespace {
 
+// An index of the extremum along the last dim (a nearest centre, a hardest example) of a fused
+// stage's value, on the CPU: the value computed a block of rows (its dim 0) at a time, about
+// chainSlabElements() elements, each block reduced by applyStage's row-extremum pass (two vector
+// passes per row, ATen's first-extremum and NaN rule) where the fused reduction would fold value
+// and index one element at a time. nullopt: not such a stage, or operands that do not broadcast
+// (the fused call then raises eager's error).
+std::optional<Outputs> extremumInRowBlocks(const ReduceSpec& r, const std::string& text, at::TensorList ops,
+                                           const NativePath& native) {
+  const bool extremum = r.withIndices() || r.kind == Reduction::Argmin || r.kind == Reduction::Argmax;
+  if (!extremum || !r.dims || *r.dims != std::vector<int64_t>{-1} || r.epilogue || !mainDevice(ops).is_cpu())
+    return std::nullopt;
+  std::vector<int64_t> shape;
+  try {
+    for (const auto& t : ops) shape = at::infer_size(shape, t.sizes());
+  } catch (const c10::Error&) {
+    return std::nullopt;
+  }
+  const auto R = static_cast<int64_t>(shape.size());
+  const int64_t rows = R >= 2 ? shape[0] : 0, perRow = rows > 0 ? c10::multiply_integers(shape) / rows : 0;
+  const int64_t block = perRow > 0 ? std::max<int64_t>(1, chainSlabElements() / perRow) : rows;
+  if (R < 2 || perRow == 0 || block >= rows)
+    return applyStage(r, false, runFusedAll(ops, text, nullptr, native)[0], {});
+  Outputs out;
+  for (int64_t b0 = 0; b0 < rows; b0 += block) {
+    const int64_t b1 = std::min(rows, b0 + block);
+    std::vector<at::Tensor> part;
+    for (const auto& t : ops) part.push_back(t.dim() == R && t.size(0) == rows ? t.slice(0, b0, b1) : t);
+    Outputs o = applyStage(r, false, runFusedAll(part, text, nullptr, native)[0], {});
+    if (out.empty())
+      for (const auto& t : o) {
+        std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
+        sizes[0] = rows;
+        out.push_back(at::empty(sizes, t.options()));
+      }
+    for (size_t i = 0; i < o.size(); ++i) out[i].slice(0, b0, b1).copy_(o[i]);
+  }
+  return out;
+}
+
 // Later stage k over the previous stage's value: ATen's reduction of it, or a fused stage's input
 // computed and reduced by `native` (the backend's runFusedAll; null: the reference, evalFused), or
 // its normalization (written into `out` where one is given: a slab of the chain's output).
@@ -93,17 +132,8 @@ Outputs laterStage(const Chain& c, size_t k, const at::Tensor& value, at::Tensor
   if (!in) return applyStage(c.stages[k], c.squeezeFirst[k], value, epilogue);
   const std::vector<at::Tensor> ops = in->operands(value, inputs, epilogue);
   const ReduceSpec& r = c.stages[k];
-  const bool extremum = r.withIndices() || r.kind == Reduction::Argmin || r.kind == Reduction::Argmax;
-  if (native && extremum && r.dims && *r.dims == std::vector<int64_t>{-1} && mainDevice(ops).is_cpu()) {
-    // An index of the extremum along the last dim (a nearest centre, a hardest example): the
-    // stage's value on this slab, then applyStage's row-extremum pass (two vector passes per
-    // row, ATen's first-extremum rule), where the fused reduction would fold value and index
-    // one element at a time. The slab is what stage 0 stores already.
-    const at::TensorList all(ops);
-    const auto n = static_cast<size_t>(in->expr->numInputs);
-    at::Tensor v = runFusedAll(all.slice(0, n), in->text, nullptr, *native)[0];
-    return applyStage(r, false, v, all.slice(n));
-  }
+  if (native && epilogue.empty())
+    if (auto out = extremumInRowBlocks(r, in->text, ops, *native)) return std::move(*out);
   return native ? runFusedAll(ops, in->text, &r, *native) : evalFused(*in->expr, ops, &r);
 }
 
