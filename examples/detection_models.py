@@ -398,6 +398,20 @@ FUNCTIONS = {
 }
 
 
+class _One(torch.nn.Module):
+    def __init__(self, inner, inputs):
+        super().__init__()
+        self.inner = inner
+        self.in0 = inputs[0]
+
+    def forward(self, a: Tensor):
+        return self.inner(a)
+
+    @torch.jit.export
+    def example_inputs(self) -> Tuple[Tensor]:
+        return (self.in0,)
+
+
 class _Two(torch.nn.Module):
     def __init__(self, inner, inputs):
         super().__init__()
@@ -426,7 +440,7 @@ class _Three(torch.nn.Module):
         return self.in0, self.in1, self.in2
 
 
-class _Call(torch.nn.Module):
+class CallFunction(torch.nn.Module):
     """Calls a module-level function (a prim::CallFunction once scripted)."""
     def __init__(self, fn):
         super().__init__()
@@ -436,16 +450,17 @@ class _Call(torch.nn.Module):
         return self.fn(*args)
 
 
-def _wrap(inner, inputs):
-    """A scripted module whose forward calls `inner` and whose example_inputs() returns `inputs`
-    (plain tensor attributes, so example_inputs has no arithmetic of its own)."""
-    return torch.jit.script(_Two(inner, inputs) if len(inputs) == 2 else _Three(inner, inputs))
+def with_example_inputs(inner, inputs):
+    """A scripted module whose forward calls `inner` (one to three tensors) and whose
+    example_inputs() returns `inputs` (plain tensor attributes, so example_inputs has no
+    arithmetic of its own): what optimize-ts --check runs without --input-shape."""
+    return torch.jit.script({1: _One, 2: _Two, 3: _Three}[len(inputs)](inner, inputs))
 
 
 def scripted(name):
     """forward -> prim::CallFunction of the scripted library function."""
     fn, key = FUNCTIONS[name]
-    return _wrap(torch.jit.script(fn), INPUTS[key]())
+    return with_example_inputs(torch.jit.script(fn), INPUTS[key]())
 
 
 def traced(name):
@@ -453,8 +468,8 @@ def traced(name):
     fn, key = FUNCTIONS[name]
     inputs = INPUTS[key]()
     with torch.no_grad():
-        inner = torch.jit.trace(_Call(fn), inputs, check_trace=False)
-    return _wrap(inner, inputs)
+        inner = torch.jit.trace(CallFunction(fn), inputs, check_trace=False)
+    return with_example_inputs(inner, inputs)
 
 
 def save_all(outdir, names=None) -> dict:

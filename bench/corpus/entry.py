@@ -29,10 +29,15 @@ An entry says:
                        program is, and why
 """
 import dataclasses
+import pathlib
+import sys
 from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 from torch import Tensor
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "examples"))
+import detection_models  # noqa: E402  (with_example_inputs: the module optimize-ts --check runs)
 
 # rtol, atol for outputs of a reordered float reduction (optimize-ts --check's defaults).
 TOLERANCE = (1e-5, 1e-6)
@@ -170,54 +175,6 @@ def library_function(module: str, attr: str, *leading, **kwargs):
 
 # --- exporting ---------------------------------------------------------------------------------------
 
-class _Call(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args):
-        return self.fn(*args)
-
-
-class _One(torch.nn.Module):
-    def __init__(self, inner, inputs):
-        super().__init__()
-        self.inner, self.in0 = inner, inputs[0]
-
-    def forward(self, a: Tensor):
-        return self.inner(a)
-
-    @torch.jit.export
-    def example_inputs(self) -> Tuple[Tensor]:
-        return (self.in0,)
-
-
-class _Three(torch.nn.Module):
-    def __init__(self, inner, inputs):
-        super().__init__()
-        self.inner, self.in0, self.in1, self.in2 = inner, inputs[0], inputs[1], inputs[2]
-
-    def forward(self, a: Tensor, b: Tensor, c: Tensor):
-        return self.inner(a, b, c)
-
-    @torch.jit.export
-    def example_inputs(self) -> Tuple[Tensor, Tensor, Tensor]:
-        return self.in0, self.in1, self.in2
-
-
-class _Two(torch.nn.Module):
-    def __init__(self, inner, inputs):
-        super().__init__()
-        self.inner, self.in0, self.in1 = inner, inputs[0], inputs[1]
-
-    def forward(self, a: Tensor, b: Tensor):
-        return self.inner(a, b)
-
-    @torch.jit.export
-    def example_inputs(self) -> Tuple[Tensor, Tensor]:
-        return self.in0, self.in1
-
-
 def make(entry: Entry) -> Callable:
     """The eager callable: the library function, or the module (detectors wrapped in Detections)."""
     fn = entry.make()
@@ -232,9 +189,9 @@ def export(entry: Entry, fn: Callable, inputs: Tuple[Tensor, ...]) -> torch.jit.
         inner = torch.jit.script(ScriptedDetections(fn.model) if isinstance(fn, Detections) else fn)
     else:
         with torch.no_grad():
-            inner = torch.jit.trace(fn if isinstance(fn, torch.nn.Module) else _Call(fn), inputs, check_trace=False)
-    wrapper = {1: _One, 2: _Two, 3: _Three}[len(inputs)]
-    return torch.jit.script(wrapper(inner, inputs))
+            module = fn if isinstance(fn, torch.nn.Module) else detection_models.CallFunction(fn)
+            inner = torch.jit.trace(module, inputs, check_trace=False)
+    return detection_models.with_example_inputs(inner, inputs)
 
 
 def inputs(entry: Entry, size: str, seed: int = 0) -> Tuple[Tensor, ...]:
