@@ -123,6 +123,12 @@ class Program:
         out.append(f"{indent}    return ({''.join(o + ', ' for o in self.outputs)})")
         return "\n".join(out) + "\n"
 
+    def eager_fn(self):
+        """The program as a Python function, run eagerly."""
+        scope = {"torch": torch, "Tensor": torch.Tensor, "__name__": "tsfuse_fuzz_programs"}
+        exec(self.source(), scope)  # noqa: S102 - generated test code
+        return scope[self.name]
+
     def make_inputs(self):
         return [make_input(s.shape, s.dtype, s.layout, s.seed, s.specials, s.ties, DEVICE)
                 if isinstance(s, InputSpec) else s for s in self.inputs]

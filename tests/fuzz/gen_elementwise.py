@@ -48,9 +48,9 @@ class ElementwiseForms:
             self.margin(a, b if b else float(eval(s, {}, self.env)))
             return 0.0
 
-        def trans(out):
+        def trans(out):  # compare.py's aten_on_tile_2ulp
             self.need_exact(a, b)
-            return self.ulp_err(out)
+            return 2 * self.ulp_err(out)
 
         def alpha(k):
             # a + k*b rounded once (FMA) or twice: they differ by up to 1 ulp of k*b and of the sum.

@@ -101,15 +101,9 @@ def run_script(program, fn, graph_out=None):
     return (out, exc, args), "tsfuse::" in graph
 
 
-def eager_fn(program):
-    scope = {"torch": torch, "Tensor": torch.Tensor, "__name__": "tsfuse_fuzz_programs"}
-    exec(program.source(), scope)  # noqa: S102 - generated test code
-    return scope[program.name]
-
-
 def check_one(program, mode="script"):
     """Runs one program through one path; returns (problem, known, fused, eager_result)."""
-    fn = eager_fn(program)
+    fn = program.eager_fn()
     eager = run_eager(program, fn)
     if mode == "trace":
         with warnings.catch_warnings():
@@ -149,7 +143,7 @@ def reference_run(program, mode, seed):
 
 def write_reference(program, mode, path):
     """--reference: runs one program with the pre-pass disabled and saves what it returned."""
-    fn = eager_fn(program)
+    fn = program.eager_fn()
     if mode == "trace":
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

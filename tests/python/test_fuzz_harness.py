@@ -37,24 +37,58 @@ def test_signed_zero_and_nan_payload():
     assert "NaN mask" in run.compare_tensor(e, torch.tensor([0.0, math.nan, 1.0]), 1.0)
 
 
-class _Source:
-    def __init__(self, text):
-        self.text = text
+class _Program:
+    """A one-line program over fixed inputs a, b, as the classifier reruns it."""
+    name = "p"
+
+    def __init__(self, line, a, b):
+        self.line, self.inputs = line, (a, b)
 
     def source(self):
-        return self.text
+        return f"def p(a: Tensor, b: Tensor):\n    v = {self.line}\n    return (v, )\n"
+
+    def eager_fn(self):
+        scope = {"torch": torch, "Tensor": torch.Tensor}
+        exec(self.source(), scope)
+        return scope["p"]
+
+    def make_inputs(self):
+        return [t.clone() for t in self.inputs]
+
+
+def _flip(t, i):
+    t = t.clone()
+    t[i] = -t[i] if t[i] != 0 else (0.0 if torch.signbit(t[i]) else -0.0)
+    return t
 
 
 def test_signed_zero_tie_classification_is_narrow():
-    clamped = _Source("v = torch.clamp(a, min=b)")
-    e, o = torch.tensor([0.0, 2.0, math.inf]), torch.tensor([-0.0, 2.0, -math.inf])
-    # The other zero, and the other infinity (a reciprocal of the tie), in a program with clamp.
-    assert run.known_divergence(clamped, e[:2], o[:2]) == "signed_zero_tie"
-    assert run.known_divergence(clamped, e, o) == "signed_zero_tie"
-    # Not without min/max/clamp, not for a finite difference, not for inf vs a finite value.
-    assert run.known_divergence(_Source("v = a - b"), e, o) is None
-    assert run.known_divergence(clamped, e, torch.tensor([-0.0, 3.0, -math.inf])) is None
-    assert run.known_divergence(clamped, e, torch.tensor([-0.0, 2.0, 1e30])) is None
+    a, b = torch.tensor([0.0, -0.0, -0.0, 1.0]), torch.tensor([-0.0, 0.0, 5.0, 1.0])
+    tie = ("output", 0)
+    for line in ["torch.minimum(a, b)", "torch.clamp(a, min=b)", "a.max(b)"]:
+        p = _Program(line, a, b)
+        e = p.eager_fn()(a, b)[0]
+        # The other zero where both operands are zeros of opposite signs: a tie.
+        assert run.known_divergence(p, e, _flip(e, 0), tie) == "signed_zero_tie", line
+        assert run.known_divergence(p, e, _flip(_flip(e, 0), 1), tie) == "signed_zero_tie", line
+        # Not a zero with one candidate (minimum(-0., 5.)), not a value, not both at once.
+        assert run.known_divergence(p, e, _flip(e, 2), tie) is None, line
+        assert run.known_divergence(p, e, _flip(e, 3), tie) is None, line
+        assert run.known_divergence(p, e, _flip(_flip(e, 0), 2), tie) is None, line
+    # What a later op makes of the tie: the other infinity, and a max over it.
+    for line in ["1 / torch.minimum(a, b)", "torch.max(1 / torch.minimum(a, b), b)"]:
+        p = _Program(line, a, b)
+        e = p.eager_fn()(a, b)[0]
+        o = p.eager_fn()(_flip(a, 0), b)[0]  # the tie decided the other way
+        assert not torch.equal(e, o) and run.known_divergence(p, e, o, tie) == "signed_zero_tie", line
+    # An amax over a slice with both zeros; none without a min/max-family op.
+    p = _Program("torch.amax(torch.stack([a, -a]), 0)", a, b)
+    e = p.eager_fn()(a, b)[0]
+    assert run.known_divergence(p, e, _flip(e, 0), tie) == "signed_zero_tie"
+    assert run.known_divergence(p, e, _flip(e, 3), tie) is None
+    p = _Program("a - b", a, b)
+    e = p.eager_fn()(a, b)[0]
+    assert run.known_divergence(p, e, _flip(e, 0), tie) is None
 
 
 def test_layout_dtype_shape_and_bound():

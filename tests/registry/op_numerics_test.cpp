@@ -64,9 +64,9 @@ std::vector<std::vector<Arg>> argumentForms(const tsfuse::OpDef& def) {
 // An op the native CPU path computes with ATen's own kernel on each contiguous tile, where that
 // kernel is not MKL's vector math (whose bits do not depend on the layout: kernels/backends/cpu/vml.h):
 // pow other than a square, sigmoid, log1p, hypot, ... ATen's vector loop of those (SLEEF) and its
-// scalar loop (libm) differ by up to 1 ulp, and eager takes the scalar loop for rows shorter than a
-// vector, which these layouts' rows are; the contract there is 1 ulp (docs/exactness.md;
-// tests/fuzz/compare.py's aten_on_tile_1ulp).
+// scalar loop (libm), each within 1 ulp of the exact value, differ by up to 2, and eager takes the
+// scalar loop for rows shorter than a vector, which these layouts' rows are; the contract there is
+// 2 ulps (docs/exactness.md; tests/fuzz/compare.py's aten_on_tile_2ulp).
 bool eagerBitsFollowTheLayout(const tsfuse::OpDef& def) {
   return (def.rule == tsfuse::LowerRule::Aten || def.rule == tsfuse::LowerRule::Square) &&
          !tsfuse::cpu::vmlRoutine(def.op, at::kFloat);
@@ -90,7 +90,7 @@ TEST(RegistryOps, EveryOpMatchesItsAtenReferenceOnTheNativePath) {
     SCOPED_TRACE(def.name);
     Gen gen(seedOf(def.name));
     CheckOpts opts{true, 0, 0, nullptr};
-    if (eagerBitsFollowTheLayout(def)) opts = CheckOpts{false, 2.4e-7, 0, nullptr};  // 1 float32 ulp
+    if (eagerBitsFollowTheLayout(def)) opts = CheckOpts{false, 2.4e-7, 0, nullptr};  // 2 float32 ulps
     FailureLog log;
     int ran = 0;
     for (const auto& args : argumentForms(def)) {

@@ -1,0 +1,114 @@
+"""Eager with every signed-zero tie of a min/max-family op decided one way.
+
+minimum(0., -0.), clamp(-0., min=0.) and an amax over a slice holding both zeros are ties: the two
+candidates compare equal, and which zero eager returns depends on its kernel (vectorized lanes vs
+the scalar tail, the reduction's order), not on a rule. A mismatch is a tie's consequence when
+every element that differs from eager's changes with the tie's outcome: `tie_sensitive` runs the
+program twice under `ZeroTies`, all ties made +0.0 and all made -0.0, and compares the two.
+Non-tie zeros (minimum(-0., 5.)) keep their sign, so a wrong sign there is still a mismatch.
+"""
+import torch
+from torch.overrides import TorchFunctionMode
+
+BINARY = {"minimum", "maximum", "fmin", "fmax"}
+EXTREMA = {"min", "max"}  # binary with a tensor `other`, else a reduction
+REDUCTIONS = {"amax", "amin"}
+CLAMPS = {"clamp", "clip", "clamp_min", "clamp_max", "relu"}
+
+
+def _slice_has_both_zeros(x, dim, keepdim):
+    zero = x == 0
+    neg, pos = zero & torch.signbit(x), zero & ~torch.signbit(x)
+    if dim is None or dim == () or dim == []:
+        return (neg.any() & pos.any()).reshape([1] * x.dim() if keepdim else [])
+    return neg.any(dim=dim, keepdim=keepdim) & pos.any(dim=dim, keepdim=keepdim)
+
+
+def _arg(args, kwargs, i, name, default=None):
+    return args[i] if len(args) > i else kwargs.get(name, default)
+
+
+def tie_mask(name, args, kwargs, elementwise=True):
+    """Where the op `name` (out-of-place spelling) sees a signed-zero tie, from its inputs; None
+    when it is not a min/max-family op (or, with elementwise=False, an elementwise one)."""
+    x = args[0] if args else kwargs.get("input")
+    if not isinstance(x, torch.Tensor) or not x.dtype.is_floating_point:
+        return None
+    other = _arg(args, kwargs, 1, "other")
+    if name in BINARY or (name in EXTREMA and isinstance(other, torch.Tensor)):
+        return (x == 0) & (other == 0) if elementwise else None
+    if name in EXTREMA or name in REDUCTIONS:
+        dim = _arg(args, kwargs, 1, "dim", None if name in EXTREMA else ())
+        return _slice_has_both_zeros(x, dim, bool(_arg(args, kwargs, 2, "keepdim", False)))
+    if name in CLAMPS and elementwise:
+        if name == "relu":
+            bounds = [0.0]
+        elif name in ("clamp_min", "clamp_max"):
+            bounds = [_arg(args, kwargs, 1, name[-3:])]
+        else:
+            bounds = [_arg(args, kwargs, 1, "min"), _arg(args, kwargs, 2, "max")]
+        zeros = [b == 0 if isinstance(b, torch.Tensor) else torch.tensor(b == 0) for b in bounds if b is not None]
+        if zeros:
+            return (x == 0) & torch.stack(torch.broadcast_tensors(*zeros)).any(0)
+    return None
+
+
+class ZeroTies(TorchFunctionMode):
+    """Makes every signed-zero tie's result +0.0 (negative=False) or -0.0 (negative=True). On CUDA,
+    where eager's elementwise min/max are one formula, only reductions are decided."""
+
+    def __init__(self, negative):
+        super().__init__()
+        self.zero = -0.0 if negative else 0.0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        inplace = name.endswith("_") and not name.endswith("__")
+        x = args[0] if args else kwargs.get("input")
+        tie = None
+        if isinstance(x, torch.Tensor):
+            tie = tie_mask(name[:-1] if inplace else name, args, kwargs, elementwise=not x.is_cuda)
+        out = func(*args, **kwargs)
+        if tie is None:
+            return out
+        values = out[0] if isinstance(out, tuple) else out
+        if not isinstance(values, torch.Tensor) or values.shape != torch.broadcast_shapes(values.shape, tie.shape):
+            return out
+        decided = torch.where(tie & (values == 0), torch.tensor(self.zero, dtype=values.dtype), values)
+        if inplace:
+            return values.copy_(decided)
+        if isinstance(out, tuple):
+            return type(out)((decided, *out[1:])) if hasattr(out, "_fields") else (decided, *out[1:])
+        return decided
+
+
+def _differs(a, b):
+    an, bn = torch.isnan(a), torch.isnan(b)
+    bits = {torch.float32: torch.int32, torch.float64: torch.int64, torch.float16: torch.int16,
+            torch.bfloat16: torch.int16}[a.dtype]
+    return (an != bn) | (a.masked_fill(an, 0).contiguous().view(bits) != b.masked_fill(bn, 0).contiguous().view(bits))
+
+
+def run_decided(program, negative):
+    """(outputs, inputs after the call) of eager under ZeroTies(negative); None if it raised."""
+    fn, args = program.eager_fn(), program.make_inputs()
+    try:
+        with torch.no_grad(), ZeroTies(negative):
+            out = fn(*args)
+    except Exception:  # noqa: BLE001 - a program that raises has no tie to blame
+        return None
+    return out, args
+
+
+def tie_sensitive(program, which, e, o):
+    """Whether every element where `o` differs from eager's `e` (output or input `which` =
+    ("output" | "input", index)) changes between the two decided runs."""
+    if not hasattr(program, "eager_fn") or e.shape != o.shape or e.dtype != o.dtype:
+        return False
+    runs = [run_decided(program, negative) for negative in (False, True)]
+    if any(r is None for r in runs):
+        return False
+    pos, neg = (r[0 if which[0] == "output" else 1][which[1]] for r in runs)
+    diff = _differs(e, o)
+    return bool(diff.any()) and bool((_differs(pos, neg) | ~diff).all())
