@@ -200,7 +200,9 @@ void Gen::load(int s) {
     for (int u = 0; u < vectorsOf(s); ++u) {
       const int n = take();
       const Xbyak::Address lane = at(g, vectorBytes() * u);
-      if (P.leaves[s] == Leaf::Uniform)
+      if (P.type[s] == c10::ScalarType::Bool)
+        loadBools(n, g, u, P.leaves[s] == Leaf::Uniform);
+      else if (P.leaves[s] == Leaf::Uniform)
         broadcastConverted(n, g, P.convertedFrom[s]);
       else if (masked && W)
         P.f64 ? vmovupd(v(n) | k1 | T_z, lane) : vmovups(v(n) | k1 | T_z, lane);
@@ -211,6 +213,25 @@ void Gen::load(int s) {
       regAt(s, r, u) = n;
     }
   }
+}
+
+void Gen::loadBools(int n, const Xbyak::Reg64& g, int u, bool uniform) {
+  // Bytes 0 or 1 become lanes of all zeros or all ones (the compares' form): widened (or, uniform,
+  // broadcast) then subtracted from zero. Only maps take bool operands, and their driver passes
+  // whole blocks (Plan::make): no masked load, no 64-byte vector.
+  TORCH_INTERNAL_ASSERT(!masked && !W, "tsfuse: bool operand of a masked or wide kernel");
+  const int lanes = lanesPerVector();
+  if (uniform)
+    vpbroadcastb(y(n), byte[g]);
+  else if (P.f64)
+    vpmovzxbq(y(n), dword[g + lanes * u]);
+  else
+    vpmovzxbd(y(n), qword[g + lanes * u]);
+  vpxor(y(T), y(T), y(T));
+  if (uniform)
+    vpsubb(y(n), y(T), y(n));
+  else
+    P.f64 ? vpsubq(y(n), y(T), y(n)) : vpsubd(y(n), y(T), y(n));
 }
 
 void Gen::release(int s) {

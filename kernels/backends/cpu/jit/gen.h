@@ -99,6 +99,8 @@ class Gen : public Xbyak::CodeGenerator {
     broadcast(r, x(r));
   }
   int lanesPerVector() const { return vectorBytes() / (P.f64 ? 8 : 4); }
+  // Vector u of a bool operand (one byte a lane) at g into register n, as compare lanes.
+  void loadBools(int n, const Xbyak::Reg64& g, int u, bool uniform);
   static Xbyak::Xmm x(int r) { return Xbyak::Xmm(r); }
   int rowsOf(int s) const { return P.perRow[s] ? R : 1; }
   int vectorsOf(int s) const { return P.uniform[s] ? 1 : U; }

@@ -114,6 +114,7 @@ void recordForProfilers(const Plan& plan, const std::vector<std::shared_ptr<Kern
   std::FILE* map = perfMap ? std::fopen(("/tmp/perf-" + std::to_string(getpid()) + ".map").c_str(), "a") : nullptr;
   const size_t key = std::hash<std::string>()(plan.key);
   for (size_t i = 0; i < code.size(); ++i) {
+    if (!code[i]) continue;  // a map's absent masked kernel
     const Xbyak::CodeGenerator& g = *code[i]->gen;
     const int r = i < 2 && code.size() > 2 ? 1 : rows;  // the single-row kernels come first (compile)
     char name[160];
@@ -132,17 +133,20 @@ void recordForProfilers(const Plan& plan, const std::vector<std::shared_ptr<Kern
 }
 
 // The block and masked-vector kernels of one shape (the vector's literals move to memory if it
-// is one register short); nullptr where the registers do not suffice.
+// is one register short; a map has no vector kernel); empty where the registers do not suffice.
 std::vector<std::shared_ptr<Kernel::Code>> kernelsOf(const Plan& plan, int rows, int vectors, bool inMemory, bool wide,
                                                      bool hold = false) {
   std::shared_ptr<Xbyak::CodeGenerator> block = generate(plan, {vectors, false, inMemory, rows, wide, hold});
   if (!block) return {};
-  std::shared_ptr<Xbyak::CodeGenerator> tail = generate(plan, {1, true, inMemory, rows, wide, hold});
-  if (!tail) tail = generate(plan, {1, true, true, rows, wide});
-  if (!tail) return {};
   auto code = [](std::shared_ptr<Xbyak::CodeGenerator> g) {
     return std::make_shared<Kernel::Code>(Kernel::Code{std::move(g)});
   };
+  // A map's driver runs its last lanes as one more block over padded copies (CompiledMap::run):
+  // no masked vector kernel (one could not load bool operands, a byte a lane, under a lane mask).
+  if (plan.sink == Sink::Store) return {code(block), nullptr};
+  std::shared_ptr<Xbyak::CodeGenerator> tail = generate(plan, {1, true, inMemory, rows, wide, hold});
+  if (!tail) tail = generate(plan, {1, true, true, rows, wide});
+  if (!tail) return {};
   return {code(block), code(tail)};
 }
 
@@ -183,7 +187,7 @@ Cache::Entry compile(const Plan& plan) {
                                            : "sum",
                    ": ", plan.code.size(), " instructions, ", rows, " row(s) x ", vectors, " x ", lanes,
                    " lanes per block", wide ? " (AVX-512), " : ", ", inMemory ? "literals in memory, " : "",
-                   hold ? "converted uniform operands held, " : "", code.back()->gen->getSize(),
+                   hold ? "converted uniform operands held, " : "", code.front()->gen->getSize(),
                    " bytes of code per kernel");
         compiledKernels.fetch_add(1, std::memory_order_relaxed);
         return {std::make_shared<Kernel>(std::move(code),
@@ -212,7 +216,7 @@ Kernel::Kernel(std::vector<std::shared_ptr<Code>> code, const Layout& l)
   for (int all = 0; all < 2; ++all)
     for (int v = 0; v < 2; ++v) {
       const size_t i = (all && rowsPerBlock_ > 1 ? 2 : 0) + v;
-      fn_[all][v] = code_[i]->gen->getCode<Fn>();
+      fn_[all][v] = code_[i] ? code_[i]->gen->getCode<Fn>() : nullptr;
     }
 }
 

@@ -124,7 +124,11 @@ class Kernel {
   void block(const Args& a, bool allRows = false) const { fn_[allRows][0](&a, literals_.data()); }
   // vectorLanes_ lanes of which those set in a.mask are loaded (the others are computed on zeros:
   // callers use only the masked lanes' sums or values; a Store writes the whole vector).
-  void vector(const Args& a, bool allRows = false) const { fn_[allRows][1](&a, literals_.data()); }
+  // (Maps have none: see CompiledMap::run.)
+  void vector(const Args& a, bool allRows = false) const {
+    TORCH_INTERNAL_ASSERT(fn_[allRows][1], "tsfuse: a map kernel has no masked vector form");
+    fn_[allRows][1](&a, literals_.data());
+  }
   // Fills the 32-byte mask of a vector() call for its first n lanes.
   void fillMask(int64_t n, void* mask) const;
 

@@ -125,7 +125,8 @@ std::optional<Plan> Plan::make(const TileProgram& p, size_t prefix, int source, 
     if (!haveE) P.f64 = t == c10::ScalarType::Double, haveE = true;
     if ((t == c10::ScalarType::Double) != P.f64) return fail(why, "float32 and float64 mixed"), std::nullopt;
   }
-  if (!haveE) return fail(why, "no float32/float64 value"), std::nullopt;
+  // A map of bools only (a mask from masks) holds them in float32-wide lanes.
+  if (!haveE && sink != Sink::Store) return fail(why, "no float32/float64 value"), std::nullopt;
   const c10::ScalarType E = P.f64 ? c10::ScalarType::Double : c10::ScalarType::Float;
   P.boolValue = isBool(P.type[source]);
   if (sink == Sink::SumInt64 && !P.boolValue) return fail(why, "float values summed into integer lanes"), std::nullopt;
@@ -142,7 +143,8 @@ std::optional<Plan> Plan::make(const TileProgram& p, size_t prefix, int source, 
   P.leaves.assign(p.numLeaves, Leaf::Unused);
   for (int i = 0; i < p.numLeaves; ++i) {
     if (!used[i]) continue;
-    if (isBool(P.type[i])) return fail(why, "bool operand"), std::nullopt;
+    // Bools are loaded one byte a lane (Gen::load): whole blocks, as a map's driver gives them.
+    if (isBool(P.type[i]) && sink != Sink::Store) return fail(why, "bool operand of a reduction"), std::nullopt;
     if (layout[i] == Leaf::Strided) return fail(why, "operand strided along the lanes"), std::nullopt;
     P.leaves[i] = layout[i];
   }
