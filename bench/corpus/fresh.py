@@ -284,10 +284,9 @@ ENTRIES: List[Entry] = [
     _entry("pyro.Matern52", PYRO, _pyro("Matern52"), LOWD, "trace", {"pairwise": 1, "reduce": 2},
            "as pyro.RBF; the sqrt and the polynomial times exp read r2 twice inside the one pairwise op"),
     _entry("pyro.RationalQuadratic", PYRO, _pyro("RationalQuadratic"), LOWD, "trace", {"pairwise": 1, "reduce": 2},
-           "as pyro.RBF, then (1 + r2 / (2 alpha))^-alpha with alpha a parameter tensor",
-           aten_on_tiles="pow(base, -alpha): alpha's transform exp(a) * 1 + 0 is computed in the program, by "
-                         "eager's exp routine on every lane of a tile, so the exponent is not one value there and "
-                         "the pow runs as ATen's tensor-tensor kernel on the tile"),
+           "as pyro.RBF, then (1 + r2 / (2 alpha))^-alpha with alpha a parameter tensor: -alpha, computed from "
+           "the parameter in the program, is computed once before the call, so pow runs compiled with one "
+           "exponent"),
     _entry("pyro.Periodic", PYRO, _pyro("Periodic"), LOWD, "trace", {"reduce": 1},
            "sin(pi (x_i - z_j) / period) / lengthscale squared and summed over D, then exp, is one reduce"),
     _entry("pyro.Brownian", PYRO, _pyro("Brownian", input_dim=1), _points((41, 29, 1), (2000, 2000, 1)), "trace",
@@ -347,9 +346,8 @@ ENTRIES: List[Entry] = [
            lambda size, g: _labelled_embeddings(size, g, bench_batch=512), "trace", {"pairwise": 5},
            "the [B, B, B] triplet loss and its mask are two pairwise ops; the mask is stored because a sum and "
            "the loss both read it (10 ops, too many to compute twice), and the loss because a boolean index and a"
-           " sum read it; the distances and the two divisions are small ops",
-           interpreted="the triplet mask compares int64 labels (labels[:, None] == labels[None]): compiled "
-                       "kernels have float and double lanes, and bool ones for compares of those, not int64 ones"),
+           " sum read it; the distances and the two divisions are small ops. The label compares (int64) are "
+           "computed once at [B, B] before the mask's call, which then runs compiled over bools"),
     # k-means assignment steps
     _entry("fpk.KMeans.max_sim", FPK, _method("fast_pytorch_kmeans", "KMeans", "max_sim", n_clusters=1024,
                                               mode="euclidean"),

@@ -179,13 +179,11 @@ struct Lowering {
         // (base * base) * base, -2 as 1 / (base * base) (its scalar loop divides in double: the
         // same rounded quotient) and -1 as its reciprocal, 1 / base. Other exponents run through
         // ATen (CPU) or decline (device).
-        const bool numberExponent = A.size() == 2 && (A[1].kind == Arg::Kind::Int || A[1].kind == Arg::Kind::Float);
-        const double e = A.size() == 1 ? 2.0 : numberExponent ? literalScalar(A[1]).toDouble() : 0.0;
-        const bool cpuOnly = e == 3.0 || e == -2.0 || e == -1.0;
-        if (!isFloating(ct) || !A[0].isTensor() || !(e == 2.0 || (cpuOnly && !target.cudaRules))) {
+        if (!isFloating(ct) || !A[0].isTensor() || !squareLowersToArithmetic(A, target.cudaRules)) {
           if (!fallback(ins, ct, rt, out)) return false;
           break;
         }
+        const double e = A.size() == 1 ? 2.0 : literalScalar(A[1]).toDouble();
         const int x = slotFor(A[0], ct);
         if (e == -1.0) {
           out = emit(Prim::Div, ct, rt, literal(c10::Scalar(1.0), ct), x);
@@ -246,6 +244,13 @@ struct Lowering {
 };
 
 }  // namespace
+
+bool squareLowersToArithmetic(const std::vector<Arg>& args, bool cudaRules) {
+  if (args.size() == 1) return true;
+  if (args.size() != 2 || (args[1].kind != Arg::Kind::Int && args[1].kind != Arg::Kind::Float)) return false;
+  const double e = literalScalar(args[1]).toDouble();
+  return e == 2.0 || (!cudaRules && (e == 3.0 || e == -2.0 || e == -1.0));
+}
 
 bool holdsDtype(const Target& target, c10::ScalarType t) {
   switch (t) {

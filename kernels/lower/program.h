@@ -70,6 +70,11 @@ struct Program {
 std::optional<Program> lowerExpr(const Expr& e, const Analysis& a, at::TensorList operands, const Target& target,
                                  std::string* why);
 
+// Whether a Square-rule instruction (pow, square; `args` its arguments) lowers to products and
+// quotients rather than an ATen op: a number exponent of 2 on every target, 3, -2 or -1 on the
+// CPU (cudaRules false), as ATen's own kernels compute those exponents.
+bool squareLowersToArithmetic(const std::vector<Arg>& args, bool cudaRules);
+
 // The dtypes a target holds values in.
 bool holdsDtype(const Target& target, c10::ScalarType t);
 

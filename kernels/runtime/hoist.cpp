@@ -5,6 +5,7 @@
 #include "kernels/runtime/eager_order.h"
 #include "kernels/ir/op_registry.h"
 #include "kernels/ir/prim.h"
+#include "kernels/lower/program.h"
 #include "tsfuse/log.h"
 
 #include <ATen/ExpandUtils.h>
@@ -15,9 +16,10 @@
 
 namespace tsfuse {
 
-bool costlyPerValue(Op op) {
-  const OpDef& d = opDef(op);
+bool costlyPerValue(const Instr& ins) {
+  const OpDef& d = opDef(ins.op);
   if (d.rule == LowerRule::Aten) return true;
+  if (d.rule == LowerRule::Square) return !lower::squareLowersToArithmetic(ins.args, false);
   const std::optional<Prim> p = d.prim();
   return d.rule == LowerRule::Map && p && !primHas(*p, kJit);
 }
@@ -131,10 +133,19 @@ Expr withoutHoisted(const Expr& e, const std::vector<size_t>& hoisted, std::vect
 
 std::optional<Hoisted> hoistNarrowWork(const Expr& e, at::TensorList operands) {
   if (e.instrs.size() < 2 || static_cast<int64_t>(operands.size()) < e.numInputs) return std::nullopt;
-  bool any = false;
-  for (const Instr& ins : e.instrs) any = any || costlyPerValue(ins.op);
-  if (!any) return std::nullopt;
   const at::TensorList main = operands.slice(0, e.numInputs);
+  // Work the compiled code has no lanes for: it holds floating values and bools, so an integer
+  // compare (labels[:, None] == labels[None] in a triplet mask) leaves a whole tile interpreted.
+  auto costly = [&](const Instr& ins) {
+    if (costlyPerValue(ins)) return true;
+    for (const Arg& a : ins.args)
+      if (a.kind == Arg::Kind::Input && main[a.i].defined() && at::isIntegralType(main[a.i].scalar_type(), false))
+        return true;
+    return false;
+  };
+  bool any = false;
+  for (const Instr& ins : e.instrs) any = any || costly(ins);
+  if (!any) return std::nullopt;
   std::vector<int64_t> space;
   for (const at::Tensor& t : main) {
     if (!t.defined() || !t.device().is_cpu()) return std::nullopt;               // (other devices: not measured)
@@ -151,9 +162,22 @@ std::optional<Hoisted> hoistNarrowWork(const Expr& e, at::TensorList operands) {
       if (a.kind == Arg::Kind::Value) mask[j] |= mask[a.i];
     }
     const int64_t narrow = numelOver(mask[j], space);
-    if (j + 1 < e.instrs.size() && costlyPerValue(e.instrs[j].op) && narrow * 4 <= total && narrow <= largest &&
+    if (j + 1 < e.instrs.size() && costly(e.instrs[j]) && narrow * 4 <= total && narrow <= largest &&
         total - narrow >= minSaved())
       hoisted.push_back(j);
+  }
+  // A costly instruction left in the program whose argument is computed from values the same over
+  // the whole space (pow by an exponent transformed in the program): that argument, computed once,
+  // is an operand of one value, which the compiled code takes as such (a routine with a uniform
+  // argument) where a computed one differs per lane. One ATen call replaces one per tile: no
+  // size bound.
+  const size_t narrowHoisted = hoisted.size();
+  for (size_t j = 0; j < e.instrs.size(); ++j) {
+    if (!costlyPerValue(e.instrs[j]) || mask[j] == 0 || std::count(hoisted.begin(), hoisted.begin() + narrowHoisted, j))
+      continue;
+    for (const Arg& a : e.instrs[j].args)
+      if (a.kind == Arg::Kind::Value && mask[a.i] == 0 && !std::count(hoisted.begin(), hoisted.end(), a.i))
+        hoisted.push_back(static_cast<size_t>(a.i));
   }
   if (hoisted.empty()) return std::nullopt;
   std::vector<char> used;

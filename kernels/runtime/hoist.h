@@ -8,6 +8,10 @@
 // nothing larger than the largest operand is stored:
 //   v1: div($0, $1); atan(%0); sub($2, %1)      $0, $1: [1, M]   $2: [N, M]
 //   -> atan(div($0, $1)) over [1, M] with ATen, then  v1: sub($0, $1)  over ($2, that value)
+// Integer work counts as costly (the compiled code has float and bool lanes only: an int64
+// compare keeps a whole tile interpreted). And a costly instruction's argument computed from
+// one-value operands (pow by -exp(alpha)) is computed once, whatever the call's size, so that
+// the compiled code sees one value (its routine with a uniform exponent) instead of one per lane.
 #pragma once
 
 #include "kernels/ir/expr.h"
@@ -26,9 +30,10 @@ struct Hoisted {
   std::vector<int64_t> position;     // per operand of the call: its index in `operands`, -1 if not read
 };
 
-// Whether the CPU computes `op` outside its compiled code, per value: an ATen op on the tile or a
-// transcendental (MKL's routine or libm). Such an instruction is what hoisting moves.
-bool costlyPerValue(Op op);
+// Whether the CPU computes `ins` outside its compiled code, per value: an ATen op (or routine) on
+// the tile, pow by an exponent other than the compiled ones, or a transcendental (MKL's routine or
+// libm). Such an instruction is what hoisting moves.
+bool costlyPerValue(const Instr& ins);
 
 // nullopt where nothing is worth hoisting (or the operands do not broadcast: the call itself then
 // raises eager's error). `operands`: the call's, the expression's first.

@@ -127,7 +127,7 @@ void noteHoistableWork(Region& r) {
         for (size_t i = 0; i < operands; ++i) reads[k][i] |= reads[a.i][i];
     }
     const size_t count = std::count(reads[k].begin(), reads[k].end(), 1);
-    if (k + 1 == n || !costlyPerValue(r.expr.instrs[k].op) || count == 0 || count == operands || noted == 3) continue;
+    if (k + 1 == n || !costlyPerValue(r.expr.instrs[k]) || count == 0 || count == operands || noted == 3) continue;
     std::string names;
     for (size_t i = 0; i < operands; ++i)
       if (reads[k][i]) names += (names.empty() ? "" : ", ") + operandName(r.operands[i]);

@@ -6,6 +6,8 @@
 #include "test_util.h"
 
 #include "kernels/runtime/hoist.h"
+#include "jit_support.h"
+#include "tsfuse/ops.h"
 
 namespace ops_hoist_test {
 
@@ -110,6 +112,51 @@ TEST(Hoist, AReductionsEpilogueOperandsFollowTheHoistedValues) {
   const at::Tensor got = tsfuse::reduce({a, b, scale}, "v1: atan($0); mul(%0, $1)", "amax", std::vector<int64_t>{1},
                                         false, std::nullopt, "v1: mul($0, $1)");
   EXPECT_TRUE(sameTensor(at::amax(at::atan(a) * b, {1}) * scale, got, true));
+}
+
+// pow by an exponent the program computes from a one-value parameter (a rational-quadratic
+// kernel's -alpha, alpha = exp(raw)): the exponent is computed once, as eager computes it, so the
+// pow runs as the routine with a one-value exponent, not as ATen on each tile (a computed exponent
+// is a value per lane there). exp(raw) leaves too, as narrow costly work.
+TEST(Hoist, AnExponentComputedFromOneValueLeavesTheProgram) {
+  Gen g(77);
+  for (at::ScalarType dt : {at::kFloat, at::kDouble}) {
+    const at::Tensor d = g.tensor({64, 1}, dt).abs(), raw = g.tensor({}, dt), c = g.tensor({1, 512}, dt).abs();
+    const std::string expr = "v1: add($0, $2); exp($1); mul(%1, 2); div(%0, %2); add(%3, 1); neg(%1); pow(%4, %5)";
+    const auto hoisted = hoistNarrowWork(tsfuse::Expr::parse(expr), {d, raw, c});
+    ASSERT_TRUE(hoisted.has_value());
+    EXPECT_EQ(hoisted->expr, "v1: add($0, $1); mul($2, 2); div(%0, %1); add(%2, 1); pow(%3, $3)");
+    ASSERT_EQ(hoisted->operands.size(), 4u);
+    EXPECT_TRUE(sameTensor(at::exp(raw), hoisted->operands[2], true));
+    EXPECT_TRUE(sameTensor(-at::exp(raw), hoisted->operands[3], true));
+    const at::Tensor want = at::pow((d + c) / (at::exp(raw) * 2) + 1, -at::exp(raw));
+    const tsfuse::PathCounts before = tsfuse::pathCounts();
+    EXPECT_TRUE(sameTensor(want, pairwiseBoxed(std::vector<at::Tensor>({d, raw, c}), expr), true)) << dt;
+    if (tsfuse_test::haveJit()) EXPECT_EQ(tsfuse::pathCounts().atenTileOps, before.atenTileOps) << dt;
+  }
+  // However small the call: one ATen call for the exponent replaces one pow per tile.
+  const at::Tensor small = g.tensor({8, 1}, at::kFloat), raw = g.tensor({}, at::kFloat);
+  const auto tiny = hoistNarrowWork(tsfuse::Expr::parse("v1: mul($1, 2); pow($0, %0)"), {small, raw});
+  ASSERT_TRUE(tiny.has_value());
+  EXPECT_EQ(tiny->expr, "v1: pow($0, $1)");
+}
+
+// Integer work over a narrow sub-space (a triplet mask's labels[:, None] == labels[None] inside a
+// [B, B, B] program) leaves the program: the compiled kernels hold float and bool lanes only, so it
+// would keep the whole tile interpreted. Computed once at [B, B, 1], as eager computes it.
+TEST(Hoist, NarrowIntegerWorkLeavesTheProgram) {
+  Gen g(78);
+  const at::Tensor labels = g.tensor({32}, at::kLong).remainder(5), mask = g.tensor({32, 32, 32}, at::kBool);
+  const at::Tensor a = labels.view({32, 1, 1}), b = labels.view({1, 32, 1});
+  const std::string expr = "v1: eq($0, $1); bitwise_and(%0, $2)";
+  const auto hoisted = hoistNarrowWork(tsfuse::Expr::parse(expr), {a, b, mask});
+  ASSERT_TRUE(hoisted.has_value());
+  EXPECT_EQ(hoisted->expr, "v1: bitwise_and($1, $0)");
+  ASSERT_EQ(hoisted->operands.size(), 2u);
+  EXPECT_TRUE(sameTensor(at::eq(a, b), hoisted->operands[1], true));
+  const tsfuse::PathCounts before = tsfuse::pathCounts();
+  EXPECT_TRUE(sameTensor(at::eq(a, b) & mask, pairwiseBoxed(std::vector<at::Tensor>({a, b, mask}), expr), true));
+  if (tsfuse_test::haveJit()) EXPECT_EQ(tsfuse::pathCounts().interpretedTiles, before.interpretedTiles);
 }
 
 }  // namespace
