@@ -105,7 +105,6 @@ Node* rewriteWithIndices(Rewriter& rw, Region& r, Node* reduction, const ReduceS
   }
   rw.erase(reduction);
   eraseRegionNodes(rw, r);
-  for (Node* p : r.repeats) rw.erase(p);
   return fused;
 }
 

@@ -38,6 +38,8 @@ Value* insertTensorList(Graph& g, const std::vector<Value*>& values) {
 void eraseRegionNodes(Rewriter& rw, const Region& r) {
   for (auto it = r.nodes.rbegin(); it != r.nodes.rend(); ++it)
     if (!(*it)->hasUses()) rw.erase(*it);  // what it recomputes for other readers stays
+  for (Node* p : r.repeats)
+    if (!p->hasUses()) rw.erase(p);
 }
 
 void eraseFusedOp(Rewriter& rw, Node* fused) {
@@ -59,10 +61,6 @@ Node* rewriteRegion(Rewriter& rw, Region& r, Node* consumer, const char* op,
   rw.replaceAllUsesWith(consumer->output(), out);
   if (consumer != r.root()) rw.erase(consumer);
   eraseRegionNodes(rw, r);
-  // A repeat read only by the region's nodes goes with them; one a kept node still reads (an
-  // intermediate recomputed for a reader outside) stays for it.
-  for (Node* p : r.repeats)
-    if (!p->hasUses()) rw.erase(p);
   return fused;
 }
 

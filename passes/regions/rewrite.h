@@ -31,7 +31,8 @@ Value* insertTensorList(Graph& g, const std::vector<Value*>& values);
 Node* rewriteRegion(Rewriter& rw, Region& r, Node* consumer, const char* op,
                     const std::vector<torch::jit::NamedValue>& extra);
 
-// Erases the region's nodes that nothing reads any more (all but those kept for other readers).
+// Erases the region's nodes and repeats that nothing reads any more (all but those kept for other
+// readers: an intermediate recomputed for a reader outside, and the repeats it still reads).
 void eraseRegionNodes(Rewriter& rw, const Region& r);
 
 // Erases a fused op whose outputs nothing reads any more, then its operand list (its first

@@ -311,6 +311,35 @@ TEST(OperandFormsIR, ARepeatAKeptNodeStillReadsStays) {
   EXPECT_TRUE(sameOutputs(ref, g, {gen.tensor({7}, at::kFloat), gen.tensor({6}, at::kFloat)}));
 }
 
+// The same for a max with indices (seed 8111, program 5841): the region under the max reads the
+// repeat; the compare it recomputes is also read by a masked_fill outside, so the repeat stays
+// until that one fuses too (and reads it as a broadcast).
+TEST(OperandFormsIR, ARepeatAKeptNodeStillReadsStaysUnderAMaxWithIndices) {
+  auto g = graphOf("%x : Tensor", R"IR(
+  %m5 : int = prim::Constant[value=-5]()
+  %f : bool = prim::Constant[value=0]()
+  %three : int = prim::Constant[value=3]()
+  %x1 : Tensor = aten::unsqueeze(%x, %one)
+  %x3 : Tensor = aten::unsqueeze(%x, %zero)
+  %x4 : Tensor = aten::unsqueeze(%x3, %one)
+  %r : int[] = prim::ListConstruct(%one, %one, %one, %one, %one)
+  %xr : Tensor = aten::repeat(%x4, %r)
+  %d : Tensor = aten::sub(%xr, %x1, %one)
+  %b : Tensor = aten::le(%d, %zero)
+  %v : Tensor = aten::mul(%b, %two)
+  %mx : Tensor, %ix : Tensor = aten::max(%v, %m5, %f)
+  %o : Tensor = aten::masked_fill(%ix, %b, %three)
+  return (%o)
+)IR");
+  auto ref = g->copy();
+  PassRun r = runPipelineOn(g);
+  ASSERT_EQ(findNodes(g, "tsfuse::reduce_with_indices").size(), 1u) << r.dump();
+  ASSERT_EQ(findNodes(g, "tsfuse::pairwise").size(), 1u) << r.dump();
+  Gen gen(16);
+  EXPECT_TRUE(sameOutputs(ref, g, {gen.tensor({1, 5, 1}, at::kDouble)}));
+  EXPECT_TRUE(sameOutputs(ref, g, {gen.tensor({3, 5, 2}, at::kFloat)}));
+}
+
 TEST(OperandFormsIR, NegativeRepeatSourceWrittenBeforeTheRegion) {
   // x is written after the repeat copied it: a view would see the write.
   auto g = graphOf("%x : Tensor, %y : Tensor", R"IR(
