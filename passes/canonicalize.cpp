@@ -69,6 +69,14 @@ bool forwardTuples(Block* block) {
 // an integer one a floating tensor; an integer promotes bool).
 enum class KnownDtype { Unknown, NeverBool, Int64, Floating };
 
+// Ops whose result has their arguments' promoted dtype (add, sub, mul, min/max, clamp, neg, abs,
+// pow), not a compare's, a logical op's or a cast's.
+bool promotesItsArguments(const OpDef& d) {
+  const bool rule = d.rule == LowerRule::Map || d.rule == LowerRule::Clamp || d.rule == LowerRule::Relu ||
+                    d.rule == LowerRule::Square;
+  return rule && !d.has(kCompare) && !d.has(kLogical);
+}
+
 KnownDtype knownDtype(Value* x, int depth = 0) {
   Node* p = x->node();
   if ((isMinMaxDim(p) && x == p->output(1)) || p->kind() == c10::aten::argmax || p->kind() == c10::aten::argmin)
@@ -102,8 +110,27 @@ KnownDtype knownDtype(Value* x, int depth = 0) {
   }
   ElementwiseMatch m;
   if (!matchElementwise(p, m, nullptr)) return KnownDtype::Unknown;
-  if (opDef(m.op).has(kFloatValued)) return KnownDtype::Floating;
-  return opDef(m.op).has(kNeverBool) ? KnownDtype::NeverBool : KnownDtype::Unknown;
+  const OpDef& d = opDef(m.op);
+  if (d.has(kFloatValued)) return KnownDtype::Floating;
+  if (d.has(kNeverBool) && !promotesItsArguments(d)) return KnownDtype::NeverBool;
+  if (!promotesItsArguments(d) || depth >= 64) return KnownDtype::Unknown;
+  // The result's dtype is the arguments' promoted one: floating where one is (a Python float, or
+  // a floating tensor of any shape: a float's category is above an integer's and bool's), never
+  // bool where one is not bool (2.0 * matmul(...) + n: floating, whatever the matmul's dtype).
+  KnownDtype known = d.has(kNeverBool) ? KnownDtype::NeverBool : KnownDtype::Unknown;
+  for (const MatchedArg& a : m.args) {
+    const c10::TypeKind number = a.number ? a.number->type()->kind() : c10::TypeKind::AnyType;
+    KnownDtype k = KnownDtype::Unknown;
+    if (a.tensor)
+      k = knownDtype(a.tensor, depth + 1);
+    else if (a.constant.kind == Arg::Kind::Float || number == c10::TypeKind::FloatType)
+      k = KnownDtype::Floating;
+    else if (a.constant.kind == Arg::Kind::Int || number == c10::TypeKind::IntType)
+      k = KnownDtype::NeverBool;
+    if (k == KnownDtype::Floating) return k;
+    if (k != KnownDtype::Unknown) known = KnownDtype::NeverBool;
+  }
+  return known;
 }
 
 // The number c of index_put_'s value in x[mask] = c, when where(mask, c, x) holds what x holds

@@ -337,10 +337,10 @@ ENTRIES: List[Entry] = [
     # online-triplet-loss (metric learning)
     _entry("triplet.batch_hard_triplet_loss", TRI,
            library_function("online_triplet_loss.losses", "batch_hard_triplet_loss", margin=0.2, squared=False),
-           _labelled_embeddings, "trace", {"pairwise": 2, "reduce": 1, "reduce_sweep": 1},
-           "the distances (matmul expansion, mask, sqrt) are stored: two reductions (hardest positive, hardest "
-           "negative) read them; each reduction and its label masks is one fused op, the loss's mean is swept "
-           "into the second"),
+           _labelled_embeddings, "trace", {"pairwise": 1, "reduce": 1, "reduce_sweep": 1},
+           "the distances (matmul expansion, distances[distances < 0] = 0 as a where, mask, sqrt) are one pairwise "
+           "op over the matmul's output, stored: two reductions (hardest positive, hardest negative) read them; "
+           "each reduction and its label masks is one fused op, the loss's mean is swept into the second"),
     _entry("triplet.batch_all_triplet_loss", TRI,
            library_function("online_triplet_loss.losses", "batch_all_triplet_loss", margin=0.2, squared=False),
            lambda size, g: _labelled_embeddings(size, g, bench_batch=512), "trace", {"pairwise": 5},

@@ -114,6 +114,25 @@ TEST(BoolMaskFillIR, WriteAfterAReductionFuses) {
   EXPECT_TRUE(sameOutputs(ref, g, inputs(7)));
 }
 
+// |a|^2 - 2.0 * a b^T + |b|^2 with negatives zeroed (a triplet loss's distances,
+// `distances[distances < 0] = 0`): 2.0 * (anything) is floating, so is each sum of it; int64
+// operands included, as eager promotes them.
+TEST(BoolMaskFillIR, ValuePromotedByAFloatNumberIsKnownFloating) {
+  auto g = graphOf(
+      "  %twof : float = prim::Constant[value=2.]()\n  %m : Tensor = aten::mul(%b, %twof)\n"
+      "  %s : Tensor = aten::sub(%a, %m, %one)\n  %x : Tensor = aten::add(%s, %a, %one)\n"
+      "  %mask : Tensor = aten::lt(%x, %zero)\n" +
+      put("%x", "%mask", "%zero") + "  %y : Tensor = aten::sqrt(%x)\n  return (%y)\n");
+  auto ref = g->copy();
+  PassRun c = canonicalize(g);
+  EXPECT_EQ(c.rewrites(), 1) << c.dump();
+  EXPECT_TRUE(fileCheck(c.ir, [](FileCheck& fc) { fc.check_not("aten::index_put_")->check("aten::where("); }));
+  Gen gen(9);
+  EXPECT_TRUE(sameOutputs(ref, g, inputs(4)));
+  EXPECT_TRUE(sameOutputs(ref, g, {gen.tensor({6, 1}, at::kLong), gen.tensor({1, 5}, at::kLong)}));
+  EXPECT_TRUE(sameOutputs(ref, g, {gen.tensor({6, 1}, at::kDouble), gen.tensor({1, 5}, at::kInt)}));
+}
+
 TEST(BoolMaskFillIR, NegativeBoolValue) {
   // x = a & b is bool: where(mask, 0, x) would promote it to int64.
   auto g = graphOf("  %x : Tensor = aten::logical_and(%a, %b)\n  %mask : Tensor = aten::logical_not(%x)\n" +
@@ -149,11 +168,16 @@ TEST(BoolMaskFillIR, NegativeFillValueWhoseConversionIsNotKnown) {
   auto g = write("aten::lt(%x, %half)", "float = prim::Constant[value=0.1]()");
   PassRun c = canonicalize(g);
   EXPECT_TRUE(c.rejectedWith("dtype is not known well enough")) << c.dump();
-  // x = a - b may be an integer or unsigned tensor: -1 could convert differently (or overflow).
+  // x = a - b may be an integer or unsigned tensor: -1 could convert differently (or overflow);
+  // so may x = a + 2 (an int number keeps an integer x integer).
   auto h = graphOf("  %x : Tensor = aten::sub(%a, %b, %one)\n  %mask : Tensor = aten::ne(%x, %zero)\n" +
                    put("%x", "%mask", "%m1") + "  return (%x)\n");
   PassRun d = canonicalize(h);
   EXPECT_TRUE(d.rejectedWith("dtype is not known well enough")) << d.dump();
+  auto k = graphOf("  %x : Tensor = aten::add(%a, %two, %one)\n  %mask : Tensor = aten::ne(%x, %zero)\n" +
+                   put("%x", "%mask", "%m1") + "  return (%x)\n");
+  PassRun e = canonicalize(k);
+  EXPECT_TRUE(e.rejectedWith("dtype is not known well enough")) << e.dump();
 }
 
 TEST(BoolMaskFillIR, NegativeGraphInput) {
