@@ -149,7 +149,9 @@ struct SinkReshapesPattern : Pattern {
     for (const MatchedArg& a : m.args) {
       if (!a.tensor) continue;
       if (!isReshape(a.tensor->node())) return false;
-      reshapes.push_back(a.tensor->node());
+      // (one reshape read twice, clamp(r, min=r), is one node: erased once)
+      if (std::find(reshapes.begin(), reshapes.end(), a.tensor->node()) == reshapes.end())
+        reshapes.push_back(a.tensor->node());
     }
     if (reshapes.empty()) return false;
     Value* list = reshapes[0]->input(1);

@@ -102,6 +102,21 @@ TEST(SinkReshapesIR, ElementwiseTailsAndKeepdimReductionsMoveToo) {
   EXPECT_TRUE(sameOutputs(ref, g, points(5, 6, 4, 3), /*exact=*/false));
 }
 
+// One reshape read twice by the op (clamp(r, min=r)): found by the fuzzer (seed 8112, program
+// 6671), where erasing the reshape once per read failed TorchScript's assert.
+TEST(SinkReshapesIR, OneReshapeReadTwiceMovesOnce) {
+  auto g = flattenedPairs(R"IR(
+  %t : Tensor = aten::sub(%xe, %ye, %one)
+  %c : Tensor = aten::clamp(%xe, %xe, %none)
+  %a : Tensor = aten::mul(%t, %c)
+  return (%a)
+)IR");
+  auto ref = g->copy();
+  PassRun r = runPipelineOn(g);
+  EXPECT_GE(r.rewritesBy("sink_reshapes"), 2) << r.dump();  // clamp, sub, mul
+  EXPECT_TRUE(sameOutputs(ref, g, points(7, 6, 4, 3)));
+}
+
 TEST(SinkReshapesIR, OperandsNotProvablyOfOneShapeStay) {
   // y expanded to [k, n, d]: the flattened rows pair other points (and need n == k).
   auto g = flattenedPairs(kNearest, "%n, %k, %d", "%k, %n, %d");
