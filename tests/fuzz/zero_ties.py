@@ -54,16 +54,22 @@ def tie_mask(name, args, kwargs, elementwise=True):
 
 
 class ZeroTies(TorchFunctionMode):
-    """Makes every signed-zero tie's result +0.0 (negative=False) or -0.0 (negative=True). On CUDA,
-    where eager's elementwise min/max are one formula, only reductions are decided."""
+    """Decides every signed-zero tie: the k-th op call that has one (in execution order) makes its
+    tied zeros -0.0 where decide(k), else +0.0. On CUDA, where eager's elementwise min/max are one
+    formula, only reductions are decided. peephole: x + 0 returns x, as TorchScript's peephole
+    pass rewrites it (so the tie's sign survives it in the optimized program, not in eager)."""
 
-    def __init__(self, negative):
+    def __init__(self, decide, peephole=False):
         super().__init__()
-        self.zero = -0.0 if negative else 0.0
+        self.decide, self.peephole, self.calls = decide, peephole, 0
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
+        if self.peephole and name in ("add", "__add__", "__radd__") and len(args) == 2 and not kwargs:
+            x, n = (args[0], args[1]) if isinstance(args[0], torch.Tensor) else (args[1], args[0])
+            if isinstance(x, torch.Tensor) and isinstance(n, (int, float)) and n == 0:
+                return x
         inplace = name.endswith("_") and not name.endswith("__")
         x = args[0] if args else kwargs.get("input")
         tie = None
@@ -75,7 +81,12 @@ class ZeroTies(TorchFunctionMode):
         values = out[0] if isinstance(out, tuple) else out
         if not isinstance(values, torch.Tensor) or values.shape != torch.broadcast_shapes(values.shape, tie.shape):
             return out
-        decided = torch.where(tie & (values == 0), torch.tensor(self.zero, dtype=values.dtype), values)
+        tied = tie & (values == 0)
+        if not bool(tied.any()):
+            return out
+        zero = -0.0 if self.decide(self.calls) else 0.0
+        self.calls += 1
+        decided = torch.where(tied, torch.tensor(zero, dtype=values.dtype), values)
         if inplace:
             return values.copy_(decided)
         if isinstance(out, tuple):
@@ -90,25 +101,45 @@ def _differs(a, b):
     return (an != bn) | (a.masked_fill(an, 0).contiguous().view(bits) != b.masked_fill(bn, 0).contiguous().view(bits))
 
 
-def run_decided(program, negative):
-    """(outputs, inputs after the call) of eager under ZeroTies(negative); None if it raised."""
+def run_decided(program, decide, peephole=False):
+    """(outputs, inputs after the call, op calls with a tie) of eager under ZeroTies; None if it
+    raised."""
     fn, args = program.eager_fn(), program.make_inputs()
+    mode = ZeroTies(decide, peephole)
     try:
-        with torch.no_grad(), ZeroTies(negative):
+        with torch.no_grad(), mode:
             out = fn(*args)
     except Exception:  # noqa: BLE001 - a program that raises has no tie to blame
         return None
-    return out, args
+    return out, args, mode.calls
+
+
+MAX_DECIDED_CALLS = 8  # every combination of up to 2^8 runs; past it, all +0.0 against all -0.0
 
 
 def tie_sensitive(program, which, e, o):
     """Whether every element where `o` differs from eager's `e` (output or input `which` =
-    ("output" | "input", index)) changes between the two decided runs."""
+    ("output" | "input", index)) changes with the ties' outcomes: eager rerun with each op call's
+    ties decided either way (every combination), with and without TorchScript's x + 0 peephole."""
     if not hasattr(program, "eager_fn") or e.shape != o.shape or e.dtype != o.dtype:
         return False
-    runs = [run_decided(program, negative) for negative in (False, True)]
-    if any(r is None for r in runs):
-        return False
-    pos, neg = (r[0 if which[0] == "output" else 1][which[1]] for r in runs)
     diff = _differs(e, o)
-    return bool(diff.any()) and bool((_differs(pos, neg) | ~diff).all())
+    if not bool(diff.any()):
+        return False
+    pick = (lambda r: r[0][which[1]]) if which[0] == "output" else (lambda r: r[1][which[1]])
+    for peephole in (False, True):
+        base, negative = run_decided(program, lambda c: False, peephole), run_decided(program, lambda c: True, peephole)
+        if base is None or negative is None or max(base[2], negative[2]) == 0:
+            continue
+        # (A decision can make or remove later ties: calls past the k-th follow the k-th's.)
+        k = max(base[2], negative[2])
+        decisions = ([lambda c, bits=bits: bool(bits >> min(c, k - 1) & 1) for bits in range(1, 1 << k)]
+                     if k <= MAX_DECIDED_CALLS else [lambda c: True])
+        sensitive = torch.zeros_like(diff)
+        for decide in decisions:
+            r = run_decided(program, decide, peephole)
+            if r is not None:
+                sensitive |= _differs(pick(base), pick(r))
+        if bool((sensitive | ~diff).all()):
+            return True
+    return False

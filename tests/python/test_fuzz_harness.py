@@ -81,6 +81,16 @@ def test_signed_zero_tie_classification_is_narrow():
         e = p.eager_fn()(a, b)[0]
         o = p.eager_fn()(_flip(a, 0), b)[0]  # the tie decided the other way
         assert not torch.equal(e, o) and run.known_divergence(p, e, o, tie) == "signed_zero_tie", line
+    # Ties decided differently by two ops (the clamp's one way, the max's the other).
+    p = _Program("torch.max(torch.clamp(b, min=a), b) - torch.clamp(b, min=a)", a, b)
+    e = p.eager_fn()(a, b)[0]
+    assert run.known_divergence(p, e, _flip(e, 0), tie) == "signed_zero_tie"
+    assert run.known_divergence(p, e, _flip(e, 3), tie) is None
+    # A tie's zero that eager's x + 0 makes +0.0 and TorchScript's peephole pass (x + 0 -> x) keeps.
+    p = _Program("-torch.minimum(a, b) + 0", a, b)
+    e = p.eager_fn()(a, b)[0]
+    assert run.known_divergence(p, e, _flip(e, 0), tie) == "signed_zero_tie"
+    assert run.known_divergence(p, e, _flip(e, 2), tie) is None
     # An amax over a slice with both zeros; none without a min/max-family op.
     p = _Program("torch.amax(torch.stack([a, -a]), 0)", a, b)
     e = p.eager_fn()(a, b)[0]
