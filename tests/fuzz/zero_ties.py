@@ -32,9 +32,11 @@ def tie_mask(name, args, kwargs, elementwise=True):
     """Where the op `name` (out-of-place spelling) sees a signed-zero tie, from its inputs; None
     when it is not a min/max-family op (or, with elementwise=False, an elementwise one)."""
     x = args[0] if args else kwargs.get("input")
-    if not isinstance(x, torch.Tensor) or not x.dtype.is_floating_point:
-        return None
     other = _arg(args, kwargs, 1, "other")
+    # (a bool or integer x against a float `other` computes in float: maximum(False, -0.) ties)
+    if not isinstance(x, torch.Tensor) or not (x.dtype.is_floating_point or (
+            isinstance(other, torch.Tensor) and other.dtype.is_floating_point)):
+        return None
     if name in BINARY or (name in EXTREMA and isinstance(other, torch.Tensor)):
         return (x == 0) & (other == 0) if elementwise else None
     if name in EXTREMA or name in REDUCTIONS:

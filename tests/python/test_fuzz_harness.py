@@ -91,6 +91,11 @@ def test_signed_zero_tie_classification_is_narrow():
     e = p.eager_fn()(a, b)[0]
     assert run.known_divergence(p, e, _flip(e, 0), tie) == "signed_zero_tie"
     assert run.known_divergence(p, e, _flip(e, 2), tie) is None
+    # A bool operand against a float one: maximum(False, -0.) is a tie in float.
+    p = _Program("torch.maximum(a > 1, b)", a, b)
+    e = p.eager_fn()(a, b)[0]
+    assert run.known_divergence(p, e, _flip(e, 0), tie) == "signed_zero_tie"
+    assert run.known_divergence(p, e, _flip(e, 2), tie) is None
     # An amax over a slice with both zeros; none without a min/max-family op.
     p = _Program("torch.amax(torch.stack([a, -a]), 0)", a, b)
     e = p.eager_fn()(a, b)[0]
