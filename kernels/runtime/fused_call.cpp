@@ -127,6 +127,7 @@ Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const Re
   std::optional<Hoisted> hoisted;
   try {
     hoisted = hoistNarrowWork(*e, operands);
+    if (!hoisted) hoisted = compareIntegersAsFloats(*e, operands);
   } catch (const c10::Error&) {
     // (operands that do not broadcast, or an op that raises: the call below raises eager's error)
   }

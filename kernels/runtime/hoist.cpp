@@ -198,4 +198,74 @@ std::optional<Hoisted> hoistNarrowWork(const Expr& e, at::TensorList operands) {
   return out;
 }
 
+std::optional<Hoisted> compareIntegersAsFloats(const Expr& e, at::TensorList operands) {
+  if (static_cast<int64_t>(operands.size()) < e.numInputs) return std::nullopt;
+  const at::TensorList main = operands.slice(0, e.numInputs);
+  std::vector<int64_t> space;
+  bool f64 = false, f32 = false;
+  for (const at::Tensor& t : main) {
+    if (!t.defined() || !t.device().is_cpu()) return std::nullopt;
+    space = space.empty() ? t.sizes().vec() : at::infer_size(space, t.sizes());  // may throw: caller's error
+    f64 |= t.scalar_type() == at::kDouble;
+    f32 |= t.scalar_type() == at::kFloat;
+  }
+  const int64_t total = c10::multiply_integers(space), largest = largestFootprint(main);
+  // The floating dtype the kernels then hold (the program's own, float32 unless it is float64),
+  // and the integers it holds exactly: |x| <= 2^24 (2^53).
+  const at::ScalarType to = f64 && !f32 ? at::kDouble : at::kFloat;
+  const int64_t exact = int64_t(1) << (to == at::kDouble ? 53 : 24);
+  std::vector<char> convert(e.numInputs, 0);
+  for (int64_t i = 0; i < e.numInputs; ++i) {
+    const at::Tensor& t = main[i];
+    convert[i] =
+        at::isIntegralType(t.scalar_type(), false) && t.numel() > 1 && t.numel() * 4 <= total && t.numel() <= largest;
+  }
+  // Every reader of a converted operand is a compare of converted operands and integers.
+  for (const Instr& ins : e.instrs) {
+    bool reads = false, onlyConverted = opDef(ins.op).has(kCompare);
+    for (const Arg& a : ins.args) {
+      if (a.kind == Arg::Kind::Input) {
+        reads |= convert[a.i] != 0;
+        onlyConverted = onlyConverted && convert[a.i];
+      } else if (a.kind != Arg::Kind::Int || std::abs(a.i) > exact) {
+        onlyConverted = false;
+      }
+    }
+    if (reads && !onlyConverted)
+      for (const Arg& a : ins.args)
+        if (a.kind == Arg::Kind::Input) convert[a.i] = 0;
+  }
+  // (a compare that lost one side above keeps both sides integer: run the loop to a fixed point)
+  for (bool again = true; again;) {
+    again = false;
+    for (const Instr& ins : e.instrs) {
+      bool any = false, all = true;
+      for (const Arg& a : ins.args)
+        if (a.kind == Arg::Kind::Input) any |= convert[a.i] != 0, all = all && convert[a.i];
+      if (any && !all)
+        for (const Arg& a : ins.args)
+          if (a.kind == Arg::Kind::Input && convert[a.i]) convert[a.i] = 0, again = true;
+    }
+  }
+  Hoisted out;
+  bool any = false;
+  for (int64_t i = 0; i < e.numInputs; ++i) {
+    out.position.push_back(i);
+    if (convert[i]) {
+      const auto [lo, hi] = at::aminmax(main[i]);
+      if (lo.item<int64_t>() < -exact || hi.item<int64_t>() > exact) convert[i] = 0;
+    }
+    any |= convert[i] != 0;
+    out.operands.push_back(convert[i] ? main[i].to(to) : main[i]);
+  }
+  if (!any) return std::nullopt;
+  for (size_t i = e.numInputs; i < operands.size(); ++i) {
+    out.position.push_back(static_cast<int64_t>(i));
+    out.operands.push_back(operands[i]);
+  }
+  out.expr = e.str();
+  TSFUSE_LOG(kernel, debug, "integer operands compared as ", c10::toString(to), " (values exact there): ", out.expr);
+  return out;
+}
+
 }  // namespace tsfuse

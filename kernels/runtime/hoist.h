@@ -39,4 +39,11 @@ bool costlyPerValue(const Instr& ins);
 // raises eager's error). `operands`: the call's, the expression's first.
 std::optional<Hoisted> hoistNarrowWork(const Expr& e, at::TensorList operands);
 
+// Integer operands read only by compares (labels[:, None] == labels[None] over a whole [B, B]
+// space, too wide to hoist), narrow, and whose values the program's floating dtype holds exactly
+// (|x| <= 2^24 for float32), as that dtype: the compares give the same bools, and the kernels,
+// which have no integer lanes, compile the program. The values are checked per call (O(operand)).
+// nullopt where no operand qualifies.
+std::optional<Hoisted> compareIntegersAsFloats(const Expr& e, at::TensorList operands);
+
 }  // namespace tsfuse

@@ -159,6 +159,33 @@ TEST(Hoist, NarrowIntegerWorkLeavesTheProgram) {
   if (tsfuse_test::haveJit()) EXPECT_EQ(tsfuse::pathCounts().interpretedTiles, before.interpretedTiles);
 }
 
+// labels[None] == labels[:, None] over the whole [B, B] space (too wide to hoist) masking a float
+// value: the labels, small integers, are compared as float32, exactly, and the program compiles.
+// Labels past 2^24, or an integer operand another op reads too, stay integers.
+TEST(Hoist, NarrowIntegersReadOnlyByComparesAreComparedAsFloats) {
+  Gen g(79);
+  const at::Tensor d = g.tensor({64, 64}, at::kFloat);
+  const std::string expr = "v1: eq($0, $1); to(%0, float32); mul(%1, $2)";
+  for (int64_t big : {int64_t(0), (int64_t(1) << 24) + 1}) {
+    const at::Tensor labels = g.tensor({64}, at::kLong).remainder(7) + big;
+    const at::Tensor a = labels.view({1, 64}), b = labels.view({64, 1});
+    const auto c = tsfuse::compareIntegersAsFloats(tsfuse::Expr::parse(expr), {a, b, d});
+    ASSERT_EQ(c.has_value(), big == 0) << big;
+    if (c) {
+      EXPECT_EQ(c->expr, expr);
+      EXPECT_EQ(c->operands[0].scalar_type(), at::kFloat);
+      EXPECT_TRUE(c->operands[2].is_same(d));
+    }
+    const tsfuse::PathCounts before = tsfuse::pathCounts();
+    EXPECT_TRUE(
+        sameTensor(at::eq(a, b).to(at::kFloat) * d, pairwiseBoxed(std::vector<at::Tensor>({a, b, d}), expr), true));
+    if (tsfuse_test::haveJit() && big == 0) EXPECT_EQ(tsfuse::pathCounts().interpretedTiles, before.interpretedTiles);
+  }
+  const at::Tensor labels = g.tensor({64}, at::kLong).remainder(7);
+  EXPECT_FALSE(tsfuse::compareIntegersAsFloats(tsfuse::Expr::parse("v1: eq($0, $1); add($0, %0)"),
+                                               {labels.view({1, 64}), labels.view({64, 1})}));
+}
+
 }  // namespace
 
 }  // namespace ops_hoist_test
