@@ -61,6 +61,26 @@ TEST(ReduceSpecial, ArgmaxArgminFirstIndexOfExtremumAndNaN) {
   EXPECT_TRUE(log.result());
 }
 
+// A row-major [N, M] operand reduced over M (its rows): tiles run along the rows, read in place,
+// and a tile's first extremum is found by vector passes. Ties of equal values (the first index
+// wins), NaN in some rows (the first one), every order-free reduction; float32 and float64, rows
+// longer than a tile.
+TEST(ReduceSpecial, ARowMajorOperandReducedOverItsRows) {
+  Gen g(206);
+  FailureLog log;
+  for (at::ScalarType dt : {at::kFloat, at::kDouble}) {
+    at::Tensor a = at::randint(0, 5, {64, 1500}, g.gen, at::kLong).to(dt);
+    a.index_put_({3, 700}, std::numeric_limits<double>::quiet_NaN());
+    a.index_put_({3, 1400}, std::numeric_limits<double>::quiet_NaN());
+    a.index_put_({40, 2}, std::numeric_limits<double>::quiet_NaN());
+    const T ops = {a, g.tensor({64, 1}, dt)};
+    for (const std::string r : {"amax", "amin", "argmax", "argmin", "any", "all"})
+      for (bool keep : {false, true})
+        log.add(checkReduce(kMax, ops, kMaxFn, {r, std::vector<int64_t>{1}, keep, std::nullopt}));
+  }
+  EXPECT_TRUE(log.result());
+}
+
 TEST(ReduceSpecial, AnyAllTruthOfNaNAndSignedZero) {
   FailureLog log;
   const double nan = std::numeric_limits<double>::quiet_NaN();

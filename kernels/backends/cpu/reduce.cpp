@@ -10,6 +10,7 @@
 #include "kernels/backends/cpu/inner_sum.h"
 #include "kernels/backends/cpu/jit/jit.h"
 #include "kernels/backends/cpu/reduce_parts.h"
+#include "kernels/backends/cpu/row_extremum.h"
 #include "kernels/backends/cpu/row_sum.h"
 #include "kernels/backends/cpu/tile_eval.h"
 #include "kernels/backends/cpu/vml.h"
@@ -70,8 +71,19 @@ bool logsumexpRoutines(c10::ScalarType t) {
          vmlRoutine(Op::Log, t);
 }
 
-bool isVertical(const IterationPlan& plan) {
-  return !plan.kept.size.empty() && (plan.kept.size.back() >= kVerticalMin || plan.reduced.numel() < kTile);
+// orderFree: the accumulator's result does not depend on the order it takes the values in
+// (max/min, argmax/argmin by their first-index rule, any/all); then an operand read a row at a
+// time along the reduced dim but strided along the output's (the values of a row-major [N, M]
+// reduced over M) makes the tiles run along the reduced dim, where it is read in place, instead of
+// gathering (or packing) every lane from another row.
+bool isVertical(const IterationPlan& plan, bool orderFree) {
+  if (plan.kept.size.empty() || !(plan.kept.size.back() >= kVerticalMin || plan.reduced.numel() < kTile)) return false;
+  if (!orderFree || plan.reduced.size.empty() || plan.reduced.numel() < kTile) return true;
+  for (size_t i = 0; i < plan.views.size(); ++i)
+    if ((plan.keptAccess[i] == Access::Packed || plan.keptAccess[i] == Access::Gathered) &&
+        plan.reduced.stride[i].back() == plan.views[i].elemSize)
+      return false;
+  return true;
 }
 
 // Outputs whose innermost dim is too short for a vector but the dim outside it is long (distances
@@ -152,7 +164,7 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
   TORCH_INTERNAL_ASSERT(static_cast<int64_t>(sizeof(Out)) == finish.reducedSize, "tsfuse: native reduction writes ",
                         sizeof(Out), "-byte values to a ", finish.reducedSize, "-byte dtype");
 
-  if (isVertical(plan) && !wholeRows) {
+  if (isVertical(plan, OrderFree<Acc>::value) && !wholeRows) {
     // Tiles run along the innermost output dim; the reduced space is walked once per tile, so
     // each lane accumulates one output element in order.
     const int64_t inner = plan.kept.size.back();
@@ -319,6 +331,12 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
   std::vector<Acc> partial(numOut * parts, proto);
   std::vector<char> constant(L);  // operands constant over the reduced space
   for (int i = 0; i < L; ++i) constant[i] = plan.reduced.constantFor(i);
+  // Operands whose innermost reduced dim is contiguous are read in place where a tile stays in one
+  // of its rows (a reduction over the last dim of a row-major operand), not copied.
+  const int64_t innerReduced = plan.reduced.size.empty() ? 1 : plan.reduced.size.back();
+  std::vector<char> inPlace(L);
+  for (int i = 0; i < L; ++i)
+    inPlace[i] = !constant[i] && !plan.reduced.size.empty() && plan.reduced.stride[i].back() == views[i].elemSize;
   std::vector<jit::Leaf> kinds(L);
   for (int i = 0; i < L; ++i) kinds[i] = constant[i] ? jit::Leaf::Uniform : jit::Leaf::Contiguous;
   const TileEvaluator eval(prog, kinds, TileEvaluator::Use::Folded);
@@ -353,6 +371,8 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
         for (int i = 0; i < L; ++i) {
           if (constant[i]) {
             scratch.uniformLeaf(i, views[i].data + base[i]);
+          } else if (inPlace[i] && start % innerReduced + n <= innerReduced) {
+            scratch.vectorLeaf(i, views[i].data + base[i] + plan.reduced.offset(i, start));
           } else {
             gatherInto(plan.reduced, i, views[i], base[i], start, n, scratch.buffer[i]);
             scratch.vectorLeaf(i, scratch.buffer[i]);
@@ -368,6 +388,15 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
         if constexpr (kOrdered || kRowLse) {
           if (wholeRows) {
             std::memcpy(row.data() + start, v, n * sizeof(T));
+            continue;
+          }
+        }
+        if constexpr (FirstExtremum<Acc>::value) {
+          // The tile's first extremum (the first NaN where there is one) is what the values, taken
+          // one at a time, leave in the accumulator: two vector passes (row_extremum.h).
+          int64_t k = 0;
+          if (firstExtremumOfRows(v, 1, n, FirstExtremum<Acc>::kMax, &k)) {
+            acc.add(v[k], start + k);
             continue;
           }
         }

@@ -271,6 +271,23 @@ struct FirstExtremum<ArgAcc<float, IsMax>> : std::true_type {
 };
 template <bool IsMax>
 struct FirstExtremum<ValueIndexAcc<float, IsMax>> : FirstExtremum<ArgAcc<float, IsMax>> {};
+// amax/amin: the first extremum's value is the value the accumulator keeps (NaN where there is
+// one; of equal values, -0.0 and 0.0 included, the first), so the same kernels fold it.
+template <bool IsMax>
+struct FirstExtremum<ExtremumAcc<float, IsMax>> : FirstExtremum<ArgAcc<float, IsMax>> {};
+
+// Accumulators whose result does not depend on the order of the values (their ties keep the
+// first index or value by the index they are given, not by when they see it).
+template <typename Acc>
+struct OrderFree : std::false_type {};
+template <typename T, bool IsMax>
+struct OrderFree<ExtremumAcc<T, IsMax>> : std::true_type {};
+template <typename T, bool IsMax>
+struct OrderFree<ArgAcc<T, IsMax>> : std::true_type {};
+template <typename T, bool IsMax>
+struct OrderFree<ValueIndexAcc<T, IsMax>> : std::true_type {};
+template <typename T, bool IsAny>
+struct OrderFree<TruthAcc<T, IsAny>> : std::true_type {};
 
 // How a compiled kernel folds the values of Acc (a sum, or FirstExtremum; `source`: their dtype;
 // inEagerOrder: a sum in eager's inner order, inner_sum.h).
@@ -291,7 +308,9 @@ jit::Sink compiledSink(const Acc& proto, c10::ScalarType source, bool inEagerOrd
 template <typename Acc>
 Acc laneAccumulator(const Acc& proto, jit::Sink sink, const char* lanes, int64_t j) {
   Acc acc = proto;
-  if constexpr (FirstExtremum<Acc>::value) {
+  if constexpr (std::is_same_v<Acc, ExtremumAcc<float, true>> || std::is_same_v<Acc, ExtremumAcc<float, false>>) {
+    std::memcpy(&acc.v, lanes + 4 * j, 4);
+  } else if constexpr (FirstExtremum<Acc>::value) {
     int32_t index;
     std::memcpy(&acc.best, lanes + 4 * j, 4);
     std::memcpy(&index, lanes + jit::kExtremumIndexBytes + 4 * j, 4);
