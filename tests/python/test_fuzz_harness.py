@@ -81,29 +81,23 @@ def test_signed_zero_tie_classification_is_narrow():
         e = p.eager_fn()(a, b)[0]
         o = p.eager_fn()(_flip(a, 0), b)[0]  # the tie decided the other way
         assert not torch.equal(e, o) and run.known_divergence(p, e, o, tie) == "signed_zero_tie", line
-    # Ties decided differently by two ops (the clamp's one way, the max's the other).
-    p = _Program("torch.max(torch.clamp(b, min=a), b) - torch.clamp(b, min=a)", a, b)
-    e = p.eager_fn()(a, b)[0]
-    assert run.known_divergence(p, e, _flip(e, 0), tie) == "signed_zero_tie"
-    assert run.known_divergence(p, e, _flip(e, 3), tie) is None
-    # A tie's zero that eager's x + 0 makes +0.0 and TorchScript's peephole pass (x + 0 -> x) keeps.
-    p = _Program("-torch.minimum(a, b) + 0", a, b)
-    e = p.eager_fn()(a, b)[0]
-    assert run.known_divergence(p, e, _flip(e, 0), tie) == "signed_zero_tie"
-    assert run.known_divergence(p, e, _flip(e, 2), tie) is None
-    # A bool operand against a float one: maximum(False, -0.) is a tie in float.
-    p = _Program("torch.maximum(a > 1, b)", a, b)
-    e = p.eager_fn()(a, b)[0]
-    assert run.known_divergence(p, e, _flip(e, 0), tie) == "signed_zero_tie"
-    assert run.known_divergence(p, e, _flip(e, 2), tie) is None
-    # An amax over a slice with both zeros; none without a min/max-family op.
-    p = _Program("torch.amax(torch.stack([a, -a]), 0)", a, b)
-    e = p.eager_fn()(a, b)[0]
-    assert run.known_divergence(p, e, _flip(e, 0), tie) == "signed_zero_tie"
-    assert run.known_divergence(p, e, _flip(e, 3), tie) is None
-    p = _Program("a - b", a, b)
-    e = p.eager_fn()(a, b)[0]
-    assert run.known_divergence(p, e, _flip(e, 0), tie) is None
+    # One element flipped: a tie (`tied`) is classified, a non-tie zero or a value (`not_tied`) not.
+    for line, tied, not_tied in [
+            # ties decided differently by two ops (the clamp's one way, the max's the other)
+            ("torch.max(torch.clamp(b, min=a), b) - torch.clamp(b, min=a)", 0, 3),
+            # a zero eager's x + 0 makes +0.0 and TorchScript's peephole pass (x + 0 -> x) keeps
+            ("-torch.minimum(a, b) + 0", 0, 2),
+            # a bool operand against a float one: maximum(False, -0.) is a tie in float
+            ("torch.maximum(a > 1, b)", 0, 2),
+            # an amax over a slice holding both zeros
+            ("torch.amax(torch.stack([a, -a]), 0)", 0, 3),
+            # no min/max-family op: no tie
+            ("a - b", None, 0)]:
+        p = _Program(line, a, b)
+        e = p.eager_fn()(a, b)[0]
+        if tied is not None:
+            assert run.known_divergence(p, e, _flip(e, tied), tie) == "signed_zero_tie", line
+        assert run.known_divergence(p, e, _flip(e, not_tied), tie) is None, line
 
 
 def test_layout_dtype_shape_and_bound():
