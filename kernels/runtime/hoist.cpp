@@ -129,6 +129,17 @@ Expr withoutHoisted(const Expr& e, const std::vector<size_t>& hoisted, std::vect
   return out;
 }
 
+// The broadcast space of CPU operands, nullopt for any other device (not measured there); throws
+// where they do not broadcast (the call then raises eager's error).
+std::optional<std::vector<int64_t>> cpuSpace(at::TensorList main) {
+  std::vector<int64_t> space;
+  for (const at::Tensor& t : main) {
+    if (!t.defined() || !t.device().is_cpu()) return std::nullopt;
+    space = space.empty() ? t.sizes().vec() : at::infer_size(space, t.sizes());
+  }
+  return space;
+}
+
 }  // namespace
 
 std::optional<Hoisted> hoistNarrowWork(const Expr& e, at::TensorList operands) {
@@ -146,11 +157,9 @@ std::optional<Hoisted> hoistNarrowWork(const Expr& e, at::TensorList operands) {
   bool any = false;
   for (const Instr& ins : e.instrs) any = any || costly(ins);
   if (!any) return std::nullopt;
-  std::vector<int64_t> space;
-  for (const at::Tensor& t : main) {
-    if (!t.defined() || !t.device().is_cpu()) return std::nullopt;               // (other devices: not measured)
-    space = space.empty() ? t.sizes().vec() : at::infer_size(space, t.sizes());  // may throw: caller's error
-  }
+  const std::optional<std::vector<int64_t>> cpu = cpuSpace(main);
+  if (!cpu) return std::nullopt;
+  const std::vector<int64_t>& space = *cpu;
   const int64_t largest = largestFootprint(main);
   const int64_t total = c10::multiply_integers(space);
   if (space.size() > 63 || total == 0) return std::nullopt;  // (an empty call computes nothing)
@@ -201,48 +210,43 @@ std::optional<Hoisted> hoistNarrowWork(const Expr& e, at::TensorList operands) {
 std::optional<Hoisted> compareIntegersAsFloats(const Expr& e, at::TensorList operands) {
   if (static_cast<int64_t>(operands.size()) < e.numInputs) return std::nullopt;
   const at::TensorList main = operands.slice(0, e.numInputs);
-  std::vector<int64_t> space;
+  // (every fused call comes here: a program without an integer operand leaves at once)
+  std::vector<char> convert(e.numInputs, 0);
+  for (int64_t i = 0; i < e.numInputs; ++i)
+    convert[i] = main[i].defined() && at::isIntegralType(main[i].scalar_type(), false) && main[i].numel() > 1;
+  if (std::find(convert.begin(), convert.end(), 1) == convert.end()) return std::nullopt;
+  const std::optional<std::vector<int64_t>> space = cpuSpace(main);
+  if (!space) return std::nullopt;
+  const int64_t total = c10::multiply_integers(*space), largest = largestFootprint(main);
   bool f64 = false, f32 = false;
-  for (const at::Tensor& t : main) {
-    if (!t.defined() || !t.device().is_cpu()) return std::nullopt;
-    space = space.empty() ? t.sizes().vec() : at::infer_size(space, t.sizes());  // may throw: caller's error
-    f64 |= t.scalar_type() == at::kDouble;
-    f32 |= t.scalar_type() == at::kFloat;
-  }
-  const int64_t total = c10::multiply_integers(space), largest = largestFootprint(main);
+  for (const at::Tensor& t : main) f64 |= t.scalar_type() == at::kDouble, f32 |= t.scalar_type() == at::kFloat;
   // The floating dtype the kernels then hold (the program's own, float32 unless it is float64),
   // and the integers it holds exactly: |x| <= 2^24 (2^53).
   const at::ScalarType to = f64 && !f32 ? at::kDouble : at::kFloat;
   const int64_t exact = int64_t(1) << (to == at::kDouble ? 53 : 24);
-  std::vector<char> convert(e.numInputs, 0);
   for (int64_t i = 0; i < e.numInputs; ++i) {
-    const at::Tensor& t = main[i];
-    convert[i] =
-        at::isIntegralType(t.scalar_type(), false) && t.numel() > 1 && t.numel() * 4 <= total && t.numel() <= largest;
-  }
-  // Every reader of a converted operand is a compare of converted operands and integers.
-  for (const Instr& ins : e.instrs) {
-    bool reads = false, onlyConverted = opDef(ins.op).has(kCompare);
-    for (const Arg& a : ins.args) {
-      if (a.kind == Arg::Kind::Input) {
-        reads |= convert[a.i] != 0;
-        onlyConverted = onlyConverted && convert[a.i];
-      } else if (a.kind != Arg::Kind::Int || std::abs(a.i) > exact) {
-        onlyConverted = false;
-      }
+    convert[i] = convert[i] && main[i].numel() * 4 <= total && main[i].numel() <= largest;
+    if (convert[i]) {
+      const auto [lo, hi] = at::aminmax(main[i]);
+      convert[i] = lo.item<int64_t>() >= -exact && hi.item<int64_t>() <= exact;
     }
-    if (reads && !onlyConverted)
-      for (const Arg& a : ins.args)
-        if (a.kind == Arg::Kind::Input) convert[a.i] = 0;
   }
-  // (a compare that lost one side above keeps both sides integer: run the loop to a fixed point)
+  // Every reader of a converted operand is a compare of converted operands and small integers;
+  // where one is not, its operands stay integers, which may take a compare's other side with them
+  // (to a fixed point).
   for (bool again = true; again;) {
     again = false;
     for (const Instr& ins : e.instrs) {
-      bool any = false, all = true;
-      for (const Arg& a : ins.args)
-        if (a.kind == Arg::Kind::Input) any |= convert[a.i] != 0, all = all && convert[a.i];
-      if (any && !all)
+      bool reads = false, onlyConverted = opDef(ins.op).has(kCompare);
+      for (const Arg& a : ins.args) {
+        if (a.kind == Arg::Kind::Input) {
+          reads |= convert[a.i] != 0;
+          onlyConverted = onlyConverted && convert[a.i];
+        } else if (a.kind != Arg::Kind::Int || std::abs(a.i) > exact) {
+          onlyConverted = false;
+        }
+      }
+      if (reads && !onlyConverted)
         for (const Arg& a : ins.args)
           if (a.kind == Arg::Kind::Input && convert[a.i]) convert[a.i] = 0, again = true;
     }
@@ -251,10 +255,6 @@ std::optional<Hoisted> compareIntegersAsFloats(const Expr& e, at::TensorList ope
   bool any = false;
   for (int64_t i = 0; i < e.numInputs; ++i) {
     out.position.push_back(i);
-    if (convert[i]) {
-      const auto [lo, hi] = at::aminmax(main[i]);
-      if (lo.item<int64_t>() < -exact || hi.item<int64_t>() > exact) convert[i] = 0;
-    }
     any |= convert[i] != 0;
     out.operands.push_back(convert[i] ? main[i].to(to) : main[i]);
   }

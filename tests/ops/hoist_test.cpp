@@ -184,6 +184,12 @@ TEST(Hoist, NarrowIntegersReadOnlyByComparesAreComparedAsFloats) {
   const at::Tensor labels = g.tensor({64}, at::kLong).remainder(7);
   EXPECT_FALSE(tsfuse::compareIntegersAsFloats(tsfuse::Expr::parse("v1: eq($0, $1); add($0, %0)"),
                                                {labels.view({1, 64}), labels.view({64, 1})}));
+  // One side in range, the other not: both stay integers (2^24 and 2^24 + 1 are one float32).
+  const at::Tensor near = at::full({1, 64}, int64_t(1) << 24, at::kLong);
+  const at::Tensor past = at::full({64, 1}, (int64_t(1) << 24) + 1, at::kLong);
+  EXPECT_FALSE(tsfuse::compareIntegersAsFloats(tsfuse::Expr::parse(expr), {near, past, d}));
+  EXPECT_TRUE(sameTensor(at::eq(near, past).to(at::kFloat) * d,
+                         pairwiseBoxed(std::vector<at::Tensor>({near, past, d}), expr), true));
 }
 
 }  // namespace
