@@ -1,11 +1,13 @@
-"""Eager with every signed-zero tie of a min/max-family op decided one way.
+"""Eager with the signed-zero ties of min/max-family ops decided each way.
 
 minimum(0., -0.), clamp(-0., min=0.) and an amax over a slice holding both zeros are ties: the two
 candidates compare equal, and which zero eager returns depends on its kernel (vectorized lanes vs
 the scalar tail, the reduction's order), not on a rule. A mismatch is a tie's consequence when
-every element that differs from eager's changes with the tie's outcome: `tie_sensitive` runs the
-program twice under `ZeroTies`, all ties made +0.0 and all made -0.0, and compares the two.
-Non-tie zeros (minimum(-0., 5.)) keep their sign, so a wrong sign there is still a mismatch.
+every element that differs from eager's changes with the ties' outcomes: `tie_sensitive` reruns
+the program under `ZeroTies` with each op call's ties decided +0.0 or -0.0 (every combination
+over up to MAX_DECIDED_CALLS calls), with and without TorchScript's x + 0 peephole, and compares
+the runs. Non-tie zeros (minimum(-0., 5.)) keep their sign, so a wrong sign there is still a
+mismatch.
 """
 import torch
 from torch.overrides import TorchFunctionMode
