@@ -118,15 +118,19 @@ FIRST: List[Entry] = [
           "clip are module attributes, numbers read at run time) and the training-only "
           "encode fuse as small [N,4] pairwise ops, and so do the regions over tensors written in "
           "place before them (boxes clamped, images normalized in place: only a write between a "
-          "region's reads blocks it); the matched IoU is stored for the matcher. The executor's "
-          "pre-pass fuses 2 more such small regions (its graph differs; not analysed yet)",
+          "region's reads blocks it); the matched IoU is stored for the matcher. At load time the "
+          "same regions fuse; the executor unrolls the anchor generator's loop over the images, "
+          "so its graph holds two copies of that loop's two regions",
           fused_loadtime={"pairwise": 32},
           needs_torchvision_ops=True, kind="model"),
     Entry("tv.retinanet_resnet50_fpn", TV,
           _detector("retinanet_resnet50_fpn", score_thresh=0.001, min_size=256, max_size=256),
           image_inputs(128, 256, batch=False), "script", {"pairwise": 45, "reduce": 4},
-          "as ssdlite; the reduces are in the training-only losses (not run in eval)",
+          "as ssdlite; the reduces are in the training-only losses (not run in eval). At load "
+          "time the executor also unrolls _sum's loop over the losses by 8, and the 8 adds of "
+          "its body are one more region (training only)",
           fused_loadtime={"pairwise": 47, "reduce": 4},
+          loadtime_extra=("torchvision/models/detection/retinanet.py:37:14",),
           needs_torchvision_ops=True, kind="model"),
     # torchmetrics.functional.pairwise (Literal/Optional arguments: traced)
     Entry("tm.pairwise_euclidean_distance", TM, library_function("torchmetrics.functional.pairwise", "pairwise_euclidean_distance"),

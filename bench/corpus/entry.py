@@ -15,7 +15,10 @@ An entry says:
   fused             -> the fused tsfuse ops (not the helpers the passes insert: is_fused_op) in the
                        optimize-ts output today, e.g. {"pairwise": 1}; the test asserts it, so a
                        change shows up. fused_loadtime: the same for the executor's pre-pass,
-                       where it differs
+                       where it differs: the executor unrolls loops, copying their regions (the
+                       test asserts both graphs hold the same distinct regions) or, in a body
+                       unrolled into a run of elementwise ops, making a new one: loadtime_extra
+                       lists the source line of each such region
   note              -> what fuses and what does not, and why (docs/corpus.md prints it)
   reorders          -> None when the fused outputs are bit-identical to eager's; else why they
                        may differ within TOLERANCE: a fused float reduction sums in another order
@@ -54,6 +57,7 @@ class Entry:
     note: str
     reorders: Optional[str] = None
     fused_loadtime: Optional[Dict[str, int]] = None
+    loadtime_extra: Tuple[str, ...] = ()
     needs_torchvision_ops: bool = False  # the scripted graph calls torchvision:: C++ ops
     kind: str = "function"               # "function" or "model"
     check_runs: int = 2

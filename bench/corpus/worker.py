@@ -11,7 +11,8 @@ module's outputs on them.
 loadtime (libtsfuse loaded first, so the executor's pre-pass fuses at the first call): loads every
 <slug>.pt, calls it on seed 0 then seed 1, and prints one JSON line per entry: whether the outputs
 are torch.equal to eager's, the largest difference to eager of the fused and of the unfused
-TorchScript run, the tsfuse ops of the executed graph (and of <slug>.opt.pt, if present), and how
+TorchScript run, the tsfuse ops of the executed graph (and of <slug>.opt.pt, if present), counted
+and as distinct regions (fused_regions), and how
 the fused work ran over both calls (torch.ops.tsfuse.path_counts(): compiled, interpreted, ...).
 
 The corpus libraries must be importable (PYTHONPATH: tests/python/pypi_deps.py's folders).
@@ -87,6 +88,25 @@ def fused_ops(graph) -> dict:
     return counts
 
 
+def fused_regions(graph) -> list:
+    """The distinct fused ops of a graph, each as its kind and source line. Two graphs that fused
+    the same regions give the same list, however many copies of a region they hold (the profiling
+    executor unrolls loops, copying the regions of a body) and however the executor's own passes
+    (constant propagation, peepholes such as x * 1 -> x, CSE) simplified the program inside."""
+    found = set()
+
+    def walk(block):
+        for node in block.nodes():
+            kind = node.kind()
+            if kind.startswith("tsfuse::") and entries.is_fused_op(kind[len("tsfuse::"):]):
+                found.add(f"{kind} @ {str(node).partition('#')[2].strip()}")
+            for b in node.blocks():
+                walk(b)
+
+    walk(graph)
+    return sorted(found)
+
+
 def selected(names):
     return [entries.BY_NAME[n] for n in names] if names else entries.ENTRIES
 
@@ -119,11 +139,13 @@ def cmd_loadtime(a) -> int:
     for e in selected(a.names):
         ref = torch.load(str(out / f"{slug(e.name)}.ref.pt"), weights_only=False)
         model = torch.jit.load(str(out / f"{slug(e.name)}.pt"))
-        got, ops = [], []
+        got, ops, regions = [], [], []
         counts = dict(torch.ops.tsfuse.path_counts())
         for i in ref["inputs"]:
             got.append(model(*i))
-            ops.append(fused_ops(torch.jit.last_executed_optimized_graph()))
+            executed = torch.jit.last_executed_optimized_graph()
+            ops.append(fused_ops(executed))
+            regions.append(fused_regions(executed))
         ran = {k: v - counts[k] for k, v in torch.ops.tsfuse.path_counts().items()}
         row = {
             "name": e.name,
@@ -132,12 +154,16 @@ def cmd_loadtime(a) -> int:
             "script_vs_eager": max(max_diff(x, y) for x, y in zip(ref["eager"], ref["script"])),
             "loadtime_ops": ops[0],
             "loadtime_ops_second_call": ops[1],
+            "loadtime_regions": regions[0],
+            "loadtime_regions_second_call": regions[1],
             "path_counts": ran,
         }
         row["within_tolerance"] = all(close(x, y, *entries.TOLERANCE) for x, y in zip(ref["eager"], got))
         opt = out / f"{slug(e.name)}.opt.pt"
         if opt.exists():
-            row["optimize_ts_ops"] = fused_ops(torch.jit.load(str(opt)).forward.graph)
+            optimized = torch.jit.load(str(opt)).forward.graph
+            row["optimize_ts_ops"] = fused_ops(optimized)
+            row["optimize_ts_regions"] = fused_regions(optimized)
         print(json.dumps(row), flush=True)
     return 0
 

@@ -99,6 +99,22 @@ def test_fused_ops(corpus, name):
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_loadtime_fuses_the_regions_optimize_ts_fuses(corpus, name):
+    """Load time = offline: the executed graph holds the same distinct fused regions as the
+    optimize-ts output (worker.fused_regions: kind and source line), whatever number of copies the
+    executor's loop unrolling makes; a region only the executor's unrolling creates is listed by
+    the entry (loadtime_extra)."""
+    e, row = entries.BY_NAME[name], corpus[2][name]
+    offline, loaded = set(row["optimize_ts_regions"]), set(row["loadtime_regions"])
+    assert set(row["loadtime_regions_second_call"]) == loaded
+    assert not offline - loaded, sorted(offline - loaded)
+    extra = sorted(loaded - offline)
+    assert len(extra) == len(e.loadtime_extra), extra
+    for region, where in zip(extra, sorted(e.loadtime_extra)):
+        assert region.endswith(where), (region, where)
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_loadtime_outputs_equal_eager(corpus, name):
     e, row = entries.BY_NAME[name], corpus[2][name]
     assert corpus[0][name]["script_vs_eager"] == 0  # the unfused TorchScript run is eager's
