@@ -438,39 +438,8 @@ bool isReadOnlyFullSlice(Node* n, const torch::jit::AliasDb& aliases, bool fused
   return !aliases.hasWriters(n->output()) && !aliases.hasWriters(n->input(0));
 }
 
-// The executor's required CanonicalizeOps (torch/csrc/jit/passes/canonicalize_graph_fuser_ops.cpp)
-// turns a 0-dim tensor constant passed as add/sub/mul/div's `other` into a number (a trace
-// records `n + 1e-16` so), which changes type promotion: int64 0-dim + 1e-16 is float32, not
-// float64. It runs on what this pipeline leaves, so a fused op must see the number too.
-bool numbersForZeroDimOthers(Block* block) {
-  bool any = false;
-  for (auto it = block->nodes().begin(); it != block->nodes().end();) {
-    Node* n = *it++;
-    for (Block* sub : n->blocks()) any |= numbersForZeroDimOthers(sub);
-    if (!n->matches("aten::add(Tensor self, Tensor other, *, Scalar alpha) -> Tensor") &&
-        !n->matches("aten::sub(Tensor self, Tensor other, *, Scalar alpha) -> Tensor") &&
-        !n->matches("aten::mul(Tensor self, Tensor other) -> Tensor") &&
-        !n->matches("aten::div(Tensor self, Tensor other) -> Tensor"))
-      continue;
-    auto other = n->get<at::Tensor>(c10::attr::other);
-    if (!other || other->dim() != 0) continue;
-    Graph& g = *n->owningGraph();
-    torch::jit::WithInsertPoint guard(n);
-    std::vector<Value*> inputs = n->inputs().vec();
-    inputs.at(1) = g.insertConstant(other->item());
-    Node* scalar = g.insertNode(g.create(n->kind(), inputs));  // the Scalar overload
-    scalar->copyMetadata(n);
-    scalar->output()->copyMetadata(n->output());
-    n->output()->replaceAllUsesWith(scalar->output());
-    n->destroy();
-    any = true;
-  }
-  return any;
-}
-
 bool Canonicalize(std::shared_ptr<Graph>& graph) {
   bool changed = forwardTuples(graph->block());
-  changed |= numbersForZeroDimOthers(graph->block());
   changed |= torch::jit::ConstantPropagation(graph);
   // The executor eliminates common subexpressions before its custom passes run (where the load-time
   // hook fuses); so does this pipeline, so that a function fuses to the same ops both ways.

@@ -229,8 +229,15 @@ const torch::jit::Node* firstCallCandidate(const std::shared_ptr<torch::jit::Gra
   return firstBroadcastCandidate(g, inputs);
 }
 
+PipelineOptions executorPipelineOptions(PipelineOptions options) {
+  for (const PassInfo& p : pipelinePasses())
+    if (!p.loadTime) options.disabled.insert(p.name);
+  return options;
+}
+
 ExecutorRegistration registerExecutorPass(PipelineOptions options, bool firstCall) {
   options.validate();
+  options = executorPipelineOptions(std::move(options));
   ExecutorRegistration r;
   {
     Registry& reg = registry();

@@ -25,6 +25,10 @@ const torch::jit::Node* firstCallCandidate(const std::shared_ptr<torch::jit::Gra
 // PipelineOptions from TSFUSE_PASSES (comma-separated pass names to keep); throws on unknown.
 PipelineOptions optionsFromEnvironment();
 
+// `options` as the executor's pre-pass runs them: without the passes that repeat what the executor
+// did to its graph before calling the pre-pass (PassInfo::loadTime false).
+PipelineOptions executorPipelineOptions(PipelineOptions options);
+
 // How many executor pipeline runs have thrown in this process (each left its graph as it was):
 // what the differential fuzzer counts as a failure, since the model's results stay right.
 int64_t executorPipelineFailures();

@@ -18,6 +18,7 @@
 #include "passes/split_cat_reductions.h"
 #include "passes/sink_views.h"
 #include "passes/unroll_accumulations.h"
+#include "passes/zero_dim_numbers.h"
 #include "tsfuse/log.h"
 
 #include <torch/csrc/jit/api/function_impl.h>
@@ -36,12 +37,15 @@ const std::vector<PassInfo>& pipelinePasses() {
          torch::jit::Inline(*g);
          return true;
        }},
+      {"zero_dim_numbers",
+       "0-dim tensor constants as add/sub/mul/div's other -> numbers, as the executor's CanonicalizeOps "
+       "(offline only: the executor's pre-pass receives a graph it has done)",
+       ZeroDimNumbers, false, /*loadTime=*/false},
       {"unroll_accumulations",
        "for-range loop of constant trip count accumulating in place into a tensor made before it -> its iterations",
        UnrollAccumulations, true},
       {"canonicalize",
-       "lower tuples, fold constants, 0-dim tensor constants as add/sub/mul/div's other -> numbers (as the "
-       "executor's CanonicalizeOps), in-place -> out-of-place (tsfuse::inplace_result keeps its dtype), identity "
+       "lower tuples, fold constants, in-place -> out-of-place (tsfuse::inplace_result keeps its dtype), identity "
        "slices, values-only max/min(dim), "
        "x[bool mask] = c -> where",
        Canonicalize},
@@ -140,7 +144,7 @@ bool runPipeline(std::shared_ptr<torch::jit::Graph>& graph, const PipelineOption
     bool c = pass.run(graph);
     if (options.observe) options.observe(graphName, pass.name, *graph);
     TSFUSE_LOG(registration, debug, "pass ", pass.name, " on '", graphName, "': ", c ? "changed" : "unchanged");
-    changed |= c && pass.name != "inline" && pass.name != "canonicalize";
+    changed |= c && pass.name != "inline" && pass.name != "zero_dim_numbers" && pass.name != "canonicalize";
   }
   return changed;
 }

@@ -22,6 +22,7 @@ struct PassInfo {
   std::string description;
   std::function<bool(std::shared_ptr<torch::jit::Graph>&)> run;
   bool counted = false;  // its candidates, rewrites and rejections are a row of Report::stats()
+  bool loadTime = true;  // also run by the executor's pre-pass (false: what the executor did before it)
 };
 
 // The passes in pipeline order.

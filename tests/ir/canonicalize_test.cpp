@@ -6,8 +6,6 @@
 
 #include "passes/canonicalize.h"
 
-#include <torch/csrc/jit/passes/canonicalize_graph_fuser_ops.h>
-
 namespace ir_canonicalize_test {
 
 namespace {
@@ -329,40 +327,6 @@ TEST(CanonicalizeIR, CommonSubexpressionsMergeAsTheExecutorMergesThem) {
   EXPECT_EQ(findNodes(g, "aten::exp").size(), 1u) << c.dump();
   EXPECT_EQ(findNodes(g, "aten::div").size(), 1u) << c.dump();
   EXPECT_TRUE(sameOutputs(ref, g, inputs(4)));
-}
-
-// A trace records `n + 1e-16` with the number as a 0-dim float64 tensor constant; the executor's
-// CanonicalizeOps makes it a number again, so int64 0-dim + 1e-16 is float32. The fused op must
-// compute what the executor does: the reference is the graph after torch's own CanonicalizeOps.
-TEST(CanonicalizeIR, ZeroDimTensorConstantOtherBecomesANumberAsTheExecutorMakesIt) {
-  auto g = parseGraph(R"IR(
-graph(%x : Tensor, %n : Tensor):
-  %one : int = prim::Constant[value=1]()
-  %s : Tensor = aten::sum(%x, %one)
-  return (%s)
-)IR");
-  Node* sum = findNodes(g, "aten::sum").front();
-  {
-    torch::jit::WithInsertPoint guard(g->return_node());
-    Value* eps = g->insertConstant(at::scalar_tensor(1e-16, at::kDouble));
-    Value* den = g->insert(c10::aten::add, {g->inputs()[1], eps, g->insertConstant(int64_t{1})});
-    Value* q = g->insert(c10::aten::div, {sum->output(), den});
-    g->return_node()->replaceInput(0, g->insert(c10::aten::mul, {q, eps}));
-  }
-  auto ref = g->copy();
-  torch::jit::CanonicalizeOps(ref);
-  PassRun c = runCanonicalize(g);
-  EXPECT_EQ(c.rewrites(), 0) << c.dump();  // not a pattern rewrite: the executor's own canonical form
-  EXPECT_TRUE(fileCheck(c.ir, [](FileCheck& fc) {
-    fc.check_not("Double(")->check("float = prim::Constant[value=9.99")->check("aten::add");
-  }));
-  std::vector<c10::IValue> in = {at::ones({3}), at::scalar_tensor(7, at::kLong)};
-  auto want = runGraph(ref, in), got = runGraph(g, in);
-  EXPECT_EQ(want[0].toTensor().scalar_type(), at::kFloat);
-  EXPECT_TRUE(sameOutputs(ref, g, in));
-  PassRun p = runPipelineOn(g);
-  EXPECT_EQ(findNodes(g, "tsfuse::pairwise").size(), 1u) << p.dump();
-  EXPECT_TRUE(sameOutputs(ref, g, in));
 }
 
 }  // namespace

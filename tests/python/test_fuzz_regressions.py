@@ -60,3 +60,25 @@ def test_a_sum_over_an_empty_dim_with_a_packed_operand(tsfuse_lib):
     v4 = x1.unsqueeze(0)[1:]
     got = torch.ops.tsfuse.reduce([v4], "v1: neg($0)", "sum", [-3, 2], False, None)
     assert torch.equal(got, torch.sum(torch.neg(v4), [-3, 2]))
+
+
+def test_a_zero_dim_constant_made_by_the_executor_keeps_its_promotion(tsfuse_lib):
+    # Fuzzer seed 8116, program 2382: torch.tensor(-1.5) is folded into a 0-dim float32 constant by
+    # the executor's constant propagation, after its CanonicalizeOps, so TorchScript keeps it a
+    # tensor: a float16 0-dim amin times it is float32. The pre-pass made it a number (float16).
+    src = '''
+def p2382(x0: Tensor):
+    v3 = torch.sub(x0.unsqueeze(0), x0.unsqueeze(-1), alpha=2)
+    v4 = torch.amin(v3, dim=[0, 1])
+    return v4 * torch.tensor(-1.5)
+'''
+    cu = torch.jit.CompilationUnit(src)
+    scope = {"torch": torch, "Tensor": torch.Tensor}
+    exec(src, scope)
+    x0 = make_input((3,), torch.float16, "contiguous", seed=867552767, ties=True)
+    with torch.no_grad():
+        want = scope["p2382"](x0)
+        for _ in range(3):
+            got = cu.p2382(x0)
+    assert "tsfuse::reduce" in str(torch.jit.last_executed_optimized_graph())
+    assert got.dtype == want.dtype == torch.float32 and torch.equal(got, want)
