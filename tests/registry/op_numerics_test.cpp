@@ -3,6 +3,7 @@
 // dtype) over broadcast operands with NaN and inf, the fused op must return exactly what the
 // op's ATen reference returns (same dtype, shape, strides and bits) or raise eager's error, on
 // the native CPU path. An op added to the registry is covered here with no test to write.
+#include "registry_util.h"
 #include "test_util.h"
 
 #include "kernels/reference/aten_eval.h"
@@ -41,26 +42,6 @@ std::vector<Arg> choices(char kind, size_t position) {
   return c;
 }
 
-// Every combination of argument choices, tensor arguments numbered in order.
-std::vector<std::vector<Arg>> argumentForms(const tsfuse::OpDef& def) {
-  std::vector<std::vector<Arg>> forms = {{}};
-  for (size_t k = 0; k < static_cast<size_t>(def.arity()); ++k) {
-    std::vector<std::vector<Arg>> next;
-    for (const auto& f : forms)
-      for (const Arg& a : choices(def.signature[k], k)) {
-        next.push_back(f);
-        next.back().push_back(a);
-      }
-    forms = std::move(next);
-  }
-  for (auto& f : forms) {
-    int64_t n = 0;
-    for (Arg& a : f)
-      if (a.kind == Arg::Kind::Input) a.i = n++;
-  }
-  return forms;
-}
-
 // An op the native CPU path computes with ATen's own kernel on each contiguous tile, where that
 // kernel is not MKL's vector math (whose bits do not depend on the layout: kernels/backends/cpu/vml.h):
 // pow other than a square, sigmoid, log1p, hypot, ... ATen's vector loop of those (SLEEF) and its
@@ -93,7 +74,7 @@ TEST(RegistryOps, EveryOpMatchesItsAtenReferenceOnTheNativePath) {
     if (eagerBitsFollowTheLayout(def)) opts = CheckOpts{false, 2.4e-7, 0, nullptr};  // 2 float32 ulps
     FailureLog log;
     int ran = 0;
-    for (const auto& args : argumentForms(def)) {
+    for (const auto& args : argumentForms(def, choices)) {
       tsfuse::Expr e;
       e.instrs.push_back({def.op, args});
       for (const Arg& a : args) e.numInputs += a.kind == Arg::Kind::Input;

@@ -11,6 +11,28 @@
 
 namespace tsfuse_test {
 
+// Every combination of `choices(signatureChar, position)` over the op's arguments, tensor
+// arguments ($i) numbered in order: the argument forms a generated test runs.
+template <typename Choices>
+std::vector<std::vector<tsfuse::Arg>> argumentForms(const tsfuse::OpDef& def, Choices choices) {
+  std::vector<std::vector<tsfuse::Arg>> forms = {{}};
+  for (size_t k = 0; k < static_cast<size_t>(def.arity()); ++k) {
+    std::vector<std::vector<tsfuse::Arg>> next;
+    for (const auto& f : forms)
+      for (const tsfuse::Arg& a : choices(def.signature[k], k)) {
+        next.push_back(f);
+        next.back().push_back(a);
+      }
+    forms = std::move(next);
+  }
+  for (auto& f : forms) {
+    int64_t n = 0;
+    for (tsfuse::Arg& a : f)
+      if (a.kind == tsfuse::Arg::Kind::Input) a.i = n++;
+  }
+  return forms;
+}
+
 // The sample's operands: [2] ones of `dtype`, bool where the op wants a condition or mask.
 inline std::vector<at::Tensor> sampleOperands(const tsfuse::OpDef& def, int count, at::ScalarType dtype) {
   std::vector<at::Tensor> ops;
