@@ -1,0 +1,116 @@
+#include "kernels/reference/backward.h"
+
+#include "kernels/ir/derivatives.h"
+#include "kernels/ir/op_registry.h"
+#include "kernels/reference/analysis.h"
+
+namespace tsfuse {
+namespace {
+
+// A literal the way the expression writes a 0-dim value of its dtype.
+Arg literalOf(const at::Tensor& t) {
+  if (t.scalar_type() == at::kBool) return Arg::boolean(t.item<bool>());
+  if (at::isIntegralType(t.scalar_type(), false)) return Arg::integer(t.item<int64_t>());
+  return Arg::floating(t.item<double>());
+}
+
+// Appends instructions to `out`, folding one whose arguments are all numbers (a derivative of a
+// number exponent: pow(x, 2)'s `2 - 1`) into the number ATen computes from them.
+class Builder {
+ public:
+  explicit Builder(Expr& out) : out_(out) {}
+
+  Arg push(Op op, std::vector<Arg> args) {
+    bool anyTensor = false;
+    for (const Arg& a : args) anyTensor |= a.isTensor();
+    if (!anyTensor) {
+      Instr ins{op, std::move(args)};
+      std::vector<at::Tensor> none;
+      return literalOf(evalInstr(ins, none, {}));
+    }
+    out_.instrs.push_back({op, std::move(args)});
+    return Arg::value(static_cast<int64_t>(out_.instrs.size()) - 1);
+  }
+
+ private:
+  Expr& out_;
+};
+
+}  // namespace
+
+Gradient gradientOf(const Expr& forward, int wrt, at::TensorList operands) {
+  Gradient g;
+  std::optional<Analysis> a = analyze(forward, operands, nullptr);
+  TORCH_CHECK(a, "tsfuse: gradient of a program eager would not run");
+  const int n = forward.numInputs;
+  const size_t m = forward.instrs.size();
+  // Which values depend on the operand: only their adjoints are needed.
+  std::vector<bool> reaches(m, false);
+  auto dependent = [&](const Arg& x) {
+    return (x.kind == Arg::Kind::Input && x.i == wrt) || (x.kind == Arg::Kind::Value && reaches[x.i]);
+  };
+  for (size_t j = 0; j < m; ++j)
+    for (const Arg& x : forward.instrs[j].args) reaches[j] = reaches[j] || dependent(x);
+  if (!reaches[m - 1]) return g;
+
+  g.expr.numInputs = n + 1;
+  g.expr.instrs = forward.instrs;
+  Builder b(g.expr);
+  std::vector<std::optional<Arg>> adjoint(m);
+  std::optional<Arg> total;
+  adjoint[m - 1] = Arg::input(n);
+  auto accumulate = [&](std::optional<Arg>& into, const Arg& c) { into = into ? b.push(Op::Add, {*into, c}) : c; };
+
+  for (size_t j = m; j-- > 0;) {
+    if (!adjoint[j] || !reaches[j]) continue;
+    const Instr ins = forward.instrs[j];
+    const std::vector<Derivative>& ds = derivatives(ins.op);
+    if (ds.empty()) continue;  // passes no gradient
+    std::vector<bool> isNone;
+    for (const Arg& x : ins.args) isNone.push_back(x.kind == Arg::Kind::None);
+    const int k = static_cast<int>(ins.args.size());
+    for (int p = 0; p < k; ++p) {
+      const Arg& target = ins.args[p];
+      if (!dependent(target) || ds[p].kind == Derivative::Kind::None) continue;
+      Arg c = *adjoint[j];
+      if (ds[p].kind == Derivative::Kind::Formula) {
+        const Expr* f = ds[p].formulaFor(isNone);
+        if (!f) {
+          g.status = Gradient::Status::Unsupported;
+          g.why = std::string(opName(ins.op)) + "'s derivative of argument " + std::to_string(p) +
+                  " reads an argument that is None";
+          return g;
+        }
+        std::vector<Arg> local;  // the formula's values, renumbered into the program
+        for (const Instr& fi : f->instrs) {
+          std::vector<Arg> args;
+          for (const Arg& x : fi.args) {
+            if (x.kind == Arg::Kind::Input)
+              args.push_back(x.i < k ? ins.args[x.i] : x.i == k ? Arg::value(static_cast<int64_t>(j)) : *adjoint[j]);
+            else if (x.kind == Arg::Kind::Value)
+              args.push_back(local[x.i]);
+            else
+              args.push_back(x);
+          }
+          local.push_back(b.push(fi.op, std::move(args)));
+        }
+        c = local.back();
+      }
+      const c10::ScalarType to =
+          target.kind == Arg::Kind::Input ? operands[target.i].scalar_type() : a->resultType[target.i];
+      c = b.push(Op::To, {c, Arg::scalarType(to)});
+      if (target.kind == Arg::Kind::Input)
+        accumulate(total, c);
+      else
+        accumulate(adjoint[target.i], c);
+    }
+  }
+  if (!total) return g;
+  if (!(total->kind == Arg::Kind::Value && total->i == static_cast<int64_t>(g.expr.instrs.size()) - 1))
+    b.push(Op::To, {*total, Arg::scalarType(operands[wrt].scalar_type())});
+  g.status = Gradient::Status::Flows;
+  g.expr.validate();
+  return g;
+}
+
+}  // namespace tsfuse

@@ -1,0 +1,40 @@
+// A fused elementwise program's gradient with respect to one operand, as another program: reverse-
+// mode accumulation over the registry's derivatives (kernels/ir/derivatives.h). It recomputes the
+// forward values it reads from the operands (nothing of the forward is saved but its operands and
+// result), so a backward pass is one more fused op per operand: this program's value summed over
+// the dims the operand was broadcast along (the tsfuse::reduce a fused op's autograd node runs).
+//
+//   forward  v1: sub($0, $1); exp(%0)                 ($0 [N,1], $1 [1,M])
+//   d/d$0    v1: sub($0, $1); exp(%0); mul($2, %1); to(%2, float32)      ($2: the incoming gradient)
+//
+// Each contribution is cast to its target's dtype, as autograd's engine casts an edge's gradient,
+// and a value read twice sums its contributions (in another order than the engine: gradients are
+// within the summation-order tolerance of eager's, docs/exactness.md).
+#pragma once
+
+#include "kernels/ir/expr.h"
+
+#include <ATen/ATen.h>
+
+#include <optional>
+#include <string>
+
+namespace tsfuse {
+
+struct Gradient {
+  enum class Status : uint8_t {
+    Flows,       // `expr` is the gradient
+    None,        // no gradient reaches the operand (only through masks, comparisons, numbers)
+    Unsupported  // a derivative reads an argument that is None in this form: `why` says which
+  };
+  Status status = Status::None;
+  // Over the forward's operands $0..$(n-1) and the incoming gradient $n.
+  Expr expr;
+  std::string why;
+};
+
+// The gradient of `forward`'s value with respect to operand `wrt`, for a call on `operands` (their
+// dtypes and those analysis gives each value decide the casts; their values are not read).
+Gradient gradientOf(const Expr& forward, int wrt, at::TensorList operands);
+
+}  // namespace tsfuse
