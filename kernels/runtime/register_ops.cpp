@@ -1,9 +1,11 @@
 // The dispatcher registrations of the fused op kinds, generated from kernels/runtime/fused_ops.def,
-// and the C++ entry points of include/tsfuse/ops.h. Each kind gets: autograd (unfused through ATen
+// and the C++ entry points of include/tsfuse/ops.h. Each kind gets: autograd (pairwise: fused, with
+// a generated fused backward, kernels/runtime/pairwise_grad.h; the other kinds unfused through ATen
 // when a gradient is needed, so autograd records the original ops), Meta, CPU (the native tile
 // path), CUDA (the generated kernels) and every other device (the chunked
 // ATen path). Each native path falls back to the chunked one where it declines.
 #include "kernels/runtime/fused_op_kinds.h"
+#include "kernels/runtime/pairwise_grad.h"
 #include "kernels/runtime/shape_of.h"
 #include "kernels/backends/cpu/native.h"
 #if defined(TSFUSE_WITH_CUDA)
@@ -13,6 +15,9 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
+
+#include <tuple>
+#include <type_traits>
 
 namespace tsfuse {
 namespace {
@@ -49,7 +54,11 @@ struct Kernels<Kind, R(at::TensorList, Args...)> {
     return handle;
   }
   static R autograd(at::TensorList ops, Args... args) {
-    if (needsGrad(ops)) return Kind::eager(ops, std::move(args)...);
+    if (needsGrad(ops)) {
+      if constexpr (std::is_same_v<Kind, PairwiseKind>)
+        return pairwiseWithGradient(ops, std::get<0>(std::tie(args...)));
+      return Kind::eager(ops, std::move(args)...);
+    }
     at::AutoDispatchBelowADInplaceOrView guard;
     return op().call(ops, std::move(args)...);
   }

@@ -3,6 +3,8 @@
 // tsfuse::pairwise / tsfuse::reduce (gradients equal eager's).
 #include "test_util.h"
 
+#include <torch/csrc/autograd/autograd.h>
+
 #include <c10/core/GradMode.h>
 
 namespace ops_errors_autograd_test {
@@ -210,6 +212,21 @@ TEST(OpAutograd, PairwiseGradientsEqualEagers) {
   }
 }
 
+// A double backward (create_graph) runs ATen's autograd through the region's reference, so the
+// gradient is differentiable again: the second derivative equals eager's.
+TEST(OpAutograd, PairwiseSecondDerivativeEqualsEagers) {
+  Gen g(313);
+  at::Tensor x0 = g.tensor({4, 1}, at::kDouble), y = g.tensor({1, 5}, at::kDouble);
+  auto second = [&](bool fused) {
+    at::Tensor x = x0.clone().requires_grad_(true);
+    at::Tensor v = fused ? tsfuse::pairwise({x, y}, "v1: sub($0, $1); mul(%0, %0); neg(%1); exp(%2)")
+                         : at::exp(at::neg(at::mul(at::sub(x, y), at::sub(x, y))));
+    at::Tensor gx = torch::autograd::grad({v.sum()}, {x}, {}, true, /*create_graph=*/true)[0];
+    return torch::autograd::grad({gx.sum()}, {x})[0];
+  };
+  EXPECT_TRUE(sameTensor(second(false), second(true), false, 1e-12, 1e-12));
+}
+
 TEST(OpAutograd, ReduceGradientsEqualEagers) {
   Gen g(311);
   T in = {g.tensor({4, 1, 3}, at::kDouble), g.tensor({5, 3}, at::kDouble)};
@@ -239,8 +256,11 @@ TEST(OpAutograd, NoGradModeRunsTheFusedKernel) {
     EXPECT_TRUE(sameTensor(at::mul(at::sub(a, b), 2), out, true));
   }
   at::Tensor out = tsfuse::pairwise({a, b}, "v1: sub($0, $1); mul(%0, 2)");
-  EXPECT_STREQ(tsfuse::lastPath(), "eager");  // autograd records the unfused ops
+  EXPECT_STREQ(tsfuse::lastPath(), "native");  // fused, with a fused backward (pairwise_grad.h)
   EXPECT_TRUE(out.requires_grad());
+  out.sum().backward();
+  EXPECT_STREQ(tsfuse::lastPath(), "native");  // a's gradient: its program summed over dim 1
+  EXPECT_TRUE(sameTensor(a.grad(), at::full({4, 1}, 10.0, at::kFloat), true));
   at::Tensor plain = tsfuse::pairwise({a.detach(), b}, "v1: sub($0, $1); mul(%0, 2)");
   EXPECT_FALSE(plain.requires_grad());
 }
