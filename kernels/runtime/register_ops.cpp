@@ -1,11 +1,11 @@
 // The dispatcher registrations of the fused op kinds, generated from kernels/runtime/fused_ops.def,
-// and the C++ entry points of include/tsfuse/ops.h. Each kind gets: autograd (pairwise: fused, with
-// a generated fused backward, kernels/runtime/pairwise_grad.h; the other kinds unfused through ATen
-// when a gradient is needed, so autograd records the original ops), Meta, CPU (the native tile
+// and the C++ entry points of include/tsfuse/ops.h. Each kind gets: autograd (pairwise and reduce's
+// sum/mean: fused, with a generated fused backward, kernels/runtime/fused_grad.h; the other kinds
+// unfused through ATen when a gradient is needed, so autograd records the original ops), Meta, CPU (the native tile
 // path), CUDA (the generated kernels) and every other device (the chunked
 // ATen path). Each native path falls back to the chunked one where it declines.
 #include "kernels/runtime/fused_op_kinds.h"
-#include "kernels/runtime/pairwise_grad.h"
+#include "kernels/runtime/fused_grad.h"
 #include "kernels/runtime/shape_of.h"
 #include "kernels/backends/cpu/native.h"
 #if defined(TSFUSE_WITH_CUDA)
@@ -57,6 +57,12 @@ struct Kernels<Kind, R(at::TensorList, Args...)> {
     if (needsGrad(ops)) {
       if constexpr (std::is_same_v<Kind, PairwiseKind>)
         return pairwiseWithGradient(ops, std::get<0>(std::tie(args...)));
+      if constexpr (std::is_same_v<Kind, ReduceKind>) {
+        auto a = std::tie(args...);
+        if (auto r = reduceWithGradient(ops, std::get<0>(a), std::get<1>(a), std::get<2>(a), std::get<3>(a),
+                                        std::get<4>(a), std::get<5>(a)))
+          return *r;
+      }
       return Kind::eager(ops, std::move(args)...);
     }
     at::AutoDispatchBelowADInplaceOrView guard;

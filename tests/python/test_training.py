@@ -1,12 +1,16 @@
-"""Training through fused elementwise regions (kernels/runtime/pairwise_grad.h): a scripted function
-whose region fuses to tsfuse::pairwise, called with inputs that require grad, runs the fused op
-(the executed graph holds it, grad enabled) and a fused backward, and its gradients equal eager's
-within the summation-order tolerance of the sums over broadcast dims."""
+"""Training through fused regions (kernels/runtime/fused_grad.h): a scripted function whose region
+fuses to tsfuse::pairwise or a sum (tsfuse::reduce), called with inputs that require grad, runs the
+fused op (the executed graph holds it, grad enabled) and a fused backward, and its gradients equal
+eager's within the summation-order tolerance of the sums over broadcast dims."""
 import torch
 
 
 def gaussian_kernel(x, y, s: float):
     return torch.exp(-((x[:, None] - y[None, :]) ** 2) / s)
+
+
+def kernel_sum(x, y, s: float):
+    return torch.exp(-((x[:, None] - y[None, :]) ** 2) / s).sum(1)
 
 
 def box_overlap(a, b):
@@ -25,10 +29,10 @@ def weighted_backward(fn, inputs, *rest):
     return out.detach(), [t.grad for t in leaves], ran
 
 
-def check(scripted, eager, inputs, *rest):
+def check(scripted, eager, inputs, *rest, op="tsfuse::pairwise"):
     for _ in range(3):  # the profiling runs, then the optimized graph
         got, grads, ran = weighted_backward(scripted, inputs, *rest)
-    assert "tsfuse::pairwise" in str(torch.jit.last_executed_optimized_graph())
+    assert op in str(torch.jit.last_executed_optimized_graph())
     assert ran["compiled_tiles"] + ran["compiled_pieces"] > 0, ran  # the backward ran fused ops
     want, want_grads, _ = weighted_backward(eager, inputs, *rest)
     torch.testing.assert_close(got, want, rtol=0, atol=0)
@@ -40,6 +44,12 @@ def test_gaussian_kernel_trains_through_the_fused_op(tsfuse_lib):
     g = torch.Generator().manual_seed(0)
     x, y = torch.randn(300, generator=g), torch.randn(200, generator=g)
     check(torch.jit.script(gaussian_kernel), gaussian_kernel, [x, y], 0.7)
+
+
+def test_kernel_sum_trains_through_the_fused_reduce(tsfuse_lib):
+    g = torch.Generator().manual_seed(2)
+    x, y = torch.randn(300, generator=g), torch.randn(200, generator=g)
+    check(torch.jit.script(kernel_sum), kernel_sum, [x, y], 0.7, op="tsfuse::reduce")
 
 
 def test_box_overlap_trains_through_the_fused_op(tsfuse_lib):
