@@ -2,7 +2,15 @@
 fuses to tsfuse::pairwise or a sum (tsfuse::reduce), called with inputs that require grad, runs the
 fused op (the executed graph holds it, grad enabled) and a fused backward, and its gradients equal
 eager's within the summation-order tolerance of the sums over broadcast dims."""
+import subprocess
+import sys
+
 import torch
+
+from conftest import BUILD, LIB, SOURCE
+
+sys.path.insert(0, str(SOURCE / "examples"))
+import train_kernel  # noqa: E402
 
 
 def gaussian_kernel(x, y, s: float):
@@ -59,3 +67,21 @@ def test_box_overlap_trains_through_the_fused_op(tsfuse_lib):
     xy = torch.rand(30, 2, generator=g) * 10
     b = torch.cat([xy, xy + torch.rand(30, 2, generator=g) * 5], 1)
     check(torch.jit.script(box_overlap), box_overlap, [a, b])
+
+
+def test_python_training_example_follows_eagers_losses(tsfuse_lib):
+    fused, eager, graph = train_kernel.main(str(LIB))
+    assert "tsfuse::reduce" in graph
+    torch.testing.assert_close(fused, eager, rtol=1e-4, atol=0)
+    assert fused[-1] < fused[0]
+
+
+def test_cpp_training_example_follows_eagers_losses(tsfuse_lib, tmp_path):
+    x0, y = train_kernel.points()
+    torch.jit.script(train_kernel.KernelMMD(x0=x0, target=y)).save(str(tmp_path / "loss.pt"))
+    p = subprocess.run([str(BUILD / "bin" / "tsfuse-example-train"), str(tmp_path / "loss.pt"), "5", "20"],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert "fused with grad: yes" in p.stdout
+    losses = [float(line.split("loss ")[1]) for line in p.stdout.splitlines() if line.startswith("step ")]
+    torch.testing.assert_close(losses, train_kernel.train(train_kernel.KernelMMD()), rtol=1e-4, atol=0)
