@@ -85,3 +85,14 @@ def test_cpp_training_example_follows_eagers_losses(tsfuse_lib, tmp_path):
     assert "fused with grad: yes" in p.stdout
     losses = [float(line.split("loss ")[1]) for line in p.stdout.splitlines() if line.startswith("step ")]
     torch.testing.assert_close(losses, train_kernel.train(train_kernel.KernelMMD()), rtol=1e-4, atol=0)
+
+
+def test_optimize_ts_output_trains_like_eager(tsfuse_lib, optimize_ts, tmp_path):
+    torch.jit.script(train_kernel.KernelMMD()).save(str(tmp_path / "loss.pt"))
+    p = subprocess.run([str(optimize_ts), "-q", str(tmp_path / "loss.pt"), str(tmp_path / "loss.opt.pt")],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    optimized = torch.jit.load(str(tmp_path / "loss.opt.pt"))
+    assert "tsfuse::reduce" in str(optimized.graph)
+    torch.testing.assert_close(train_kernel.train(optimized), train_kernel.train(train_kernel.KernelMMD()),
+                               rtol=1e-4, atol=0)
