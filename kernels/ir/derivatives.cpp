@@ -74,12 +74,13 @@ Derivative parseDerivative(const std::string& text, int arity) {
   return d;
 }
 
-const Expr* Derivative::formulaFor(const std::vector<bool>& isNone) const {
+const Expr* Derivative::formulaFor(const std::vector<Arg>& args) const {
   for (const Expr& e : formulas) {
     bool readsNone = false;
     for (const Instr& ins : e.instrs)
       for (const Arg& a : ins.args)
-        readsNone |= a.kind == Arg::Kind::Input && static_cast<size_t>(a.i) < isNone.size() && isNone[a.i];
+        readsNone |=
+            a.kind == Arg::Kind::Input && static_cast<size_t>(a.i) < args.size() && args[a.i].kind == Arg::Kind::None;
     if (!readsNone) return &e;
   }
   return nullptr;

@@ -24,9 +24,9 @@ struct Derivative {
   // (" | " in the text) for forms where an optional argument is None, first match first.
   std::vector<Expr> formulas;
 
-  // The first formula that reads no argument `isNone` marks, or nullptr: no gradient is generated
-  // for that form.
-  const Expr* formulaFor(const std::vector<bool>& isNone) const;
+  // The first formula that reads no argument that is None among the op's `args`, or nullptr: no
+  // gradient is generated for that form.
+  const Expr* formulaFor(const std::vector<Arg>& args) const;
 };
 
 // One per argument of `op`; empty where the op passes no gradient (TSFUSE_NOGRAD).

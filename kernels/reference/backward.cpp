@@ -63,18 +63,16 @@ Gradient gradientOf(const Expr& forward, int wrt, at::TensorList operands) {
 
   for (size_t j = m; j-- > 0;) {
     if (!adjoint[j] || !reaches[j]) continue;
-    const Instr ins = forward.instrs[j];
+    const Instr& ins = forward.instrs[j];
     const std::vector<Derivative>& ds = derivatives(ins.op);
     if (ds.empty()) continue;  // passes no gradient
-    std::vector<bool> isNone;
-    for (const Arg& x : ins.args) isNone.push_back(x.kind == Arg::Kind::None);
     const int k = static_cast<int>(ins.args.size());
     for (int p = 0; p < k; ++p) {
       const Arg& target = ins.args[p];
       if (!dependent(target) || ds[p].kind == Derivative::Kind::None) continue;
       Arg c = *adjoint[j];
       if (ds[p].kind == Derivative::Kind::Formula) {
-        const Expr* f = ds[p].formulaFor(isNone);
+        const Expr* f = ds[p].formulaFor(ins.args);
         if (!f) {
           g.status = Gradient::Status::Unsupported;
           g.why = std::string(opName(ins.op)) + "'s derivative of argument " + std::to_string(p) +

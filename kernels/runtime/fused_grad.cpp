@@ -28,28 +28,34 @@ std::vector<int64_t> broadcastDims(at::IntArrayRef operand, at::IntArrayRef valu
   return dims;
 }
 
+// The shape of the program's value: its operands broadcast (numbers too, as 0-dim tensors).
+std::vector<int64_t> valueShape(const variable_list& operands) {
+  std::vector<int64_t> shape;
+  for (const at::Tensor& t : operands) shape = at::infer_size(shape, t.sizes());
+  return shape;
+}
+
 // The op's value from its operands, with ATen (the reference); `reduce` applied where given.
 at::Tensor referenceValue(const Expr& e, at::TensorList ops, const ReduceSpec* reduce) {
   at::Tensor v = evalAten(e, ops);
   return reduce ? applyReduction(*reduce, v) : v;
 }
 
-// Each needed operand's gradient given `grad`, the incoming gradient broadcastable to the
-// program's value (a reduction's with its dims kept, a mean's divided by their count); `incoming`
-// is the gradient as autograd gave it, for the unfused path.
-variable_list operandGradients(AutogradContext* ctx, const Expr& e, const ReduceSpec* reduce, const at::Tensor& grad,
+// Each needed operand's gradient given the saved operands, their value's `shape`, and `grad`, the
+// incoming gradient broadcastable to that value (a reduction's with its dims kept, a mean's divided
+// by their count); `incoming` is the gradient as autograd gave it, for the unfused path.
+variable_list operandGradients(AutogradContext* ctx, const variable_list& saved, const std::vector<int64_t>& shape,
+                               const Expr& e, const ReduceSpec* reduce, const at::Tensor& grad,
                                const at::Tensor& incoming) {
-  const variable_list saved = ctx->get_saved_variables();
   const bool createGraph = at::GradMode::is_enabled();
   variable_list out(ctx->saved_data["arguments"].toInt() + saved.size());
-  const std::string text = e.str();
   for (size_t i = 0; i < saved.size(); ++i) {
     if (!ctx->needs_input_grad(i) || !grad.defined()) continue;
     Gradient g = createGraph ? Gradient{Gradient::Status::Unsupported, {}, "a double backward"}
                              : gradientOf(e, static_cast<int>(i), saved);
     if (g.status == Gradient::Status::None) continue;
     if (g.status == Gradient::Status::Unsupported) {
-      TSFUSE_LOG(kernel, info, "gradient of operand ", i, " of '", text, "' through ATen: ", g.why);
+      TSFUSE_LOG(kernel, info, "gradient of operand ", i, " of '", e.str(), "' through ATen: ", g.why);
       at::AutoGradMode enable(true);
       std::vector<at::Tensor> ops = saved;
       if (!createGraph)
@@ -61,8 +67,6 @@ variable_list operandGradients(AutogradContext* ctx, const Expr& e, const Reduce
     }
     std::vector<at::Tensor> ops = saved;
     ops.push_back(grad);
-    std::vector<int64_t> shape = grad.sizes().vec();  // the gradient program's value
-    for (const at::Tensor& t : saved) shape = at::infer_size(shape, t.sizes());
     const std::vector<int64_t> dims = broadcastDims(saved[i].sizes(), shape);
     at::Tensor r = dims.empty() ? pairwise(ops, g.expr.str())
                                 : tsfuse::reduce(ops, g.expr.str(), "sum", dims, /*keepdim=*/true, std::nullopt);
@@ -81,7 +85,8 @@ struct PairwiseFunction : torch::autograd::Function<PairwiseFunction> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto e = cachedExpr(ctx->saved_data["expr"].toStringRef());
-    return operandGradients(ctx, *e, nullptr, grads[0], grads[0]);
+    const variable_list saved = ctx->get_saved_variables();
+    return operandGradients(ctx, saved, valueShape(saved), *e, nullptr, grads[0], grads[0]);
   }
 };
 
@@ -106,9 +111,8 @@ struct ReduceFunction : torch::autograd::Function<ReduceFunction> {
     if (!dimArg.isNone()) dim = dimArg.toIntVector();
     ReduceSpec spec = makeReduceSpec(reduction, dim ? at::OptionalIntArrayRef(*dim) : std::nullopt, keepdim,
                                      std::nullopt, std::nullopt);
-    // The value's shape: the operands broadcast (numbers included, as 0-dim tensors).
-    std::vector<int64_t> shape;
-    for (const at::Tensor& t : ctx->get_saved_variables()) shape = at::infer_size(shape, t.sizes());
+    const variable_list saved = ctx->get_saved_variables();
+    const std::vector<int64_t> shape = valueShape(saved);
     const int64_t rank = static_cast<int64_t>(shape.size());
     std::vector<bool> reduced(rank, !dim || dim->empty());
     if (dim)
@@ -121,7 +125,7 @@ struct ReduceFunction : torch::autograd::Function<ReduceFunction> {
       if (!keepdim) g = g.unsqueeze(d);
     }
     if (spec.kind == Reduction::Mean) g = g / count;
-    return operandGradients(ctx, *e, &spec, g, grads[0]);
+    return operandGradients(ctx, saved, shape, *e, &spec, g, grads[0]);
   }
 };
 

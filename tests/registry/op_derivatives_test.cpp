@@ -67,9 +67,7 @@ at::Tensor gradientOf(const Derivative& d, const Case& c, size_t position) {
   if (d.kind == Derivative::Kind::Incoming) {
     value = c.grad;
   } else {
-    std::vector<bool> isNone;
-    for (const Arg& a : ins.args) isNone.push_back(a.kind == Arg::Kind::None);
-    const tsfuse::Expr* formula = d.formulaFor(isNone);
+    const tsfuse::Expr* formula = d.formulaFor(ins.args);
     if (!formula) return {};
     std::vector<at::Tensor> in;
     for (const Arg& a : ins.args) {
