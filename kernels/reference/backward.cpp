@@ -4,6 +4,8 @@
 #include "kernels/ir/op_registry.h"
 #include "kernels/reference/analysis.h"
 
+#include <cmath>
+
 namespace tsfuse {
 namespace {
 
@@ -14,11 +16,21 @@ Arg literalOf(const at::Tensor& t) {
   return Arg::floating(t.item<double>());
 }
 
+// Equal arguments, a float's sign of zero included.
+bool same(const std::vector<Arg>& a, const std::vector<Arg>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!(a[i] == b[i]) || (a[i].kind == Arg::Kind::Float && std::signbit(a[i].f) != std::signbit(b[i].f)))
+      return false;
+  return true;
+}
+
 // Appends instructions to `out`, folding one whose arguments are all numbers (a derivative of a
-// number exponent: pow(x, 2)'s `2 - 1`) into the number ATen computes from them.
+// number exponent: pow(x, 2)'s `2 - 1`) into the number ATen computes from them; with `reuse`, an
+// instruction equal to one already there (registry ops are pure) is that one.
 class Builder {
  public:
-  explicit Builder(Expr& out) : out_(out) {}
+  explicit Builder(Expr& out, bool reuse = false) : out_(out), reuse_(reuse) {}
 
   Arg push(Op op, std::vector<Arg> args) {
     bool anyTensor = false;
@@ -28,12 +40,15 @@ class Builder {
       std::vector<at::Tensor> none;
       return literalOf(evalInstr(ins, none, {}));
     }
+    for (size_t j = 0; reuse_ && j < out_.instrs.size(); ++j)
+      if (out_.instrs[j].op == op && same(out_.instrs[j].args, args)) return Arg::value(static_cast<int64_t>(j));
     out_.instrs.push_back({op, std::move(args)});
     return Arg::value(static_cast<int64_t>(out_.instrs.size()) - 1);
   }
 
  private:
   Expr& out_;
+  bool reuse_;
 };
 
 }  // namespace
@@ -109,6 +124,21 @@ Gradient gradientOf(const Expr& forward, int wrt, at::TensorList operands) {
   g.status = Gradient::Status::Flows;
   g.expr.validate();
   return g;
+}
+
+Arg appendProgram(Expr& into, const Expr& program, const std::vector<Arg>& inputs) {
+  TORCH_CHECK(static_cast<int>(inputs.size()) == program.numInputs, "tsfuse: appendProgram: ", inputs.size(),
+              " inputs for a program of ", program.numInputs);
+  Builder b(into, /*reuse=*/true);
+  std::vector<Arg> values;
+  for (const Instr& ins : program.instrs) {
+    std::vector<Arg> args;
+    for (const Arg& x : ins.args)
+      args.push_back(x.kind == Arg::Kind::Input ? inputs[x.i] : x.kind == Arg::Kind::Value ? values[x.i] : x);
+    values.push_back(b.push(ins.op, std::move(args)));
+  }
+  TORCH_CHECK(!values.empty(), "tsfuse: appendProgram: an empty program");
+  return values.back();
 }
 
 }  // namespace tsfuse

@@ -18,27 +18,11 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// The dims of `value`'s shape that `operand` was broadcast along (its missing leading dims and its
-// size-1 dims where the value's size is not 1).
-std::vector<int64_t> broadcastDims(at::IntArrayRef operand, at::IntArrayRef value) {
-  std::vector<int64_t> dims;
-  const int64_t lead = static_cast<int64_t>(value.size() - operand.size());
-  for (int64_t d = 0; d < static_cast<int64_t>(value.size()); ++d)
-    if (d < lead || (operand[d - lead] == 1 && value[d] != 1)) dims.push_back(d);
-  return dims;
-}
-
 // The shape of the program's value: its operands broadcast (numbers too, as 0-dim tensors).
 std::vector<int64_t> valueShape(const variable_list& operands) {
   std::vector<int64_t> shape;
   for (const at::Tensor& t : operands) shape = at::infer_size(shape, t.sizes());
   return shape;
-}
-
-// The op's value from its operands, with ATen (the reference); `reduce` applied where given.
-at::Tensor referenceValue(const Expr& e, at::TensorList ops, const ReduceSpec* reduce) {
-  at::Tensor v = evalAten(e, ops);
-  return reduce ? applyReduction(*reduce, v) : v;
 }
 
 // Each needed operand's gradient given the saved operands, their value's `shape`, and `grad`, the
@@ -49,28 +33,15 @@ variable_list operandGradients(AutogradContext* ctx, const variable_list& saved,
                                const at::Tensor& incoming) {
   const bool createGraph = at::GradMode::is_enabled();
   variable_list out(ctx->saved_data["arguments"].toInt() + saved.size());
+  auto reference = [&](at::TensorList ops) {
+    at::Tensor v = evalAten(e, ops);
+    return reduce ? applyReduction(*reduce, v) : v;
+  };
   for (size_t i = 0; i < saved.size(); ++i) {
     if (!ctx->needs_input_grad(i) || !grad.defined()) continue;
-    Gradient g = createGraph ? Gradient{Gradient::Status::Unsupported, {}, "a double backward"}
-                             : gradientOf(e, static_cast<int>(i), saved);
-    if (g.status == Gradient::Status::None) continue;
-    if (g.status == Gradient::Status::Unsupported) {
-      TSFUSE_LOG(kernel, info, "gradient of operand ", i, " of '", e.str(), "' through ATen: ", g.why);
-      at::AutoGradMode enable(true);
-      std::vector<at::Tensor> ops = saved;
-      if (!createGraph)
-        for (auto& t : ops) t = t.detach().requires_grad_(t.requires_grad());
-      at::Tensor value = referenceValue(e, ops, reduce);
-      out[i] = torch::autograd::grad({value}, {ops[i]}, {incoming}, /*retain_graph=*/createGraph, createGraph,
-                                     /*allow_unused=*/true)[0];
-      continue;
-    }
-    std::vector<at::Tensor> ops = saved;
-    ops.push_back(grad);
-    const std::vector<int64_t> dims = broadcastDims(saved[i].sizes(), shape);
-    at::Tensor r = dims.empty() ? pairwise(ops, g.expr.str())
-                                : tsfuse::reduce(ops, g.expr.str(), "sum", dims, /*keepdim=*/true, std::nullopt);
-    out[i] = r.reshape(saved[i].sizes());
+    std::optional<at::Tensor> g;
+    if (!createGraph) g = grad::fusedGradient(e, static_cast<int>(i), saved, shape, grad);
+    out[i] = g ? *g : grad::atenGradient(reference, saved, i, incoming);
   }
   return out;
 }
@@ -130,6 +101,48 @@ struct ReduceFunction : torch::autograd::Function<ReduceFunction> {
 };
 
 }  // namespace
+
+namespace grad {
+
+std::vector<int64_t> broadcastDims(at::IntArrayRef operand, at::IntArrayRef value) {
+  std::vector<int64_t> dims;
+  const int64_t lead = static_cast<int64_t>(value.size() - operand.size());
+  for (int64_t d = 0; d < static_cast<int64_t>(value.size()); ++d)
+    if (d < lead || (operand[d - lead] == 1 && value[d] != 1)) dims.push_back(d);
+  return dims;
+}
+
+std::optional<at::Tensor> fusedGradient(const Expr& e, int wrt, at::TensorList operands, at::IntArrayRef shape,
+                                        const at::Tensor& grad) {
+  const Gradient g = gradientOf(e, wrt, operands);
+  if (g.status == Gradient::Status::None) return at::Tensor();
+  if (g.status == Gradient::Status::Unsupported) {
+    TSFUSE_LOG(kernel, info, "gradient of operand ", wrt, " of '", e.str(), "' through ATen: ", g.why);
+    return std::nullopt;
+  }
+  std::vector<at::Tensor> ops = operands.vec();
+  ops.push_back(grad);
+  const at::Tensor& target = operands[wrt];
+  const std::vector<int64_t> dims = broadcastDims(target.sizes(), shape);
+  at::Tensor r = dims.empty() ? pairwise(ops, g.expr.str())
+                              : tsfuse::reduce(ops, g.expr.str(), "sum", dims, /*keepdim=*/true, std::nullopt);
+  return r.reshape(target.sizes());
+}
+
+at::Tensor atenGradient(const std::function<at::Tensor(at::TensorList)>& reference, at::TensorList saved, size_t i,
+                        const at::Tensor& incoming) {
+  const bool createGraph = at::GradMode::is_enabled();
+  if (createGraph) TSFUSE_LOG(kernel, info, "gradient of operand ", i, " through ATen: a double backward");
+  at::AutoGradMode enable(true);
+  std::vector<at::Tensor> ops = saved.vec();
+  if (!createGraph)
+    for (auto& t : ops) t = t.detach().requires_grad_(t.requires_grad());
+  const at::Tensor value = reference(ops);
+  return torch::autograd::grad({value}, {ops[i]}, {incoming}, /*retain_graph=*/createGraph, createGraph,
+                               /*allow_unused=*/true)[0];
+}
+
+}  // namespace grad
 
 at::Tensor pairwiseWithGradient(at::TensorList operands, c10::string_view expr) {
   return PairwiseFunction::apply(operands, std::string(expr));

@@ -1,8 +1,8 @@
 // The dispatcher registrations of the fused op kinds, generated from kernels/runtime/fused_ops.def,
-// and the C++ entry points of include/tsfuse/ops.h. Each kind gets: autograd (pairwise and reduce's
-// sum/mean: fused, with a generated fused backward, kernels/runtime/fused_grad.h; the other kinds
-// unfused through ATen when a gradient is needed, so autograd records the original ops), Meta, CPU (the native tile
-// path), CUDA (the generated kernels) and every other device (the chunked
+// and the C++ entry points of include/tsfuse/ops.h. Each kind gets: autograd (pairwise, reduce's
+// sum/mean and a chain of two of them: fused, with a generated fused backward,
+// kernels/runtime/fused_grad.h; the other kinds unfused through ATen when a gradient is needed, so
+// autograd records the original ops), Meta, CPU (the native tile path), CUDA (the generated kernels) and every other device (the chunked
 // ATen path). Each native path falls back to the chunked one where it declines.
 #include "kernels/runtime/fused_op_kinds.h"
 #include "kernels/runtime/fused_grad.h"
@@ -62,6 +62,10 @@ struct Kernels<Kind, R(at::TensorList, Args...)> {
         if (auto r = reduceWithGradient(ops, std::get<0>(a), std::get<1>(a), std::get<2>(a), std::get<3>(a),
                                         std::get<4>(a), std::get<5>(a)))
           return *r;
+      }
+      if constexpr (std::is_same_v<Kind, ReduceChainKind>) {
+        auto a = std::tie(args...);
+        if (auto r = reduceChainWithGradient(ops, std::get<0>(a), std::get<1>(a))) return *r;
       }
       return Kind::eager(ops, std::move(args)...);
     }

@@ -219,15 +219,23 @@ TEST_F(Chain, MalformedStagesAreRejected) {
   EXPECT_EQ(tsfuse::Chain::parse(kSq, texts).stageTexts(), texts);
 }
 
-TEST_F(Chain, AutogradRunsTheChainUnfused) {
+// With a gradient, a chain of two sums runs fused (tests/ops/chain_autograd_test.cpp); a longer one
+// runs unfused, so autograd records ATen's ops.
+TEST_F(Chain, AutogradRunsLongerChainsUnfused) {
   at::Tensor x = at::randn({6, 1, 3}).requires_grad_(), y = at::randn({5, 3});
-  const std::vector<std::string> stages{"sum(dim=[2], keepdim=False) |> v1: neg($0); exp(%0)",
-                                        "sum(dim=[1], keepdim=False)"};
-  at::Tensor got = tsfuse::reduceChain({x, y}, kSq, stages);
+  const std::vector<std::string> two{"sum(dim=[2], keepdim=False) |> v1: neg($0); exp(%0)",
+                                     "sum(dim=[1], keepdim=False)"};
+  at::Tensor got = tsfuse::reduceChain({x, y}, kSq, two);
+  EXPECT_STREQ(tsfuse::lastPath(), "native");
+  std::vector<std::string> three = two;
+  three[1] = "sum(dim=[1], keepdim=True)";
+  three.push_back("sum(dim=[0], keepdim=False)");
+  got = got + tsfuse::reduceChain({x, y}, kSq, three);
   EXPECT_STREQ(tsfuse::lastPath(), "eager");
   got.sum().backward();
   at::Tensor x2 = x.detach().clone().requires_grad_();
-  at::exp(-((x2 - y) * (x2 - y)).sum(2)).sum(1).sum().backward();
+  at::Tensor k = at::exp(-((x2 - y) * (x2 - y)).sum(2)).sum(1);
+  (k + k.sum()).sum().backward();
   EXPECT_TRUE(at::allclose(x.grad(), x2.grad()));
 }
 

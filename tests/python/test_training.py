@@ -1,5 +1,5 @@
 """Training through fused regions (kernels/runtime/fused_grad.h): a scripted function whose region
-fuses to tsfuse::pairwise or a sum (tsfuse::reduce), called with inputs that require grad, runs the
+fuses to tsfuse::pairwise, a sum (tsfuse::reduce) or a sum of sums (tsfuse::reduce_chain), called with inputs that require grad, runs the
 fused op (the executed graph holds it, grad enabled) and a fused backward, and its gradients equal
 eager's within the summation-order tolerance of the sums over broadcast dims."""
 import subprocess
@@ -21,6 +21,10 @@ def kernel_sum(x, y, s: float):
     return torch.exp(-((x[:, None] - y[None, :]) ** 2) / s).sum(1)
 
 
+def nested_kernel_sum(x, y, s: float):
+    return torch.exp(-((x[:, None] - y[None]) ** 2).sum(-1) / s).sum(1)
+
+
 def box_overlap(a, b):
     lt = torch.max(a[:, None, :2], b[None, :, :2])
     rb = torch.min(a[:, None, 2:], b[None, :, 2:])
@@ -37,7 +41,9 @@ def weighted_backward(fn, inputs, *rest):
     return out.detach(), [t.grad for t in leaves], ran
 
 
-def check(scripted, eager, inputs, *rest, op="tsfuse::pairwise"):
+def check(scripted, eager, inputs, *rest, op="tsfuse::pairwise", terms=1):
+    """Gradients of `terms` summed values each are within the reordered-sum bound
+    (docs/exactness.md), n * eps * sum|t|, taken with |t| <= the gradient's largest magnitude."""
     for _ in range(3):  # the profiling runs, then the optimized graph
         got, grads, ran = weighted_backward(scripted, inputs, *rest)
     assert op in str(torch.jit.last_executed_optimized_graph())
@@ -45,7 +51,8 @@ def check(scripted, eager, inputs, *rest, op="tsfuse::pairwise"):
     want, want_grads, _ = weighted_backward(eager, inputs, *rest)
     torch.testing.assert_close(got, want, rtol=0, atol=0)
     for g, w in zip(grads, want_grads):
-        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
+        atol = max(1e-6, terms * torch.finfo(w.dtype).eps * w.abs().max().item())
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=atol)
 
 
 def test_gaussian_kernel_trains_through_the_fused_op(tsfuse_lib):
@@ -58,6 +65,13 @@ def test_kernel_sum_trains_through_the_fused_reduce(tsfuse_lib):
     g = torch.Generator().manual_seed(2)
     x, y = torch.randn(300, generator=g), torch.randn(200, generator=g)
     check(torch.jit.script(kernel_sum), kernel_sum, [x, y], 0.7, op="tsfuse::reduce")
+
+
+def test_a_reduction_inside_a_reduction_trains_through_the_fused_chain(tsfuse_lib):
+    g = torch.Generator().manual_seed(3)
+    x, y = torch.randn(300, 3, generator=g), torch.randn(200, 3, generator=g)
+    check(torch.jit.script(nested_kernel_sum), nested_kernel_sum, [x, y], 2.5, op="tsfuse::reduce_chain",
+          terms=200 * 3)
 
 
 def test_box_overlap_trains_through_the_fused_op(tsfuse_lib):

@@ -1,0 +1,190 @@
+// tsfuse::reduce_chain with operands that require grad: a chain of two sums or means trains fused
+// (its forward and every operand's gradient are reduce_chain calls, no ATen op of the region runs),
+// other chains run ATen's autograd through the reference; the gradients are eager's either way
+// (float64, within 1e-12: the backward sums in another order).
+#include "chain_util.h"
+
+#include "kernels/reference/aten_eval.h"
+
+#include <ATen/record_function.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include <set>
+
+namespace chain_autograd_test {
+namespace {
+
+using namespace tsfuse_test;
+using T = std::vector<at::Tensor>;
+
+// The names of the ops and autograd nodes run on this thread while it lives.
+class OpsRun {
+ public:
+  OpsRun() {
+    handle_ = at::addThreadLocalCallback(
+        at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+          names().insert(fn.name());
+          return nullptr;
+        }).scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
+    names().clear();
+  }
+  ~OpsRun() { at::removeCallback(handle_); }
+  bool ran(const std::string& name) const { return names().count(name) > 0; }
+  // Whether an ATen op's autograd node ran (PowBackward0, SumBackward1, ...).
+  bool ranAtenNode() const {
+    for (const std::string& n : names())
+      if (n.find("Backward") != std::string::npos && n.find("CppNode") == std::string::npos) return true;
+    return false;
+  }
+
+ private:
+  static std::set<std::string>& names() {
+    thread_local std::set<std::string> n;
+    return n;
+  }
+  at::CallbackHandle handle_;
+};
+
+struct Case {
+  std::string expr;
+  std::vector<std::string> stages;
+  T operands;
+  std::vector<bool> grad;
+  bool fused;  // whether the backward runs fused
+};
+
+// The chain's output and gradients through the op and through ATen's autograd of its reference,
+// for a fixed cotangent; `c.fused`: whether the op's backward runs without ATen's autograd nodes.
+void expectEagersGradients(const Case& c) {
+  SCOPED_TRACE(c.expr + " || " + c.stages[0] + " || " + c.stages.back());
+  auto run = [&](bool fused, bool* ranAten) {
+    T leaves;
+    for (size_t k = 0; k < c.operands.size(); ++k) {
+      const at::Tensor& o = c.operands[k];
+      leaves.push_back(tsfuse::isWrappedNumber(o) ? o : o.detach().clone().requires_grad_(c.grad[k]));
+    }
+    at::Tensor out = fused ? tsfuse::reduceChain(leaves, c.expr, c.stages)
+                           : tsfuse::evalChain(*tsfuse::cachedChain(c.expr, c.stages), leaves)[0];
+    EXPECT_TRUE(out.requires_grad());
+    at::Tensor w = at::linspace(-1.5, 2.0, out.numel(), out.options()).view(out.sizes());
+    {
+      OpsRun ops;
+      out.backward(w);
+      if (ranAten) *ranAten = ops.ranAtenNode();
+      if (fused && c.fused) EXPECT_TRUE(ops.ran("tsfuse::reduce_chain") || ops.ran("tsfuse::pairwise"));
+    }
+    T grads{out.detach()};
+    for (const auto& l : leaves) grads.push_back(l.grad());
+    return grads;
+  };
+  bool ranAten = false;
+  const T want = run(false, nullptr), got = run(true, &ranAten);
+  EXPECT_EQ(!ranAten, c.fused) << "the backward " << (ranAten ? "ran" : "did not run") << " ATen's ops";
+  EXPECT_TRUE(sameTensor(want[0], got[0], false, 1e-12, 1e-12)) << "output";
+  for (size_t k = 1; k < want.size(); ++k) {
+    EXPECT_EQ(want[k].defined(), got[k].defined()) << "operand " << k - 1;
+    if (want[k].defined() && got[k].defined())
+      EXPECT_TRUE(sameTensor(want[k], got[k], false, 1e-12, 1e-12)) << "grad of operand " << k - 1;
+  }
+}
+
+const std::string kSquares = "v1: sub($0, $1); pow(%0, 2)";
+
+T points(int64_t n, int64_t m, int64_t d, uint64_t seed) {
+  Gen g(seed);
+  return {g.tensor({n, 1, d}, at::kDouble), g.tensor({m, d}, at::kDouble)};
+}
+
+// The Gaussian kernel sum, exp(-((x[:, None] - y[None]) ** 2).sum(-1) / s).sum(1).
+TEST(ChainAutograd, GaussianKernelSumTrainsFused) {
+  T in = points(7, 6, 3, 400);
+  in.push_back(tsfuse::wrappedNumber(1.7));
+  expectEagersGradients(
+      {kSquares,
+       {"sum(dim=[2], keepdim=False) |> v1: neg($0); div(%0, $1); exp(%1)", "sum(dim=[1], keepdim=False)"},
+       in,
+       {true, true, false},
+       true});
+}
+
+// Means, kept dims, and a last stage over every dim.
+TEST(ChainAutograd, MeansAndKeptDimsTrainFused) {
+  T in = points(5, 8, 2, 401);
+  in.push_back(tsfuse::wrappedNumber(0.5));
+  expectEagersGradients({kSquares,
+                         {"mean(dim=[-1], keepdim=True) |> v1: mul($0, $1); exp(%0)", "mean(dim=[1], keepdim=True)"},
+                         in,
+                         {true, true, false},
+                         true});
+  expectEagersGradients({kSquares,
+                         {"sum(dim=[2], keepdim=False) |> v1: sqrt($0)", "sum(dim=None, keepdim=False)"},
+                         points(4, 3, 2, 402),
+                         {false, true},
+                         true});
+}
+
+// Operands of every place: stage 0's epilogue (a per-column bandwidth), stage 1's fused input (a
+// weight per column) and stage 1's epilogue (a log and a scale per row).
+TEST(ChainAutograd, EveryStagesOperandsTrainFused) {
+  Gen g(403);
+  T in = points(6, 5, 3, 404);
+  in.push_back(g.tensor({5}, at::kDouble).abs().add(0.5));  // stage 0's epilogue: s
+  in.push_back(g.tensor({1, 5}, at::kDouble));              // stage 1's input: b
+  in.push_back(g.tensor({6}, at::kDouble));                 // stage 1's epilogue: c
+  expectEagersGradients({kSquares,
+                         {"sum(dim=[2], keepdim=False) |> v1: div($0, $1); neg(%0); exp(%1)",
+                          "fused(v1: mul($0, $1); $0 = value) |> sum(dim=[1], keepdim=False) |> v1: add($0, 1.0); "
+                          "log(%0); mul(%1, $1)"},
+                         in,
+                         {true, true, true, true, true},
+                         true});
+}
+
+// A stage 0 operand as large as stage 0's space has no dims to sum: its gradient is a pairwise op
+// over the stored stage 0 value.
+TEST(ChainAutograd, AnOperandOfTheWholeSpaceTrainsFused) {
+  Gen g(405);
+  T in = {g.tensor({4, 5, 3}, at::kDouble), g.tensor({5, 3}, at::kDouble)};
+  expectEagersGradients({"v1: mul($0, $1); tanh(%0)",
+                         {"sum(dim=[2], keepdim=False) |> v1: exp($0)", "sum(dim=[0], keepdim=False)"},
+                         in,
+                         {true, true},
+                         true});
+}
+
+// Chains the fused backward does not cover run ATen's autograd through the reference: a third
+// stage, an extremum, stage 1 broadcasting stage 0's value, and a double backward.
+TEST(ChainAutograd, OtherChainsTrainThroughAten) {
+  T in = points(4, 5, 2, 406);
+  expectEagersGradients({kSquares,
+                         {"sum(dim=[2], keepdim=True)", "sum(dim=[1], keepdim=True)", "sum(dim=[0], keepdim=False)"},
+                         in,
+                         {true, true},
+                         false});
+  expectEagersGradients(
+      {kSquares, {"sum(dim=[2], keepdim=False)", "amax(dim=[1], keepdim=False)"}, in, {true, true}, false});
+  Gen g(407);
+  T wide = in;
+  wide.push_back(g.tensor({3, 1, 1}, at::kDouble));
+  expectEagersGradients(
+      {kSquares,
+       {"sum(dim=[2], keepdim=False)", "fused(v1: mul($0, $1); $0 = value) |> sum(dim=[2], keepdim=False)"},
+       wide,
+       {true, true, true},
+       false});
+
+  at::Tensor x0 = in[0].clone().requires_grad_(true), y = in[1];
+  auto second = [&](bool fused) {
+    at::Tensor x = x0.detach().clone().requires_grad_(true);
+    const std::vector<std::string> st{"sum(dim=[2], keepdim=False) |> v1: neg($0); exp(%0)",
+                                      "sum(dim=[1], keepdim=False)"};
+    at::Tensor v = fused ? tsfuse::reduceChain({x, y}, kSquares, st)
+                         : tsfuse::evalChain(*tsfuse::cachedChain(kSquares, st), {x, y})[0];
+    at::Tensor gx = torch::autograd::grad({v.sum()}, {x}, {}, true, /*create_graph=*/true)[0];
+    return torch::autograd::grad({gx.pow(2).sum()}, {x})[0];
+  };
+  EXPECT_TRUE(sameTensor(second(false), second(true), false, 1e-12, 1e-12));
+}
+
+}  // namespace
+}  // namespace chain_autograd_test
