@@ -349,22 +349,24 @@ struct CanonicalizePattern : Pattern {
                         rw);
   }
 
-  // values, indices = max|min(x, dim, keepdim) with indices unused -> amax|amin(x, [dim], keepdim)
-  // (the same values, NaN propagation and empty-dim error as eager's max/min with dim)
+  // values, indices = max|min(x, dim, keepdim) with indices unused
+  //   -> tsfuse::extremum_values(x, dim, keepdim, max): max/min's values, a one-output reduction the
+  //   passes fuse as amax/amin (the same values, NaN propagation and empty-dim error) whose gradient
+  //   still goes to the one index max/min returns, not split among ties as amax/amin's.
   bool tryValuesOnlyMinMax(Node* n, Rewriter& rw) {
     if (!isMinMaxDim(n) || n->output(1)->hasUses()) return false;
     const bool isMax = n->kind() == c10::aten::max;
     Graph& graph = rw.graph();
     torch::jit::WithInsertPoint guard(n);
-    Value* dims = graph.insertNode(graph.createList(c10::IntType::get(), {n->input(1)}))->output();
-    Node* r =
-        graph.insertNode(graph.create(isMax ? c10::aten::amax : c10::aten::amin, {n->input(0), dims, n->input(2)}, 1));
+    Node* r = graph.insertNode(graph.create(c10::Symbol::fromQualString("tsfuse::extremum_values"),
+                                            {n->input(0), n->input(1), n->input(2), graph.insertConstant(isMax)}, 1));
     r->output()->setType(n->output(0)->type());
     r->setSourceRange(n->sourceRange());
     n->output(0)->replaceAllUsesWith(r->output());
     RewriteEvent e;
     e.add(n);
-    e.reason = std::string(isMax ? "max" : "min") + "(dim) whose indices are unused -> " + (isMax ? "amax" : "amin");
+    e.reason = std::string(isMax ? "max" : "min") + "(dim) whose indices are unused -> its values (fused as " +
+               (isMax ? "amax" : "amin") + ", the gradient to max/min's index)";
     e.fusedOp = r->kind().toQualString();
     rw.notifyRewrite(std::move(e), r);
     rw.erase(n);

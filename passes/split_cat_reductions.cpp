@@ -48,7 +48,9 @@ struct Split {
 };
 std::optional<Split> splitReduction(Node* n) {
   ReductionMatch r;
-  if (!matchReduction(n, r, nullptr) || !r.spec.dims || r.spec.dims->size() != 1) return std::nullopt;
+  // max/min(dim)'s values route the gradient to one piece; the elementwise join would split it on ties.
+  if (!matchReduction(n, r, nullptr) || !r.spec.dims || r.spec.dims->size() != 1 || r.spec.routesGradient)
+    return std::nullopt;
   const int64_t d = r.spec.dims->front();
   switch (r.spec.kind) {
     case Reduction::Amin:

@@ -120,6 +120,10 @@ inline at::Tensor eagerReduce(const at::Tensor& v, const std::string& reduction,
     TORCH_CHECK(dim->size() == 1, "test: prod takes one dim");
     return at::prod(v, (*dim)[0], keepdim, dtype);
   }
+  if (reduction == "amax:index" || reduction == "amin:index") {  // max/min(dim)'s values
+    TORCH_CHECK(dim && dim->size() == 1, "test: max/min(dim) take one dim");
+    return std::get<0>(reduction == "amax:index" ? at::max(v, (*dim)[0], keepdim) : at::min(v, (*dim)[0], keepdim));
+  }
   if (reduction == "amax") return at::amax(v, dim ? at::IntArrayRef(*dim) : at::IntArrayRef{}, keepdim);
   if (reduction == "amin") return at::amin(v, dim ? at::IntArrayRef(*dim) : at::IntArrayRef{}, keepdim);
   if (reduction == "any") return at::any(v, d, keepdim);

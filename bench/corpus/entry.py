@@ -73,10 +73,10 @@ def is_fused_op(kind: str) -> bool:
     (broadcast_*), fold_upcast's tsfuse::upcast (a dtype cast standing for torchvision's _upcast),
     tsfuse::shape_of (a stand-in for a fused value's metadata readers), tsfuse::wrapped_number
     (a Python number known at run time, as an operand), tsfuse::full_slice (the checks of a `:`
-    over a whole dim) and sink_reshapes' tsfuse::check_reshape (a moved reshape's size check) are
-    not counted."""
+    over a whole dim), sink_reshapes' tsfuse::check_reshape (a moved reshape's size check) and
+    canonicalize's tsfuse::extremum_values (max/min(dim)'s values, left unfused) are not counted."""
     return not kind.startswith("broadcast_") and kind not in ("upcast", "shape_of", "wrapped_number", "full_slice",
-                                                              "check_reshape")
+                                                              "check_reshape", "extremum_values")
 
 
 def boxes_xyxy(n: int, g: torch.Generator, scale: float = 512.0) -> Tensor:

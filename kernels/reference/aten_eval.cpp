@@ -181,9 +181,10 @@ at::Tensor applyReduction(const ReduceSpec& r, const at::Tensor& v) {
       return d ? at::prod(v, *d, r.keepdim, r.dtype) : at::prod(v, r.dtype);
     }
     case Reduction::Amax:
-      return at::amax(v, r.dims ? at::IntArrayRef(*r.dims) : at::IntArrayRef{}, r.keepdim);
     case Reduction::Amin:
-      return at::amin(v, r.dims ? at::IntArrayRef(*r.dims) : at::IntArrayRef{}, r.keepdim);
+      if (r.routesGradient) return extremumValues(v, *singleDim("max/min(dim)"), r.keepdim, r.kind == Reduction::Amax);
+      return r.kind == Reduction::Amax ? at::amax(v, r.dims ? at::IntArrayRef(*r.dims) : at::IntArrayRef{}, r.keepdim)
+                                       : at::amin(v, r.dims ? at::IntArrayRef(*r.dims) : at::IntArrayRef{}, r.keepdim);
     case Reduction::Any:
       return at::any(v, dims, r.keepdim);
     case Reduction::All:
@@ -265,8 +266,13 @@ bool ReduceSpec::roundsByOrder(c10::ScalarType valueType) const {
   return true;
 }
 
+at::Tensor extremumValues(const at::Tensor& x, int64_t dim, bool keepdim, bool max) {
+  return std::get<0>(max ? at::max(x, dim, keepdim) : at::min(x, dim, keepdim));
+}
+
 std::string reductionText(const ReduceSpec& r) {
   std::string s = reductionName(r.kind);
+  if (r.routesGradient) s += ":index";
   if (r.kind == Reduction::Norm) s += ":" + floatText(r.p);
   if (r.variance()) s += ":" + floatText(r.correction);
   return s;

@@ -22,6 +22,10 @@ struct ReduceSpec {
   std::optional<c10::ScalarType> dtype;  // sum/mean/prod/norm only
   double p = 2.0;                        // norm's order
   double correction = 1.0;               // var/std: the divisor is count - correction
+  // amax/amin that are max/min(dim)'s values (tsfuse::extremum_values, one dim): the same values,
+  // but the gradient goes to the one index max/min returns instead of being split among ties.
+  // Text "amax:index".
+  bool routesGradient = false;
   // Elementwise arithmetic applied to the reduced value: $0 is the reduced value, $k (k >= 1)
   // is epilogue operand k-1 (the fused op's operands after the expression's own). For max/min
   // with indices $0 is the values, $1 the indices, $k (k >= 2) operand k-2, and the epilogue's
@@ -107,6 +111,8 @@ std::vector<at::Tensor> evalAtenAll(const Expr& e, at::TensorList inputs);
 // Value of the expression; frees each intermediate after its last use, as the interpreter would.
 at::Tensor evalAten(const Expr& e, at::TensorList inputs);
 at::Tensor applyReduction(const ReduceSpec& r, const at::Tensor& value);
+// max/min(x, dim, keepdim)'s values: tsfuse::extremum_values, what a routed amax/amin computes.
+at::Tensor extremumValues(const at::Tensor& x, int64_t dim, bool keepdim, bool max);
 // Every output of the reduction: (values, indices) for max/min, else the one result.
 std::vector<at::Tensor> applyReductionAll(const ReduceSpec& r, const at::Tensor& value);
 // The epilogue's value for the reduced value `reduced` (r.epilogue must be set).

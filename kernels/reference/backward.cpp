@@ -129,13 +129,14 @@ Gradient gradientOf(const Expr& forward, int wrt, at::TensorList operands) {
 Arg appendProgram(Expr& into, const Expr& program, const std::vector<Arg>& inputs) {
   TORCH_CHECK(static_cast<int>(inputs.size()) == program.numInputs, "tsfuse: appendProgram: ", inputs.size(),
               " inputs for a program of ", program.numInputs);
-  Builder b(into, /*reuse=*/true);
+  Builder reuse(into, /*reuse=*/true), fresh(into);
   std::vector<Arg> values;
-  for (const Instr& ins : program.instrs) {
+  for (size_t j = 0; j < program.instrs.size(); ++j) {
+    const Instr& ins = program.instrs[j];
     std::vector<Arg> args;
     for (const Arg& x : ins.args)
       args.push_back(x.kind == Arg::Kind::Input ? inputs[x.i] : x.kind == Arg::Kind::Value ? values[x.i] : x);
-    values.push_back(b.push(ins.op, std::move(args)));
+    values.push_back((j + 1 == program.instrs.size() ? fresh : reuse).push(ins.op, std::move(args)));
   }
   TORCH_CHECK(!values.empty(), "tsfuse: appendProgram: an empty program");
   return values.back();

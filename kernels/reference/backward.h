@@ -38,9 +38,9 @@ struct Gradient {
 Gradient gradientOf(const Expr& forward, int wrt, at::TensorList operands);
 
 // Appends `program` to `into` with its operand $i read as inputs[i] (an operand or a value of
-// `into`, or a literal) and returns its value: how gradients through several fused stages become
-// one program. An instruction equal to one `into` already holds is not repeated, and one of
-// numbers only is folded.
+// `into`, or a literal) and returns its value, `into`'s last instruction: how gradients through
+// several fused stages become one program. Another instruction equal to one `into` already holds
+// is not repeated, and one of numbers only is folded.
 Arg appendProgram(Expr& into, const Expr& program, const std::vector<Arg>& inputs);
 
 }  // namespace tsfuse

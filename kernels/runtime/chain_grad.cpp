@@ -1,4 +1,6 @@
-// tsfuse::reduce_chain's autograd, for a chain of two sums or means: the forward runs fused, and
+// tsfuse::reduce_chain's autograd, for a chain of a sum or mean then a sum, mean, amax, amin,
+// logsumexp, softmax or log_softmax (stage 1's adjoint, kernels/runtime/fused_grad.h, over its input
+// value): the forward runs fused, and
 // each operand's gradient is one more reduce_chain that recomputes what it reads, so neither pass
 // stores a value larger than the operands and the output (and slabs). The Gaussian kernel sum:
 //
@@ -14,13 +16,16 @@
 // gradient is ATen's autograd through the chain's reference (kernels/runtime/fused_grad.h).
 #include "kernels/reference/analysis.h"
 #include "kernels/reference/backward.h"
-#include "kernels/runtime/chain.h"
+#include "kernels/runtime/chain_grad.h"
 #include "kernels/runtime/chain_text.h"
 #include "kernels/runtime/fused_grad.h"
+#include "kernels/runtime/reduce_spec.h"
 #include "tsfuse/log.h"
 #include "tsfuse/ops.h"
 
 #include <torch/csrc/autograd/custom_function.h>
+
+#include <c10/core/WrapDimMinimal.h>
 
 namespace tsfuse {
 namespace {
@@ -28,16 +33,23 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// Why `c` does not train fused (empty: it does).
-std::string whyNotFused(const Chain& c) {
+}  // namespace
+
+std::string grad::whyNotFused(const Chain& c) {
   if (c.stages.size() != 2) return "a chain of " + std::to_string(c.stages.size()) + " stages";
-  if (c.normalize[1]) return "a normalizing stage";
-  for (const ReduceSpec& s : c.stages)
-    if ((s.kind != Reduction::Sum && s.kind != Reduction::Mean) || s.dtype) return "a stage other than a sum or mean";
+  const ReduceSpec &s0 = c.stages[0], &s1 = c.stages[1];
+  if ((s0.kind != Reduction::Sum && s0.kind != Reduction::Mean) || s0.dtype)
+    return "a first stage other than a sum or mean";
+  if (c.normalize[1] && c.normalize[1]->kind == NormalizeStage::Kind::DivSum) return "a div_sum stage";
+  if (!c.normalize[1] &&
+      ((s1.kind != Reduction::Sum && s1.kind != Reduction::Mean && !grad::readsResult(s1)) || s1.dtype))
+    return "a second stage other than a sum, mean, amax, amin or logsumexp";
   if (c.squeezeFirst[1]) return "a squeeze between the stages";
   if (c.input[1] && !c.input[1]->unsqueeze.empty()) return "a stage reading the value unsqueezed";
   return {};
 }
+
+namespace {
 
 // A value of `sizes` and `dtype` for analyses and gradient programs, which read no elements.
 at::Tensor standIn(at::IntArrayRef sizes, c10::ScalarType dtype, c10::Device device) {
@@ -62,8 +74,8 @@ struct Spaces {
   std::vector<int64_t> s0, s1;
   std::vector<int64_t> reduced0, reduced1;  // each stage's reduced dims (sorted)
   at::Tensor r0, v0;                        // stand-ins: stage 0's reduced value and its epilogue's value
-  int64_t count0 = 1, count1 = 1;
-  std::string whyNot;  // empty: gradients reach stage 0's value elementwise
+  int64_t count0 = 1;                       // the values stage 0 folds into each
+  std::string whyNot;                       // empty: gradients reach stage 0's value elementwise
 };
 
 std::optional<Spaces> spacesOf(const Chain& c, at::TensorList ops) {
@@ -84,7 +96,6 @@ std::optional<Spaces> spacesOf(const Chain& c, at::TensorList ops) {
     s.s1 = a1->valueShape;
   }
   s.reduced1 = reducedDims(c.stages[1], static_cast<int64_t>(s.s1.size()));
-  for (int64_t d : s.reduced1) s.count1 *= s.s1[d];
   if (a0->reducedSizes != a0->outSizes) s.whyNot = "stage 0's epilogue broadcasts its reduced value";
   if (a0->outSizes != s.s1) s.whyNot = "stage 1 broadcasts stage 0's value";
   return s;
@@ -120,14 +131,6 @@ std::vector<Arg> inputArgs(int64_t first, int64_t n) {
   return out;
 }
 
-// `program`'s value `v` as its last instruction (an equal earlier one may have been reused).
-Expr finish(Expr program, const Arg& v, c10::ScalarType dtype) {
-  if (!(v.kind == Arg::Kind::Value && v.i + 1 == static_cast<int64_t>(program.instrs.size())))
-    program.instrs.push_back({Op::To, {v, Arg::scalarType(dtype)}});
-  program.validate();
-  return program;
-}
-
 // The gradient of one operand as a reduce_chain: stage 0 as given, then `program` over stage 0's
 // value (operand `value` of the program) and `operands` (the program's others, in order), summed
 // over `dims` (kept) and shaped as `target`. Without dims, stage 0's value is stored and the
@@ -159,77 +162,56 @@ std::vector<at::Tensor> concat(std::initializer_list<std::vector<at::Tensor>> pa
   return out;
 }
 
-// Builds and runs the fused gradients of one backward call; an operand left nullopt takes ATen's.
+// Builds and runs the fused gradients of one backward call, given stage 1's adjoint (over S1); an
+// operand left nullopt takes ATen's.
 class ChainGradients {
  public:
-  ChainGradients(const Chain& c, at::TensorList ops, const Spaces& s)
+  ChainGradients(const Chain& c, at::TensorList ops, const Spaces& s, const grad::Adjoint& adjoint)
       : c_(c),
         ops_(ops),
         s_(s),
+        adjoint_(adjoint),
         n0_(c.expr->numInputs),
         extras0_(ops.slice(c.firstOperand[0], c.firstOperand[1] - c.firstOperand[0]).vec()),
         inputs1_(c.inputOperands(ops, 1).vec()) {}
 
-  // The gradient reaching stage 0's value (a program value of `into`) from `gu1`, stage 1's input
-  // value's gradient, through stage 1's fused input; `v0` is stage 0's value there.
-  Piece throughStage1(Expr& into, const Arg& v0, const std::vector<Arg>& inputs1, const Arg& gu1) const {
+  // Stage 1's input operand j: over S1, stage 0's value as the program's operand.
+  std::optional<at::Tensor> input1(size_t j) const {
     const auto& in = c_.input[1];
-    if (!in) return {gu1};
-    const std::vector<at::Tensor> standIns = in->operands(s_.v0, inputs1_, {});
-    std::vector<Arg> args;
-    for (int64_t i = 0, j = 0; i < in->expr->numInputs; ++i) args.push_back(i == in->value ? v0 : inputs1[j++]);
-    return append(into, gradientOf(*in->expr, static_cast<int>(in->value), standIns), args, gu1);
-  }
-
-  // The gradient reaching stage 0's reduced value r0, and stage 0's epilogue operand `extra`'s
-  // (-1: r0's) from `gu1`.
-  Piece throughEpilogue0(Expr& into, const Arg& r0, const std::vector<Arg>& extras0, const std::vector<Arg>& inputs1,
-                         const Arg& gu1, int extra) const {
-    const auto& e = c_.stages[0].epilogue;
-    std::vector<Arg> args{r0};
-    args.insert(args.end(), extras0.begin(), extras0.end());
-    const Arg v0 = e ? appendProgram(into, *e, args) : r0;
-    const Piece gv0 = throughStage1(into, v0, inputs1, gu1);
-    if (!gv0.value || !e) return gv0;
-    std::vector<at::Tensor> standIns{s_.r0};
-    standIns.insert(standIns.end(), extras0_.begin(), extras0_.end());
-    return append(into, gradientOf(*e, extra + 1, standIns), args, *gv0.value);
-  }
-
-  // Stage 1's input operand j.
-  std::optional<at::Tensor> input1(size_t j, const at::Tensor& gu1) const {
-    const auto& in = c_.input[1];
+    const int64_t n = in->expr->numInputs;
     Expr program;
-    program.numInputs = in->expr->numInputs + 1;
-    const Piece p = throughInput1(program, j);
+    program.numInputs = static_cast<int>(n + adjointSize());
+    const Arg u1 = appendProgram(program, *in->expr, inputArgs(0, n));
+    const Piece p = append(program, gradientOf(*in->expr, static_cast<int>(positionOf(j)), standIns1()),
+                           inputArgs(0, n), stage1Gradient(program, u1, n));
     if (p.none) return at::Tensor();
     if (!p.value) return std::nullopt;
-    return runGradient(c_, ops_, c_.stages[0], finish(program, *p.value, inputs1_[j].scalar_type()), in->value,
-                       concat({inputs1_, {gu1}}), grad::broadcastDims(inputs1_[j].sizes(), s_.s1), inputs1_[j]);
+    return runGradient(c_, ops_, c_.stages[0], program, in->value, concat({inputs1_, adjoint_.operands}),
+                       grad::broadcastDims(inputs1_[j].sizes(), s_.s1), inputs1_[j]);
   }
 
-  // Stage 0's epilogue operand j.
-  std::optional<at::Tensor> extra0(size_t j, const at::Tensor& gu1) const {
+  // Stage 0's epilogue operand j: over S1, stage 0's reduced value as the program's operand 0.
+  std::optional<at::Tensor> extra0(size_t j) const {
     const int64_t ne = static_cast<int64_t>(extras0_.size()), ni = static_cast<int64_t>(inputs1_.size());
     Expr program;
-    program.numInputs = static_cast<int>(1 + ne + ni + 1);
-    const Piece p = throughEpilogue0(program, Arg::input(0), inputArgs(1, ne), inputArgs(1 + ne, ni),
-                                     Arg::input(1 + ne + ni), static_cast<int>(j));
+    program.numInputs = static_cast<int>(1 + ne + ni + adjointSize());
+    const Piece p = throughEpilogue0(program, Arg::input(0), inputArgs(1, ne), inputArgs(1 + ne, ni), 1 + ne + ni,
+                                     static_cast<int>(j));
     if (p.none) return at::Tensor();
     if (!p.value) return std::nullopt;
-    return runGradient(c_, ops_, plain(c_.stages[0], c_.stages[0].keepdim),
-                       finish(program, *p.value, extras0_[j].scalar_type()), 0, concat({extras0_, inputs1_, {gu1}}),
-                       grad::broadcastDims(extras0_[j].sizes(), s_.s1), extras0_[j]);
+    return runGradient(c_, ops_, plain(c_.stages[0], c_.stages[0].keepdim), program, 0,
+                       concat({extras0_, inputs1_, adjoint_.operands}), grad::broadcastDims(extras0_[j].sizes(), s_.s1),
+                       extras0_[j]);
   }
 
   // Stage 0's expression operand p: over S0, with stage 1's values lifted into it.
-  std::optional<at::Tensor> operand0(int64_t p, const at::Tensor& gu1) const {
+  std::optional<at::Tensor> operand0(int64_t p) const {
     const int64_t ne = static_cast<int64_t>(extras0_.size()), ni = static_cast<int64_t>(inputs1_.size());
     Expr program;
-    program.numInputs = static_cast<int>(n0_ + 1 + ne + ni + 1);
+    program.numInputs = static_cast<int>(n0_ + 1 + ne + ni + adjointSize());
     const int64_t r0 = n0_;
     Piece g = throughEpilogue0(program, Arg::input(r0), inputArgs(r0 + 1, ne), inputArgs(r0 + 1 + ne, ni),
-                               Arg::input(r0 + 1 + ne + ni), -1);
+                               r0 + 1 + ne + ni, -1);
     if (!g.value) return g.none ? std::optional<at::Tensor>(at::Tensor()) : std::nullopt;
     if (c_.stages[0].kind == Reduction::Mean) {
       program.instrs.push_back({Op::Div, {*g.value, Arg::integer(s_.count0)}});
@@ -239,35 +221,106 @@ class ChainGradients {
     const Piece d = append(program, gradientOf(*c_.expr, static_cast<int>(p), ops0), inputArgs(0, n0_), *g.value);
     if (d.none) return at::Tensor();
     if (!d.value) return std::nullopt;
-    std::vector<at::Tensor> lifted = concat({ops0.vec()});
-    for (const auto& t : concat({extras0_, inputs1_, {gu1}})) lifted.push_back(lift(c_, s_, t));
-    return runGradient(c_, ops_, plain(c_.stages[0], true), finish(program, *d.value, ops0[p].scalar_type()), r0,
-                       lifted, grad::broadcastDims(ops0[p].sizes(), s_.s0), ops0[p]);
+    std::vector<at::Tensor> lifted = ops0.vec();
+    for (const auto& t : concat({extras0_, inputs1_, adjoint_.operands})) lifted.push_back(lift(c_, s_, t));
+    return runGradient(c_, ops_, plain(c_.stages[0], true), program, r0, lifted,
+                       grad::broadcastDims(ops0[p].sizes(), s_.s0), ops0[p]);
   }
 
  private:
-  // Stage 1's input operand j's gradient program over stage 1's input operands and the gradient.
-  Piece throughInput1(Expr& into, size_t j) const {
+  int64_t adjointSize() const { return static_cast<int64_t>(adjoint_.operands.size()); }
+
+  // Stage 1's input value's gradient in `into`: its adjoint over u1, whose operands start at `first`.
+  Arg stage1Gradient(Expr& into, const Arg& u1, int64_t first) const {
+    if (!adjoint_.program) return Arg::input(first);
+    std::vector<Arg> args{u1};
+    for (const Arg& a : inputArgs(first, adjointSize())) args.push_back(a);
+    return appendProgram(into, *adjoint_.program, args);
+  }
+
+  std::vector<at::Tensor> standIns1() const { return c_.input[1]->operands(s_.v0, inputs1_, {}); }
+
+  // The position in stage 1's input expression of its j-th operand other than the value.
+  int64_t positionOf(size_t j) const {
     const auto& in = c_.input[1];
-    const std::vector<at::Tensor> standIns = in->operands(s_.v0, inputs1_, {});
-    int64_t position = 0;
     for (int64_t i = 0, k = 0; i < in->expr->numInputs; ++i)
-      if (i != in->value && k++ == static_cast<int64_t>(j)) position = i;
-    return append(into, gradientOf(*in->expr, static_cast<int>(position), standIns), inputArgs(0, in->expr->numInputs),
-                  Arg::input(in->expr->numInputs));
+      if (i != in->value && k++ == static_cast<int64_t>(j)) return i;
+    TORCH_CHECK(false, "tsfuse: stage 1 has no operand ", j);
+  }
+
+  // The gradient reaching stage 0's value v0 (a value of `into`) through stage 1: its adjoint, then
+  // its fused input (nothing where stage 1 reduces the value itself); the adjoint's operands start
+  // at `first`.
+  Piece throughStage1(Expr& into, const Arg& v0, const std::vector<Arg>& inputs1, int64_t first) const {
+    const auto& in = c_.input[1];
+    if (!in) return {stage1Gradient(into, v0, first)};
+    std::vector<Arg> args;
+    for (int64_t i = 0, j = 0; i < in->expr->numInputs; ++i) args.push_back(i == in->value ? v0 : inputs1[j++]);
+    const Arg u1 = appendProgram(into, *in->expr, args);
+    return append(into, gradientOf(*in->expr, static_cast<int>(in->value), standIns1()), args,
+                  stage1Gradient(into, u1, first));
+  }
+
+  // The gradient reaching stage 0's reduced value r0 (extra = -1) or its epilogue operand `extra`.
+  Piece throughEpilogue0(Expr& into, const Arg& r0, const std::vector<Arg>& extras0, const std::vector<Arg>& inputs1,
+                         int64_t first, int extra) const {
+    const auto& e = c_.stages[0].epilogue;
+    std::vector<Arg> args{r0};
+    args.insert(args.end(), extras0.begin(), extras0.end());
+    const Arg v0 = e ? appendProgram(into, *e, args) : r0;
+    const Piece gv0 = throughStage1(into, v0, inputs1, first);
+    if (!gv0.value || !e) return gv0;
+    std::vector<at::Tensor> standIns{s_.r0};
+    standIns.insert(standIns.end(), extras0_.begin(), extras0_.end());
+    return append(into, gradientOf(*e, extra + 1, standIns), args, *gv0.value);
   }
 
   const Chain& c_;
   at::TensorList ops_;
   const Spaces& s_;
+  const grad::Adjoint& adjoint_;
   int64_t n0_;
   std::vector<at::Tensor> extras0_, inputs1_;
 };
 
-// Each needed operand's fused gradient (nullopt: ATen's), given stage 1's saved reduced value r1
-// (where stage 1 has an epilogue) and the incoming gradient g.
-std::vector<std::optional<at::Tensor>> chainGradients(const Chain& c, at::TensorList ops, const at::Tensor& r1,
-                                                      const at::Tensor& g, const std::vector<bool>& needed) {
+}  // namespace
+
+// A normalizing stage's output, an extremum's or a logsumexp's value, or the value stage 1's
+// epilogue reads.
+bool grad::savesR1(const Chain& c) { return c.normalize[1] || c.stages[1].epilogue || grad::readsResult(c.stages[1]); }
+
+namespace {
+
+// Stage 1's adjoint over S1 for its reduced value's gradient gr1; folds recompute stage 1's input.
+std::optional<grad::Adjoint> stage1Adjoint(const Chain& c, at::TensorList ops, const Spaces& s, const at::Tensor& r1,
+                                           const at::Tensor& gr1) {
+  if (const auto& n = c.normalize[1])
+    return grad::normalizeAdjoint(n->kind == NormalizeStage::Kind::LogSoftmax,
+                                  c10::maybe_wrap_dim(n->dim, static_cast<int64_t>(s.s1.size())), gr1, r1);
+  const ReduceSpec last = plain(c.stages[1], c.stages[1].keepdim);
+  auto fold = [&](const Expr* tail, const std::vector<at::Tensor>& extra, const std::string& reduction) {
+    const auto& in = c.input[1];
+    const ReduceSpec r = makeReduceSpec(reduction, s.reduced1, /*keepdim=*/true, std::nullopt);
+    std::vector<at::Tensor> all = ops.slice(0, c.firstOperand[1]).vec();
+    std::string stage = stageText(false, nullptr, r);
+    if (in || tail) {
+      StageInput input;
+      const auto k = static_cast<int64_t>(extra.size());
+      input.expr = in ? std::make_shared<Expr>(grad::compose(*in->expr, tail, k)) : std::make_shared<Expr>(*tail);
+      input.value = in ? in->value : 0;
+      input.text = input.expr->str();
+      stage = stageText(false, &input, r);
+      all = concat({all, c.inputOperands(ops, 1).vec(), extra});
+    }
+    return reduceChain(all, c.expr->str(), {c.stageTexts()[0], stage});
+  };
+  return grad::adjointOf(last, s.s1, gr1, r1, fold);
+}
+
+}  // namespace
+
+std::vector<std::optional<at::Tensor>> grad::chainGradients(const Chain& c, at::TensorList ops, const at::Tensor& r1,
+                                                            const at::Tensor& g, const std::vector<bool>& needed) {
   std::vector<std::optional<at::Tensor>> out(ops.size());
   const std::optional<Spaces> s = spacesOf(c, ops);
   if (!s) return out;
@@ -279,8 +332,10 @@ std::vector<std::optional<at::Tensor>> chainGradients(const Chain& c, at::Tensor
     const std::vector<at::Tensor> eops = concat({{r1}, extras1.vec()});
     for (size_t j = 0; j < extras1.size(); ++j)
       if (needed[first + j])
-        out[first + j] = grad::fusedGradient(*last.epilogue, static_cast<int>(j + 1), eops, g.sizes(), g);
-    const std::optional<at::Tensor> gr = grad::fusedGradient(*last.epilogue, 0, eops, g.sizes(), g);
+        out[first + j] =
+            grad::fusedGradient(*last.epilogue, static_cast<int>(j + 1), eops, g.sizes(), grad::Adjoint{nullptr, {g}});
+    const std::optional<at::Tensor> gr =
+        grad::fusedGradient(*last.epilogue, 0, eops, g.sizes(), grad::Adjoint{nullptr, {g}});
     if (!gr) return out;
     if (!gr->defined()) {
       for (size_t i = 0; i < first; ++i) out[i] = at::Tensor();
@@ -292,24 +347,25 @@ std::vector<std::optional<at::Tensor>> chainGradients(const Chain& c, at::Tensor
     TSFUSE_LOG(kernel, info, "gradients of reduce_chain's first stages through ATen: ", s->whyNot);
     return out;
   }
-  at::Tensor gu1 = gr1;
-  if (!last.keepdim)
-    for (int64_t d : s->reduced1) gu1 = gu1.unsqueeze(d);
-  if (last.kind == Reduction::Mean) gu1 = gu1 / s->count1;
-
-  const ChainGradients grads(c, ops, *s);
+  const std::optional<grad::Adjoint> adjoint = stage1Adjoint(c, ops, *s, r1, gr1);
+  if (!adjoint) return out;
+  const ChainGradients grads(c, ops, *s, *adjoint);
   const size_t n0 = c.expr->numInputs;
-  for (size_t i = 0; i < c.firstOperand[1]; ++i) {
-    if (!needed[i]) continue;
-    out[i] = i < n0 ? grads.operand0(static_cast<int64_t>(i), gu1) : grads.extra0(i - n0, gu1);
-  }
+  for (size_t i = 0; i < c.firstOperand[1]; ++i)
+    if (needed[i]) out[i] = i < n0 ? grads.operand0(static_cast<int64_t>(i)) : grads.extra0(i - n0);
   const size_t ni = c.inputOperands(ops, 1).size();
   for (size_t j = 0; j < ni; ++j)
-    if (needed[c.firstOperand[1] + j]) out[c.firstOperand[1] + j] = grads.input1(j, gu1);
+    if (needed[c.firstOperand[1] + j]) out[c.firstOperand[1] + j] = grads.input1(j);
   return out;
 }
 
-std::vector<std::string> splitStages(const std::string& joined) {
+std::string grad::joinStages(c10::ArrayRef<std::string> stages) {
+  std::string out;
+  for (size_t k = 0; k < stages.size(); ++k) out += (k ? "\n" : "") + stages[k];
+  return out;
+}
+
+std::vector<std::string> grad::splitStages(const std::string& joined) {
   std::vector<std::string> out;
   size_t start = 0;
   for (size_t end; (end = joined.find('\n', start)) != std::string::npos; start = end + 1)
@@ -318,13 +374,13 @@ std::vector<std::string> splitStages(const std::string& joined) {
   return out;
 }
 
+namespace {
+
 struct ChainFunction : torch::autograd::Function<ChainFunction> {
   static at::Tensor forward(AutogradContext* ctx, at::TensorList operands, const std::string& expr,
                             const std::vector<std::string>& stages) {
-    std::string joined;
-    for (size_t k = 0; k < stages.size(); ++k) joined += (k ? "\n" : "") + stages[k];
     ctx->saved_data["expr"] = expr;
-    ctx->saved_data["stages"] = joined;
+    ctx->saved_data["stages"] = grad::joinStages(stages);
     std::vector<at::Tensor> saved = operands.vec();
     const auto c = cachedChain(expr, stages);
     const ReduceSpec& last = c->stages[1];
@@ -339,6 +395,7 @@ struct ChainFunction : torch::autograd::Function<ChainFunction> {
       saved.push_back(r1);
     } else {
       out = reduceChain(operands.vec(), expr, stages);
+      if (grad::savesR1(*c)) saved.push_back(out);
     }
     ctx->save_for_backward(saved);
     return out;
@@ -346,10 +403,10 @@ struct ChainFunction : torch::autograd::Function<ChainFunction> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const std::string expr = ctx->saved_data["expr"].toStringRef();
-    const auto c = cachedChain(expr, splitStages(ctx->saved_data["stages"].toStringRef()));
+    const auto c = cachedChain(expr, grad::splitStages(ctx->saved_data["stages"].toStringRef()));
     variable_list saved = ctx->get_saved_variables();
     at::Tensor r1;
-    if (c->stages[1].epilogue) {
+    if (grad::savesR1(*c)) {
       r1 = saved.back();
       saved.pop_back();
     }
@@ -358,7 +415,7 @@ struct ChainFunction : torch::autograd::Function<ChainFunction> {
     std::vector<bool> needed(saved.size());
     for (size_t i = 0; i < saved.size(); ++i) needed[i] = ctx->needs_input_grad(i);
     std::vector<std::optional<at::Tensor>> fused(saved.size());
-    if (!at::GradMode::is_enabled()) fused = chainGradients(*c, saved, r1, grads[0], needed);
+    if (!at::GradMode::is_enabled()) fused = grad::chainGradients(*c, saved, r1, grads[0], needed);
     auto reference = [&](at::TensorList ops) { return evalChain(*c, ops)[0]; };
     for (size_t i = 0; i < saved.size(); ++i)
       if (needed[i]) out[i] = fused[i] ? *fused[i] : grad::atenGradient(reference, saved, i, grads[0]);
@@ -371,7 +428,7 @@ struct ChainFunction : torch::autograd::Function<ChainFunction> {
 std::optional<at::Tensor> reduceChainWithGradient(at::TensorList operands, c10::string_view expr,
                                                   c10::ArrayRef<std::string> stages) {
   const auto c = cachedChain(expr, stages);
-  if (const std::string why = whyNotFused(*c); !why.empty()) {
+  if (const std::string why = grad::whyNotFused(*c); !why.empty()) {
     TSFUSE_LOG(kernel, info, "reduce_chain with a gradient runs unfused: ", why);
     return std::nullopt;
   }

@@ -10,7 +10,6 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <ATen/ExpandUtils.h>
-#include <c10/core/WrapDimMinimal.h>
 
 namespace tsfuse {
 namespace {
@@ -19,28 +18,32 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 // The shape of the program's value: its operands broadcast (numbers too, as 0-dim tensors).
-std::vector<int64_t> valueShape(const variable_list& operands) {
+std::vector<int64_t> valueShape(at::TensorList operands) {
   std::vector<int64_t> shape;
   for (const at::Tensor& t : operands) shape = at::infer_size(shape, t.sizes());
   return shape;
 }
 
-// Each needed operand's gradient given the saved operands, their value's `shape`, and `grad`, the
-// incoming gradient broadcastable to that value (a reduction's with its dims kept, a mean's divided
-// by their count); `incoming` is the gradient as autograd gave it, for the unfused path.
-variable_list operandGradients(AutogradContext* ctx, const variable_list& saved, const std::vector<int64_t>& shape,
-                               const Expr& e, const ReduceSpec* reduce, const at::Tensor& grad,
-                               const at::Tensor& incoming) {
-  const bool createGraph = at::GradMode::is_enabled();
-  variable_list out(ctx->saved_data["arguments"].toInt() + saved.size());
-  auto reference = [&](at::TensorList ops) {
-    at::Tensor v = evalAten(e, ops);
-    return reduce ? applyReduction(*reduce, v) : v;
-  };
+std::vector<Arg> inputArgs(int64_t first, int64_t n) {
+  std::vector<Arg> out;
+  for (int64_t i = 0; i < n; ++i) out.push_back(Arg::input(first + i));
+  return out;
+}
+
+// Each needed operand's gradient (`arguments`: the op's non-tensor arguments, which get none),
+// given the saved operands, their value's `shape` and the value's gradient `adjoint` (nullopt:
+// none fused); `reference` recomputes the op's output with ATen for the unfused path, autograd's
+// `incoming` gradient.
+variable_list operandGradients(AutogradContext* ctx, int64_t arguments, at::TensorList saved,
+                               const std::vector<int64_t>& shape, const Expr& e,
+                               const std::optional<grad::Adjoint>& adjoint,
+                               const std::function<at::Tensor(at::TensorList)>& reference, const at::Tensor& incoming) {
+  variable_list out(arguments + saved.size());
+  if (!incoming.defined()) return out;
   for (size_t i = 0; i < saved.size(); ++i) {
-    if (!ctx->needs_input_grad(i) || !grad.defined()) continue;
+    if (!ctx->needs_input_grad(i)) continue;
     std::optional<at::Tensor> g;
-    if (!createGraph) g = grad::fusedGradient(e, static_cast<int>(i), saved, shape, grad);
+    if (adjoint && !at::GradMode::is_enabled()) g = grad::fusedGradient(e, static_cast<int>(i), saved, shape, *adjoint);
     out[i] = g ? *g : grad::atenGradient(reference, saved, i, incoming);
   }
   return out;
@@ -49,7 +52,6 @@ variable_list operandGradients(AutogradContext* ctx, const variable_list& saved,
 struct PairwiseFunction : torch::autograd::Function<PairwiseFunction> {
   static at::Tensor forward(AutogradContext* ctx, at::TensorList operands, const std::string& expr) {
     ctx->saved_data["expr"] = expr;
-    ctx->saved_data["arguments"] = int64_t{1};
     ctx->save_for_backward(operands.vec());
     return pairwise(operands, expr);  // below autograd: grad mode is off in a custom forward
   }
@@ -57,7 +59,9 @@ struct PairwiseFunction : torch::autograd::Function<PairwiseFunction> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto e = cachedExpr(ctx->saved_data["expr"].toStringRef());
     const variable_list saved = ctx->get_saved_variables();
-    return operandGradients(ctx, saved, valueShape(saved), *e, nullptr, grads[0], grads[0]);
+    auto reference = [&](at::TensorList ops) { return evalAten(*e, ops); };
+    return operandGradients(ctx, 1, saved, valueShape(saved), *e, grad::Adjoint{nullptr, {grads[0]}}, reference,
+                            grads[0]);
   }
 };
 
@@ -68,41 +72,53 @@ struct ReduceFunction : torch::autograd::Function<ReduceFunction> {
     ctx->saved_data["reduction"] = reduction;
     ctx->saved_data["dim"] = dim ? c10::IValue(*dim) : c10::IValue();
     ctx->saved_data["keepdim"] = keepdim;
-    ctx->saved_data["arguments"] = int64_t{4};
-    ctx->save_for_backward(operands.vec());
-    return tsfuse::reduce(operands, expr, reduction, dim, keepdim, std::nullopt);
+    at::Tensor out = tsfuse::reduce(operands, expr, reduction, dim, keepdim, std::nullopt);
+    std::vector<at::Tensor> saved = operands.vec();
+    if (grad::readsResult(
+            makeReduceSpec(reduction, dim ? at::OptionalIntArrayRef(*dim) : std::nullopt, keepdim, std::nullopt)))
+      saved.push_back(out);
+    ctx->save_for_backward(saved);
+    return out;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto e = cachedExpr(ctx->saved_data["expr"].toStringRef());
-    const std::string reduction = ctx->saved_data["reduction"].toStringRef();
     const c10::IValue dimArg = ctx->saved_data["dim"];
-    const bool keepdim = ctx->saved_data["keepdim"].toBool();
     std::optional<std::vector<int64_t>> dim;
     if (!dimArg.isNone()) dim = dimArg.toIntVector();
-    ReduceSpec spec = makeReduceSpec(reduction, dim ? at::OptionalIntArrayRef(*dim) : std::nullopt, keepdim,
-                                     std::nullopt, std::nullopt);
-    const variable_list saved = ctx->get_saved_variables();
-    const std::vector<int64_t> shape = valueShape(saved);
-    const int64_t rank = static_cast<int64_t>(shape.size());
-    std::vector<bool> reduced(rank, !dim || dim->empty());
-    if (dim)
-      for (int64_t d : *dim) reduced[c10::maybe_wrap_dim(d, rank)] = true;
-    at::Tensor g = grads[0];
-    int64_t count = 1;
-    for (int64_t d = 0; d < rank; ++d) {
-      if (!reduced[d]) continue;
-      count *= shape[d];
-      if (!keepdim) g = g.unsqueeze(d);
+    const ReduceSpec spec =
+        makeReduceSpec(ctx->saved_data["reduction"].toStringRef(), dim ? at::OptionalIntArrayRef(*dim) : std::nullopt,
+                       ctx->saved_data["keepdim"].toBool(), std::nullopt);
+    variable_list saved = ctx->get_saved_variables();
+    at::Tensor result;
+    if (grad::readsResult(spec)) {
+      result = saved.back();
+      saved.pop_back();
     }
-    if (spec.kind == Reduction::Mean) g = g / count;
-    return operandGradients(ctx, saved, shape, *e, &spec, g, grads[0]);
+    const std::vector<int64_t> shape = valueShape(saved);
+    auto fold = [&](const Expr* tail, const std::vector<at::Tensor>& extra, const std::string& reduction) {
+      std::vector<at::Tensor> ops = saved;
+      ops.insert(ops.end(), extra.begin(), extra.end());
+      return tsfuse::reduce(ops, grad::compose(*e, tail, static_cast<int64_t>(extra.size())).str(), reduction,
+                            reducedDims(spec, static_cast<int64_t>(shape.size())), /*keepdim=*/true, std::nullopt);
+    };
+    std::optional<grad::Adjoint> adjoint;
+    if (grads[0].defined() && !at::GradMode::is_enabled())
+      adjoint = grad::adjointOf(spec, shape, grads[0], result, fold);
+    auto reference = [&](at::TensorList ops) { return applyReduction(spec, evalAten(*e, ops)); };
+    return operandGradients(ctx, 4, saved, shape, *e, adjoint, reference, grads[0]);
   }
 };
+
+std::shared_ptr<const Expr> program(const char* text) { return cachedExpr(text); }
 
 }  // namespace
 
 namespace grad {
+
+bool readsResult(const ReduceSpec& r) {
+  return r.kind == Reduction::Amax || r.kind == Reduction::Amin || r.kind == Reduction::Logsumexp;
+}
 
 std::vector<int64_t> broadcastDims(at::IntArrayRef operand, at::IntArrayRef value) {
   std::vector<int64_t> dims;
@@ -112,20 +128,94 @@ std::vector<int64_t> broadcastDims(at::IntArrayRef operand, at::IntArrayRef valu
   return dims;
 }
 
+std::optional<Adjoint> adjointOf(const ReduceSpec& r, at::IntArrayRef shape, const at::Tensor& grad,
+                                 const at::Tensor& result, const Fold& fold) {
+  if (r.dtype || r.epilogue) return std::nullopt;
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  const std::vector<int64_t> dims = reducedDims(r, rank);
+  auto kept = [&](at::Tensor t) {
+    if (!r.keepdim)
+      for (int64_t d : dims) t = t.unsqueeze(d);
+    return t;
+  };
+  const at::Tensor g = kept(grad);
+  switch (r.kind) {
+    case Reduction::Sum:
+      return Adjoint{nullptr, {g}};
+    case Reduction::Mean: {
+      int64_t count = 1;
+      for (int64_t d : dims) count *= shape[d];
+      return Adjoint{nullptr, {g / count}};
+    }
+    case Reduction::Logsumexp:  // ATen's logsumexp_backward
+      return Adjoint{program("v1: sub($0, $2); exp(%0); mul($1, %1)"), {g, kept(result)}};
+    case Reduction::Amax:
+    case Reduction::Amin: {
+      if (r.routesGradient) {  // max/min(dim)'s values: the whole gradient to the index they return
+        const int64_t d = dims.at(0);
+        std::vector<int64_t> along(rank, 1);
+        along[d] = shape[d];
+        const at::Tensor iota = at::arange(shape[d], grad.options().dtype(at::kLong)).view(along);
+        const at::Tensor index = fold(nullptr, {}, r.kind == Reduction::Amax ? "argmax" : "argmin");
+        return Adjoint{program("v1: eq($2, $3); where(%0, $1, 0)"), {g, index, iota}};
+      }
+      // ATen's scale_grad_by_count: (g / the count of u equal to r) * (u == r)
+      const at::Tensor res = kept(result);
+      const at::Tensor ties = fold(program("v1: eq($0, $1)").get(), {res}, "sum");
+      return Adjoint{program("v1: div($1, $2); eq($0, $3); mul(%0, %1)"), {g, ties, res}};
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
+Adjoint normalizeAdjoint(bool log, int64_t dim, const at::Tensor& grad, const at::Tensor& y) {
+  if (log)  // ATen's log_softmax backward: g - exp(y) * sum(g)
+    return Adjoint{program("v1: exp($3); mul(%0, $2); sub($1, %1)"), {grad, grad.sum(dim, true), y}};
+  // softmax's: y * (g - sum(g * y))
+  return Adjoint{program("v1: sub($1, $2); mul($3, %0)"), {grad, (grad * y).sum(dim, true), y}};
+}
+
+Expr compose(const Expr& e, const Expr* tail, int64_t extra) {
+  Expr out;
+  out.numInputs = static_cast<int>(e.numInputs + extra);
+  const Arg u = appendProgram(out, e, inputArgs(0, e.numInputs));
+  if (tail) {
+    std::vector<Arg> args{u};
+    for (const Arg& a : inputArgs(e.numInputs, extra)) args.push_back(a);
+    appendProgram(out, *tail, args);
+  }
+  out.validate();
+  return out;
+}
+
 std::optional<at::Tensor> fusedGradient(const Expr& e, int wrt, at::TensorList operands, at::IntArrayRef shape,
-                                        const at::Tensor& grad) {
+                                        const Adjoint& adjoint) {
   const Gradient g = gradientOf(e, wrt, operands);
   if (g.status == Gradient::Status::None) return at::Tensor();
   if (g.status == Gradient::Status::Unsupported) {
     TSFUSE_LOG(kernel, info, "gradient of operand ", wrt, " of '", e.str(), "' through ATen: ", g.why);
     return std::nullopt;
   }
+  const int64_t n = e.numInputs, k = static_cast<int64_t>(adjoint.operands.size());
+  Expr p;
+  p.numInputs = static_cast<int>(n + k);
+  std::vector<Arg> args = inputArgs(0, n);
+  Arg gu = Arg::input(n);
+  if (adjoint.program) {
+    std::vector<Arg> in{appendProgram(p, e, args)};
+    for (const Arg& a : inputArgs(n, k)) in.push_back(a);
+    gu = appendProgram(p, *adjoint.program, in);
+  }
+  args.push_back(gu);
+  appendProgram(p, g.expr, args);
+  p.validate();
   std::vector<at::Tensor> ops = operands.vec();
-  ops.push_back(grad);
+  ops.insert(ops.end(), adjoint.operands.begin(), adjoint.operands.end());
   const at::Tensor& target = operands[wrt];
   const std::vector<int64_t> dims = broadcastDims(target.sizes(), shape);
-  at::Tensor r = dims.empty() ? pairwise(ops, g.expr.str())
-                              : tsfuse::reduce(ops, g.expr.str(), "sum", dims, /*keepdim=*/true, std::nullopt);
+  at::Tensor r =
+      dims.empty() ? pairwise(ops, p.str()) : tsfuse::reduce(ops, p.str(), "sum", dims, /*keepdim=*/true, std::nullopt);
   return r.reshape(target.sizes());
 }
 
@@ -152,9 +242,11 @@ std::optional<at::Tensor> reduceWithGradient(at::TensorList operands, c10::strin
                                              at::OptionalIntArrayRef dim, bool keepdim,
                                              std::optional<c10::ScalarType> dtype,
                                              std::optional<c10::string_view> epilogue) {
-  if (dtype || epilogue || (reduction != "sum" && reduction != "mean")) return std::nullopt;
+  if (dtype || epilogue) return std::nullopt;
   std::optional<std::vector<int64_t>> d;
   if (dim) d = dim->vec();
+  const ReduceSpec spec = makeReduceSpec(reduction, dim, keepdim, std::nullopt);
+  if (spec.kind != Reduction::Sum && spec.kind != Reduction::Mean && !grad::readsResult(spec)) return std::nullopt;
   return ReduceFunction::apply(operands, std::string(expr), std::string(reduction), d, keepdim);
 }
 

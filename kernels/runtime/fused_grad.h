@@ -8,7 +8,7 @@
 // through the op's reference evaluation, recomputed from the saved operands.
 #pragma once
 
-#include "kernels/ir/expr.h"
+#include "kernels/reference/aten_eval.h"
 
 #include <ATen/ATen.h>
 
@@ -25,10 +25,15 @@ std::optional<at::Tensor> reduceWithGradient(at::TensorList operands, c10::strin
                                              std::optional<c10::ScalarType> dtype,
                                              std::optional<c10::string_view> epilogue);
 
-// tsfuse::reduce_chain of two sums or means (kernels/runtime/chain_grad.cpp); nullopt for a chain
-// this does not cover.
+// tsfuse::reduce_chain of a sum or mean, then a reduction with an adjoint or a softmax
+// (kernels/runtime/chain_grad.cpp); nullopt for a chain this does not cover.
 std::optional<at::Tensor> reduceChainWithGradient(at::TensorList operands, c10::string_view expr,
                                                   c10::ArrayRef<std::string> stages);
+
+// tsfuse::reduce_sweep whose branches each form such a chain with stage 0, none with an epilogue
+// (kernels/runtime/sweep_grad.cpp); nullopt for a sweep this does not cover.
+std::optional<std::vector<at::Tensor>> reduceSweepWithGradient(at::TensorList operands, c10::string_view expr,
+                                                               c10::ArrayRef<std::string> stages);
 
 // The parts every kind's backward is made of.
 namespace grad {
@@ -37,12 +42,41 @@ namespace grad {
 // size-1 dims where the value's size is not 1).
 std::vector<int64_t> broadcastDims(at::IntArrayRef operand, at::IntArrayRef value);
 
-// The gradient of operand `wrt` of the elementwise program `e` over `operands` (of value `shape`),
-// given `grad` broadcastable to that value: one fused op, the operand's gradient program summed
-// over the dims it was broadcast along. nullopt where no program can be generated; an undefined
-// tensor where no gradient reaches the operand.
+// How a reduction hands its incoming gradient to the values u it folded: `program` over
+// (u, operands...) is u's gradient (null: operands[0] is), each operand broadcastable to u's space.
+//   sum: g (the incoming gradient, reduced dims kept)     mean: g / count
+//   amax/amin: g / ties * (u == r), eager's even split     max/min(dim)'s values: g where the index
+//   logsumexp: g * exp(u - r)                               softmax: y * (g - sum(g * y)), ...
+struct Adjoint {
+  std::shared_ptr<const Expr> program;
+  std::vector<at::Tensor> operands;
+};
+
+// A reduction, over the reduced dims kept, of `tail` over (u, extra...) or of u itself where null:
+// how the caller recomputes u, for the adjoints that count ties or find the index.
+using Fold =
+    std::function<at::Tensor(const Expr* tail, const std::vector<at::Tensor>& extra, const std::string& reduction)>;
+
+// Whether `r`'s adjoint reads its result (which the forward then saves): amax, amin, logsumexp.
+bool readsResult(const ReduceSpec& r);
+
+// `r`'s adjoint over a space `shape`, for autograd's `grad` and the reduction's `result` (no
+// epilogue); nullopt for a reduction with no fused adjoint (the caller runs ATen's autograd).
+std::optional<Adjoint> adjointOf(const ReduceSpec& r, at::IntArrayRef shape, const at::Tensor& grad,
+                                 const at::Tensor& result, const Fold& fold);
+// softmax / log_softmax's adjoint for their output y.
+Adjoint normalizeAdjoint(bool log, int64_t dim, const at::Tensor& grad, const at::Tensor& y);
+
+// `e` then `tail` over (e's value, operands e.numInputs...): one program over e's operands and
+// `extra` more; `e` itself where tail is null.
+Expr compose(const Expr& e, const Expr* tail, int64_t extra);
+
+// The gradient of operand `wrt` of the elementwise program `e` over `operands` (of value `shape`)
+// whose value's gradient is `adjoint`'s: one fused op, the operand's gradient program summed over
+// the dims it was broadcast along. nullopt where no program can be generated; an undefined tensor
+// where no gradient reaches the operand.
 std::optional<at::Tensor> fusedGradient(const Expr& e, int wrt, at::TensorList operands, at::IntArrayRef shape,
-                                        const at::Tensor& grad);
+                                        const Adjoint& adjoint);
 
 // The gradient of operand `i` through ATen's autograd of `reference` (the op's unfused evaluation)
 // recomputed from `saved`, for `incoming`; differentiable itself in a double backward.

@@ -17,7 +17,12 @@ ReduceSpec makeReduceSpec(c10::string_view reduction, at::OptionalIntArrayRef di
               "std:<correction>, max, min)");
   // norm's order and var/std's correction follow a colon; without one they take torch's defaults.
   const bool takesParam = r.kind == Reduction::Norm || r.variance();
-  if (takesParam && name.size() < text.size()) {
+  const bool extremum = r.kind == Reduction::Amax || r.kind == Reduction::Amin;
+  if (extremum && name.size() < text.size()) {
+    TORCH_CHECK(text.substr(name.size()) == ":index" && dim && dim->size() == 1, "tsfuse::reduce: '", reduction,
+                "': amax/amin take only ':index' (max/min(dim)'s values), over one dim");
+    r.routesGradient = true;
+  } else if (takesParam && name.size() < text.size()) {
     const std::string p = text.substr(name.size() + 1);
     char* stop = nullptr;
     const double value = std::strtod(p.c_str(), &stop);
@@ -25,8 +30,8 @@ ReduceSpec makeReduceSpec(c10::string_view reduction, at::OptionalIntArrayRef di
                 r.kind == Reduction::Norm ? "norm order" : "correction", " in '", reduction, "'");
     (r.kind == Reduction::Norm ? r.p : r.correction) = value;
   } else {
-    TORCH_CHECK(name.size() == text.size(), "tsfuse::reduce: only norm, var and std take a parameter, got '", reduction,
-                "'");
+    TORCH_CHECK(name.size() == text.size(),
+                "tsfuse::reduce: only norm, var, std, amax and amin take a parameter, got '", reduction, "'");
   }
   // An out-of-range ScalarType (e.g. an int from TorchScript) would index ATen's dtype tables.
   TORCH_CHECK(!dtype || (static_cast<int>(*dtype) >= 0 && *dtype < c10::ScalarType::NumOptions),

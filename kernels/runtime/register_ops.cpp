@@ -1,6 +1,6 @@
 // The dispatcher registrations of the fused op kinds, generated from kernels/runtime/fused_ops.def,
-// and the C++ entry points of include/tsfuse/ops.h. Each kind gets: autograd (pairwise, reduce's
-// sum/mean and a chain of two of them: fused, with a generated fused backward,
+// and the C++ entry points of include/tsfuse/ops.h. Each kind gets: autograd (pairwise, reduce, a
+// chain of two stages and a sweep, where their reductions have a fused adjoint: fused, with a generated fused backward,
 // kernels/runtime/fused_grad.h; the other kinds unfused through ATen when a gradient is needed, so
 // autograd records the original ops), Meta, CPU (the native tile path), CUDA (the generated kernels) and every other device (the chunked
 // ATen path). Each native path falls back to the chunked one where it declines.
@@ -66,6 +66,10 @@ struct Kernels<Kind, R(at::TensorList, Args...)> {
       if constexpr (std::is_same_v<Kind, ReduceChainKind>) {
         auto a = std::tie(args...);
         if (auto r = reduceChainWithGradient(ops, std::get<0>(a), std::get<1>(a))) return *r;
+      }
+      if constexpr (std::is_same_v<Kind, ReduceSweepKind>) {
+        auto a = std::tie(args...);
+        if (auto r = reduceSweepWithGradient(ops, std::get<0>(a), std::get<1>(a))) return *r;
       }
       return Kind::eager(ops, std::move(args)...);
     }
@@ -144,6 +148,9 @@ TORCH_LIBRARY(tsfuse, m) {
         [](const at::Tensor& self) { return self.to(tsfuse::upcastDtype(self.scalar_type())); });
   // what an in-place op leaves in a fresh tensor (passes/canonicalize.cpp): value itself, or a cast of it.
   m.def("inplace_result(Tensor(a) value, Tensor self) -> Tensor(a)", &tsfuse::inplaceResult);
+  // max/min(self, dim, keepdim)'s values when the indices are unused (passes/canonicalize.cpp): a
+  // reduction the passes fuse as amax/amin whose gradient, as max/min's, goes to the one index.
+  m.def("extremum_values(Tensor self, int dim, bool keepdim, bool max) -> Tensor", &tsfuse::extremumValues);
   // a piece of a cat or stack whose reduction became elementwise (passes/split_cat_reductions.cpp):
   // piece itself, or that op's error.
   m.def("cat_piece(Tensor(a) piece, Tensor first, int entry, int dim, bool stack) -> Tensor(a)", &tsfuse::catPiece);

@@ -238,6 +238,7 @@ struct ReductionOverload {
   int dim = -1, keepdim = -1, dtype = -1;  // input positions, -1 when absent
   int p = -1;                              // norm's order (a Scalar; None means 2)
   int unbiased = -1, correction = -1;      // var/std: a bool, or a Scalar (None means 1)
+  int max = -1;  // tsfuse::extremum_values: a bool, amax's values (true) or amin's, routing the gradient
 };
 
 const std::unordered_map<std::string, ReductionOverload>& reductionTable() {
@@ -264,6 +265,8 @@ const std::unordered_map<std::string, ReductionOverload>& reductionTable() {
       {"aten::max.dim", {Reduction::Max, 1, 2}},
       {"aten::min.dim", {Reduction::Min, 1, 2}},
       {"aten::logsumexp.", {Reduction::Logsumexp, 1, 2}},
+      // max/min(x, dim)'s values with the indices unused (passes/canonicalize.cpp).
+      {"tsfuse::extremum_values.", {Reduction::Amax, 1, 2, -1, -1, -1, -1, 3}},
       {"aten::linalg_vector_norm.", {Reduction::Norm, 2, 3, 4, 1}},
       {"aten::norm.Scalar", {Reduction::Norm, -1, -1, -1, 1}},
       {"aten::norm.ScalarOpt_dim", {Reduction::Norm, 2, 3, -1, 1}},
@@ -332,6 +335,12 @@ bool matchReduction(Node* n, ReductionMatch& out, std::string* why) {
   }
   if (r.correction >= 0) {
     if (!constantScalarOrNone(n->input(r.correction), out.spec.correction)) return fail("the correction");
+  }
+  if (r.max >= 0) {
+    auto m = constantValue(n->input(r.max));
+    if (!m || !m->isBool()) return fail("max");
+    out.spec.kind = m->toBool() ? Reduction::Amax : Reduction::Amin;
+    out.spec.routesGradient = true;
   }
   return true;
 }

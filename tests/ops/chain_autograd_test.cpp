@@ -5,6 +5,7 @@
 #include "chain_util.h"
 
 #include "kernels/reference/aten_eval.h"
+#include "kernels/runtime/sweep.h"
 
 #include <ATen/record_function.h>
 #include <torch/csrc/autograd/autograd.h>
@@ -152,8 +153,55 @@ TEST(ChainAutograd, AnOperandOfTheWholeSpaceTrainsFused) {
                          true});
 }
 
+// Stage 1 hands its gradient to stage 0's value by its own rule (fused_grad.h, Adjoint): Chamfer's
+// minimum (ties split as eager's amin; to the index for max/min(dim)'s values), logsumexp, and the
+// soft assignment's softmax over the sums (its output saved, as eager saves it).
+TEST(ChainAutograd, ExtremaLogsumexpAndSoftmaxTrainFused) {
+  T in = points(6, 5, 2, 408);
+  in[1] = at::cat({in[1].slice(0, 0, 3), in[1].slice(0, 0, 2)});  // repeated points: tied distances
+  in.push_back(tsfuse::wrappedNumber(0.5));
+  for (const char* last :
+       {"amin(dim=[1], keepdim=False)", "amin:index(dim=[1], keepdim=True)", "amax:index(dim=[0], keepdim=False)",
+        "logsumexp(dim=[1], keepdim=False)", "softmax(dim=1)", "log_softmax(dim=0)"})
+    expectEagersGradients(
+        {kSquares, {"sum(dim=[2], keepdim=False) |> v1: neg($0); mul(%0, $1)", last}, in, {true, true, false}, true});
+  T weighted = in;
+  weighted.push_back(Gen(409).tensor({1, 5}, at::kDouble));
+  expectEagersGradients({kSquares,
+                         {"sum(dim=[2], keepdim=False) |> v1: neg($0); mul(%0, $1)",
+                          "fused(v1: mul($0, $1); $0 = value) |> amin(dim=[1], keepdim=False)"},
+                         weighted,
+                         {true, true, false, true},
+                         true});
+}
+
+// Chamfer's sweep: each minimum's gradient through its chain [stage 0, branch], summed; a branch
+// whose output has no gradient adds nothing.
+TEST(ChainAutograd, ChamferSweepTrainsFused) {
+  T in = points(6, 5, 3, 410);
+  in[1] = at::cat({in[1].slice(0, 0, 3), in[1].slice(0, 0, 2)});  // tied distances
+  const std::vector<std::string> stages{"sum(dim=[-1], keepdim=False)", "amin(dim=[1], keepdim=False)",
+                                        "amin:index(dim=[0], keepdim=False)"};
+  auto run = [&](bool fused, bool both) {
+    at::Tensor x = in[0].clone().requires_grad_(), y = in[1].clone().requires_grad_();
+    std::vector<at::Tensor> out = fused ? tsfuse::reduceSweep({x, y}, kSquares, stages)
+                                        : tsfuse::evalSweep(*tsfuse::cachedSweep(kSquares, stages), {x, y});
+    at::Tensor loss = out[0].mean() * 0.7;
+    if (both) loss = loss + out[1].mean();
+    OpsRun ops;
+    loss.backward();
+    if (fused) EXPECT_TRUE(ops.ran("tsfuse::reduce_chain"));
+    return std::vector<at::Tensor>{x.grad(), y.grad()};
+  };
+  for (bool both : {true, false}) {
+    const auto want = run(false, both), got = run(true, both);
+    EXPECT_TRUE(sameTensor(want[0], got[0], false, 1e-12, 1e-12)) << "x, both " << both;
+    EXPECT_TRUE(sameTensor(want[1], got[1], false, 1e-12, 1e-12)) << "y, both " << both;
+  }
+}
+
 // Chains the fused backward does not cover run ATen's autograd through the reference: a third
-// stage, an extremum, stage 1 broadcasting stage 0's value, and a double backward.
+// stage, an extremum first, stage 1 broadcasting stage 0's value, and a double backward.
 TEST(ChainAutograd, OtherChainsTrainThroughAten) {
   T in = points(4, 5, 2, 406);
   expectEagersGradients({kSquares,
@@ -162,7 +210,7 @@ TEST(ChainAutograd, OtherChainsTrainThroughAten) {
                          {true, true},
                          false});
   expectEagersGradients(
-      {kSquares, {"sum(dim=[2], keepdim=False)", "amax(dim=[1], keepdim=False)"}, in, {true, true}, false});
+      {kSquares, {"amax(dim=[2], keepdim=False)", "sum(dim=[1], keepdim=False)"}, in, {true, true}, false});
   Gen g(407);
   T wide = in;
   wide.push_back(g.tensor({3, 1, 1}, at::kDouble));

@@ -258,13 +258,36 @@ TEST(OpAutograd, ReduceGradientsEqualEagers) {
                               ReduceArgs{"mean", std::vector<int64_t>{-1, 1}, true, std::nullopt},
                               ReduceArgs{"prod", std::vector<int64_t>{2}, false, std::nullopt},
                               ReduceArgs{"amax", std::vector<int64_t>{1}, true, std::nullopt},
-                              ReduceArgs{"amin", std::nullopt, false, std::nullopt}})
+                              ReduceArgs{"amin", std::nullopt, false, std::nullopt},
+                              ReduceArgs{"amin:index", std::vector<int64_t>{-1}, false, std::nullopt},
+                              ReduceArgs{"logsumexp", std::vector<int64_t>{1, 2}, false, std::nullopt}})
     expectSameGrads("v1: sub($0, $1); mul(%0, %0)", sq, in, {true, true}, a);
-  // Ties in amax share the gradient, as in eager.
-  T ties = {at::tensor({1.0, 2.0, 2.0}, at::kDouble).view({3, 1}), at::zeros({1, 2}, at::kDouble)};
-  expectSameGrads(
-      "v1: add($0, $1)", [](const T& x) { return at::add(x[0], x[1]); }, ties, {true, true},
-      ReduceArgs{"amax", std::vector<int64_t>{0}, false, std::nullopt});
+  // Ties: amax shares the gradient among them, max(dim)'s values give it to the index max returns
+  // (the first), as in eager; NaN propagates as eager's.
+  T ties = {at::tensor({1.0, 2.0, 2.0}, at::kDouble).view({3, 1}),
+            at::tensor({0.0, 0.0, NAN}, at::kDouble).view({1, 3})};
+  for (const char* r : {"amax", "amax:index", "amin", "amin:index"})
+    expectSameGrads(
+        "v1: add($0, $1)", [](const T& x) { return at::add(x[0], x[1]); }, ties, {true, true},
+        ReduceArgs{r, std::vector<int64_t>{0}, false, std::nullopt});
+}
+
+// amax, amin, max/min(dim)'s values and logsumexp train fused: the backward runs native tiles.
+TEST(OpAutograd, ExtremaAndLogsumexpTrainFused) {
+  Gen g(315);
+  for (const char* reduction : {"amax", "amin:index", "logsumexp"}) {
+    SCOPED_TRACE(reduction);
+    at::Tensor x = g.tensor({6, 1, 3}, at::kFloat).requires_grad_(true), y = g.tensor({5, 3}, at::kFloat);
+    at::Tensor out =
+        tsfuse::reduce({x, y}, "v1: sub($0, $1); abs(%0)", reduction, std::vector<int64_t>{1}, false, std::nullopt);
+    auto native = [] {
+      const tsfuse::PathCounts c = tsfuse::pathCounts();
+      return c.compiledTiles + c.compiledPieces + c.interpretedTiles;
+    };
+    const int64_t before = native();
+    out.backward(at::ones_like(out));
+    EXPECT_GT(native(), before);
+  }
 }
 
 TEST(OpAutograd, NoGradModeRunsTheFusedKernel) {

@@ -25,6 +25,15 @@ def nested_kernel_sum(x, y, s: float):
     return torch.exp(-((x[:, None] - y[None]) ** 2).sum(-1) / s).sum(1)
 
 
+def chamfer(x, y):
+    d = ((x[:, None] - y[None]) ** 2).sum(-1)
+    return d.min(1)[0].mean() + d.min(0)[0].mean()
+
+
+def best_products(a, b):
+    return (a[:, None] * b[None, :]).max(1)[0]
+
+
 def box_overlap(a, b):
     lt = torch.max(a[:, None, :2], b[None, :, :2])
     rb = torch.min(a[:, None, 2:], b[None, :, 2:])
@@ -72,6 +81,22 @@ def test_a_reduction_inside_a_reduction_trains_through_the_fused_chain(tsfuse_li
     x, y = torch.randn(300, 3, generator=g), torch.randn(200, 3, generator=g)
     check(torch.jit.script(nested_kernel_sum), nested_kernel_sum, [x, y], 2.5, op="tsfuse::reduce_chain",
           terms=200 * 3)
+
+
+def test_chamfer_trains_through_the_fused_sweep(tsfuse_lib):
+    g = torch.Generator().manual_seed(4)
+    x, y = torch.randn(300, 3, generator=g), torch.randn(200, 3, generator=g)
+    check(torch.jit.script(chamfer), chamfer, [x, y], op="tsfuse::reduce_sweep")
+
+
+def test_max_values_give_the_gradient_to_maxs_index_on_ties(tsfuse_lib):
+    # b holds a repeated value: each row's maximum is tied, and eager's max(dim) gives the whole
+    # gradient to the first index where amax would split it.
+    a, b = torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1.0, 1.0, 0.5])
+    check(torch.jit.script(best_products), best_products, [a, b], op="tsfuse::reduce")
+    _, (ga, gb), _ = weighted_backward(torch.jit.script(best_products), [a, b])
+    _, (wa, wb), _ = weighted_backward(best_products, [a, b])
+    assert torch.equal(gb, wb) and torch.equal(ga, wa), (gb, wb)
 
 
 def test_box_overlap_trains_through_the_fused_op(tsfuse_lib):

@@ -133,9 +133,11 @@ TEST(HostileArgs, BogusReductionNamesRaise) {
     std::string err = errorOf([&] { tsfuse::reduce(ops, "v1: sub($0, $1)", name); });
     EXPECT_NE(err.find("unknown reduction"), std::string::npos) << err;
   }
-  for (const std::string& name : {"max:2", "sum:1", "norm:", "norm:2x", "var:", "std:1x", "var:1:2"}) {
-    std::string err = errorOf([&] { tsfuse::reduce(ops, "v1: sub($0, $1)", name); });
-    EXPECT_TRUE(err.find("only norm, var and std take a parameter") != std::string::npos ||
+  for (const std::string& name : {"max:2", "sum:1", "norm:", "norm:2x", "var:", "std:1x", "var:1:2", "amax:2",
+                                  "amin:index:index", "amax:index"}) {
+    std::string err = errorOf([&] { tsfuse::reduce(ops, "v1: sub($0, $1)", name); });  // dim=None
+    EXPECT_TRUE(err.find("only norm, var, std, amax and amin take a parameter") != std::string::npos ||
+                err.find("amax/amin take only ':index'") != std::string::npos ||
                 err.find("malformed norm order") != std::string::npos ||
                 err.find("malformed correction") != std::string::npos)
         << err;
