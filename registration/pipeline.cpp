@@ -46,7 +46,7 @@ const std::vector<PassInfo>& pipelinePasses() {
        UnrollAccumulations, true},
       {"canonicalize",
        "lower tuples, fold constants, in-place -> out-of-place (tsfuse::inplace_result keeps its dtype), identity "
-       "slices, values-only max/min(dim), "
+       "slices, values-only max/min(dim) -> tsfuse::extremum_values, "
        "x[bool mask] = c -> where",
        Canonicalize},
       {"fold_upcast", "prim::If on a tensor's dtype computing torchvision's _upcast -> tsfuse::upcast", FoldUpcast},
