@@ -216,7 +216,14 @@ std::optional<at::Tensor> fusedGradient(const Expr& e, int wrt, at::TensorList o
   const std::vector<int64_t> dims = broadcastDims(target.sizes(), shape);
   at::Tensor r =
       dims.empty() ? pairwise(ops, p.str()) : tsfuse::reduce(ops, p.str(), "sum", dims, /*keepdim=*/true, std::nullopt);
-  return r.reshape(target.sizes());
+  return shapedAs(r, shape, dims, target);
+}
+
+at::Tensor shapedAs(const at::Tensor& r, at::IntArrayRef shape, const std::vector<int64_t>& dims,
+                    const at::Tensor& target) {
+  std::vector<int64_t> kept = shape.vec();
+  for (int64_t d : dims) kept[d] = 1;
+  return r.expand(kept).reshape(target.sizes());
 }
 
 at::Tensor atenGradient(const std::function<at::Tensor(at::TensorList)>& reference, at::TensorList saved, size_t i,

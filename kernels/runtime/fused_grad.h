@@ -78,6 +78,11 @@ Expr compose(const Expr& e, const Expr* tail, int64_t extra);
 std::optional<at::Tensor> fusedGradient(const Expr& e, int wrt, at::TensorList operands, at::IntArrayRef shape,
                                         const Adjoint& adjoint);
 
+// A gradient `r` computed over a space `shape` with `dims` summed (kept) as `target`'s: a program
+// that reads fewer operands than the space spans gives a value of fewer dims, broadcast here.
+at::Tensor shapedAs(const at::Tensor& r, at::IntArrayRef shape, const std::vector<int64_t>& dims,
+                    const at::Tensor& target);
+
 // The gradient of operand `i` through ATen's autograd of `reference` (the op's unfused evaluation)
 // recomputed from `saved`, for `incoming`; differentiable itself in a double backward.
 at::Tensor atenGradient(const std::function<at::Tensor(at::TensorList)>& reference, at::TensorList saved, size_t i,

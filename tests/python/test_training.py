@@ -99,6 +99,20 @@ def test_max_values_give_the_gradient_to_maxs_index_on_ties(tsfuse_lib):
     assert torch.equal(gb, wb) and torch.equal(ga, wa), (gb, wb)
 
 
+def weighted_columns(a, w):
+    return (a * w[None, :]).sum()
+
+
+def test_a_gradient_reading_fewer_dims_than_the_value_is_broadcast(tsfuse_lib):
+    # a's gradient program reads w and the incoming gradient only: a [1, 3] value for a [4, 3] a.
+    a, w = torch.randn(4, 3), torch.rand(3)
+    scripted = torch.jit.script(weighted_columns)
+    for _ in range(3):
+        _, (ga,), _ = weighted_backward(scripted, [a], w)
+    assert "tsfuse::" in str(torch.jit.last_executed_optimized_graph())
+    assert torch.equal(ga, (w * torch.linspace(-1, 1, 1)).expand(4, 3))
+
+
 def test_box_overlap_trains_through_the_fused_op(tsfuse_lib):
     g = torch.Generator().manual_seed(1)
     xy = torch.rand(40, 2, generator=g) * 10
