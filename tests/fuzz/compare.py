@@ -15,6 +15,27 @@ KNOWN_DIVERGENCES = {
     # rerunning eager with every tie decided each way (zero_ties.py).
     "signed_zero_tie": "a signed-zero tie of minimum/maximum/clamp/relu or amax/amin (on CUDA only of a "
                        "reduction), or what later ops made of it: eager's own result changes with the tie",
+    # Gradient mode (grad.py). Eager's backward fails when an in-place op overwrote a value its
+    # autograd graph saved (x = a.exp(); x.add_(1)); a fused op that absorbed the in-place op saved
+    # its operands only, so its backward runs. Classified only when the optimized program's
+    # forward and gradients equal eager's run under allow_mutation_on_saved_tensors (the backward
+    # of the values as they were saved).
+    "inplace_saved_tensor": "eager's backward fails (a saved value was overwritten in place); the fused "
+                            "program's gradients equal eager's under allow_mutation_on_saved_tensors",
+    # Gradient mode. A fused op's output requires grad when any operand does, also when the
+    # operand reaches it through comparisons or a creation alone (`(x > 0).float()`, ones_like(x)),
+    # where eager's output does not. Classified only when the gradient through those outputs is
+    # zero (None) and everything else matched.
+    "requires_grad_without_gradient": "a floating output requires grad in the optimized program only; the "
+                                      "gradient through it is zero",
+    # Gradient mode. Eager's backward evaluates every local derivative on whole tensors, also where
+    # the incoming gradient is zero (elements a slice, a max/min(dim) or a mask cut away, the zero
+    # gradient of a rounded division), and 0 * inf, 0 * NaN, 0 / 0 there make its gradient NaN;
+    # a fused backward that computes only the elements it needs gives the finite value. Classified
+    # per element: eager's gradient NaN, the optimized one finite and within twice the bound of
+    # eager's gradient recomputed with 0 * inf = 0 (grad_bound.py's G), everything else matched.
+    "nan_from_zero_gradient": "eager's gradient is NaN where its backward multiplied a zero gradient by an "
+                              "infinite or NaN derivative; the fused gradient is the finite value without it",
 }
 # Contracts the generator's error bounds apply (not classifications: the bound is part of the
 # comparison, see gen.py). Listed so the report states every place that is not bit-exact.

@@ -136,13 +136,7 @@ class Program:
     def reproducer(self, lib_path, gen_dir):
         args = ", ".join(s.code() if isinstance(s, InputSpec) else repr(s) for s in self.inputs)
         return "\n".join([
-            "import sys, torch",
-            f"sys.path.insert(0, {gen_dir!r})",
-            "from gen import make_input",
-            f"torch.ops.load_library({lib_path!r})",
-            "src = '''",
-            self.source().rstrip("\n"),
-            "'''",
+            *reproducer_head(self, lib_path, gen_dir),
             "cu = torch.jit.CompilationUnit(src)",
             "scope = {'torch': torch, 'Tensor': torch.Tensor}",
             "exec(src, scope)",
@@ -485,3 +479,9 @@ def generate(seed, index=0):
     if p.trace:
         p.forms.add("traced")
     return p
+
+
+def reproducer_head(program, lib_path, gen_dir):
+    """A reproducer script's first lines: imports, the library, the program's source as `src`."""
+    return ["import sys, torch", f"sys.path.insert(0, {gen_dir!r})", "from gen import make_input",
+            f"torch.ops.load_library({lib_path!r})", "src = '''", program.source().rstrip("\n"), "'''"]

@@ -5,6 +5,7 @@ through optimize-ts), executed with libtsfuse loaded, compared with eager PyTorc
     python tests/fuzz/run.py --programs 100000    # longer (or TSFUSE_FUZZ_PROGRAMS=100000, make fuzz N=...)
     python tests/fuzz/run.py --only 1234          # re-run one program, print its source and reproducer
     TSFUSE_FUZZ_DEVICE=cuda python tests/fuzz/run.py   # inputs on the GPU: eager CUDA vs tsfuse's kernels
+    python tests/fuzz/run.py --grad               # gradient mode too (or TSFUSE_FUZZ_GRAD=1): grad.py
 
 Comparison rules (per output, plus every input tensor after the call, since programs may write
 through views of their inputs): same dtype, shape and strides; values bit-exact where the
@@ -13,6 +14,13 @@ equal and finite values within the bound elsewhere (reductions, transcendental o
 raises, the optimized program must raise an error of the same class. A disagreement with eager
 that the unoptimized TorchScript program shows identically is TorchScript's own divergence, not
 tsfuse's; it is reported separately. Exit status 1 on any mismatch.
+
+Gradient mode (--grad): every program with a float32/float64 input also runs with those inputs
+requiring grad, eagerly and through a fresh compilation of each path, and the gradients of its
+floating outputs for a fixed incoming gradient are compared within grad_bound.py's summation-order
+bound (the rules are grad.py's docstring). Its mismatches are triaged, minimized and counted like
+the others; the report adds how many programs had gradients compared and how many of those ran a
+tsfuse:: op with grad enabled.
 """
 import argparse
 import collections
@@ -42,6 +50,7 @@ sys.path.insert(0, str(HERE))
 import torch  # noqa: E402
 
 import gen  # noqa: E402
+import grad  # noqa: E402
 from compare import BOUND_CONTRACTS, KNOWN_DIVERGENCES, compare_results  # noqa: E402
 
 # Forms whose own op can be checked in the executed graph: the form counts as fused in a program
@@ -117,73 +126,109 @@ def check_one(program, mode="script"):
     return problem, known, fused, eager
 
 
-def triage(program, opt, mode, seed):
+def compiled(program, mode):
+    """A fresh compilation of the program for `mode` ("script" or "trace"; optimize-ts programs
+    are minimized and rerun as scripted ones)."""
+    if mode == "trace":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return torch.jit.trace(program.eager_fn(), tuple(program.make_inputs()), check_trace=False)
+    return getattr(torch.jit.CompilationUnit(program.source()), program.name)
+
+
+def check_grad_one(program, mode="script"):
+    """check_one for gradient mode: (problem, known, fused, (eager outputs, eager error, inputs))."""
+    problem, known, eager, opt = grad.check(program, program.eager_fn(), compiled(program, mode))
+    return problem, known, "tsfuse::" in opt.graph, (eager.outputs, eager.error, eager.inputs)
+
+
+def triage(program, opt, mode, seed, eager=None):
     """A mismatch that TorchScript without tsfuse shows identically (same executor settings, the
     library loaded with TSFUSE_DISABLE=1, in a fresh process) is TorchScript's own divergence from
-    eager (its peephole/constant folding or its error mapping), not tsfuse's."""
-    ref = reference_run(program, mode, seed)
-    if ref is not None and compare_results(program, ref, opt)[0] is None:
+    eager (its peephole/constant folding or its error mapping), not tsfuse's. With `eager` (a
+    grad.GradResult), `opt` is one too and the reference is a gradient run."""
+    ref = reference_run(program, mode, seed, grad_mode=eager is not None)
+    if ref is None:
+        return None
+    if eager is not None:
+        fn = program.eager_fn()
+        same = grad.compare_grad(program, ref, opt, lambda: grad.bound_for(program, fn, eager))
+        return "torchscript_vs_eager" if same[0] is None else None
+    if compare_results(program, ref, opt)[0] is None:
         return "torchscript_vs_eager"
     return None
 
 
-def reference_run(program, mode, seed):
+def reference_run(program, mode, seed, grad_mode=False):
     with tempfile.TemporaryDirectory() as d:
         out = pathlib.Path(d) / "ref.pt"
         env = dict(os.environ, TSFUSE_DISABLE="1")
         r = subprocess.run([sys.executable, str(HERE / "run.py"), "--seed", str(seed), "--only", program.name[1:],
-                            "--reference", "trace" if mode == "trace" else "script", "--out", str(out)],
+                            "--reference", "trace" if mode == "trace" else "script", "--out", str(out)]
+                           + (["--grad"] if grad_mode else []),
                            env=env, capture_output=True, text=True)
         if r.returncode != 0 or not out.exists():
             return None
         res = torch.load(str(out), weights_only=False)
     exc = RuntimeError(res["error"]) if res["error"] is not None else None
+    if grad_mode:
+        return grad.GradResult(res["outputs"], exc, res["stage"], res["inputs"], res["needs"], res["grads"])
     return res["outputs"], exc, res["inputs"]
 
 
-def write_reference(program, mode, path):
-    """--reference: runs one program with the pre-pass disabled and saves what it returned."""
-    fn = program.eager_fn()
-    if mode == "trace":
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            fn = torch.jit.trace(fn, tuple(program.make_inputs()), check_trace=False)
-    else:
-        fn = getattr(torch.jit.CompilationUnit(program.source()), program.name)
+def _error_text(exc):
+    """An error as the TorchScript interpreter reports it (error_class reads its last line)."""
+    if exc is None:
+        return None
+    err = f"The following operation failed in the TorchScript interpreter.\n{exc}"
+    if "TorchScript interpreter" not in str(exc):
+        err += f"\n{type(exc).__name__}: {exc}"
+    return err
+
+
+def write_reference(program, mode, path, grad_mode=False):
+    """--reference: runs one program with the pre-pass disabled and saves what it returned (with
+    --grad: its gradient run)."""
+    fn = compiled(program, mode)
+    if grad_mode:
+        res = grad.run_grad(program, fn, grad.CALLS)
+        assert "tsfuse::" not in res.graph
+        torch.save({"outputs": res.outputs, "error": _error_text(res.error), "stage": res.stage,
+                    "inputs": res.inputs, "needs": res.needs, "grads": res.grads}, path)
+        return
     (out, exc, args), fused = run_script(program, fn)
     assert not fused
-    err = None if exc is None else f"The following operation failed in the TorchScript interpreter.\n{exc}"
-    if exc is not None and "TorchScript interpreter" not in str(exc):
-        err += f"\n{type(exc).__name__}: {exc}"
-    torch.save({"outputs": out, "error": err, "inputs": args}, path)
+    torch.save({"outputs": out, "error": _error_text(exc), "inputs": args}, path)
 
 
-def minimize(program, mode, problem):
+def minimize(program, mode, problem, check=None):
     """Drops statements (and all outputs but the failing one) while the mismatch persists and the
-    kept outputs' eager values are unchanged (so their error bounds still apply)."""
+    kept outputs' eager values are unchanged (so their error bounds still apply). `check` is
+    check_one (default) or check_grad_one."""
+    check = check or check_one
     best = copy.deepcopy(program)
     m = re.match(r"output (\d+)", problem)
-    base = check_one(best, mode)[3]
+    base = check(best, mode)[3]
     if m:
         k = int(m.group(1))
         cand = copy.deepcopy(best)
         cand.outputs, cand.errs = [best.outputs[k]], [best.errs[k]]
-        if _still_fails(cand, mode, base, [k]):
+        if _still_fails(cand, mode, base, [k], check):
             best = cand
-            base = check_one(best, mode)[3]
+            base = check(best, mode)[3]
     i = len(best.lines) - 1
     while i >= 0:
         cand = copy.deepcopy(best)
         del cand.lines[i]
-        if _still_fails(cand, mode, base, list(range(len(cand.outputs)))):
+        if _still_fails(cand, mode, base, list(range(len(cand.outputs))), check):
             best = cand
         i -= 1
     return best
 
 
-def _still_fails(cand, mode, base, keep):
+def _still_fails(cand, mode, base, keep, check=None):
     try:
-        problem, known, _, eager = check_one(cand, mode)
+        problem, known, _, eager = (check or check_one)(cand, mode)
     except Exception:  # noqa: BLE001 - a candidate that no longer compiles
         return False
     if problem is None or known:
@@ -244,13 +289,25 @@ def _worker(task, tmp):
     # results stay right: the library counts such runs, and each is a failure here.
     threw = [torch.ops.tsfuse._pipeline_failures()]
 
-    def record(p, mode, eager, opt, fused):
+    def check_threw(p, mode, grad_mode=False):
         now = torch.ops.tsfuse._pipeline_failures()
         if now != threw[0]:
             threw[0] = now
-            failures.append({"index": int(p.name[1:]), "mode": mode, "source": p.source(),
+            failures.append({"index": int(p.name[1:]), "mode": mode, "source": p.source(), "grad": grad_mode,
                              "problem": "a pass threw: the executor hook left the graph unoptimized (see the "
                                         "worker's stderr for the error)"})
+
+    def file_problem(entry, known):
+        """A problem as unoptimized TorchScript's own divergence, a known divergence, or a failure."""
+        if known == "torchscript_vs_eager":
+            ts_divergences.append(entry)
+        elif known:
+            knowns.append(dict(entry, known=known))
+        else:
+            failures.append(entry)
+
+    def record(p, mode, eager, opt, fused):
+        check_threw(p, mode)
         problem, known = compare_results(p, eager, opt)
         stats["runs"] += 1
         stats[f"runs_{mode}"] += 1
@@ -259,15 +316,57 @@ def _worker(task, tmp):
             known = triage(p, opt, mode, seed)
         if problem is None:
             return fused
-        entry = {"index": int(p.name[1:]), "mode": mode, "problem": problem, "source": p.source()}
-        if known == "torchscript_vs_eager":
-            ts_divergences.append(entry)
-        elif known:
-            knowns.append(dict(entry, known=known))
-        else:
-            failures.append(entry)
+        file_problem({"index": int(p.name[1:]), "mode": mode, "problem": problem, "source": p.source()}, known)
         return fused
 
+    def record_grad(p, mode, fn, eager_fn):
+        """Gradient mode: p's gradient run through `fn` (a fresh compilation) vs eager's."""
+        if not grad.leaves_of(p):
+            stats["grad_no_leaf"] += 1
+            return
+        gstats = {}
+        problem, known, eager, opt = grad.check(p, eager_fn, fn, gstats)
+        check_threw(p, mode, True)
+        for k, v in gstats.items():
+            if k == "grad_no_bound_why":
+                no_bound.extend(v)
+            elif k == "grad_ratios":
+                ratios.extend((r, int(p.name[1:]), mode) for r in v)
+            else:
+                stats[k] += v
+        stats[f"grad_runs_{mode}"] += 1
+        fused = "tsfuse::" in opt.graph
+        if eager.error is not None:
+            stats["grad_error_runs"] += 1
+        elif not any(eager.needs):
+            stats["grad_no_output"] += 1
+        else:
+            stats["grad_compared"] += 1
+            stats[f"grad_compared_{mode}"] += 1
+            stats["grad_fused"] += fused
+            stats[f"grad_fused_{mode}"] += fused
+        if problem and not known:
+            known = triage(p, opt, mode, seed, eager)
+        if problem is None:
+            return
+        file_problem({"index": int(p.name[1:]), "mode": mode, "grad": True, "problem": problem,
+                      "source": p.source()}, known)
+
+    def compile_unit(programs, report):
+        try:
+            cu = torch.jit.CompilationUnit("\n".join(p.source() for p in programs))
+            return {p.name: getattr(cu, p.name) for p in programs}
+        except Exception:  # noqa: BLE001 - find the program(s) TorchScript rejects
+            fns = {}
+            for p in programs:
+                try:
+                    fns[p.name] = getattr(torch.jit.CompilationUnit(p.source()), p.name)
+                except Exception as exc:  # noqa: BLE001
+                    if report:
+                        unscriptable.append({"index": int(p.name[1:]), "error": str(exc).splitlines()[0]})
+            return fns
+
+    no_bound, ratios = [], []
     B = opts["batch"]
     for start in range(0, len(indices), B):
         progs = [gen.generate(seed, i) for i in indices[start:start + B]]
@@ -275,19 +374,14 @@ def _worker(task, tmp):
         via_cu = [p for p in progs if p not in via_ts]
         scope = {"torch": torch, "Tensor": torch.Tensor, "__name__": "tsfuse_fuzz_programs"}
         exec("\n".join(p.source() for p in progs), scope)  # noqa: S102
-        try:
-            cu = torch.jit.CompilationUnit("\n".join(p.source() for p in via_cu))
-            fns = {p.name: getattr(cu, p.name) for p in via_cu}
-        except Exception:  # noqa: BLE001 - find the program(s) TorchScript rejects
-            fns = {}
-            for p in via_cu:
-                try:
-                    fns[p.name] = getattr(torch.jit.CompilationUnit(p.source()), p.name)
-                except Exception as exc:  # noqa: BLE001
-                    unscriptable.append({"index": int(p.name[1:]), "error": str(exc).splitlines()[0]})
-        module = None
+        fns = compile_unit(via_cu, True)
+        # Gradient mode: fresh compilations, whose executors see only calls with grad enabled.
+        grad_fns = compile_unit(via_cu, False) if opts["grad"] else {}
+        module = grad_module = None
         if via_ts:
             module = optimize_ts_batch(via_ts, tmp)
+            if opts["grad"]:
+                grad_module = torch.jit.load(str(tmp / "out.pt"))
         for p in progs:
             if progress:  # which program this worker is on, should it die (see run_tasks)
                 pathlib.Path(progress).write_text(p.name[1:])
@@ -306,16 +400,24 @@ def _worker(task, tmp):
                 fused, graph = fused_static, str(fn.graph)
             stats["programs"] += 1
             fused_any = record(p, mode, eager, opt, fused)
+            if opts["grad"]:
+                gfn = getattr(grad_module, p.name) if mode == "optimize_ts" else grad_fns.get(p.name)
+                if gfn is not None:
+                    record_grad(p, mode, gfn, scope[p.name])
             if p.trace:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     try:
                         traced = torch.jit.trace(scope[p.name], tuple(p.make_inputs()), check_trace=False)
+                        gtraced = (torch.jit.trace(scope[p.name], tuple(p.make_inputs()), check_trace=False)
+                                   if opts["grad"] else None)
                     except Exception:  # noqa: BLE001 - not traceable (e.g. data-dependent): skip
                         traced = None
                 if traced is not None:
                     topt, tfused = run_script(p, traced)
                     fused_any |= record(p, "trace", eager, topt, tfused)
+                    if gtraced is not None:
+                        record_grad(p, "trace", gtraced, scope[p.name])
             stats["fused_programs"] += bool(fused_any)
             stats["error_programs"] += eager[1] is not None
             for f in p.forms | {"all"}:
@@ -323,10 +425,11 @@ def _worker(task, tmp):
                 per_form[f][1] += bool(fused_any)
                 per_form[f][2] += form_fused(f, fused, graph)
     return {"stats": dict(stats), "per_form": dict(per_form), "failures": failures, "known": knowns,
-            "ts_divergences": ts_divergences, "unscriptable": unscriptable}
+            "ts_divergences": ts_divergences, "unscriptable": unscriptable, "no_bound": no_bound,
+            "grad_ratios": ratios}
 
 
-def run_tasks(tasks, jobs, seed):
+def run_tasks(tasks, jobs, seed, grad_mode=False):
     """Runs the tasks on `jobs` worker processes. A worker that dies (a crash in native code)
     breaks the pool: the program each unfinished task was on is then re-run alone in a fresh
     process; one that dies there is a failure ("crash"), and the tasks are resubmitted without it."""
@@ -354,8 +457,8 @@ def run_tasks(tasks, jobs, seed):
                 continue
             i = int(where.read_text())
             where.unlink()
-            r = subprocess.run([sys.executable, str(HERE / "run.py"), "--seed", str(seed), "--only", str(i)],
-                               capture_output=True, text=True)
+            r = subprocess.run([sys.executable, str(HERE / "run.py"), "--seed", str(seed), "--only", str(i)]
+                               + (["--grad"] if grad_mode else []), capture_output=True, text=True)
             again = seen.get((k, i), 0)
             seen[(k, i)] = again + 1
             died = r.returncode < 0 or r.returncode > 128
@@ -383,11 +486,13 @@ def main():
     ap.add_argument("--reference", choices=["script", "trace"], help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     ap.add_argument("--max-minimize", type=int, default=5, help="minimize at most this many failures")
+    ap.add_argument("--grad", action="store_true", default=os.environ.get("TSFUSE_FUZZ_GRAD", "") not in ("", "0"),
+                    help="gradient mode too: float32/float64 inputs require grad, gradients compared (grad.py)")
     a = ap.parse_args()
 
     if a.reference:
         torch.ops.load_library(str(LIB))
-        write_reference(gen.generate(a.seed, a.only), a.reference, a.out)
+        write_reference(gen.generate(a.seed, a.only), a.reference, a.out, a.grad)
         return 0
     if a.only is not None:
         torch.ops.load_library(str(LIB))
@@ -402,21 +507,30 @@ def main():
                 opt = run_script(p, getattr(cu, p.name))[0] if mode == "script" else None
                 known = triage(p, opt, mode, a.seed) if opt else None
             print(f"{mode}: fused={fused} problem={problem} known={known}")
+            if a.grad:
+                problem, known, fused, _ = check_grad_one(p, mode)
+                if problem and not known:
+                    _, _, eager, opt = grad.check(p, p.eager_fn(), compiled(p, mode))
+                    known = triage(p, opt, mode, a.seed, eager)
+                print(f"{mode} with grad (inputs {[p.params[i][0] for i in grad.leaves_of(p)]}): "
+                      f"fused={fused} problem={problem} known={known}")
         return 0
 
     t0 = time.time()
-    opts = {"threads": a.threads, "batch": a.batch, "optimize_ts": not a.no_optimize_ts}
+    opts = {"threads": a.threads, "batch": a.batch, "optimize_ts": not a.no_optimize_ts, "grad": a.grad}
     jobs = max(1, a.jobs)
     chunks = [list(range(w, a.programs, jobs)) for w in range(jobs)]
     # Smaller tasks than one chunk per worker keep both workers busy until the end.
     tasks = [(a.seed, c[s:s + a.batch * 2], opts) for c in chunks for s in range(0, len(c), a.batch * 2)]
     # Every other task runs with 2 intra-op threads, so ATen's and tsfuse's parallel paths are hit too.
     tasks = [(sd, idx, dict(o, threads=o["threads"] + (k % 2))) for k, (sd, idx, o) in enumerate(tasks)]
-    results, crashes = run_tasks(tasks, jobs, a.seed)
+    results, crashes = run_tasks(tasks, jobs, a.seed, a.grad)
     stats = collections.Counter()
     per_form = collections.defaultdict(lambda: [0, 0, 0])
-    failures, knowns, tsd, unscriptable = [], [], [], []
+    failures, knowns, tsd, unscriptable, no_bound, ratios = [], [], [], [], [], []
     for r in results:
+        no_bound += r["no_bound"]
+        ratios += r["grad_ratios"]
         stats.update(r["stats"])
         for f, counts in r["per_form"].items():
             for j, c in enumerate(counts):
@@ -444,6 +558,29 @@ def main():
         tot, fu, own = per_form[f]
         own_s = f"{own:6d} {100 * own / max(tot, 1):5.1f}%" if f in FORM_OPS or f in FORM_FUSED_OPS else ""
         print(f"  {f:28s} {tot:6d} {fu:6d} {100 * fu / max(tot, 1):5.1f}%  {own_s}")
+    if a.grad:
+        runs = sum(stats[f"grad_runs_{m}"] for m in ("script", "trace", "optimize_ts"))
+        gc, gf = stats["grad_compared"], stats["grad_fused"]
+        print(f"gradient mode: {runs} gradient runs ({stats['grad_runs_script']} scripted, {stats['grad_runs_trace']} "
+              f"traced, {stats['grad_runs_optimize_ts']} via optimize-ts); {stats['grad_no_leaf']} programs without a "
+              f"float32/float64 input")
+        print(f"  gradients compared: {gc} runs; with a tsfuse:: op executed with grad enabled: {gf} "
+              f"({100 * gf / max(gc, 1):.1f}%; script {stats['grad_fused_script']}/{stats['grad_compared_script']}, "
+              f"trace {stats['grad_fused_trace']}/{stats['grad_compared_trace']}, optimize-ts "
+              f"{stats['grad_fused_optimize_ts']}/{stats['grad_compared_optimize_ts']})")
+        print(f"  {stats['grad_error_runs']} runs raise in eager with grad (forward or backward; must raise optimized), "
+              f"{stats['grad_no_output']} with no output requiring grad")
+        print(f"  {stats['grad_bounds']} runs needed the bound (gradients not bit-identical); "
+              f"{stats['grad_unbounded_elements']} differing elements had no finite bound; {stats['grad_unknown_op']} runs "
+              f"had no bound (compared bit-exactly); {stats['grad_none_vs_zeros']} gradients None on one side, zeros on "
+              f"the other")
+        if ratios:
+            rs = sorted(ratios)
+            print(f"  differing gradients (within the bound): {len(rs)} leaves, |eager - optimized| / bound at most "
+                  f"{rs[-1][0]:.2g} (program {rs[-1][1]}, {rs[-1][2]}; median of the per-leaf maxima "
+                  f"{rs[len(rs) // 2][0]:.2g})")
+        for why, cnt in collections.Counter(no_bound).most_common(5):
+            print(f"    no bound: {cnt} x {why}")
     if unscriptable:
         print(f"{len(unscriptable)} generated programs TorchScript does not compile (generator bug; not run):")
         for u in unscriptable[:5]:
@@ -462,25 +599,28 @@ def main():
     for f in failures[:a.max_minimize]:
         p = gen.generate(a.seed, f["index"])
         print("=" * 100)
-        print(f"MISMATCH program {f['index']} (seed {a.seed}) [{f['mode']}]: {f['problem']}")
+        print(f"MISMATCH program {f['index']} (seed {a.seed}) [{f['mode']}{', grad' if f.get('grad') else ''}]: "
+              f"{f['problem']}")
         torch.ops.load_library(str(LIB)) if not getattr(main, "_loaded", False) else None
         main._loaded = True
         mode = "trace" if f["mode"] == "trace" else "script"
+        check = check_grad_one if f.get("grad") else check_one
         try:
-            small = p if "died" in f["problem"] else minimize(p, mode, f["problem"])
+            small = p if "died" in f["problem"] else minimize(p, mode, f["problem"], check)
         except Exception as exc:  # noqa: BLE001
             print(f"(minimization failed: {exc})")
             small = p
-        print(f"minimized reproducer (python; rerun the original with: {sys.argv[0]} --seed {a.seed} --only {f['index']}):")
-        print(small.reproducer(str(LIB), str(HERE)))
+        again = f"{sys.argv[0]} --seed {a.seed} --only {f['index']}" + (" --grad" if f.get("grad") else "")
+        print(f"minimized reproducer (python; rerun the original with: {again}):")
+        print(grad.reproducer(small, str(LIB), str(HERE)) if f.get("grad") else small.reproducer(str(LIB), str(HERE)))
     for f in failures[a.max_minimize:]:
-        print(f"MISMATCH program {f['index']} [{f['mode']}]: {f['problem']}")
+        print(f"MISMATCH program {f['index']} [{f['mode']}{', grad' if f.get('grad') else ''}]: {f['problem']}")
     if a.json:
         pathlib.Path(a.json).write_text(json.dumps({
-            "seed": a.seed, "programs": n, "seconds": elapsed, "cpu_seconds": cpu, "stats": dict(stats),
+            "seed": a.seed, "programs": n, "grad": a.grad, "seconds": elapsed, "cpu_seconds": cpu, "stats": dict(stats),
             "per_form": {f: {"programs": t, "fused": k, "own_op_fused": o} for f, (t, k, o) in per_form.items()},
             "mismatches": failures, "known": knowns, "torchscript_divergences": tsd,
-            "unscriptable": unscriptable}, indent=1))
+            "unscriptable": unscriptable, "grad_no_bound": no_bound, "grad_bound_ratios": sorted(ratios)}, indent=1))
     return 1 if failures or unscriptable else 0
 
 
