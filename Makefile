@@ -56,10 +56,11 @@ fuzz-expr: setup
 	@bash fuzz/run.sh $(FUZZ_SECONDS)
 
 # Benchmarks: `make bench` (full suite, regenerates docs/benchmarks.md), `make bench QUICK=1` (the
-# small CI run, report in build/bench/), `DEVICE=cuda` on a GPU machine.
+# small CI run, report in build/bench/), `make bench GRAD=1` (the forward + backward rows only, and
+# their tables on the page), `DEVICE=cuda` on a GPU machine.
 bench: build
 	cmake --build $(BUILD) -j $(JOBS) --target tsfuse_microbench
-	@QUICK=$(QUICK) DEVICE=$(DEVICE) PY=$(PY) bash scripts/bench.sh $(BUILD)
+	@QUICK=$(QUICK) GRAD=$(GRAD) DEVICE=$(DEVICE) PY=$(PY) bash scripts/bench.sh $(BUILD)
 
 # The pass pipeline's own time on scripted torchvision models (not in `make test`; torchvision goes
 # into build/bench-deps, see bench/pipeline_time.py).

@@ -1,7 +1,7 @@
 """The FIRST call's memory of every workload's optimize-ts output, against the bound
 output + inputs + 2 MiB (issue 14), each cell in a fresh process.
 
-    .venv/bin/python bench/first_call_memory.py [--build build] [--workloads a,b] [--sizes 1024x500,...]
+    .venv/bin/python bench/first_call_memory.py [--build build] [--workloads a,b | --grad] [--sizes 1024x500,...]
                                                 [--json FILE] [--markdown] [--enforce]
 
 Two measures of one first call, side by side:
@@ -18,6 +18,10 @@ Two measures of one first call, side by side:
 Environment as in bench/suite.py (glibc maps every block >= 64 KiB afresh). --enforce exits 1 when
 an optimized first call allocates more than its bound or differs from eager beyond the suite's
 "close". The fused ops it ran are counted (bench/suite.py's count_ops), not enforced.
+
+A forward + backward workload (bench/workloads.py, `grad`; none is in the default list) is measured
+the same way over its forward + backward call (bench/suite.py's forward_backward): its output is the
+loss and the gradients, so the bound is what tsfuse should store: inputs, loss, gradients, scratch.
 """
 import argparse
 import json
@@ -43,29 +47,33 @@ MIB = 1024.0 * 1024.0
 def child(a):
     import torch
     from measure_memory import proc_status_kib, rss_peak_begin, rss_peak_bytes
-    from suite import compare, count_ops
-    from workloads import BY_NAME
+    from suite import caller, compare, count_ops, tensors
+    from workloads import BY_NAME, WORKLOADS, size_str
 
-    torch.set_grad_enabled(False)
     w = BY_NAME[a.workload]
+    torch.set_grad_enabled(bool(w.grad))
     if a.impl == "tsfuse":
         torch.ops.load_library(a.lib)
     torch.ops.load_library(a.memprobe)
     fn = torch.jit.load(a.model)
     inputs = w.make_inputs(tuple(int(s) for s in a.size.split("x")), torch.device("cpu"))
+    call = caller(w, inputs)
     torch.ops.tsfuse_memprobe.begin()
     before = rss_peak_begin()
     file_before = proc_status_kib("RssFile")
-    out = fn(*inputs)
+    out = call(fn)
     resident = rss_peak_bytes(before)
     file_pages = (proc_status_kib("RssFile") - file_before) * 1024
     allocated = torch.ops.tsfuse_memprobe.peak()
+    if w.grad:
+        fn(*inputs)  # a forward alone: the executed graph is the forward's
     fused, _ = count_ops(torch.jit.last_executed_optimized_graph())
-    ref = w.module().eval()(*inputs)
+    ref = call(w.module().eval())
     print(json.dumps({
         "workload": w.name, "size": a.size, "impl": a.impl, "allocated_bytes": allocated, "resident_bytes": resident,
         "file_bytes": file_pages,
-        "output_bytes": out.numel() * out.element_size(), "input_bytes": sum(t.numel() * t.element_size() for t in inputs),
+        "output_bytes": sum(t.numel() * t.element_size() for t in tensors(out)),
+        "input_bytes": sum(t.numel() * t.element_size() for t in inputs),
         "tsfuse_ops": fused, "matches": compare(out, ref)}))
     return 0
 
@@ -108,6 +116,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default=os.environ.get("TSFUSE_BUILD", str(ROOT / "build")))
     ap.add_argument("--workloads", default=",".join(DEFAULT_WORKLOADS))
+    ap.add_argument("--grad", action="store_true", help="the forward + backward workloads instead, at their sizes")
     ap.add_argument("--sizes", help="comma-separated NxM sizes for every workload (default: per kind)")
     ap.add_argument("--json", help="also write the rows to this JSON file")
     ap.add_argument("--markdown", action="store_true", help="print a markdown table")
@@ -120,20 +129,26 @@ def main(argv=None):
         return child(args)
 
     from suite import prepare_models
-    from workloads import BY_NAME
+    from workloads import BY_NAME, WORKLOADS, size_str
 
     build = pathlib.Path(args.build).resolve()
     args.lib = pathlib.Path(os.environ.get("TSFUSE_LIB", build / "lib" / "libtsfuse.so"))
     args.memprobe = build / "lib" / "libtsfuse_memprobe.so"
-    workloads = [BY_NAME[n] for n in args.workloads.split(",")]
-    rows, failures = {}, []
+    workloads = [w for w in WORKLOADS if w.grad] if args.grad else [BY_NAME[n] for n in args.workloads.split(",")]
+    rows, failures, errors = {}, [], []
     with tempfile.TemporaryDirectory(prefix="tsfuse-first-call-") as tmp:
         models = prepare_models(build, pathlib.Path(tmp), workloads)
         for w in workloads:
-            sizes = args.sizes.split(",") if args.sizes else (BOX_SIZES if w.size_label.endswith("boxes") else POINT_SIZES)
+            sizes = (args.sizes.split(",") if args.sizes else [size_str(s) for s in w.sizes] if w.grad
+                     else BOX_SIZES if w.size_label.endswith("boxes") else POINT_SIZES)
             for size in sizes:
-                r = {impl: run_child(args, w.name, size, impl, models[w.name][i])
-                     for i, impl in ((0, "torchscript"), (1, "tsfuse"))}
+                try:
+                    r = {impl: run_child(args, w.name, size, impl, models[w.name][i])
+                         for i, impl in ((0, "torchscript"), (1, "tsfuse"))}
+                except RuntimeError as e:  # the call raised: said, and the run goes on (exit 1 at the end)
+                    errors.append(str(e).strip().splitlines()[0] + " " + str(e).strip().splitlines()[-1])
+                    print(f"{w.name:<24} {size:<10} ERROR {errors[-1]}", flush=True)
+                    continue
                 rows[(w.name, size)] = r
                 why = verdict(r["tsfuse"])
                 t = r["tsfuse"]
@@ -150,7 +165,9 @@ def main(argv=None):
         pathlib.Path(args.json).write_text(json.dumps([dict(v, key=list(k)) for k, v in rows.items()], indent=1) + "\n")
     for f in failures:
         print("MISSED:", f, file=sys.stderr)
-    return 1 if failures and args.enforce else 0
+    for e in errors:
+        print("ERROR:", e, file=sys.stderr)
+    return 1 if errors or (failures and args.enforce) else 0
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/suite.py [--quick] [--device cpu|cuda] [--workloads a,b] [--impls x,y]
                                     [--build build] [--out build/bench/results.json] [--runs N]
+                                    [--grad] [--threads N]
 
 Implementations (impl):
   eager                 the nn.Module, eager PyTorch
@@ -28,6 +29,15 @@ output is part of the peak. first_call_peak_bytes is the same for the first call
 torch.compile it includes the compiler's own memory). The result is checked against eager's on
 the same inputs (matches: exact / close / differs).
 
+A workload with `grad` (bench/workloads.py: a training loss) is timed forward + backward: a call is
+the loss, then torch.autograd.grad of it with respect to the inputs that require grad, and its
+output is (loss, gradients...): peak memory and first call cover both passes, the result check
+covers the loss and every gradient (grad_rel_err: the largest max|g - eager's g| / max|eager's g|),
+and the graph counts come from a forward call with grad enabled (tsfuse_ops: fused ops in the
+executed graph), plus the autograd nodes the call recorded (fused_grad_nodes: tsfuse's fused
+backward nodes; grad_nodes: all of them). compile-max-autotune is left out of these unless --impls
+names it. --grad runs only these workloads.
+
 Results: a list of {"workload", "size", "impl", "device", "time_ms", "first_call_ms",
 "peak_bytes", ...} in --out (merged with the cells already there, so subsets can be re-run).
 bench/report.py turns it into docs/benchmarks.md.
@@ -52,9 +62,10 @@ MMAP_THRESHOLD = str(64 * 1024)
 
 
 def count_ops(graph):
-    """(fused tsfuse ops, other aten ops) in a graph, nested blocks included. The
-    tsfuse::broadcast_* nodes are not counted: they only make views of a fused op's operands (no
-    arithmetic, no memory); nor is tsfuse::full_slice, a `:` slice's index checks alone."""
+    """(fused tsfuse ops, other aten ops) in a graph, nested blocks and subgraphs (a
+    prim::DifferentiableGraph's, with grad) included. The tsfuse::broadcast_* nodes are not
+    counted: they only make views of a fused op's operands (no arithmetic, no memory); nor is
+    tsfuse::full_slice, a `:` slice's index checks alone."""
     fused = other = 0
     stack = [graph.nodes()]
     while stack:
@@ -66,13 +77,59 @@ def count_ops(graph):
                 fused += 1
             elif kind.startswith("aten::"):
                 other += 1
-            stack.extend(n.blocks())
+            stack.extend(b.nodes() for b in n.blocks())
+            if "Subgraph" in n.attributeNames():
+                stack.append(n.g("Subgraph").nodes())
     return fused, other
 
 
-def compare(out, ref):
+def caller(w, inputs):
+    """How a cell calls an implementation f of workload w on inputs: f(*inputs), or for a loss
+    (w.grad) forward_backward, with those inputs set to require grad."""
+    for i in w.grad:
+        inputs[i].requires_grad_()
+    return (lambda f: forward_backward(f, inputs, w.grad)) if w.grad else (lambda f: f(*inputs))
+
+
+def forward_backward(fn, inputs, grad):
+    """A forward + backward call: (loss, its gradient with respect to inputs[i] for i in grad)."""
     import torch
 
+    loss = fn(*inputs)
+    return (loss.detach(),) + torch.autograd.grad(loss, [inputs[i] for i in grad])
+
+
+def grad_nodes(loss):
+    """(tsfuse's fused backward nodes, all nodes) of the autograd graph that produced loss."""
+    seen, stack, fused = set(), [loss.grad_fn], 0
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        fused += "tsfuse" in node.name()
+        stack.extend(f for f, _ in node.next_functions)
+    return fused, len(seen)
+
+
+def tensors(out):
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def grad_rel_err(out, ref):
+    """The largest max|o - r| / max|r| over the gradients (every output but the loss)."""
+    errs = [float((o.float() - r.float()).abs().max() / r.float().abs().max().clamp_min(1e-30))
+            for o, r in zip(out[1:], ref[1:])]
+    return max(errs) if errs else None
+
+
+def compare(out, ref):
+    """exact / close / differs; of a call's outputs, the worst."""
+    import torch
+
+    if isinstance(out, (tuple, list)):
+        verdicts = [compare(o, r) for o, r in zip(out, ref)]
+        return next((v for v in ("differs", "close") if v in verdicts), "exact")
     if isinstance(out, torch.Tensor) and out.dtype == ref.dtype and out.shape == ref.shape:
         if torch.equal(out.cpu(), ref.cpu()):
             return "exact"
@@ -90,8 +147,10 @@ def child(a):
     from measure_memory import rss_peak_begin, rss_peak_bytes
     from workloads import BY_NAME
 
-    torch.set_grad_enabled(False)
     w = BY_NAME[a.workload]
+    torch.set_grad_enabled(bool(w.grad))
+    if a.threads:
+        torch.set_num_threads(a.threads)
     size = tuple(int(s) for s in a.size.split("x"))
     device = torch.device(a.device)
     cuda = device.type == "cuda"
@@ -113,6 +172,7 @@ def child(a):
     else:
         raise SystemExit(f"unknown impl {a.impl}")
     inputs = w.make_inputs(size, device)
+    call = caller(w, inputs)
 
     def sync():
         if cuda:
@@ -134,35 +194,43 @@ def child(a):
     sync()
     before = mem_begin()
     t0 = time.perf_counter()
-    out = fn(*inputs)
+    out = call(fn)
     sync()
     first_ms = (time.perf_counter() - t0) * 1e3
     first_peak = mem_end(before)
     for _ in range(2):
-        out = fn(*inputs)
+        out = call(fn)
     del out
     before = mem_begin()
-    out = fn(*inputs)
+    out = call(fn)
     peak = mem_end(before)
     times, cpu_times = [], []
     budget_end = time.perf_counter() + a.min_time
     while len(times) < a.max_reps and (len(times) < a.reps or time.perf_counter() < budget_end):
         t0, c0 = time.perf_counter(), time.process_time()
-        out = fn(*inputs)
+        out = call(fn)
         sync()
         times.append((time.perf_counter() - t0) * 1e3)
         cpu_times.append((time.process_time() - c0) * 1e3)
     fused = other = None
-    if isinstance(fn, torch.jit.ScriptModule):
-        fused, other = count_ops(torch.jit.last_executed_optimized_graph())
-    ref = module(*inputs)
+    extra = {}
+    if isinstance(fn, torch.jit.ScriptModule) or w.grad:
+        loss = fn(*inputs)  # a forward alone: with grad, the executed graph is the forward's, not the backward's
+        if isinstance(fn, torch.jit.ScriptModule):
+            fused, other = count_ops(torch.jit.last_executed_optimized_graph())
+        if w.grad:
+            extra = dict(zip(("fused_grad_nodes", "grad_nodes"), grad_nodes(loss)))
+        del loss
+    ref = call(module)
+    if w.grad:
+        extra["grad_rel_err"] = grad_rel_err(out, ref)
     row = {
         "workload": w.name, "size": a.size, "impl": a.impl, "device": a.device,
         "time_ms": statistics.median(times), "first_call_ms": first_ms, "peak_bytes": peak,
-        "first_call_peak_bytes": first_peak, "output_bytes": out.numel() * out.element_size(),
+        "first_call_peak_bytes": first_peak, "output_bytes": sum(t.numel() * t.element_size() for t in tensors(out)),
         "reps": len(times), "min_ms": min(times),
         "cpu_ms": statistics.median(cpu_times), "tsfuse_ops": fused, "aten_ops": other,
-        "matches": compare(out, ref), "threads": torch.get_num_threads(), "status": "ok",
+        "matches": compare(out, ref), "threads": torch.get_num_threads(), "status": "ok", **extra,
     }
     if a.impl.startswith("compile"):
         row["compile_ms"] = max(0.0, first_ms - row["time_ms"])
@@ -180,7 +248,7 @@ def run_cell(args, w, size, impl, models):
     cmd = [sys.executable, __file__, "--child", impl, "--workload", w.name, "--size", size_str(size),
            "--device", args.device, "--model", str(models[w.name][0]), "--opt-model", str(models[w.name][1]),
            "--lib", str(args.lib), "--reps", str(args.reps), "--max-reps", str(args.max_reps),
-           "--min-time", str(args.min_time)]
+           "--min-time", str(args.min_time)] + (["--threads", str(args.threads)] if args.threads else [])
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_=MMAP_THRESHOLD, PYTHONDONTWRITEBYTECODE="1")
     with tempfile.TemporaryDirectory(prefix="tsfuse-inductor-") as cache:
         if impl.startswith("compile"):
@@ -228,6 +296,8 @@ def main(argv=None):
     ap.add_argument("--runs", type=int, default=1, help="fresh processes per cell (the median one is kept)")
     ap.add_argument("--min-time", type=float, default=None, help="seconds of repeats per cell")
     ap.add_argument("--timeout", type=int, default=1800, help="seconds per cell")
+    ap.add_argument("--grad", action="store_true", help="only the forward + backward workloads")
+    ap.add_argument("--threads", type=int, help="torch.set_num_threads in every cell (default: torch's)")
     for hidden in ("--child", "--workload", "--size", "--model", "--opt-model", "--lib"):
         ap.add_argument(hidden, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -247,7 +317,8 @@ def main(argv=None):
     out = pathlib.Path(a.out) if a.out else build / "bench" / "results.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     chosen = a.workloads.split(",") if a.workloads else None
-    workloads = [w for w in WORKLOADS if (chosen is None or w.name in chosen) and (not a.quick or w.quick)]
+    workloads = [w for w in WORKLOADS if (chosen is None or w.name in chosen) and (not a.quick or w.quick)
+                 and (not a.grad or w.grad)]
     impls = a.impls.split(",") if a.impls else list(IMPLS)
     if a.quick and not a.impls:
         impls = list(IMPLS)
@@ -263,6 +334,8 @@ def main(argv=None):
                 # torch.compile compiles from an empty cache for tens of seconds per cell: the quick
                 # run exercises both modes on one workload only.
                 if a.quick and impl.startswith("compile") and w.name != "seed_similarity":
+                    continue
+                if w.grad and impl == "compile-max-autotune" and not a.impls:
                     continue
                 t0 = time.time()
                 # --runs N: N fresh processes, the one with the median time is kept (on a shared VM a

@@ -6,6 +6,11 @@ eagerly from one definition). `make_inputs(size, device)` builds deterministic i
 with the reason in `keops_why` when KeOps cannot express the workload: KeOps evaluates
 reductions over one of the two indices of a symbolic [N, M] matrix, so a workload whose output IS
 the dense pairwise matrix has no KeOps form.
+
+A workload with `grad` (the indices of the inputs that require grad) is a training loss: its
+module returns a scalar and bench/suite.py times forward + backward (the loss, then its gradients
+with respect to those inputs) instead of the forward alone; its `keops` form returns the same loss
+and is differentiated by KeOps.
 """
 import sys
 import pathlib
@@ -164,6 +169,28 @@ class AnchorMatching(torch.nn.Module):
         return idx.masked_fill(vals < 0.5, -1)
 
 
+class GaussianKernelSumLoss(torch.nn.Module):
+    """The Gaussian kernel sum, summed to a scalar loss."""
+
+    def __init__(self):
+        super().__init__()
+        self.kernel = GaussianKernelSum()
+
+    def forward(self, x: Tensor, y: Tensor, b: Tensor) -> Tensor:
+        return self.kernel(x, y, b).sum()
+
+
+class ColumnWeightedLoss(torch.nn.Module):
+    """A pairwise workload's [N, M] matrix as a scalar loss: sum_ij f(x, y)_ij w_j (w: a weight per column)."""
+
+    def __init__(self, pairwise: torch.nn.Module):
+        super().__init__()
+        self.pairwise = pairwise
+
+    def forward(self, x: Tensor, y: Tensor, w: Tensor) -> Tensor:
+        return (self.pairwise(x, y) * w[None, :]).sum()
+
+
 # --- inputs --------------------------------------------------------------------------------------
 
 def _gen(device):
@@ -212,6 +239,14 @@ def gaussian_inputs(size, device):
             torch.randn(m, generator=g).to(device))
 
 
+def column_weights(make):
+    """make's inputs plus a weight per column, w [M] (for ColumnWeightedLoss)."""
+    def make_weighted(size, device):
+        g = torch.Generator().manual_seed(1)
+        return make(size, device) + (torch.rand(size[1], generator=g).to(device),)
+    return make_weighted
+
+
 # --- KeOps forms ---------------------------------------------------------------------------------
 
 def _lazy(t):
@@ -249,24 +284,65 @@ def keops_chamfer(x, y):
     return d2.min(dim=1).mean() + d2.min(dim=0).mean()
 
 
+def _keops_min(p, q):
+    return p - (p - q).relu()
+
+
+def _keops_max(p, q):
+    return p + (q - p).relu()
+
+
+def _keops_boxes(boxes1, boxes2):
+    """The LazyTensors of the box pairs (i: boxes1, j: boxes2): (b1, b2, area1, area2, intersection)."""
+    a = _lazy(boxes1[:, None, :].contiguous())
+    g = _lazy(boxes2[None, :, :].contiguous())
+    area_a = _lazy(((boxes1[:, 2] - boxes1[:, 0]) * (boxes1[:, 3] - boxes1[:, 1]))[:, None, None].contiguous())
+    area_g = _lazy(((boxes2[:, 2] - boxes2[:, 0]) * (boxes2[:, 3] - boxes2[:, 1]))[None, :, None].contiguous())
+    w = (_keops_min(a.elem(2), g.elem(2)) - _keops_max(a.elem(0), g.elem(0))).relu()
+    h = (_keops_min(a.elem(3), g.elem(3)) - _keops_max(a.elem(1), g.elem(1))).relu()
+    return a, g, area_a, area_g, w * h
+
+
 def keops_anchor_matching(anchors, gt):
-    a = _lazy(anchors[:, None, :].contiguous())
-    g = _lazy(gt[None, :, :].contiguous())
-    area_a = _lazy(((anchors[:, 2] - anchors[:, 0]) * (anchors[:, 3] - anchors[:, 1]))[:, None, None].contiguous())
-    area_g = _lazy(((gt[:, 2] - gt[:, 0]) * (gt[:, 3] - gt[:, 1]))[None, :, None].contiguous())
-
-    def mn(p, q):
-        return p - (p - q).relu()
-
-    def mx(p, q):
-        return p + (q - p).relu()
-
-    w = (mn(a.elem(2), g.elem(2)) - mx(a.elem(0), g.elem(0))).relu()
-    h = (mn(a.elem(3), g.elem(3)) - mx(a.elem(1), g.elem(1))).relu()
-    inter = w * h
+    _, _, area_a, area_g, inter = _keops_boxes(anchors, gt)
     iou = inter / (area_a + area_g - inter)
     vals, idx = iou.max_argmax(dim=1)
     return idx.view(-1).long().masked_fill(vals.view(-1) < 0.5, -1)
+
+
+def _keops_column_weighted(kij, w):
+    """sum_ij k_ij w_j of a symbolic [N, M] matrix."""
+    return (kij * _lazy(w[None, :, None].contiguous())).sum(dim=1).sum()
+
+
+def keops_gaussian_loss(x, y, b):
+    return keops_gaussian(x, y, b).sum()
+
+
+def keops_chamfer_loss(x, y):
+    """KeOps has no gradient through a min reduction: its argmin, then the distances to the nearest
+    points recomputed with torch (the form KeOps' error message recommends)."""
+    d2 = _keops_d2(x.detach(), y.detach())
+    i, j = d2.argmin(dim=1).view(-1).long(), d2.argmin(dim=0).view(-1).long()
+    return ((x - y[i]) ** 2).sum(-1).mean() + ((y - x[j]) ** 2).sum(-1).mean()
+
+
+def keops_l1_loss(x, y, w):
+    return _keops_column_weighted((_lazy(x[:, None, :].contiguous()) - _lazy(y[None, :, :].contiguous())).abs().sum(-1), w)
+
+
+def keops_giou_loss(boxes1, boxes2, w):
+    a, g, area_a, area_g, inter = _keops_boxes(boxes1, boxes2)
+    union = area_a + area_g - inter
+    wi = (_keops_max(a.elem(2), g.elem(2)) - _keops_min(a.elem(0), g.elem(0))).relu()
+    hi = (_keops_max(a.elem(3), g.elem(3)) - _keops_min(a.elem(1), g.elem(1))).relu()
+    area_i = wi * hi
+    return _keops_column_weighted(inter / union - (area_i - union) / area_i, w)
+
+
+def keops_soft_assignment_loss(x, c, w):
+    """sum_i sum_k softmax_k(-2 |x_i - c_k|^2) w_k: KeOps' softmax-weighted sum reduction."""
+    return (_keops_d2(x, c) * -2.0).sumsoftmaxweight(_lazy(w[None, :, None].contiguous()), dim=1).sum()
 
 
 # --- registry ------------------------------------------------------------------------------------
@@ -284,6 +360,7 @@ class Workload:
     keops_why: str = DENSE
     seed: bool = False
     notes: str = ""
+    grad: Tuple[int, ...] = ()  # inputs that require grad: a loss, timed forward + backward
 
 
 WORKLOADS = [
@@ -330,6 +407,24 @@ WORKLOADS = [
     Workload("anchor_matching", "Anchor matching (IoU, max with index, threshold)", AnchorMatching,
              boxes_inputs, [(4096, 500), (30000, 500)], None, "N x M boxes", keops=keops_anchor_matching,
              keops_why=""),
+    # Training losses, forward + backward (x and y require grad; weights do not), at 1024 x 500
+    # and at a size where eager's forward + backward needs more than 1 GB.
+    Workload("gaussian_kernel_sum_grad", "Forward + backward: Gaussian kernel sum, summed, D = 3",
+             GaussianKernelSumLoss, gaussian_inputs, [(1024, 500), (8192, 4096)], None, "N x M points",
+             keops=keops_gaussian_loss, keops_why="", grad=(0, 1)),
+    Workload("chamfer_grad", "Forward + backward: Chamfer distance, D = 3", Chamfer, points_inputs(3),
+             [(1024, 500), (8192, 4096)], (256, 128), "N x M points", keops=keops_chamfer_loss, keops_why="",
+             grad=(0, 1)),
+    Workload("l1_distance_grad", "Forward + backward: pairwise L1 distances, column-weighted sum, D = 8",
+             lambda: ColumnWeightedLoss(L1Distance()), column_weights(points_inputs(8)),
+             [(1024, 500), (4096, 4096)], None, "N x M points", keops=keops_l1_loss, keops_why="", grad=(0, 1)),
+    Workload("giou_grad", "Forward + backward: generalized IoU matrix, column-weighted sum",
+             lambda: ColumnWeightedLoss(GIoU()), column_weights(boxes_inputs), [(1024, 500), (30000, 500)], None,
+             "N x M boxes", keops=keops_giou_loss, keops_why="", grad=(0, 1)),
+    Workload("soft_assignment_grad", "Forward + backward: soft k-means assignment, column-weighted sum, D = 16",
+             lambda: ColumnWeightedLoss(SoftAssignment()), column_weights(points_inputs(16)),
+             [(1024, 500), (32768, 256)], None, "N points x K centroids", keops=keops_soft_assignment_loss,
+             keops_why="", grad=(0, 1)),
 ]
 BY_NAME = {w.name: w for w in WORKLOADS}
 
