@@ -64,8 +64,13 @@ Gradient gradientOf(const Expr& forward, int wrt, at::TensorList operands) {
   auto dependent = [&](const Arg& x) {
     return (x.kind == Arg::Kind::Input && x.i == wrt) || (x.kind == Arg::Kind::Value && reaches[x.i]);
   };
-  for (size_t j = 0; j < m; ++j)
+  // A value of an integral or bool dtype carries no gradient (autograd's rule: such a tensor cannot
+  // require grad), whatever it was computed from: x.to(int64).reciprocal() passes none to x.
+  for (size_t j = 0; j < m; ++j) {
+    const c10::ScalarType t = a->resultType[j];
+    if (!c10::isFloatingType(t) && !c10::isComplexType(t)) continue;
     for (const Arg& x : forward.instrs[j].args) reaches[j] = reaches[j] || dependent(x);
+  }
   if (!reaches[m - 1]) return g;
 
   g.expr.numInputs = n + 1;

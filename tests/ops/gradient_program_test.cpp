@@ -111,5 +111,18 @@ TEST(GradientProgram, NoGradientThroughAComparison) {
   EXPECT_EQ(g.status, Gradient::Status::None);
 }
 
+// An integral or bool value carries no gradient, as in autograd: through x.to(int64) only the
+// float path reaches x (fuzzer seed 8118 programs 1140, 5622, 3143, 4329).
+TEST(GradientProgram, NoGradientThroughAnIntegralCast) {
+  const std::vector<at::Tensor> x{at::ones({3}, at::kDouble)};
+  EXPECT_EQ(tsfuse::gradientOf(tsfuse::Expr::parse("v1: to($0, int64); reciprocal(%0)"), 0, x).status,
+            Gradient::Status::None);
+  EXPECT_EQ(tsfuse::gradientOf(tsfuse::Expr::parse("v1: to($0, bool); to(%0, float64); mul(%1, 2.0)"), 0, x).status,
+            Gradient::Status::None);
+  Gradient g = tsfuse::gradientOf(tsfuse::Expr::parse("v1: to($0, int64); mul(%0, $0)"), 0, x);
+  ASSERT_EQ(g.status, Gradient::Status::Flows);  // the float factor's path: g * to($0, int64)
+  EXPECT_EQ(g.expr.str(), "v1: to($0, int64); mul(%0, $0); mul($1, %0); to(%2, float64)");
+}
+
 }  // namespace
 }  // namespace ops_gradient_program_test
