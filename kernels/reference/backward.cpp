@@ -131,6 +131,12 @@ Gradient gradientOf(const Expr& forward, int wrt, at::TensorList operands) {
   return g;
 }
 
+std::vector<Arg> inputArgs(int64_t first, int64_t n) {
+  std::vector<Arg> out;
+  for (int64_t i = 0; i < n; ++i) out.push_back(Arg::input(first + i));
+  return out;
+}
+
 Arg appendProgram(Expr& into, const Expr& program, const std::vector<Arg>& inputs) {
   TORCH_CHECK(static_cast<int>(inputs.size()) == program.numInputs, "tsfuse: appendProgram: ", inputs.size(),
               " inputs for a program of ", program.numInputs);

@@ -43,4 +43,7 @@ Gradient gradientOf(const Expr& forward, int wrt, at::TensorList operands);
 // is not repeated, and one of numbers only is folded.
 Arg appendProgram(Expr& into, const Expr& program, const std::vector<Arg>& inputs);
 
+// The operands $first .. $(first + n - 1), as appendProgram's inputs.
+std::vector<Arg> inputArgs(int64_t first, int64_t n);
+
 }  // namespace tsfuse

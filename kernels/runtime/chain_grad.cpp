@@ -125,12 +125,6 @@ Piece append(Expr& into, const Gradient& g, std::vector<Arg> inputs, const Arg& 
   return {appendProgram(into, g.expr, inputs)};
 }
 
-std::vector<Arg> inputArgs(int64_t first, int64_t n) {
-  std::vector<Arg> out;
-  for (int64_t i = 0; i < n; ++i) out.push_back(Arg::input(first + i));
-  return out;
-}
-
 // The gradient of one operand as a reduce_chain: stage 0 as given, then `program` over stage 0's
 // value (operand `value` of the program) and `operands` (the program's others, in order), summed
 // over `dims` (kept) and shaped as `target`. Without dims, stage 0's value is stored and the

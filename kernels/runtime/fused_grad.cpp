@@ -24,12 +24,6 @@ std::vector<int64_t> valueShape(at::TensorList operands) {
   return shape;
 }
 
-std::vector<Arg> inputArgs(int64_t first, int64_t n) {
-  std::vector<Arg> out;
-  for (int64_t i = 0; i < n; ++i) out.push_back(Arg::input(first + i));
-  return out;
-}
-
 // Each needed operand's gradient (`arguments`: the op's non-tensor arguments, which get none),
 // given the saved operands, their value's `shape` and the value's gradient `adjoint` (nullopt:
 // none fused); `reference` recomputes the op's output with ATen for the unfused path, autograd's
