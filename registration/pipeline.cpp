@@ -17,6 +17,7 @@
 #include "passes/sink_reshapes.h"
 #include "passes/split_cat_reductions.h"
 #include "passes/sink_views.h"
+#include "passes/snapshot_written_operands.h"
 #include "passes/unroll_accumulations.h"
 #include "passes/zero_dim_numbers.h"
 #include "tsfuse/log.h"
@@ -88,6 +89,10 @@ const std::vector<PassInfo>& pipelinePasses() {
        "a broadcast left stored (an expanded value copied, a repeat, an unfused outer product) -> a rejection "
        "naming it (changes nothing)",
        NoteStoredBroadcasts, true},
+      {"snapshot_written_operands",
+       "operands a later in-place op writes -> tsfuse::saved_operand (a copy under grad mode, which the fused "
+       "op's backward reads)",
+       SnapshotWrittenOperands},
       // After cleanup: a dead reader would keep an operand from being donated.
       {"donate_operands",
        "operands only a fused op reads -> its `donated` argument (its result may reuse their memory)", DonateOperands},

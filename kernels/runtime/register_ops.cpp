@@ -154,6 +154,10 @@ TORCH_LIBRARY(tsfuse, m) {
   // a piece of a cat or stack whose reduction became elementwise (passes/split_cat_reductions.cpp):
   // piece itself, or that op's error.
   m.def("cat_piece(Tensor(a) piece, Tensor first, int entry, int dim, bool stack) -> Tensor(a)", &tsfuse::catPiece);
+  // an operand a later in-place op writes (passes/snapshot_written_operands.cpp): self itself, or
+  // under grad mode a copy, which a fused op may save for its backward.
+  m.def("saved_operand(Tensor(a) self) -> Tensor(a)",
+        [](const at::Tensor& self) { return at::GradMode::is_enabled() ? self.clone() : self; });
   // how fused work has run so far (tsfuse::pathCounts, include/tsfuse/ops.h).
   m.def("path_counts() -> Dict(str, int)", [] {
     const tsfuse::PathCounts c = tsfuse::pathCounts();
