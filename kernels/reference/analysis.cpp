@@ -276,6 +276,7 @@ std::shared_ptr<const Expr> cachedExpr(const std::string& text) {
 
 std::vector<int64_t> reducedDims(const ReduceSpec& r, int64_t rank) {
   std::vector<int64_t> dims;
+  if (rank == 0) return dims;  // a 0-dim value's dim 0 (or -1), which ATen accepts, is no dim
   if (!r.dims || r.dims->empty()) {
     for (int64_t d = 0; d < rank; ++d) dims.push_back(d);
     return dims;

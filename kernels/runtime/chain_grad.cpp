@@ -41,9 +41,7 @@ std::string grad::whyNotFused(const Chain& c) {
   if ((s0.kind != Reduction::Sum && s0.kind != Reduction::Mean) || s0.dtype)
     return "a first stage other than a sum or mean";
   if (c.normalize[1] && c.normalize[1]->kind == NormalizeStage::Kind::DivSum) return "a div_sum stage";
-  if (!c.normalize[1] &&
-      ((s1.kind != Reduction::Sum && s1.kind != Reduction::Mean && !grad::readsResult(s1)) || s1.dtype))
-    return "a second stage other than a sum, mean, amax, amin or logsumexp";
+  if (!c.normalize[1] && !grad::hasAdjoint(s1)) return "a second stage other than a sum, mean, amax, amin or logsumexp";
   if (c.squeezeFirst[1]) return "a squeeze between the stages";
   if (c.input[1] && !c.input[1]->unsqueeze.empty()) return "a stage reading the value unsqueezed";
   return {};
@@ -125,20 +123,25 @@ Piece append(Expr& into, const Gradient& g, std::vector<Arg> inputs, const Arg& 
   return {appendProgram(into, g.expr, inputs)};
 }
 
-// The gradient of one operand as a reduce_chain: stage 0 as given, then `program` over stage 0's
-// value (operand `value` of the program) and `operands` (the program's others, in order), summed
-// over `dims` (kept) and shaped as `target`. Without dims, stage 0's value is stored and the
-// program is a tsfuse::pairwise over it.
-at::Tensor runGradient(const Chain& c, at::TensorList ops, const ReduceSpec& stage0, const Expr& program, int64_t value,
-                       std::vector<at::Tensor> operands, const std::vector<int64_t>& dims, const at::Tensor& target) {
+// The gradient of one operand as a reduce_chain: stage 0 as given (its value of `valueSizes`),
+// then `program` over stage 0's value (operand `value` of the program) and `operands` (the
+// program's others, in order), summed over `dims` of `shape` (grad::SumOver) and shaped as
+// `target`. Without dims to sum, stage 0's value is stored and the program is a tsfuse::pairwise
+// over it.
+at::Tensor runGradient(const Chain& c, at::TensorList ops, const ReduceSpec& stage0, at::IntArrayRef valueSizes,
+                       const Expr& program, int64_t value, std::vector<at::Tensor> operands, at::IntArrayRef shape,
+                       const std::vector<int64_t>& dims, const at::Tensor& target) {
   const std::vector<at::Tensor> head = ops.slice(0, stage0.epilogue ? c.firstOperand[1] : c.firstOperand[0]).vec();
-  if (dims.empty()) {
+  std::vector<at::Tensor> standIns = operands;
+  standIns.insert(standIns.begin() + value, standIn(valueSizes, target.scalar_type(), target.device()));
+  const grad::SumOver sum(grad::spanOf(program, standIns), shape, dims);
+  if (sum.spanned.empty()) {
     std::optional<std::string> epilogue;
     if (stage0.epilogue) epilogue = stage0.epilogue->str();
     at::Tensor v =
         tsfuse::reduce(head, c.expr->str(), reductionText(stage0), stage0.dims, stage0.keepdim, std::nullopt, epilogue);
     operands.insert(operands.begin() + value, v);
-    return pairwise(operands, program.str()).reshape(target.sizes());
+    return sum.shapedAs(pairwise(operands, program.str()), target);
   }
   StageInput in;
   in.expr = std::make_shared<Expr>(program);
@@ -146,8 +149,8 @@ at::Tensor runGradient(const Chain& c, at::TensorList ops, const ReduceSpec& sta
   in.value = value;
   std::vector<at::Tensor> all = head;
   all.insert(all.end(), operands.begin(), operands.end());
-  const std::vector<std::string> stages{stageText(false, nullptr, stage0), stageText(false, &in, sumOver(dims))};
-  return reduceChain(all, c.expr->str(), stages).reshape(target.sizes());
+  const std::vector<std::string> stages{stageText(false, nullptr, stage0), stageText(false, &in, sumOver(sum.spanned))};
+  return sum.shapedAs(reduceChain(all, c.expr->str(), stages), target);
 }
 
 std::vector<at::Tensor> concat(std::initializer_list<std::vector<at::Tensor>> parts) {
@@ -180,7 +183,7 @@ class ChainGradients {
                            inputArgs(0, n), stage1Gradient(program, u1, n));
     if (p.none) return at::Tensor();
     if (!p.value) return std::nullopt;
-    return runGradient(c_, ops_, c_.stages[0], program, in->value, concat({inputs1_, adjoint_.operands}),
+    return runGradient(c_, ops_, c_.stages[0], s_.s1, program, in->value, concat({inputs1_, adjoint_.operands}), s_.s1,
                        grad::broadcastDims(inputs1_[j].sizes(), s_.s1), inputs1_[j]);
   }
 
@@ -193,9 +196,9 @@ class ChainGradients {
                                      static_cast<int>(j));
     if (p.none) return at::Tensor();
     if (!p.value) return std::nullopt;
-    return runGradient(c_, ops_, plain(c_.stages[0], c_.stages[0].keepdim), program, 0,
-                       concat({extras0_, inputs1_, adjoint_.operands}), grad::broadcastDims(extras0_[j].sizes(), s_.s1),
-                       extras0_[j]);
+    return runGradient(c_, ops_, plain(c_.stages[0], c_.stages[0].keepdim), s_.r0.sizes(), program, 0,
+                       concat({extras0_, inputs1_, adjoint_.operands}), s_.s1,
+                       grad::broadcastDims(extras0_[j].sizes(), s_.s1), extras0_[j]);
   }
 
   // Stage 0's expression operand p: over S0, with stage 1's values lifted into it.
@@ -217,12 +220,19 @@ class ChainGradients {
     if (!d.value) return std::nullopt;
     std::vector<at::Tensor> lifted = ops0.vec();
     for (const auto& t : concat({extras0_, inputs1_, adjoint_.operands})) lifted.push_back(lift(c_, s_, t));
-    return runGradient(c_, ops_, plain(c_.stages[0], true), program, r0, lifted,
+    return runGradient(c_, ops_, plain(c_.stages[0], true), keptSizes(), program, r0, lifted, s_.s0,
                        grad::broadcastDims(ops0[p].sizes(), s_.s0), ops0[p]);
   }
 
  private:
   int64_t adjointSize() const { return static_cast<int64_t>(adjoint_.operands.size()); }
+
+  // Stage 0's reduced value with its dims kept: S0 with the reduced dims of size 1.
+  std::vector<int64_t> keptSizes() const {
+    std::vector<int64_t> kept = s_.s0;
+    for (int64_t d : s_.reduced0) kept[d] = 1;
+    return kept;
+  }
 
   // Stage 1's input value's gradient in `into`: its adjoint over u1, whose operands start at `first`.
   Arg stage1Gradient(Expr& into, const Arg& u1, int64_t first) const {
@@ -375,6 +385,7 @@ struct ChainFunction : torch::autograd::Function<ChainFunction> {
                             const std::vector<std::string>& stages) {
     ctx->saved_data["expr"] = expr;
     ctx->saved_data["stages"] = grad::joinStages(stages);
+    grad::passUndefinedGradients(ctx, operands.size());
     std::vector<at::Tensor> saved = operands.vec();
     const auto c = cachedChain(expr, stages);
     const ReduceSpec& last = c->stages[1];
@@ -396,6 +407,7 @@ struct ChainFunction : torch::autograd::Function<ChainFunction> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    if (auto none = grad::noGradients(ctx, grads, 2)) return *none;
     const std::string expr = ctx->saved_data["expr"].toStringRef();
     const auto c = cachedChain(expr, grad::splitStages(ctx->saved_data["stages"].toStringRef()));
     variable_list saved = ctx->get_saved_variables();
@@ -405,7 +417,6 @@ struct ChainFunction : torch::autograd::Function<ChainFunction> {
       saved.pop_back();
     }
     variable_list out(2 + saved.size());
-    if (!grads[0].defined()) return out;
     std::vector<bool> needed(saved.size());
     for (size_t i = 0; i < saved.size(); ++i) needed[i] = ctx->needs_input_grad(i);
     std::vector<std::optional<at::Tensor>> fused(saved.size());

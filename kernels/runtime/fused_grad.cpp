@@ -17,13 +17,6 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// The shape of the program's value: its operands broadcast (numbers too, as 0-dim tensors).
-std::vector<int64_t> valueShape(at::TensorList operands) {
-  std::vector<int64_t> shape;
-  for (const at::Tensor& t : operands) shape = at::infer_size(shape, t.sizes());
-  return shape;
-}
-
 // Each needed operand's gradient (`arguments`: the op's non-tensor arguments, which get none),
 // given the saved operands, their value's `shape` and the value's gradient `adjoint` (nullopt:
 // none fused); `reference` recomputes the op's output with ATen for the unfused path, autograd's
@@ -43,18 +36,36 @@ variable_list operandGradients(AutogradContext* ctx, int64_t arguments, at::Tens
   return out;
 }
 
+// Whether a gradient reaches an operand that requires one through `e`; where none does, the op's
+// output, as eager's (a mask, a count, zeros_like), requires none.
+bool reachesGradient(const Expr& e, at::TensorList operands) {
+  if (static_cast<int64_t>(operands.size()) != e.numInputs) return true;  // (the op raises eager's error)
+  for (const at::Tensor& t : operands)
+    if (!t.defined()) return true;
+  try {
+    for (size_t i = 0; i < operands.size(); ++i)
+      if (operands[i].requires_grad() && gradientOf(e, static_cast<int>(i), operands).status != Gradient::Status::None)
+        return true;
+  } catch (const c10::Error&) {
+    return true;  // (operands that do not broadcast: the op raises eager's error)
+  }
+  return false;
+}
+
 struct PairwiseFunction : torch::autograd::Function<PairwiseFunction> {
   static at::Tensor forward(AutogradContext* ctx, at::TensorList operands, const std::string& expr) {
     ctx->saved_data["expr"] = expr;
+    grad::passUndefinedGradients(ctx, operands.size());
     ctx->save_for_backward(operands.vec());
     return pairwise(operands, expr);  // below autograd: grad mode is off in a custom forward
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    if (auto none = grad::noGradients(ctx, grads, 1)) return *none;
     const auto e = cachedExpr(ctx->saved_data["expr"].toStringRef());
     const variable_list saved = ctx->get_saved_variables();
     auto reference = [&](at::TensorList ops) { return evalAten(*e, ops); };
-    return operandGradients(ctx, 1, saved, valueShape(saved), *e, grad::Adjoint{nullptr, {grads[0]}}, reference,
+    return operandGradients(ctx, 1, saved, grad::spanOf(*e, saved), *e, grad::Adjoint{nullptr, {grads[0]}}, reference,
                             grads[0]);
   }
 };
@@ -66,6 +77,7 @@ struct ReduceFunction : torch::autograd::Function<ReduceFunction> {
     ctx->saved_data["reduction"] = reduction;
     ctx->saved_data["dim"] = dim ? c10::IValue(*dim) : c10::IValue();
     ctx->saved_data["keepdim"] = keepdim;
+    grad::passUndefinedGradients(ctx, operands.size());
     at::Tensor out = tsfuse::reduce(operands, expr, reduction, dim, keepdim, std::nullopt);
     std::vector<at::Tensor> saved = operands.vec();
     if (grad::readsResult(
@@ -76,6 +88,7 @@ struct ReduceFunction : torch::autograd::Function<ReduceFunction> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    if (auto none = grad::noGradients(ctx, grads, 4)) return *none;
     const auto e = cachedExpr(ctx->saved_data["expr"].toStringRef());
     const c10::IValue dimArg = ctx->saved_data["dim"];
     std::optional<std::vector<int64_t>> dim;
@@ -89,7 +102,7 @@ struct ReduceFunction : torch::autograd::Function<ReduceFunction> {
       result = saved.back();
       saved.pop_back();
     }
-    const std::vector<int64_t> shape = valueShape(saved);
+    const std::vector<int64_t> shape = grad::spanOf(*e, saved);
     auto fold = [&](const Expr* tail, const std::vector<at::Tensor>& extra, const std::string& reduction) {
       std::vector<at::Tensor> ops = saved;
       ops.insert(ops.end(), extra.begin(), extra.end());
@@ -110,8 +123,30 @@ std::shared_ptr<const Expr> program(const char* text) { return cachedExpr(text);
 
 namespace grad {
 
+// The shape of `p`'s value over `ops`: the operands its value reads, broadcast. A fused op spans
+// that shape, which is narrower than the space where the value reads fewer operands.
+std::vector<int64_t> spanOf(const Expr& p, at::TensorList ops) {
+  std::vector<char> live(p.instrs.size(), 0);
+  live.back() = 1;
+  std::vector<int64_t> shape;
+  for (size_t k = p.instrs.size(); k-- > 0;) {
+    if (!live[k]) continue;
+    for (const Arg& a : p.instrs[k].args) {
+      if (a.kind == Arg::Kind::Value) live[a.i] = 1;
+      if (a.kind == Arg::Kind::Input) shape = at::infer_size(shape, ops[a.i].sizes());
+    }
+  }
+  return shape;
+}
+
+bool hasAdjoint(const ReduceSpec& r) {
+  return !r.dtype && (r.kind == Reduction::Sum || r.kind == Reduction::Mean || r.kind == Reduction::Amax ||
+                      r.kind == Reduction::Amin || r.kind == Reduction::Logsumexp);
+}
+
 bool readsResult(const ReduceSpec& r) {
-  return r.kind == Reduction::Amax || r.kind == Reduction::Amin || r.kind == Reduction::Logsumexp;
+  return ((r.kind == Reduction::Amax || r.kind == Reduction::Amin) && !r.routesGradient) ||
+         r.kind == Reduction::Logsumexp;
 }
 
 std::vector<int64_t> broadcastDims(at::IntArrayRef operand, at::IntArrayRef value) {
@@ -146,6 +181,7 @@ std::optional<Adjoint> adjointOf(const ReduceSpec& r, at::IntArrayRef shape, con
     case Reduction::Amax:
     case Reduction::Amin: {
       if (r.routesGradient) {  // max/min(dim)'s values: the whole gradient to the index they return
+        if (dims.empty()) return Adjoint{nullptr, {g}};  // (of a 0-dim value: the value itself)
         const int64_t d = dims.at(0);
         std::vector<int64_t> along(rank, 1);
         along[d] = shape[d];
@@ -207,17 +243,40 @@ std::optional<at::Tensor> fusedGradient(const Expr& e, int wrt, at::TensorList o
   std::vector<at::Tensor> ops = operands.vec();
   ops.insert(ops.end(), adjoint.operands.begin(), adjoint.operands.end());
   const at::Tensor& target = operands[wrt];
-  const std::vector<int64_t> dims = broadcastDims(target.sizes(), shape);
-  at::Tensor r =
-      dims.empty() ? pairwise(ops, p.str()) : tsfuse::reduce(ops, p.str(), "sum", dims, /*keepdim=*/true, std::nullopt);
-  return shapedAs(r, shape, dims, target);
+  const SumOver sum(spanOf(p, ops), shape, broadcastDims(target.sizes(), shape));
+  const at::Tensor r = sum.spanned.empty()
+                           ? pairwise(ops, p.str())
+                           : tsfuse::reduce(ops, p.str(), "sum", sum.spanned, /*keepdim=*/true, std::nullopt);
+  return sum.shapedAs(r, target);
 }
 
-at::Tensor shapedAs(const at::Tensor& r, at::IntArrayRef shape, const std::vector<int64_t>& dims,
-                    const at::Tensor& target) {
-  std::vector<int64_t> kept = shape.vec();
-  for (int64_t d : dims) kept[d] = 1;
+SumOver::SumOver(at::IntArrayRef span, at::IntArrayRef shape, std::vector<int64_t> dims)
+    : shape_(shape.vec()), dims_(std::move(dims)) {
+  const int64_t lead = static_cast<int64_t>(shape.size() - span.size());
+  for (int64_t d : dims_) {
+    if (d >= lead && span[d - lead] == shape[d])
+      spanned.push_back(d - lead);
+    else
+      count_ *= shape[d];
+  }
+}
+
+at::Tensor SumOver::shapedAs(at::Tensor r, const at::Tensor& target) const {
+  if (count_ != 1) r = count_ == 0 ? at::zeros_like(r) : r * count_;
+  std::vector<int64_t> kept = shape_;
+  for (int64_t d : dims_) kept[d] = 1;
   return r.expand(kept).reshape(target.sizes());
+}
+
+void passUndefinedGradients(AutogradContext* ctx, size_t operands) {
+  ctx->set_materialize_grads(false);
+  ctx->saved_data["operands"] = static_cast<int64_t>(operands);
+}
+
+std::optional<variable_list> noGradients(AutogradContext* ctx, const variable_list& grads, size_t arguments) {
+  for (const at::Tensor& g : grads)
+    if (g.defined()) return std::nullopt;
+  return variable_list(static_cast<size_t>(ctx->saved_data["operands"].toInt()) + arguments);
 }
 
 at::Tensor atenGradient(const std::function<at::Tensor(at::TensorList)>& reference, at::TensorList saved, size_t i,
@@ -236,6 +295,10 @@ at::Tensor atenGradient(const std::function<at::Tensor(at::TensorList)>& referen
 }  // namespace grad
 
 at::Tensor pairwiseWithGradient(at::TensorList operands, c10::string_view expr) {
+  if (!reachesGradient(*cachedExpr(std::string(expr)), operands)) {
+    at::NoGradGuard off;
+    return pairwise(operands, std::string(expr));
+  }
   return PairwiseFunction::apply(operands, std::string(expr));
 }
 
@@ -247,7 +310,11 @@ std::optional<at::Tensor> reduceWithGradient(at::TensorList operands, c10::strin
   std::optional<std::vector<int64_t>> d;
   if (dim) d = dim->vec();
   const ReduceSpec spec = makeReduceSpec(reduction, dim, keepdim, std::nullopt);
-  if (spec.kind != Reduction::Sum && spec.kind != Reduction::Mean && !grad::readsResult(spec)) return std::nullopt;
+  if (!grad::hasAdjoint(spec)) return std::nullopt;
+  if (!reachesGradient(*cachedExpr(std::string(expr)), operands)) {
+    at::NoGradGuard off;
+    return tsfuse::reduce(operands, std::string(expr), std::string(reduction), d, keepdim, std::nullopt);
+  }
   return ReduceFunction::apply(operands, std::string(expr), std::string(reduction), d, keepdim);
 }
 

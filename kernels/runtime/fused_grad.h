@@ -11,6 +11,7 @@
 #include "kernels/reference/aten_eval.h"
 
 #include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
 
 #include <functional>
 #include <optional>
@@ -57,7 +58,10 @@ struct Adjoint {
 using Fold =
     std::function<at::Tensor(const Expr* tail, const std::vector<at::Tensor>& extra, const std::string& reduction)>;
 
-// Whether `r`'s adjoint reads its result (which the forward then saves): amax, amin, logsumexp.
+// Whether `r` has a fused adjoint (adjointOf): sum, mean, amax, amin, logsumexp, no dtype.
+bool hasAdjoint(const ReduceSpec& r);
+// Whether `r`'s adjoint reads its result (which the forward then saves): amax and amin splitting
+// among ties, logsumexp (max/min(dim)'s values route to the index they recompute instead).
 bool readsResult(const ReduceSpec& r);
 
 // `r`'s adjoint over a space `shape`, for autograd's `grad` and the reduction's `result` (no
@@ -78,10 +82,36 @@ Expr compose(const Expr& e, const Expr* tail, int64_t extra);
 std::optional<at::Tensor> fusedGradient(const Expr& e, int wrt, at::TensorList operands, at::IntArrayRef shape,
                                         const Adjoint& adjoint);
 
-// A gradient `r` computed over a space `shape` with `dims` summed (kept) as `target`'s: a program
-// that reads fewer operands than the space spans gives a value of fewer dims, broadcast here.
-at::Tensor shapedAs(const at::Tensor& r, at::IntArrayRef shape, const std::vector<int64_t>& dims,
-                    const at::Tensor& target);
+// The shape of `p`'s value over `ops`: the operands its value reads, broadcast. A fused op spans
+// that shape, which is narrower than the space where the value reads fewer operands.
+std::vector<int64_t> spanOf(const Expr& p, at::TensorList ops);
+
+// An operand's gradient, a program's value summed over `dims` of a space `shape`, by a fused op
+// over the program's span (spanOf): a summed dim the span lacks holds one value, whose sum is
+// that value times the dim's size, and a dim the operand keeps but the span lacks is broadcast.
+class SumOver {
+ public:
+  SumOver(at::IntArrayRef span, at::IntArrayRef shape, std::vector<int64_t> dims);
+  // The summed dims the span has, in its own numbering: the fused op's reduced dims (kept).
+  std::vector<int64_t> spanned;
+  // The fused op's result `r` as the gradient of `target`.
+  at::Tensor shapedAs(at::Tensor r, const at::Tensor& target) const;
+
+ private:
+  std::vector<int64_t> shape_, dims_;
+  int64_t count_ = 1;
+};
+
+// For a fused op's autograd forward: undefined incoming gradients stay undefined, and the operand
+// count is kept, so that a backward reached by none (its output read through a comparison alone)
+// returns before unpacking what it saved, which a later in-place write may have changed: eager
+// never runs that backward, and unpacking would raise.
+void passUndefinedGradients(torch::autograd::AutogradContext* ctx, size_t operands);
+// The backward's result when no incoming gradient is defined: none for each of the operands and
+// the `arguments` after them; nullopt otherwise.
+std::optional<torch::autograd::variable_list> noGradients(torch::autograd::AutogradContext* ctx,
+                                                          const torch::autograd::variable_list& grads,
+                                                          size_t arguments);
 
 // The gradient of operand `i` through ATen's autograd of `reference` (the op's unfused evaluation)
 // recomputed from `saved`, for `incoming`; differentiable itself in a double backward.

@@ -40,7 +40,7 @@ struct SweepFunction : torch::autograd::Function<SweepFunction> {
                                const std::vector<std::string>& stages) {
     ctx->saved_data["expr"] = expr;
     ctx->saved_data["stages"] = grad::joinStages(stages);
-    ctx->set_materialize_grads(false);
+    grad::passUndefinedGradients(ctx, operands.size());
     variable_list out = reduceSweep(operands, expr, stages);
     std::vector<at::Tensor> saved = operands.vec();
     saved.insert(saved.end(), out.begin(), out.end());  // each branch's result (its r1: no epilogue)
@@ -49,6 +49,7 @@ struct SweepFunction : torch::autograd::Function<SweepFunction> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    if (auto none = grad::noGradients(ctx, grads, 2)) return *none;
     const auto s =
         cachedSweep(ctx->saved_data["expr"].toStringRef(), grad::splitStages(ctx->saved_data["stages"].toStringRef()));
     variable_list saved = ctx->get_saved_variables();

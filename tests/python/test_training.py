@@ -113,6 +113,75 @@ def test_a_gradient_reading_fewer_dims_than_the_value_is_broadcast(tsfuse_lib):
     assert torch.equal(ga, (w * torch.linspace(-1, 1, 1)).expand(4, 3))
 
 
+def offsets_summed(a, w):
+    return (a - w).sum(1)
+
+
+def test_a_summed_dim_the_gradient_program_does_not_span_counts_its_size(tsfuse_lib):
+    # w's gradient program is -g alone, which does not span a's dim 1 (size 4) that the sum folds:
+    # each w gets -4 g, not -g.
+    a = torch.randn(5, 4)
+    scripted = torch.jit.script(offsets_summed)
+    for _ in range(3):
+        w = torch.randn(5, 1, requires_grad=True)
+        scripted(a, w).backward(torch.arange(5.0))
+    assert "tsfuse::reduce" in str(torch.jit.last_executed_optimized_graph())
+    assert torch.equal(w.grad, -4 * torch.arange(5.0)[:, None]), w.grad
+
+
+def scalar_logsumexp(x):
+    return torch.logsumexp((x[:, None] * x[None]).sum(), [-1])
+
+
+def test_a_chain_ending_in_a_reduction_of_a_0_dim_value_trains(tsfuse_lib):
+    # Stage 1 reduces dim -1 of stage 0's 0-dim sum, a dim ATen wraps to no dim at all.
+    x = torch.randn(6)
+    scripted = torch.jit.script(scalar_logsumexp)
+    for _ in range(3):
+        got, (g,), _ = weighted_backward(scripted, [x])
+    assert "tsfuse::reduce_chain" in str(torch.jit.last_executed_optimized_graph())
+    want, (w,), _ = weighted_backward(scalar_logsumexp, [x])
+    torch.testing.assert_close(got, want)  # a sum over all: eager's order is not fixed
+    torch.testing.assert_close(g, w)
+
+
+def written_after(x, y):
+    d = (x[:, None] - y[None]).abs().sum(1)
+    y.mul_(2)
+    return d
+
+
+def test_an_operand_written_after_the_fused_op_keeps_its_values_for_the_backward(tsfuse_lib):
+    # y is read by the fused reduce, then written in place; eager saves nothing of y's here (abs
+    # saves the difference), so its backward runs, and the fused one must too, with y as it was.
+    g = torch.Generator().manual_seed(5)
+    x, y = torch.randn(30, generator=g), torch.randn(20, generator=g)
+    scripted = torch.jit.script(written_after)
+    for _ in range(3):
+        xs = x.clone().requires_grad_()
+        scripted(xs, y.clone()).sum().backward()
+    graph = str(torch.jit.last_executed_optimized_graph())
+    assert "tsfuse::saved_operand" in graph and "tsfuse::reduce" in graph, graph
+    xe = x.clone().requires_grad_()
+    written_after(xe, y.clone()).sum().backward()
+    assert torch.equal(xs.grad, xe.grad)
+
+
+def masked_count(x, y):
+    m = torch.zeros_like(x[:, None] * y[None])
+    return m + (x[:, None] > y[None])
+
+
+def test_an_output_no_gradient_reaches_does_not_require_one(tsfuse_lib):
+    # zeros_like reads x's shape, the comparison its values: eager's result requires no gradient.
+    x, y = torch.randn(5, requires_grad=True), torch.randn(4)
+    scripted = torch.jit.script(masked_count)
+    for _ in range(3):
+        out = scripted(x, y)
+    assert "tsfuse::pairwise" in str(torch.jit.last_executed_optimized_graph())
+    assert not out.requires_grad and not masked_count(x, y).requires_grad
+
+
 def test_box_overlap_trains_through_the_fused_op(tsfuse_lib):
     g = torch.Generator().manual_seed(1)
     xy = torch.rand(40, 2, generator=g) * 10
