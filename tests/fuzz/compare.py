@@ -36,6 +36,13 @@ KNOWN_DIVERGENCES = {
     # eager's gradient recomputed with 0 * inf = 0 (grad_bound.py's G), everything else matched.
     "nan_from_zero_gradient": "eager's gradient is NaN where its backward multiplied a zero gradient by an "
                               "infinite or NaN derivative; the fused gradient is the finite value without it",
+    # Gradient mode. Where a value narrower than the space (log(x) of x [N, 1] in a [N, M] program)
+    # has an infinite local derivative (1/x at x = 0), eager first sums the incoming gradient over
+    # the broadcast dims and then multiplies (sum(g) * inf: +-inf); a fused backward multiplies each
+    # element and sums over the whole space (g_i * inf of both signs: NaN). Classified per element:
+    # eager's gradient infinite, the optimized one NaN, everything else matched.
+    "infinite_gradient_summed_late": "eager's gradient is +-inf where the fused backward's is NaN: an infinite "
+                                     "local derivative of a narrow value, multiplied before the sum",
 }
 # Contracts the generator's error bounds apply (not classifications: the bound is part of the
 # comparison, see gen.py). Listed so the report states every place that is not bit-exact.

@@ -154,45 +154,49 @@ def bound_for(program, eager_fn, eager, mutation_ok=False):
 
 
 def compare_grad_tensor(e, o, bound, ratios=None):
-    """(problem or None, unbounded elements, excused NaNs) for one leaf's gradients; appends the
-    largest |e - o| / bound to `ratios` when values differ within the bound. `bound`:
-    grad_bound's (B, G) for the leaf, or None (then bit-exact is required). A NaN of eager's where
-    the optimized value is finite is excused (nan_from_zero_gradient) when G, eager's gradient
-    with 0 * inf = 0, is finite there and the optimized value is within 2 B of it."""
+    """(problem or None, unbounded elements, the known divergences that excused NaNs) for one
+    leaf's gradients; appends the largest |e - o| / bound to `ratios` when values differ within
+    the bound. `bound`: grad_bound's (B, G) for the leaf, or None (then bit-exact is required). A
+    NaN of eager's where the optimized value is finite is excused (nan_from_zero_gradient) when G,
+    eager's gradient with 0 * inf = 0, is finite there and the optimized value is within 2 B of
+    it; a NaN of the optimized program's where eager's is infinite, always
+    (infinite_gradient_summed_late)."""
     if e.dtype != o.dtype:
-        return f"dtype {e.dtype} vs {o.dtype}", 0, 0
+        return f"dtype {e.dtype} vs {o.dtype}", 0, set()
     if e.shape != o.shape:
-        return f"shape {tuple(e.shape)} vs {tuple(o.shape)}", 0, 0
+        return f"shape {tuple(e.shape)} vs {tuple(o.shape)}", 0, set()
     if e.numel() == 0:
-        return None, 0, 0
+        return None, 0, set()
     en, on = torch.isnan(e), torch.isnan(o)
-    excused = 0
+    excused = set()
     if not torch.equal(en, on):
         differ = en != on
         bad = differ.nonzero()[0].tolist()
         why = f"NaN mask differs at {bad}: {e[tuple(bad)].item()} vs {o[tuple(bad)].item()}"
         if bound is None:
-            return why, 0, 0
+            return why, 0, set()
         B, G = bound[0].double(), bound[1].double()
         near = (o.double() - G).abs() <= 2 * B
         ok = en & ~on & torch.isfinite(G) & near
-        if not bool((ok | ~differ).all()):
-            bad = (differ & ~ok).nonzero()[0].tolist()
+        summed_late = ~en & on & torch.isinf(e)
+        if not bool((ok | summed_late | ~differ).all()):
+            bad = (differ & ~ok & ~summed_late).nonzero()[0].tolist()
             i = tuple(bad)
             return (f"NaN mask differs at {bad}: {e[i].item()} vs {o[i].item()} (eager's gradient with "
-                    f"0 * inf = 0 there: {G[i].item()})"), 0, 0
-        excused = int(differ.sum())
+                    f"0 * inf = 0 there: {G[i].item()})"), 0, set()
+        excused = {name for name, mask in (("nan_from_zero_gradient", differ & ok),
+                                           ("infinite_gradient_summed_late", summed_late)) if bool(mask.any())}
         e = torch.where(differ, o, e)
         en = on
     ec, oc = e.masked_fill(en, 0).double(), o.masked_fill(on, 0).double()
     ei, oi = torch.isinf(ec), torch.isinf(oc)
     if not torch.equal(ei, oi) or not torch.equal(ec[ei], oc[oi]):
         bad = ((ei != oi) | (ec != oc) & (ei | oi)).nonzero()[0].tolist()
-        return f"infinities differ at {bad}: {e[tuple(bad)].item()} vs {o[tuple(bad)].item()}", 0, 0
+        return f"infinities differ at {bad}: {e[tuple(bad)].item()} vs {o[tuple(bad)].item()}", 0, set()
     if torch.equal(ec, oc):
         return None, 0, excused
     if bound is None:
-        return compare_tensor(e.contiguous(), o.contiguous(), 0.0), 0, 0
+        return compare_tensor(e.contiguous(), o.contiguous(), 0.0), 0, set()
     b = bound[0].double()
     fin = torch.isfinite(b) & ~ei
     diff = (ec - oc).abs()
@@ -201,7 +205,7 @@ def compare_grad_tensor(e, o, bound, ratios=None):
         bad = over.nonzero()[0].tolist()
         i = tuple(bad)
         return (f"at {bad}: {e[i].item()!r} vs {o[i].item()!r}, diff {diff[i].item():.3g} exceeds the bound "
-                f"{b[i].item():.3g} (max diff/bound {float((diff[fin] / b[fin].clamp_min(1e-300)).max()):.3g})"), 0, 0
+                f"{b[i].item():.3g} (max diff/bound {float((diff[fin] / b[fin].clamp_min(1e-300)).max()):.3g})"), 0, set()
     if ratios is not None and bool(fin.any()):
         ratios.append(float((diff[fin] / b[fin].clamp_min(1e-300)).max()))  # (run.py adds the program)
     return None, int((~fin & ~ei & (diff > 0)).sum()), excused
@@ -270,8 +274,7 @@ def compare_grad(program, eager, opt, bound_fn, stats=None, known=()):
             why = f"{none} is None (no path from the outputs), compared as zeros: {why}"
         if why:
             return f"gradient of {name}: {why}" + (f" (after {', '.join(known)})" if known else ""), None
-        if excused and "nan_from_zero_gradient" not in known:
-            known.append("nan_from_zero_gradient")
+        known.extend(sorted(set(excused) - set(known)))
     if known:
         return "; ".join(known), known[0]
     return None, None
