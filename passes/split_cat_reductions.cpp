@@ -1,5 +1,6 @@
 // split_cat_reductions (passes/split_cat_reductions.h): a min or max over a stack's dim becomes an
-// elementwise min or max of the pieces.
+// elementwise min or max of the pieces (max/min(dim)'s values: tsfuse::max_join/min_join, which
+// keep its gradient rule).
 //
 //   %l = prim::ListConstruct(%p0, %p1, %p2)          %c0 = tsfuse::cat_piece(%p0, %p0, 0, 2, True)
 //   %s = aten::stack(%l, 2)                   =>     %c1 = tsfuse::cat_piece(%p1, %p0, 1, 2, True)
@@ -37,9 +38,12 @@ bool sameDim(int64_t a, int64_t b, std::optional<size_t> rank) {
   return (a + r) % r == (b + r) % r;
 }
 
-// amin, amax, any or all over one dim d with a constant keepdim (matchReduction reads them): the
-// reductions this pass splits, each with the elementwise op that joins two pieces (any/all: of bool
-// pieces only).
+const c10::Symbol kMaxJoin = c10::Symbol::fromQualString("tsfuse::max_join");
+const c10::Symbol kMinJoin = c10::Symbol::fromQualString("tsfuse::min_join");
+
+// amin, amax, max/min(dim)'s values, any or all over one dim d with a constant keepdim
+// (matchReduction reads them): the reductions this pass splits, each with the elementwise op that
+// joins two pieces (any/all, amin/amax: of bool pieces only).
 struct Split {
   c10::Symbol join;
   bool needsBool = false;
@@ -48,15 +52,18 @@ struct Split {
 };
 std::optional<Split> splitReduction(Node* n) {
   ReductionMatch r;
-  // max/min(dim)'s values route the gradient to one piece; the elementwise join would split it on ties.
-  if (!matchReduction(n, r, nullptr) || !r.spec.dims || r.spec.dims->size() != 1 || r.spec.routesGradient)
-    return std::nullopt;
+  if (!matchReduction(n, r, nullptr) || !r.spec.dims || r.spec.dims->size() != 1) return std::nullopt;
   const int64_t d = r.spec.dims->front();
   switch (r.spec.kind) {
+    // max/min(dim)'s values give the gradient to the first piece holding the extremum (max_join);
+    // amin/amax split it among the tied pieces by their count, which no join of two carries, so
+    // only pieces without a gradient (bool) join there.
     case Reduction::Amin:
-      return Split{c10::aten::minimum, false, d, r.spec.keepdim};
+      return r.spec.routesGradient ? Split{kMinJoin, false, d, r.spec.keepdim}
+                                   : Split{c10::aten::minimum, true, d, r.spec.keepdim};
     case Reduction::Amax:
-      return Split{c10::aten::maximum, false, d, r.spec.keepdim};
+      return r.spec.routesGradient ? Split{kMaxJoin, false, d, r.spec.keepdim}
+                                   : Split{c10::aten::maximum, true, d, r.spec.keepdim};
     case Reduction::Any:
       return Split{c10::aten::logical_or, true, d, r.spec.keepdim};
     case Reduction::All:
@@ -97,7 +104,10 @@ class SplitCatReductionsPattern : public Pattern {
       for (Value* p : pieces)
         if (!provablyBool(p))
           return reject("piece %" + p->debugName() +
-                        " is not provably bool (any/all of a uint8 tensor is uint8, not logical_or's bool)");
+                        (split->join == c10::aten::minimum || split->join == c10::aten::maximum
+                             ? " is not provably bool (amin/amax's gradient splits among tied pieces by their "
+                               "count, which an elementwise join cannot carry)"
+                             : " is not provably bool (any/all of a uint8 tensor is uint8, not logical_or's bool)"));
     if (!stack) {
       // A piece of size 1 along d: unsqueeze(p, d) of any p (it raises where the dim is invalid).
       for (Value* p : pieces) {
@@ -125,7 +135,8 @@ class SplitCatReductionsPattern : public Pattern {
     Value* r = checked[0];
     for (size_t i = 1; i < checked.size(); ++i) {
       // The later piece first: of two equal values (0.0 and -0.0) the fused minimum/maximum return
-      // the second operand, so the earlier piece wins, as in eager's amin/amax along a row.
+      // the second operand, so the earlier piece wins, as in eager's amin/amax along a row (and
+      // max_join gives the earlier piece the gradient, as max(dim)).
       Node* m = graph.insertNode(graph.create(split->join, {checked[i], r}, 1));
       m->output()->setType(c10::TensorType::get());
       m->setSourceRange(n->sourceRange());

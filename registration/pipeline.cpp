@@ -56,8 +56,9 @@ const std::vector<PassInfo>& pipelinePasses() {
        "(passes/analysis/decompositions.cpp)",
        Decompose, true},
       {"split_cat_reductions",
-       "min/max (any/all of bools) over the dim of a stack, or of a cat of pieces of size 1 there -> "
-       "elementwise minimum/maximum (logical_or/and) of the pieces (tsfuse::cat_piece keeps the stack's errors)",
+       "max/min(dim)'s values (any/all, amax/amin of bools) over the dim of a stack, or of a cat of pieces of "
+       "size 1 there -> elementwise tsfuse::max_join/min_join (logical_or/and, maximum/minimum) of the pieces "
+       "(tsfuse::cat_piece keeps the stack's errors)",
        SplitCatReductions, true},
       {"sink_reshapes",
        "elementwise ops and last-dim reductions over reshaped operands -> the reshape after them (broadcast dims "

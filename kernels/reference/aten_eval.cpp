@@ -50,6 +50,11 @@ at::Tensor catPiece(const at::Tensor& x, const at::Tensor& first, int64_t entry,
   return x;
 }
 
+at::Tensor extremumJoin(const at::Tensor& piece, const at::Tensor& kept, bool max) {
+  const at::Tensor wins = max ? at::ge(kept, piece) : at::le(kept, piece);
+  return at::where(at::logical_or(wins, at::isnan(kept)), kept, piece);
+}
+
 at::Tensor wrappedNumber(const c10::Scalar& s, c10::Device device) {
   at::Tensor t = at::scalar_tensor(s, at::TensorOptions().dtype(s.type()).device(device));
   t.unsafeGetTensorImpl()->set_wrapped_number(true);

@@ -158,6 +158,12 @@ TORCH_LIBRARY(tsfuse, m) {
   // under grad mode a copy, which a fused op may save for its backward.
   m.def("saved_operand(Tensor(a) self) -> Tensor(a)",
         [](const at::Tensor& self) { return at::GradMode::is_enabled() ? self.clone() : self; });
+  // max/min(dim)'s values over a stack's pieces, joined (passes/split_cat_reductions.cpp): maximum's
+  // or minimum's value, the gradient by max/min(dim)'s rule (kernels/ir/ops.def).
+  m.def("max_join(Tensor piece, Tensor kept) -> Tensor",
+        [](const at::Tensor& piece, const at::Tensor& kept) { return tsfuse::extremumJoin(piece, kept, true); });
+  m.def("min_join(Tensor piece, Tensor kept) -> Tensor",
+        [](const at::Tensor& piece, const at::Tensor& kept) { return tsfuse::extremumJoin(piece, kept, false); });
   // how fused work has run so far (tsfuse::pathCounts, include/tsfuse/ops.h).
   m.def("path_counts() -> Dict(str, int)", [] {
     const tsfuse::PathCounts c = tsfuse::pathCounts();

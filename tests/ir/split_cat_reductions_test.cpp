@@ -1,8 +1,9 @@
 // IR-string tests of split_cat_reductions (passes/split_cat_reductions.h) through the pipeline: a
 // min or max over a stack's dim (or a cat of unsqueezed pieces) becomes one pairwise op over the
 // pieces, with the same values, dtypes and errors (pieces of other sizes, a dim out of range).
-// Named negative cases: the stacked tensor read elsewhere, another dim, a sum, a cat of longer
-// pieces, a non-constant dim.
+// The min/max are max/min(dim)'s values (an amin/amax of pieces that may carry a gradient is a named
+// negative). Named negative cases: the stacked tensor read elsewhere, another dim, a sum, a cat of
+// longer pieces, a non-constant dim.
 #include "ir_util.h"
 
 namespace ir_split_cat_reductions_test {
@@ -53,14 +54,14 @@ Piped pipeline(std::shared_ptr<Graph> g) {
 
 TEST(SplitCatReductionsIR, StackMinIsOnePairwiseOp) {
   Piped f = pipeline(deltasThen(kStack2, R"IR(
-  %m : Tensor = aten::amin(%s, %dims2, %false)
+  %m : Tensor, %mi : Tensor = aten::min(%s, %two, %false)
   %z : float = prim::Constant[value=0.]()
   %inside : Tensor = aten::gt(%m, %z)
   return (%inside, %m)
 )IR"));
   ASSERT_EQ(f.r.rewritesBy("split_cat_reductions"), 1) << f.r.dump();
   EXPECT_TRUE(fileCheck(f.r.ir, [](FileCheck& fc) {
-    fc.check_not("aten::stack")->check_count("tsfuse::pairwise", 1, true)->check_not("aten::amin");
+    fc.check_not("aten::stack")->check_count("tsfuse::pairwise", 1, true)->check_not("aten::min(");
   }));
   EXPECT_EQ(computingFusedOps(f.g), 1) << f.r.ir;
   for (uint64_t seed : {1, 2, 3}) EXPECT_TRUE(sameOutputs(f.ref, f.g, boxes(seed, 37, 11)));
@@ -75,28 +76,28 @@ TEST(SplitCatReductionsIR, MaxKeepdimAndNegativeDims) {
   %s : Tensor = aten::stack(%list, %m1)
 )IR",
                                 R"IR(
-  %m : Tensor = aten::amax(%s, %dimsm1, %true)
+  %m : Tensor, %mi : Tensor = aten::max(%s, %m1, %true)
   %e : Tensor = aten::exp(%m)
   return (%e)
 )IR"));
   ASSERT_EQ(f.r.rewritesBy("split_cat_reductions"), 1) << f.r.dump();
-  EXPECT_TRUE(fileCheck(f.r.ir, [](FileCheck& fc) { fc.check_not("aten::stack")->check_not("aten::amax"); }));
+  EXPECT_TRUE(fileCheck(f.r.ir, [](FileCheck& fc) { fc.check_not("aten::stack")->check_not("aten::max("); }));
   for (uint64_t seed : {7, 8}) EXPECT_TRUE(sameOutputs(f.ref, f.g, boxes(seed, 23, 13)));
 }
 
 TEST(SplitCatReductionsIR, CatOfUnsqueezedPieces) {
   for (const char* keep : {"%false", "%true"}) {
-    Piped f =
-        pipeline(deltasThen(R"IR(
+    Piped f = pipeline(
+        deltasThen(R"IR(
   %lu : Tensor = aten::unsqueeze(%l, %m1)
   %tu : Tensor = aten::unsqueeze(%t, %m1)
   %ru : Tensor = aten::unsqueeze(%r, %m1)
   %list : Tensor[] = prim::ListConstruct(%lu, %tu, %ru)
   %s : Tensor = aten::cat(%list, %m1)
 )IR",
-                            std::string("  %m : Tensor = aten::amin(%s, %dimsm1, ") + keep + ")\n  return (%m)\n"));
+                   std::string("  %m : Tensor, %mi : Tensor = aten::min(%s, %m1, ") + keep + ")\n  return (%m)\n"));
     ASSERT_EQ(f.r.rewritesBy("split_cat_reductions"), 1) << f.r.dump();
-    EXPECT_TRUE(fileCheck(f.r.ir, [](FileCheck& fc) { fc.check_not("aten::cat")->check_not("aten::amin"); }));
+    EXPECT_TRUE(fileCheck(f.r.ir, [](FileCheck& fc) { fc.check_not("aten::cat")->check_not("aten::min("); }));
     for (uint64_t seed : {9, 10}) EXPECT_TRUE(sameOutputs(f.ref, f.g, boxes(seed, 17, 5))) << keep;
   }
 }
@@ -110,7 +111,7 @@ TEST(SplitCatReductionsIR, ViewsOfTheResultStopAtThePieces) {
   %b : Tensor = aten::mul(%x, %y)
   %list : Tensor[] = prim::ListConstruct(%a, %b)
   %s : Tensor = aten::stack(%list, %two)
-  %m : Tensor = aten::amin(%s, %dims2, %false)
+  %m : Tensor, %mi : Tensor = aten::min(%s, %two, %false)
   %v : Tensor = aten::select(%m, %zero, %one)
   %e : Tensor = aten::neg(%v)
   return (%e)
@@ -128,7 +129,7 @@ TEST(SplitCatReductionsIR, ResultIsDenseAsAReductionsIs) {
   %a : Tensor = aten::sub(%x, %y, %one)
   %list : Tensor[] = prim::ListConstruct(%x, %a)
   %s : Tensor = aten::stack(%list, %one)
-  %m : Tensor = aten::amax(%s, %dims1, )IR") + keep + R"IR()
+  %m : Tensor, %mi : Tensor = aten::max(%s, %one, )IR") + keep + R"IR()
   %e : Tensor = aten::neg(%m)
   return (%e)
 )IR"));
@@ -141,7 +142,7 @@ TEST(SplitCatReductionsIR, ResultIsDenseAsAReductionsIs) {
 // Pieces of other sizes: stack raises where minimum would broadcast; the same error either way,
 // and the same for a dim out of range.
 TEST(SplitCatReductionsIR, KeepsTheStacksErrors) {
-  Piped f = pipeline(deltasThen(kStack2, "  %m : Tensor = aten::amin(%s, %dims2, %false)\n  return (%m)\n"));
+  Piped f = pipeline(deltasThen(kStack2, "  %m : Tensor, %mi : Tensor = aten::min(%s, %two, %false)\n  return (%m)\n"));
   ASSERT_EQ(f.r.rewritesBy("split_cat_reductions"), 1) << f.r.dump();
   Gen g(11);
   std::vector<c10::IValue> uneven = {g.tensor({6, 1}, at::kFloat), g.tensor({1, 1}, at::kFloat),
@@ -160,7 +161,7 @@ TEST(SplitCatReductionsIR, KeepsTheStacksErrors) {
   Piped f1 = pipeline(graphWithConstants("%x : Tensor, %y : Tensor", R"IR(
   %list : Tensor[] = prim::ListConstruct(%x, %y)
   %s : Tensor = aten::stack(%list, %two)
-  %m : Tensor = aten::amin(%s, %dims2, %false)
+  %m : Tensor, %mi : Tensor = aten::min(%s, %two, %false)
   %e : Tensor = aten::neg(%m)
   return (%e)
 )IR",
@@ -175,7 +176,7 @@ TEST(SplitCatReductionsIR, KeepsTheStacksErrors) {
   Piped f2 = pipeline(graphWithConstants("%x : Tensor, %y : Tensor", R"IR(
   %list : Tensor[] = prim::ListConstruct(%x, %y)
   %s : Tensor = aten::stack(%list, %zero)
-  %m : Tensor = aten::amax(%s, %dims0, %false)
+  %m : Tensor, %mi : Tensor = aten::max(%s, %zero, %false)
   %e : Tensor = aten::neg(%m)
   return (%e)
 )IR",
@@ -189,7 +190,7 @@ TEST(SplitCatReductionsIR, KeepsTheStacksErrors) {
   %list : Tensor[] = prim::ListConstruct(%lu, %tu)
   %s : Tensor = aten::cat(%list, %m1)
 )IR",
-                                 "  %m : Tensor = aten::amin(%s, %dimsm1, %false)\n  return (%m)\n"));
+                                 "  %m : Tensor, %mi : Tensor = aten::min(%s, %m1, %false)\n  return (%m)\n"));
   ASSERT_EQ(f3.r.rewritesBy("split_cat_reductions"), 1) << f3.r.dump();
   const std::string cat = errorOf(f3.ref, uneven);
   EXPECT_NE(cat.find("Sizes of tensors must match"), std::string::npos) << cat;
@@ -224,16 +225,18 @@ TEST(SplitCatReductionsIR, NegativeCases) {
     std::string join, tail, why;
   };
   const std::vector<Case> cases = {
-      {"StackedTensorAlsoReturned", kStack2, "  %m : Tensor = aten::amin(%s, %dims2, %false)\n  return (%m, %s)\n",
-       "so it is stored anyway"},
-      {"ReducedOverAnotherDim", kStack2, "  %m : Tensor = aten::amin(%s, %dims0, %false)\n  return (%m)\n",
+      {"StackedTensorAlsoReturned", kStack2,
+       "  %m : Tensor, %mi : Tensor = aten::min(%s, %two, %false)\n  return (%m, %s)\n", "so it is stored anyway"},
+      {"ReducedOverAnotherDim", kStack2, "  %m : Tensor, %mi : Tensor = aten::min(%s, %zero, %false)\n  return (%m)\n",
        "so it is stored anyway"},
       {"CatOfLongerPieces", "  %list : Tensor[] = prim::ListConstruct(%l, %t)\n  %s : Tensor = aten::cat(%list, %m1)\n",
-       "  %m : Tensor = aten::amin(%s, %dimsm1, %false)\n  return (%m)\n", "is not provably of size 1"},
+       "  %m : Tensor, %mi : Tensor = aten::min(%s, %m1, %false)\n  return (%m)\n", "is not provably of size 1"},
+      {"AminOfPiecesThatMayHaveAGradient", kStack2, "  %m : Tensor = aten::amin(%s, %dims2, %false)\n  return (%m)\n",
+       "amin/amax's gradient splits among tied pieces"},
       {"DimNotConstant",
        "  %list : Tensor[] = prim::ListConstruct(%l, %t)\n  %k : int = aten::dim(%g)\n"
        "  %s : Tensor = aten::stack(%list, %k)\n",
-       "  %m : Tensor = aten::amin(%s, %dims2, %false)\n  return (%m)\n", "its dim is not a constant"},
+       "  %m : Tensor, %mi : Tensor = aten::min(%s, %two, %false)\n  return (%m)\n", "its dim is not a constant"},
   };
   for (const Case& c : cases) {
     Piped f = pipeline(deltasThen(c.join, c.tail));

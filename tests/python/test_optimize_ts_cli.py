@@ -49,7 +49,7 @@ def test_list_passes(optimize_ts):
     names = [line.split("\t")[0] for line in proc.stdout.splitlines()]
     assert names == ["inline", "zero_dim_numbers", "unroll_accumulations", "canonicalize", "fold_upcast", "decompose", "split_cat_reductions", "sink_reshapes", "sink_views", "fuse_broadcast_reduce", "nest_reductions",
                      "fuse_pairwise", "hoist_into_epilogue", "chain_fused_reductions", "fold_indices_epilogue",
-                     "cleanup", "note_stored_broadcasts", "donate_operands", "full_slice_checks"]
+                     "cleanup", "note_stored_broadcasts", "snapshot_written_operands", "donate_operands", "full_slice_checks"]
     assert all(len(line.split("\t")) == 2 and line.split("\t")[1] for line in proc.stdout.splitlines())
 
 

@@ -182,6 +182,29 @@ def test_an_output_no_gradient_reaches_does_not_require_one(tsfuse_lib):
     assert not out.requires_grad and not masked_count(x, y).requires_grad
 
 
+def box_margin(p, g):
+    left, top = p[:, None, 0] - g[None, :, 0], p[:, None, 1] - g[None, :, 1]
+    right, bottom = g[None, :, 2] - p[:, None, 0], g[None, :, 3] - p[:, None, 1]
+    return torch.stack([left, top, right, bottom], -1).min(-1)[0]
+
+
+def test_min_values_over_a_stack_give_the_gradient_to_the_first_tied_piece(tsfuse_lib):
+    # Integer coordinates: many margins tie, and min(dim) gives the gradient to the first piece
+    # holding the minimum (a NaN first), where minimum's would split it.
+    g = torch.Generator().manual_seed(6)
+    p = torch.randint(0, 6, (40, 2), generator=g).float()
+    boxes = torch.randint(0, 6, (30, 4), generator=g).float()
+    p[3, 0] = float("nan")
+    scripted = torch.jit.script(box_margin)
+    for _ in range(3):
+        got, (gp, gb), _ = weighted_backward(scripted, [p, boxes])
+    assert "tsfuse::pairwise" in str(torch.jit.last_executed_optimized_graph())
+    want, (wp, wb), _ = weighted_backward(box_margin, [p, boxes])
+    assert torch.equal(got.nan_to_num(7), want.nan_to_num(7))
+    torch.testing.assert_close(gp, wp, equal_nan=True)
+    torch.testing.assert_close(gb, wb, equal_nan=True)
+
+
 def test_box_overlap_trains_through_the_fused_op(tsfuse_lib):
     g = torch.Generator().manual_seed(1)
     xy = torch.rand(40, 2, generator=g) * 10
