@@ -53,6 +53,29 @@ class Builder {
 
 }  // namespace
 
+bool recordsGradient(const Expr& forward, at::TensorList operands) {
+  std::optional<Analysis> a = analyze(forward, operands, nullptr);
+  if (!a) return true;  // (the call raises eager's error)
+  const size_t m = forward.instrs.size();
+  std::vector<bool> records(m, false);
+  for (size_t j = 0; j < m; ++j) {
+    const c10::ScalarType t = a->resultType[j];
+    if (!c10::isFloatingType(t) && !c10::isComplexType(t)) continue;  // such a tensor cannot require grad
+    const Instr& ins = forward.instrs[j];
+    const std::vector<Derivative>& ds = derivatives(ins.op);
+    // Autograd records an edge to every argument a derivative covers, and to those of an op whose
+    // gradient is zero (a rounded quotient); none to a shape-only reader (full_like).
+    if (ds.empty() && opDef(ins.op).rule == LowerRule::Fill) continue;
+    for (size_t p = 0; p < ins.args.size(); ++p) {
+      if (!ds.empty() && ds[p].kind == Derivative::Kind::None) continue;
+      const Arg& x = ins.args[p];
+      if ((x.kind == Arg::Kind::Input && operands[x.i].requires_grad()) || (x.kind == Arg::Kind::Value && records[x.i]))
+        records[j] = true;
+    }
+  }
+  return records.back();
+}
+
 Gradient gradientOf(const Expr& forward, int wrt, at::TensorList operands) {
   Gradient g;
   std::optional<Analysis> a = analyze(forward, operands, nullptr);

@@ -33,6 +33,12 @@ struct Gradient {
   std::string why;
 };
 
+// Whether eager's autograd would make `forward`'s value require grad over `operands`: a path of
+// floating (or complex) values from an operand that requires grad, through arguments autograd
+// records (every one a derivative covers, a rounded quotient's, whose gradient is zero), not masks,
+// dtypes or a shape-only reader's (full_like). The gradients may still all be zero.
+bool recordsGradient(const Expr& forward, at::TensorList operands);
+
 // The gradient of `forward`'s value with respect to operand `wrt`, for a call on `operands` (their
 // dtypes and those analysis gives each value decide the casts; their values are not read).
 Gradient gradientOf(const Expr& forward, int wrt, at::TensorList operands);

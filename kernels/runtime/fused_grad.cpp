@@ -36,20 +36,17 @@ variable_list operandGradients(AutogradContext* ctx, int64_t arguments, at::Tens
   return out;
 }
 
-// Whether a gradient reaches an operand that requires one through `e`; where none does, the op's
-// output, as eager's (a mask, a count, zeros_like), requires none.
-bool reachesGradient(const Expr& e, at::TensorList operands) {
+// Whether `e`'s value over `operands` requires grad as eager's would (recordsGradient); where it
+// does not (a mask, a count, zeros_like), the op runs without an autograd node.
+bool outputRequiresGrad(const Expr& e, at::TensorList operands) {
   if (static_cast<int64_t>(operands.size()) != e.numInputs) return true;  // (the op raises eager's error)
   for (const at::Tensor& t : operands)
     if (!t.defined()) return true;
   try {
-    for (size_t i = 0; i < operands.size(); ++i)
-      if (operands[i].requires_grad() && gradientOf(e, static_cast<int>(i), operands).status != Gradient::Status::None)
-        return true;
+    return tsfuse::recordsGradient(e, operands);
   } catch (const c10::Error&) {
     return true;  // (operands that do not broadcast: the op raises eager's error)
   }
-  return false;
 }
 
 struct PairwiseFunction : torch::autograd::Function<PairwiseFunction> {
@@ -219,14 +216,9 @@ Expr compose(const Expr& e, const Expr* tail, int64_t extra) {
   return out;
 }
 
-std::optional<at::Tensor> fusedGradient(const Expr& e, int wrt, at::TensorList operands, at::IntArrayRef shape,
-                                        const Adjoint& adjoint) {
-  const Gradient g = gradientOf(e, wrt, operands);
-  if (g.status == Gradient::Status::None) return at::Tensor();
-  if (g.status == Gradient::Status::Unsupported) {
-    TSFUSE_LOG(kernel, info, "gradient of operand ", wrt, " of '", e.str(), "' through ATen: ", g.why);
-    return std::nullopt;
-  }
+Gradient gradientProgram(const Expr& e, int wrt, at::TensorList operands, const Adjoint& adjoint) {
+  Gradient g = gradientOf(e, wrt, operands);
+  if (g.status != Gradient::Status::Flows) return g;
   const int64_t n = e.numInputs, k = static_cast<int64_t>(adjoint.operands.size());
   Expr p;
   p.numInputs = static_cast<int>(n + k);
@@ -240,6 +232,19 @@ std::optional<at::Tensor> fusedGradient(const Expr& e, int wrt, at::TensorList o
   args.push_back(gu);
   appendProgram(p, g.expr, args);
   p.validate();
+  g.expr = std::move(p);
+  return g;
+}
+
+std::optional<at::Tensor> fusedGradient(const Expr& e, int wrt, at::TensorList operands, at::IntArrayRef shape,
+                                        const Adjoint& adjoint) {
+  const Gradient g = gradientProgram(e, wrt, operands, adjoint);
+  if (g.status == Gradient::Status::None) return at::Tensor();
+  if (g.status == Gradient::Status::Unsupported) {
+    TSFUSE_LOG(kernel, info, "gradient of operand ", wrt, " of '", e.str(), "' through ATen: ", g.why);
+    return std::nullopt;
+  }
+  const Expr& p = g.expr;
   std::vector<at::Tensor> ops = operands.vec();
   ops.insert(ops.end(), adjoint.operands.begin(), adjoint.operands.end());
   const at::Tensor& target = operands[wrt];
@@ -295,7 +300,7 @@ at::Tensor atenGradient(const std::function<at::Tensor(at::TensorList)>& referen
 }  // namespace grad
 
 at::Tensor pairwiseWithGradient(at::TensorList operands, c10::string_view expr) {
-  if (!reachesGradient(*cachedExpr(std::string(expr)), operands)) {
+  if (!outputRequiresGrad(*cachedExpr(std::string(expr)), operands)) {
     at::NoGradGuard off;
     return pairwise(operands, std::string(expr));
   }
@@ -311,7 +316,7 @@ std::optional<at::Tensor> reduceWithGradient(at::TensorList operands, c10::strin
   if (dim) d = dim->vec();
   const ReduceSpec spec = makeReduceSpec(reduction, dim, keepdim, std::nullopt);
   if (!grad::hasAdjoint(spec)) return std::nullopt;
-  if (!reachesGradient(*cachedExpr(std::string(expr)), operands)) {
+  if (!outputRequiresGrad(*cachedExpr(std::string(expr)), operands)) {
     at::NoGradGuard off;
     return tsfuse::reduce(operands, std::string(expr), std::string(reduction), d, keepdim, std::nullopt);
   }

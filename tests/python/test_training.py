@@ -205,6 +205,22 @@ def test_min_values_over_a_stack_give_the_gradient_to_the_first_tied_piece(tsfus
     torch.testing.assert_close(gb, wb, equal_nan=True)
 
 
+def rounded_ratio(x, y):
+    return torch.div(x[:, None], y[None], rounding_mode="floor") * 2
+
+
+def test_an_output_whose_gradient_is_zero_still_requires_one(tsfuse_lib):
+    # A rounded quotient's gradient is zero, but autograd records it: eager's result requires grad.
+    x, y = torch.randn(5, requires_grad=True), torch.rand(4) + 0.5
+    scripted = torch.jit.script(rounded_ratio)
+    for _ in range(3):
+        out = scripted(x, y)
+    assert "tsfuse::pairwise" in str(torch.jit.last_executed_optimized_graph())
+    assert out.requires_grad and rounded_ratio(x, y).requires_grad
+    (gx,) = torch.autograd.grad(out.sum(), [x], allow_unused=True)
+    assert gx is None or not gx.any()
+
+
 def test_box_overlap_trains_through_the_fused_op(tsfuse_lib):
     g = torch.Generator().manual_seed(1)
     xy = torch.rand(40, 2, generator=g) * 10
