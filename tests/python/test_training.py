@@ -221,6 +221,24 @@ def test_an_output_whose_gradient_is_zero_still_requires_one(tsfuse_lib):
     assert gx is None or not gx.any()
 
 
+def l1_loss(x, y, w):
+    return ((x[:, None] - y[None]).abs().sum(-1) * w[None]).sum()
+
+
+def test_the_l1_backward_runs_compiled_code_only(tsfuse_lib):
+    # abs's derivative holds g's dtype throughout (an integer sign would leave tiles interpreted).
+    g = torch.Generator().manual_seed(7)
+    x, y, w = torch.randn(64, 8, generator=g), torch.randn(50, 8, generator=g), torch.randn(50, generator=g)
+    scripted = torch.jit.script(l1_loss)
+    for _ in range(3):
+        _, grads, ran = weighted_backward(lambda a, b: scripted(a, b, w), [x, y])
+    assert "tsfuse::reduce_sweep" in str(torch.jit.last_executed_optimized_graph())
+    assert ran["interpreted_tiles"] == 0 and ran["interpreted_steps"] == 0 and ran["compiled_tiles"] > 0, ran
+    _, want, _ = weighted_backward(lambda a, b: l1_loss(a, b, w), [x, y])
+    for got, w_ in zip(grads, want):
+        torch.testing.assert_close(got, w_, rtol=1e-5, atol=50 * 8 * 1.2e-7 * w_.abs().max().item())
+
+
 def test_box_overlap_trains_through_the_fused_op(tsfuse_lib):
     g = torch.Generator().manual_seed(1)
     xy = torch.rand(40, 2, generator=g) * 10
