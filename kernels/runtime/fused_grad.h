@@ -9,6 +9,7 @@
 #pragma once
 
 #include "kernels/reference/aten_eval.h"
+#include "kernels/reference/backward.h"
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -74,6 +75,11 @@ Adjoint normalizeAdjoint(bool log, int64_t dim, const at::Tensor& grad, const at
 // `e` then `tail` over (e's value, operands e.numInputs...): one program over e's operands and
 // `extra` more; `e` itself where tail is null.
 Expr compose(const Expr& e, const Expr* tail, int64_t extra);
+
+// The program whose value, summed over the dims operand `wrt` was broadcast along, is its gradient:
+// e's gradient program for `wrt` (kernels/reference/backward.h) after `adjoint`'s, over e's operands
+// then the adjoint's. Its status None or Unsupported as gradientOf's.
+Gradient gradientProgram(const Expr& e, int wrt, at::TensorList operands, const Adjoint& adjoint);
 
 // The gradient of operand `wrt` of the elementwise program `e` over `operands` (of value `shape`)
 // whose value's gradient is `adjoint`'s: one fused op, the operand's gradient program summed over

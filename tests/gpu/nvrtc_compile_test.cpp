@@ -6,6 +6,7 @@
 // have their own by design, as in ATen's CUDA kernels). Also the kernel cache (memory, disk, a
 // corrupt entry).
 #include "gpu_corpus.h"
+#include "gradient_cases.h"
 
 #include "kernels/backends/cuda/codegen/nvrtc.h"
 
@@ -70,6 +71,7 @@ std::vector<Kernel> corpusKernels() {
   for (auto& c : benchCases(14)) cs.push_back(std::move(c));
   for (auto& c : registryCases(12)) cs.push_back(std::move(c));
   for (auto& c : randomCases(13, 500)) cs.push_back(std::move(c));
+  for (auto& c : gradientCases(15)) cs.push_back(std::move(c.call));
   std::vector<Kernel> ks;
   std::set<uint64_t> seen;
   int declined = 0;

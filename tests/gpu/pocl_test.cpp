@@ -6,6 +6,7 @@
 // and reductions on both skeletons. The small-shape test is what ctest runs under
 // `oclgrind --data-races` (tests/gpu/oclgrind_check.sh).
 #include "gpu_corpus.h"
+#include "gradient_cases.h"
 #include "opencl_driver.h"
 
 #include <cstdio>
@@ -196,6 +197,27 @@ TEST(GeneratedKernelsPocl, BenchWorkloadsVsEagerCpu) {
   std::printf("[pocl] bench workloads: %d runs (%d exact), %d skipped, %d declined\n", t.runs, t.exact, t.skipped,
               t.declined);
   EXPECT_GT(t.runs, 30);
+}
+
+// A training step's backward calls for the bench's workloads (gradient_cases.h): each runs on PoCL as
+// a forward call does, against its CPU value, which, shaped as its operand, is autograd's gradient.
+TEST(GeneratedKernelsPocl, BackwardKernelsVsEagerGradients) {
+  ClDriver* d = driverOrFail();
+  if (!d) return;
+  Tally t;
+  const std::vector<GradientCase> cs = gradientCases(27);
+  for (const GradientCase& c : cs) {
+    const auto value = eagerOf(c.call);
+    ASSERT_TRUE(value) << c.call.label << ": " << c.call.expr;
+    const double atol = 1e-5 * std::max(1.0, c.want.abs().max().item<double>());
+    EXPECT_TRUE(tsfuse_test::sameTensor(c.want, c.sum.shapedAs(value->front(), c.operand), false, 1e-5, atol))
+        << c.call.label << ": " << c.call.expr;
+    check(*d, c.call, t, true);
+  }
+  std::printf("[pocl] backward calls: %zu, %d runs (%d exact), %d skipped, %d declined\n", cs.size(), t.runs, t.exact,
+              t.skipped, t.declined);
+  EXPECT_GT(cs.size(), 20u);
+  EXPECT_GT(t.runs, 100);
 }
 
 TEST(GeneratedKernelsPocl, RegistryOpsExactVsEagerCpu) {

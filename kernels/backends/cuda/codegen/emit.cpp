@@ -349,9 +349,8 @@ std::optional<KernelSource> emitKernel(const lower::Program& p, const KernelSpec
   for (size_t i = 0; i < E.paramText.size(); ++i) sig += (i ? ",\n    " : "\n    ") + E.paramText[i];
   // The register budget as a bound ptxas keeps: blockSize threads, at least as many blocks per SM
   // as 64 K registers hold at the budget.
-  const bool doubleMath =
-      E.code.find("TSF_POW_F64(") != std::string::npos || E.code.find("TSF_ATAN_F64(") != std::string::npos;
-  const int budget = doubleMath ? kDoubleMathRegisterBudget : kRegisterBudget;
+  const bool doubleValues = E.code.find("tsf_f64 ") != std::string::npos;
+  const int budget = doubleValues ? kDoubleRegisterBudget : kRegisterBudget;
   const std::string bounds =
       "TSF_BOUNDS(" + detail::str(spec.blockSize) + ", " + detail::str(65536 / (spec.blockSize * budget)) + ")";
   const std::string kernel = "TSF_KERNEL " + bounds + " @NAME@(" + sig + ") {\n" + E.code + "}\n";

@@ -78,10 +78,10 @@ struct Param {
 };
 
 // Registers per thread a kernel may use: enough blocks per SM for half its warps; more for a
-// kernel calling libdevice's double pow or atan (at 64, ptxas spilled 28 B of a pairwise kernel's
-// double atan for sm_90). The text declares it to ptxas (TSF_BOUNDS), and the NVRTC corpus test
-// holds every kernel to it.
-constexpr int kRegisterBudget = 64, kDoubleMathRegisterBudget = 80;
+// kernel holding double values, each a register pair (at 64, ptxas spilled 28 B of a pairwise
+// kernel's double atan, and 4-8 B of float64 backward programs over five operands, for sm_90). The
+// text declares it to ptxas (TSF_BOUNDS), and the NVRTC corpus test holds every kernel to it.
+constexpr int kRegisterBudget = 64, kDoubleRegisterBudget = 80;
 
 struct KernelSource {
   std::string name;  // tsf_<kind>_r<kept>[x<reduced>]_i<32|64>_<hash>: what a profiler shows
