@@ -20,8 +20,9 @@ KNOWN_DIVERGENCES = {
     # its operands only, so its backward runs. Classified only when the optimized program's
     # forward and gradients equal eager's run under allow_mutation_on_saved_tensors (the backward
     # of the values as they were saved).
-    "inplace_saved_tensor": "eager's backward fails (a saved value was overwritten in place); the fused "
-                            "program's gradients equal eager's under allow_mutation_on_saved_tensors",
+    "inplace_saved_tensor": "eager's backward fails (a saved value, or the base of a split/chunk/unbind view, was "
+                            "overwritten in place); the fused program's gradients equal eager's under "
+                            "allow_mutation_on_saved_tensors",
     # Gradient mode. A fused op's output requires grad when any operand does, also when the
     # operand reaches it through comparisons or a creation alone (`(x > 0).float()`, ones_like(x)),
     # where eager's output does not. Classified only when the gradient through those outputs is
