@@ -17,17 +17,19 @@ const c10::Symbol kShapeOf = c10::Symbol::fromQualString("tsfuse::shape_of");
 // snapshot_written_operands: an operand written after the fused op that reads it is read through
 // tsfuse::saved_operand
 //
-//   %l = prim::ListConstruct(%v, %w)            %s = tsfuse::saved_operand(%v)
-//   %r = tsfuse::reduce(%l, ...)          =>    %l = prim::ListConstruct(%s, %w)
-//   %u = aten::neg_(%v)                         %r = tsfuse::reduce(%l, ...)
+//   %l = prim::ListConstruct(%v, %w)            %p = prim::ListConstruct(%v, %w)
+//   %r = tsfuse::reduce(%l, ...)          =>    %s = tsfuse::saved_operand(%v, %p)
+//   %u = aten::neg_(%v)                         %l = prim::ListConstruct(%s, %w)
+//                                               %r = tsfuse::reduce(%l, ...)
 //                                               %u = aten::neg_(%v)
 //
 // With a gradient, a fused op saves its operands and its backward recomputes from them
 // (kernels/runtime/fused_grad.h), where eager saves only what each op's backward reads: a later
 // in-place write to an operand (one canonicalize could not make out-of-place: a view of an input,
-// a value with aliases) would make the fused backward raise where eager's need not. Under grad
-// mode saved_operand copies the operand (operand-sized, as the inputs are: no broadcast), so the
-// write reaches the original alone; otherwise it is the operand itself and costs nothing.
+// a value with aliases) would make the fused backward raise where eager's need not. Where the op
+// will save its operands (grad mode, an operand %p that requires grad) saved_operand copies the
+// operand (operand-sized, as the inputs are: no broadcast), so the write reaches the original
+// alone; otherwise it is the operand itself and costs nothing.
 class SnapshotWrittenOperandsPattern : public Pattern {
  public:
   SnapshotWrittenOperandsPattern() : Pattern("snapshot_written_operands", WalkOrder::Forward, NestedBlocks::AtOwner) {}
@@ -45,9 +47,11 @@ class SnapshotWrittenOperandsPattern : public Pattern {
     }
     if (written.empty()) return false;
     torch::jit::WithInsertPoint guard(list);
+    // The op's operands as they are, for saved_operand to see whether any requires grad.
+    Node* peers = rw.graph().insertNode(rw.graph().createList(c10::TensorType::get(), list->inputs()));
     for (size_t i : written) {
       Value* v = list->input(i);
-      Node* copy = rw.graph().insertNode(rw.graph().create(kSavedOperand, {v}));
+      Node* copy = rw.graph().insertNode(rw.graph().create(kSavedOperand, {v, peers->output()}));
       copy->output()->setType(v->type());
       list->replaceInput(i, copy->output());
       TSFUSE_LOG(pass, debug, "snapshot_written_operands: %", v->debugName(), " of ", n->kind().toQualString(),

@@ -91,8 +91,8 @@ const std::vector<PassInfo>& pipelinePasses() {
        "naming it (changes nothing)",
        NoteStoredBroadcasts, true},
       {"snapshot_written_operands",
-       "operands a later in-place op writes -> tsfuse::saved_operand (a copy under grad mode, which the fused "
-       "op's backward reads)",
+       "operands a later in-place op writes -> tsfuse::saved_operand (a copy where the op saves its operands "
+       "for a backward: grad mode, one requires grad)",
        SnapshotWrittenOperands},
       // After cleanup: a dead reader would keep an operand from being donated.
       {"donate_operands",

@@ -73,10 +73,12 @@ def is_fused_op(kind: str) -> bool:
     (broadcast_*), fold_upcast's tsfuse::upcast (a dtype cast standing for torchvision's _upcast),
     tsfuse::shape_of (a stand-in for a fused value's metadata readers), tsfuse::wrapped_number
     (a Python number known at run time, as an operand), tsfuse::full_slice (the checks of a `:`
-    over a whole dim), sink_reshapes' tsfuse::check_reshape (a moved reshape's size check) and
-    canonicalize's tsfuse::extremum_values (max/min(dim)'s values, left unfused) are not counted."""
+    over a whole dim), sink_reshapes' tsfuse::check_reshape (a moved reshape's size check),
+    canonicalize's tsfuse::extremum_values (max/min(dim)'s values, left unfused) and
+    snapshot_written_operands' tsfuse::saved_operand (an operand written later, copied for a
+    backward) are not counted."""
     return not kind.startswith("broadcast_") and kind not in ("upcast", "shape_of", "wrapped_number", "full_slice",
-                                                              "check_reshape", "extremum_values")
+                                                              "check_reshape", "extremum_values", "saved_operand")
 
 
 def boxes_xyxy(n: int, g: torch.Generator, scale: float = 512.0) -> Tensor:

@@ -154,10 +154,16 @@ TORCH_LIBRARY(tsfuse, m) {
   // a piece of a cat or stack whose reduction became elementwise (passes/split_cat_reductions.cpp):
   // piece itself, or that op's error.
   m.def("cat_piece(Tensor(a) piece, Tensor first, int entry, int dim, bool stack) -> Tensor(a)", &tsfuse::catPiece);
-  // an operand a later in-place op writes (passes/snapshot_written_operands.cpp): self itself, or
-  // under grad mode a copy, which a fused op may save for its backward.
-  m.def("saved_operand(Tensor(a) self) -> Tensor(a)",
-        [](const at::Tensor& self) { return at::GradMode::is_enabled() ? self.clone() : self; });
+  // an operand a later in-place op writes (passes/snapshot_written_operands.cpp): self itself, or a
+  // copy where the fused op reading `operands` will save them for its backward (grad mode, one of
+  // them requires grad).
+  m.def("saved_operand(Tensor(a) self, Tensor[] operands) -> Tensor(a)",
+        [](const at::Tensor& self, at::TensorList operands) {
+          if (at::GradMode::is_enabled())
+            for (const at::Tensor& t : operands)
+              if (t.defined() && t.requires_grad()) return self.clone();
+          return self;
+        });
   // max/min(dim)'s values over a stack's pieces, joined (passes/split_cat_reductions.cpp): maximum's
   // or minimum's value, the gradient by max/min(dim)'s rule (kernels/ir/ops.def).
   m.def("max_join(Tensor piece, Tensor kept) -> Tensor",
