@@ -1,5 +1,6 @@
 #include "passes/snapshot_written_operands.h"
 
+#include "passes/analysis/op_table.h"
 #include "passes/framework/driver.h"
 #include "tsfuse/log.h"
 
@@ -36,7 +37,7 @@ class SnapshotWrittenOperandsPattern : public Pattern {
 
   bool matchAndRewrite(Node* n, Rewriter& rw) override {
     // Fused ops (their operand list first); shape_of reads its operands' metadata alone.
-    if (n->kind().ns() != kSavedOperand.ns() || n->kind() == kShapeOf || n->inputs().empty()) return false;
+    if (!isTsfuseOp(n) || n->kind() == kShapeOf || n->inputs().empty()) return false;
     Node* list = n->input(0)->node();
     if (list->kind() != c10::prim::ListConstruct) return false;
     std::vector<size_t> written;

@@ -64,15 +64,7 @@ c10::ScalarType computeTypeOf(const Instr& ins, const at::Tensor& result, const 
 // the stand-ins) of `e` over `operands`; fills resultType, computeType, shape and valueShape and
 // returns every instruction's stand-in value. Throws where eager would.
 std::vector<at::Tensor> analyzeExpr(const Expr& e, at::TensorList operands, at::TensorList small, Analysis& a) {
-  std::vector<at::DimVector> shapes;
-  for (const Instr& ins : e.instrs) {
-    at::DimVector s;
-    for (const Arg& arg : ins.args) {
-      if (arg.kind == Arg::Kind::Input) s = at::infer_size_dimvector(s, operands[arg.i].sizes());
-      if (arg.kind == Arg::Kind::Value) s = at::infer_size_dimvector(s, shapes[arg.i]);
-    }
-    shapes.push_back(std::move(s));
-  }
+  const std::vector<at::DimVector> shapes = instructionShapes(e, operands);
   at::DimVector all;
   for (const auto& t : operands) all = at::infer_size_dimvector(all, t.sizes());
   // NB: element counts below (tiles, slabs, accumulators) are int64: a shape they cannot count
@@ -272,6 +264,19 @@ std::optional<Analysis> analyzeCached(const std::shared_ptr<const Expr>& e, at::
 std::shared_ptr<const Expr> cachedExpr(const std::string& text) {
   static TextCache<Expr> cache(4096);
   return cache.get(text, [&] { return Expr::parse(text); });  // throws on malformed text
+}
+
+std::vector<at::DimVector> instructionShapes(const Expr& e, at::TensorList operands) {
+  std::vector<at::DimVector> shapes;
+  for (const Instr& ins : e.instrs) {
+    at::DimVector s;
+    for (const Arg& arg : ins.args) {
+      if (arg.kind == Arg::Kind::Input) s = at::infer_size_dimvector(s, operands[arg.i].sizes());
+      if (arg.kind == Arg::Kind::Value) s = at::infer_size_dimvector(s, shapes[arg.i]);
+    }
+    shapes.push_back(std::move(s));
+  }
+  return shapes;
 }
 
 std::vector<int64_t> reducedDims(const ReduceSpec& r, int64_t rank) {

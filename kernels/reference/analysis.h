@@ -63,6 +63,11 @@ std::vector<int64_t> denseStrides(at::IntArrayRef sizes, const std::vector<int64
 // Parsed expressions, cached by text (thread-safe, bounded).
 std::shared_ptr<const Expr> cachedExpr(const std::string& text);
 
+// Each instruction's shape over `operands` (their real sizes; literals are 0-dim): its arguments
+// broadcast. The last is the value's, which spans only what the value reads. Throws where
+// arguments do not broadcast (eager's error).
+std::vector<at::DimVector> instructionShapes(const Expr& e, at::TensorList operands);
+
 // Reduced dims of `shape` after wrapping, sorted, unique; all dims when r.dims is nullopt or
 // (for amax/amin, like ATen) empty.
 std::vector<int64_t> reducedDims(const ReduceSpec& r, int64_t rank);

@@ -53,8 +53,10 @@ class Builder {
 
 }  // namespace
 
-bool recordsGradient(const Expr& forward, at::TensorList operands) {
-  std::optional<Analysis> a = analyze(forward, operands, nullptr);
+bool recordsGradient(const std::shared_ptr<const Expr>& e, at::TensorList operands) {
+  const Expr& forward = *e;
+  // (each grad-mode call of a fused op asks: the analysis its call then makes, cached)
+  std::optional<Analysis> a = analyzeCached(e, operands, nullptr);
   if (!a) return true;  // (the call raises eager's error)
   const size_t m = forward.instrs.size();
   std::vector<bool> records(m, false);

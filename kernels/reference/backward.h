@@ -17,6 +17,7 @@
 #include <ATen/ATen.h>
 
 #include <optional>
+#include <memory>
 #include <string>
 
 namespace tsfuse {
@@ -37,7 +38,7 @@ struct Gradient {
 // floating (or complex) values from an operand that requires grad, through arguments autograd
 // records (every one a derivative covers, a rounded quotient's, whose gradient is zero), not masks,
 // dtypes or a shape-only reader's (full_like). The gradients may still all be zero.
-bool recordsGradient(const Expr& forward, at::TensorList operands);
+bool recordsGradient(const std::shared_ptr<const Expr>& forward, at::TensorList operands);
 
 // The gradient of `forward`'s value with respect to operand `wrt`, for a call on `operands` (their
 // dtypes and those analysis gives each value decide the casts; their values are not read).

@@ -38,8 +38,8 @@ variable_list operandGradients(AutogradContext* ctx, int64_t arguments, at::Tens
 
 // Whether `e`'s value over `operands` requires grad as eager's would (recordsGradient); where it
 // does not (a mask, a count, zeros_like), the op runs without an autograd node.
-bool outputRequiresGrad(const Expr& e, at::TensorList operands) {
-  if (static_cast<int64_t>(operands.size()) != e.numInputs) return true;  // (the op raises eager's error)
+bool outputRequiresGrad(const std::shared_ptr<const Expr>& e, at::TensorList operands) {
+  if (static_cast<int64_t>(operands.size()) != e->numInputs) return true;  // (the op raises eager's error)
   for (const at::Tensor& t : operands)
     if (!t.defined()) return true;
   try {
@@ -100,15 +100,9 @@ struct ReduceFunction : torch::autograd::Function<ReduceFunction> {
       saved.pop_back();
     }
     const std::vector<int64_t> shape = grad::spanOf(*e, saved);
-    auto fold = [&](const Expr* tail, const std::vector<at::Tensor>& extra, const std::string& reduction) {
-      std::vector<at::Tensor> ops = saved;
-      ops.insert(ops.end(), extra.begin(), extra.end());
-      return tsfuse::reduce(ops, grad::compose(*e, tail, static_cast<int64_t>(extra.size())).str(), reduction,
-                            reducedDims(spec, static_cast<int64_t>(shape.size())), /*keepdim=*/true, std::nullopt);
-    };
     std::optional<grad::Adjoint> adjoint;
     if (grads[0].defined() && !at::GradMode::is_enabled())
-      adjoint = grad::adjointOf(spec, shape, grads[0], result, fold);
+      adjoint = grad::adjointOf(spec, shape, grads[0], result, grad::foldOf(*e, spec, saved, shape));
     auto reference = [&](at::TensorList ops) { return applyReduction(spec, evalAten(*e, ops)); };
     return operandGradients(ctx, 4, saved, shape, *e, adjoint, reference, grads[0]);
   }
@@ -120,20 +114,9 @@ std::shared_ptr<const Expr> program(const char* text) { return cachedExpr(text);
 
 namespace grad {
 
-// The shape of `p`'s value over `ops`: the operands its value reads, broadcast. A fused op spans
-// that shape, which is narrower than the space where the value reads fewer operands.
 std::vector<int64_t> spanOf(const Expr& p, at::TensorList ops) {
-  std::vector<char> live(p.instrs.size(), 0);
-  live.back() = 1;
-  std::vector<int64_t> shape;
-  for (size_t k = p.instrs.size(); k-- > 0;) {
-    if (!live[k]) continue;
-    for (const Arg& a : p.instrs[k].args) {
-      if (a.kind == Arg::Kind::Value) live[a.i] = 1;
-      if (a.kind == Arg::Kind::Input) shape = at::infer_size(shape, ops[a.i].sizes());
-    }
-  }
-  return shape;
+  const at::DimVector value = instructionShapes(p, ops).back();
+  return std::vector<int64_t>(value.begin(), value.end());
 }
 
 bool hasAdjoint(const ReduceSpec& r) {
@@ -201,6 +184,16 @@ Adjoint normalizeAdjoint(bool log, int64_t dim, const at::Tensor& grad, const at
     return Adjoint{program("v1: exp($3); mul(%0, $2); sub($1, %1)"), {grad, grad.sum(dim, true), y}};
   // softmax's: y * (g - sum(g * y))
   return Adjoint{program("v1: sub($1, $2); mul($3, %0)"), {grad, (grad * y).sum(dim, true), y}};
+}
+
+Fold foldOf(const Expr& e, const ReduceSpec& r, at::TensorList operands, at::IntArrayRef shape) {
+  return [&e, dims = reducedDims(r, static_cast<int64_t>(shape.size())), operands = operands.vec()](
+             const Expr* tail, const std::vector<at::Tensor>& extra, const std::string& reduction) {
+    std::vector<at::Tensor> ops = operands;
+    ops.insert(ops.end(), extra.begin(), extra.end());
+    return tsfuse::reduce(ops, compose(e, tail, static_cast<int64_t>(extra.size())).str(), reduction, dims,
+                          /*keepdim=*/true, std::nullopt);
+  };
 }
 
 Expr compose(const Expr& e, const Expr* tail, int64_t extra) {
@@ -300,7 +293,7 @@ at::Tensor atenGradient(const std::function<at::Tensor(at::TensorList)>& referen
 }  // namespace grad
 
 at::Tensor pairwiseWithGradient(at::TensorList operands, c10::string_view expr) {
-  if (!outputRequiresGrad(*cachedExpr(std::string(expr)), operands)) {
+  if (!outputRequiresGrad(cachedExpr(std::string(expr)), operands)) {
     at::NoGradGuard off;
     return pairwise(operands, std::string(expr));
   }
@@ -316,7 +309,7 @@ std::optional<at::Tensor> reduceWithGradient(at::TensorList operands, c10::strin
   if (dim) d = dim->vec();
   const ReduceSpec spec = makeReduceSpec(reduction, dim, keepdim, std::nullopt);
   if (!grad::hasAdjoint(spec)) return std::nullopt;
-  if (!outputRequiresGrad(*cachedExpr(std::string(expr)), operands)) {
+  if (!outputRequiresGrad(cachedExpr(std::string(expr)), operands)) {
     at::NoGradGuard off;
     return tsfuse::reduce(operands, std::string(expr), std::string(reduction), d, keepdim, std::nullopt);
   }

@@ -59,6 +59,10 @@ struct Adjoint {
 using Fold =
     std::function<at::Tensor(const Expr* tail, const std::vector<at::Tensor>& extra, const std::string& reduction)>;
 
+// The Fold of a tsfuse::reduce of `e` over `operands` (value space `shape`) along `r`'s reduced
+// dims: one more fused reduce of e then the tail. `e` must outlive it.
+Fold foldOf(const Expr& e, const ReduceSpec& r, at::TensorList operands, at::IntArrayRef shape);
+
 // Whether `r` has a fused adjoint (adjointOf): sum, mean, amax, amin, logsumexp, no dtype.
 bool hasAdjoint(const ReduceSpec& r);
 // Whether `r`'s adjoint reads its result (which the forward then saves): amax and amin splitting

@@ -41,17 +41,9 @@ inline std::vector<GradientCase> backwardOf(Gen& g, const std::string& label, co
     if (t.requires_grad()) floating.push_back(t);
   const auto wants = torch::autograd::grad({value}, floating, {incoming}, /*retain_graph=*/true,
                                            /*create_graph=*/false, /*allow_unused=*/true);
-  // The reduction's adjoint, its folds on the CPU.
+  // The reduction's adjoint, its folds as the runtime's backward makes them (on the CPU).
   std::optional<grad::Adjoint> adjoint = grad::Adjoint{nullptr, {incoming}};
-  if (spec) {
-    auto fold = [&](const tsfuse::Expr* tail, const std::vector<at::Tensor>& extra, const std::string& reduction) {
-      T all = ops;
-      all.insert(all.end(), extra.begin(), extra.end());
-      return tsfuse::reduce(all, grad::compose(e, tail, static_cast<int64_t>(extra.size())).str(), reduction,
-                            tsfuse::reducedDims(*spec, static_cast<int64_t>(shape.size())), /*keepdim=*/true);
-    };
-    adjoint = grad::adjointOf(*spec, shape, incoming, value.detach(), fold);
-  }
+  if (spec) adjoint = grad::adjointOf(*spec, shape, incoming, value.detach(), grad::foldOf(e, *spec, ops, shape));
   std::vector<GradientCase> cs;
   for (size_t i = 0, f = 0; i < ops.size(); ++i) {
     if (!leaves[i].requires_grad()) continue;
