@@ -172,26 +172,36 @@ struct Lowering {
         out = slotFor(A[0], rt);
         break;
       case LowerRule::Square: {
-        // ATen squares a floating tensor for an exponent of 2 — on the CPU (PowKernel.cpp: base *
-        // base in its vectorized and scalar loops alike) and on CUDA (PowKernel.cu,
-        // pow_tensor_scalar_kernel_impl: base * base in the dtype) — and square(x) is pow(x, 2): a
-        // multiply gives the same bits. The CPU kernel also computes an exponent of 3 as
-        // (base * base) * base, -2 as 1 / (base * base) (its scalar loop divides in double: the
-        // same rounded quotient) and -1 as its reciprocal, 1 / base. Other exponents run through
-        // ATen (CPU) or decline (device).
-        if (!isFloating(ct) || !A[0].isTensor() || !squareLowersToArithmetic(A, target.cudaRules)) {
+        // ATen's pow(Tensor, Scalar) (Pow.cpp) fills 1 for an exponent of 0 and copies the base
+        // for 1, before any kernel and in every dtype. Its floating kernels (PowKernel.cpp,
+        // PowKernel.cu) square for 2 (base * base: a multiply gives the same bits), and on the CPU
+        // compute 3 as (base * base) * base, -2 as 1 / (base * base) (the scalar loop divides in
+        // double: the same rounded quotient) and -1 as 1 / base. Other exponents run through ATen
+        // (CPU) or decline (device).
+        const PowForm form = A[0].isTensor() ? powForm(A, target.cudaRules, ct) : PowForm::Aten;
+        if (form == PowForm::Aten) {
           if (!fallback(ins, ct, rt, out)) return false;
           break;
         }
-        const double e = A.size() == 1 ? 2.0 : literalScalar(A[1]).toDouble();
-        const int x = slotFor(A[0], ct);
-        if (e == -1.0) {
-          out = emit(Prim::Div, ct, rt, literal(c10::Scalar(1.0), ct), x);
+        if (form == PowForm::One) {
+          out = literal(c10::Scalar(1), rt);
           break;
         }
-        out = emit(Prim::Mul, ct, e == 2.0 ? rt : ct, x, x);
-        if (e == 3.0) out = emit(Prim::Mul, ct, rt, out, x);
-        if (e == -2.0) out = emit(Prim::Div, ct, rt, literal(c10::Scalar(1.0), ct), out);
+        const int x = slotFor(A[0], form == PowForm::Base ? rt : ct);
+        switch (form) {
+          case PowForm::Base:
+            out = x;
+            break;
+          case PowForm::Reciprocal:
+            out = emit(Prim::Div, ct, rt, literal(c10::Scalar(1.0), ct), x);
+            break;
+          default: {
+            const bool square = form == PowForm::Square;
+            out = emit(Prim::Mul, ct, square ? rt : ct, x, x);
+            if (form == PowForm::Cube) out = emit(Prim::Mul, ct, rt, out, x);
+            if (form == PowForm::ReciprocalSquare) out = emit(Prim::Div, ct, rt, literal(c10::Scalar(1.0), ct), out);
+          }
+        }
         break;
       }
       case LowerRule::Fill: {
@@ -245,11 +255,19 @@ struct Lowering {
 
 }  // namespace
 
-bool squareLowersToArithmetic(const std::vector<Arg>& args, bool cudaRules) {
-  if (args.size() == 1) return true;
-  if (args.size() != 2 || (args[1].kind != Arg::Kind::Int && args[1].kind != Arg::Kind::Float)) return false;
+PowForm powForm(const std::vector<Arg>& args, bool cudaRules, c10::ScalarType ct) {
+  if (args.size() == 1) return isFloating(ct) ? PowForm::Square : PowForm::Aten;
+  if (args.size() != 2 || (args[1].kind != Arg::Kind::Int && args[1].kind != Arg::Kind::Float)) return PowForm::Aten;
   const double e = literalScalar(args[1]).toDouble();
-  return e == 2.0 || (!cudaRules && (e == 3.0 || e == -2.0 || e == -1.0));
+  if (e == 0.0) return PowForm::One;
+  if (e == 1.0) return PowForm::Base;
+  if (!isFloating(ct)) return PowForm::Aten;
+  if (e == 2.0) return PowForm::Square;
+  if (cudaRules) return PowForm::Aten;
+  if (e == 3.0) return PowForm::Cube;
+  if (e == -1.0) return PowForm::Reciprocal;
+  if (e == -2.0) return PowForm::ReciprocalSquare;
+  return PowForm::Aten;
 }
 
 bool holdsDtype(const Target& target, c10::ScalarType t) {

@@ -70,10 +70,11 @@ struct Program {
 std::optional<Program> lowerExpr(const Expr& e, const Analysis& a, at::TensorList operands, const Target& target,
                                  std::string* why);
 
-// Whether a Square-rule instruction (pow, square; `args` its arguments) lowers to products and
-// quotients rather than an ATen op: a number exponent of 2 on every target, 3, -2 or -1 on the
-// CPU (cudaRules false), as ATen's own kernels compute those exponents.
-bool squareLowersToArithmetic(const std::vector<Arg>& args, bool cudaRules);
+// How a Square-rule instruction (pow, square; `args` its arguments, `ct` its compute dtype) lowers:
+// the number exponents ATen computes without pow (a fill, a copy, products, quotients; the CPU
+// kernel has more of them than the CUDA one), else through ATen.
+enum class PowForm : uint8_t { One, Base, Square, Cube, Reciprocal, ReciprocalSquare, Aten };
+PowForm powForm(const std::vector<Arg>& args, bool cudaRules, c10::ScalarType ct);
 
 // The dtypes a target holds values in.
 bool holdsDtype(const Target& target, c10::ScalarType t);

@@ -19,7 +19,8 @@ namespace tsfuse {
 bool costlyPerValue(const Instr& ins) {
   const OpDef& d = opDef(ins.op);
   if (d.rule == LowerRule::Aten) return true;
-  if (d.rule == LowerRule::Square) return !lower::squareLowersToArithmetic(ins.args, false);
+  if (d.rule == LowerRule::Square)
+    return lower::powForm(ins.args, false, c10::ScalarType::Float) == lower::PowForm::Aten;
   const std::optional<Prim> p = d.prim();
   return d.rule == LowerRule::Map && p && !primHas(*p, kJit);
 }

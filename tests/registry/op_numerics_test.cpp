@@ -20,7 +20,8 @@ using tsfuse::Arg;
 // The choices for one argument of a signature character. The first argument is always a tensor
 // (an expression needs one, and every ATen overload has a tensor there or after a number).
 std::vector<Arg> choices(char kind, size_t position) {
-  const std::vector<Arg> numbers = {Arg::integer(2), Arg::floating(0.5)};
+  // 1 and 0 too: exponents ATen computes as a copy and a fill (the Square rule's forms).
+  const std::vector<Arg> numbers = {Arg::integer(2), Arg::floating(0.5), Arg::integer(1), Arg::floating(0.0)};
   std::vector<Arg> c;
   switch (kind) {
     case 'v':
