@@ -42,4 +42,8 @@ bool runReduceRowSums(TileProgram& prog, const Expr& e, at::TensorList operands,
 // swapsLanes) so far: tests check that the swap ran.
 int64_t swappedLaneReductions();
 
+// Operands copied so far with the lanes' dim innermost (reduce.cpp, relaidForLanes): tests check
+// that a copy was made, or not.
+int64_t relaidOperands();
+
 }  // namespace tsfuse::cpu

@@ -96,6 +96,14 @@ bool swapsLanes(const IterationPlan& plan) {
 }
 
 std::atomic<int64_t> gSwapped{0};  // swappedLaneReductions()
+std::atomic<int64_t> gRelaid{0};   // relaidOperands()
+
+// Whether interpreted vertical tiles would use few of their lanes (the gradient of [N, D] points
+// summed over M others: D lanes) where horizontal tiles along the reduced space fill most of theirs:
+// each program step's per-call cost is then paid for kTile values, not for D.
+bool narrowLanes(const IterationPlan& plan, int64_t count) {
+  return plan.kept.size.back() * 4 < kTile && count * 4 >= kTile;
+}
 
 // logsumexp of one row as eager's kernel computes it (ReduceOps.cpp, logsumexp_out_impl): m = the
 // row's max (NaN if any), 0 where it is infinite; row[j] - m, exp'd by eager's routine in place;
@@ -200,6 +208,7 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
       }
     }
     if (rowSums) return false;
+    if (narrowLanes(plan, count)) goto horizontal;
     std::vector<char> constantOverRows(L);  // operands the same for every row of the reduced space
     for (int i = 0; i < L; ++i) constantOverRows[i] = plan.reduced.constantFor(i);
     const int64_t sourceSize = c10::elementSize(prog.slotType[source]);
@@ -320,6 +329,7 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
   }
   if (rowSums) return false;
 
+horizontal:
   // Horizontal: tiles run along the (linearised) reduced space. With few outputs, each output's
   // reduced space is split into parts whose partial accumulators are merged in order. NB: the
   // split does not depend on the thread count, so neither do the bits of a float sum.
@@ -397,6 +407,12 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
           int64_t k = 0;
           if (firstExtremumOfRows(v, 1, n, FirstExtremum<Acc>::kMax, &k)) {
             acc.add(v[k], start + k);
+            continue;
+          }
+        }
+        if constexpr (IsSumLike<Acc>::value) {
+          if (!acc.inFloat) {
+            acc.v = rules::sumStep(acc.v, tileSum(v, n));
             continue;
           }
         }
@@ -535,6 +551,56 @@ bool reduceInto(TileProgram& prog, const Expr& e, at::TensorList operands, const
   return ran;
 }
 
+// The most bytes an operand copied by relaidForLanes may take: the copies are a call's scratch.
+constexpr int64_t kRelayoutMaxBytes = int64_t(1) << 20;
+
+// The dim of plan.shape the reduction's tiles will run their lanes along, as runReduceTyped picks
+// it: vertical tiles along the output's innermost dim, or the one outside it where that is short
+// and a compiled kernel folds them; horizontal tiles, and the vertical ones whose lanes would be
+// few (narrowLanes) with no compiled kernel, along the reduced space's innermost dim. -1: none.
+// (A compiled kernel may still decline: then only the copy is wasted.)
+int64_t laneDimOf(const TileProgram& prog, const IterationPlan& plan, const ReduceSpec& reduce) {
+  bool orderFree = false, compiledKind = false;
+  dispatchAccumulator(reduce.kind, prog.slotType[prog.result], [&](auto tag) {
+    using Acc = typename decltype(tag)::type;
+    orderFree = OrderFree<Acc>::value;
+    compiledKind = IsSumLike<Acc>::value || FirstExtremum<Acc>::value;
+  });
+  const bool compiles =
+      compiledKind && jit::enabled() &&
+      std::all_of(prog.code.begin(), prog.code.end(), [](const lower::Instr& li) { return primHas(li.op, kJit); });
+  const size_t kd = plan.keptOrder.size();
+  if (isVertical(plan, orderFree) && (compiles || !narrowLanes(plan, plan.reduced.numel())))
+    return compiles && swapsLanes(plan) ? plan.keptOrder[kd - 2] : plan.keptOrder.back();
+  return plan.reducedOrder.empty() ? -1 : plan.reducedOrder.back();
+}
+
+// The call's operands, each one the tiles would gather along their lanes (the gradient of [N, D]
+// points summed over [M, D] others reads the others down their columns) copied once with the lanes'
+// dim innermost in memory, where the copy is small beside the values read from it (at most 1/8 of
+// the broadcast space, and kRelayoutMaxBytes). Empty where no operand is copied. The values, and
+// so every result bit, are the same: only where the tiles find them changes.
+std::vector<at::Tensor> relaidForLanes(const TileProgram& prog, const Expr& e, at::TensorList operands,
+                                       const ReduceSpec& reduce, const IterationPlan& plan) {
+  if (plan.unsupported) return {};
+  const int64_t lane = laneDimOf(prog, plan, reduce);
+  if (lane < 0) return {};
+  const auto R = static_cast<int64_t>(plan.shape.size());
+  std::vector<at::Tensor> out;
+  for (int i = 0; i < e.numInputs; ++i) {
+    const at::Tensor& t = operands[i];
+    const int64_t stride = plan.views[i].stride[lane];
+    if (stride == 0 || stride == plan.views[i].elemSize || t.numel() * 8 > plan.numel() ||
+        static_cast<int64_t>(t.nbytes()) > kRelayoutMaxBytes)
+      continue;
+    if (out.empty()) out = operands.vec();
+    const int64_t k = lane - (R - t.dim());
+    out[i] = t.movedim(k, -1).contiguous().movedim(-1, k);
+    gRelaid.fetch_add(1, std::memory_order_relaxed);
+  }
+  return out;
+}
+
 }  // namespace
 
 bool reducesInEagerOrder(const ReduceSpec& reduce, const Analysis& an) {
@@ -553,10 +619,17 @@ bool reducesInEagerOrder(const ReduceSpec& reduce, const Analysis& an) {
 }
 
 int64_t swappedLaneReductions() { return gSwapped.load(std::memory_order_relaxed); }
+int64_t relaidOperands() { return gRelaid.load(std::memory_order_relaxed); }
 
 Outputs runReduce(TileProgram& prog, const Expr& e, at::TensorList operands, const ReduceSpec& reduce,
                   const Analysis& an, const IterationPlan& plan, const at::Tensor& out, std::string* why) {
   Outputs outs{out};
+  const std::vector<at::Tensor> relaid = relaidForLanes(prog, e, operands, reduce, plan);
+  if (!relaid.empty()) {
+    const IterationPlan replanned = IterationPlan::make(e, relaid, &reduce, an, /*bindData=*/true);
+    if (!reduceInto(prog, e, relaid, reduce, an, replanned, outs, nullptr, why)) return {};
+    return outs;
+  }
   if (!reduceInto(prog, e, operands, reduce, an, plan, outs, nullptr, why)) return {};
   return outs;
 }

@@ -161,6 +161,23 @@ struct IsSumLike<SumAcc<T>> : std::true_type {};
 template <typename T>
 struct IsSumLike<MeanAcc<T>> : std::true_type {};
 
+// The sum of a tile's n values in the wide domain as eight interleaved partial sums (value j goes to
+// partial j % 8; the partials are then added in order): a fixed order, so the same bits for any
+// thread count, without a chain of n dependent adds. Not eager's order (callers folding in eager's
+// order, or rounding every step to float, add one value at a time).
+template <typename T>
+Wide<T> tileSum(const T* v, int64_t n) {
+  constexpr int64_t K = 8;
+  Wide<T> part[K] = {};
+  int64_t j = 0;
+  for (; j + K <= n; j += K)
+    for (int64_t k = 0; k < K; ++k) part[k] = rules::sumStep(part[k], static_cast<Wide<T>>(v[j + k]));
+  for (int64_t k = 0; j < n; ++j, ++k) part[k] = rules::sumStep(part[k], static_cast<Wide<T>>(v[j]));
+  Wide<T> s = part[0];
+  for (int64_t k = 1; k < K; ++k) s = rules::sumStep(s, part[k]);
+  return s;
+}
+
 // Whether every value of dtype `from` converts to `to` exactly.
 inline bool convertsExactly(c10::ScalarType from, c10::ScalarType to) {
   if (from == to || from == c10::ScalarType::Bool) return true;
