@@ -123,6 +123,39 @@ Piece append(Expr& into, const Gradient& g, std::vector<Arg> inputs, const Arg& 
   return {appendProgram(into, g.expr, inputs)};
 }
 
+// `p` without its operand `i` and the instructions its value does not need, the other operands
+// renumbered; nullopt where its value reads operand i.
+std::optional<Expr> withoutOperand(const Expr& p, int64_t i) {
+  const size_t m = p.instrs.size();
+  std::vector<bool> live(m, false);
+  live[m - 1] = true;
+  Expr needed;
+  needed.numInputs = p.numInputs;
+  for (size_t j = m; j-- > 0;) {
+    if (!live[j]) continue;
+    for (const Arg& a : p.instrs[j].args) {
+      if (a.kind == Arg::Kind::Input && a.i == i) return std::nullopt;
+      if (a.kind == Arg::Kind::Value) live[a.i] = true;
+    }
+  }
+  std::vector<int64_t> renumbered(m, -1);
+  for (size_t j = 0; j < m; ++j) {
+    if (!live[j]) continue;
+    Instr ins = p.instrs[j];
+    for (Arg& a : ins.args)
+      if (a.kind == Arg::Kind::Value) a.i = renumbered[a.i];
+    renumbered[j] = static_cast<int64_t>(needed.instrs.size());
+    needed.instrs.push_back(std::move(ins));
+  }
+  Expr out;
+  out.numInputs = p.numInputs - 1;
+  std::vector<Arg> inputs;
+  for (int64_t k = 0; k < p.numInputs; ++k)
+    inputs.push_back(k < i ? Arg::input(k) : k == i ? Arg::integer(0) : Arg::input(k - 1));
+  appendProgram(out, needed, inputs);
+  return out;
+}
+
 // The gradient of one operand as a reduce_chain: stage 0 as given (its value of `valueSizes`),
 // then `program` over stage 0's value (operand `value` of the program) and `operands` (the
 // program's others, in order), summed over `dims` of `shape` (grad::SumOver) and shaped as
@@ -131,6 +164,10 @@ Piece append(Expr& into, const Gradient& g, std::vector<Arg> inputs, const Arg& 
 at::Tensor runGradient(const Chain& c, at::TensorList ops, const ReduceSpec& stage0, at::IntArrayRef valueSizes,
                        const Expr& program, int64_t value, std::vector<at::Tensor> operands, at::IntArrayRef shape,
                        const std::vector<int64_t>& dims, const at::Tensor& target) {
+  // A program that does not read stage 0's value (an L1 distance's gradient, sign(x - y)) is summed
+  // alone: stage 0 is not recomputed.
+  if (const std::optional<Expr> alone = withoutOperand(program, value))
+    return grad::summedGradient(*alone, operands, shape, dims, target);
   const std::vector<at::Tensor> head = ops.slice(0, stage0.epilogue ? c.firstOperand[1] : c.firstOperand[0]).vec();
   std::vector<at::Tensor> standIns = operands;
   standIns.insert(standIns.begin() + value, standIn(valueSizes, target.scalar_type(), target.device()));

@@ -237,11 +237,15 @@ std::optional<at::Tensor> fusedGradient(const Expr& e, int wrt, at::TensorList o
     TSFUSE_LOG(kernel, info, "gradient of operand ", wrt, " of '", e.str(), "' through ATen: ", g.why);
     return std::nullopt;
   }
-  const Expr& p = g.expr;
   std::vector<at::Tensor> ops = operands.vec();
   ops.insert(ops.end(), adjoint.operands.begin(), adjoint.operands.end());
   const at::Tensor& target = operands[wrt];
-  const SumOver sum(spanOf(p, ops), shape, broadcastDims(target.sizes(), shape));
+  return summedGradient(g.expr, ops, shape, broadcastDims(target.sizes(), shape), target);
+}
+
+at::Tensor summedGradient(const Expr& p, at::TensorList ops, at::IntArrayRef shape, std::vector<int64_t> dims,
+                          const at::Tensor& target) {
+  const SumOver sum(spanOf(p, ops), shape, std::move(dims));
   const at::Tensor r = sum.spanned.empty()
                            ? pairwise(ops, p.str())
                            : tsfuse::reduce(ops, p.str(), "sum", sum.spanned, /*keepdim=*/true, std::nullopt);

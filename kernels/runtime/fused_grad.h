@@ -92,6 +92,11 @@ Gradient gradientProgram(const Expr& e, int wrt, at::TensorList operands, const 
 std::optional<at::Tensor> fusedGradient(const Expr& e, int wrt, at::TensorList operands, at::IntArrayRef shape,
                                         const Adjoint& adjoint);
 
+// The gradient of `target`: `p`'s value over `ops` (in a space `shape`) summed over `dims` of that
+// space (SumOver), by one fused op.
+at::Tensor summedGradient(const Expr& p, at::TensorList ops, at::IntArrayRef shape, std::vector<int64_t> dims,
+                          const at::Tensor& target);
+
 // The shape of `p`'s value over `ops`: the operands its value reads, broadcast. A fused op spans
 // that shape, which is narrower than the space where the value reads fewer operands.
 std::vector<int64_t> spanOf(const Expr& p, at::TensorList ops);

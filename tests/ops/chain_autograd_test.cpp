@@ -72,7 +72,8 @@ void expectEagersGradients(const Case& c) {
       OpsRun ops;
       out.backward(w);
       if (ranAten) *ranAten = ops.ranAtenNode();
-      if (fused && c.fused) EXPECT_TRUE(ops.ran("tsfuse::reduce_chain") || ops.ran("tsfuse::pairwise"));
+      if (fused && c.fused)
+        EXPECT_TRUE(ops.ran("tsfuse::reduce_chain") || ops.ran("tsfuse::reduce") || ops.ran("tsfuse::pairwise"));
     }
     T grads{out.detach()};
     for (const auto& l : leaves) grads.push_back(l.grad());
@@ -139,6 +140,26 @@ TEST(ChainAutograd, EveryStagesOperandsTrainFused) {
                          in,
                          {true, true, true, true, true},
                          true});
+}
+
+// An L1 distance's gradient, sign(x - y) times the incoming one, does not read stage 0's sums: each
+// operand's gradient is one tsfuse::reduce of its program alone, stage 0 not recomputed.
+TEST(ChainAutograd, AGradientNotReadingStageZerosValueSkipsIt) {
+  Gen g(411);
+  T in = points(6, 5, 3, 411);
+  in.push_back(g.tensor({5}, at::kDouble));  // stage 0's epilogue: a weight per column
+  const Case c{"v1: sub($0, $1); abs(%0)",
+               {"sum(dim=[2], keepdim=False) |> v1: mul($0, $1)", "sum(dim=None, keepdim=False)"},
+               in,
+               {true, true, false},
+               true};
+  expectEagersGradients(c);
+  T leaves = {in[0].clone().requires_grad_(), in[1].clone().requires_grad_(), in[2]};
+  at::Tensor out = tsfuse::reduceChain(leaves, c.expr, c.stages);
+  OpsRun ops;
+  out.backward();
+  EXPECT_TRUE(ops.ran("tsfuse::reduce"));
+  EXPECT_FALSE(ops.ran("tsfuse::reduce_chain"));
 }
 
 // A stage 0 operand as large as stage 0's space has no dims to sum: its gradient is a pairwise op
