@@ -208,128 +208,129 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
       }
     }
     if (rowSums) return false;
-    if (narrowLanes(plan, count)) goto horizontal;
-    std::vector<char> constantOverRows(L);  // operands the same for every row of the reduced space
-    for (int i = 0; i < L; ++i) constantOverRows[i] = plan.reduced.constantFor(i);
-    const int64_t sourceSize = c10::elementSize(prog.slotType[source]);
-    // The tiles' values: a tile of one reduced row reads an operand uniform along the kept dim as
-    // one value, a tile of several rows only one that is also the same for every row.
-    auto kinds = [&](bool severalRows) {
-      std::vector<jit::Leaf> k(L);
-      for (int i = 0; i < L; ++i)
-        k[i] = plan.keptAccess[i] == Access::Uniform && (!severalRows || constantOverRows[i]) ? jit::Leaf::Uniform
-                                                                                              : jit::Leaf::Contiguous;
-      return k;
-    };
-    const TileEvaluator oneRow(prog, kinds(false), TileEvaluator::Use::Folded, source, prefix);
-    const TileEvaluator rowsAtOnce(prog, kinds(true), TileEvaluator::Use::Folded, source, prefix);
-    at::parallel_for(0, work, grainFor(kTile * count), [&](int64_t b, int64_t e) {
-      auto scratch = prog.makeScratch();
-      auto es = finish.scratch();
-      std::vector<Acc> acc(kTile, proto);
-      std::optional<SumLanes<Wide<T>>> lanes;
-      std::optional<WelfordLanes<T>> welford;
-      if constexpr (IsWelford<Acc>::value) welford.emplace();
-      std::optional<InnerSumLanes<OrderT>> ordered;
-      if constexpr (kOrdered)
-        if (order) ordered.emplace(*order, kTile);
-      if constexpr (kSum)
-        if (!ordered) lanes.emplace(prog.slotType[source], proto.inFloat);
-      std::unique_ptr<Out[]> vals(new Out[kTile]);
-      std::vector<int64_t> base(L);
-      // Leaf i's n values of rows r0, r0 + 1, ... (rows of them) one after another in its buffer.
-      auto loadRows = [&](int i, const char* p0, int64_t rows, int64_t n, TileProgram::Scratch& sc, int64_t b0,
-                          int64_t r0) {
-        const int64_t esz = views[i].elemSize;
-        for (int64_t j = 0; j < rows; ++j) {
-          const char* p = j ? views[i].data + b0 + plan.reduced.offset(i, r0 + j) : p0;
-          char* dst = sc.buffer[i] + j * n * esz;
-          if (plan.keptAccess[i] == Access::InPlace)
-            std::memcpy(dst, p, n * esz);
-          else
-            gather(p, esz, &inner, &plan.kept.stride[i].back(), 1, 0, n, dst);  // uniform: n copies
-        }
-        sc.vectorLeaf(i, sc.buffer[i]);
+    // (Narrow rows no compiled kernel folds: the horizontal tiles below.)
+    if (!narrowLanes(plan, count)) {
+      std::vector<char> constantOverRows(L);  // operands the same for every row of the reduced space
+      for (int i = 0; i < L; ++i) constantOverRows[i] = plan.reduced.constantFor(i);
+      const int64_t sourceSize = c10::elementSize(prog.slotType[source]);
+      // The tiles' values: a tile of one reduced row reads an operand uniform along the kept dim as
+      // one value, a tile of several rows only one that is also the same for every row.
+      auto kinds = [&](bool severalRows) {
+        std::vector<jit::Leaf> k(L);
+        for (int i = 0; i < L; ++i)
+          k[i] = plan.keptAccess[i] == Access::Uniform && (!severalRows || constantOverRows[i]) ? jit::Leaf::Uniform
+                                                                                                : jit::Leaf::Contiguous;
+        return k;
       };
-      for (int64_t w = b; w < e; ++w) {
-        const int64_t o = w / tilesPerRow, start = (w % tilesPerRow) * kTile;
-        const int64_t n = std::min(kTile, inner - start);
+      const TileEvaluator oneRow(prog, kinds(false), TileEvaluator::Use::Folded, source, prefix);
+      const TileEvaluator rowsAtOnce(prog, kinds(true), TileEvaluator::Use::Folded, source, prefix);
+      at::parallel_for(0, work, grainFor(kTile * count), [&](int64_t b, int64_t e) {
+        auto scratch = prog.makeScratch();
+        auto es = finish.scratch();
+        std::vector<Acc> acc(kTile, proto);
+        std::optional<SumLanes<Wide<T>>> lanes;
+        std::optional<WelfordLanes<T>> welford;
+        if constexpr (IsWelford<Acc>::value) welford.emplace();
+        std::optional<InnerSumLanes<OrderT>> ordered;
+        if constexpr (kOrdered)
+          if (order) ordered.emplace(*order, kTile);
         if constexpr (kSum)
-          ordered ? ordered->reset(n) : lanes->reset(n);
-        else
-          std::fill(acc.begin(), acc.begin() + n, proto);
-        if constexpr (IsWelford<Acc>::value) welford->reset(n);
-        for (int i = 0; i < L; ++i) base[i] = outer.offset(i, o) + start * plan.kept.stride[i].back();
-        // A narrow tile (n < kTile / 2) evaluates several rows of the reduced space per program
-        // run: each op's per-call cost is paid once per kTile values, not once per n. The lanes
-        // still take the rows one after another, in the reduced space's order.
-        const int64_t rowsPerRun = std::max<int64_t>(1, kTile / n);
-        for (int64_t r0 = 0; r0 < count; r0 += rowsPerRun) {
-          const int64_t rows = std::min(rowsPerRun, count - r0);
-          for (int i = 0; i < L; ++i) {
-            const char* p = views[i].data + base[i] + plan.reduced.offset(i, r0);
-            if (rows > 1 && !(plan.keptAccess[i] == Access::Uniform && constantOverRows[i])) {
-              loadRows(i, p, rows, n, scratch, base[i], r0);
-              continue;
+          if (!ordered) lanes.emplace(prog.slotType[source], proto.inFloat);
+        std::unique_ptr<Out[]> vals(new Out[kTile]);
+        std::vector<int64_t> base(L);
+        // Leaf i's n values of rows r0, r0 + 1, ... (rows of them) one after another in its buffer.
+        auto loadRows = [&](int i, const char* p0, int64_t rows, int64_t n, TileProgram::Scratch& sc, int64_t b0,
+                            int64_t r0) {
+          const int64_t esz = views[i].elemSize;
+          for (int64_t j = 0; j < rows; ++j) {
+            const char* p = j ? views[i].data + b0 + plan.reduced.offset(i, r0 + j) : p0;
+            char* dst = sc.buffer[i] + j * n * esz;
+            if (plan.keptAccess[i] == Access::InPlace)
+              std::memcpy(dst, p, n * esz);
+            else
+              gather(p, esz, &inner, &plan.kept.stride[i].back(), 1, 0, n, dst);  // uniform: n copies
+          }
+          sc.vectorLeaf(i, sc.buffer[i]);
+        };
+        for (int64_t w = b; w < e; ++w) {
+          const int64_t o = w / tilesPerRow, start = (w % tilesPerRow) * kTile;
+          const int64_t n = std::min(kTile, inner - start);
+          if constexpr (kSum)
+            ordered ? ordered->reset(n) : lanes->reset(n);
+          else
+            std::fill(acc.begin(), acc.begin() + n, proto);
+          if constexpr (IsWelford<Acc>::value) welford->reset(n);
+          for (int i = 0; i < L; ++i) base[i] = outer.offset(i, o) + start * plan.kept.stride[i].back();
+          // A narrow tile (n < kTile / 2) evaluates several rows of the reduced space per program
+          // run: each op's per-call cost is paid once per kTile values, not once per n. The lanes
+          // still take the rows one after another, in the reduced space's order.
+          const int64_t rowsPerRun = std::max<int64_t>(1, kTile / n);
+          for (int64_t r0 = 0; r0 < count; r0 += rowsPerRun) {
+            const int64_t rows = std::min(rowsPerRun, count - r0);
+            for (int i = 0; i < L; ++i) {
+              const char* p = views[i].data + base[i] + plan.reduced.offset(i, r0);
+              if (rows > 1 && !(plan.keptAccess[i] == Access::Uniform && constantOverRows[i])) {
+                loadRows(i, p, rows, n, scratch, base[i], r0);
+                continue;
+              }
+              switch (plan.keptAccess[i]) {
+                case Access::Uniform:
+                  scratch.uniformLeaf(i, p);
+                  break;
+                case Access::InPlace:
+                  scratch.vectorLeaf(i, p);
+                  break;
+                case Access::Packed:  // per tile here: only the compiled sums pack once per call
+                case Access::Gathered:
+                  gather(p, views[i].elemSize, &inner, &plan.kept.stride[i].back(), 1, 0, n, scratch.buffer[i]);
+                  scratch.vectorLeaf(i, scratch.buffer[i]);
+                  break;
+              }
             }
-            switch (plan.keptAccess[i]) {
-              case Access::Uniform:
-                scratch.uniformLeaf(i, p);
-                break;
-              case Access::InPlace:
-                scratch.vectorLeaf(i, p);
-                break;
-              case Access::Packed:  // per tile here: only the compiled sums pack once per call
-              case Access::Gathered:
-                gather(p, views[i].elemSize, &inner, &plan.kept.stride[i].back(), 1, 0, n, scratch.buffer[i]);
-                scratch.vectorLeaf(i, scratch.buffer[i]);
-                break;
+            const int64_t m = rows * n;
+            const char* v = (rows > 1 ? rowsAtOnce : oneRow).value(scratch, m);
+            if constexpr (kSum) {
+              for (int64_t j = 0; j < rows; ++j) {
+                if constexpr (kOrdered)
+                  if (ordered) {
+                    ordered->add(reinterpret_cast<const T*>(v) + j * n);
+                    continue;
+                  }
+                lanes->add(v + j * n * sourceSize, n);
+              }
+            } else if constexpr (IsWelford<Acc>::value) {
+              for (int64_t j = 0; j < rows; ++j) welford->add(reinterpret_cast<const T*>(v) + j * n, n);
+            } else {
+              const T* t = reinterpret_cast<const T*>(v);
+              for (int64_t j = 0; j < rows; ++j)
+                for (int64_t k = 0; k < n; ++k) acc[k].add(t[j * n + k], r0 + j);
             }
           }
-          const int64_t m = rows * n;
-          const char* v = (rows > 1 ? rowsAtOnce : oneRow).value(scratch, m);
+          if constexpr (kOrdered) {
+            if (ordered) {
+              ordered->result(vals.get());
+              for (int64_t j = 0; j < n; ++j) acc[j].v = vals[j];
+            }
+          }
           if constexpr (kSum) {
-            for (int64_t j = 0; j < rows; ++j) {
-              if constexpr (kOrdered)
-                if (ordered) {
-                  ordered->add(reinterpret_cast<const T*>(v) + j * n);
-                  continue;
-                }
-              lanes->add(v + j * n * sourceSize, n);
+            if (!ordered) {
+              lanes->flush(n);
+              for (int64_t j = 0; j < n; ++j) acc[j].v = lanes->sums[j];
             }
-          } else if constexpr (IsWelford<Acc>::value) {
-            for (int64_t j = 0; j < rows; ++j) welford->add(reinterpret_cast<const T*>(v) + j * n, n);
-          } else {
-            const T* t = reinterpret_cast<const T*>(v);
-            for (int64_t j = 0; j < rows; ++j)
-              for (int64_t k = 0; k < n; ++k) acc[k].add(t[j * n + k], r0 + j);
           }
+          if constexpr (IsWelford<Acc>::value) welford->into(acc.data(), n);
+          const int64_t o0 = o * inner + start;
+          for (int64_t j = 0; j < n; ++j) vals[j] = acc[j].get(count);
+          if constexpr (kIndexed)
+            for (int64_t j = 0; j < n; ++j) finish.indices[o0 + j] = acc[j].index();
+          finish(es ? &*es : nullptr, vals.get(), o0, n);
         }
-        if constexpr (kOrdered) {
-          if (ordered) {
-            ordered->result(vals.get());
-            for (int64_t j = 0; j < n; ++j) acc[j].v = vals[j];
-          }
-        }
-        if constexpr (kSum) {
-          if (!ordered) {
-            lanes->flush(n);
-            for (int64_t j = 0; j < n; ++j) acc[j].v = lanes->sums[j];
-          }
-        }
-        if constexpr (IsWelford<Acc>::value) welford->into(acc.data(), n);
-        const int64_t o0 = o * inner + start;
-        for (int64_t j = 0; j < n; ++j) vals[j] = acc[j].get(count);
-        if constexpr (kIndexed)
-          for (int64_t j = 0; j < n; ++j) finish.indices[o0 + j] = acc[j].index();
-        finish(es ? &*es : nullptr, vals.get(), o0, n);
-      }
-    });
-    return true;
+      });
+      return true;
+    }
   }
   if (rowSums) return false;
 
-horizontal:
   // Horizontal: tiles run along the (linearised) reduced space. With few outputs, each output's
   // reduced space is split into parts whose partial accumulators are merged in order. NB: the
   // split does not depend on the thread count, so neither do the bits of a float sum.
