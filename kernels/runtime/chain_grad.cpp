@@ -388,6 +388,7 @@ std::vector<std::optional<at::Tensor>> grad::chainGradients(const Chain& c, at::
     TSFUSE_LOG(kernel, info, "gradients of reduce_chain's first stages through ATen: ", s->whyNot);
     return out;
   }
+  if (auto routed = grad::routedChainGradients(c, ops, gr1, needed)) return *routed;
   const std::optional<grad::Adjoint> adjoint = stage1Adjoint(c, ops, *s, r1, gr1);
   if (!adjoint) return out;
   const ChainGradients grads(c, ops, *s, *adjoint);

@@ -17,6 +17,13 @@ bool savesR1(const Chain& c);
 std::vector<std::optional<at::Tensor>> chainGradients(const Chain& c, at::TensorList ops, const at::Tensor& r1,
                                                       const at::Tensor& g, const std::vector<bool>& needed);
 
+// chainGradients where stage 1 is max/min(dim)'s values (chain_routed.cpp): the gradient at the
+// index each output routes to, over the operands read there (O(outputs) values, not the space);
+// nullopt for other chains.
+std::optional<std::vector<std::optional<at::Tensor>>> routedChainGradients(const Chain& c, at::TensorList ops,
+                                                                           const at::Tensor& g,
+                                                                           const std::vector<bool>& needed);
+
 // Stage texts as one string (an autograd context's saved data), and back.
 std::string joinStages(c10::ArrayRef<std::string> stages);
 std::vector<std::string> splitStages(const std::string& joined);

@@ -196,6 +196,33 @@ TEST(ChainAutograd, ExtremaLogsumexpAndSoftmaxTrainFused) {
                          true});
 }
 
+// max/min(dim)'s values route each output's gradient to one index (chain_routed.cpp): the operands
+// varying along the reduced dim are read there (a gather) and their gradients added back there
+// (index_put_ with accumulate), for every place an operand can have: stage 0's expression, stage
+// 0's epilogue (a bandwidth per column) and stage 1's fused input (a weight per column or row),
+// each requiring grad, through tied distances.
+TEST(ChainAutograd, RoutedExtremaReadTheirOperandsAtTheIndex) {
+  Gen g(412);
+  T in = points(6, 5, 2, 412);
+  in[1] = at::cat({in[1].slice(0, 0, 3), in[1].slice(0, 0, 2)});  // tied distances
+  in.push_back(g.tensor({5}, at::kDouble).abs().add(0.5));        // stage 0's epilogue: s per column
+  in.push_back(g.tensor({6, 1}, at::kDouble));                    // stage 1's input: w per row
+  in.push_back(g.tensor({1, 5}, at::kDouble));                    // ... and per column
+  const std::string epilogue = "sum(dim=[2], keepdim=False) |> v1: neg($0); div(%0, $1)";
+  for (const char* last : {"fused(v1: mul($0, $1); mul(%0, $2); $0 = value) |> amin:index(dim=[1], keepdim=False)",
+                           "fused(v1: mul($0, $1); mul(%0, $2); $0 = value) |> amax:index(dim=[0], keepdim=True)"}) {
+    const Case c{kSquares, {epilogue, last}, in, {true, true, true, true, true}, true};
+    expectEagersGradients(c);
+    T leaves;
+    for (const auto& t : in) leaves.push_back(t.clone().requires_grad_());
+    at::Tensor out = tsfuse::reduceChain(leaves, c.expr, c.stages);
+    OpsRun ops;
+    out.sum().backward();
+    EXPECT_TRUE(ops.ran("aten::gather")) << last;
+    EXPECT_TRUE(ops.ran("aten::index_put_")) << last;
+  }
+}
+
 // Chamfer's sweep: each minimum's gradient through its chain [stage 0, branch], summed; a branch
 // whose output has no gradient adds nothing.
 TEST(ChainAutograd, ChamferSweepTrainsFused) {
