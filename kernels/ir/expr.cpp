@@ -228,6 +228,27 @@ bool Arg::operator==(const Arg& o) const {
 
 Expr Expr::parse(const std::string& text) { return Parser(text).run(); }
 
+Expr coneOf(const Expr& e, size_t j) {
+  std::vector<char> in(j + 1, 0);
+  in[j] = 1;
+  for (size_t k = j + 1; k-- > 0;)
+    if (in[k])
+      for (const Arg& a : e.instrs[k].args)
+        if (a.kind == Arg::Kind::Value) in[a.i] = 1;
+  Expr sub;
+  sub.numInputs = e.numInputs;
+  std::vector<int64_t> renumber(j + 1, -1);
+  for (size_t k = 0; k <= j; ++k) {
+    if (!in[k]) continue;
+    Instr ins = e.instrs[k];
+    for (Arg& a : ins.args)
+      if (a.kind == Arg::Kind::Value) a.i = renumber[a.i];
+    renumber[k] = static_cast<int64_t>(sub.instrs.size());
+    sub.instrs.push_back(std::move(ins));
+  }
+  return sub;
+}
+
 std::string Expr::str() const {
   std::ostringstream os;
   os << "v" << kExprVersion << ":";

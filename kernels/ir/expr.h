@@ -74,6 +74,10 @@ struct Expr {
   void validate() const;
 };
 
+// Instruction j and every instruction it depends on, in program order, as a program of its own
+// over the same operands (its value: j's).
+Expr coneOf(const Expr& e, size_t j);
+
 // Reductions that tsfuse::reduce applies to the expression's value. Norm carries its order p in
 // the reduction text ("norm:2.0", "norm:inf"), Var and Std their correction ("var:1.0", "std:0.0");
 // Max and Min are max/min over one dim returning (values, indices), the reductions of

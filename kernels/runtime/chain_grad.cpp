@@ -126,27 +126,10 @@ Piece append(Expr& into, const Gradient& g, std::vector<Arg> inputs, const Arg& 
 // `p` without its operand `i` and the instructions its value does not need, the other operands
 // renumbered; nullopt where its value reads operand i.
 std::optional<Expr> withoutOperand(const Expr& p, int64_t i) {
-  const size_t m = p.instrs.size();
-  std::vector<bool> live(m, false);
-  live[m - 1] = true;
-  Expr needed;
-  needed.numInputs = p.numInputs;
-  for (size_t j = m; j-- > 0;) {
-    if (!live[j]) continue;
-    for (const Arg& a : p.instrs[j].args) {
+  const Expr needed = coneOf(p, p.instrs.size() - 1);
+  for (const Instr& ins : needed.instrs)
+    for (const Arg& a : ins.args)
       if (a.kind == Arg::Kind::Input && a.i == i) return std::nullopt;
-      if (a.kind == Arg::Kind::Value) live[a.i] = true;
-    }
-  }
-  std::vector<int64_t> renumbered(m, -1);
-  for (size_t j = 0; j < m; ++j) {
-    if (!live[j]) continue;
-    Instr ins = p.instrs[j];
-    for (Arg& a : ins.args)
-      if (a.kind == Arg::Kind::Value) a.i = renumbered[a.i];
-    renumbered[j] = static_cast<int64_t>(needed.instrs.size());
-    needed.instrs.push_back(std::move(ins));
-  }
   Expr out;
   out.numInputs = p.numInputs - 1;
   std::vector<Arg> inputs;

@@ -56,29 +56,6 @@ int64_t numelOver(Mask m, at::IntArrayRef space) {
   return n;
 }
 
-// Instruction j and every instruction it depends on, in program order, as a program of its own
-// over the same operands (its value: j's).
-Expr cone(const Expr& e, size_t j) {
-  std::vector<char> in(j + 1, 0);
-  in[j] = 1;
-  for (size_t k = j + 1; k-- > 0;)
-    if (in[k])
-      for (const Arg& a : e.instrs[k].args)
-        if (a.kind == Arg::Kind::Value) in[a.i] = 1;
-  Expr sub;
-  sub.numInputs = e.numInputs;
-  std::vector<int64_t> renumber(j + 1, -1);
-  for (size_t k = 0; k <= j; ++k) {
-    if (!in[k]) continue;
-    Instr ins = e.instrs[k];
-    for (Arg& a : ins.args)
-      if (a.kind == Arg::Kind::Value) a.i = renumber[a.i];
-    renumber[k] = static_cast<int64_t>(sub.instrs.size());
-    sub.instrs.push_back(std::move(ins));
-  }
-  return sub;
-}
-
 // e with instruction hoisted[h]'s value read from operand e.numInputs + h, the hoisted cones'
 // instructions that nothing else reads dropped (the others stay, read or not, as in e: eager
 // evaluates each, and raises where one does), and its operands renumbered to those still read (the
@@ -198,7 +175,7 @@ std::optional<Hoisted> hoistNarrowWork(const Expr& e, at::TensorList operands) {
     if (used[i]) out.operands.push_back(main[i]);
   }
   for (size_t h = 0; h < hoisted.size(); ++h)
-    if (used[e.numInputs + h]) out.operands.push_back(evalAten(cone(e, hoisted[h]), main));
+    if (used[e.numInputs + h]) out.operands.push_back(evalAten(coneOf(e, hoisted[h]), main));
   for (size_t i = e.numInputs; i < operands.size(); ++i) {
     out.position.push_back(static_cast<int64_t>(out.operands.size()));
     out.operands.push_back(operands[i]);
