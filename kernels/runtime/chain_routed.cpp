@@ -27,30 +27,35 @@ at::Tensor aligned(const at::Tensor& t, int64_t rank) {
   return v;
 }
 
-// An operand of a space `space`: read at `index` (the space's shape with dim k of size 1) along k.
-at::Tensor gathered(const at::Tensor& t, at::IntArrayRef space, int64_t k, const at::Tensor& index) {
-  std::vector<int64_t> full = space.vec();
-  full[k] = space[k];
-  return aligned(t, static_cast<int64_t>(space.size())).expand(full).gather(k, index);
+// A space operands live in (S0 or S1), the routed dim k in its numbering, and the index expanded to
+// the space with dim k of size 1 (the gathered shape).
+struct Routed {
+  std::vector<int64_t> space;
+  int64_t k = 0;
+  at::Tensor index;
+};
+
+// An operand of r's space read at r's index along k.
+at::Tensor gathered(const at::Tensor& t, const Routed& r) {
+  return aligned(t, static_cast<int64_t>(r.space.size())).expand(r.space).gather(r.k, r.index);
 }
 
 // The gradient of operand `t` from its gathered copy's gradient `g` (the gathered shape): each value
 // added at the position it was read from.
-at::Tensor scattered(const at::Tensor& t, at::IntArrayRef space, int64_t k, const at::Tensor& index,
-                     const at::Tensor& g) {
-  const int64_t rank = static_cast<int64_t>(space.size());
+at::Tensor scattered(const at::Tensor& t, const Routed& r, const at::Tensor& g) {
+  const int64_t rank = static_cast<int64_t>(r.space.size());
   at::Tensor out = at::zeros_like(t);
   at::Tensor view = aligned(out, rank);
   c10::List<std::optional<at::Tensor>> indices;
   for (int64_t d = 0; d < rank; ++d) {
-    if (d == k) {
-      indices.push_back(index);
+    if (d == r.k) {
+      indices.push_back(r.index);
     } else if (view.size(d) == 1) {
-      indices.push_back(at::zeros({1}, index.options()).view(std::vector<int64_t>(rank, 1)));
+      indices.push_back(at::zeros({1}, r.index.options()).view(std::vector<int64_t>(rank, 1)));
     } else {
       std::vector<int64_t> along(rank, 1);
-      along[d] = space[d];
-      indices.push_back(at::arange(space[d], index.options()).view(along));
+      along[d] = r.space[d];
+      indices.push_back(at::arange(r.space[d], r.index.options()).view(along));
     }
   }
   view.index_put_(indices, g, /*accumulate=*/true);
@@ -95,19 +100,22 @@ std::optional<std::vector<std::optional<at::Tensor>>> grad::routedChainGradients
   at::Tensor index0 = index1;
   if (!s0.keepdim)
     for (int64_t d : reduced0) index0 = index0.unsqueeze(d);
+  auto routed = [](std::vector<int64_t> space, int64_t k, const at::Tensor& index) {
+    std::vector<int64_t> narrow = space;
+    narrow[k] = 1;
+    return Routed{std::move(space), k, index.expand(narrow)};
+  };
+  const Routed r0 = routed(space0, k0, index0), r1 = routed(space1, k1, index1);
 
   // Operands varying along the routed dim, read at the index; the rest as they are.
   std::vector<at::Tensor> ops2 = ops.vec();
-  std::vector<char> gatheredAt0(ops.size(), 0), gatheredAt1(ops.size(), 0);
+  std::vector<const Routed*> readAt(ops.size(), nullptr);
   for (size_t i = 0; i < first1 + inputs1.size(); ++i) {
-    const bool inS0 = i < n0;
-    const int64_t rank = inS0 ? rank0 : rank1, k = inS0 ? k0 : k1;
+    const Routed& r = i < n0 ? r0 : r1;
     const at::Tensor& t = ops[i];
-    if (t.dim() == 0 || aligned(t, rank).size(k) == 1) continue;
-    std::vector<int64_t> at = inS0 ? space0 : space1;
-    at[k] = 1;
-    ops2[i] = gathered(t, inS0 ? space0 : space1, k, (inS0 ? index0 : index1).expand(at));
-    (inS0 ? gatheredAt0 : gatheredAt1)[i] = 1;
+    if (t.dim() == 0 || aligned(t, static_cast<int64_t>(r.space.size())).size(r.k) == 1) continue;
+    ops2[i] = gathered(t, r);
+    readAt[i] = &r;
   }
   // chain': stage 1 a sum over the routed dim, now of size 1; its gradient the incoming one, kept.
   ReduceSpec sum;
@@ -116,15 +124,9 @@ std::optional<std::vector<std::optional<at::Tensor>>> grad::routedChainGradients
   const auto c2 = cachedChain(c.expr->str(), {c.stageTexts()[0], stageText(false, c.input[1].get(), sum)});
   const at::Tensor g2 = s1.keepdim ? g : g.unsqueeze(k1);
   std::vector<std::optional<at::Tensor>> out = chainGradients(*c2, ops2, at::Tensor(), g2, needed);
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (!out[i] || !out[i]->defined() || !(gatheredAt0[i] || gatheredAt1[i])) continue;
-    const bool inS0 = gatheredAt0[i];
-    std::vector<int64_t> at = inS0 ? space0 : space1;
-    const int64_t k = inS0 ? k0 : k1;
-    at[k] = 1;
-    out[i] = scattered(ops[i], inS0 ? space0 : space1, k, (inS0 ? index0 : index1).expand(at),
-                       aligned(*out[i], static_cast<int64_t>(at.size())).expand(at));
-  }
+  // A gathered operand's gradient has its gathered copy's shape: added back where it was read.
+  for (size_t i = 0; i < out.size(); ++i)
+    if (readAt[i] && out[i] && out[i]->defined()) out[i] = scattered(ops[i], *readAt[i], *out[i]);
   return out;
 }
 

@@ -626,12 +626,11 @@ Outputs runReduce(TileProgram& prog, const Expr& e, at::TensorList operands, con
                   const Analysis& an, const IterationPlan& plan, const at::Tensor& out, std::string* why) {
   Outputs outs{out};
   const std::vector<at::Tensor> relaid = relaidForLanes(prog, e, operands, reduce, plan);
-  if (!relaid.empty()) {
-    const IterationPlan replanned = IterationPlan::make(e, relaid, &reduce, an, /*bindData=*/true);
-    if (!reduceInto(prog, e, relaid, reduce, an, replanned, outs, nullptr, why)) return {};
-    return outs;
-  }
-  if (!reduceInto(prog, e, operands, reduce, an, plan, outs, nullptr, why)) return {};
+  std::optional<IterationPlan> replanned;
+  if (!relaid.empty()) replanned = IterationPlan::make(e, relaid, &reduce, an, /*bindData=*/true);
+  if (!reduceInto(prog, e, replanned ? relaid : operands.vec(), reduce, an, replanned ? *replanned : plan, outs,
+                  nullptr, why))
+    return {};
   return outs;
 }
 
