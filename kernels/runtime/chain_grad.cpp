@@ -311,6 +311,14 @@ class ChainGradients {
 
 // A normalizing stage's output, an extremum's or a logsumexp's value, or the value stage 1's
 // epilogue reads.
+bool grad::recordsGradient(const Chain& c, at::TensorList ops) {
+  const size_t n = static_cast<size_t>(c.expr->numInputs);
+  if (ops.size() < n || tsfuse::recordsGradient(c.expr, ops.slice(0, n))) return true;
+  for (size_t i = n; i < ops.size(); ++i)
+    if (ops[i].defined() && ops[i].requires_grad()) return true;
+  return false;
+}
+
 bool grad::savesR1(const Chain& c) { return c.normalize[1] || c.stages[1].epilogue || grad::readsResult(c.stages[1]); }
 
 namespace {
@@ -454,6 +462,10 @@ struct ChainFunction : torch::autograd::Function<ChainFunction> {
 std::optional<at::Tensor> reduceChainWithGradient(at::TensorList operands, c10::string_view expr,
                                                   c10::ArrayRef<std::string> stages) {
   const auto c = cachedChain(expr, stages);
+  if (!grad::recordsGradient(*c, operands)) {
+    at::NoGradGuard off;
+    return reduceChain(operands, std::string(expr), stages.vec());
+  }
   if (const std::string why = grad::whyNotFused(*c); !why.empty()) {
     TSFUSE_LOG(kernel, info, "reduce_chain with a gradient runs unfused: ", why);
     return std::nullopt;

@@ -9,6 +9,11 @@ namespace tsfuse::grad {
 // Why `c` does not train fused (empty: it does).
 std::string whyNotFused(const Chain& c);
 
+// Whether eager's value of `c` over `ops` would require grad: its expression's does
+// (recordsGradient) or an operand of a later stage requires grad (conservative: a later stage's
+// derivative may not cover it). Where not, the chain runs without an autograd node.
+bool recordsGradient(const Chain& c, at::TensorList ops);
+
 // Whether the backward reads stage 1's result r1 (before its epilogue), saved by the forward.
 bool savesR1(const Chain& c);
 

@@ -290,6 +290,7 @@ at::Tensor atenGradient(const std::function<at::Tensor(at::TensorList)>& referen
   if (!createGraph)
     for (auto& t : ops) t = t.detach().requires_grad_(t.requires_grad());
   const at::Tensor value = reference(ops);
+  if (!value.requires_grad()) return at::Tensor();  // (no path from the operands: a zero gradient)
   return torch::autograd::grad({value}, {ops[i]}, {incoming}, /*retain_graph=*/createGraph, createGraph,
                                /*allow_unused=*/true)[0];
 }

@@ -98,6 +98,10 @@ struct SweepFunction : torch::autograd::Function<SweepFunction> {
 std::optional<std::vector<at::Tensor>> reduceSweepWithGradient(at::TensorList operands, c10::string_view expr,
                                                                c10::ArrayRef<std::string> stages) {
   const auto s = cachedSweep(expr, stages);
+  if (!grad::recordsGradient(s->all, operands)) {
+    at::NoGradGuard off;
+    return reduceSweep(operands, std::string(expr), stages.vec());
+  }
   if (const std::string why = whyNotFused(*s); !why.empty()) {
     TSFUSE_LOG(kernel, info, "reduce_sweep with a gradient runs unfused: ", why);
     return std::nullopt;

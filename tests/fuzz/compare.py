@@ -44,6 +44,13 @@ KNOWN_DIVERGENCES = {
     # eager's gradient infinite, the optimized one NaN, everything else matched.
     "infinite_gradient_summed_late": "eager's gradient is +-inf where the fused backward's is NaN: an infinite "
                                      "local derivative of a narrow value, multiplied before the sum",
+    # Gradient mode. A gradient element whose terms are finite but whose absolute values sum past
+    # the dtype's largest value (float32 terms near 1e38 summed over a broadcast dim): whether a
+    # partial sum overflows depends on the order, which the sum bound leaves free. Classified per
+    # element: +-inf on one side, a finite value on the other, where grad_bound.py's scaled
+    # absolute sum is finite and the unscaled one is not; everything else matched.
+    "sum_overflow_order": "a gradient's terms are finite but their absolute sum exceeds the dtype's range; one "
+                          "summation order overflows, the other does not",
 }
 # Contracts the generator's error bounds apply (not classifications: the bound is part of the
 # comparison, see gen.py). Listed so the report states every place that is not bit-exact.

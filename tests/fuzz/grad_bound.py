@@ -75,6 +75,7 @@ DENSE = {"softmax", "log_softmax", "_softmax", "_log_softmax"}
 # Ops whose float output carries no gradient (creations from a tensor's metadata).
 CREATE = {"zeros_like", "ones_like", "full_like", "empty_like", "zeros", "ones", "full", "empty", "tensor",
           "arange", "rand_like", "randn_like"}
+SCALE = 2.0 ** -64  # bounds()' overflow test: far below any float32 term's overflow, far above underflow
 MAX_CORNERS = 3  # operands moved by +-delta together: every sign combination over at most 3 of them
 
 
@@ -170,7 +171,7 @@ class _Surrogate(torch.autograd.Function):
 class Bound(TorchFunctionMode):
     """Runs a program eagerly with absolute-value backwards (see the module docstring). After the
     forward, `channel` 0 backpropagates C1, 1 backpropagates C2, 2 the derivatives D themselves
-    (eager's gradient, NaN-safe); `rounds` is N, `eps` the largest rounding unit met."""
+    (eager's gradient, NaN-safe), 3 C1 again (for a scaled incoming gradient); `rounds` is N, `eps` the largest rounding unit met."""
 
     def __init__(self):
         super().__init__()
@@ -462,7 +463,7 @@ class Bound(TorchFunctionMode):
         mode = self
 
         def bw(g):
-            C = (C1, C2, D)[mode.channel]
+            C = (C1, C2, D, C1)[mode.channel]
             if kind == "reduce":
                 g = _bcast_grad(g, shape, dims, keep)
             res = []
@@ -500,7 +501,7 @@ class Bound(TorchFunctionMode):
         mode, log = self, base.endswith("log_softmax")
 
         def bw(g):
-            ss = (s, s_hi, s)[mode.channel]
+            ss = (s, s_hi, s, s)[mode.channel]
             sign = -1 if mode.channel == 2 else 1  # channel 2: the derivative itself
             g64 = g.double()
             keep = dict(dim=dim, keepdim=True) if x.dim() else {}
@@ -517,23 +518,25 @@ class Bound(TorchFunctionMode):
 
 
 def bounds(fn, args, leaves, incoming):
-    """Per leaf of `leaves` (indices into `args`, which require grad): (B, G) for the gradient of
-    fn(*args)'s outputs `incoming` is given for ({output index: incoming gradient}), B the bound
-    of the module docstring and G eager's gradient with zero incoming gradients contributing
-    nothing (0 * inf = 0, where eager's backward makes a NaN of a derivative it did not need);
-    None for a leaf no output reaches. Raises UnknownOp (or the program's own error)."""
+    """Per leaf of `leaves` (indices into `args`, which require grad): (B, G, O) for the gradient
+    of fn(*args)'s outputs `incoming` is given for ({output index: incoming gradient}), B the bound
+    of the module docstring, G eager's gradient with zero incoming gradients contributing nothing
+    (0 * inf = 0, where eager's backward makes a NaN of a derivative it did not need) and O where
+    T1 overflowed the leaf's dtype although T1 for an incoming gradient scaled by SCALE did not (the
+    terms are finite, their absolute sum is not: the order decides whether a sum overflows); None
+    for a leaf no output reaches. Raises UnknownOp (or the program's own error)."""
     mode = Bound()
     with mode:
         out = fn(*args)
     outs = [out[k] for k in incoming]
     xs = [args[i] for i in leaves]
     ts = []
-    for ch in (0, 1, 2):
+    for ch in (0, 1, 2, 3):
         mode.channel = ch
-        gins = [incoming[k] if ch == 2 else incoming[k].abs() for k in incoming]
-        ts.append(torch.autograd.grad(outs, xs, gins, retain_graph=ch < 2, allow_unused=True))
+        gins = [incoming[k] if ch == 2 else incoming[k].abs() * (SCALE if ch == 3 else 1) for k in incoming]
+        ts.append(torch.autograd.grad(outs, xs, gins, retain_graph=ch < 3, allow_unused=True))
     res = []
-    for x, t1, t2, g in zip(xs, *ts):
+    for x, t1, t2, g, t1s in zip(xs, *ts):
         if t2 is None:
             res.append(None)
             continue
@@ -541,5 +544,6 @@ def bounds(fn, args, leaves, incoming):
         n = mode.rounds
         eps = max(mode.eps, ULP.get(x.dtype, 0.0))
         tiny = torch.finfo(x.dtype).tiny
-        res.append((2 * n * eps * t2 + (t2 - t1).abs() + n * tiny, g))
+        overflow = torch.isinf(t1) & torch.isfinite(t1s.double())
+        res.append((2 * n * eps * t2 + (t2 - t1).abs() + n * tiny, g, overflow))
     return res

@@ -282,5 +282,35 @@ TEST(ChainAutograd, OtherChainsTrainThroughAten) {
   EXPECT_TRUE(sameTensor(second(false), second(true), false, 1e-12, 1e-12));
 }
 
+// A chain or sweep whose value reads the operands through a comparison alone (a normalized mask,
+// v / v.sum(0) of v = x <= y) requires no grad, as eager's does, and runs without an
+// autograd node; an operand of a later stage that requires grad gives it one.
+TEST(ChainAutograd, ValuesOfMasksRequireNoGrad) {
+  Gen g(411);
+  const at::Tensor x = g.tensor({5, 1}, at::kFloat).requires_grad_(), y = g.tensor({4}, at::kFloat);
+  const std::string mask = "v1: le($0, $1)";
+  const std::vector<std::string> chain{"sum(dim=[0], keepdim=True) |> v1: div($1, $0)", "sum(dim=None, keepdim=False)"};
+  const at::Tensor m = x.detach() <= y;  // (the epilogue's $1: the value itself, as the pass passes it)
+  const at::Tensor fused = tsfuse::reduceChain({x, y, m}, mask, chain);
+  const at::Tensor eager = tsfuse::evalChain(*tsfuse::cachedChain(mask, chain), {x, y, m})[0];
+  EXPECT_FALSE(eager.requires_grad());
+  EXPECT_FALSE(fused.requires_grad());
+  EXPECT_TRUE(sameTensor(eager, fused.detach(), false, 1e-6, 1e-6));
+
+  const std::vector<std::string> sweep{"sum(dim=[1], keepdim=False)", "amax(dim=[0], keepdim=False)",
+                                       "amin(dim=[0], keepdim=False)"};
+  for (const at::Tensor& r : tsfuse::reduceSweep({x, y}, mask, sweep)) EXPECT_FALSE(r.requires_grad());
+
+  const at::Tensor w = g.tensor({1, 4}, at::kFloat).requires_grad_();
+  const std::vector<std::string> scaled{"sum(dim=[0], keepdim=True) |> v1: mul($0, $1)",
+                                        "sum(dim=None, keepdim=False)"};
+  const at::Tensor s = tsfuse::reduceChain({x, y, w}, mask, scaled);
+  ASSERT_TRUE(s.requires_grad());
+  s.backward();
+  const at::Tensor want = tsfuse::evalChain(*tsfuse::cachedChain(mask, scaled), {x.detach(), y, w.detach()})[0];
+  EXPECT_TRUE(sameTensor(want, s.detach(), false, 1e-6, 1e-6));
+  EXPECT_TRUE(w.grad().defined());
+}
+
 }  // namespace
 }  // namespace chain_autograd_test
