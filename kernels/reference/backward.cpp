@@ -16,6 +16,20 @@ Arg literalOf(const at::Tensor& t) {
   return Arg::floating(t.item<double>());
 }
 
+// `op` over numbers as ATen's Scalar arithmetic computes it (pow's derivative's `exponent - 1`):
+// in double for a float, so the numbers are 0-dim tensors of their own types, not wrapped numbers,
+// which would promote to the default float dtype.
+at::Tensor foldNumbers(Op op, std::vector<Arg> args) {
+  std::vector<at::Tensor> numbers;
+  for (Arg& a : args) {
+    if (a.kind != Arg::Kind::Int && a.kind != Arg::Kind::Float && a.kind != Arg::Kind::Bool) continue;
+    const c10::Scalar s = literalScalar(a);
+    numbers.push_back(at::scalar_tensor(s, at::TensorOptions().dtype(s.type())));
+    a = Arg::input(static_cast<int64_t>(numbers.size()) - 1);
+  }
+  return evalInstr(Instr{op, std::move(args)}, {}, numbers);
+}
+
 // Equal arguments, a float's sign of zero included.
 bool same(const std::vector<Arg>& a, const std::vector<Arg>& b) {
   if (a.size() != b.size()) return false;
@@ -35,11 +49,7 @@ class Builder {
   Arg push(Op op, std::vector<Arg> args) {
     bool anyTensor = false;
     for (const Arg& a : args) anyTensor |= a.isTensor();
-    if (!anyTensor) {
-      Instr ins{op, std::move(args)};
-      std::vector<at::Tensor> none;
-      return literalOf(evalInstr(ins, none, {}));
-    }
+    if (!anyTensor) return literalOf(foldNumbers(op, std::move(args)));
     for (size_t j = 0; reuse_ && j < out_.instrs.size(); ++j)
       if (out_.instrs[j].op == op && same(out_.instrs[j].args, args)) return Arg::value(static_cast<int64_t>(j));
     out_.instrs.push_back({op, std::move(args)});

@@ -35,9 +35,11 @@ def tie_mask(name, args, kwargs, elementwise=True):
     when it is not a min/max-family op (or, with elementwise=False, an elementwise one)."""
     x = args[0] if args else kwargs.get("input")
     other = _arg(args, kwargs, 1, "other")
-    # (a bool or integer x against a float `other` computes in float: maximum(False, -0.) ties)
-    if not isinstance(x, torch.Tensor) or not (x.dtype.is_floating_point or (
-            isinstance(other, torch.Tensor) and other.dtype.is_floating_point)):
+    # (a bool or integer x against a float `other` or clamp bound computes in float:
+    # maximum(False, -0.) and clamp(False, min=-0.) tie)
+    operands = [x, other, kwargs.get("min"), kwargs.get("max"), *args[1:3]]
+    if not isinstance(x, torch.Tensor) or not any(
+            isinstance(t, torch.Tensor) and t.dtype.is_floating_point for t in operands):
         return None
     if name in BINARY or (name in EXTREMA and isinstance(other, torch.Tensor)):
         return (x == 0) & (other == 0) if elementwise else None

@@ -212,6 +212,23 @@ TEST(OpAutograd, PairwiseGradientsEqualEagers) {
   }
 }
 
+// A derivative's arithmetic on numbers (pow's `exponent - 1`) is ATen's Scalar arithmetic, in
+// double: the gradient of pow(x, 1.7) has eager's bits in float64 and float32 alike (an exponent
+// rounded to float32 first, 0.70000005, is 3e-8 off).
+TEST(OpAutograd, ANumberExponentsGradientHasEagersBits) {
+  Gen g(314);
+  for (at::ScalarType dt : {at::kDouble, at::kFloat}) {
+    const at::Tensor x0 = g.tensor({64}, dt).abs().add(0.1);
+    const at::Tensor w = g.tensor({64}, dt);
+    auto gradient = [&](bool fused) {
+      at::Tensor x = x0.clone().requires_grad_(true);
+      at::Tensor v = fused ? tsfuse::pairwise({x}, "v1: pow($0, 1.7)") : at::pow(x, 1.7);
+      return torch::autograd::grad({v}, {x}, {w})[0];
+    };
+    EXPECT_TRUE(at::equal(gradient(false), gradient(true))) << dt;
+  }
+}
+
 // A double backward (create_graph) runs ATen's autograd through the region's reference, so the
 // gradient is differentiable again: the second derivative equals eager's.
 TEST(OpAutograd, PairwiseSecondDerivativeEqualsEagers) {
