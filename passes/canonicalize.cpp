@@ -1,6 +1,7 @@
 #include "passes/canonicalize.h"
 
 #include "passes/framework/driver.h"
+#include "passes/analysis/grad_scope.h"
 #include "passes/analysis/op_table.h"
 #include "passes/analysis/shape_facts.h"
 
@@ -252,6 +253,8 @@ struct CanonicalizePattern : Pattern {
       return reject("%" + x->debugName() +
                     " is not a fresh result in the same block (an input, a view, "
                     "or a value from another block may be visible elsewhere)");
+    if (std::string scope = gradScopeBoundary(producer, n, /*strict=*/true); !scope.empty())
+      return reject("%" + x->debugName() + "'s producer and the write: " + scope);
     std::string why = writeObserver(n, x, functional);
     if (!why.empty()) return reject(why);
     functional->insertBefore(n);
@@ -337,6 +340,8 @@ struct CanonicalizePattern : Pattern {
       return reject("%" + x->debugName() +
                     " is not a fresh result in the same block (an input, a view, "
                     "or a value from another block may be visible elsewhere)");
+    if (std::string scope = gradScopeBoundary(producer, n, /*strict=*/true); !scope.empty())
+      return reject("%" + x->debugName() + "'s producer and the write: " + scope);
     std::string why;
     std::optional<c10::Scalar> c = fillValue(n->input(2), x, why);
     if (!c) return reject(why);

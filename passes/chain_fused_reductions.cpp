@@ -1,6 +1,7 @@
 #include "passes/chain_fused_reductions.h"
 
 #include "kernels/runtime/chain.h"
+#include "passes/analysis/grad_scope.h"
 #include "passes/analysis/read_hazards.h"
 #include "passes/framework/driver.h"
 #include "passes/regions/fused_values.h"
@@ -51,7 +52,7 @@ class ChainFusedReductionsPattern : public Pattern {
     if (!p) return false;  // no fused reduction's value among the expression's operands
     Node* producer = p->view.base->node();
     const std::vector<Node*> nodes{producer, consumer};
-    if (producer->owningBlock() != consumer->owningBlock())
+    if (!sameGradScope(producer, consumer))
       return rw.notifyMatchFailure(nodes, "the fused reduction is in another block");
     Value* operand = list->input(p->operand);
     const std::string name = "%" + p->view.base->debugName();

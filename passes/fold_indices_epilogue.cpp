@@ -1,6 +1,7 @@
 #include "passes/fold_indices_epilogue.h"
 
 #include "kernels/ir/expr.h"
+#include "passes/analysis/grad_scope.h"
 #include "passes/analysis/read_hazards.h"
 #include "passes/framework/driver.h"
 #include "passes/regions/fused_values.h"
@@ -45,7 +46,7 @@ class FoldIndicesEpiloguePattern : public Pattern {
     Node* reduction = indexedProducer(list);
     if (!reduction) return false;
     const std::vector<Node*> nodes{reduction, consumer};
-    if (reduction->owningBlock() != consumer->owningBlock())
+    if (!sameGradScope(reduction, consumer))
       return rw.notifyMatchFailure(nodes, "the max/min with indices is in another block");
     const std::optional<c10::IValue> epi = torch::jit::toIValue(reduction->input(kEpilogueInput));
     if (!epi || !epi->isNone()) return rw.notifyMatchFailure(nodes, "the max/min with indices has an epilogue already");

@@ -1,5 +1,6 @@
 #include "passes/fuse_broadcast_reduce.h"
 
+#include "passes/analysis/grad_scope.h"
 #include "passes/analysis/op_table.h"
 #include "passes/analysis/read_hazards.h"
 #include "passes/framework/driver.h"
@@ -26,8 +27,7 @@ bool onlyReductions(Value* v) {
   for (const auto& use : v->uses()) {
     if (isMetadataRead(use.user)) continue;
     ReductionMatch m;
-    if (use.offset != 0 || use.user->owningBlock() != v->node()->owningBlock() || !matchReduction(use.user, m, nullptr))
-      return false;
+    if (use.offset != 0 || !sameGradScope(use.user, v->node()) || !matchReduction(use.user, m, nullptr)) return false;
   }
   return true;
 }
@@ -154,6 +154,8 @@ class FuseBroadcastReducePattern : public Pattern {
     std::string why;
     if (producer->owningBlock() != reduction->owningBlock() || !matchElementwise(producer, m, &why))
       return false;  // reducing a value no elementwise op made here: not a candidate
+    if (std::string scope = gradScopeBoundary(producer, reduction); !scope.empty())
+      return rw.notifyMatchFailure({reduction, producer}, "the reduced value %" + rm.input->debugName() + ": " + scope);
     const bool shared = rm.input->uses().size() != 1 && !onlyReductions(rm.input);
     if (shared && !fusibleReaders(rm.input))
       return rw.notifyMatchFailure({reduction, producer}, "the reduced value %" + rm.input->debugName() +

@@ -2,6 +2,7 @@
 
 #include "kernels/ir/expr.h"
 #include "kernels/ir/op_registry.h"
+#include "passes/analysis/grad_scope.h"
 #include "passes/framework/driver.h"
 #include "passes/regions/fused_values.h"
 
@@ -155,7 +156,7 @@ class HoistIntoEpiloguePattern : public Pattern {
  private:
   bool hoist(Node* consumer, Node* list, int64_t k, Rewriter& rw) {
     std::optional<Unsqueezed> u = unsqueezedReduction(list->input(k));
-    if (!u || u->base->node()->owningBlock() != consumer->owningBlock()) return false;
+    if (!u || !sameGradScope(u->base->node(), consumer)) return false;
     Node* reduction = u->base->node();
     const std::optional<c10::IValue> exprText = torch::jit::toIValue(consumer->input(1));
     if (!exprText) return false;

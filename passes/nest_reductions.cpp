@@ -2,6 +2,7 @@
 
 #include "kernels/runtime/chain.h"
 #include "kernels/runtime/sweep.h"
+#include "passes/analysis/grad_scope.h"
 #include "passes/analysis/op_table.h"
 #include "passes/analysis/read_hazards.h"
 #include "passes/framework/driver.h"
@@ -104,8 +105,7 @@ class NestReductionsPattern : public Pattern {
     Node* inner = value->node();
     std::optional<Stages> stages = stagesOf(inner);
     if (!stages) return false;  // not a fused reduction's value: fuse_broadcast_reduce's business
-    if (inner->owningBlock() != reduction->owningBlock() ||
-        (squeeze && squeeze->owningBlock() != reduction->owningBlock()))
+    if (!sameGradScope(inner, reduction) || (squeeze && !sameGradScope(squeeze, reduction)))
       return rw.notifyMatchFailure({reduction, inner}, "the fused reduction is in another block");
     if (squeeze && value->uses().size() != 1)
       return rw.notifyMatchFailure({reduction, inner},
@@ -115,7 +115,7 @@ class NestReductionsPattern : public Pattern {
       return rw.notifyMatchFailure({reduction, inner}, why);
     for (const auto& use : rm.input->uses()) {
       ReductionMatch other;
-      if (use.user->owningBlock() != reduction->owningBlock() || !matchReduction(use.user, other, nullptr) ||
+      if (!sameGradScope(use.user, reduction) || !matchReduction(use.user, other, nullptr) ||
           !nestHazard(use.user, other).empty())
         return rw.notifyMatchFailure({reduction, inner}, "the fused reduction's value %" + rm.input->debugName() +
                                                              " is also used by " + describeNode(use.user) +

@@ -1,5 +1,6 @@
 #include "passes/sink_reshapes.h"
 
+#include "passes/analysis/grad_scope.h"
 #include "passes/analysis/op_table.h"
 #include "passes/analysis/symbolic_shapes.h"
 #include "passes/framework/driver.h"
@@ -149,6 +150,10 @@ struct SinkReshapesPattern : Pattern {
     for (const MatchedArg& a : m.args) {
       if (!a.tensor) continue;
       if (!isReshape(a.tensor->node())) return false;
+      if (!readsInGradScope(a.tensor, n))
+        return rw.notifyMatchFailure({n, a.tensor->node()}, "reshape of %" + a.tensor->node()->input(0)->debugName() +
+                                                                " not moved past " + describeNode(n) +
+                                                                ": the autograd mode changes between them");
       // (one reshape read twice, clamp(r, min=r), is one node: erased once)
       if (std::find(reshapes.begin(), reshapes.end(), a.tensor->node()) == reshapes.end())
         reshapes.push_back(a.tensor->node());
@@ -199,6 +204,9 @@ struct SinkReshapesPattern : Pattern {
     if (n->outputs().size() != 1 || !matchReduction(n, red, nullptr) || !isReshape(red.input->node())) return false;
     Node* reshape = red.input->node();
     Value* v = reshape->input(0);
+    if (!readsInGradScope(red.input, n))
+      return rw.notifyMatchFailure({n, reshape}, describeNode(n) + " not moved before the reshape of %" +
+                                                     v->debugName() + ": the autograd mode changes between them");
     // the last of the reshaped value's two dims, named -1 or 1
     if (!sunk.count(v) || !red.spec.dims || red.spec.dims->size() != 1 ||
         ((*red.spec.dims)[0] != -1 && (*red.spec.dims)[0] != 1))
@@ -241,6 +249,9 @@ struct SinkReshapesPattern : Pattern {
     Node* flat = n->input(0)->node();
     if (!isReshape(flat) || !sunk.count(flat->input(0))) return false;
     Value* r = flat->input(0);
+    if (!readsInGradScope(r, n))
+      return rw.notifyMatchFailure({n, flat}, describeNode(n) + " of the flattened %" + r->debugName() +
+                                                  " kept: the autograd mode changes after %" + r->debugName());
     auto shape = symbolicShape(r);
     auto to = listElements(flat->input(1));
     if (!shape || shape->empty() || !to || to->size() != 1 || !flattens((*to)[0], *shape, shape->size())) return false;

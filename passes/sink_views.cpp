@@ -1,5 +1,6 @@
 #include "passes/sink_views.h"
 
+#include "passes/analysis/grad_scope.h"
 #include "passes/analysis/op_table.h"
 #include "passes/analysis/read_hazards.h"
 #include "passes/analysis/shape_facts.h"
@@ -77,6 +78,7 @@ struct SinkViewsPattern : Pattern {
   // Why view v of intermediate x cannot be sunk, or "".
   std::string viewHazard(Node* v, Value* x, Rewriter& rw) {
     if (v->owningBlock() != x->node()->owningBlock()) return describeNode(v) + " is in another block";
+    if (std::string scope = gradScopeBoundary(v, x->node()); !scope.empty()) return "the view and its value: " + scope;
     if (std::string why = layoutObserver(v->output()); !why.empty()) return why;
     ViewKind k = viewKind(v);
     int64_t d = constInt(v->input(1));
@@ -110,6 +112,8 @@ struct SinkViewsPattern : Pattern {
     if (producer->owningBlock() != v->owningBlock() || !matchElementwise(producer, pm, nullptr) ||
         producer->kind() == c10::aten::to || !viewsCommute(pm))
       return false;  // a view of a leaf (input, call result, ...): it simply becomes an operand
+    if (std::string scope = gradScopeBoundary(producer, v); !scope.empty())
+      return reject(v, "the view and its value: " + scope, rw);
     for (const auto& use : x->uses()) {
       if (viewKind(use.user) == ViewKind::None || use.offset != 0)
         return reject(v, "it is also used by " + describeNode(use.user) + ", so it is materialised anyway", rw);
@@ -127,7 +131,7 @@ struct SinkViewsPattern : Pattern {
         for (Value* arg : nodes[i]->inputs()) {
           Node* p = arg->node();
           ElementwiseMatch m;
-          if (in.count(p) || p->owningBlock() != producer->owningBlock() || !matchElementwise(p, m, nullptr) ||
+          if (in.count(p) || !sameGradScope(p, producer) || !matchElementwise(p, m, nullptr) ||
               p->kind() == c10::aten::to || !viewsCommute(m) || p->outputs().size() != 1)
             continue;
           bool inside = std::all_of(arg->uses().begin(), arg->uses().end(),

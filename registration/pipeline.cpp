@@ -18,6 +18,7 @@
 #include "passes/split_cat_reductions.h"
 #include "passes/sink_views.h"
 #include "passes/snapshot_written_operands.h"
+#include "passes/seal_no_grad_blocks.h"
 #include "passes/unroll_accumulations.h"
 #include "passes/zero_dim_numbers.h"
 #include "tsfuse/log.h"
@@ -38,6 +39,10 @@ const std::vector<PassInfo>& pipelinePasses() {
          torch::jit::Inline(*g);
          return true;
        }},
+      {"seal_no_grad_blocks",
+       "each tensor a `with torch.no_grad():` block hands to later code -> read through aten::detach, so "
+       "regions may span the block",
+       SealNoGradBlocks},
       {"zero_dim_numbers",
        "0-dim tensor constants as add/sub/mul/div's other -> numbers, as the executor's CanonicalizeOps "
        "(offline only: the executor's pre-pass receives a graph it has done)",
@@ -150,7 +155,8 @@ bool runPipeline(std::shared_ptr<torch::jit::Graph>& graph, const PipelineOption
     bool c = pass.run(graph);
     if (options.observe) options.observe(graphName, pass.name, *graph);
     TSFUSE_LOG(registration, debug, "pass ", pass.name, " on '", graphName, "': ", c ? "changed" : "unchanged");
-    changed |= c && pass.name != "inline" && pass.name != "zero_dim_numbers" && pass.name != "canonicalize";
+    changed |= c && pass.name != "inline" && pass.name != "seal_no_grad_blocks" && pass.name != "zero_dim_numbers" &&
+               pass.name != "canonicalize";
   }
   return changed;
 }

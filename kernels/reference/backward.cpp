@@ -76,8 +76,8 @@ bool recordsGradient(const std::shared_ptr<const Expr>& e, at::TensorList operan
     const Instr& ins = forward.instrs[j];
     const std::vector<Derivative>& ds = derivatives(ins.op);
     // Autograd records an edge to every argument a derivative covers, and to those of an op whose
-    // gradient is zero (a rounded quotient); none to a shape-only reader (full_like).
-    if (ds.empty() && opDef(ins.op).rule == LowerRule::Fill) continue;
+    // gradient is zero (a rounded quotient); none to a shape-only reader (full_like) or detach.
+    if (ds.empty() && (opDef(ins.op).rule == LowerRule::Fill || ins.op == Op::Detach)) continue;
     for (size_t p = 0; p < ins.args.size(); ++p) {
       if (!ds.empty() && ds[p].kind == Derivative::Kind::None) continue;
       const Arg& x = ins.args[p];

@@ -1,6 +1,8 @@
 // Planning a reduction's epilogue (see epilogue.h).
 #include "passes/regions/epilogue.h"
 
+#include "passes/analysis/grad_scope.h"
+
 #include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
@@ -42,7 +44,7 @@ void absorbPrivateProducers(Value* reduced, std::vector<Node*>& nodes, std::vect
       for (const MatchedArg& a : all[k].second.args) {
         if (!a.tensor || a.tensor == reduced) continue;
         Node* p = a.tensor->node();
-        if (set.count(p) || p->owningBlock() != block || p->outputs().size() != 1) continue;
+        if (set.count(p) || !sameGradScope(p, reduced->node()) || p->outputs().size() != 1) continue;
         bool privately = true;
         for (const auto& u : a.tensor->uses()) privately &= set.count(u.user) > 0;
         ElementwiseMatch m;
@@ -89,6 +91,10 @@ Epilogue planEpilogue(Value* reduced) {
   int scanned = 0;
   std::string stop;
   for (Node* n = red->next(); n != block->return_node() && scanned < kScanLimit; n = n->next(), ++scanned) {
+    if (changesGradMode(n)) {
+      stop = std::string(n->kind().toQualString()) + " changes the autograd mode";
+      break;
+    }
     if (!readers.count(n)) continue;
     ElementwiseMatch m;
     std::string why;

@@ -3,6 +3,7 @@
 
 #include "kernels/ir/op_registry.h"
 #include "passes/analysis/broadcast_views.h"
+#include "passes/analysis/grad_scope.h"
 
 #include <algorithm>
 #include <optional>
@@ -24,7 +25,7 @@ bool cheapToRecompute(Op op) {
 bool fusibleReaders(Value* v) {
   for (const auto& use : v->uses()) {
     Node* u = use.user;
-    if (u->owningBlock() != v->node()->owningBlock()) return false;
+    if (!sameGradScope(u, v->node())) return false;
     ElementwiseMatch em;
     ReductionMatch rm;
     if (!matchElementwise(u, em, nullptr) && !(use.offset == 0 && matchReduction(u, rm, nullptr))) return false;

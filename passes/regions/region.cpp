@@ -4,6 +4,7 @@
 #include "kernels/ir/op_registry.h"
 #include "kernels/runtime/hoist.h"
 #include "passes/analysis/broadcast_views.h"
+#include "passes/analysis/grad_scope.h"
 #include "passes/framework/events.h"
 #include "passes/regions/recompute.h"
 
@@ -41,6 +42,10 @@ Region grow(Node* root, bool duplicate) {
         if (p->owningBlock() != root->owningBlock()) continue;  // defined outside: an operand
         ElementwiseMatch pm;
         if (!matchElementwise(p, pm, &why)) continue;  // views, calls, constants...: an operand
+        if (std::string scope = gradScopeBoundary(p, root); !scope.empty()) {
+          r.boundary.push_back("%" + a.tensor->debugName() + " (" + describeNode(p) + ") stays an operand: " + scope);
+          continue;
+        }
         bool usedOutside = false;
         for (const auto& use : a.tensor->uses()) usedOutside |= !in.count(use.user);
         if (usedOutside && duplicate && cheapToRecompute(pm.op) && fusibleReaders(a.tensor) && broadcasts(p)) {

@@ -1,6 +1,7 @@
 // Operands made by x.repeat(reps) that the fused op reads as broadcasts (see repeats.h).
 #include "passes/regions/repeats.h"
 
+#include "passes/analysis/grad_scope.h"
 #include "passes/analysis/read_hazards.h"
 
 #include <unordered_set>
@@ -24,7 +25,7 @@ std::string planBroadcastRepeats(Region& r, Node* at, AliasDb& aliasDb) {
   const std::unordered_set<Node*> in(r.nodes.begin(), r.nodes.end());
   for (Value* v : r.operands) {
     Node* p = repeatProducer(v);
-    if (!p || p->owningBlock() != at->owningBlock()) continue;
+    if (!p || !sameGradScope(p, at)) continue;
     bool onlyRegion = true;
     for (const auto& use : v->uses()) onlyRegion &= in.count(use.user) > 0;
     if (!onlyRegion) continue;  // the repeated tensor escapes: it is stored anyway

@@ -1,6 +1,7 @@
 #include "passes/regions/softmax_region.h"
 
 #include "kernels/runtime/chain_text.h"
+#include "passes/analysis/grad_scope.h"
 #include "passes/analysis/op_table.h"
 #include "passes/analysis/read_hazards.h"
 #include "passes/regions/fused_values.h"
@@ -37,8 +38,7 @@ bool fuseSoftmax(Node* n, Rewriter& rw) {
   Value* v = n->input(0);
   Node* producer = v->node();
   ElementwiseMatch m;
-  if (producer->owningBlock() != n->owningBlock() || !matchElementwise(producer, m, nullptr) ||
-      producer->kind() == c10::aten::to)
+  if (!sameGradScope(producer, n) || !matchElementwise(producer, m, nullptr) || producer->kind() == c10::aten::to)
     return false;  // the softmax of a value no elementwise op made here: not a candidate
   const std::string what = std::string(n->kind().toUnqualString()) + " of %" + v->debugName();
   std::string why;
@@ -99,7 +99,7 @@ bool nestSoftmax(Node* n, Rewriter& rw) {
   if (!stages) return false;  // not a fused reduction's value
   const std::string what =
       std::string(n->kind().toUnqualString()) + " of the fused reduction's value %" + v->debugName();
-  if (inner->owningBlock() != n->owningBlock())
+  if (!sameGradScope(inner, n))
     return rw.notifyMatchFailure({n, inner}, what + ": the fused reduction is in another block");
   std::string why;
   const std::optional<int64_t> dim = softmaxDim(n, &why);
@@ -130,7 +130,7 @@ std::optional<bool> nestDivSum(Node* sum, Rewriter& rw) {
   if (!dims || !dims->isIntList() || dims->toIntList().size() != 1 || !keepdim || !keepdim->isBool() ||
       !keepdim->toBool() || !dtype || !dtype->isNone())
     return std::nullopt;  // another form: nest_reductions' own business
-  if (inner->owningBlock() != div->owningBlock() || sum->owningBlock() != div->owningBlock())
+  if (!sameGradScope(inner, div) || !sameGradScope(sum, div))
     return rw.notifyMatchFailure({div, sum, inner}, "the division by the sum of %" + v->debugName() +
                                                         " is in another block than the fused reduction");
   return nestNormalization(inner, *stages, {sum, div},

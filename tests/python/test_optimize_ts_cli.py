@@ -47,7 +47,9 @@ def test_list_passes(optimize_ts):
     proc = run_tool(optimize_ts, "--list-passes")
     assert proc.returncode == 0 and proc.stderr == ""
     names = [line.split("\t")[0] for line in proc.stdout.splitlines()]
-    assert names == ["inline", "zero_dim_numbers", "unroll_accumulations", "canonicalize", "fold_upcast", "decompose", "split_cat_reductions", "sink_reshapes", "sink_views", "fuse_broadcast_reduce", "nest_reductions",
+    assert names == ["inline", "seal_no_grad_blocks", "zero_dim_numbers", "unroll_accumulations", "canonicalize",
+                     "fold_upcast", "decompose", "split_cat_reductions", "sink_reshapes", "sink_views",
+                     "fuse_broadcast_reduce", "nest_reductions",
                      "fuse_pairwise", "hoist_into_epilogue", "chain_fused_reductions", "fold_indices_epilogue",
                      "cleanup", "note_stored_broadcasts", "snapshot_written_operands", "donate_operands", "full_slice_checks"]
     assert all(len(line.split("\t")) == 2 and line.split("\t")[1] for line in proc.stdout.splitlines())

@@ -275,3 +275,26 @@ def test_optimize_ts_output_trains_like_eager(tsfuse_lib, optimize_ts, tmp_path)
     assert "tsfuse::reduce" in str(optimized.graph)
     torch.testing.assert_close(train_kernel.train(optimized), train_kernel.train(train_kernel.KernelMMD()),
                                rtol=1e-4, atol=0)
+
+
+def iou_penalised(a, b):
+    wh = box_overlap(a, b)
+    inter = wh[:, :, 0] * wh[:, :, 1]
+    area = ((a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1]))[:, None] + ((b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1]))[None]
+    iou = inter / (area - inter)
+    v = (a[:, None, 2] - b[None, :, 0]) ** 2
+    with torch.no_grad():  # a weight, not differentiated (complete IoU's alpha)
+        alpha = v / (1 - iou + v)
+    return iou - alpha * v
+
+
+def test_a_value_computed_without_grad_is_not_differentiated_once_fused(tsfuse_lib):
+    g = torch.Generator().manual_seed(9)
+    xy = torch.rand(40, 2, generator=g) * 10
+    a = torch.cat([xy, xy + 1 + torch.rand(40, 2, generator=g) * 5], 1)
+    b = a[torch.randperm(40, generator=g)[:30]] + 0.5
+    scripted = torch.jit.script(iou_penalised)
+    check(scripted, iou_penalised, [a, b], terms=4)
+    # one fused op spans the no_grad block: the weight is read through detach inside it
+    graph = str(torch.jit.last_executed_optimized_graph())
+    assert graph.count("tsfuse::pairwise(") == 1 and "aten::detach" not in graph, graph
