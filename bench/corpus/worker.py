@@ -2,6 +2,7 @@
 
     python bench/corpus/worker.py export   --size test|bench OUTDIR [NAME...]
     python bench/corpus/worker.py loadtime --lib libtsfuse.so OUTDIR [NAME...]
+    python bench/corpus/worker.py train [--lib libtsfuse.so] --tag TAG OUTDIR [NAME...]
 
 export (no libtsfuse in the process): for every entry, builds the eager callable, saves the
 scripted or traced module as OUTDIR/<slug>.pt (example_inputs() = the seed-0 inputs), and saves
@@ -14,6 +15,11 @@ are torch.equal to eager's, the largest difference to eager of the fused and of 
 TorchScript run, the tsfuse ops of the executed graph (and of <slug>.opt.pt, if present), counted
 and as distinct regions (fused_regions), and how
 the fused work ran over both calls (torch.ops.tsfuse.path_counts(): compiled, interpreted, ...).
+
+train (libtsfuse loaded with --lib, else unfused TorchScript): the float inputs of seed 0 and the
+module's parameters require grad; eager's gradients and the loaded module's (second call) for fixed
+incoming gradients go to OUTDIR/<slug>.grads.TAG.pt, and one JSON line per entry says whether an
+output requires grad and which fused ops the graph executed with grad held.
 
 The corpus libraries must be importable (PYTHONPATH: tests/python/pypi_deps.py's folders).
 """
@@ -168,6 +174,56 @@ def cmd_loadtime(a) -> int:
     return 0
 
 
+def _leaves(xs):
+    return [x.detach().clone().requires_grad_() if isinstance(x, torch.Tensor) and x.dtype in (torch.float32,
+                                                                                               torch.float64)
+            else x for x in xs]
+
+
+def _gradients(fn, params, xs):
+    """The gradients of fn(*xs)'s floating outputs requiring grad, for fixed incoming gradients,
+    with respect to xs's float tensors and `params`; None where no output requires grad."""
+    leaves = _leaves(xs)
+    outs = [t for t in tensors(fn(*leaves)) if t.dtype.is_floating_point and t.requires_grad]
+    if not outs:
+        return None
+    incoming = [torch.randn(o.shape, generator=torch.Generator().manual_seed(7 + k), dtype=torch.float64).to(o.dtype)
+                for k, o in enumerate(outs)]
+    wrt = [x for x in leaves if isinstance(x, torch.Tensor) and x.requires_grad] + params
+    grads = torch.autograd.grad(outs, wrt, incoming, allow_unused=True)
+    return [g if g is not None else torch.zeros_like(w) for g, w in zip(grads, wrt)]
+
+
+def cmd_train(a) -> int:
+    out = pathlib.Path(a.outdir)
+    if a.lib:
+        torch.ops.load_library(a.lib)
+    for e in selected(a.names):
+        if e.needs_torchvision_ops:
+            continue  # (the detectors' training paths are not TorchScript's)
+        ref = torch.load(str(out / f"{slug(e.name)}.ref.pt"), weights_only=False)
+        xs = ref["inputs"][0]
+        fn = entries.make(e)
+        model = torch.jit.load(str(out / f"{slug(e.name)}.pt"))
+        names = [n for n, _ in fn.named_parameters()] if isinstance(fn, torch.nn.Module) else []
+        loaded = dict(model.named_parameters())
+        if any(n not in loaded for n in names):
+            names = []  # (a wrapper renamed them: the inputs' gradients only)
+        eager = _gradients(fn, [dict(fn.named_parameters())[n] for n in names], xs)
+        row = {"name": e.name, "trainable": eager is not None}
+        if eager is not None:
+            got = None
+            try:
+                for _ in range(2):  # the profiling run, then the optimized graph
+                    got = _gradients(model, [loaded[n] for n in names], xs)
+                row["fused_ops"] = fused_ops(torch.jit.last_executed_optimized_graph())
+            except RuntimeError as exc:  # (TorchScript's own: an in-place op on a view it made of a leaf)
+                row["error"] = str(exc).strip().splitlines()[-1][:300]
+            torch.save({"eager": eager, "module": got}, str(out / f"{slug(e.name)}.grads.{a.tag}.pt"))
+        print(json.dumps(row), flush=True)
+    return 0
+
+
 def main(argv=None) -> int:
     warnings.filterwarnings("ignore")
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -176,11 +232,14 @@ def main(argv=None) -> int:
     ex.add_argument("--size", choices=("test", "bench"), default="test")
     lt = sub.add_parser("loadtime")
     lt.add_argument("--lib", required=True)
-    for p in (ex, lt):
+    tr = sub.add_parser("train")
+    tr.add_argument("--lib", help="libtsfuse.so (none: unfused TorchScript)")
+    tr.add_argument("--tag", required=True, help="OUTDIR/<slug>.grads.TAG.pt")
+    for p in (ex, lt, tr):
         p.add_argument("outdir")
         p.add_argument("names", nargs="*")
     a = ap.parse_args(argv)
-    return cmd_export(a) if a.cmd == "export" else cmd_loadtime(a)
+    return {"export": cmd_export, "loadtime": cmd_loadtime, "train": cmd_train}[a.cmd](a)
 
 
 if __name__ == "__main__":

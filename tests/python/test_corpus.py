@@ -10,6 +10,11 @@ For every entry:
     and removes a broadcast intermediate (entry.reorders), outputs within entries.TOLERANCE;
   * every fused program runs compiled code (torch.ops.tsfuse.path_counts(): no tile interpreted
     whole, no ATen op on a tile unless entry.aten_on_tiles says why);
+  * training (every entry but the detectors): with its float inputs and parameters requiring grad,
+    the gradients through the load-time-fused module are eager's within 1e-4 of the largest
+    (fused sums reorder; NaN and infinities where eager's are), or, where unfused TorchScript's
+    own gradients differ from eager's (a trace drops a `with torch.no_grad()`), that module's; an
+    entry that fuses executes a fused op with grad enabled;
   * do no harm: the fused run differs from eager no more than the unfused TorchScript run does,
     except where a reordered reduction removes a broadcast intermediate (entry.reorders). A fused
     float reduction of a value no larger than its operands (the row norms `x.pow(2).sum(-1)`
@@ -25,6 +30,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 import pypi_deps
 from conftest import LIB
@@ -65,7 +71,17 @@ def corpus(torchvision_path, optimize_ts, tmp_path_factory):
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         procs = dict(zip(NAMES, pool.map(lambda e: _optimize(optimize_ts, tv_lib, folder, e), entries.ENTRIES)))
     loadtime = _worker(env, "loadtime", "--lib", LIB, folder, timeout=900)
-    return exported, procs, loadtime
+    return exported, procs, loadtime, folder, env
+
+
+@pytest.fixture(scope="module")
+def trained(corpus):
+    """Each entry trained once through unfused TorchScript and once through the load-time hook
+    (worker.py train): (folder, rows without libtsfuse, rows with it)."""
+    folder, env = corpus[3], corpus[4]
+    unfused = _worker(env, "train", "--tag", "unfused", folder, timeout=900)
+    fused = _worker(env, "train", "--lib", LIB, "--tag", "fused", folder, timeout=900)
+    return folder, unfused, fused
 
 
 def test_corpus_size():
@@ -146,3 +162,39 @@ def test_no_worse_than_unfused_torchscript(corpus, name):
     if e.reorders:
         pytest.skip(f"reordered reduction that removes a broadcast intermediate: {e.reorders}")
     assert row["fused_vs_eager"] <= row["script_vs_eager"], row
+
+
+TRAINED = [e.name for e in entries.ENTRIES if not e.needs_torchvision_ops]
+
+
+def _same_gradient(got, want):
+    """Equal NaN and infinity positions, finite values within 1e-4 of the largest finite magnitude."""
+    if got.shape != want.shape or got.dtype != want.dtype:
+        return False
+    finite = torch.isfinite(want)
+    if not torch.equal(torch.isnan(got), torch.isnan(want)) or not torch.equal(got[~finite & ~torch.isnan(want)],
+                                                                               want[~finite & ~torch.isnan(want)]):
+        return False
+    if not bool(finite.any()):
+        return True
+    scale = want[finite].double().abs().max().item() or 1.0
+    return (got[finite].double() - want[finite].double()).abs().max().item() <= 1e-4 * scale
+
+
+@pytest.mark.parametrize("name", TRAINED)
+def test_training_gradients(trained, name):
+    folder, unfused, fused = trained
+    row = fused[name]
+    assert row["trainable"] == unfused[name]["trainable"]
+    if not row["trainable"]:
+        return  # (no output requires grad: a matcher's indices, a mask)
+    assert "error" not in row, row["error"]  # (unfused TorchScript may raise where eager does not)
+    if entries.BY_NAME[name].fused:
+        assert row["fused_ops"], "no fused op executed with grad enabled"
+    f = torch.load(str(folder / f"{worker.slug(name)}.grads.fused.pt"), weights_only=False)
+    u = torch.load(str(folder / f"{worker.slug(name)}.grads.unfused.pt"), weights_only=False)
+    script_grads = u["module"] or [None] * len(f["eager"])
+    for k, (want, got, script) in enumerate(zip(f["eager"], f["module"], script_grads)):
+        assert _same_gradient(got, want) or (script is not None and _same_gradient(got, script)), (
+            f"gradient {k}: fused vs eager max {float((got - want).abs().nan_to_num(0).max())}, "
+            f"unfused TorchScript: {unfused[name].get('error') or float((script - want).abs().nan_to_num(0).max())}")
