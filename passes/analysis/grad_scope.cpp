@@ -1,5 +1,7 @@
 #include "passes/analysis/grad_scope.h"
 
+#include "passes/framework/driver.h"
+
 #include <algorithm>
 
 namespace tsfuse {
@@ -25,11 +27,8 @@ Node* noGradBlockExit(const Node* enter) {
 }
 
 bool readAfter(const Value* v, const Node* n) {
-  for (const auto& use : v->uses()) {
-    const Node* at = use.user;
-    while (at->owningBlock() != n->owningBlock()) at = at->owningBlock()->owningNode();
-    if (n->isBefore(at)) return true;
-  }
+  for (const auto& use : v->uses())
+    if (n->isBefore(ancestorIn(use.user, n->owningBlock()))) return true;
   return false;
 }
 
@@ -37,13 +36,12 @@ bool sealedNoGradBlock(const Node* enter) {
   const Node* exit = noGradBlockExit(enter);
   if (!exit) return false;
   for (const Node* m = enter->next(); m != exit; m = m->next())
-    for (const Value* v : m->outputs())
-      for (const auto& use : v->uses()) {
-        const Node* at = use.user;
-        while (at->owningBlock() != exit->owningBlock()) at = at->owningBlock()->owningNode();
-        if (exit->isBefore(at) && use.user->kind() != c10::aten::detach && v->type()->cast<c10::TensorType>())
+    for (const Value* v : m->outputs()) {
+      if (!v->type()->cast<c10::TensorType>()) continue;
+      for (const auto& use : v->uses())
+        if (use.user->kind() != c10::aten::detach && exit->isBefore(ancestorIn(use.user, exit->owningBlock())))
           return false;
-      }
+    }
   return true;
 }
 
