@@ -309,8 +309,6 @@ class ChainGradients {
 
 }  // namespace
 
-// A normalizing stage's output, an extremum's or a logsumexp's value, or the value stage 1's
-// epilogue reads.
 bool grad::recordsGradient(const Chain& c, at::TensorList ops) {
   const size_t n = static_cast<size_t>(c.expr->numInputs);
   if (ops.size() < n || tsfuse::recordsGradient(c.expr, ops.slice(0, n))) return true;
@@ -319,6 +317,8 @@ bool grad::recordsGradient(const Chain& c, at::TensorList ops) {
   return false;
 }
 
+// A normalizing stage's output, an extremum's or a logsumexp's value, or the value stage 1's
+// epilogue reads.
 bool grad::savesR1(const Chain& c) { return c.normalize[1] || c.stages[1].epilogue || grad::readsResult(c.stages[1]); }
 
 namespace {
