@@ -52,8 +52,8 @@ class ChainFusedReductionsPattern : public Pattern {
     if (!p) return false;  // no fused reduction's value among the expression's operands
     Node* producer = p->view.base->node();
     const std::vector<Node*> nodes{producer, consumer};
-    if (!sameGradScope(producer, consumer))
-      return rw.notifyMatchFailure(nodes, "the fused reduction is in another block");
+    if (std::string scope = gradScopeBoundary(producer, consumer); !scope.empty())
+      return rw.notifyMatchFailure(nodes, "the fused reduction and its reader: " + scope);
     Value* operand = list->input(p->operand);
     const std::string name = "%" + p->view.base->debugName();
     if (operand->uses().size() != 1 || (!p->view.views.empty() && p->view.base->uses().size() != 1))

@@ -46,8 +46,8 @@ class FoldIndicesEpiloguePattern : public Pattern {
     Node* reduction = indexedProducer(list);
     if (!reduction) return false;
     const std::vector<Node*> nodes{reduction, consumer};
-    if (!sameGradScope(reduction, consumer))
-      return rw.notifyMatchFailure(nodes, "the max/min with indices is in another block");
+    if (std::string scope = gradScopeBoundary(reduction, consumer); !scope.empty())
+      return rw.notifyMatchFailure(nodes, "the max/min with indices and its reader: " + scope);
     const std::optional<c10::IValue> epi = torch::jit::toIValue(reduction->input(kEpilogueInput));
     if (!epi || !epi->isNone()) return rw.notifyMatchFailure(nodes, "the max/min with indices has an epilogue already");
     std::string why;

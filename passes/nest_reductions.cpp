@@ -105,8 +105,10 @@ class NestReductionsPattern : public Pattern {
     Node* inner = value->node();
     std::optional<Stages> stages = stagesOf(inner);
     if (!stages) return false;  // not a fused reduction's value: fuse_broadcast_reduce's business
-    if (!sameGradScope(inner, reduction) || (squeeze && !sameGradScope(squeeze, reduction)))
-      return rw.notifyMatchFailure({reduction, inner}, "the fused reduction is in another block");
+    std::string scope = gradScopeBoundary(inner, reduction);
+    if (scope.empty() && squeeze) scope = gradScopeBoundary(squeeze, reduction);
+    if (!scope.empty())
+      return rw.notifyMatchFailure({reduction, inner}, "the fused reduction and its reader: " + scope);
     if (squeeze && value->uses().size() != 1)
       return rw.notifyMatchFailure({reduction, inner},
                                    "the fused reduction's value %" + value->debugName() +

@@ -112,8 +112,6 @@ struct SinkViewsPattern : Pattern {
     if (producer->owningBlock() != v->owningBlock() || !matchElementwise(producer, pm, nullptr) ||
         producer->kind() == c10::aten::to || !viewsCommute(pm))
       return false;  // a view of a leaf (input, call result, ...): it simply becomes an operand
-    if (std::string scope = gradScopeBoundary(producer, v); !scope.empty())
-      return reject(v, "the view and its value: " + scope, rw);
     for (const auto& use : x->uses()) {
       if (viewKind(use.user) == ViewKind::None || use.offset != 0)
         return reject(v, "it is also used by " + describeNode(use.user) + ", so it is materialised anyway", rw);

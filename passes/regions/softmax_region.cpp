@@ -99,8 +99,9 @@ bool nestSoftmax(Node* n, Rewriter& rw) {
   if (!stages) return false;  // not a fused reduction's value
   const std::string what =
       std::string(n->kind().toUnqualString()) + " of the fused reduction's value %" + v->debugName();
-  if (!sameGradScope(inner, n))
-    return rw.notifyMatchFailure({n, inner}, what + ": the fused reduction is in another block");
+  if (std::string scope = gradScopeBoundary(inner, n); !scope.empty())
+    return rw.notifyMatchFailure(
+        {n, inner}, what + ": the fused reduction and the " + std::string(n->kind().toUnqualString()) + ": " + scope);
   std::string why;
   const std::optional<int64_t> dim = softmaxDim(n, &why);
   if (!dim) return rw.notifyMatchFailure({n, inner}, what + ": " + why);
@@ -130,9 +131,11 @@ std::optional<bool> nestDivSum(Node* sum, Rewriter& rw) {
   if (!dims || !dims->isIntList() || dims->toIntList().size() != 1 || !keepdim || !keepdim->isBool() ||
       !keepdim->toBool() || !dtype || !dtype->isNone())
     return std::nullopt;  // another form: nest_reductions' own business
-  if (!sameGradScope(inner, div) || !sameGradScope(sum, div))
-    return rw.notifyMatchFailure({div, sum, inner}, "the division by the sum of %" + v->debugName() +
-                                                        " is in another block than the fused reduction");
+  std::string scope = gradScopeBoundary(inner, div);
+  if (scope.empty()) scope = gradScopeBoundary(sum, div);
+  if (!scope.empty())
+    return rw.notifyMatchFailure(
+        {div, sum, inner}, "the division by the sum of %" + v->debugName() + " and the fused reduction: " + scope);
   return nestNormalization(inner, *stages, {sum, div},
                            NormalizeStage{NormalizeStage::Kind::DivSum, dims->toIntList().get(0)}, rw);
 }
