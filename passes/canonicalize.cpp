@@ -196,6 +196,24 @@ struct CanonicalizePattern : Pattern {
     return tryInPlace(n, rw) || tryBoolMaskFill(n, rw) || tryValuesOnlyMinMax(n, rw);
   }
 
+  // Out of place, a write nothing reads would be a dead pure op, which TorchScript drops with the
+  // error eager's write raises (a tensor of another device or shape).
+  static bool unreadWrite(Node* n) { return !n->output()->hasUses() && !readAfter(n->input(0), n); }
+
+  // Why the write `n` to x (its input 0) cannot become a new value, or "": x must be a fresh
+  // result of n's block (nothing else holds it) made in n's autograd mode.
+  static std::string freshTarget(Node* n) {
+    Value* x = n->input(0);
+    Node* producer = x->node();
+    if (producer->owningBlock() != n->owningBlock() || !freshTensor(producer))
+      return "%" + x->debugName() +
+             " is not a fresh result in the same block (an input, a view, or a value from another block may be "
+             "visible elsewhere)";
+    if (std::string scope = gradScopeBoundary(producer, n, /*strict=*/true); !scope.empty())
+      return "%" + x->debugName() + "'s producer and the write: " + scope;
+    return "";
+  }
+
   // Why x.op_(args) and x.op(args) could differ in dtype or shape, or "". The in-place form keeps
   // x's dtype and shape (or raises); the functional one promotes and broadcasts. They agree when
   // every other argument is a constant scalar and the promotion cannot change x's dtype: with a
@@ -236,6 +254,7 @@ struct CanonicalizePattern : Pattern {
     if (!isInPlaceAtenOp(n) || n->outputs().size() != 1) return false;
     const std::string name = n->kind().toUnqualString();
     Value* x = n->input(0);
+    const bool unread = unreadWrite(n);  // (asked before `functional` reads x)
     // The functional form must exist and be fusible, or the rewrite buys nothing.
     Node* functional = rw.graph().create(c10::Symbol::aten(outOfPlaceName(name)), n->inputs(), 1);
     ElementwiseMatch fm;
@@ -248,20 +267,15 @@ struct CanonicalizePattern : Pattern {
       rw.erase(functional);
       return rw.notifyMatchFailure({n}, "in-place " + std::string(n->kind().toQualString()) + " kept: " + why);
     };
-    Node* producer = x->node();
-    if (producer->owningBlock() != n->owningBlock() || !freshTensor(producer))
-      return reject("%" + x->debugName() +
-                    " is not a fresh result in the same block (an input, a view, "
-                    "or a value from another block may be visible elsewhere)");
-    if (std::string scope = gradScopeBoundary(producer, n, /*strict=*/true); !scope.empty())
-      return reject("%" + x->debugName() + "'s producer and the write: " + scope);
+    if (std::string why = freshTarget(n); !why.empty()) return reject(why);
     std::string why = writeObserver(n, x, functional);
     if (!why.empty()) return reject(why);
+    if (unread) return reject("nothing reads what it writes");
     functional->insertBefore(n);
     functional->setSourceRange(n->sourceRange());
     ElementwiseMatch pm;
     const bool keepsDtypeAndShape =
-        matchElementwise(producer, pm, nullptr) && !opDef(pm.op).has(kMayAlias) && dtypeHazard(fm, pm.op).empty();
+        matchElementwise(x->node(), pm, nullptr) && !opDef(pm.op).has(kMayAlias) && dtypeHazard(fm, pm.op).empty();
     Node* result = functional;
     if (!keepsDtypeAndShape) {
       result = rw.graph().create(kInplaceResult, {functional->output(), x}, 1);
@@ -335,18 +349,13 @@ struct CanonicalizePattern : Pattern {
       return reject("%" + mask->debugName() + " is not provably of %" + x->debugName() +
                     "'s shape and strides (index_put_ raises for another shape where where() broadcasts, and "
                     "keeps x's strides)");
-    Node* producer = x->node();
-    if (producer->owningBlock() != n->owningBlock() || !freshTensor(producer))
-      return reject("%" + x->debugName() +
-                    " is not a fresh result in the same block (an input, a view, "
-                    "or a value from another block may be visible elsewhere)");
-    if (std::string scope = gradScopeBoundary(producer, n, /*strict=*/true); !scope.empty())
-      return reject("%" + x->debugName() + "'s producer and the write: " + scope);
+    if (std::string why = freshTarget(n); !why.empty()) return reject(why);
     std::string why;
     std::optional<c10::Scalar> c = fillValue(n->input(2), x, why);
     if (!c) return reject(why);
     why = writeObserver(n, x, nullptr);
     if (!why.empty()) return reject(why);
+    if (unreadWrite(n)) return reject("nothing reads what it writes");
     Graph& graph = rw.graph();
     torch::jit::WithInsertPoint guard(n);
     Node* fill = graph.insertNode(graph.create(c10::aten::where, {mask, graph.insertConstant(*c), x}, 1));

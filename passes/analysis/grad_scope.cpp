@@ -27,8 +27,10 @@ Node* noGradBlockExit(const Node* enter) {
 }
 
 bool readAfter(const Value* v, const Node* n) {
-  for (const auto& use : v->uses())
-    if (n->isBefore(ancestorIn(use.user, n->owningBlock()))) return true;
+  for (const auto& use : v->uses()) {
+    const Node* at = ancestorIn(use.user, n->owningBlock());
+    if (!at || n->isBefore(at)) return true;  // (a reader outside n's block may run after n)
+  }
   return false;
 }
 

@@ -25,7 +25,7 @@ bool changesGradMode(const torch::jit::Node* n);
 // such a prim::Enter).
 torch::jit::Node* noGradBlockExit(const torch::jit::Node* enter);
 
-// Whether `v` is read after `n` (a later node of v's block, or inside one).
+// Whether `v` is read after `n` (a later node of n's block, or inside one) or outside n's block.
 bool readAfter(const torch::jit::Value* v, const torch::jit::Node* n);
 
 // Whether the no_grad block opened by `enter` hands the code after it no tensor but through

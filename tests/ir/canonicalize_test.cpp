@@ -24,6 +24,15 @@ std::vector<c10::IValue> inputs(uint64_t seed) {
 
 PassRun runCanonicalize(std::shared_ptr<Graph>& g) { return runPass(g, tsfuse::Canonicalize); }
 
+// A graph of (%a, %b, %flag : bool) computes what `ref` does for both flags.
+void expectSameOutputsEitherWay(const std::shared_ptr<Graph>& ref, const std::shared_ptr<Graph>& g, uint64_t seed) {
+  for (bool flag : {true, false}) {
+    auto in = inputs(seed);
+    in.emplace_back(flag);
+    EXPECT_TRUE(sameOutputs(ref, g, in)) << "flag " << flag;
+  }
+}
+
 TEST(CanonicalizeIR, InPlaceClampOfIntermediateBecomesOutOfPlaceAndFuses) {
   auto g = graphOf(R"IR(
   %s : Tensor = aten::sub(%a, %b, %one)
@@ -185,11 +194,47 @@ graph(%a : Tensor, %b : Tensor, %flag : bool):
   auto ref = g->copy();
   PassRun c = runCanonicalize(g);
   EXPECT_TRUE(fileCheck(c.ir, [](FileCheck& fc) { fc.check("aten::mul_"); }));
-  for (bool flag : {true, false}) {
-    auto in = inputs(8);
-    in.emplace_back(flag);
-    EXPECT_TRUE(sameOutputs(ref, g, in));
-  }
+  expectSameOutputsEitherWay(ref, g, 8);
+}
+
+// Out of place, a write nothing reads would be dropped as dead code, and with it the error eager's
+// write raises (a term of another device or shape): it stays.
+TEST(CanonicalizeIR, InPlaceNothingReadsIsKept) {
+  auto g = graphOf(R"IR(
+  %s : Tensor = aten::sub(%a, %b, %one)
+  %c : Tensor = aten::mul_(%s, %two)
+  %m : Tensor = aten::abs(%a)
+  return (%m)
+)IR");
+  auto ref = g->copy();
+  PassRun c = runCanonicalize(g);
+  EXPECT_TRUE(fileCheck(c.ir, [](FileCheck& fc) { fc.check("aten::mul_"); })) << c.dump();
+  EXPECT_TRUE(c.rejectedWith("nothing reads what it writes")) << c.dump();
+  EXPECT_TRUE(sameOutputs(ref, g, inputs(9)));
+}
+
+// A write in a branch to a tensor the code after the branch reads: read after the write, from
+// outside the write's block.
+TEST(CanonicalizeIR, InPlaceInABranchReadAfterItIsKept) {
+  auto g = parseGraph(R"IR(
+graph(%a : Tensor, %b : Tensor, %flag : bool):
+  %one : int = prim::Constant[value=1]()
+  %two : int = prim::Constant[value=2]()
+  %s : Tensor = aten::sub(%a, %b, %one)
+  %r : Tensor = prim::If(%flag)
+    block0():
+      %c : Tensor = aten::mul_(%s, %two)
+      -> (%a)
+    block1():
+      -> (%b)
+  %m : Tensor = aten::add(%s, %r, %one)
+  return (%m)
+)IR");
+  auto ref = g->copy();
+  PassRun c = runCanonicalize(g);
+  EXPECT_TRUE(fileCheck(c.ir, [](FileCheck& fc) { fc.check("aten::mul_"); })) << c.dump();
+  EXPECT_TRUE(c.rejectedWith("is not a fresh result in the same block")) << c.dump();
+  expectSameOutputsEitherWay(ref, g, 10);
 }
 
 // max(dim)'s values become tsfuse::extremum_values, fused as amax whose gradient goes to max's index
