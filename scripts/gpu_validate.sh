@@ -17,7 +17,8 @@
 #   3. example models on CUDA vs eager CUDA      7. compute-sanitizer racecheck (models)
 #   4. the real-model corpus on CUDA vs eager    8. benchmark cells -> OUTDIR/benchmarks.md
 #      CUDA (OUTDIR/corpus.md; its libraries     9. full test suite (CPU + default CUDA path)
-#      from PyPI, or CORPUS_PATH where prebuilt)
+#      from PyPI, or CORPUS_PATH where prebuilt), then trained (OUTDIR/corpus_grad.md: gradients
+#      vs eager CUDA's); the fuzzer's gradient mode on CUDA follows step 6 (FUZZ_GRAD_SEEDS, 43)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-gpu-results}
@@ -72,6 +73,8 @@ fi
 if [ -n "${CORPUS_PATH:-}" ]; then
   step corpus 300 env PYTHONPATH="$CORPUS_PATH${PYTHONPATH:+:$PYTHONPATH}" \
     $PY tests/gpu/cuda_corpus_check.py --size bench --out "$OUT/corpus.md"
+  step corpus_grad 150 env PYTHONPATH="$CORPUS_PATH${PYTHONPATH:+:$PYTHONPATH}" \
+    $PY tests/gpu/cuda_corpus_check.py --grad --size test --out "$OUT/corpus_grad.md"
 else
   log "corpus: skipped (no CORPUS_PATH)"
 fi
@@ -80,6 +83,11 @@ for seed in ${FUZZ_SEEDS:-31}; do
   step "fuzz_$seed" "${FUZZ_LIMIT:-100}" env TSFUSE_FUZZ_DEVICE=cuda $PY tests/fuzz/run.py \
     --programs "$FUZZ_PROGRAMS" --jobs "$JOBS" --seed "$seed" --max-minimize 2
   tail -30 "$OUT/fuzz_$seed.log" >> "$OUT/summary.txt"
+done
+for seed in ${FUZZ_GRAD_SEEDS:-43}; do
+  step "fuzz_grad_$seed" "${FUZZ_LIMIT:-100}" env TSFUSE_FUZZ_DEVICE=cuda $PY tests/fuzz/run.py --grad \
+    --programs "${FUZZ_GRAD_PROGRAMS:-$FUZZ_PROGRAMS}" --jobs "$JOBS" --seed "$seed" --max-minimize 2
+  tail -30 "$OUT/fuzz_grad_$seed.log" >> "$OUT/summary.txt"
 done
 step racecheck 180 "$SAN" --tool racecheck --error-exitcode 9 $PY tests/gpu/cuda_models_check.py --sizes medium
 step bench 150 $PY bench/cuda_bench.py --out "$OUT/benchmarks.md" --reps "${BENCH_REPS:-20}" --compile-mode "${COMPILE_MODE:-max-autotune}"

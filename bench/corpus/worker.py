@@ -180,18 +180,45 @@ def _leaves(xs):
             else x for x in xs]
 
 
-def _gradients(fn, params, xs):
+def gradients(fn, params, xs):
     """The gradients of fn(*xs)'s floating outputs requiring grad, for fixed incoming gradients,
     with respect to xs's float tensors and `params`; None where no output requires grad."""
     leaves = _leaves(xs)
     outs = [t for t in tensors(fn(*leaves)) if t.dtype.is_floating_point and t.requires_grad]
     if not outs:
         return None
-    incoming = [torch.randn(o.shape, generator=torch.Generator().manual_seed(7 + k), dtype=torch.float64).to(o.dtype)
-                for k, o in enumerate(outs)]
+    incoming = [torch.randn(o.shape, generator=torch.Generator().manual_seed(7 + k), dtype=torch.float64)
+                .to(o.device, o.dtype) for k, o in enumerate(outs)]
     wrt = [x for x in leaves if isinstance(x, torch.Tensor) and x.requires_grad] + params
     grads = torch.autograd.grad(outs, wrt, incoming, allow_unused=True)
     return [g if g is not None else torch.zeros_like(w) for g, w in zip(grads, wrt)]
+
+
+def parameters(fn, model):
+    """The parameters trained on both sides, in one order: (eager callable's, loaded module's);
+    none where a wrapper renamed them (then the inputs' gradients only)."""
+    if not isinstance(fn, torch.nn.Module):
+        return [], []
+    names = [n for n, _ in fn.named_parameters()]
+    loaded = dict(model.named_parameters())
+    if any(n not in loaded for n in names):
+        return [], []
+    own = dict(fn.named_parameters())
+    return [own[n] for n in names], [loaded[n] for n in names]
+
+
+def same_gradient(got, want):
+    """Equal NaN and infinity positions, finite values within 1e-4 of the largest finite magnitude."""
+    if got.shape != want.shape or got.dtype != want.dtype:
+        return False
+    finite = torch.isfinite(want)
+    if not torch.equal(torch.isnan(got), torch.isnan(want)) or not torch.equal(got[~finite & ~torch.isnan(want)],
+                                                                               want[~finite & ~torch.isnan(want)]):
+        return False
+    if not bool(finite.any()):
+        return True
+    scale = want[finite].double().abs().max().item() or 1.0
+    return (got[finite].double() - want[finite].double()).abs().max().item() <= 1e-4 * scale
 
 
 def cmd_train(a) -> int:
@@ -205,17 +232,14 @@ def cmd_train(a) -> int:
         xs = ref["inputs"][0]
         fn = entries.make(e)
         model = torch.jit.load(str(out / f"{slug(e.name)}.pt"))
-        names = [n for n, _ in fn.named_parameters()] if isinstance(fn, torch.nn.Module) else []
-        loaded = dict(model.named_parameters())
-        if any(n not in loaded for n in names):
-            names = []  # (a wrapper renamed them: the inputs' gradients only)
-        eager = _gradients(fn, [dict(fn.named_parameters())[n] for n in names], xs)
+        own, loaded = parameters(fn, model)
+        eager = gradients(fn, own, xs)
         row = {"name": e.name, "trainable": eager is not None}
         if eager is not None:
             got = None
             try:
                 for _ in range(2):  # the profiling run, then the optimized graph
-                    got = _gradients(model, [loaded[n] for n in names], xs)
+                    got = gradients(model, loaded, xs)
                 row["fused_ops"] = fused_ops(torch.jit.last_executed_optimized_graph())
             except RuntimeError as exc:  # (TorchScript's own: an in-place op on a view it made of a leaf)
                 row["error"] = str(exc).strip().splitlines()[-1][:300]

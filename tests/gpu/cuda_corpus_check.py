@@ -7,13 +7,18 @@ graph, the generated kernels launched, the comparison with eager, and at --size 
 time per call and peak allocator memory of eager, unfused TorchScript and tsfuse.
 
     PYTHONPATH=<corpus libraries> TSFUSE_LIB=build/lib/libtsfuse.so \\
-        python tests/gpu/cuda_corpus_check.py [--size test|bench] [--out F.md] [NAME_REGEX]
+        python tests/gpu/cuda_corpus_check.py [--size test|bench] [--grad] [--out F.md] [NAME_REGEX]
 
 Comparison as tests/gpu/cuda_models_check.py (`exact`, `close`, or MISMATCH); a fused result
 that is not exact passes when the entry says its reduction is reordered (entries.Entry.reorders)
 or when unfused TorchScript differs from eager as much (TorchScript's own CUDA fuser). An entry
 that raises in eager and in TorchScript alike on CUDA is reported, not failed. `--device cpu`
 is a dry run of this script without a GPU. Exit status 1 on a mismatch.
+
+--grad trains instead (as test_corpus.py's test_training_gradients on the CPU): the float inputs
+and the module's parameters require grad, and the gradients of the fused module's second call
+for fixed incoming gradients must equal eager CUDA's within 1e-4 of the largest (worker.py's
+same_gradient), or unfused TorchScript's; a fused op must run with grad where the entry fuses.
 """
 import argparse
 import io
@@ -33,7 +38,7 @@ sys.path.insert(0, str(ROOT / "bench" / "corpus"))
 sys.path.insert(0, str(ROOT / "tests" / "gpu"))
 import entries  # noqa: E402
 from cuda_models_check import LAUNCH, StderrCapture, compare, flat  # noqa: E402
-from worker import fused_ops, slug  # noqa: E402
+from worker import fused_ops, gradients, parameters, same_gradient, slug  # noqa: E402
 
 SEEDS = (0, 1)
 
@@ -90,9 +95,11 @@ def peak_mib(fn, args, device):
     return peak / 2**20
 
 
-def verdict_of(e, eager, fused, script):
+def verdict_of(e, eager, fused, script, reorders):
     """The row's comparison: the fused run against eager, excused where the entry reorders a
-    reduction (close) or where unfused TorchScript is as far from eager."""
+    reduction, where `reorders` and the values are close (a fused reduction on CUDA: eager CUDA's
+    order is its launch's tree, the generated kernels fold in index order, docs/cuda.md) or where
+    unfused TorchScript is as far from eager."""
     worst = "exact"
     for ref, got, plain in zip(eager, fused, script):
         v = compare(ref, got)
@@ -104,7 +111,7 @@ def verdict_of(e, eager, fused, script):
                 v = "as unfused TorchScript (" + unfused[:60] + ")"
             elif e.reorders is None:
                 return v
-        elif e.reorders is None and unfused == "exact":
+        elif e.reorders is None and not reorders and unfused == "exact":
             return "MISMATCH not bit-exact: " + v
         worst = v
     return worst
@@ -136,12 +143,51 @@ def run_entry(e, device, size, reps, dump):
             (dump / f"{slug(e.name)}.fused.txt").write_text(str(fused_graph))
         row = {"name": e.name, "mode": e.mode, "ops": ops,
                "launches": len(set(LAUNCH.findall(cap.text))),
-               "verdict": verdict_of(e, eager, fused, script)}
+               "verdict": verdict_of(e, eager, fused, script,
+                                     device.type == "cuda" and any(k.startswith("reduce") for k in ops))}
         if size == "bench":
             args = ins[0]
             row["ms"] = [synced_ms(f, args, device, reps) for f in (fn, plain, fused_mod)]
             row["mib"] = [peak_mib(f, args, device) for f in (fn, plain, fused_mod)]
     return row
+
+
+def grad_entry(e, device, size):
+    """One row of --grad: eager's gradients against the fused module's and unfused TorchScript's."""
+    if e.needs_torchvision_ops:
+        return None  # (the detectors' training paths are not TorchScript's)
+    fn = entries.make(e)
+    if isinstance(fn, torch.nn.Module):
+        fn = fn.to(device)
+    xs = to(entries.inputs(e, size, SEEDS[0]), device)
+    with torch.no_grad(), phase("export"):
+        load = loader(entries.export(e, fn, xs))
+    own = parameters(fn, load())[0]
+    with phase("eager"):
+        eager = gradients(fn, own, xs)
+    if eager is None:
+        return {"name": e.name, "mode": e.mode, "ops": {}, "launches": 0, "verdict": "no output requires grad"}
+    runs = {}
+    for on in (False, True):
+        module = load()
+        with pass_enabled(on), StderrCapture() as cap, phase("tsfuse" if on else "unfused TorchScript"):
+            for _ in range(2):  # the profiling run, then the optimized graph
+                runs[on] = gradients(module, parameters(fn, module)[1], xs)
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+    ops = fused_ops(torch.jit.last_executed_optimized_graph())
+    verdict = "within 1e-4"
+    for k, (want, got, plain) in enumerate(zip(eager, runs[True], runs[False])):
+        if not same_gradient(got, want):
+            if not same_gradient(got, plain):
+                diff = float((got - want).abs().nan_to_num(0).max())
+                return {"name": e.name, "mode": e.mode, "ops": ops, "launches": 0,
+                        "verdict": f"MISMATCH gradient {k}: max |fused - eager| {diff:.3g}"}
+            verdict = "as unfused TorchScript"
+    if e.fused and not ops:
+        verdict = "MISMATCH no fused op ran with grad"
+    return {"name": e.name, "mode": e.mode, "ops": ops, "launches": len(set(LAUNCH.findall(cap.text))),
+            "verdict": verdict}
 
 
 class phase:
@@ -178,6 +224,7 @@ def main():
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--size", choices=("test", "bench"), default="bench")
     ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--grad", action="store_true", help="gradients instead of forward values")
     ap.add_argument("--out")
     ap.add_argument("--dump", type=pathlib.Path, help="folder for each entry's executed graphs, "
                     "unfused (<slug>.script.txt) and fused (<slug>.fused.txt)")
@@ -190,7 +237,7 @@ def main():
     if a.dump:
         a.dump.mkdir(parents=True, exist_ok=True)
     name_dev = torch.cuda.get_device_name() if device.type == "cuda" else "cpu"
-    lines = [f"## The corpus on {name_dev}, torch {torch.__version__}, size {a.size}", "",
+    lines = [f"## The corpus{' trained' if a.grad else ''} on {name_dev}, torch {torch.__version__}, size {a.size}", "",
              "| entry | mode | fused ops | kernels launched | vs eager | ms eager / TorchScript / tsfuse "
              "| peak MiB eager / TorchScript / tsfuse |",
              "| --- | --- | --- | ---: | --- | --- | --- |"]
@@ -199,7 +246,9 @@ def main():
         if a.only and not re.search(a.only, e.name):
             continue
         try:
-            row = run_entry(e, device, a.size, a.reps, a.dump)
+            row = grad_entry(e, device, a.size) if a.grad else run_entry(e, device, a.size, a.reps, a.dump)
+            if row is None:
+                continue
         except Exception as exc:  # noqa: BLE001 - an entry's error is a row, not the end of the run
             row = {"name": e.name, "mode": e.mode, "ops": {}, "launches": 0,
                    "verdict": f"MISMATCH error {str(exc).strip().splitlines()[-1][:200]!r}"}

@@ -61,8 +61,8 @@ def cases():
         sizes = {"small": detection_models.INPUTS[key]}
         sizes.update({s: (lambda k=key, s=s: sized_inputs(k, s)) for s in ("medium", "large")})
         out.append((name, fn, sizes))
-    for name, (cls, fn) in reduce_models.MODELS.items():
-        out.append(("reduce." + name, fn, {"small": lambda c=cls: tuple(c().example_inputs())}))
+    for name, (cls, _) in reduce_models.MODELS.items():  # (the module: its numbers are attributes)
+        out.append(("reduce." + name, cls(), {"small": lambda c=cls: tuple(c().example_inputs())}))
     g = lambda: torch.Generator().manual_seed(0)  # noqa: E731
     out.append(("seed.intersection", seed_models.intersection, {
         "small": lambda: tuple(seed_models.Intersection().example_inputs()),

@@ -167,20 +167,6 @@ def test_no_worse_than_unfused_torchscript(corpus, name):
 TRAINED = [e.name for e in entries.ENTRIES if not e.needs_torchvision_ops]
 
 
-def _same_gradient(got, want):
-    """Equal NaN and infinity positions, finite values within 1e-4 of the largest finite magnitude."""
-    if got.shape != want.shape or got.dtype != want.dtype:
-        return False
-    finite = torch.isfinite(want)
-    if not torch.equal(torch.isnan(got), torch.isnan(want)) or not torch.equal(got[~finite & ~torch.isnan(want)],
-                                                                               want[~finite & ~torch.isnan(want)]):
-        return False
-    if not bool(finite.any()):
-        return True
-    scale = want[finite].double().abs().max().item() or 1.0
-    return (got[finite].double() - want[finite].double()).abs().max().item() <= 1e-4 * scale
-
-
 @pytest.mark.parametrize("name", TRAINED)
 def test_training_gradients(trained, name):
     folder, unfused, fused = trained
@@ -195,6 +181,6 @@ def test_training_gradients(trained, name):
     u = torch.load(str(folder / f"{worker.slug(name)}.grads.unfused.pt"), weights_only=False)
     script_grads = u["module"] or [None] * len(f["eager"])
     for k, (want, got, script) in enumerate(zip(f["eager"], f["module"], script_grads)):
-        assert _same_gradient(got, want) or (script is not None and _same_gradient(got, script)), (
+        assert worker.same_gradient(got, want) or (script is not None and worker.same_gradient(got, script)), (
             f"gradient {k}: fused vs eager max {float((got - want).abs().nan_to_num(0).max())}, "
             f"unfused TorchScript: {unfused[name].get('error') or float((script - want).abs().nan_to_num(0).max())}")
