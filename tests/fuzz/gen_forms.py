@@ -163,7 +163,8 @@ class OperandForms:
                                 "({a} > {b})", "{a} * {b}"])
         t = term.format(a=f"{u.name}[:, None, k]", b=f"{w.name}[None, :, k]")
         op = self.rng.choice(["+=", "+=", "-=", "*="])
-        lines = [f"{acc} = torch.zeros({u.name}.size(0), {w.name}.size(0){dtype})",
+        # (on the terms' device, as such code allocates it: a CPU buffer raises on CUDA)
+        lines = [f"{acc} = torch.zeros({u.name}.size(0), {w.name}.size(0){dtype}, device={u.name}.device)",
                  f"for k in range({d}):", f"    {acc} {op} {t}"]
         try:
             exec("\n".join(lines), {"torch": torch}, self.env)
