@@ -1,10 +1,13 @@
 #include "kernels/backends/reused_output.h"
 
+#include <utility>
+
 namespace tsfuse {
 
 namespace {
 thread_local int tlsReuseDepth = 0;
 thread_local at::Tensor tlsReused;                   // the thread's kept buffer (ReusedOutput)
+thread_local at::Tensor tlsInto;                     // OutputInto's waiting target
 constexpr size_t kMaxReusedBytes = size_t(8) << 20;  // never keep more than this per thread
 }  // namespace
 
@@ -27,6 +30,15 @@ at::Tensor ReusedOutput::allocate(at::IntArrayRef sizes, at::IntArrayRef strides
   const bool keepOld = kept.defined() && !free && kept.storage().nbytes() >= bytes;
   if (bytes <= kMaxReusedBytes && !keepOld) kept = out;
   return out;
+}
+
+OutputInto::OutputInto(at::Tensor target) : previous_(std::exchange(tlsInto, std::move(target))) {}
+OutputInto::~OutputInto() { tlsInto = std::move(previous_); }
+
+at::Tensor OutputInto::take(at::IntArrayRef sizes, at::IntArrayRef strides, c10::ScalarType dtype) {
+  if (!tlsInto.defined() || tlsInto.sizes() != sizes || tlsInto.strides() != strides || tlsInto.scalar_type() != dtype)
+    return at::Tensor();
+  return std::exchange(tlsInto, at::Tensor());
 }
 
 }  // namespace tsfuse

@@ -27,4 +27,20 @@ class ReusedOutput {
   static bool active();
 };
 
+// While an OutputInto is alive on a thread, the native CPU path's next output of exactly
+// target's sizes, strides and dtype is target itself, taken once: a slab of a larger output that a
+// call of the slab writes in place (mapInHoistedSlabs). Any other output is allocated as usual.
+class OutputInto {
+ public:
+  explicit OutputInto(at::Tensor target);
+  ~OutputInto();
+  OutputInto(const OutputInto&) = delete;
+  OutputInto& operator=(const OutputInto&) = delete;
+  // target, if one is waiting on this thread and matches; else an undefined tensor.
+  static at::Tensor take(at::IntArrayRef sizes, at::IntArrayRef strides, c10::ScalarType dtype);
+
+ private:
+  at::Tensor previous_;
+};
+
 }  // namespace tsfuse

@@ -4,6 +4,7 @@
 #include "kernels/backends/cpu/native.h"
 #include "kernels/backends/last_path.h"
 #include "kernels/backends/operand_device.h"
+#include "kernels/backends/reused_output.h"
 #include "kernels/runtime/bind_numbers.h"
 #include "kernels/runtime/donation.h"
 #include "kernels/runtime/eager.h"
@@ -80,6 +81,34 @@ Outputs logsumexpInEagerSteps(const Expr& e, at::TensorList operands, const Redu
   return out;
 }
 
+// A map run in slabs of `rows` rows of its space's dim 0 (hoistSlabRows), each slab's costly
+// narrow values hoisted at the slab's shape, written into the output: the values are eager's
+// (computed by eager's ops, over the same elements), and the call holds a slab of them.
+Outputs mapInHoistedSlabs(const Expr& e, at::TensorList operands, int64_t rows, const NativePath& native) {
+  std::vector<int64_t> space;
+  for (const at::Tensor& t : operands) space = space.empty() ? t.sizes().vec() : at::infer_size(space, t.sizes());
+  const int64_t rank = static_cast<int64_t>(space.size());
+  at::Tensor out;
+  for (int64_t r0 = 0; r0 < space[0]; r0 += rows) {
+    const int64_t n = std::min(rows, space[0] - r0);
+    std::vector<at::Tensor> slab;
+    for (const at::Tensor& t : operands) slab.push_back(t.dim() == rank && t.size(0) > 1 ? t.narrow(0, r0, n) : t);
+    std::optional<Hoisted> h = hoistNarrowWork(e, slab, /*wide=*/true);
+    const at::Tensor into = out.defined() ? out.narrow(0, r0, n) : at::Tensor();
+    const OutputInto in(into);  // (the native path writes the slab in place; another path copies)
+    const at::Tensor part = h ? runFusedAll(h->operands, h->expr, nullptr, native, {})[0]
+                              : runFusedAll(slab, e.str(), nullptr, native, {})[0];
+    if (!out.defined()) {
+      out = cpu::allocDenseOutput(space, part.scalar_type());  // (as the native path allocates: huge pages)
+      out.narrow(0, r0, n).copy_(part);
+    } else if (!part.is_same(into) && part.data_ptr() != into.data_ptr()) {
+      into.copy_(part);
+    }
+  }
+  setLastPath("hoisted_slabs");
+  return {out};
+}
+
 }  // namespace
 
 Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const ReduceSpec* reduce,
@@ -125,12 +154,15 @@ Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const Re
   if (!device) return runEagerAll(*e, operands, reduce);  // raises eager's device error
   // Costly work over fewer dims than the call's space, once at its own shape (kernels/runtime/hoist.h).
   std::optional<Hoisted> hoisted;
+  std::optional<int64_t> slabRows;
   try {
     hoisted = hoistNarrowWork(*e, operands);
-    if (!hoisted) hoisted = compareIntegersAsFloats(*e, operands);
+    if (!hoisted && !reduce) slabRows = hoistSlabRows(*e, operands);
+    if (!hoisted && !slabRows) hoisted = compareIntegersAsFloats(*e, operands);
   } catch (const c10::Error&) {
     // (operands that do not broadcast, or an op that raises: the call below raises eager's error)
   }
+  if (slabRows) return mapInHoistedSlabs(*e, operands, *slabRows, native);
   if (hoisted) {
     const HandedOnOperands held(hoisted->operands);
     return runFusedAll(hoisted->operands, hoisted->expr, reduce, native, moved(hoisted->position));

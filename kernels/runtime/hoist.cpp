@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstdint>
+#include <limits>
 
 namespace tsfuse {
 
@@ -118,11 +119,27 @@ std::optional<std::vector<int64_t>> cpuSpace(at::TensorList main) {
   return space;
 }
 
-}  // namespace
+// Bytes of hoisted values one slab of a wide hoist holds (hoistSlabRows), at most: large enough
+// that eager's ops over them use its threads (at::internal::GRAIN_SIZE values each).
+// TSFUSE_HOIST_SLAB_BYTES=N sets another bound (tests cut small calls into many slabs).
+int64_t slabBytes() {
+  static const int64_t n = [] {
+    const char* v = std::getenv("TSFUSE_HOIST_SLAB_BYTES");
+    return v && *v ? std::max<int64_t>(1, std::atoll(v)) : int64_t(2) << 20;
+  }();
+  return n;
+}
 
-std::optional<Hoisted> hoistNarrowWork(const Expr& e, at::TensorList operands) {
-  if (e.instrs.size() < 2 || static_cast<int64_t>(operands.size()) < e.numInputs) return std::nullopt;
-  const at::TensorList main = operands.slice(0, e.numInputs);
+// The costly instructions of e worth hoisting out of a call over the CPU operands `main`: each
+// varies along at most a quarter of the broadcast space, saves minSaved() evaluations, and holds
+// at most `limit` elements. nullopt where nothing is costly or the operands are not on the CPU.
+struct NarrowWork {
+  std::vector<int64_t> space;
+  std::vector<Mask> mask;  // per instruction: the dims its value varies along
+  std::vector<size_t> hoisted;
+};
+
+std::optional<NarrowWork> narrowWork(const Expr& e, at::TensorList main, int64_t limit) {
   // Work the compiled code has no lanes for: it holds floating values and bools, so an integer
   // compare (labels[:, None] == labels[None] in a triplet mask) leaves a whole tile interpreted.
   auto costly = [&](const Instr& ins) {
@@ -135,24 +152,35 @@ std::optional<Hoisted> hoistNarrowWork(const Expr& e, at::TensorList operands) {
   bool any = false;
   for (const Instr& ins : e.instrs) any = any || costly(ins);
   if (!any) return std::nullopt;
-  const std::optional<std::vector<int64_t>> cpu = cpuSpace(main);
+  std::optional<std::vector<int64_t>> cpu = cpuSpace(main);
   if (!cpu) return std::nullopt;
-  const std::vector<int64_t>& space = *cpu;
-  const int64_t largest = largestFootprint(main);
-  const int64_t total = c10::multiply_integers(space);
-  if (space.size() > 63 || total == 0) return std::nullopt;  // (an empty call computes nothing)
-  std::vector<Mask> mask(e.instrs.size(), 0);
-  std::vector<size_t> hoisted;
+  NarrowWork w{std::move(*cpu), std::vector<Mask>(e.instrs.size(), 0), {}};
+  const int64_t total = c10::multiply_integers(w.space);
+  if (w.space.size() > 63 || total == 0) return std::nullopt;  // (an empty call computes nothing)
   for (size_t j = 0; j < e.instrs.size(); ++j) {
     for (const Arg& a : e.instrs[j].args) {
-      if (a.kind == Arg::Kind::Input) mask[j] |= varyingDims(main[a.i], space);
-      if (a.kind == Arg::Kind::Value) mask[j] |= mask[a.i];
+      if (a.kind == Arg::Kind::Input) w.mask[j] |= varyingDims(main[a.i], w.space);
+      if (a.kind == Arg::Kind::Value) w.mask[j] |= w.mask[a.i];
     }
-    const int64_t narrow = numelOver(mask[j], space);
-    if (j + 1 < e.instrs.size() && costly(e.instrs[j]) && narrow * 4 <= total && narrow <= largest &&
+    const int64_t narrow = numelOver(w.mask[j], w.space);
+    if (j + 1 < e.instrs.size() && costly(e.instrs[j]) && narrow * 4 <= total && narrow <= limit &&
         total - narrow >= minSaved())
-      hoisted.push_back(j);
+      w.hoisted.push_back(j);
   }
+  return w;
+}
+
+}  // namespace
+
+std::optional<Hoisted> hoistNarrowWork(const Expr& e, at::TensorList operands, bool wide) {
+  if (e.instrs.size() < 2 || static_cast<int64_t>(operands.size()) < e.numInputs) return std::nullopt;
+  const at::TensorList main = operands.slice(0, e.numInputs);
+  // (nothing larger than the largest operand, unless the caller cut the call into slabs)
+  std::optional<NarrowWork> w =
+      narrowWork(e, main, wide ? std::numeric_limits<int64_t>::max() : largestFootprint(main));
+  if (!w) return std::nullopt;
+  const std::vector<Mask>& mask = w->mask;
+  std::vector<size_t>& hoisted = w->hoisted;
   // A costly instruction left in the program whose argument is computed from values the same over
   // the whole space (pow by an exponent transformed in the program): that argument, computed once,
   // is an operand of one value, which the compiled code takes as such (a routine with a uniform
@@ -183,6 +211,29 @@ std::optional<Hoisted> hoistNarrowWork(const Expr& e, at::TensorList operands) {
   out.expr = rest.str();
   TSFUSE_LOG(kernel, debug, "hoisted ", hoisted.size(), " narrow costly value(s) out of ", e.str(), " -> ", out.expr);
   return out;
+}
+
+std::optional<int64_t> hoistSlabRows(const Expr& e, at::TensorList operands) {
+  if (e.instrs.size() < 2 || static_cast<int64_t>(operands.size()) != e.numInputs) return std::nullopt;
+  for (const at::Tensor& t : operands)
+    if (!t.defined() || !t.is_contiguous()) return std::nullopt;
+  std::optional<NarrowWork> w = narrowWork(e, operands, std::numeric_limits<int64_t>::max());
+  if (!w || w->space.size() < 2 || w->space[0] < 2) return std::nullopt;
+  const int64_t largest = largestFootprint(operands);
+  const int64_t rows = w->space[0];
+  // Per row of a slab, 8 bytes (at most) per element of each hoisted value; its output is written
+  // into the call's (OutputInto).
+  int64_t bytesPerRow = 0;
+  bool wide = false;  // a value larger than every operand
+  for (size_t j : w->hoisted) {
+    const int64_t narrow = numelOver(w->mask[j], w->space);
+    if (narrow > largest && !(w->mask[j] & 1)) return std::nullopt;  // (a slab of rows would not cut it)
+    wide = wide || narrow > largest;
+    bytesPerRow += narrow / rows * 8;
+  }
+  if (!wide) return std::nullopt;
+  const int64_t perSlab = std::max<int64_t>(64, slabBytes() / bytesPerRow / 64 * 64);
+  return std::min(perSlab, rows);
 }
 
 std::optional<Hoisted> compareIntegersAsFloats(const Expr& e, at::TensorList operands) {

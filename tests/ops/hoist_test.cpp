@@ -1,6 +1,7 @@
 // Hoisting costly narrow work out of a fused call (kernels/runtime/hoist.h): which instructions leave the
-// program (a transcendental over at most a quarter of the space's elements) and which stay (over
-// the whole space, cheap ones, wider ones, those of a tiny call), the rewritten program and its
+// program (a transcendental over at most a quarter of the space's elements; per slab of rows where
+// it holds more than every operand) and which stay (over the whole space, cheap ones, wider ones,
+// those of a tiny call), the rewritten program and its
 // operands, and the call's values, errors and donation unchanged: eager's bits, eager's error
 // where a dead instruction raises, the donated operand still taken.
 #include "test_util.h"
@@ -87,6 +88,46 @@ TEST(Hoist, ADeadInstructionStillRaisesEagersError) {
   }
   EXPECT_FALSE(eager.empty());
   EXPECT_EQ(eager, fused);
+}
+
+// torchani's angular terms: exp over [T, 8] and cos, pow over [T, 4], their product over
+// [T, 8, 4]. Each costly value holds more than every operand, so the call runs in slabs of rows,
+// each hoisting them at its own shape: every value computed once per element, at most 2 MiB of them
+// held at a time (a ragged last slab too), eager's layout, and eager's bits from MKL's routines
+// (exp, cos). pow by a tensor exponent keeps its documented contract (docs/exactness.md: ATen's
+// vector and scalar loops split where eager's threads split its chunks): within 2 ulps.
+TEST(Hoist, ValuesWiderThanEveryOperandAreHoistedPerSlab) {
+  Gen g(79);
+  for (at::ScalarType dt : {at::kFloat, at::kDouble}) {
+    const int64_t t = 50021;
+    const at::Tensor d = g.tensor({t, 1, 1}, dt), shifts = g.tensor({1, 8, 1}, dt);
+    const at::Tensor angles = g.tensor({t, 1, 1}, dt), sections = g.tensor({1, 1, 4}, dt);
+    const at::Tensor zeta = g.tensor({1}, dt).abs() + 1;
+    const std::string radial = "v1: sub($0, $1); mul(%0, %0); neg(%1); exp(%2); sub($2, $3); cos(%4); add(%5, 1); ";
+    const at::Tensor exps = at::exp(at::neg((d - shifts) * (d - shifts))), cosines = at::cos(angles - sections) + 1;
+    const std::vector<at::Tensor> ops = {d, shifts, angles, sections};
+    const tsfuse::Expr e = tsfuse::Expr::parse(radial + "mul(%3, %6)");
+    EXPECT_FALSE(hoistNarrowWork(e, ops).has_value()) << "[T, 8] and [T, 4] hold more than every operand";
+    const std::optional<int64_t> rows = tsfuse::hoistSlabRows(e, ops);
+    ASSERT_TRUE(rows.has_value());
+    EXPECT_EQ(*rows % 64, 0);
+    EXPECT_LT(*rows, t);  // (several slabs, the last one ragged)
+    EXPECT_TRUE(sameTensor(exps * cosines, pairwiseBoxed(ops, e.str()), true)) << dt;
+    EXPECT_STREQ(tsfuse::lastPath(), "hoisted_slabs");
+
+    const at::Tensor got = pairwiseBoxed({d, shifts, angles, sections, zeta}, radial + "pow(%6, $4); mul(%3, %7)");
+    EXPECT_STREQ(tsfuse::lastPath(), "hoisted_slabs");
+    const at::Tensor want = exps * at::pow(cosines, zeta);
+    const double ulp = dt == at::kFloat ? 0x1p-23 : 0x1p-52;
+    EXPECT_EQ(got.strides(), want.strides());
+    EXPECT_TRUE(at::allclose(got, want, 3 * ulp, 0)) << dt;
+
+    // A transposed operand: the output's layout would be the operands' to decide; one call.
+    const at::Tensor strided = g.tensor({4, 1, t}, dt).transpose(0, 2);
+    EXPECT_FALSE(
+        tsfuse::hoistSlabRows(tsfuse::Expr::parse("v1: sub($0, $1); exp(%0); mul(%1, $2)"), {d, shifts, strided})
+            .has_value());
+  }
 }
 
 // The donated operand (the wide one, read in place) still takes the result.

@@ -116,6 +116,7 @@ HugePageOutputAllocator& hugePageAllocator() {
 namespace {
 
 at::Tensor allocOutput(c10::IntArrayRef sizes, c10::IntArrayRef strides, c10::ScalarType dtype) {
+  if (at::Tensor into = OutputInto::take(sizes, strides, dtype); into.defined()) return into;
   const auto options = at::TensorOptions().dtype(dtype);
   const size_t bytes = at::detail::computeStorageNbytes(sizes, strides, options.dtype().itemsize());
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
