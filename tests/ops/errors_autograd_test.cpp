@@ -229,6 +229,21 @@ TEST(OpAutograd, ANumberExponentsGradientHasEagersBits) {
   }
 }
 
+// pow(x, e)'s gradients where x or e is 0, for infinite and NaN incoming gradients: eager masks the
+// base's after the gradient's product (0 where e == 0) and the exponent's before it (NaN there).
+TEST(OpAutograd, PowGradientsOfNonFiniteIncomingGradientsAreEagers) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const at::Tensor x0 = at::tensor({0.0, 0.0, 2.0, 0.0, 3.0}), e0 = at::tensor({2.0, 0.0, 0.0, -1.0, 1.5});
+  const at::Tensor w = at::tensor({inf, inf, inf, std::nan(""), -inf});
+  auto gradients = [&](bool fused) {
+    at::Tensor x = x0.clone().requires_grad_(true), e = e0.clone().requires_grad_(true);
+    at::Tensor v = fused ? tsfuse::pairwise({x, e}, "v1: pow($0, $1)") : at::pow(x, e);
+    return torch::autograd::grad({v}, {x, e}, {w});
+  };
+  const auto want = gradients(false), got = gradients(true);
+  for (size_t k = 0; k < 2; ++k) EXPECT_TRUE(sameTensor(want[k], got[k], true)) << "gradient " << k;
+}
+
 // A double backward (create_graph) runs ATen's autograd through the region's reference, so the
 // gradient is differentiable again: the second derivative equals eager's.
 TEST(OpAutograd, PairwiseSecondDerivativeEqualsEagers) {
