@@ -156,10 +156,11 @@ TORCH_LIBRARY(tsfuse, m) {
   m.def("cat_piece(Tensor(a) piece, Tensor first, int entry, int dim, bool stack) -> Tensor(a)", &tsfuse::catPiece);
   // an operand a later in-place op writes (passes/snapshot_written_operands.cpp): self itself, or a
   // copy where the fused op reading `operands` will save them for its backward (grad mode, one of
-  // them requires grad).
+  // them requires grad). A wrapped number (a number read at run time) is never written, and a copy
+  // would not be one (the fused op would not read it by value): itself.
   m.def("saved_operand(Tensor(a) self, Tensor[] operands) -> Tensor(a)",
         [](const at::Tensor& self, at::TensorList operands) {
-          if (at::GradMode::is_enabled())
+          if (at::GradMode::is_enabled() && !tsfuse::isWrappedNumber(self))
             for (const at::Tensor& t : operands)
               if (t.defined() && t.requires_grad()) return self.clone();
           return self;

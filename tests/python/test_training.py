@@ -167,6 +167,32 @@ def test_an_operand_written_after_the_fused_op_keeps_its_values_for_the_backward
     assert torch.equal(xs.grad, xe.grad)
 
 
+def pow_fill_then_written(x, s: int):
+    v = torch.maximum(x, x * 0.5).pow(s)
+    w = torch.full_like(v, s)
+    w[w > 2] = 0
+    return w.neg() + v
+
+
+def test_a_number_read_at_run_time_stays_one_when_its_operands_are_saved(tsfuse_lib):
+    # Fuzzer seed 8130, program 9986: a fused op reading the int argument s by value (pow, full_like)
+    # is followed by an in-place write, so its operands are snapshotted for the backward; the copy of
+    # s's wrapped number was a plain 0-dim tensor, which the op cannot read by value ("argument is
+    # not a literal", in grad mode only).
+    x = torch.rand(6, 5, generator=torch.Generator().manual_seed(8))
+    scripted = torch.jit.script(pow_fill_then_written)
+    for _ in range(3):
+        xs = x.clone().requires_grad_()
+        got = scripted(xs, 3)
+        got.sum().backward()
+    graph = str(torch.jit.last_executed_optimized_graph())
+    assert "tsfuse::saved_operand" in graph and "tsfuse::pairwise" in graph, graph
+    xe = x.clone().requires_grad_()
+    want = pow_fill_then_written(xe, 3)
+    want.sum().backward()
+    assert torch.equal(got, want) and torch.equal(xs.grad, xe.grad)
+
+
 def masked_count(x, y):
     m = torch.zeros_like(x[:, None] * y[None])
     return m + (x[:, None] > y[None])
