@@ -81,16 +81,15 @@ Outputs logsumexpInEagerSteps(const Expr& e, at::TensorList operands, const Redu
   return out;
 }
 
-// A map run in slabs of `rows` rows of its space's dim 0 (hoistSlabRows), each slab's costly
-// narrow values hoisted at the slab's shape, written into the output: the values are eager's
-// (computed by eager's ops, over the same elements), and the call holds a slab of them.
-Outputs mapInHoistedSlabs(const Expr& e, at::TensorList operands, int64_t rows, const NativePath& native) {
-  std::vector<int64_t> space;
-  for (const at::Tensor& t : operands) space = space.empty() ? t.sizes().vec() : at::infer_size(space, t.sizes());
+// A map run in slabs of rows of its space's dim 0 (hoistSlabRows), each slab's costly narrow
+// values hoisted at the slab's shape, written into the output: the values are eager's (computed by
+// eager's ops, over the same elements), and the call holds a slab of them.
+Outputs mapInHoistedSlabs(const Expr& e, at::TensorList operands, const SlabRows& slabs, const NativePath& native) {
+  const std::vector<int64_t>& space = slabs.space;
   const int64_t rank = static_cast<int64_t>(space.size());
   at::Tensor out;
-  for (int64_t r0 = 0; r0 < space[0]; r0 += rows) {
-    const int64_t n = std::min(rows, space[0] - r0);
+  for (int64_t r0 = 0; r0 < space[0]; r0 += slabs.rows) {
+    const int64_t n = std::min(slabs.rows, space[0] - r0);
     std::vector<at::Tensor> slab;
     for (const at::Tensor& t : operands) slab.push_back(t.dim() == rank && t.size(0) > 1 ? t.narrow(0, r0, n) : t);
     std::optional<Hoisted> h = hoistNarrowWork(e, slab, /*wide=*/true);
@@ -101,7 +100,7 @@ Outputs mapInHoistedSlabs(const Expr& e, at::TensorList operands, int64_t rows, 
     if (!out.defined()) {
       out = cpu::allocDenseOutput(space, part.scalar_type());  // (as the native path allocates: huge pages)
       out.narrow(0, r0, n).copy_(part);
-    } else if (!part.is_same(into) && part.data_ptr() != into.data_ptr()) {
+    } else if (part.data_ptr() != into.data_ptr()) {
       into.copy_(part);
     }
   }
@@ -154,7 +153,7 @@ Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const Re
   if (!device) return runEagerAll(*e, operands, reduce);  // raises eager's device error
   // Costly work over fewer dims than the call's space, once at its own shape (kernels/runtime/hoist.h).
   std::optional<Hoisted> hoisted;
-  std::optional<int64_t> slabRows;
+  std::optional<SlabRows> slabRows;
   try {
     hoisted = hoistNarrowWork(*e, operands);
     if (!hoisted && !reduce) slabRows = hoistSlabRows(*e, operands);

@@ -213,7 +213,7 @@ std::optional<Hoisted> hoistNarrowWork(const Expr& e, at::TensorList operands, b
   return out;
 }
 
-std::optional<int64_t> hoistSlabRows(const Expr& e, at::TensorList operands) {
+std::optional<SlabRows> hoistSlabRows(const Expr& e, at::TensorList operands) {
   if (e.instrs.size() < 2 || static_cast<int64_t>(operands.size()) != e.numInputs) return std::nullopt;
   for (const at::Tensor& t : operands)
     if (!t.defined() || !t.is_contiguous()) return std::nullopt;
@@ -233,7 +233,7 @@ std::optional<int64_t> hoistSlabRows(const Expr& e, at::TensorList operands) {
   }
   if (!wide) return std::nullopt;
   const int64_t perSlab = std::max<int64_t>(64, slabBytes() / bytesPerRow / 64 * 64);
-  return std::min(perSlab, rows);
+  return SlabRows{std::move(w->space), std::min(perSlab, rows)};
 }
 
 std::optional<Hoisted> compareIntegersAsFloats(const Expr& e, at::TensorList operands) {

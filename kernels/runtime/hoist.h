@@ -42,12 +42,17 @@ std::optional<Hoisted> hoistNarrowWork(const Expr& e, at::TensorList operands, b
 
 // A map whose costly narrow values hold more than every operand (torchani's angular terms: cos and
 // pow over [T, 4], exp over [T, 8], their product over [T, 8, 4]) computes each once per element
-// only if they are stored: the call then runs in slabs of this many rows of its space's dim 0
-// (a multiple of 64, so that eager's vector routines see their values in the same lanes), each
-// hoisting with `wide`, so that a slab's values hold at most TSFUSE_HOIST_SLAB_BYTES (2 MiB),
-// not the whole; each slab's output is written into the call's. nullopt where no such value is worth hoisting, one is not cut by rows, or an operand is
-// not contiguous (the slabs are written into a contiguous output, eager's layout then).
-std::optional<int64_t> hoistSlabRows(const Expr& e, at::TensorList operands);
+// only if they are stored: the call then runs in slabs of `rows` rows of its broadcast `space`'s
+// dim 0 (a multiple of 64, so that eager's vector routines see their values in the same lanes),
+// each hoisting with `wide`, so that a slab's values hold at most TSFUSE_HOIST_SLAB_BYTES (2 MiB),
+// not the whole; each slab's output is written into the call's. nullopt where no such value is
+// worth hoisting, one is not cut by rows, or an operand is not contiguous (the slabs are written
+// into a contiguous output, eager's layout then).
+struct SlabRows {
+  std::vector<int64_t> space;
+  int64_t rows = 0;
+};
+std::optional<SlabRows> hoistSlabRows(const Expr& e, at::TensorList operands);
 
 // Integer operands read only by compares (labels[:, None] == labels[None] over a whole [B, B]
 // space, too wide to hoist), narrow, and whose values the program's floating dtype holds exactly

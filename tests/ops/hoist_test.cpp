@@ -108,10 +108,11 @@ TEST(Hoist, ValuesWiderThanEveryOperandAreHoistedPerSlab) {
     const std::vector<at::Tensor> ops = {d, shifts, angles, sections};
     const tsfuse::Expr e = tsfuse::Expr::parse(radial + "mul(%3, %6)");
     EXPECT_FALSE(hoistNarrowWork(e, ops).has_value()) << "[T, 8] and [T, 4] hold more than every operand";
-    const std::optional<int64_t> rows = tsfuse::hoistSlabRows(e, ops);
-    ASSERT_TRUE(rows.has_value());
-    EXPECT_EQ(*rows % 64, 0);
-    EXPECT_LT(*rows, t);  // (several slabs, the last one ragged)
+    const std::optional<tsfuse::SlabRows> slabs = tsfuse::hoistSlabRows(e, ops);
+    ASSERT_TRUE(slabs.has_value());
+    EXPECT_EQ(slabs->space, (std::vector<int64_t>{t, 8, 4}));
+    EXPECT_EQ(slabs->rows % 64, 0);
+    EXPECT_LT(slabs->rows, t);  // (several slabs, the last one ragged)
     EXPECT_TRUE(sameTensor(exps * cosines, pairwiseBoxed(ops, e.str()), true)) << dt;
     EXPECT_STREQ(tsfuse::lastPath(), "hoisted_slabs");
 
