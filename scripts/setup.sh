@@ -25,6 +25,17 @@ if [ ! -x .venv/bin/python ]; then
 fi
 want=$(sha256sum requirements.txt | cut -d' ' -f1)
 if [ "$(cat .venv/.requirements.sha256 2>/dev/null)" != "$want" ]; then
+  # The installed packages take 5.2 GiB and pip unpacks the wheels in TMPDIR first: say so before
+  # pip fails half-way with ENOSPC.
+  need_kib=$((8 * 1024 * 1024))
+  for dir in . "${TMPDIR:-/tmp}"; do
+    free_kib=$(df -Pk "$dir" | awk 'NR == 2 {print $4}')
+    if [ "${free_kib:-0}" -lt "$need_kib" ]; then
+      echo "[setup] $(realpath "$dir") has $((free_kib / 1024)) MiB free; the pinned packages need about" \
+           "8 GiB there (torch's wheel and its CUDA libraries). Free some space and rerun." >&2
+      exit 1
+    fi
+  done
   echo "[setup] installing pinned Python packages (torch==2.11.0; cached by pip after the first run)"
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -r requirements.txt
