@@ -57,7 +57,8 @@ const std::vector<PassInfo>& pipelinePasses() {
        Canonicalize},
       {"fold_upcast", "prim::If on a tensor's dtype computing torchvision's _upcast -> tsfuse::upcast", FoldUpcast},
       {"decompose",
-       "composite ATen ops (pairwise_distance, dist) -> the ATen calls their kernels make "
+       "composite ATen ops (pairwise_distance, dist) -> the ATen calls their kernels make; a matrix-vector "
+       "matmul over an expanded operand -> its sum of products, under a run-time guard keeping the matmul "
        "(passes/analysis/decompositions.cpp)",
        Decompose, true},
       {"split_cat_reductions",

@@ -76,9 +76,11 @@ def is_fused_op(kind: str) -> bool:
     over a whole dim), sink_reshapes' tsfuse::check_reshape (a moved reshape's size check),
     canonicalize's tsfuse::extremum_values (max/min(dim)'s values, left unfused) and
     snapshot_written_operands' tsfuse::saved_operand (an operand written later, copied for a
-    backward) are not counted."""
+    backward) and decompose's tsfuse::product_sums (the run-time guard between a decomposed matmul
+    and the matmul) are not counted."""
     return not kind.startswith("broadcast_") and kind not in ("upcast", "shape_of", "wrapped_number", "full_slice",
-                                                              "check_reshape", "extremum_values", "saved_operand")
+                                                              "check_reshape", "extremum_values", "saved_operand",
+                                                              "product_sums")
 
 
 def boxes_xyxy(n: int, g: torch.Generator, scale: float = 512.0) -> Tensor:

@@ -363,8 +363,11 @@ ENTRIES: List[Entry] = [
            _method("torch_kmeans", "SoftKMeans", "_cluster_iter", lambda m: m._check_x(torch.zeros(1, 2, 2)),
                    n_clusters=8, verbose=False),
            lambda size, g: _clusters(size, g, num_init=1, unit=True), "trace",
-           {"reduce": 1, "softmax": 1, "pairwise": 1},
-           "the expanded-and-reshaped dot products are one reduce; softmax(temp * d) one softmax; the cluster "
-           "weights a small op; the masked writes of -inf and 0 and the batched matmuls stay ATen's",
+           {"reduce": 2, "softmax": 1, "pairwise": 1},
+           "the expanded-and-reshaped dot products are one reduce; softmax(temp * d) one softmax; the weighted "
+           "sums of the points, c_assign[..., None, :] @ x[:, None, None].expand(...), a matrix-vector matmul "
+           "over an expanded operand, are its sum of products (decompose, under a guard that keeps the matmul "
+           "for other shapes and dtypes): the second reduce, reading x in place; the cluster weights a small "
+           "op; the masked writes of -inf and 0 and the diag_embed matmul stay ATen's",
            reorders=_BROADCAST_SUM),
 ]

@@ -1,7 +1,9 @@
-// The decomposition table: composite ATen ops written as the ATen calls their own kernels make,
-// so that the fusion passes see primitives they fuse. One entry per op: its schema, the condition
-// under which the decomposition is the op (results, dtypes and errors: checked against ATen by
-// tests/ir/decompose_test.cpp), and the graph that computes it. passes/decompose.cpp applies it.
+// The decomposition table: composite ATen ops written as primitives the fusion passes fuse. One
+// entry per op: its schema, the condition under which the decomposition applies, an optional run
+// time guard, and the graph that computes it. An unguarded entry is the ATen calls the op's own
+// kernel makes (results, dtypes and errors: checked against ATen by tests/ir/decompose_test.cpp);
+// a guarded one is the op only where its guard holds, and the graph keeps the op for the inputs
+// where it does not. passes/decompose.cpp applies it.
 #pragma once
 
 #include <torch/csrc/jit/ir/ir.h>
@@ -14,9 +16,12 @@ namespace tsfuse {
 
 struct Decomposition {
   const char* schema;  // the op decomposed, as its schema reads
-  // Whether the decomposition is exactly `n` (its constant arguments allow it); else false, the
-  // reason in *why.
+  // Whether to decompose `n` (its constant arguments allow it); else false, the reason in *why,
+  // left empty where `n` is no candidate at all (nothing to report).
   bool (*applies)(torch::jit::Node* n, std::string* why);
+  // A JIT operator over the op's tensor arguments returning whether the graph computes the op for
+  // those inputs, or nullptr (always).
+  const char* guard;
   std::shared_ptr<torch::jit::Graph> graph;  // inputs: the op's arguments, in order; outputs: its results
 };
 

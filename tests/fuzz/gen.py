@@ -404,6 +404,8 @@ class Generator(ElementwiseForms, ReductionForms, OperandForms):
                 self.accumulate_form()
             elif r0 < 0.31:
                 self.flatten_pairs_form()
+            elif r0 < 0.36:
+                self.matvec_form()
             cur = self.vals[-1]
             body = rng.randint(1, 7)
             for i in range(body):

@@ -218,6 +218,50 @@ class OperandForms:
         self.vals.append(v)
         return v
 
+    def matvec_form(self):
+        """Matrix-vector matmuls over an expanded operand, as soft k-means weighs points:
+        w[:, None, :] @ u[None].expand(M, N, D) and the column form (a batch matmul reads in place:
+        matmul runs), or the column dots of w and u against u's columns expanded over a batch
+        matmul must copy, w.t()[:, None, None, :] @ u.t()[:, None, :, None].expand(D, 2, N, 3)
+        (tsfuse sums the products). Matmul raises for operands of two dtypes."""
+        cands = [u for u in self.vals if u.t.dim() == 2 and not u.err and u.t.dtype.is_floating_point]
+        if not cands:
+            return None
+        u = self.rng.choice(cands)
+        kind = self.rng.choice(["row", "column", "copied"])
+        shape = (u.t.shape[0], u.t.shape[1]) if kind == "copied" else None
+        ws = [w for w in self.vals if w.t.dim() == 2 and not w.err and w.t.dtype.is_floating_point
+              and (tuple(w.t.shape) == shape if shape else w.t.shape[1] == u.t.shape[0])]
+        # else the Gram form, u against itself
+        w = self.rng.choice(ws) if ws else u if shape else Val(f"{u.name}.t()", u.t.t(), 0.0)
+        r = self.fresh()
+        sizes = f"{w.name}.size(0), {u.name}.size(0), {u.name}.size(1)"
+        line = {"row": f"{r} = ({w.name}[:, None, :] @ {u.name}[None].expand({sizes})).squeeze(1)",
+                "column": f"{r} = ({u.name}[None].expand({sizes}).transpose(1, 2) @ {w.name}[:, :, None]).squeeze(-1)",
+                "copied": f"{r} = ({w.name}.t()[:, None, None, :] @ {u.name}.t()[:, None, :, None].expand("
+                          f"{u.name}.size(1), 2, {u.name}.size(0), 3)).squeeze(2)"}[kind]
+        try:
+            exec(line, {"torch": torch}, self.env)
+        except Exception:  # noqa: BLE001 - eager rejects it: two dtypes
+            self.env.pop(r, None)
+            if self.rng.random() < 0.2:
+                self.lines.append(line)
+                self.error_out = Val(r, None)
+                self.forms.update({"matvec", "error"})
+                self.expect_error = True
+                raise StopProgram()
+            return None
+        out = self.env[r]
+        # a sum of N products in another order than the BLAS's: a rounding unit per term of sum |w||u|
+        wa, ua = w.t.detach().double().abs(), u.t.detach().double().abs()
+        terms = (wa * ua).sum(0) if kind == "copied" else wa @ ua
+        err = (u.t.shape[0] + 4) * ULP[out.dtype] * _finite_max(terms)
+        self.lines.append(line)
+        self.forms.add("matvec")
+        v = Val(r, out, err)
+        self.vals.append(v)
+        return v
+
     def stack_reduce_form(self, v=None):
         """torch.stack([v, v - w, ...], d).amin(d), or a cat of the pieces unsqueezed at d: a min
         or max over the dim the join made (detection assigners' point-in-box test). Pieces of

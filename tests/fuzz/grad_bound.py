@@ -212,6 +212,14 @@ class Bound(TorchFunctionMode):
         grads = [t for t in ins if _is_float(t) and t.requires_grad]
         if name in CREATE or not ins:
             return func(*args, **kwargs)
+        if name in ("matmul", "__matmul__") and len(ins) == 2 and min(t.dim() for t in ins) >= 2:
+            # its sum of products (tsfuse's form of a matrix-vector product over an expanded
+            # operand), through the mode: the sum's fan-in and reordering bound it
+            a, b = args[0], args[1] if len(args) > 1 else kwargs["other"]
+            T = (torch.Tensor,)
+            products = self.__torch_function__(torch.Tensor.mul, T, (self.__torch_function__(
+                torch.Tensor.unsqueeze, T, (a, -1)), self.__torch_function__(torch.Tensor.unsqueeze, T, (b, -3))))
+            return self.__torch_function__(torch.Tensor.sum, T, (products, -2))
         if not grads or not torch.is_grad_enabled():
             base = name[:-1] if name.endswith("_") and not name.endswith("__") else name
             if base != name and name not in PASS and base in ELEMENTWISE and _is_float(args[0]):

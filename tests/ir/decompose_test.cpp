@@ -1,10 +1,12 @@
-// The decomposition table (passes/analysis/decompositions.h) against ATen: each entry's graph,
+// The decomposition table (passes/analysis/decompositions.h) against ATen: each unguarded entry's graph,
 // run unfused, gives the op's results bit for bit (values, dtype, shape) and raises the op's
 // errors, over broadcast, same-shape, 0-dim, empty, integer and mixed-dtype operands; the
-// entries' conditions keep the op whole where they do not hold (named negative cases); and a
-// decomposed op over a broadcast fuses.
+// entries' conditions keep the op whole where they do not hold (named negative cases); a decomposed
+// op over a broadcast fuses; and a guarded entry (matmul) is its op within the reductions'
+// tolerance where its guard holds and the op itself, bits and errors, where it does not.
 #include "ir_util.h"
 
+#include "kernels/runtime/product_sums.h"
 #include "passes/analysis/decompositions.h"
 #include "passes/decompose.h"
 
@@ -142,6 +144,94 @@ TEST(Decompose, PairwiseDistanceOverABroadcastFusesIntoOneReduction) {
   EXPECT_EQ(exprOf(chain[0]), "v1: sub($0, $1); add(%0, 1e-06)");
   Gen gen(3);
   EXPECT_TRUE(sameOutputs(ref, g, {gen.tensor({40, 6}, at::kFloat), gen.tensor({30, 6}, at::kFloat)}));
+}
+
+// graph(%a, %x, %sizes): matmul(%a, %x.expand(%sizes)), or the expanded operand first.
+std::shared_ptr<Graph> matmulOfExpanded(bool expandedFirst) {
+  const std::string call = expandedFirst ? "aten::matmul(%xe, %a)" : "aten::matmul(%a, %xe)";
+  return graphWithConstants(
+      "%a : Tensor, %x : Tensor, %sizes : int[]",
+      "  %xe : Tensor = aten::expand(%x, %sizes, %false)\n  %r : Tensor = " + call + "\n  return (%r)\n");
+}
+
+TEST(Decompose, MatrixVectorMatmulOverAnExpandedOperandIsItsSumOfProductsUnderAGuard) {
+  // Soft k-means' weights [bs, k, 1, n] @ x[:, None].expand(bs, k, n, d): the expanded x is never
+  // copied; the guard keeps the matmul for every input the sum would not compute as matmul does.
+  struct Case {
+    bool expandedFirst;
+    at::Tensor a, x;
+    std::vector<int64_t> sizes;
+    bool decomposed;  // the guard holds: equal within the reductions' tolerance, else bit for bit
+  };
+  Gen g(11);
+  const std::vector<Case> cases = {
+      {false, g.tensor({4, 8, 1, 32}, at::kFloat), g.tensor({4, 1, 32, 16}, at::kFloat), {4, 8, 32, 16}, true},
+      {false, g.tensor({4, 8, 1, 32}, at::kFloat, kNaNInf), g.tensor({4, 1, 32, 16}, at::kFloat), {4, 8, 32, 16}, true},
+      {false, g.tensor({2, 3, 1, 32}, at::kDouble), g.tensor({2, 1, 32, 5}, at::kDouble), {2, 3, 32, 5}, true},
+      {false, g.tensor({2, 3, 5, 32}, at::kDouble), g.tensor({2, 1, 32, 1}, at::kDouble), {2, 3, 32, 1}, false},
+      {true, g.tensor({2, 3, 7, 1}, at::kFloat), g.tensor({2, 1, 6, 7}, at::kFloat), {2, 3, 6, 7}, true},  // column
+      {false, g.tensor({1, 1, 1, 16}, at::kFloat), g.tensor({3, 1, 16, 4}, at::kFloat), {3, 2, 16, 4}, true},
+      // matmul copies no matrix: a batch that flattens as a view, an expand to the same shape, the
+      // vector's batch alone
+      {false, g.tensor({3, 1, 1, 16}, at::kFloat), g.tensor({1, 1, 16, 4}, at::kFloat), {3, 2, 16, 4}, false},
+      {false, g.tensor({3, 1, 32}, at::kFloat), g.tensor({1, 32, 4}, at::kFloat), {3, 32, 4}, false},
+      {false, g.tensor({2, 3, 1, 16}, at::kFloat), g.tensor({2, 3, 16, 4}, at::kFloat), {2, 3, 16, 4}, false},
+      {false, g.tensor({2, 3, 1, 0}, at::kFloat), g.tensor({2, 1, 0, 4}, at::kFloat), {2, 3, 0, 4}, false},
+      {false, g.tensor({4, 8, 6, 32}, at::kFloat), g.tensor({4, 1, 32, 16}, at::kFloat), {4, 8, 32, 16}, false},
+      {false, g.tensor({2, 2, 1, 5}, at::kLong), g.tensor({2, 1, 5, 3}, at::kLong), {2, 2, 5, 3}, false},
+      {false, g.tensor({2, 2, 1, 5}, at::kHalf), g.tensor({2, 1, 5, 3}, at::kHalf), {2, 2, 5, 3}, false},
+      {false, g.tensor({1, 32}, at::kFloat), g.tensor({2, 1, 32, 4}, at::kFloat), {2, 3, 32, 4}, false},  // 2-d
+      {false, g.tensor({32}, at::kFloat), g.tensor({1, 32, 4}, at::kFloat), {2, 32, 4}, false},           // 1-d
+      {false, g.tensor({2, 3, 1, 31}, at::kFloat), g.tensor({2, 1, 32, 4}, at::kFloat), {2, 3, 32, 4}, false},
+      {false, g.tensor({2, 3, 1, 32}, at::kDouble), g.tensor({2, 1, 32, 4}, at::kFloat), {2, 3, 32, 4}, false},
+      {false, g.tensor({4, 3, 1, 8}, at::kFloat), g.tensor({2, 1, 8, 4}, at::kFloat), {2, 3, 8, 4}, false},
+  };
+  int raised = 0, summed = 0;
+  for (bool expandedFirst : {false, true}) {
+    auto original = matmulOfExpanded(expandedFirst);
+    auto once = original->copy();
+    PassRun r = runPass(once, tsfuse::Decompose);
+    ASSERT_TRUE(r.changed) << r.dump();
+    EXPECT_EQ(r.rejects(), 0) << r.dump();
+    EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) {
+      fc.check("tsfuse::product_sums")
+          ->check("prim::If")
+          ->check("aten::mul")
+          ->check("aten::sum")
+          ->check("aten::matmul");
+    }));
+    auto twice = once->copy();
+    EXPECT_FALSE(runPass(twice, tsfuse::Decompose).changed) << "the kept matmul was decomposed again";
+    auto fused = original->copy();
+    EXPECT_TRUE(fileCheck(runPipelineOn(fused).ir, [](FileCheck& fc) {
+      fc.check("prim::If")->check("tsfuse::reduce(")->check_not("aten::mul")->check("aten::matmul");
+    }));
+    for (const Case& c : cases) {
+      if (c.expandedFirst != expandedFirst) continue;
+      const std::vector<c10::IValue> in{c.a, c.x, c10::IValue(c.sizes)};
+      const std::string want = errorOf(original, in);
+      EXPECT_EQ(want, errorOf(fused, in)) << c.a.sizes() << c.a.scalar_type() << " " << c.sizes;
+      raised += !want.empty();
+      if (!want.empty()) continue;
+      summed += c.decomposed;
+      EXPECT_TRUE(sameOutputs(original, fused, in, /*exact=*/!c.decomposed))
+          << c.a.sizes() << c.a.scalar_type() << " " << c.sizes;
+      EXPECT_EQ(
+          tsfuse::productSums(expandedFirst ? c.x.expand(c.sizes) : c.a, expandedFirst ? c.a : c.x.expand(c.sizes)),
+          c.decomposed)
+          << c.a.sizes() << " " << c.sizes;
+    }
+  }
+  EXPECT_EQ(raised, 3);  // inner sizes, dtypes, batch dims
+  EXPECT_EQ(summed, 5);
+}
+
+TEST(Decompose, MatmulOfOperandsNotExpandedIsNoCandidate) {
+  // A matmul that copies nothing stays whole, and is not reported (every model has them).
+  auto g = graphWithConstants("%a : Tensor, %b : Tensor", "  %r : Tensor = aten::matmul(%a, %b)\n  return (%r)\n");
+  PassRun r = runPass(g, tsfuse::Decompose);
+  EXPECT_FALSE(r.changed);
+  EXPECT_EQ(r.rejects(), 0) << r.dump();
 }
 
 TEST(Decompose, TheTableParsesAndNamesSchemasTorchKnows) {
