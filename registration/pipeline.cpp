@@ -1,6 +1,8 @@
 #include "registration/pipeline.h"
 
 #include "passes/canonicalize.h"
+#include "passes/count_bool_sums.h"
+#include "passes/count_selected.h"
 #include "passes/decompose.h"
 #include "passes/chain_fused_reductions.h"
 #include "passes/donate_operands.h"
@@ -61,6 +63,8 @@ const std::vector<PassInfo>& pipelinePasses() {
        "matmul over an expanded operand -> its sum of products, under a run-time guard keeping the matmul "
        "(passes/analysis/decompositions.cpp)",
        Decompose, true},
+      {"count_selected", "x[bool mask of x's shape] read only for its length -> int(mask.sum()) (no selection made)",
+       CountSelected, true},
       {"split_cat_reductions",
        "max/min(dim)'s values (any/all, amax/amin of bools) over the dim of a stack, or of a cat of pieces of "
        "size 1 there -> elementwise tsfuse::max_join/min_join (logical_or/and, maximum/minimum) of the pieces "
@@ -76,6 +80,9 @@ const std::vector<PassInfo>& pipelinePasses() {
       {"fuse_broadcast_reduce", "reduction of an elementwise region -> tsfuse::reduce", FuseBroadcastReduce, true},
       {"nest_reductions", "reduction of a tsfuse::reduce's value -> tsfuse::reduce_chain (the value is never stored)",
        NestReductions, true},
+      {"count_bool_sums",
+       "sum over every dim of a bool value no fused op computes -> count_nonzero (no int64 copy of it)", CountBoolSums,
+       true},
       {"fuse_pairwise", "elementwise region of >= 2 ops -> tsfuse::pairwise", FusePairwise, true},
       {"hoist_into_epilogue",
        "ops of a fused op over an unsqueezed tsfuse::reduce value alone -> that reduction's epilogue",

@@ -1,5 +1,6 @@
 #include "passes/analysis/shape_facts.h"
 
+#include "passes/analysis/broadcast_views.h"
 #include "passes/analysis/op_table.h"
 
 #include "kernels/runtime/full_slice.h"
@@ -19,9 +20,35 @@ using torch::jit::Value;
 
 constexpr int kMaxDepth = 64;  // expression trees of real code are far shallower
 
+// Ops whose tensor result has their first input's dtype (views and copies of it).
+bool keepsDtype(Node* p) {
+  using namespace c10;
+  static const Symbol kinds[] = {aten::select,    aten::slice,   aten::unsqueeze,  aten::squeeze, aten::expand,
+                                 aten::expand_as, aten::permute, aten::transpose,  aten::t,       aten::reshape,
+                                 aten::view,      aten::flatten, aten::contiguous, aten::clone,   aten::detach};
+  return std::find(std::begin(kinds), std::end(kinds), p->kind()) != std::end(kinds) && p->outputs().size() == 1 &&
+         p->inputs().size() >= 1 && p->input(0)->type()->cast<c10::TensorType>();
+}
+
+// x.to(torch.bool) (x.bool(), traced), the dtype a constant.
+bool castToBool(Node* p) {
+  if (p->kind() != c10::aten::to || !p->maybeSchema() || !p->schema().argumentIndexWithName("dtype")) return false;
+  const std::optional<c10::IValue> d = toIValue(p->namedInput("dtype"));
+  return d && d->isInt() && d->toInt() == static_cast<int64_t>(c10::ScalarType::Bool);
+}
+
 bool boolAt(Value* v, int depth) {
+  if (depth > kMaxDepth) return false;
+  Node* p = v->node();
+  if (castToBool(p)) return true;
+  if (keepsDtype(p)) return boolAt(p->input(0), depth + 1);
+  if (Node* views = broadcastViews(p)) {  // sink_views' view of the list's element at v's offset
+    Node* list = views->input(0)->node();
+    const size_t i = v->offset();
+    return list->kind() == c10::prim::ListConstruct && i < list->inputs().size() && boolAt(list->input(i), depth + 1);
+  }
   ElementwiseMatch m;
-  if (depth > kMaxDepth || !matchElementwise(v->node(), m, nullptr)) return false;
+  if (!matchElementwise(v->node(), m, nullptr)) return false;
   const OpDef& def = opDef(m.op);
   if (def.has(kCompare) || def.has(kLogical)) return true;
   bool bitwise = m.op == Op::BitwiseAnd || m.op == Op::BitwiseOr || m.op == Op::BitwiseXor || m.op == Op::BitwiseNot;

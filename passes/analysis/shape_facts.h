@@ -15,7 +15,8 @@ bool isMinMaxDim(torch::jit::Node* n);
 // aten::where(condition, <number>, other)
 bool isWhereScalarSelf(torch::jit::Node* n);
 
-// `v` is a bool tensor for every input: a comparison or logical op, or &, |, ^, ~ of such values.
+// `v` is a bool tensor for every input: a comparison or logical op, a cast to bool, &, |, ^, ~ of
+// such values, or a view or copy of one.
 bool provablyBool(torch::jit::Value* v);
 
 // `v` has exactly the shape and strides of `x`, a fresh (dense) tensor, for every input: v is x,
