@@ -81,7 +81,9 @@ class DecomposePattern : public Pattern {
       rw.replaceAllUsesWith(n->output(i), outs[i]);
     }
     // No event: a decomposition is not a fusion; the fused op made of it reports its nodes.
-    TSFUSE_LOG(pass, debug, "decompose: ", describeNode(n), " into the ATen calls its kernel makes");
+    TSFUSE_LOG(pass, debug, "decompose: ", describeNode(n),
+               d->guard ? " into its decomposition, guarded by " : " into the ATen calls its kernel makes",
+               d->guard ? d->guard : "");
     rw.erase(n);
     return true;
   }

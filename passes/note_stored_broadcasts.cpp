@@ -18,6 +18,7 @@
 
 #include "passes/analysis/broadcast_probe.h"
 #include "passes/analysis/op_table.h"
+#include "passes/analysis/shape_facts.h"
 #include "passes/framework/driver.h"
 
 #include "kernels/runtime/full_slice.h"
@@ -31,10 +32,6 @@ namespace tsfuse {
 namespace {
 
 using torch::jit::Value;
-
-bool isExpand(const Node* n) {
-  return n->kind() == c10::aten::expand || n->kind() == c10::aten::expand_as || n->kind() == c10::aten::broadcast_to;
-}
 
 // Views that keep an expanded axis expanded (a copy after them still copies the broadcast).
 bool keepsExpansion(const Node* n) {

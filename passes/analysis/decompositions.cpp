@@ -1,6 +1,7 @@
 #include "passes/analysis/decompositions.h"
 
 #include "kernels/runtime/product_sums.h"
+#include "passes/analysis/shape_facts.h"
 
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/ir/irparser.h>
@@ -31,10 +32,8 @@ bool always(Node*, std::string*) { return true; }
 
 // An operand is an expanded view, which matmul copies whole before its batched product.
 bool expandedOperand(Node* n, std::string*) {
-  for (torch::jit::Value* v : n->inputs()) {
-    const c10::Symbol k = v->node()->kind();
-    if (k == c10::aten::expand || k == c10::aten::expand_as || k == c10::aten::broadcast_to) return true;
-  }
+  for (torch::jit::Value* v : n->inputs())
+    if (isExpand(v->node())) return true;
   return false;  // no candidate: the matmul copies nothing
 }
 

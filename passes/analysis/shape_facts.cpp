@@ -238,6 +238,10 @@ bool isWhereScalarSelf(Node* n) {
   return s && s->overload_name() == "ScalarSelf";
 }
 
+bool isExpand(const Node* n) {
+  return n->kind() == c10::aten::expand || n->kind() == c10::aten::expand_as || n->kind() == c10::aten::broadcast_to;
+}
+
 bool provablyBool(Value* v) { return boolAt(v, 0); }
 
 bool provablySameLayout(Value* v, Value* x) { return leavesWithin(v, layoutTwins(x, 0), 0); }

@@ -15,6 +15,9 @@ bool isMinMaxDim(torch::jit::Node* n);
 // aten::where(condition, <number>, other)
 bool isWhereScalarSelf(torch::jit::Node* n);
 
+// aten::expand, expand_as or broadcast_to: a view whose broadcast dims a copy of it materialises.
+bool isExpand(const torch::jit::Node* n);
+
 // `v` is a bool tensor for every input: a comparison or logical op, a cast to bool, &, |, ^, ~ of
 // such values, or a view or copy of one.
 bool provablyBool(torch::jit::Value* v);
