@@ -234,33 +234,20 @@ class OperandForms:
               and (tuple(w.t.shape) == shape if shape else w.t.shape[1] == u.t.shape[0])]
         # else the Gram form, u against itself
         w = self.rng.choice(ws) if ws else u if shape else Val(f"{u.name}.t()", u.t.t(), 0.0)
-        r = self.fresh()
         sizes = f"{w.name}.size(0), {u.name}.size(0), {u.name}.size(1)"
-        line = {"row": f"{r} = ({w.name}[:, None, :] @ {u.name}[None].expand({sizes})).squeeze(1)",
-                "column": f"{r} = ({u.name}[None].expand({sizes}).transpose(1, 2) @ {w.name}[:, :, None]).squeeze(-1)",
-                "copied": f"{r} = ({w.name}.t()[:, None, None, :] @ {u.name}.t()[:, None, :, None].expand("
+        expr = {"row": f"({w.name}[:, None, :] @ {u.name}[None].expand({sizes})).squeeze(1)",
+                "column": f"({u.name}[None].expand({sizes}).transpose(1, 2) @ {w.name}[:, :, None]).squeeze(-1)",
+                "copied": f"({w.name}.t()[:, None, None, :] @ {u.name}.t()[:, None, :, None].expand("
                           f"{u.name}.size(1), 2, {u.name}.size(0), 3)).squeeze(2)"}[kind]
-        try:
-            exec(line, {"torch": torch}, self.env)
-        except Exception:  # noqa: BLE001 - eager rejects it: two dtypes
-            self.env.pop(r, None)
-            if self.rng.random() < 0.2:
-                self.lines.append(line)
-                self.error_out = Val(r, None)
-                self.forms.update({"matvec", "error"})
-                self.expect_error = True
-                raise StopProgram()
-            return None
-        out = self.env[r]
-        # a sum of N products in another order than the BLAS's: a rounding unit per term of sum |w||u|
-        wa, ua = w.t.detach().double().abs(), u.t.detach().double().abs()
-        terms = (wa * ua).sum(0) if kind == "copied" else wa @ ua
-        err = (u.t.shape[0] + 4) * ULP[out.dtype] * _finite_max(terms)
-        self.lines.append(line)
-        self.forms.add("matvec")
-        v = Val(r, out, err)
-        self.vals.append(v)
-        return v
+
+        def err(out):
+            # a sum of N products in another order than the BLAS's: a rounding unit per term of sum |w||u|
+            wa, ua = w.t.detach().double().abs(), u.t.detach().double().abs()
+            terms = (wa * ua).sum(0) if kind == "copied" else wa @ ua
+            return (u.t.shape[0] + 4) * ULP[out.dtype] * _finite_max(terms)
+
+        # (eager rejects operands of two dtypes)
+        return self.emit(expr, "matvec", err, keep_error_p=0.2)
 
     def stack_reduce_form(self, v=None):
         """torch.stack([v, v - w, ...], d).amin(d), or a cat of the pieces unsqueezed at d: a min
