@@ -18,11 +18,11 @@ KNOWN_DIVERGENCES = {
     # Gradient mode (grad.py). Eager's backward fails when an in-place op overwrote a value its
     # autograd graph saved (x = a.exp(); x.add_(1)); a fused op that absorbed the in-place op saved
     # its operands only, so its backward runs. Classified only when the optimized program's
-    # forward and gradients equal eager's run under allow_mutation_on_saved_tensors (the backward
-    # of the values as they were saved).
+    # forward and gradients equal eager's run with the saved values kept as saved (grad.py: cloned
+    # when saved, else allow_mutation_on_saved_tensors).
     "inplace_saved_tensor": "eager's backward fails (a saved value, or the base of a split/chunk/unbind view, was "
-                            "overwritten in place); the fused program's gradients equal eager's under "
-                            "allow_mutation_on_saved_tensors",
+                            "overwritten in place); the fused program's gradients equal eager's with the saved "
+                            "values kept as saved",
     # Gradient mode. A fused op's output requires grad when any operand does, also when the
     # operand reaches it through comparisons or a creation alone (`(x > 0).float()`, ones_like(x)),
     # where eager's output does not. Classified only when the gradient through those outputs is

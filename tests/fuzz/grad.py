@@ -42,8 +42,13 @@ Comparison (`compare_grad`), in this order:
     masks included, where eager's graph may have none. Counted: `grad_none_vs_zeros`. None on
     one side and a non-zero gradient on the other is a mismatch.
 When eager's backward fails because an in-place op overwrote a value it saved and the optimized
-program's does not (it absorbed the in-place op), eager is rerun under
-allow_mutation_on_saved_tensors and compared as above (known divergence inplace_saved_tensor).
+program's does not (it absorbed the in-place op), eager is rerun with every saved value cloned
+when autograd saves it (saved_tensors_hooks: the backward reads the values as they were saved,
+through autograd's ordinary formulas), or, where that still fails (the base of a split view was
+written), under allow_mutation_on_saved_tensors, and compared as above (known divergence
+inplace_saved_tensor). The clone comes first because allow_mutation_on_saved_tensors changes
+formulas: prod's backward takes its tensor-subclass path there (products of the other elements,
+not result / input), whose NaNs and infinities differ from eager's ordinary run.
 Mismatches of gradient runs are triaged as output mismatches are (run.py: the same run with
 TSFUSE_DISABLE=1 in a fresh process; identical there = TorchScript's own divergence).
 """
@@ -87,18 +92,31 @@ def _detach(x):
     return x.detach() if isinstance(x, torch.Tensor) else x
 
 
-def run_once(program, fn, needs=None, mutation_ok=False):
+# How a run treats in-place writes to values autograd saved: None (eager's own check fails the
+# backward), "clone" (saved values are cloned when saved), "allow" (allow_mutation_on_saved_tensors).
+MUTATION_MODES = ("clone", "allow")
+
+
+def saved_values(mode):
+    """The context a run with mutation mode `mode` runs under."""
+    if mode == "clone":
+        return torch.autograd.graph.saved_tensors_hooks(lambda t: t.clone(), lambda t: t)
+    if mode == "allow":
+        return torch.autograd.graph.allow_mutation_on_saved_tensors()
+    return contextlib.nullcontext()
+
+
+def run_once(program, fn, needs=None, mutation=None):
     """One gradient run of fn (module docstring). With `needs` (eager's), the gradients are those
-    of the outputs eager's run needs; outputs requiring grad here only give `extra`. mutation_ok:
-    under allow_mutation_on_saved_tensors (in-place writes to saved values do not fail the
-    backward, which then reads the values as they were saved)."""
+    of the outputs eager's run needs; outputs requiring grad here only give `extra`. mutation:
+    a MUTATION_MODES entry under which in-place writes to saved values do not fail the backward,
+    which then reads the values as they were saved."""
     leaves = leaves_of(program)
     args = program.make_inputs()
     for i in leaves:
         args[i].requires_grad_()
     res = GradResult()
-    ctx = torch.autograd.graph.allow_mutation_on_saved_tensors() if mutation_ok else contextlib.nullcontext()
-    with ctx:
+    with saved_values(mutation):
         try:
             out = fn(*args)
         except Exception as exc:  # noqa: BLE001 - any error is a result to compare
@@ -128,14 +146,14 @@ def run_once(program, fn, needs=None, mutation_ok=False):
     return res
 
 
-def run_grad(program, fn, calls=1, needs=None, mutation_ok=False):
+def run_grad(program, fn, calls=1, needs=None, mutation=None):
     """`calls` gradient runs (fresh inputs each); the last one's result."""
     for _ in range(calls):
-        res = run_once(program, fn, needs, mutation_ok)
+        res = run_once(program, fn, needs, mutation)
     return res
 
 
-def bound_for(program, eager_fn, eager, mutation_ok=False):
+def bound_for(program, eager_fn, eager, mutation=None):
     """grad_bound.bounds for eager's gradient run `eager` (a GradResult): (a list per leaf, None)
     or (None, why) when there is no bound (an unknown op, or the rerun failed)."""
     leaves = leaves_of(program)
@@ -143,9 +161,8 @@ def bound_for(program, eager_fn, eager, mutation_ok=False):
     for i in leaves:
         args[i].requires_grad_()
     inc = {k: incoming(program, k, eager.outputs[k]) for k, n in enumerate(eager.needs) if n}
-    ctx = torch.autograd.graph.allow_mutation_on_saved_tensors() if mutation_ok else contextlib.nullcontext()
     try:
-        with ctx:
+        with saved_values(mutation):
             return grad_bound.bounds(eager_fn, args, leaves, inc), None
     except grad_bound.UnknownOp as exc:
         return None, f"unknown op {exc}"
@@ -298,14 +315,16 @@ def check(program, eager_fn, fn, stats=None):
     eager the run compared."""
     eager = run_grad(program, eager_fn)
     opt = run_grad(program, fn, CALLS, eager.needs)
-    known, mutation = [], False
+    known, mutation = [], None
     if (eager.error is not None and eager.stage == "backward" and opt.error is None
             and any(m in str(eager.error) for m in INPLACE_BACKWARD_ERRORS)):
         # Eager's backward reads a value an in-place op overwrote after it was saved; a fused op
         # that absorbed the in-place op saved no such value. Compare with eager's gradient of the
-        # values as they were saved.
-        mutation = True
-        eager = run_grad(program, eager_fn, 1, None, mutation)
+        # values as they were saved (the first mode whose backward runs).
+        for mutation in MUTATION_MODES:
+            eager = run_grad(program, eager_fn, 1, None, mutation)
+            if eager.error is None:
+                break
         known.append("inplace_saved_tensor")
     problem, known = compare_grad(program, eager, opt, lambda: bound_for(program, eager_fn, eager, mutation),
                                   stats, known)

@@ -144,3 +144,35 @@ def test_generated_layouts():
     assert gen.make_input((3, 4), torch.int64, "strided").stride() == (8, 2)
     assert gen.make_input((3, 4), torch.bool, "expanded").stride()[0] == 0
     assert gen.make_input((0, 4), torch.float16, "strided").shape == (0, 4)
+
+
+def test_inplace_saved_tensor_reference_keeps_eagers_formulas():
+    # Seed 8135, program 6060 (gradient mode): prod's input is divided in place after the prod, so
+    # eager's own backward fails and the harness reruns eager with the saved values kept as saved.
+    # Under allow_mutation_on_saved_tensors prod's backward took another formula (finite where
+    # eager's ordinary result / input is inf / inf); the clone mode must give the gradient of the
+    # program written without the in-place op, bit for bit (NaNs included).
+    import grad
+
+    x = torch.tensor([[float("-inf"), 2.0, float("nan")], [1.5, 0.25, 3.0]], dtype=torch.float64)
+
+    def inplace(a):
+        y = a * 1
+        p = y.prod(0)
+        y.div_(2)
+        return p.clamp(-0.5, 0.5), y
+
+    def functional(a):
+        y = a * 1
+        return y.prod(0).clamp(-0.5, 0.5), y / 2
+
+    def grads(fn, mode):
+        a = x.clone().requires_grad_()
+        with grad.saved_values(mode):
+            out = fn(a)
+            return torch.autograd.grad(out, a, [torch.ones_like(o) for o in out])[0]
+
+    want = grads(functional, None)
+    got = grads(inplace, "clone")
+    assert bool(want[0, 0].isnan())
+    assert torch.equal(want.isnan(), got.isnan()) and torch.equal(want.nan_to_num(), got.nan_to_num())
