@@ -74,6 +74,52 @@ TEST(VmlRoutines, EagersBitsOnEveryTileLengthAndOffset) {
   EXPECT_FALSE(tsfuse::cpu::vmlRoutine(Op::Add, at::kFloat));
 }
 
+// exp answers the arguments whose result is not a normal number without MKL's slow path for
+// them: eager's bits for every float whose exp is subnormal, for 2^20 floats from the +0
+// boundary down, for a sample of the rest down to -inf, for doubles around their boundary, in
+// blocks that mix the three kinds (zero, subnormal, normal results) at every offset, in place and
+// out of place.
+TEST(VmlRoutines, ExpOfUnderflowingArgumentsIsEagers) {
+  if (!at::hasMKL()) GTEST_SKIP() << "no MKL";
+  // consecutive values of a dtype: `count` of them from `from` towards -inf
+  auto run = [](double from, int64_t count, at::ScalarType dt) {
+    at::Tensor first = at::full({1}, from, at::kDouble).to(dt), steps = at::arange(count, at::kLong);
+    return dt == at::kFloat ? (first.view(at::kInt).to(at::kLong) + steps).to(at::kInt).view(at::kFloat)
+                            : (first.view(at::kLong) + steps).view(at::kDouble);
+  };
+  for (at::ScalarType dt : {at::kFloat, at::kDouble}) {
+    SCOPED_TRACE(c10::toString(dt));
+    tsfuse::cpu::VmlRoutine r = tsfuse::cpu::vmlRoutine(Op::Exp, dt);
+    ASSERT_TRUE(r);
+    const bool f = dt == at::kFloat;
+    // the smallest arguments whose exp is not +0 and, in float, is normal (MKL's, correctly rounded)
+    const double zero = f ? -103.97207641601562 : -745.1332191019411, normal = -87.33654022216797;
+    const at::Tensor subnormal = f ? run(normal, 2180454, dt).slice(0, 1) : at::empty({0}, dt);
+    ASSERT_TRUE(!f || subnormal[-1].item<double>() == zero);
+    const at::Tensor below = run(zero, f ? (int64_t{1} << 20) : 4096, dt), dense = at::cat({subnormal, below});
+    EXPECT_TRUE(!f || (at::exp(subnormal) > 0).all().item<bool>() &&
+                          (at::exp(subnormal) < std::numeric_limits<float>::min()).all().item<bool>());
+    EXPECT_EQ(at::exp(below.slice(0, 1)).count_nonzero().item<int64_t>(), 0) << "the +0 boundary is MKL's";
+    EXPECT_NE(at::exp(below[0]).item<double>(), 0.0);
+    at::Generator g = at::make_generator<at::CPUGeneratorImpl>(5);
+    const double inf = std::numeric_limits<double>::infinity();
+    at::Tensor rest = at::cat({-at::exp(at::rand({50000}, g, at::kDouble) * (dt == at::kFloat ? 88 : 709)),
+                               at::rand({5000}, g, at::kDouble) * 40 - 130, at::tensor({-inf, 0.0, -0.0}, at::kDouble)})
+                          .to(dt);
+    at::Tensor x = at::cat({dense, rest});
+    x = x.index_select(0, at::randperm(x.numel(), g, at::kLong));  // blocks mixing all three kinds
+    const at::Tensor want = at::exp(x);
+    for (int64_t offset : {0, 1, 5}) {
+      at::Tensor in = x.slice(0, offset), out = at::empty_like(in);
+      r(in.numel(), in.const_data_ptr(), out.data_ptr());
+      EXPECT_TRUE(sameBits(want.slice(0, offset), out)) << "offset " << offset;
+    }
+    at::Tensor ordered = at::cat({dense, rest}), inPlace = ordered.clone();  // long runs of one kind
+    r(inPlace.numel(), inPlace.const_data_ptr(), inPlace.data_ptr());
+    EXPECT_TRUE(sameBits(at::exp(ordered), inPlace));
+  }
+}
+
 // Each call runs MKL on the calling thread alone (MKL_Set_Num_Threads_Local(1), so that a tile
 // inside a parallel region does not open a nested one) and then gives the thread back its own
 // setting: MKL's later work on this thread (a matmul) keeps its threads.

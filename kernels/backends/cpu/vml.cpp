@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <mutex>
 #include <string>
 
@@ -19,6 +20,20 @@ namespace {
 
 // The mode ATen passes: VML_HA | VML_FTZDAZ_OFF | VML_ERRMODE_IGNORE (mkl_vml_defines.h).
 constexpr int64_t kAtenMode = 0x2 | 0x140000 | 0x100;
+
+// The smallest argument whose exp is not +0 (ln 2^-150 in float, ln 2^-1075 in double: the
+// correctly rounded boundary, where MKL's exp has it; the probes check both sides).
+template <typename T>
+constexpr T kExpZeroBelow = 0;
+template <>
+constexpr float kExpZeroBelow<float> = -0x1.9fe368p+6f;
+template <>
+constexpr double kExpZeroBelow<double> = -0x1.74910d52d3051p+9;
+// The smallest float argument whose exp is a normal number (MKL's, and the correctly rounded one).
+template <typename T>
+constexpr T kExpNormalFrom = kExpZeroBelow<T>;
+template <>
+constexpr float kExpNormalFrom<float> = -0x1.5d589ep+6f;
 
 struct Entry {
   Op op;
@@ -54,7 +69,14 @@ at::Tensor probes(c10::ScalarType t) {
       at::tensor({0.0,     -0.0,   inf,    -inf,   nan,     1e-45, -1e-45, 1e-38, 1e-310, 88.72, 88.73,
                   -103.97, -87.34, 709.78, 709.79, -745.13, 1.0,   2.0,    42.0,  0.5,    1e30,  -1e30},
                  at::kDouble);
-  return at::cat({spread, special}).to(t).contiguous();
+  // exp's +0 boundary (callMklExp) and its neighbours, interleaved with values MKL computes.
+  const bool dbl = t == c10::ScalarType::Double;
+  const double zeroBelow = dbl ? kExpZeroBelow<double> : kExpZeroBelow<float>;
+  at::Tensor edge = at::full({64}, zeroBelow, at::kDouble).to(t);
+  for (int64_t i = 1; i < 64; ++i) edge[i] = at::nextafter(edge[i - 1], at::full({}, -1e300, at::kDouble).to(t));
+  edge = at::stack({edge, at::full({64}, 0.5, t), -edge.flip(0)}, 1).flatten();
+  return at::cat({spread.to(t), special.to(t), edge, -at::exp(at::linspace(-3, 30, 700, at::kDouble)).to(t)})
+      .contiguous();
 }
 
 // The row of a routine table for `op`, or -1.
@@ -112,7 +134,128 @@ void callMkl(const void* fn, double, int64_t n, const void* in, void* out) {
   if (setLocal) setLocal(previous);
 }
 
-VmlRoutine mklRoutine(FortranVml f, bool dbl) {
+// MKL's exp takes its slow path for every argument whose result is not a normal number: 13x a
+// normal argument's time where the result is +0, 40x where it is subnormal (a Gaussian kernel's
+// far pairs). Below kExpZeroBelow the result is +0 without the call. In float, a subnormal
+// result is MKL's double exp of the argument rounded to float (the same bits on every float of
+// that band: tests/ops/vml_test.cpp), on MKL's fast double path. A block of arguments where a
+// sample finds such arguments is classified in full; its other arguments go to MKL in one call,
+// the replaced ones as 0 (its fast path) and overwritten after it. Other blocks go to MKL as they
+// are, in runs of a few blocks.
+FortranVml mklDoubleExp() {
+  static const auto fn = torchCpu() ? reinterpret_cast<FortranVml>(dlsym(torchCpu(), "VMDEXP_")) : nullptr;
+  return fn;
+}
+
+// SSE2 lanes of T (the x86-64 baseline): the classification of a block's arguments.
+template <typename T>
+struct Lanes;
+template <>
+struct Lanes<float> {
+  using V = __m128;
+  static constexpr int kN = 4;
+  static V load(const float* p) { return _mm_loadu_ps(p); }
+  static void store(float* p, V v) { _mm_storeu_ps(p, v); }
+  static V set1(float v) { return _mm_set1_ps(v); }
+  static V less(V a, V b) { return _mm_cmplt_ps(a, b); }
+  static V notLess(V a, V b) { return _mm_cmpnlt_ps(a, b); }
+  static V andNot(V m, V v) { return _mm_andnot_ps(m, v); }
+  static V both(V a, V b) { return _mm_and_ps(a, b); }
+  static uint64_t bits(V m) { return static_cast<uint64_t>(_mm_movemask_ps(m)); }
+};
+template <>
+struct Lanes<double> {
+  using V = __m128d;
+  static constexpr int kN = 2;
+  static V load(const double* p) { return _mm_loadu_pd(p); }
+  static void store(double* p, V v) { _mm_storeu_pd(p, v); }
+  static V set1(double v) { return _mm_set1_pd(v); }
+  static V less(V a, V b) { return _mm_cmplt_pd(a, b); }
+  static V notLess(V a, V b) { return _mm_cmpnlt_pd(a, b); }
+  static V andNot(V m, V v) { return _mm_andnot_pd(m, v); }
+  static V both(V a, V b) { return _mm_and_pd(a, b); }
+  static uint64_t bits(V m) { return static_cast<uint64_t>(_mm_movemask_pd(m)); }
+};
+
+// Whether some x[i] (i < k) sampled every kSampleStride-th is below `bound`. A rare argument the
+// sample misses goes to MKL with the others (its slow path, the same bits); the far pairs of a
+// Gaussian kernel come in runs, which the sample finds at an eighth of a full check's loads.
+constexpr int64_t kSampleStride = 8;
+template <typename T>
+bool sampledBelow(const T* x, int64_t k, T bound) {
+  int64_t below = 0;
+  for (int64_t i = 0; i < k; i += kSampleStride) below += x[i] < bound;
+  return below > 0;
+}
+
+template <typename T>
+void callMklExp(const void* fn, double arg, int64_t n, const void* in, void* out) {
+  using L = Lanes<T>;
+  const bool band = std::is_same_v<T, float> && mklDoubleExp();
+  const T rare = band ? kExpNormalFrom<T> : kExpZeroBelow<T>;  // arguments below it skip MKL
+  const auto rareV = L::set1(rare), zeroV = L::set1(kExpZeroBelow<T>);
+  const T* a = static_cast<const T*>(in);
+  T* r = static_cast<T*>(out);
+  constexpr int64_t kBlock = 512, kWords = kBlock / 64, kRun = 8 * kBlock;
+  T orig[kBlock], args[kBlock];
+  uint64_t rareBits[kWords], subBits[kWords];  // bit i: argument i skips MKL / has a subnormal result
+  double sub[kBlock];
+  int32_t at[kBlock];
+  VmlSerialScope serial;  // (MKL's thread count set once, not per block)
+  int64_t clean = 0;      // the blocks from `clean` to `start` have no rare argument: one MKL call
+  for (int64_t start = 0; start < n; start += kBlock) {
+    const int64_t k = std::min(kBlock, n - start);
+    const T* x = a + start;
+    T* y = r + start;
+    if (!sampledBelow(x, k, rare)) {
+      if (start + k - clean >= kRun) {  // (its lines are still in cache from the sample)
+        callMkl<T>(fn, arg, start + k - clean, a + clean, r + clean);
+        clean = start + k;
+      }
+      continue;
+    }
+    std::fill(rareBits, rareBits + kWords, 0);
+    std::fill(subBits, subBits + kWords, 0);
+    int64_t i = 0;
+    for (; i + L::kN <= k; i += L::kN) {
+      const auto v = L::load(x + i), lt = L::less(v, rareV);
+      rareBits[i / 64] |= L::bits(lt) << (i % 64);
+      if (band) subBits[i / 64] |= L::bits(L::both(lt, L::notLess(v, zeroV))) << (i % 64);
+    }
+    for (; i < k; ++i) {
+      rareBits[i / 64] |= uint64_t{x[i] < rare} << (i % 64);
+      subBits[i / 64] |= uint64_t{band && x[i] < rare && x[i] >= kExpZeroBelow<T>} << (i % 64);
+    }
+    int64_t rares = 0;
+    for (int64_t w = 0; w < kWords; ++w) rares += __builtin_popcountll(rareBits[w]);
+    if (clean < start) callMkl<T>(fn, arg, start - clean, a + clean, r + clean);
+    clean = start + k;
+    for (i = 0; i < k; ++i) {  // (in and out may be one buffer: keep the arguments)
+      orig[i] = x[i];
+      args[i] = x[i] < rare ? T(0) : x[i];
+    }
+    if (rares < k) callMkl<T>(fn, arg, k, args, y);
+    int64_t count = 0;
+    for (int64_t w = 0; w < kWords; ++w) {
+      for (uint64_t bitsLeft = rareBits[w]; bitsLeft != 0; bitsLeft &= bitsLeft - 1)
+        y[w * 64 + __builtin_ctzll(bitsLeft)] = T(0);
+      for (uint64_t bitsLeft = subBits[w]; bitsLeft != 0; bitsLeft &= bitsLeft - 1) {
+        const int32_t j = static_cast<int32_t>(w * 64 + __builtin_ctzll(bitsLeft));
+        sub[count] = static_cast<double>(orig[j]);
+        at[count++] = j;
+      }
+    }
+    if (count == 0) continue;
+    // A float subnormal: MKL's double exp rounded to float.
+    callMkl<double>(reinterpret_cast<const void*>(mklDoubleExp()), 0.0, count, sub, sub);
+    for (int64_t j = 0; j < count; ++j) y[at[j]] = static_cast<T>(sub[j]);
+  }
+  if (clean < n) callMkl<T>(fn, arg, n - clean, a + clean, r + clean);
+}
+
+VmlRoutine mklRoutine(Op op, FortranVml f, bool dbl) {
+  if (op == Op::Exp)
+    return VmlRoutine(dbl ? &callMklExp<double> : &callMklExp<float>, reinterpret_cast<const void*>(f));
   return VmlRoutine(dbl ? &callMkl<double> : &callMkl<float>, reinterpret_cast<const void*>(f));
 }
 
@@ -267,7 +410,7 @@ VmlRoutine vmlRoutine(Op op, c10::ScalarType t) {
       return;
     }
     at::Tensor x = probes(t), got = at::empty_like(x);
-    mklRoutine(f, dbl)(x.numel(), x.const_data_ptr(), got.data_ptr());
+    mklRoutine(op, f, dbl)(x.numel(), x.const_data_ptr(), got.data_ptr());
     if (!sameBits(atenOf(op, x), got)) {
       TSFUSE_LOG(kernel, info, name, " differs from ATen's ", opName(op), ": ", opName(op),
                  " runs through ATen on tiles");
@@ -275,7 +418,7 @@ VmlRoutine vmlRoutine(Op op, c10::ScalarType t) {
     }
     fns[index][dbl] = f;
   });
-  return mklRoutine(fns[index][dbl], dbl);
+  return mklRoutine(op, fns[index][dbl], dbl);
 }
 
 namespace {
