@@ -49,11 +49,10 @@ class DecomposePattern : public Pattern {
   DecomposePattern() : Pattern("decompose", WalkOrder::Forward, NestedBlocks::AtOwner) {}
 
   bool matchAndRewrite(Node* n, Rewriter& rw) override {
-    const Decomposition* d = decompositionOf(n);
-    if (!d || keptByGuard(n, d)) return false;
     std::string why;
-    if (!d->applies(n, &why))
-      return why.empty() ? false : rw.notifyMatchFailure({n}, describeNode(n) + " kept whole: " + why);
+    const Decomposition* d = decompositionOf(n, &why);
+    if (!d) return why.empty() ? false : rw.notifyMatchFailure({n}, describeNode(n) + " kept whole: " + why);
+    if (keptByGuard(n, d)) return false;
     torch::jit::Graph& g = rw.graph();
     torch::jit::WithInsertPoint at(n);
     std::vector<torch::jit::Value*> outs;

@@ -327,7 +327,8 @@ ENTRIES: List[Entry] = [
            "one pairwise op over the matmul's output"),
     _entry("pot.dist(euclidean, self)", POT, library_function("ot", "dist", metric="euclidean"),
            lambda size, g: EMB(size, g)[:1], "trace", {"pairwise": 1},
-           "as pot.dist, then sqrt and the zeroed diagonal c * (1 - eye) in the same pairwise op"),
+           "as pot.dist, then sqrt and the zeroed diagonal c * (1 - eye) in the same pairwise op, eye as "
+           "the comparison of two aranges"),
     _entry("pot.dist(cityblock)", POT, library_function("ot", "dist", metric="cityblock", use_tensor=True), EMB,
            "trace", {"reduce": 1},
            "|x1[:, None] - x2[None]|.sum(2) over [N, M, D] is one reduce"),

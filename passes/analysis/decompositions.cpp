@@ -1,12 +1,15 @@
 #include "passes/analysis/decompositions.h"
 
 #include "kernels/runtime/product_sums.h"
+#include "passes/analysis/op_table.h"
 #include "passes/analysis/shape_facts.h"
+#include "passes/analysis/symbolic_shapes.h"
 
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/ir/irparser.h>
 
 #include <cmath>
+#include <string>
 
 namespace tsfuse {
 namespace {
@@ -35,6 +38,59 @@ bool expandedOperand(Node* n, std::string*) {
   for (torch::jit::Value* v : n->inputs())
     if (isExpand(v->node())) return true;
   return false;  // no candidate: the matmul copies nothing
+}
+
+// eye(n[, m], dtype, layout, device, pin_memory) as the comparison of two index vectors: a value
+// its elementwise readers fuse (a [n, m] mask over two aranges), never stored. The sizes must be
+// non-negative (eye's error for a negative one is not arange's), the layout strided and memory
+// unpinned; `given`: the dtype is a constant (else None: the default dtype, as mask * 1.0 has it).
+bool eyeApplies(Node* n, std::string* why, bool given) {
+  auto say = [why](const char* what) {
+    if (why) *why = what;
+    return false;
+  };
+  const bool m = n->inputs().size() == 6;
+  if (!symbolicSize(n->input(0)) || (m && !symbolicSize(n->input(1))))
+    return say("a size is not known to be >= 0 (eye's error for a negative size is its own)");
+  torch::jit::Value* dtype = n->namedInput("dtype");
+  if (given != !dtype->mustBeNone()) return false;  // the other entry's
+  if (given && !torch::jit::constant_as<int64_t>(dtype)) return say("the dtype is not a constant");
+  std::optional<c10::IValue> layout = torch::jit::toIValue(n->namedInput("layout")),
+                             pin = torch::jit::toIValue(n->namedInput("pin_memory"));
+  if (!layout || !(layout->isNone() || (layout->isInt() && layout->toInt() == 0)))
+    return say("its layout is not strided");
+  if (!pin || !(pin->isNone() || (pin->isBool() && !pin->toBool()))) return say("it pins memory");
+  for (const torch::jit::Use& u : n->output()->uses()) {
+    ElementwiseMatch em;
+    if (!matchElementwise(u.user, em, nullptr)) return false;  // no candidate: a fill costs less than a compare
+  }
+  return true;
+}
+bool eyeDefaultDtype(Node* n, std::string* why) { return eyeApplies(n, why, false); }
+bool eyeGivenDtype(Node* n, std::string* why) { return eyeApplies(n, why, true); }
+
+// The graph of eye (columns: eye.m's m, else n) with its dtype None or given.
+std::string eyeIR(bool m, bool given) {
+  const std::string params = m ? "%n : int, %m : int" : "%n : int";
+  const std::string columns = m ? "%m" : "%n";
+  return "graph(" + params + (given ? ", %dtype : int" : ", %dtype : NoneType") +
+         R"IR(, %layout : int?, %device : Device?, %pin : bool?):
+  %long : int = prim::Constant[value=4]()
+  %none : NoneType = prim::Constant()
+  %zero : int = prim::Constant[value=0]()
+  %one : int = prim::Constant[value=1]()
+  %false : bool = prim::Constant[value=0]()
+  %unit : float = prim::Constant[value=1.]()
+  %r : Tensor = aten::arange(%n, %long, %none, %device, %none)
+  %c : Tensor = aten::arange()IR" +
+         columns + R"IR(, %long, %none, %device, %none)
+  %rows : Tensor = aten::unsqueeze(%r, %one)
+  %cols : Tensor = aten::unsqueeze(%c, %zero)
+  %mask : Tensor = aten::eq(%rows, %cols)
+)IR" +
+         (given ? "  %out : Tensor = aten::to(%mask, %dtype, %false, %false, %none)\n"
+                : "  %out : Tensor = aten::mul(%mask, %unit)\n") +
+         "  return (%out)\n";
 }
 
 struct Entry {
@@ -95,19 +151,35 @@ graph(%self : Tensor, %other : Tensor):
 const std::vector<Decomposition>& decompositions() {
   static const std::vector<Decomposition> table = [] {
     std::vector<Decomposition> out;
-    for (const Entry& e : kEntries) {
+    auto add = [&](const char* schema, bool (*applies)(Node*, std::string*), const char* guard, const std::string& ir) {
       auto g = std::make_shared<torch::jit::Graph>();
-      torch::jit::parseIR(e.ir, g.get());
-      out.push_back({e.schema, e.applies, e.guard, std::move(g)});
+      torch::jit::parseIR(ir, g.get());
+      out.push_back({schema, applies, guard, std::move(g)});
+    };
+    for (const Entry& e : kEntries) add(e.schema, e.applies, e.guard, e.ir);
+    const char* eye[] = {
+        "aten::eye(SymInt n, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
+        "bool? pin_memory=None) -> Tensor",
+        "aten::eye.m(SymInt n, SymInt m, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
+        "bool? pin_memory=None) -> Tensor"};
+    for (bool m : {false, true}) {
+      add(eye[m], eyeDefaultDtype, nullptr, eyeIR(m, false));
+      add(eye[m], eyeGivenDtype, nullptr, eyeIR(m, true));
     }
     return out;
   }();
   return table;
 }
 
-const Decomposition* decompositionOf(Node* n) {
-  for (const Decomposition& d : decompositions())
-    if (n->matches(d.schema)) return &d;
+const Decomposition* decompositionOf(Node* n, std::string* why) {
+  bool first = true;
+  for (const Decomposition& d : decompositions()) {
+    if (!n->matches(d.schema)) continue;
+    std::string reason;
+    if (d.applies(n, &reason)) return &d;
+    if (first && why) *why = reason;
+    first = first && reason.empty();
+  }
   return nullptr;
 }
 

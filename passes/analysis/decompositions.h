@@ -1,7 +1,8 @@
 // The decomposition table: composite ATen ops written as primitives the fusion passes fuse. One
-// entry per op: its schema, the condition under which the decomposition applies, an optional run
-// time guard, and the graph that computes it. An unguarded entry is the ATen calls the op's own
-// kernel makes (results, dtypes and errors: checked against ATen by tests/ir/decompose_test.cpp);
+// entry per op and case: its schema, the condition under which the decomposition applies, an
+// optional run time guard, and the graph that computes it. An unguarded entry is the ATen calls
+// the op's own kernel makes, or (a factory: eye) ops whose values are its values exactly (results,
+// dtypes and errors: checked against ATen by tests/ir/decompose_test.cpp);
 // a guarded one is the op only where its guard holds, and the graph keeps the op for the inputs
 // where it does not. passes/decompose.cpp applies it.
 #pragma once
@@ -28,7 +29,8 @@ struct Decomposition {
 // Every entry, parsed once.
 const std::vector<Decomposition>& decompositions();
 
-// The entry for `n`'s schema, if any.
-const Decomposition* decompositionOf(torch::jit::Node* n);
+// The first entry for `n`'s schema that applies to it, if any; else nullptr, and in *why the
+// first reason an entry gave (empty where `n` is no candidate).
+const Decomposition* decompositionOf(torch::jit::Node* n, std::string* why = nullptr);
 
 }  // namespace tsfuse
