@@ -82,3 +82,30 @@ def p2382(x0: Tensor):
             got = cu.p2382(x0)
     assert "tsfuse::reduce" in str(torch.jit.last_executed_optimized_graph())
     assert got.dtype == want.dtype == torch.float32 and torch.equal(got, want)
+
+
+def test_pow_exponent_gradient_takes_an_integer_bases_log_in_the_results_dtype(tsfuse_lib):
+    # Fuzzer seed 8137, program 9302 (gradient mode): pow(int64 base, float64 exponent). Eager's
+    # pow_backward_exponent converts the base to the promoted dtype before its log; the fused
+    # backward took the log of the int64 base in the default float32 (a 3e-9 relative error).
+    src = '''
+def p9302(x1: Tensor):
+    v3 = x1.unsqueeze(0).to(torch.int64)
+    return torch.pow(v3, x1) * 1.0
+'''
+    cu = torch.jit.CompilationUnit(src)
+    scope = {"torch": torch, "Tensor": torch.Tensor}
+    exec(src, scope)
+
+    base = torch.rand(3, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(9302)) * 6 + 0.5
+
+    def grad(fn):
+        x = base.clone().requires_grad_()
+        out = fn(x)
+        return torch.autograd.grad(out, x, torch.ones_like(out))[0]
+
+    want = grad(scope["p9302"])
+    for _ in range(2):
+        got = grad(cu.p9302)
+    assert "tsfuse::" in str(torch.jit.last_executed_optimized_graph())
+    torch.testing.assert_close(got, want, rtol=1e-13, atol=0)
