@@ -16,9 +16,9 @@ namespace tsfuse {
 
 namespace {
 
-// The region grown from root. duplicate: a producer whose value others read too joins where
-// every reader is fusible and the op cheap (it is then recomputed here, not read stored).
-Region grow(Node* root, bool duplicate) {
+// The region grown from root. A producer whose value others read too joins where every reader is
+// fusible and the op cheap (it is then recomputed here, not read stored), unless it is `stored`.
+Region grow(Node* root, const std::unordered_set<Node*>& stored) {
   std::unordered_map<Node*, ElementwiseMatch> in;
   ElementwiseMatch m;
   std::string why;
@@ -48,7 +48,7 @@ Region grow(Node* root, bool duplicate) {
         }
         bool usedOutside = false;
         for (const auto& use : a.tensor->uses()) usedOutside |= !in.count(use.user);
-        if (usedOutside && duplicate && cheapToRecompute(pm.op) && fusibleReaders(a.tensor) && broadcasts(p)) {
+        if (usedOutside && !stored.count(p) && cheapToRecompute(pm.op) && fusibleReaders(a.tensor) && broadcasts(p)) {
           shared.push_back(p);
         } else if (usedOutside) {
           r.boundary.push_back("%" + a.tensor->debugName() + " (" + describeNode(p) +
@@ -77,11 +77,11 @@ Region grow(Node* root, bool duplicate) {
   return grown;
 }
 
-// The nodes a region leaves in the graph for other readers: those it recomputes and, within the
-// region, what they read.
-std::vector<Node*> keptForOthers(const Region& r) {
+// The nodes a region leaves in the graph for the other readers of `shared` (nodes it recomputes):
+// those and, within the region, what they read.
+std::vector<Node*> keptForOthers(const Region& r, const std::vector<Node*>& shared) {
   std::unordered_set<Node*> in(r.nodes.begin(), r.nodes.end()), kept;
-  std::vector<Node*> todo = r.recomputed;
+  std::vector<Node*> todo = shared;
   while (!todo.empty()) {
     Node* n = todo.back();
     todo.pop_back();
@@ -94,10 +94,22 @@ std::vector<Node*> keptForOthers(const Region& r) {
 
 }  // namespace
 
+// Where recomputing every shared value costs too much, the one whose recomputation costs most
+// is read stored instead and the region grown again; the others stay recomputed.
 Region growRegion(Node* root) {
-  Region r = grow(root, /*duplicate=*/true);
-  if (r.recomputed.empty() || cheaplyRecomputed(r, keptForOthers(r))) return r;
-  return grow(root, false);
+  std::unordered_set<Node*> stored;
+  for (;;) {
+    Region r = grow(root, stored);
+    if (r.recomputed.empty() || cheaplyRecomputed(r, keptForOthers(r, r.recomputed))) return r;
+    Node* costliest = nullptr;
+    size_t most = 0;
+    for (Node* p : r.recomputed)
+      if (size_t cost = keptForOthers(r, {p}).size(); !costliest || cost > most) {
+        costliest = p;
+        most = cost;
+      }
+    stored.insert(costliest);
+  }
 }
 
 namespace {

@@ -30,8 +30,8 @@ struct Region {
 // A producer joins when it is elementwise, in root's block, and every use of its value is
 // already in the region; otherwise its value becomes an operand (it is computed anyway) unless
 // it is a cheap broadcast value whose other readers all fuse too: then it is recomputed here
-// rather than stored (Region::recomputed, said in the boundary notes), at most a few ops in all
-// (recompute.h).
+// rather than stored (Region::recomputed, said in the boundary notes), at most a few cheap ops in
+// all (recompute.h): past that, the costliest is read stored and the others still recomputed.
 //
 //   %d = aten::sub(%xu, %yu)                        %d = aten::sub(%xu, %yu)      (for %b's reader)
 //   %a = aten::abs(%d)                  =>          %a = tsfuse::reduce([%xu, %yu], "v1: sub($0, $1); abs(%0)", ...)

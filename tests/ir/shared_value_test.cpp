@@ -1,8 +1,8 @@
 // A cheap broadcast value read by several fusible ops (d = x[:, None] - y[None] summed as |d| and
 // as d * d) is recomputed in each fused op rather than stored: the [N, M] value never exists.
 // Each rewrite says so ("recomputed here rather than stored"). Where a reader does not fuse (the
-// value is returned), the value is costly (exp) or nothing shows that it broadcasts, it stays an
-// operand, as before.
+// value is returned), the value is costly (exp, many ops) or nothing shows that it broadcasts, it
+// stays an operand, as before; the cheap values beside it are still recomputed.
 #include "ir_util.h"
 
 namespace ir_shared_value_test {
@@ -75,6 +75,30 @@ TEST(SharedValueIR, TwoMapsOfOneDifferenceAreTwoOpsWithoutIt) {
   EXPECT_EQ(findNodes(g, "tsfuse::pairwise").size(), 2u) << r.ir;
   EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) { fc.check_not("aten::sub"); }));
   EXPECT_TRUE(sameOutputs(ref, g, vectors(3)));
+}
+
+TEST(SharedValueIR, ACheapSharedValueIsRecomputedBesideACostlyOneStored) {
+  // The product sums read two shared broadcast values: d (a sub) and e (an add over an exp in the
+  // region). Recomputing both means an exp more; e is then read stored and d still recomputed
+  // (triplet losses' label compare beside their stored distances, a sqrt among their ops).
+  auto g = pairwiseGraph(R"IR(
+  %p : Tensor = aten::mul(%xu, %yu)
+  %x1 : Tensor = aten::exp(%p)
+  %e : Tensor = aten::add(%x1, %one, %one)
+  %m : Tensor = aten::mul(%d, %e)
+  %s1 : Tensor = aten::sum(%m, %dims1, %false, %none)
+  %a : Tensor = aten::abs(%d)
+  %s2 : Tensor = aten::sum(%a, %dims1, %false, %none)
+  %n : Tensor = aten::neg(%e)
+  %s3 : Tensor = aten::sum(%n, %dims1, %false, %none)
+  return (%s1, %s2, %s3)
+)IR");
+  auto ref = g->copy();
+  PassRun r = runPipelineOn(g);
+  EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) { fc.check_not("aten::sub"); })) << r.dump();
+  EXPECT_TRUE(anyRewriteSays(r, "(aten::sub) is also read by 1 other fusible op(s): recomputed here")) << r.dump();
+  EXPECT_TRUE(anyRewriteSays(r, "(aten::add) is also used outside the region; it stays an operand")) << r.dump();
+  EXPECT_TRUE(sameOutputs(ref, g, vectors(4)));
 }
 
 TEST(SharedValueIR, NegativeAValueAlsoReturnedIsStored) {
