@@ -88,6 +88,32 @@ bool recordsGradient(const std::shared_ptr<const Expr>& e, at::TensorList operan
   return records.back();
 }
 
+std::vector<bool> reachedByGradient(const std::shared_ptr<const Expr>& e, at::TensorList operands) {
+  const Expr& forward = *e;
+  std::vector<bool> reached(operands.size(), true);
+  if (static_cast<int64_t>(operands.size()) != forward.numInputs) return reached;
+  std::optional<Analysis> a = analyzeCached(e, operands, nullptr);
+  if (!a || forward.instrs.empty()) return reached;  // (the call raises eager's error)
+  std::fill(reached.begin(), reached.end(), false);
+  const size_t m = forward.instrs.size();
+  std::vector<bool> flows(m, false);  // the value's gradient reaches instruction j's value
+  flows[m - 1] = true;
+  for (size_t j = m; j-- > 0;) {
+    const c10::ScalarType t = a->resultType[j];
+    if (!flows[j] || (!c10::isFloatingType(t) && !c10::isComplexType(t))) continue;
+    const Instr& ins = forward.instrs[j];
+    const std::vector<Derivative>& ds = derivatives(ins.op);
+    if (ds.empty() && (opDef(ins.op).rule == LowerRule::Fill || ins.op == Op::Detach)) continue;
+    for (size_t p = 0; p < ins.args.size(); ++p) {
+      if (!ds.empty() && ds[p].kind == Derivative::Kind::None) continue;
+      const Arg& x = ins.args[p];
+      if (x.kind == Arg::Kind::Input && static_cast<size_t>(x.i) < reached.size()) reached[x.i] = true;
+      if (x.kind == Arg::Kind::Value) flows[x.i] = true;
+    }
+  }
+  return reached;
+}
+
 Gradient gradientOf(const Expr& forward, int wrt, at::TensorList operands) {
   Gradient g;
   std::optional<Analysis> a = analyze(forward, operands, nullptr);

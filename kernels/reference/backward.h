@@ -40,6 +40,12 @@ struct Gradient {
 // dtypes or a shape-only reader's (full_like). The gradients may still all be zero.
 bool recordsGradient(const std::shared_ptr<const Expr>& forward, at::TensorList operands);
 
+// Per operand: whether eager's autograd would record an edge from `forward`'s value back to it
+// (the reverse of recordsGradient's paths). An operand without one is read detached, so the
+// fused op's node does not reach autograd nodes eager's graph never visits (their saved values
+// may since have been written in place: eager's backward does not check them, nor may ours).
+std::vector<bool> reachedByGradient(const std::shared_ptr<const Expr>& forward, at::TensorList operands);
+
 // The gradient of `forward`'s value with respect to operand `wrt`, for a call on `operands` (their
 // dtypes and those analysis gives each value decide the casts; their values are not read).
 Gradient gradientOf(const Expr& forward, int wrt, at::TensorList operands);

@@ -297,12 +297,25 @@ at::Tensor atenGradient(const std::function<at::Tensor(at::TensorList)>& referen
 
 }  // namespace grad
 
+// The operands as the fused op's autograd node reads them: those no gradient reaches detached.
+// (Passed to apply as a TensorList: autograd finds the inputs that require grad in that, not in a
+// std::vector.)
+std::vector<at::Tensor> withEdges(const std::shared_ptr<const Expr>& e, at::TensorList operands) {
+  std::vector<at::Tensor> out = operands.vec();
+  const std::vector<bool> reached = reachedByGradient(e, operands);
+  for (size_t i = 0; i < out.size(); ++i)
+    if (!reached[i] && out[i].defined() && out[i].requires_grad()) out[i] = out[i].detach();
+  return out;
+}
+
 at::Tensor pairwiseWithGradient(at::TensorList operands, c10::string_view expr) {
-  if (!outputRequiresGrad(cachedExpr(std::string(expr)), operands)) {
+  const auto e = cachedExpr(std::string(expr));
+  if (!outputRequiresGrad(e, operands)) {
     at::NoGradGuard off;
     return pairwise(operands, std::string(expr));
   }
-  return PairwiseFunction::apply(operands, std::string(expr));
+  const std::vector<at::Tensor> read = withEdges(e, operands);
+  return PairwiseFunction::apply(at::TensorList(read), std::string(expr));
 }
 
 std::optional<at::Tensor> reduceWithGradient(at::TensorList operands, c10::string_view expr, c10::string_view reduction,
@@ -318,7 +331,8 @@ std::optional<at::Tensor> reduceWithGradient(at::TensorList operands, c10::strin
     at::NoGradGuard off;
     return tsfuse::reduce(operands, std::string(expr), std::string(reduction), d, keepdim, std::nullopt);
   }
-  return ReduceFunction::apply(operands, std::string(expr), std::string(reduction), d, keepdim);
+  const std::vector<at::Tensor> read = withEdges(cachedExpr(std::string(expr)), operands);
+  return ReduceFunction::apply(at::TensorList(read), std::string(expr), std::string(reduction), d, keepdim);
 }
 
 }  // namespace tsfuse

@@ -109,3 +109,33 @@ def p9302(x1: Tensor):
         got = grad(cu.p9302)
     assert "tsfuse::" in str(torch.jit.last_executed_optimized_graph())
     torch.testing.assert_close(got, want, rtol=1e-13, atol=0)
+
+
+def test_an_operand_no_gradient_reaches_is_read_detached(tsfuse_lib):
+    # Fuzzer seed 8137, program 7821 (gradient mode): v3, an amax written in place after it, reaches
+    # the output only through a logical_and (a mask). Eager's backward never visits AmaxBackward;
+    # the fused op's node had an edge to v3, so autograd ran it and failed its saved-value version
+    # check. Operands no gradient reaches are now read detached.
+    src = '''
+def p7821(x0: Tensor):
+    v2 = x0[:, 0]
+    v3 = torch.stack([v2, (v2 - v2), v2], 1).amax(1, keepdim=True)
+    v3[v3 == v3] = float("inf")
+    v5 = torch.logical_and(v2, v3)
+    return torch.maximum(v5, v2)
+'''
+    cu = torch.jit.CompilationUnit(src)
+    scope = {"torch": torch, "Tensor": torch.Tensor}
+    exec(src, scope)
+    base = torch.randn(1, 8, generator=torch.Generator().manual_seed(7821))
+
+    def grad(fn):
+        x = base.clone().requires_grad_()
+        out = fn(x)
+        return torch.autograd.grad(out, x, torch.ones_like(out))[0]
+
+    want = grad(scope["p7821"])
+    for _ in range(2):
+        got = grad(cu.p7821)
+    assert "tsfuse::" in str(torch.jit.last_executed_optimized_graph())
+    assert torch.equal(got, want)
