@@ -5,7 +5,7 @@ candidates compare equal, and which zero eager returns depends on its kernel (ve
 the scalar tail, the reduction's order), not on a rule. A mismatch is a tie's consequence when
 every element that differs from eager's changes with the ties' outcomes: `tie_sensitive` reruns
 the program under `ZeroTies` with each op call's ties decided +0.0 or -0.0 (every combination
-over up to MAX_DECIDED_CALLS calls), with and without TorchScript's x + 0 peephole, and compares
+over up to MAX_DECIDED_CALLS calls), with and without TorchScript's rewrites of x + 0 and 0 - x, and compares
 the runs. Non-tie zeros (minimum(-0., 5.)) keep their sign, so a wrong sign there is still a
 mismatch.
 """
@@ -62,8 +62,9 @@ def tie_mask(name, args, kwargs, elementwise=True):
 class ZeroTies(TorchFunctionMode):
     """Decides every signed-zero tie: the k-th op call that has one (in execution order) makes its
     tied zeros -0.0 where decide(k), else +0.0. On CUDA, where eager's elementwise min/max are one
-    formula, only reductions are decided. peephole: x + 0 returns x, as TorchScript's peephole
-    pass rewrites it (so the tie's sign survives it in the optimized program, not in eager)."""
+    formula, only reductions are decided. peephole: x + 0 returns x and 0 - x is neg(x), as
+    TorchScript's optimized graph computes them (so a tie's sign survives them there, not in
+    eager)."""
 
     def __init__(self, decide, peephole=False):
         super().__init__()
@@ -76,6 +77,9 @@ class ZeroTies(TorchFunctionMode):
             x, n = (args[0], args[1]) if isinstance(args[0], torch.Tensor) else (args[1], args[0])
             if isinstance(x, torch.Tensor) and isinstance(n, (int, float)) and n == 0:
                 return x
+        if (self.peephole and name == "__rsub__" and len(args) == 2 and not kwargs and isinstance(args[1], (int, float))
+                and args[1] == 0 and isinstance(args[0], torch.Tensor)):
+            return torch.neg(args[0])  # 0 - x, which TorchScript's optimized graph computes as neg(x)
         inplace = name.endswith("_") and not name.endswith("__")
         x = args[0] if args else kwargs.get("input")
         tie = None
@@ -142,10 +146,15 @@ def tie_sensitive(program, which, e, o):
         decisions = ([lambda c, bits=bits: bool(bits >> min(c, k - 1) & 1) for bits in range(1, 1 << k)]
                      if k <= MAX_DECIDED_CALLS else [lambda c: True])
         sensitive = torch.zeros_like(diff)
+        # (With TorchScript's rewrites an element may differ from eager's by them alone, 0 - x as
+        # neg(x): it is explained where some decided run gives o's value itself.)
+        reached = ~_differs(pick(base), o) | ~_differs(pick(negative), o) if peephole else torch.zeros_like(diff)
         for decide in decisions:
             r = run_decided(program, decide, peephole)
             if r is not None:
                 sensitive |= _differs(pick(base), pick(r))
-        if bool((sensitive | ~diff).all()):
+                if peephole:
+                    reached |= ~_differs(pick(r), o)
+        if bool((sensitive | ~diff).all()) or (peephole and bool(sensitive.any()) and bool((reached | ~diff).all())):
             return True
     return False

@@ -87,6 +87,9 @@ def test_signed_zero_tie_classification_is_narrow():
             ("torch.max(torch.clamp(b, min=a), b) - torch.clamp(b, min=a)", 0, 3),
             # a zero eager's x + 0 makes +0.0 and TorchScript's peephole pass (x + 0 -> x) keeps
             ("-torch.minimum(a, b) + 0", 0, 2),
+            # the tie's zero through 0 - x, which TorchScript computes as neg(x) (seed 8137, 6326):
+            # either zero at the tie, never -0.0 where minimum(-0., 5.) is no tie
+            ("0 - torch.minimum(a, b)", 0, 2),
             # a bool operand against a float one: maximum(False, -0.) is a tie in float
             ("torch.maximum(a > 1, b)", 0, 2),
             # an amax over a slice holding both zeros
