@@ -61,6 +61,22 @@ class Builder {
   bool reuse_;
 };
 
+// The arguments of instruction j through which autograd records an edge from its value: none
+// where the value cannot require grad (not floating or complex); else every argument a derivative
+// covers, and those of an op whose gradient is zero (a rounded quotient); none of a shape-only
+// reader (full_like) or of detach.
+std::vector<size_t> recordedArgs(const Expr& forward, const Analysis& a, size_t j) {
+  const c10::ScalarType t = a.resultType[j];
+  if (!c10::isFloatingType(t) && !c10::isComplexType(t)) return {};
+  const Instr& ins = forward.instrs[j];
+  const std::vector<Derivative>& ds = derivatives(ins.op);
+  if (ds.empty() && (opDef(ins.op).rule == LowerRule::Fill || ins.op == Op::Detach)) return {};
+  std::vector<size_t> out;
+  for (size_t p = 0; p < ins.args.size(); ++p)
+    if (ds.empty() || ds[p].kind != Derivative::Kind::None) out.push_back(p);
+  return out;
+}
+
 }  // namespace
 
 bool recordsGradient(const std::shared_ptr<const Expr>& e, at::TensorList operands) {
@@ -70,21 +86,12 @@ bool recordsGradient(const std::shared_ptr<const Expr>& e, at::TensorList operan
   if (!a) return true;  // (the call raises eager's error)
   const size_t m = forward.instrs.size();
   std::vector<bool> records(m, false);
-  for (size_t j = 0; j < m; ++j) {
-    const c10::ScalarType t = a->resultType[j];
-    if (!c10::isFloatingType(t) && !c10::isComplexType(t)) continue;  // such a tensor cannot require grad
-    const Instr& ins = forward.instrs[j];
-    const std::vector<Derivative>& ds = derivatives(ins.op);
-    // Autograd records an edge to every argument a derivative covers, and to those of an op whose
-    // gradient is zero (a rounded quotient); none to a shape-only reader (full_like) or detach.
-    if (ds.empty() && (opDef(ins.op).rule == LowerRule::Fill || ins.op == Op::Detach)) continue;
-    for (size_t p = 0; p < ins.args.size(); ++p) {
-      if (!ds.empty() && ds[p].kind == Derivative::Kind::None) continue;
-      const Arg& x = ins.args[p];
+  for (size_t j = 0; j < m; ++j)
+    for (size_t p : recordedArgs(forward, *a, j)) {
+      const Arg& x = forward.instrs[j].args[p];
       if ((x.kind == Arg::Kind::Input && operands[x.i].requires_grad()) || (x.kind == Arg::Kind::Value && records[x.i]))
         records[j] = true;
     }
-  }
   return records.back();
 }
 
@@ -99,14 +106,9 @@ std::vector<bool> reachedByGradient(const std::shared_ptr<const Expr>& e, at::Te
   std::vector<bool> flows(m, false);  // the value's gradient reaches instruction j's value
   flows[m - 1] = true;
   for (size_t j = m; j-- > 0;) {
-    const c10::ScalarType t = a->resultType[j];
-    if (!flows[j] || (!c10::isFloatingType(t) && !c10::isComplexType(t))) continue;
-    const Instr& ins = forward.instrs[j];
-    const std::vector<Derivative>& ds = derivatives(ins.op);
-    if (ds.empty() && (opDef(ins.op).rule == LowerRule::Fill || ins.op == Op::Detach)) continue;
-    for (size_t p = 0; p < ins.args.size(); ++p) {
-      if (!ds.empty() && ds[p].kind == Derivative::Kind::None) continue;
-      const Arg& x = ins.args[p];
+    if (!flows[j]) continue;
+    for (size_t p : recordedArgs(forward, *a, j)) {
+      const Arg& x = forward.instrs[j].args[p];
       if (x.kind == Arg::Kind::Input && static_cast<size_t>(x.i) < reached.size()) reached[x.i] = true;
       if (x.kind == Arg::Kind::Value) flows[x.i] = true;
     }

@@ -84,6 +84,25 @@ def p2382(x0: Tensor):
     assert got.dtype == want.dtype == torch.float32 and torch.equal(got, want)
 
 
+def eager_and_fused_gradients(src, name, base):
+    """The gradient of the one-input program `name` in `src` at `base` for ones, eagerly and from
+    its scripted form's optimized graph (second call); asserts that graph fused something."""
+    cu = torch.jit.CompilationUnit(src)
+    scope = {"torch": torch, "Tensor": torch.Tensor}
+    exec(src, scope)
+
+    def grad(fn):
+        x = base.clone().requires_grad_()
+        out = fn(x)
+        return torch.autograd.grad(out, x, torch.ones_like(out))[0]
+
+    want = grad(scope[name])
+    for _ in range(2):
+        got = grad(getattr(cu, name))
+    assert "tsfuse::" in str(torch.jit.last_executed_optimized_graph())
+    return want, got
+
+
 def test_pow_exponent_gradient_takes_an_integer_bases_log_in_the_results_dtype(tsfuse_lib):
     # Fuzzer seed 8137, program 9302 (gradient mode): pow(int64 base, float64 exponent). Eager's
     # pow_backward_exponent converts the base to the promoted dtype before its log; the fused
@@ -93,21 +112,8 @@ def p9302(x1: Tensor):
     v3 = x1.unsqueeze(0).to(torch.int64)
     return torch.pow(v3, x1) * 1.0
 '''
-    cu = torch.jit.CompilationUnit(src)
-    scope = {"torch": torch, "Tensor": torch.Tensor}
-    exec(src, scope)
-
     base = torch.rand(3, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(9302)) * 6 + 0.5
-
-    def grad(fn):
-        x = base.clone().requires_grad_()
-        out = fn(x)
-        return torch.autograd.grad(out, x, torch.ones_like(out))[0]
-
-    want = grad(scope["p9302"])
-    for _ in range(2):
-        got = grad(cu.p9302)
-    assert "tsfuse::" in str(torch.jit.last_executed_optimized_graph())
+    want, got = eager_and_fused_gradients(src, "p9302", base)
     torch.testing.assert_close(got, want, rtol=1e-13, atol=0)
 
 
@@ -124,18 +130,6 @@ def p7821(x0: Tensor):
     v5 = torch.logical_and(v2, v3)
     return torch.maximum(v5, v2)
 '''
-    cu = torch.jit.CompilationUnit(src)
-    scope = {"torch": torch, "Tensor": torch.Tensor}
-    exec(src, scope)
     base = torch.randn(1, 8, generator=torch.Generator().manual_seed(7821))
-
-    def grad(fn):
-        x = base.clone().requires_grad_()
-        out = fn(x)
-        return torch.autograd.grad(out, x, torch.ones_like(out))[0]
-
-    want = grad(scope["p7821"])
-    for _ in range(2):
-        got = grad(cu.p7821)
-    assert "tsfuse::" in str(torch.jit.last_executed_optimized_graph())
+    want, got = eager_and_fused_gradients(src, "p7821", base)
     assert torch.equal(got, want)

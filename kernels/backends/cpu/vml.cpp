@@ -150,32 +150,21 @@ FortranVml mklDoubleExp() {
 // SSE2 lanes of T (the x86-64 baseline): the classification of a block's arguments.
 template <typename T>
 struct Lanes;
-template <>
-struct Lanes<float> {
-  using V = __m128;
-  static constexpr int kN = 4;
-  static V load(const float* p) { return _mm_loadu_ps(p); }
-  static void store(float* p, V v) { _mm_storeu_ps(p, v); }
-  static V set1(float v) { return _mm_set1_ps(v); }
-  static V less(V a, V b) { return _mm_cmplt_ps(a, b); }
-  static V notLess(V a, V b) { return _mm_cmpnlt_ps(a, b); }
-  static V andNot(V m, V v) { return _mm_andnot_ps(m, v); }
-  static V both(V a, V b) { return _mm_and_ps(a, b); }
-  static uint64_t bits(V m) { return static_cast<uint64_t>(_mm_movemask_ps(m)); }
-};
-template <>
-struct Lanes<double> {
-  using V = __m128d;
-  static constexpr int kN = 2;
-  static V load(const double* p) { return _mm_loadu_pd(p); }
-  static void store(double* p, V v) { _mm_storeu_pd(p, v); }
-  static V set1(double v) { return _mm_set1_pd(v); }
-  static V less(V a, V b) { return _mm_cmplt_pd(a, b); }
-  static V notLess(V a, V b) { return _mm_cmpnlt_pd(a, b); }
-  static V andNot(V m, V v) { return _mm_andnot_pd(m, v); }
-  static V both(V a, V b) { return _mm_and_pd(a, b); }
-  static uint64_t bits(V m) { return static_cast<uint64_t>(_mm_movemask_pd(m)); }
-};
+#define TSFUSE_SSE_LANES(T, Vec, N, Suffix)                                               \
+  template <>                                                                             \
+  struct Lanes<T> {                                                                       \
+    using V = Vec;                                                                        \
+    static constexpr int kN = N;                                                          \
+    static V load(const T* p) { return _mm_loadu_##Suffix(p); }                           \
+    static V set1(T v) { return _mm_set1_##Suffix(v); }                                   \
+    static V less(V a, V b) { return _mm_cmplt_##Suffix(a, b); }                          \
+    static V notLess(V a, V b) { return _mm_cmpnlt_##Suffix(a, b); }                      \
+    static V both(V a, V b) { return _mm_and_##Suffix(a, b); }                            \
+    static uint64_t bits(V m) { return static_cast<uint64_t>(_mm_movemask_##Suffix(m)); } \
+  };
+TSFUSE_SSE_LANES(float, __m128, 4, ps)
+TSFUSE_SSE_LANES(double, __m128d, 2, pd)
+#undef TSFUSE_SSE_LANES
 
 // Whether some x[i] (i < k) sampled every kSampleStride-th is below `bound`. A rare argument the
 // sample misses goes to MKL with the others (its slow path, the same bits); the far pairs of a
