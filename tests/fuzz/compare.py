@@ -33,10 +33,11 @@ KNOWN_DIVERGENCES = {
     # the incoming gradient is zero (elements a slice, a max/min(dim) or a mask cut away, the zero
     # gradient of a rounded division), and 0 * inf, 0 * NaN, 0 / 0 there make its gradient NaN;
     # a fused backward that computes only the elements it needs gives the finite value. Classified
-    # per element: eager's gradient NaN, the optimized one finite and within twice the bound of
-    # eager's gradient recomputed with 0 * inf = 0 (grad_bound.py's G), everything else matched.
+    # per element: eager's gradient NaN, the optimized one within twice the bound of eager's
+    # gradient recomputed with 0 * inf = 0 (grad_bound.py's G), or G's infinity itself, everything
+    # else matched.
     "nan_from_zero_gradient": "eager's gradient is NaN where its backward multiplied a zero gradient by an "
-                              "infinite or NaN derivative; the fused gradient is the finite value without it",
+                              "infinite or NaN derivative; the fused gradient is the value without it",
     # Gradient mode. Where a value narrower than the space (log(x) of x [N, 1] in a [N, M] program)
     # has an infinite local derivative (1/x at x = 0), eager first sums the incoming gradient over
     # the broadcast dims and then multiplies (sum(g) * inf: +-inf); a fused backward multiplies each

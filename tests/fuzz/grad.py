@@ -176,7 +176,7 @@ def compare_grad_tensor(e, o, bound, ratios=None):
     the bound. `bound`: grad_bound's (B, G) for the leaf, or None (then bit-exact is required). A
     NaN of eager's where the optimized value is finite is excused (nan_from_zero_gradient) when G,
     eager's gradient with 0 * inf = 0, is finite there and the optimized value is within 2 B of
-    it; a NaN of the optimized program's where eager's is infinite, always
+    it, or is infinite there and the optimized value is that infinity; a NaN of the optimized program's where eager's is infinite, always
     (infinite_gradient_summed_late); an infinity on one side where the other is finite, where the
     terms' absolute sum overflows and their scaled sum does not (sum_overflow_order)."""
     if e.dtype != o.dtype:
@@ -195,7 +195,8 @@ def compare_grad_tensor(e, o, bound, ratios=None):
             return why, 0, set()
         B, G = bound[0].double(), bound[1].double()
         near = (o.double() - G).abs() <= 2 * B
-        ok = en & ~on & torch.isfinite(G) & near
+        # (or G's infinity itself: the fused backward skipped the 0 * inf that made eager's NaN)
+        ok = en & ~on & ((torch.isfinite(G) & near) | (torch.isinf(G) & (o.double() == G)))
         summed_late = ~en & on & torch.isinf(e)
         if not bool((ok | summed_late | ~differ).all()):
             bad = (differ & ~ok & ~summed_late).nonzero()[0].tolist()

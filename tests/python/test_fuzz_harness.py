@@ -179,3 +179,18 @@ def test_inplace_saved_tensor_reference_keeps_eagers_formulas():
     got = grads(inplace, "clone")
     assert bool(want[0, 0].isnan())
     assert torch.equal(want.isnan(), got.isnan()) and torch.equal(want.nan_to_num(), got.nan_to_num())
+
+
+def test_nan_from_zero_gradient_takes_an_infinite_value_without_the_zero_product():
+    # Seed 8140, program 1303 (gradient mode): eager's gradient NaN (0 * inf on an element a slice
+    # cut away) where the fused one is -inf, the value eager's gradient has with 0 * inf = 0 (G).
+    import grad
+
+    e, B = torch.tensor([float("nan"), 1.0]), torch.zeros(2, dtype=torch.float64)
+    G = torch.tensor([-math.inf, 1.0], dtype=torch.float64)
+    bound = (B, G, torch.zeros(2, dtype=torch.bool))
+    problem, _, excused = grad.compare_grad_tensor(e, torch.tensor([-math.inf, 1.0]), bound)
+    assert problem is None and excused == {"nan_from_zero_gradient"}
+    # the other infinity, or a finite value where G is infinite: a mismatch
+    assert grad.compare_grad_tensor(e, torch.tensor([math.inf, 1.0]), bound)[0] is not None
+    assert grad.compare_grad_tensor(e, torch.tensor([-3.0, 1.0]), bound)[0] is not None
