@@ -5,10 +5,13 @@ candidates compare equal, and which zero eager returns depends on its kernel (ve
 the scalar tail, the reduction's order), not on a rule. A mismatch is a tie's consequence when
 every element that differs from eager's changes with the ties' outcomes: `tie_sensitive` reruns
 the program under `ZeroTies` with each op call's ties decided +0.0 or -0.0 (every combination
-over up to MAX_DECIDED_CALLS calls), with and without TorchScript's rewrites of x + 0 and 0 - x, and compares
+over up to MAX_DECIDED_CALLS calls; up to MAX_KEEP_CALLS calls, also each tied element keeping its
+first operand's own zero, as a kernel that returns x on a tie does), with and without TorchScript's rewrites of x + 0 and 0 - x, and compares
 the runs. Non-tie zeros (minimum(-0., 5.)) keep their sign, so a wrong sign there is still a
 mismatch.
 """
+import itertools
+
 import torch
 from torch.overrides import TorchFunctionMode
 
@@ -59,9 +62,14 @@ def tie_mask(name, args, kwargs, elementwise=True):
     return None
 
 
+# A decision that leaves each tied element its first operand's own zero (an elementwise op's).
+KEEP = "keep"
+
+
 class ZeroTies(TorchFunctionMode):
     """Decides every signed-zero tie: the k-th op call that has one (in execution order) makes its
-    tied zeros -0.0 where decide(k), else +0.0. On CUDA, where eager's elementwise min/max are one
+    tied zeros -0.0 where decide(k) is True, each element's first operand's zero where it is KEEP,
+    else +0.0. On CUDA, where eager's elementwise min/max are one
     formula, only reductions are decided. peephole: x + 0 returns x and 0 - x is neg(x), as
     TorchScript's optimized graph computes them (so a tie's sign survives them there, not in
     eager)."""
@@ -94,9 +102,14 @@ class ZeroTies(TorchFunctionMode):
         tied = tie & (values == 0)
         if not bool(tied.any()):
             return out
-        zero = -0.0 if self.decide(self.calls) else 0.0
+        decision = self.decide(self.calls)
         self.calls += 1
-        decided = torch.where(tied, torch.tensor(zero, dtype=values.dtype), values)
+        if decision is KEEP and torch.broadcast_shapes(x.shape, values.shape) == values.shape:
+            # each tied element keeps its first operand's own zero (clamp(-0., 0) -0., clamp(0., 0) 0.)
+            decided = torch.where(tied, x.broadcast_to(values.shape).to(values.dtype), values)
+        else:
+            zero = -0.0 if decision is True else 0.0
+            decided = torch.where(tied, torch.tensor(zero, dtype=values.dtype), values)
         if inplace:
             return values.copy_(decided)
         if isinstance(out, tuple):
@@ -125,6 +138,7 @@ def run_decided(program, decide, peephole=False):
 
 
 MAX_DECIDED_CALLS = 8  # every combination of up to 2^8 runs; past it, all +0.0 against all -0.0
+MAX_KEEP_CALLS = 4  # up to this many calls, also KEEP for each (3^4 runs)
 
 
 def tie_sensitive(program, which, e, o):
@@ -145,6 +159,9 @@ def tie_sensitive(program, which, e, o):
         k = max(base[2], negative[2])
         decisions = ([lambda c, bits=bits: bool(bits >> min(c, k - 1) & 1) for bits in range(1, 1 << k)]
                      if k <= MAX_DECIDED_CALLS else [lambda c: True])
+        if k <= MAX_KEEP_CALLS:  # (an op's kernel may also keep each element's own zero)
+            decisions += [lambda c, a=a: a[min(c, k - 1)] for a in itertools.product((False, True, KEEP), repeat=k)
+                          if KEEP in a]
         sensitive = torch.zeros_like(diff)
         # (With TorchScript's rewrites an element may differ from eager's by them alone, 0 - x as
         # neg(x): it is explained where some decided run gives o's value itself.)

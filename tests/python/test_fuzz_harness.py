@@ -81,6 +81,18 @@ def test_signed_zero_tie_classification_is_narrow():
         e = p.eager_fn()(a, b)[0]
         o = p.eager_fn()(_flip(a, 0), b)[0]  # the tie decided the other way
         assert not torch.equal(e, o) and run.known_divergence(p, e, o, tie) == "signed_zero_tie", line
+    # Two ties of one call, each element keeping its own zero (clamp(-0., 0.) -0., clamp(0., -0.)
+    # 0.), multiplied: -0.0, which no decision of the call as a whole gives (seed 8140, 4347).
+    import zero_ties
+
+    p = _Program("torch.clamp(a, min=b).prod()", a, b)
+    products = {d: zero_ties.run_decided(p, lambda c, d=d: d)[0][0] for d in (False, True, zero_ties.KEEP)}
+    assert not torch.signbit(products[False]) and not torch.signbit(products[True])
+    assert bool(products[zero_ties.KEEP] == 0) and torch.signbit(products[zero_ties.KEEP])
+    e = p.eager_fn()(a, b)[0]
+    for o in products.values():  # each is a tie's outcome, whichever eager's kernel gave
+        assert torch.equal(o, e) and torch.signbit(o) == torch.signbit(e) or \
+            run.known_divergence(p, e, o, tie) == "signed_zero_tie"
     # One element flipped: a tie (`tied`) is classified, a non-tie zero or a value (`not_tied`) not.
     for line, tied, not_tied in [
             # ties decided differently by two ops (the clamp's one way, the max's the other)
