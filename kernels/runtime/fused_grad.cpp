@@ -327,11 +327,12 @@ std::optional<at::Tensor> reduceWithGradient(at::TensorList operands, c10::strin
   if (dim) d = dim->vec();
   const ReduceSpec spec = makeReduceSpec(reduction, dim, keepdim, std::nullopt);
   if (!grad::hasAdjoint(spec)) return std::nullopt;
-  if (!outputRequiresGrad(cachedExpr(std::string(expr)), operands)) {
+  const auto e = cachedExpr(std::string(expr));
+  if (!outputRequiresGrad(e, operands)) {
     at::NoGradGuard off;
     return tsfuse::reduce(operands, std::string(expr), std::string(reduction), d, keepdim, std::nullopt);
   }
-  const std::vector<at::Tensor> read = withEdges(cachedExpr(std::string(expr)), operands);
+  const std::vector<at::Tensor> read = withEdges(e, operands);
   return ReduceFunction::apply(at::TensorList(read), std::string(expr), std::string(reduction), d, keepdim);
 }
 

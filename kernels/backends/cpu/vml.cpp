@@ -186,7 +186,7 @@ void callMklExp(const void* fn, double arg, int64_t n, const void* in, void* out
   const T* a = static_cast<const T*>(in);
   T* r = static_cast<T*>(out);
   constexpr int64_t kBlock = 512, kWords = kBlock / 64, kRun = 8 * kBlock;
-  T orig[kBlock], args[kBlock];
+  T args[kBlock];
   uint64_t rareBits[kWords], subBits[kWords];  // bit i: argument i skips MKL / has a subnormal result
   double sub[kBlock];
   int32_t at[kBlock];
@@ -219,21 +219,19 @@ void callMklExp(const void* fn, double arg, int64_t n, const void* in, void* out
     for (int64_t w = 0; w < kWords; ++w) rares += __builtin_popcountll(rareBits[w]);
     if (clean < start) callMkl<T>(fn, arg, start - clean, a + clean, r + clean);
     clean = start + k;
-    for (i = 0; i < k; ++i) {  // (in and out may be one buffer: keep the arguments)
-      orig[i] = x[i];
-      args[i] = x[i] < rare ? T(0) : x[i];
-    }
-    if (rares < k) callMkl<T>(fn, arg, k, args, y);
+    // (in and out may be one buffer: everything read from x is read before MKL writes y)
+    for (i = 0; i < k; ++i) args[i] = x[i] < rare ? T(0) : x[i];
     int64_t count = 0;
-    for (int64_t w = 0; w < kWords; ++w) {
-      for (uint64_t bitsLeft = rareBits[w]; bitsLeft != 0; bitsLeft &= bitsLeft - 1)
-        y[w * 64 + __builtin_ctzll(bitsLeft)] = T(0);
+    for (int64_t w = 0; w < kWords; ++w)
       for (uint64_t bitsLeft = subBits[w]; bitsLeft != 0; bitsLeft &= bitsLeft - 1) {
         const int32_t j = static_cast<int32_t>(w * 64 + __builtin_ctzll(bitsLeft));
-        sub[count] = static_cast<double>(orig[j]);
+        sub[count] = static_cast<double>(x[j]);
         at[count++] = j;
       }
-    }
+    if (rares < k) callMkl<T>(fn, arg, k, args, y);
+    for (int64_t w = 0; w < kWords; ++w)
+      for (uint64_t bitsLeft = rareBits[w]; bitsLeft != 0; bitsLeft &= bitsLeft - 1)
+        y[w * 64 + __builtin_ctzll(bitsLeft)] = T(0);
     if (count == 0) continue;
     // A float subnormal: MKL's double exp rounded to float.
     callMkl<double>(reinterpret_cast<const void*>(mklDoubleExp()), 0.0, count, sub, sub);
