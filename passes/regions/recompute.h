@@ -1,6 +1,7 @@
 // The recompute policy: when a region computes once more a value other readers also read, rather
-// than reading it stored. Only a broadcast value of a few cheap ops qualifies: recomputing those
-// per reader costs less than storing the broadcast value.
+// than reading it stored. Only a broadcast value of at most 32 ops qualifies, each cheap or computed
+// at a narrower value's shape: recomputing those per reader costs less than storing the broadcast
+// value (its whole size, a write and a read per reader).
 #pragma once
 
 #include "passes/analysis/op_table.h"
@@ -19,9 +20,11 @@ bool fusibleReaders(Value* v);
 // Whether p's value is larger than each of its tensor operands, as far as the graph shows: by
 // their complete sizes where the types have them, else by construction (an operand made by
 // unsqueeze, x[:, None], or by sink_views' broadcast views, or itself such a value).
-bool broadcasts(Node* p, int depth = 0);
+bool broadcasts(Node* p);
 
-// Whether the nodes of r among `nodes` are few and cheap enough to compute once more.
+// Whether the nodes of r among `nodes` are few and cheap enough to compute once more: at most 32,
+// each a cheap op or one over views of a single value (sink_views' views of its leaves, or an
+// unsqueeze), which the CPU computes once per call at that value's shape (hoist.h).
 bool cheaplyRecomputed(const Region& r, const std::vector<Node*>& nodes);
 
 // Whether the whole region may be computed once more for another reader of its value rather

@@ -135,14 +135,9 @@ std::string operandName(Value* v) {
 // decision made on the call's sizes, so the region's notes say where it may happen.
 void noteHoistableWork(Region& r) {
   const size_t n = r.expr.instrs.size(), operands = r.operands.size();
-  std::vector<std::vector<char>> reads(n, std::vector<char>(operands, 0));  // each value's operands
+  const std::vector<std::vector<char>> reads = operandsRead(r.expr);
   int noted = 0;
   for (size_t k = 0; k < n; ++k) {
-    for (const Arg& a : r.expr.instrs[k].args) {
-      if (a.kind == Arg::Kind::Input) reads[k][a.i] = 1;
-      if (a.kind == Arg::Kind::Value)
-        for (size_t i = 0; i < operands; ++i) reads[k][i] |= reads[a.i][i];
-    }
     const size_t count = std::count(reads[k].begin(), reads[k].end(), 1);
     if (k + 1 == n || !costlyPerValue(r.expr.instrs[k]) || count == 0 || count == operands || noted == 3) continue;
     std::string names;
@@ -156,6 +151,17 @@ void noteHoistableWork(Region& r) {
 }
 
 }  // namespace
+
+std::vector<std::vector<char>> operandsRead(const Expr& e) {
+  std::vector<std::vector<char>> reads(e.instrs.size(), std::vector<char>(e.numInputs, 0));
+  for (size_t k = 0; k < e.instrs.size(); ++k)
+    for (const Arg& a : e.instrs[k].args) {
+      if (a.kind == Arg::Kind::Input) reads[k][a.i] = 1;
+      if (a.kind == Arg::Kind::Value)
+        for (size_t i = 0; i < reads[k].size(); ++i) reads[k][i] |= reads[a.i][i];
+    }
+  return reads;
+}
 
 Region regionOf(std::vector<Node*> nodes) {
   Region r;

@@ -30,13 +30,16 @@ struct Region {
 // A producer joins when it is elementwise, in root's block, and every use of its value is
 // already in the region; otherwise its value becomes an operand (it is computed anyway) unless
 // it is a cheap broadcast value whose other readers all fuse too: then it is recomputed here
-// rather than stored (Region::recomputed, said in the boundary notes), at most a few cheap ops in
-// all (recompute.h): past that, the costliest is read stored and the others still recomputed.
+// rather than stored (Region::recomputed, said in the boundary notes), within recompute.h's bound
+// on the ops computed again: past it, the costliest is read stored and the others still recomputed.
 //
 //   %d = aten::sub(%xu, %yu)                        %d = aten::sub(%xu, %yu)      (for %b's reader)
 //   %a = aten::abs(%d)                  =>          %a = tsfuse::reduce([%xu, %yu], "v1: sub($0, $1); abs(%0)", ...)
 //   %s = aten::sum(%a, ...)  ... %b = aten::mul(%d, %d) ...
 Region growRegion(Node* root);
+
+// Per instruction of e, the operands it reads, directly or through the values it reads (1: read).
+std::vector<std::vector<char>> operandsRead(const Expr& e);
 
 // The region of exactly `nodes` (elementwise, one block): its expression, in node order, over its
 // operands in first-use order.

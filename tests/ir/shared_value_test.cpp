@@ -11,14 +11,23 @@ namespace {
 
 using namespace tsfuse_test;
 
-// %d = x[:, None] - y[None] over two vectors, then `body`.
-std::shared_ptr<Graph> pairwiseGraph(const std::string& body) {
+// %d = x[:, None] - y[None] over two vectors (or as `difference` computes it), then `body`.
+std::shared_ptr<Graph> pairwiseGraph(const std::string& body,
+                                     const std::string& difference = "%d : Tensor = aten::sub(%xu, %yu, %one)") {
   return graphWithConstants("%x : Tensor, %y : Tensor", R"IR(
   %xu : Tensor = aten::unsqueeze(%x, %one)
   %yu : Tensor = aten::unsqueeze(%y, %zero)
-  %d : Tensor = aten::sub(%xu, %yu, %one)
-)IR" + body);
+  )IR" + difference + "\n" + body);
 }
+
+// |d| and d * d summed along dim 1: two reductions reading d.
+const char* const kTwoSums = R"IR(
+  %a : Tensor = aten::abs(%d)
+  %s1 : Tensor = aten::sum(%a, %dims1, %false, %none)
+  %m : Tensor = aten::mul(%d, %d)
+  %s2 : Tensor = aten::sum(%m, %dims1, %false, %none)
+  return (%s1, %s2)
+)IR";
 
 std::vector<c10::IValue> vectors(uint64_t seed) {
   Gen gen(seed);
@@ -32,13 +41,7 @@ bool anyRewriteSays(const PassRun& r, const std::string& text) {
 }
 
 TEST(SharedValueIR, ADifferenceTwoReductionsReadIsRecomputedInEach) {
-  auto g = pairwiseGraph(R"IR(
-  %a : Tensor = aten::abs(%d)
-  %s1 : Tensor = aten::sum(%a, %dims1, %false, %none)
-  %m : Tensor = aten::mul(%d, %d)
-  %s2 : Tensor = aten::sum(%m, %dims1, %false, %none)
-  return (%s1, %s2)
-)IR");
+  auto g = pairwiseGraph(kTwoSums);
   auto ref = g->copy();
   PassRun r = runPipelineOn(g);
   EXPECT_EQ(findNodes(g, "tsfuse::reduce").size(), 2u) << r.ir;
@@ -101,6 +104,52 @@ TEST(SharedValueIR, ACheapSharedValueIsRecomputedBesideACostlyOneStored) {
   EXPECT_TRUE(sameOutputs(ref, g, vectors(4)));
 }
 
+TEST(SharedValueIR, AManyOpMaskAndLossThreeSumsReadAreNeverStored) {
+  // A triplet loss's form: a mask of several compares and ands (more than 4 ops from the
+  // broadcast), counted by one sum and applied to the loss, whose sum and count of positives read
+  // it too. Each sum computes the mask and the loss itself: no [N, M] value is stored.
+  auto g = pairwiseGraph(R"IR(
+  %c1 : Tensor = aten::gt(%xu, %zero)
+  %c2 : Tensor = aten::lt(%yu, %one)
+  %c3 : Tensor = aten::ne(%xu, %yu)
+  %n1 : Tensor = aten::bitwise_not(%c1)
+  %a1 : Tensor = aten::__and__(%n1, %c2)
+  %a2 : Tensor = aten::__and__(%a1, %c3)
+  %n2 : Tensor = aten::bitwise_not(%c2)
+  %o1 : Tensor = aten::__or__(%a2, %n2)
+  %mask : Tensor = aten::__and__(%o1, %c3)
+  %count : Tensor = aten::sum(%mask, %none)
+  %f32 : int = prim::Constant[value=6]()
+  %f : Tensor = aten::to(%mask, %f32, %false, %false, %none)
+  %l0 : Tensor = aten::add(%d, %one, %one)
+  %l1 : Tensor = aten::mul(%f, %l0)
+  %loss : Tensor = aten::relu(%l1)
+  %pos : Tensor = aten::gt(%loss, %zero)
+  %npos : Tensor = aten::sum(%pos, %none)
+  %total : Tensor = aten::sum(%loss, %none)
+  return (%count, %npos, %total)
+)IR");
+  auto ref = g->copy();
+  PassRun r = runPipelineOn(g);
+  EXPECT_EQ(findNodes(g, "tsfuse::reduce").size(), 3u) << r.ir;
+  EXPECT_TRUE(findNodes(g, "tsfuse::pairwise").empty()) << r.ir;
+  EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) { fc.check_not("aten::relu")->check_not("aten::__and__"); }));
+  EXPECT_TRUE(anyRewriteSays(r, "(aten::relu) is also read by 1 other fusible op(s): recomputed here")) << r.dump();
+  EXPECT_TRUE(sameOutputs(ref, g, vectors(6)));
+}
+
+TEST(SharedValueIR, ACostlyOpOverOneViewIsRecomputed) {
+  // sqrt reads x[:, None] alone: the CPU computes it once per call at x's shape (hoist.h), so the
+  // difference two sums read is recomputed in each, sqrt and all.
+  auto g = pairwiseGraph(kTwoSums, "%r : Tensor = aten::sqrt(%xu)\n  %d : Tensor = aten::sub(%r, %yu, %one)");
+  auto ref = g->copy();
+  PassRun r = runPipelineOn(g);
+  EXPECT_EQ(findNodes(g, "tsfuse::reduce").size(), 2u) << r.ir;
+  EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) { fc.check_not("aten::sub")->check_not("aten::sqrt"); }));
+  EXPECT_TRUE(anyRewriteSays(r, "(aten::sub) is also read by 1 other fusible op(s): recomputed here")) << r.dump();
+  EXPECT_TRUE(sameOutputs(ref, g, vectors(7), /*exact=*/false));
+}
+
 TEST(SharedValueIR, NegativeAValueAlsoReturnedIsStored) {
   auto g = pairwiseGraph(R"IR(
   %a : Tensor = aten::abs(%d)
@@ -133,6 +182,24 @@ TEST(SharedValueIR, NegativeACostlyValueIsStored) {
   EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) { fc.check("tsfuse::pairwise")->check("tsfuse::reduce"); }));
   EXPECT_FALSE(anyRewriteSays(r, "recomputed here")) << r.dump();
   EXPECT_TRUE(sameOutputs(ref, g, vectors(5), /*exact=*/false));
+}
+
+TEST(SharedValueIR, NegativeAValueOfMoreThan32OpsIsStored) {
+  // d and 32 additions on it: 33 ops to compute once more per reader, past recompute.h's bound.
+  std::string body;
+  std::string v = "%d";
+  for (int i = 0; i < 32; ++i) {
+    body += "  %v" + std::to_string(i) + " : Tensor = aten::add(" + v + ", %one, %one)\n";
+    v = "%v" + std::to_string(i);
+  }
+  body += "  %a : Tensor = aten::abs(" + v + ")\n  %s1 : Tensor = aten::sum(%a, %dims1, %false, %none)\n" +
+          "  %s2 : Tensor = aten::sum(" + v + ", %dims1, %false, %none)\n  return (%s1, %s2)\n";
+  auto g = pairwiseGraph(body);
+  auto ref = g->copy();
+  PassRun r = runPipelineOn(g);
+  EXPECT_FALSE(anyRewriteSays(r, "recomputed")) << r.dump();
+  EXPECT_EQ(findNodes(g, "tsfuse::pairwise").size(), 1u) << r.ir;
+  EXPECT_TRUE(sameOutputs(ref, g, vectors(8)));
 }
 
 TEST(SharedValueIR, NegativeNoVisibleBroadcastNoRecompute) {
