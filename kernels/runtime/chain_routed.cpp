@@ -17,6 +17,8 @@
 #include "kernels/runtime/reduce_spec.h"
 #include "tsfuse/ops.h"
 
+#include <algorithm>
+
 namespace tsfuse {
 namespace {
 
@@ -89,6 +91,9 @@ std::optional<std::vector<std::optional<at::Tensor>>> grad::routedChainGradients
   if (!s0.keepdim)
     for (int64_t d : reduced0)
       if (d <= k0) ++k0;
+  // A dim stage 0 reduces and keeps (size 1 in S1): each output's one index there stands for the
+  // whole of S0 along it, which routing would cut to its first row.
+  if (std::find(reduced0.begin(), reduced0.end(), k0) != reduced0.end()) return std::nullopt;
 
   // The index each output routes to, kept as a size-1 dim k1 of S1 (one fused pass).
   const ReduceSpec argSpec =

@@ -223,6 +223,17 @@ TEST(ChainAutograd, RoutedExtremaReadTheirOperandsAtTheIndex) {
   }
 }
 
+// An extremum over a dim stage 0 already summed and kept (size 1 there): its one index stands for
+// every row stage 0 summed, so every row gets the gradient (routing would give the first alone).
+TEST(ChainAutograd, AnExtremumOverADimStageZeroKeptRoutesNothing) {
+  Gen g(413);
+  const T in{g.tensor({1, 4}, at::kDouble), g.tensor({2, 1, 4}, at::kDouble)};
+  for (const char* last : {"amax:index(dim=[-3], keepdim=True)", "amin:index(dim=[0], keepdim=False)"}) {
+    const Case c{"v1: add($0, 1); mul($1, %0)", {"sum(dim=[-3], keepdim=True)", last}, in, {true, true}, true};
+    expectEagersGradients(c);
+  }
+}
+
 // Chamfer's sweep: each minimum's gradient through its chain [stage 0, branch], summed; a branch
 // whose output has no gradient adds nothing.
 TEST(ChainAutograd, ChamferSweepTrainsFused) {
