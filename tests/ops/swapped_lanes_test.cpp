@@ -1,8 +1,8 @@
 // Outputs whose innermost dim is short and the dim outside it long (distances from many points to
 // a few centroids: [n, m], m < 16) run their compiled tiles along that outer dim, every row of the
 // short dim in one work item, written m elements apart (kernels/backends/cpu/reduce.cpp, swapsLanes; row
-// sums of a reduce_chain summed across those rows). Each case checks that the swap ran, that the
-// compiled kernels give the interpreter's bits (which walks the output in memory order), and eager's
+// sums of a reduce_chain summed across those rows), as do the tiles of programs run in compiled
+// pieces. Each case checks that the swap ran, that the compiled kernels give the interpreter's bits, and eager's
 // values: sums with and without an epilogue over operands along either dim, max/min with their
 // first indices through ties and NaN, higher ranks, permuted layouts, operands packed in panels,
 // Gaussian kernel sums folded into row sums, and thread counts.
@@ -90,6 +90,34 @@ TEST(SwappedLanes, ExtremaKeepTheirFirstIndex) {
       const std::string what = red + " over d = " + std::to_string(d);
       EXPECT_TRUE(swappedAndInterpretedAgree([&] { return extremaBoth(kSq, ops, sq, red, 2, what); }, what));
     }
+}
+
+TEST(SwappedLanes, ProgramsInCompiledPiecesAreEagersBits) {
+  // A spectral mixture kernel's terms, exp(-2 pi^2 d^2) * cos(2 pi d) per mixture k, summed over
+  // k (the outermost dim) into [n, m, 3]: exp and cos are eager's routines between compiled runs,
+  // so no compiled kernel folds the tile; the pieces' tiles run along m all the same, not 3 at a
+  // time. Sums (with an epilogue) and first maxima with their indices, against eager's bits.
+  Gen g(45);
+  const std::string expr =
+      "v1: sub($0, $1); mul(%0, %0); mul(%1, -19.7392); exp(%2); mul(%0, 6.2832); cos(%4); "
+      "mul(%3, %5); mul(%6, $2)";
+  const T ops = {g.tensor({4, 300, 1, 3}, at::kFloat), g.tensor({4, 1, 200, 3}, at::kFloat),
+                 g.tensor({4, 1, 1, 1}, at::kFloat)};
+  const at::Tensor d = ops[0] - ops[1];
+  const at::Tensor value = at::exp(d * d * -19.7392) * at::cos(d * 6.2832) * ops[2];
+  const int64_t before = tsfuse::cpu::swappedLaneReductions();
+  const at::Tensor sum = tsfuse::reduce(ops, expr, "sum", std::vector<int64_t>{0}, false, std::nullopt, std::nullopt);
+  EXPECT_TRUE(sameTensor(value.sum(0), sum, /*exact=*/true));
+  T withScale = ops;
+  withScale.push_back(g.tensor({300, 1, 1}, at::kFloat));
+  const at::Tensor scaled = tsfuse::reduce(withScale, expr, "sum", std::vector<int64_t>{0}, false, std::nullopt,
+                                           std::string("v1: mul($0, $1)"));
+  EXPECT_TRUE(sameTensor(value.sum(0) * withScale[3], scaled, /*exact=*/true));
+  const auto [values, indices] = tsfuse::reduceWithIndices(ops, expr, "max", 0, false, std::nullopt);
+  const auto [wantValues, wantIndices] = value.max(0);
+  EXPECT_TRUE(sameTensor(wantValues, values, /*exact=*/true));
+  EXPECT_TRUE(at::equal(wantIndices, indices));
+  if (haveJit()) EXPECT_GE(tsfuse::cpu::swappedLaneReductions(), before + 3) << "the swapped tiles did not run";
 }
 
 TEST(SwappedLanes, HigherRanksAndPermutedLayouts) {

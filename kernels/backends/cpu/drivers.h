@@ -38,8 +38,8 @@ Outputs runReduce(TileProgram& prog, const Expr& e, at::TensorList operands, con
 bool runReduceRowSums(TileProgram& prog, const Expr& e, at::TensorList operands, const ReduceSpec& reduce,
                       const Analysis& an, const IterationPlan& plan, at::Tensor& sums, std::string* why);
 
-// Reductions whose compiled tiles ran along the output's second-innermost dim (reduce.cpp,
-// swapsLanes) so far: tests check that the swap ran.
+// Reductions whose tiles (compiled, or compiled pieces) ran along the output's second-innermost dim
+// (reduce.cpp, swapsLanes) so far: tests check that the swap ran.
 int64_t swappedLaneReductions();
 
 // Operands copied so far with the lanes' dim innermost (reduce.cpp, relaidForLanes): tests check

@@ -176,27 +176,33 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
     // Tiles run along the innermost output dim; the reduced space is walked once per tile, so
     // each lane accumulates one output element in order.
     const int64_t inner = plan.kept.size.back();
-    const int64_t tilesPerRow = (inner + kTile - 1) / kTile;
     const SubSpace outer = plan.kept.outer();
-    const int64_t work = outer.numel() * tilesPerRow;
     // Sums read the value before the program's final cast when that cast cannot change it (not
     // in eager's order, which adds values of the result's dtype).
     constexpr bool kSum = IsSumLike<Acc>::value;
     const size_t prefix = kSum && !order ? sumPrefix(prog) : prog.code.size();
     const int source = prefix == prog.code.size() ? prog.result : prog.code[prefix].a;
+    // Outputs whose innermost dim is short (swapsLanes): the tiles run along the dim outside it,
+    // each lane still folding one output's values in the reduced order, and the finished values
+    // go to their outputs `inner` apart. The swapped epilogue reads its operands in that order.
+    std::optional<IterationPlan> swappedPlan;
+    std::optional<jit::SegmentedProgram> swappedSegments;
+    Finisher fin = finish;
+    std::optional<InnerSwap> swap;
+    if (swapsLanes(plan)) {
+      swappedPlan.emplace(plan.withInnerKeptSwapped());
+      if (fin.space) fin.space = &swappedPlan->epilogueSpace;
+      fin.segments = nullptr;
+      fin = fin.withSegments(&swappedSegments);
+      swap = InnerSwap{inner, swappedPlan->kept.size.back()};
+    }
+    const IterationPlan& tiles = swappedPlan ? *swappedPlan : plan;
     // A compiled kernel folds the tile with its values in registers (jit.h), if one applies.
     if constexpr (kSum || FirstExtremum<Acc>::value) {
       const jit::Sink sink = compiledSink(proto, prog.slotType[source], order.has_value());
-      if (swapsLanes(plan) && !(rowSums && kIndexed)) {
-        const IterationPlan swapped = plan.withInnerKeptSwapped();
-        if (auto compiled = jit::VerticalReduce::make(prog, prefix, source, sink, swapped, order ? &*order : nullptr)) {
-          Finisher f = finish;
-          std::optional<jit::SegmentedProgram> swappedSegments;  // over the swapped space's strides
-          if (f.space) f.space = &swapped.epilogueSpace;
-          f.segments = nullptr;
-          f = f.withSegments(&swappedSegments);
-          const InnerSwap swap{inner, swapped.kept.size.back()};
-          runCompiledVertical(*compiled, swapped, swapped.kept.outer(), count, proto, f, rowSums, &swap);
+      if (swap && !(rowSums && kIndexed)) {
+        if (auto compiled = jit::VerticalReduce::make(prog, prefix, source, sink, tiles, order ? &*order : nullptr)) {
+          runCompiledVertical(*compiled, tiles, tiles.kept.outer(), count, proto, fin, rowSums, &*swap);
           gSwapped.fetch_add(1, std::memory_order_relaxed);
           return true;
         }
@@ -209,24 +215,28 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
     }
     if (rowSums) return false;
     // (Narrow rows no compiled kernel folds: the horizontal tiles below.)
-    if (!narrowLanes(plan, count)) {
+    if (!narrowLanes(tiles, count)) {
+      const int64_t lanesInner = tiles.kept.size.back();
+      const int64_t perRow = (lanesInner + kTile - 1) / kTile;
+      const SubSpace tileOuter = tiles.kept.outer();
       std::vector<char> constantOverRows(L);  // operands the same for every row of the reduced space
-      for (int i = 0; i < L; ++i) constantOverRows[i] = plan.reduced.constantFor(i);
+      for (int i = 0; i < L; ++i) constantOverRows[i] = tiles.reduced.constantFor(i);
       const int64_t sourceSize = c10::elementSize(prog.slotType[source]);
       // The tiles' values: a tile of one reduced row reads an operand uniform along the kept dim as
       // one value, a tile of several rows only one that is also the same for every row.
       auto kinds = [&](bool severalRows) {
         std::vector<jit::Leaf> k(L);
         for (int i = 0; i < L; ++i)
-          k[i] = plan.keptAccess[i] == Access::Uniform && (!severalRows || constantOverRows[i]) ? jit::Leaf::Uniform
-                                                                                                : jit::Leaf::Contiguous;
+          k[i] = tiles.keptAccess[i] == Access::Uniform && (!severalRows || constantOverRows[i])
+                     ? jit::Leaf::Uniform
+                     : jit::Leaf::Contiguous;
         return k;
       };
       const TileEvaluator oneRow(prog, kinds(false), TileEvaluator::Use::Folded, source, prefix);
       const TileEvaluator rowsAtOnce(prog, kinds(true), TileEvaluator::Use::Folded, source, prefix);
-      at::parallel_for(0, work, grainFor(kTile * count), [&](int64_t b, int64_t e) {
+      at::parallel_for(0, tileOuter.numel() * perRow, grainFor(kTile * count), [&](int64_t b, int64_t e) {
         auto scratch = prog.makeScratch();
-        auto es = finish.scratch();
+        auto es = fin.scratch();
         std::vector<Acc> acc(kTile, proto);
         std::optional<SumLanes<Wide<T>>> lanes;
         std::optional<WelfordLanes<T>> welford;
@@ -237,30 +247,31 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
         if constexpr (kSum)
           if (!ordered) lanes.emplace(prog.slotType[source], proto.inFloat);
         std::unique_ptr<Out[]> vals(new Out[kTile]);
+        std::unique_ptr<char[]> staged(swap ? new char[kTile * finish.outSize] : nullptr);
         std::vector<int64_t> base(L);
         // Leaf i's n values of rows r0, r0 + 1, ... (rows of them) one after another in its buffer.
         auto loadRows = [&](int i, const char* p0, int64_t rows, int64_t n, TileProgram::Scratch& sc, int64_t b0,
                             int64_t r0) {
-          const int64_t esz = views[i].elemSize;
+          const int64_t esz = tiles.views[i].elemSize;
           for (int64_t j = 0; j < rows; ++j) {
-            const char* p = j ? views[i].data + b0 + plan.reduced.offset(i, r0 + j) : p0;
+            const char* p = j ? tiles.views[i].data + b0 + tiles.reduced.offset(i, r0 + j) : p0;
             char* dst = sc.buffer[i] + j * n * esz;
-            if (plan.keptAccess[i] == Access::InPlace)
+            if (tiles.keptAccess[i] == Access::InPlace)
               std::memcpy(dst, p, n * esz);
             else
-              gather(p, esz, &inner, &plan.kept.stride[i].back(), 1, 0, n, dst);  // uniform: n copies
+              gather(p, esz, &lanesInner, &tiles.kept.stride[i].back(), 1, 0, n, dst);  // uniform: n copies
           }
           sc.vectorLeaf(i, sc.buffer[i]);
         };
         for (int64_t w = b; w < e; ++w) {
-          const int64_t o = w / tilesPerRow, start = (w % tilesPerRow) * kTile;
-          const int64_t n = std::min(kTile, inner - start);
+          const int64_t o = w / perRow, start = (w % perRow) * kTile;
+          const int64_t n = std::min(kTile, lanesInner - start);
           if constexpr (kSum)
             ordered ? ordered->reset(n) : lanes->reset(n);
           else
             std::fill(acc.begin(), acc.begin() + n, proto);
           if constexpr (IsWelford<Acc>::value) welford->reset(n);
-          for (int i = 0; i < L; ++i) base[i] = outer.offset(i, o) + start * plan.kept.stride[i].back();
+          for (int i = 0; i < L; ++i) base[i] = tileOuter.offset(i, o) + start * tiles.kept.stride[i].back();
           // A narrow tile (n < kTile / 2) evaluates several rows of the reduced space per program
           // run: each op's per-call cost is paid once per kTile values, not once per n. The lanes
           // still take the rows one after another, in the reduced space's order.
@@ -268,12 +279,12 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
           for (int64_t r0 = 0; r0 < count; r0 += rowsPerRun) {
             const int64_t rows = std::min(rowsPerRun, count - r0);
             for (int i = 0; i < L; ++i) {
-              const char* p = views[i].data + base[i] + plan.reduced.offset(i, r0);
-              if (rows > 1 && !(plan.keptAccess[i] == Access::Uniform && constantOverRows[i])) {
+              const char* p = tiles.views[i].data + base[i] + tiles.reduced.offset(i, r0);
+              if (rows > 1 && !(tiles.keptAccess[i] == Access::Uniform && constantOverRows[i])) {
                 loadRows(i, p, rows, n, scratch, base[i], r0);
                 continue;
               }
-              switch (plan.keptAccess[i]) {
+              switch (tiles.keptAccess[i]) {
                 case Access::Uniform:
                   scratch.uniformLeaf(i, p);
                   break;
@@ -282,7 +293,8 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
                   break;
                 case Access::Packed:  // per tile here: only the compiled sums pack once per call
                 case Access::Gathered:
-                  gather(p, views[i].elemSize, &inner, &plan.kept.stride[i].back(), 1, 0, n, scratch.buffer[i]);
+                  gather(p, tiles.views[i].elemSize, &lanesInner, &tiles.kept.stride[i].back(), 1, 0, n,
+                         scratch.buffer[i]);
                   scratch.vectorLeaf(i, scratch.buffer[i]);
                   break;
               }
@@ -319,13 +331,21 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
             }
           }
           if constexpr (IsWelford<Acc>::value) welford->into(acc.data(), n);
-          const int64_t o0 = o * inner + start;
+          const int64_t o0 = o * lanesInner + start;
+          // The outputs of the tile's lanes: from `at`, `step` apart.
+          const int64_t at = swap ? swap->outputIndex(o0) : o0, step = swap ? swap->inner : 1;
           for (int64_t j = 0; j < n; ++j) vals[j] = acc[j].get(count);
           if constexpr (kIndexed)
-            for (int64_t j = 0; j < n; ++j) finish.indices[o0 + j] = acc[j].index();
-          finish(es ? &*es : nullptr, vals.get(), o0, n);
+            for (int64_t j = 0; j < n; ++j) finish.indices[at + j * step] = acc[j].index();
+          if (!swap) {
+            fin(es ? &*es : nullptr, vals.get(), o0, n);
+          } else {
+            fin.to(staged.get(), es ? &*es : nullptr, vals.get(), o0, n);
+            scatter(staged.get(), finish.out + at * finish.outSize, n, step, finish.outSize);
+          }
         }
       });
+      if (swap) gSwapped.fetch_add(1, std::memory_order_relaxed);
       return true;
     }
   }
