@@ -10,7 +10,7 @@ from torch import Tensor
 
 import fresh
 from entry import (BOXES, EMB, LOWD, TOLERANCE, Entry, boxes_xyxy, export, gpytorch_kernel,  # noqa: F401
-                   image_inputs, inputs, is_fused_op, library_function, make)
+                   _points, image_inputs, inputs, is_fused_op, library_function, make)
 
 
 
@@ -164,6 +164,13 @@ FIRST: List[Entry] = [
     Entry("gp.RQKernel", GP, gpytorch_kernel(lambda k: k.RQKernel()), LOWD, "trace",
           {"reduce": 2, "pairwise": 2}, "matmul-expanded squared distance, then (1 + d/(2a))^-a "
           "(one pairwise op over the distance clamped in place before it)"),
+    Entry("gp.SpectralMixtureKernel", GP,
+          gpytorch_kernel(lambda k: k.SpectralMixtureKernel(num_mixtures=4, ard_num_dims=3)),
+          _points((41, 29, 3), (2000, 1500, 3)), "trace", {"reduce_chain": 1},
+          "exp(-2 pi^2 (x s - y s)^2) * cos(2 pi (x m - y m)) per mixture over [K, N, M, D], weighted, summed over "
+          "the K mixtures (the outermost dim) then multiplied over the D dims: one reduce_chain, the [N, M, D] sums "
+          "slab by slab; the tiles of the sums run along M (exp and cos are eager's routines between compiled "
+          "runs), not along the 3 dims"),
     # pytorch-metric-learning distances (module calls with stats bookkeeping: traced)
     Entry("pml.LpDistance", PML, _pml("LpDistance"), EMB, "trace", {},
           "F.normalize then torch.cdist: no elementwise region over a broadcast"),
