@@ -58,6 +58,13 @@ TEST(ReduceOrderPolicy, SumsAlongEagersRowsRunNativeInEagersOrder) {
       Call c = reduce({x}, "v1: mul($0, $0)", "sum", std::vector<int64_t>{-1});
       EXPECT_EQ(c.path, "native") << n;
       EXPECT_TRUE(at::equal(c.out, (x * x).sum(-1))) << n << " " << t;
+      // With an epilogue (a kernel regression's weighted sum over the weights' sum): the same fold,
+      // then the epilogue over it.
+      const at::Tensor y = g.tensor({1, n}, t), s = g.tensor({5}, t);
+      const at::Tensor out = tsfuse::reduce({x, y, s}, "v1: mul($0, $1)", "sum", std::vector<int64_t>{-1}, false,
+                                            std::nullopt, std::string("v1: div($0, $1)"));
+      EXPECT_EQ(std::string(tsfuse::lastPath()), "native") << n;
+      EXPECT_TRUE(at::equal(out, (x * y).sum(-1) / s)) << n << " " << t;
     }
     at::Tensor row = g.tensor({40000}, t);
     Call c = reduce({row}, "v1: mul($0, $0)", "sum", std::vector<int64_t>{0});

@@ -626,7 +626,9 @@ std::vector<at::Tensor> relaidForLanes(const TileProgram& prog, const Expr& e, a
 
 bool reducesInEagerOrder(const ReduceSpec& reduce, const Analysis& an) {
   const bool lse = reduce.kind == Reduction::Logsumexp;
-  if (!(reduce.kind == Reduction::Sum || lse) || reduce.epilogue) return false;
+  // A sum's epilogue runs over the folded values as eager's ops run over its sum; a logsumexp's
+  // takes its steps (fused_call.cpp, logsumexpInEagerSteps) with the epilogue after them.
+  if (!(reduce.kind == Reduction::Sum || lse) || (lse && reduce.epilogue)) return false;
   if (lse && (an.resultType.back() != an.reducedDtype || !logsumexpRoutines(an.reducedDtype))) return false;
   const auto rank = static_cast<int64_t>(an.valueShape.size());
   if (rank == 0 || an.valueShape != an.shape || static_cast<int64_t>(an.valueOrder.size()) != rank) return false;
