@@ -48,10 +48,11 @@ bool broadcastsFrom(Node* p, std::unordered_set<Node*>& seen) {
   return false;
 }
 
-// Whether an instruction reading r's operands `reads` reads only views of one value: the views sink_views made of one
-// value's leaves (one tsfuse::broadcast_* op) or one unsqueezed value. A costly op there is
-// computed once per call at that value's shape (kernels/runtime/hoist.h), not once per element
-// of the region's space, so computing it once more costs that value's size.
+// Whether an instruction reading r's operands `reads` (operandsRead) reads only views of one
+// value: the views sink_views made of one value's leaves (one tsfuse::broadcast_* op) or one
+// unsqueezed value. A costly op there is computed once per call at that value's shape
+// (kernels/runtime/hoist.h), not once per element of the region's space, so computing it once
+// more costs that value's size.
 bool narrow(const Region& r, const std::vector<char>& reads) {
   Node* source = nullptr;
   for (size_t i = 0; i < reads.size(); ++i) {
