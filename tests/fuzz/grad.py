@@ -176,8 +176,8 @@ def compare_grad_tensor(e, o, bound, ratios=None):
     the bound. `bound`: grad_bound's (B, G) for the leaf, or None (then bit-exact is required). A
     NaN of eager's where the optimized value is finite is excused (nan_from_zero_gradient) when G,
     eager's gradient with 0 * inf = 0, is finite there and the optimized value is within 2 B of
-    it, or is infinite there and the optimized value is that infinity; a NaN of the optimized program's where eager's is infinite, always
-    (infinite_gradient_summed_late); an infinity on one side where the other is finite, where the
+    it, or is infinite there and the optimized value is that infinity; a NaN of the optimized
+    program's where eager's is infinite, always (infinite_gradient_summed_late); an infinity on one side where the other is finite, where the
     terms' absolute sum overflows and their scaled sum does not (sum_overflow_order)."""
     if e.dtype != o.dtype:
         return f"dtype {e.dtype} vs {o.dtype}", 0, set()

@@ -6,9 +6,9 @@ the scalar tail, the reduction's order), not on a rule. A mismatch is a tie's co
 every element that differs from eager's changes with the ties' outcomes: `tie_sensitive` reruns
 the program under `ZeroTies` with each op call's ties decided +0.0 or -0.0 (every combination
 over up to MAX_DECIDED_CALLS calls; up to MAX_KEEP_CALLS calls, also each tied element keeping its
-first operand's own zero, as a kernel that returns x on a tie does), with and without TorchScript's rewrites of x + 0 and 0 - x, and compares
-the runs. Non-tie zeros (minimum(-0., 5.)) keep their sign, so a wrong sign there is still a
-mismatch.
+first operand's own zero, as a kernel that returns x on a tie does), with and without
+TorchScript's rewrites of x + 0 and 0 - x, and compares the runs. Non-tie zeros
+(minimum(-0., 5.)) keep their sign, so a wrong sign there is still a mismatch.
 """
 import itertools
 
@@ -69,10 +69,9 @@ KEEP = "keep"
 class ZeroTies(TorchFunctionMode):
     """Decides every signed-zero tie: the k-th op call that has one (in execution order) makes its
     tied zeros -0.0 where decide(k) is True, each element's first operand's zero where it is KEEP,
-    else +0.0. On CUDA, where eager's elementwise min/max are one
-    formula, only reductions are decided. peephole: x + 0 returns x and 0 - x is neg(x), as
-    TorchScript's optimized graph computes them (so a tie's sign survives them there, not in
-    eager)."""
+    else +0.0. On CUDA, where eager's elementwise min/max are one formula, only reductions are
+    decided. peephole: x + 0 returns x and 0 - x is neg(x), as TorchScript's optimized graph
+    computes them (so a tie's sign survives them there, not in eager)."""
 
     def __init__(self, decide, peephole=False):
         super().__init__()
