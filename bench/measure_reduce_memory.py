@@ -33,6 +33,9 @@ WORKLOADS = {
                                        torch.randn(3000, 3, generator=torch.Generator().manual_seed(1))),
     "soft_quantize": lambda rm, torch: (torch.randn(20000, 16, generator=torch.Generator().manual_seed(0)),
                                         torch.linspace(-3, 3, 32)),
+    "kernel_regression": lambda rm, torch: (torch.randn(4000, 3, generator=torch.Generator().manual_seed(0)),
+                                            torch.randn(3000, 3, generator=torch.Generator().manual_seed(1)),
+                                            torch.randn(3000, 2, generator=torch.Generator().manual_seed(2))),
 }
 
 

@@ -16,6 +16,8 @@ SoftAssignment    soft k-means responsibilities: softmax over K centroids of -be
 StudentT          DEC's soft assignment (Xie et al. 2016, as pt-dec writes it): the Student-t kernel
                   1 / (1 + |z_i - mu_k|^2 / alpha), to the power (alpha + 1) / 2, divided by its
                   sum over the clusters
+KernelRegression  Nadaraya-Watson: the Gaussian-weighted mean of targets, (w[:, :, None] * ys).sum(1)
+                  over w.sum(1): both sums of the weights in one reduce_sweep, the weights never stored
 GaussianKernelSum the mission's exp(-|x_i - y_j|^2 / s).sum(j) with the bandwidth s a module
                   attribute: a float the scripted graph reads at run time (prim::GetAttr), which
                   the fused op takes as an operand (tsfuse::wrapped_number)
@@ -272,6 +274,29 @@ def gaussian_kernel_sum_at_bandwidth(x: Tensor, y: Tensor) -> Tensor:
     return gaussian_kernel_sum(x, y, BANDWIDTH)
 
 
+def kernel_regression(x: Tensor, xs: Tensor, ys: Tensor, h: float) -> Tensor:
+    w = torch.exp(-((x[:, None, :] - xs[None, :, :]) ** 2).sum(-1) / h)
+    return (w[:, :, None] * ys[None]).sum(1) / w.sum(1, keepdim=True)
+
+
+def kernel_regression_at_bandwidth(x: Tensor, xs: Tensor, ys: Tensor) -> Tensor:
+    return kernel_regression(x, xs, ys, BANDWIDTH)
+
+
+class KernelRegression(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.h = BANDWIDTH
+        self.ex = (_points(30, 3, 20), _points(24, 3, 21), _points(24, 2, 22))
+
+    def forward(self, x: Tensor, xs: Tensor, ys: Tensor) -> Tensor:
+        return kernel_regression(x, xs, ys, self.h)
+
+    @torch.jit.export
+    def example_inputs(self) -> Tuple[Tensor, Tensor, Tensor]:
+        return self.ex
+
+
 MODELS = {
     "nearest_neighbour": (NearestNeighbour, nearest_neighbour),
     "anchor_match": (AnchorMatch, anchor_match),
@@ -284,4 +309,5 @@ MODELS = {
     "soft_assignment": (SoftAssignment, soft_assignment_at_softness),
     "student_t": (StudentT, student_t_at_degrees),
     "gaussian_kernel_sum": (GaussianKernelSum, gaussian_kernel_sum_at_bandwidth),
+    "kernel_regression": (KernelRegression, kernel_regression_at_bandwidth),
 }

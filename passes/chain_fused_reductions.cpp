@@ -6,6 +6,7 @@
 #include "passes/framework/driver.h"
 #include "passes/regions/fused_values.h"
 #include "passes/regions/rewrite.h"
+#include "passes/regions/sweep_readers.h"
 
 namespace tsfuse {
 namespace {
@@ -56,10 +57,18 @@ class ChainFusedReductionsPattern : public Pattern {
       return rw.notifyMatchFailure(nodes, "the fused reduction and its reader: " + scope);
     Value* operand = list->input(p->operand);
     const std::string name = "%" + p->view.base->debugName();
-    if (operand->uses().size() != 1 || (!p->view.views.empty() && p->view.base->uses().size() != 1))
+    if (operand->uses().size() != 1 || (!p->view.views.empty() && p->view.base->uses().size() != 1)) {
+      // Read by other reductions too: one sweep computes them all where it can.
+      std::string why = "not one reader";
+      if (p->stages.texts.size() == 1)
+        if (std::optional<SweepPlan> plan = planSweep(p->view.base, producer, p->stages, rw, &why)) {
+          rewriteSweep(rw, *plan);
+          return true;
+        }
       return rw.notifyMatchFailure(nodes, "the fused reduction's value " + name +
-                                              " is also used elsewhere, so it is "
-                                              "stored anyway");
+                                              " is also used elsewhere, so it is stored anyway (no sweep: " + why +
+                                              ")");
+    }
     if (reducesEveryDim(r->spec, std::nullopt))
       return rw.notifyMatchFailure(nodes, std::string(consumer->kind().toQualString()) +
                                               " reduces every dim: no dim of " + name +

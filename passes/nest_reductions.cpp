@@ -10,13 +10,12 @@
 #include "passes/regions/fused_values.h"
 #include "passes/regions/rewrite.h"
 #include "passes/regions/softmax_region.h"
+#include "passes/regions/sweep_readers.h"
 
 #include <algorithm>
 
 namespace tsfuse {
 namespace {
-
-const c10::Symbol kSweep = c10::Symbol::fromQualString("tsfuse::reduce_sweep");
 
 // Whether a reduction of a fused reduction's value reduces every dim of it (nothing is left to
 // compute the value slab by slab along).
@@ -36,42 +35,6 @@ std::string nestHazard(Node* reduction, const ReductionMatch& rm) {
     return std::string(reduction->kind().toQualString()) + kEveryDim +
            " and its partials do not fold, so the value would be stored whole anyway";
   return "";
-}
-
-// Several reductions of one fused reduction's value  =>  one tsfuse::reduce_sweep
-//
-//   %d = tsfuse::reduce(%l, "v1: sub($0, $1); mul(%0, %0)", "sum", [2], False, None, None, [])
-//   %r = aten::amin(%d, [1], False)
-//   %c = aten::amin(%d, [0], False)
-// =>
-//   %s = tsfuse::reduce_sweep(%l, "v1: ...", ["sum(dim=[2], keepdim=False)", "amin(dim=[1], keepdim=False)",
-//                                              "amin(dim=[0], keepdim=False)"])
-//   %r, %c = prim::ListUnpack(%s)
-//
-// The sweep is placed at the first of the reductions (they read nothing but %d and constants).
-Node* rewriteSweep(Rewriter& rw, Node* inner, const Stages& stages, std::vector<Node*> reductions, RewriteEvent& e) {
-  std::sort(reductions.begin(), reductions.end(), [](Node* a, Node* b) { return a->isBefore(b); });
-  Graph& g = rw.graph();
-  Stages all = stages;
-  for (Node* r : reductions) {
-    ReductionMatch m;
-    matchReduction(r, m, nullptr);
-    all.texts.push_back(describe(m.spec));
-  }
-  std::vector<Value*> operands(stages.list->inputs().begin(), stages.list->inputs().end());
-  Node* sweep = insertStagedOp(g, kSweep, 1, operands, all.expr, all.texts, reductions.front());
-  torch::jit::WithInsertPoint guard(reductions.front());
-  sweep->output()->setType(c10::ListType::ofTensors());
-  Node* unpack = g.insertNode(g.createListUnpack(sweep->output(), reductions.size()));
-  for (size_t j = 0; j < reductions.size(); ++j) {
-    unpack->output(j)->setType(reductions[j]->output()->type());
-    rw.replaceAllUsesWith(reductions[j]->output(), unpack->output(j));
-  }
-  e.expr = all.expr;
-  for (const auto& t : all.texts) e.expr += " |> " + t;
-  for (Node* r : reductions) rw.erase(r);
-  eraseFusedOp(rw, inner);
-  return sweep;
 }
 
 // reduction(tsfuse::reduce(...))  =>  tsfuse::reduce_chain(...)
@@ -115,6 +78,11 @@ class NestReductionsPattern : public Pattern {
                                        " is also used besides its squeeze(), so it is stored anyway");
     if (std::string why = nestHazard(reduction, rm); !why.empty())
       return rw.notifyMatchFailure({reduction, inner}, why);
+    if (!squeeze && stages->texts.size() == 1 && hasFusedReader(rm.input)) {
+      std::string why;
+      std::optional<SweepPlan> plan = planSweep(rm.input, inner, *stages, rw, &why);
+      return plan ? (rewriteSweep(rw, *plan), true) : rw.notifyMatchFailure({reduction, inner}, why);
+    }
     for (const auto& use : rm.input->uses()) {
       ReductionMatch other;
       if (!sameGradScope(use.user, reduction) || !matchReduction(use.user, other, nullptr) ||
@@ -138,33 +106,12 @@ class NestReductionsPattern : public Pattern {
     if (!squeeze && (rm.input->uses().size() > 1 || everyDim) && stages->texts.size() == 1) {
       // One sweep for all the reductions of a tsfuse::reduce's value (a sweep's branches all read
       // stage 0's), when each has one output (not max/min with indices).
-      std::vector<Node*> reductions;
-      for (const auto& use : rm.input->uses()) reductions.push_back(use.user);
-      Node* first =
-          *std::min_element(reductions.begin(), reductions.end(), [](Node* a, Node* b) { return a->isBefore(b); });
-      bool plain = readHazard(operands, inner, first, rw.aliasDb()).empty();
-      for (Node* r : reductions) plain &= r->outputs().size() == 1;
-      if (plain) {
-        RewriteEvent e;
-        e.add(inner).add(reductions);
-        e.fusedOp = "tsfuse::reduce_sweep";
-        e.reason = (reductions.size() == 1 ? std::string("nested the reduction")
-                                           : "nested the " + std::to_string(reductions.size()) + " reductions") +
-                   " of %" + rm.input->debugName() + " into one sweep of the fused reduction: the value is computed " +
-                   "slab by slab, never stored" +
-                   (everyDim ? " (a reduction over every dim folds the slab partials where the "
-                               "value is larger than every operand; else the value is stored "
-                               "and ATen reduces it)"
-                             : "");
-        Node* sweep = rewriteSweep(rw, inner, *stages, std::move(reductions), e);
-        rw.notifyRewrite(std::move(e), sweep);
+      std::string why;
+      if (auto plan = planSweep(rm.input, inner, *stages, rw, &why)) {
+        rewriteSweep(rw, *plan);
         return true;
       }
-      if (everyDim) {
-        const std::string why = readHazard(operands, inner, first, rw.aliasDb());
-        return rw.notifyMatchFailure({reduction, inner},
-                                     everyDimWhy + "; " + (why.empty() ? "another reduction of it has indices" : why));
-      }
+      if (everyDim) return rw.notifyMatchFailure({reduction, inner}, everyDimWhy + "; " + why);
     }
 
     Epilogue epi;

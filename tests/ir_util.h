@@ -156,6 +156,17 @@ inline PassRun runPipelineOn(std::shared_ptr<Graph>& g, const tsfuse::PipelineOp
   return r;
 }
 
+// A graph through the whole pipeline, and a copy of it from before (the reference).
+struct Piped {
+  std::shared_ptr<Graph> g, ref;
+  PassRun r;
+};
+inline Piped pipeline(std::shared_ptr<Graph> g) {
+  Piped run{g, g->copy(), {}};
+  run.r = runPipelineOn(run.g);
+  return run;
+}
+
 // Executes a graph on the given inputs with the TorchScript interpreter; returns its outputs.
 inline std::vector<c10::IValue> runGraph(const std::shared_ptr<Graph>& g, const std::vector<c10::IValue>& inputs) {
   torch::jit::Code code(g->copy(), "test");

@@ -122,11 +122,10 @@ std::optional<Outputs> extremumInRowBlocks(const ReduceSpec& r, const std::strin
   return out;
 }
 
-// Later stage k over the previous stage's value: ATen's reduction of it, or a fused stage's input
-// computed and reduced by `native` (the backend's runFusedAll; null: the reference, evalFused), or
-// its normalization (written into `out` where one is given: a slab of the chain's output).
+}  // namespace
+
 Outputs laterStage(const Chain& c, size_t k, const at::Tensor& value, at::TensorList inputs, at::TensorList epilogue,
-                   const NativePath* native, const at::Tensor* out = nullptr) {
+                   const NativePath* native, const at::Tensor* out) {
   if (const auto& n = c.normalize[k]) return Outputs{n->apply(value, out)};
   const StageInput* in = c.input[k].get();
   if (!in) return applyStage(c.stages[k], c.squeezeFirst[k], value, epilogue);
@@ -136,8 +135,6 @@ Outputs laterStage(const Chain& c, size_t k, const at::Tensor& value, at::Tensor
     if (auto out = extremumInRowBlocks(r, in->text, ops, *native)) return std::move(*out);
   return native ? runFusedAll(ops, in->text, &r, *native) : evalFused(*in->expr, ops, &r);
 }
-
-}  // namespace
 
 Outputs evalChain(const Chain& c, at::TensorList operands) {
   TORCH_CHECK(operands.size() == c.numOperands, "tsfuse::reduce_chain: expected ", c.numOperands, " operands, got ",

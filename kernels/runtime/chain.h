@@ -107,6 +107,13 @@ Outputs evalChain(const Chain& c, at::TensorList operands);
 // later stages with ATen, slab by slab; eager's own error where eager would raise.
 Outputs runChain(const Chain& c, at::TensorList operands, const NativePath& native);
 
+// Later stage k over the previous stage's value: ATen's reduction of it, or a fused stage's input
+// computed and reduced by `native` (the backend's runFusedAll; null: the reference, evalFused), or
+// its normalization (written into `out` where one is given: a slab of the chain's output). `inputs`
+// and `epilogue`: the stage's operands (inputOperands, epilogueOperands), or a slab of them.
+Outputs laterStage(const Chain& c, size_t k, const at::Tensor& value, at::TensorList inputs, at::TensorList epilogue,
+                   const NativePath* native, const at::Tensor* out = nullptr);
+
 // A later stage over its input value: ATen's reduction (of the value squeezed first, where
 // `squeeze`), then the epilogue's ATen ops over `extras` (the stage's epilogue operands).
 Outputs applyStage(const ReduceSpec& spec, bool squeeze, const at::Tensor& value, at::TensorList extras);

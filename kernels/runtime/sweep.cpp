@@ -155,10 +155,10 @@ Sweep Sweep::parse(c10::string_view expr, c10::ArrayRef<std::string> stages) {
   Sweep s;
   s.all = Chain::parse(expr, stages);
   for (size_t j = 1; j < stages.size(); ++j) {
-    TORCH_CHECK(!s.all.stages[j].withIndices() && !s.all.squeezeFirst[j] && !s.all.input[j] && !s.all.normalize[j],
+    TORCH_CHECK(!s.all.stages[j].withIndices() && !s.all.squeezeFirst[j] && !s.all.normalize[j],
                 "tsfuse::reduce_sweep: branch ", j,
-                " is max/min with indices, squeezes first, is fused or normalizes; a sweep's "
-                "branches are reductions of stage 0's value with one output each");
+                " is max/min with indices, squeezes first or normalizes; a sweep's "
+                "branches are reductions (of stage 0's value, or fused over it) with one output each");
     s.branches.push_back(cachedChain(expr, {stages[0], stages[j]}));
   }
   return s;
@@ -166,6 +166,7 @@ Sweep Sweep::parse(c10::string_view expr, c10::ArrayRef<std::string> stages) {
 
 std::vector<at::Tensor> Sweep::branchOperands(at::TensorList operands, size_t j) const {
   std::vector<at::Tensor> out(operands.begin(), operands.begin() + static_cast<int64_t>(all.firstOperand[1]));
+  for (const auto& t : all.inputOperands(operands, j + 1)) out.push_back(t);
   for (const auto& t : all.epilogueOperands(operands, j + 1)) out.push_back(t);
   return out;
 }
@@ -181,7 +182,8 @@ Outputs evalSweep(const Sweep& s, at::TensorList operands) {
   const at::Tensor v = evalFused(*s.all.expr, operands.slice(0, s.all.firstOperand[1]), &s.all.stages[0])[0];
   Outputs out;
   for (size_t j = 1; j < s.all.stages.size(); ++j)
-    out.push_back(applyStage(s.all.stages[j], false, v, s.all.epilogueOperands(operands, j))[0]);
+    out.push_back(
+        laterStage(s.all, j, v, s.all.inputOperands(operands, j), s.all.epilogueOperands(operands, j), nullptr)[0]);
   return out;
 }
 
@@ -206,7 +208,8 @@ Outputs runSweep(const Sweep& s, at::TensorList operands, const NativePath& nati
     const char* path = lastPath();
     Outputs out;
     for (size_t j = 0; j < nb; ++j)
-      out.push_back(applyStage(c.stages[j + 1], false, v, c.epilogueOperands(operands, j + 1))[0]);
+      out.push_back(
+          laterStage(c, j + 1, v, c.inputOperands(operands, j + 1), c.epilogueOperands(operands, j + 1), &native)[0]);
     setLastPath(path);
     return out;
   };
@@ -242,8 +245,10 @@ Outputs runSweep(const Sweep& s, at::TensorList operands, const NativePath& nati
       const std::vector<int64_t> rj = reducedDims(b, rankO0);
       if (std::binary_search(rj.begin(), rj.end(), q)) {
         // A sum or mean another chain could slice (it keeps a dim) runs there, in eager's order.
+        // (A fused branch's value is not stage 0's: it has no slab partials of its own here.)
         const bool sum = b.kind == Reduction::Sum || b.kind == Reduction::Mean;
-        if (!foldsAcrossSlabs(b) || (sum && static_cast<int64_t>(rj.size()) < rankO0)) return separately();
+        if (c.input[j + 1] || !foldsAcrossSlabs(b) || (sum && static_cast<int64_t>(rj.size()) < rankO0))
+          return separately();
         folds[j].r = &b;
         folds[j].dtype = reduceStandIn(b, an->outSizes, an->outDtype).scalar_type();  // eager's errors too
         // A float sum in another order only where it saves storing a value larger than the operands.
@@ -270,14 +275,17 @@ Outputs runSweep(const Sweep& s, at::TensorList operands, const NativePath& nati
     for (auto& t : narrowOperands(epi0, rankO0, q, start, len)) in0.push_back(std::move(t));
     const at::Tensor v = runFusedAll(in0, c.expr->str(), &s0, native)[0];
     for (size_t j = 0; j < nb; ++j) {
-      const ReduceSpec& b = c.stages[j + 1];
       if (!plans[j]) {  // reduces the slab dim: fold this slab's partial in
         fs[j].add(v);
         continue;
       }
       const SlabPlan& p = *plans[j];
-      at::Tensor r = applyStage(
-          b, false, v, narrowOperands(c.epilogueOperands(operands, j + 1), p.ranks[2], p.pos[2], start, len))[0];
+      const std::vector<at::Tensor> inputs =
+          c.input[j + 1] ? narrowOperands(c.inputOperands(operands, j + 1), p.inRanks[1], p.inPos[1], start, len)
+                         : std::vector<at::Tensor>{};
+      at::Tensor r =
+          laterStage(c, j + 1, v, inputs,
+                     narrowOperands(c.epilogueOperands(operands, j + 1), p.ranks[2], p.pos[2], start, len), &native)[0];
       if (i == 0) {  // the first slab decides the output's layout (the one eager's reduction gives)
         const std::vector<int64_t> order = strideOrder(r.sizes(), r.strides());
         out[j] = at::empty_strided(p.finalSizes, denseStrides(p.finalSizes, order), r.options());

@@ -8,8 +8,11 @@
 // that keeps that dim is computed per slab, like a chain's later stage; one that reduces it folds
 // its slab partials in slab order (foldsAcrossSlabs; sums only where stage 0's value is larger
 // than every operand), then runs its epilogue. A sweep may have one branch (an MMD term
-// `exp(-d2 / s).mean()`). Where a branch can do neither, each branch runs as its own chain.
-// Operands: the expression's, stage 0's epilogue's, then each branch's epilogue's, in order.
+// `exp(-d2 / s).mean()`). A branch may be fused over stage 0's value, as a chain's later stage
+// (kernel regression's `(w[:, :, None] * y[None]).sum(1)` beside `w.sum(1)`); it is computed per
+// slab, so it keeps the slab dim. Where a branch can do neither, each branch runs as its own chain.
+// Operands: the expression's, stage 0's epilogue's, then each branch's (a fused branch's
+// expression's other operands, then its epilogue's), in order.
 #pragma once
 
 #include "kernels/runtime/chain.h"

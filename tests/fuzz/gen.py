@@ -444,10 +444,17 @@ class Generator(ElementwiseForms, ReductionForms, OperandForms):
                                 self.forms.add("nested_multi")  # two reductions of it (reduce_sweep)
                                 self.also_out = second  # returned too, so it is not dead code
                 elif cur is not last and rng.random() < 0.3:
-                    outer = self.fused_stage(cur)  # (gen_reduce.py)
+                    inner = cur
+                    outer = self.fused_stage(inner)  # (gen_reduce.py)
                     if outer is not None:
                         cur = outer
                         self.forms.add("fused_stage")
+                        if rng.random() < 0.4:
+                            second = self.reduction(inner)
+                            if second is not None:
+                                # a reduction of it beside the fused one (one reduce_sweep)
+                                self.forms.add("fused_multi")
+                                self.also_out = second
                 if rng.random() < 0.2 and self.reduction(last) is not None:
                     self.forms.add("multi_reduce")
         except StopProgram:

@@ -75,7 +75,7 @@ FORM_OPS = {
 
 # Forms whose own fused op must appear in the optimized graph.
 FORM_FUSED_OPS = {"nested_reduce": r"tsfuse::reduce_(chain|sweep)", "nested_multi": r"tsfuse::reduce_sweep",
-                  "fused_stage": r"fused\(v1: "}
+                  "fused_stage": r"fused\(v1: ", "fused_multi": r"tsfuse::reduce_sweep"}
 
 
 def form_fused(form, fused, graph):

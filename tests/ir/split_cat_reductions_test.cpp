@@ -41,17 +41,6 @@ std::vector<c10::IValue> boxes(uint64_t seed, int64_t n, int64_t m, at::ScalarTy
   return {g.tensor({n, 1}, t, kNaNInf), g.tensor({n, 1}, t, kNaNInf), g.tensor({m, 4}, t, kNaNInf)};
 }
 
-struct Piped {
-  std::shared_ptr<Graph> g, ref;
-  PassRun r;
-};
-
-Piped pipeline(std::shared_ptr<Graph> g) {
-  Piped run{g, g->copy(), {}};
-  run.r = runPipelineOn(run.g);
-  return run;
-}
-
 TEST(SplitCatReductionsIR, StackMinIsOnePairwiseOp) {
   Piped f = pipeline(deltasThen(kStack2, R"IR(
   %m : Tensor, %mi : Tensor = aten::min(%s, %two, %false)

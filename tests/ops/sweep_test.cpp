@@ -180,6 +180,52 @@ TEST_F(Sweep, EmptyInputsErrorsAutogradMeta) {
   EXPECT_EQ(meta[1].sizes(), at::IntArrayRef({30}));
 }
 
+// Branches fused over stage 0's value (kernel regression: (k[:, :, None] * v[None]).sum(1) beside
+// k.sum(1, keepdim=True)) run per slab where they keep the slab dim: their separate chains' bits.
+// One that reduces the slab dim makes every branch run as its own chain. With a gradient the
+// sweep runs ATen's autograd through the reference.
+TEST_F(Sweep, FusedBranchesAreTheirChainsBits) {
+  Gen g(25);
+  const std::string gauss = "sum(dim=[2], keepdim=False) |> v1: mul($0, -2.0); exp(%0)";
+  const std::string numerator = "fused(v1: mul($0, $1); $0 = value.unsqueeze(2)) |> sum(dim=[1], keepdim=False)";
+  const std::string weighted = "fused(v1: mul($0, $1); $0 = value) |> amax(dim=[1], keepdim=False) |> v1: add($0, $1)";
+  const std::string overSlabs = "fused(v1: mul($0, $1); $0 = value) |> amin(dim=[0], keepdim=False)";
+  struct FusedCase {
+    std::vector<std::string> stages;
+    std::vector<std::vector<int64_t>> extras;  // each branch's operands' sizes (m: the value's columns)
+  };
+  for (int i = 0; i < 18; ++i) {
+    const int64_t n = 2 + g.randint(0, 40), m = 1 + g.randint(0, 30), c = 1 + g.randint(0, 3);
+    const std::vector<FusedCase> cases = {
+        {{gauss, numerator, "sum(dim=[1], keepdim=True)"}, {{m, c}}},
+        {{gauss, "amin(dim=[1], keepdim=False)", weighted, numerator}, {{m}, {1}, {m, c}}},
+        {{gauss, numerator, overSlabs}, {{m, c}, {m}}},
+    };
+    const FusedCase& fc = cases[i % cases.size()];
+    const at::ScalarType dt = i % 4 == 3 ? at::kDouble : at::kFloat;
+    std::vector<at::Tensor> ops{g.tensor({n, 1, 3}, dt), g.tensor({m, 3}, dt)};
+    for (const auto& sizes : fc.extras) ops.push_back(g.tensor(sizes, dt));
+    const std::string what = fc.stages[2] + " #" + std::to_string(i);
+    std::vector<at::Tensor> got = tsfuse::reduceSweep(ops, kSq, fc.stages);
+    std::vector<at::Tensor> eager = tsfuse::evalSweep(*tsfuse::cachedSweep(kSq, fc.stages), ops);
+    auto s = tsfuse::cachedSweep(kSq, fc.stages);
+    ASSERT_EQ(got.size(), fc.stages.size() - 1) << what;
+    for (size_t j = 0; j < got.size(); ++j) {
+      at::Tensor chain = tsfuse::reduceChain(s->branchOperands(ops, j), kSq, {fc.stages[0], fc.stages[j + 1]});
+      ASSERT_TRUE(sameValues(chain, got[j])) << what << " branch " << j;
+      ASSERT_TRUE(sameTensor(eager[j], got[j], /*exact=*/false)) << what << " branch " << j;
+    }
+  }
+  at::Tensor x = g.tensor({40, 1, 3}, at::kFloat), y = g.tensor({30, 3}, at::kFloat), v = g.tensor({30, 2}, at::kFloat);
+  const std::vector<std::string> stages{gauss, numerator, "sum(dim=[1], keepdim=True)"};
+  at::Tensor xg = x.clone().requires_grad_(), xe = x.clone().requires_grad_();
+  std::vector<at::Tensor> r = tsfuse::reduceSweep({xg, y, v}, kSq, stages);
+  (r[0].sum() + r[1].sum()).backward();
+  std::vector<at::Tensor> e = tsfuse::evalSweep(*tsfuse::cachedSweep(kSq, stages), {xe, y, v});
+  (e[0].sum() + e[1].sum()).backward();
+  EXPECT_TRUE(at::allclose(xg.grad(), xe.grad(), 1e-5, 1e-6));
+}
+
 }  // namespace
 
 }  // namespace ops_sweep_test

@@ -2,7 +2,8 @@
 neighbour (min with indices), anchor matching (IoU.max(dim=0) values + indices), logsumexp of a
 Gaussian kernel, L2 distance via vector_norm / norm, a reduction with an epilogue, softmax /
 log_softmax over a broadcast axis (soft quantisation), a softmax over a fused distance (soft
-k-means assignment) or divided by its sum (DEC's Student-t assignment), and the mission's Gaussian kernel sum with
+k-means assignment) or divided by its sum (DEC's Student-t assignment), kernel regression's two sums of
+one weight matrix (one sweep), and the mission's Gaussian kernel sum with
 its bandwidth a module attribute (a float known only at run time).
 
 Each scripted model goes through `optimize-ts --check --report`; the optimized module must hold
@@ -44,6 +45,8 @@ CASES = {
     "student_t": ("tsfuse::reduce_chain", ["aten::sum", "aten::reciprocal", "aten::pow", "tsfuse::reduce",
                                            "tsfuse::pairwise"],
                   lambda: (torch.randn(300, 10), torch.randn(12, 10))),
+    "kernel_regression": ("tsfuse::reduce_sweep", ["aten::exp", "aten::sum", "aten::pow", "tsfuse::reduce"],
+                          lambda: (torch.randn(300, 3), torch.randn(200, 3), torch.randn(200, 2))),
     "gaussian_kernel_sum": ("tsfuse::reduce_chain", ["aten::exp", "aten::div", "aten::sum", "aten::pow", "tsfuse::reduce"],
                             lambda: (torch.randn(300, 3), torch.randn(200, 3))),
 }
