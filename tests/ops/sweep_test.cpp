@@ -216,14 +216,24 @@ TEST_F(Sweep, FusedBranchesAreTheirChainsBits) {
       ASSERT_TRUE(sameTensor(eager[j], got[j], /*exact=*/false)) << what << " branch " << j;
     }
   }
+  // Gradients: a branch reading the value unsqueezed, and one reading it as it is (a fused chain
+  // backward where one applies), against ATen's autograd through the reference.
   at::Tensor x = g.tensor({40, 1, 3}, at::kFloat), y = g.tensor({30, 3}, at::kFloat), v = g.tensor({30, 2}, at::kFloat);
-  const std::vector<std::string> stages{gauss, numerator, "sum(dim=[1], keepdim=True)"};
-  at::Tensor xg = x.clone().requires_grad_(), xe = x.clone().requires_grad_();
-  std::vector<at::Tensor> r = tsfuse::reduceSweep({xg, y, v}, kSq, stages);
-  (r[0].sum() + r[1].sum()).backward();
-  std::vector<at::Tensor> e = tsfuse::evalSweep(*tsfuse::cachedSweep(kSq, stages), {xe, y, v});
-  (e[0].sum() + e[1].sum()).backward();
-  EXPECT_TRUE(at::allclose(xg.grad(), xe.grad(), 1e-5, 1e-6));
+  at::Tensor b = g.tensor({30}, at::kFloat);
+  const std::string rowWeighted = "fused(v1: mul($0, $1); $0 = value) |> sum(dim=[1], keepdim=False)";
+  for (const auto& [stages, ops] : std::vector<std::pair<std::vector<std::string>, std::vector<at::Tensor>>>{
+           {{gauss, numerator, "sum(dim=[1], keepdim=True)"}, {x, y, v}},
+           {{gauss, rowWeighted, "amin(dim=[1], keepdim=False)"}, {x, y, b}}}) {
+    at::Tensor xg = x.clone().requires_grad_(), xe = x.clone().requires_grad_();
+    std::vector<at::Tensor> fusedOps = ops, eagerOps = ops;
+    fusedOps[0] = xg;
+    eagerOps[0] = xe;
+    std::vector<at::Tensor> r = tsfuse::reduceSweep(fusedOps, kSq, stages);
+    (r[0].sum() + r[1].sum()).backward();
+    std::vector<at::Tensor> e = tsfuse::evalSweep(*tsfuse::cachedSweep(kSq, stages), eagerOps);
+    (e[0].sum() + e[1].sum()).backward();
+    EXPECT_TRUE(at::allclose(xg.grad(), xe.grad(), 1e-5, 1e-6)) << stages[1];
+  }
 }
 
 }  // namespace
