@@ -80,7 +80,6 @@ std::optional<SweepPlan> planSweep(Value* value, Node* inner, const Stages& stag
   const std::string name = "%" + value->debugName();
   const std::optional<int64_t> rank = rankOf(value);
   SweepPlan plan{inner, stages, {}, nullptr};
-  std::vector<FusedReduction> fusedSpecs;  // per branch (fused ones)
   std::vector<Node*> seen;
   for (const auto& use : value->uses()) {
     if (std::find(seen.begin(), seen.end(), use.user) != seen.end())
@@ -122,7 +121,7 @@ std::optional<SweepPlan> planSweep(Value* value, Node* inner, const Stages& stag
     input.value = static_cast<int64_t>(f->operand);
     input.unsqueeze = f->view.dims;
     b.text = input.str() + " |> ";  // the reduction follows once the epilogue is placed
-    fusedSpecs.push_back(f->r);
+    b.spec = f->r.spec;
     plan.branches.push_back(std::move(b));
   }
   std::sort(plan.branches.begin(), plan.branches.end(),
@@ -136,13 +135,11 @@ std::optional<SweepPlan> planSweep(Value* value, Node* inner, const Stages& stag
       if (b.reader->outputs().size() == 1 && b.reader->output() == v) return true;
     return false;
   };
-  size_t f = 0;
   for (auto& b : plan.branches) {
     if (!b.fused) continue;
-    const FusedReduction& r = fusedSpecs.at(f++);
     bool peel = false;
     for (Value* x : b.peeledExtras) peel |= isResult(x) || !definedBefore(x, first);
-    ReduceSpec spec = r.spec;
+    ReduceSpec spec = b.spec;
     if (peel) {
       b.peeled = spec.epilogue->str();
       spec.epilogue.reset();

@@ -36,6 +36,7 @@ struct SweepBranch {
   Node* reader = nullptr;    // a plain reduction of the value, or a fused reduction over it
   std::vector<Node*> views;  // a fused reader's unsqueezes of the value (replaced with it)
   bool fused = false;
+  ReduceSpec spec;                   // a fused reader's reduction, its epilogue included
   std::string text;                  // the branch's stage text
   std::vector<Value*> operands;      // its operands in the sweep
   std::string peeled;                // a fused reader's epilogue run after the sweep ("": none)

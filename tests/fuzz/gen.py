@@ -450,9 +450,9 @@ class Generator(ElementwiseForms, ReductionForms, OperandForms):
                         cur = outer
                         self.forms.add("fused_stage")
                         if rng.random() < 0.4:
-                            second = self.reduction(inner)
+                            # a reduction of it, plain or fused, beside the fused one (one reduce_sweep)
+                            second = (self.fused_stage if rng.random() < 0.4 else self.reduction)(inner)
                             if second is not None:
-                                # a reduction of it beside the fused one (one reduce_sweep)
                                 self.forms.add("fused_multi")
                                 self.also_out = second
                 if rng.random() < 0.2 and self.reduction(last) is not None:

@@ -89,6 +89,27 @@ TEST(SweepReadersIR, TwoFusedReadersAndNoPlainOneAreOneSweep) {
   for (uint64_t seed : {3, 4}) EXPECT_TRUE(sameOutputs(p.ref, p.g, points(seed), /*exact=*/false));
 }
 
+TEST(SweepReadersIR, ReadersKeepTheirReductionsWhateverTheUseOrder) {
+  // %k's first use is the later reader's unsqueeze; the earlier reader's operand list, made by
+  // fuse_broadcast_reduce, is its last use. Branches follow the graph's order.
+  Piped p = pipeline(weights(R"IR(
+  %ku : Tensor = aten::unsqueeze(%k, %two)
+  %kb : Tensor = aten::mul(%k, %b)
+  %wb : Tensor = aten::amax(%kb, %dims1, %false)
+  %yu : Tensor = aten::unsqueeze(%y, %zero)
+  %p : Tensor = aten::mul(%ku, %yu)
+  %num : Tensor = aten::sum(%p, %dims1, %false, %none)
+  return (%wb, %num)
+)IR"));
+  auto sw = findNodes(p.g, "tsfuse::reduce_sweep");
+  ASSERT_EQ(sw.size(), 1u) << p.r.dump();
+  const std::vector<std::string> stages = stagesOf(sw[0]);
+  ASSERT_EQ(stages.size(), 3u);
+  EXPECT_EQ(stages[1], "fused(v1: mul($0, $1); $0 = value) |> amax(dim=[1], keepdim=False)");
+  EXPECT_EQ(stages[2], "fused(v1: mul($0, $1); $0 = value.unsqueeze(2)) |> sum(dim=[1], keepdim=False)");
+  EXPECT_TRUE(sameOutputs(p.ref, p.g, points(7), /*exact=*/false));
+}
+
 TEST(SweepReadersIR, NegativeAFusedReaderOfAnotherReadersResultIsNotSwept) {
   // (k * k.sum(1, keepdim=True)).sum(0): the second reader's operand is the first's result.
   Piped p = pipeline(weights(R"IR(
