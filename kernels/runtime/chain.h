@@ -87,8 +87,9 @@ struct Chain {
   at::TensorList inputOperands(at::TensorList operands, size_t k) const;
   at::TensorList epilogueOperands(at::TensorList operands, size_t k) const;
   // The call's slab plan (nullopt: one piece), cached per operand sizes and dtypes; raises where
-  // a later stage would.
-  std::optional<SlabPlan> plan(at::TensorList operands, const Analysis& stage0) const;
+  // a later stage would. `dim` >= 0: slabs along that dim of the expression's space only (nullopt
+  // where a stage does not keep it).
+  std::optional<SlabPlan> plan(at::TensorList operands, const Analysis& stage0, int64_t dim = -1) const;
 
  private:
   std::shared_ptr<ChainPlans> plans_;

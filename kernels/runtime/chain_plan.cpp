@@ -98,7 +98,7 @@ namespace {
 // reduced dims, dtypes (and eager's dtype errors) from the reduction of a stand-in of at most two
 // elements per dim, the epilogue's from its analysis. (Not meta tensors: a reduction's first Meta
 // call grows resident memory for good.) nullopt: run the chain in one piece.
-std::optional<SlabPlan> planSlabs(const Chain& c, at::TensorList operands, const Analysis& an) {
+std::optional<SlabPlan> planSlabs(const Chain& c, at::TensorList operands, const Analysis& an, int64_t dim) {
   const c10::Device device = mainDevice(operands);
   if (!worthSlicing(an, device)) return std::nullopt;
   const int64_t rank0 = static_cast<int64_t>(an.valueShape.size());
@@ -183,8 +183,10 @@ std::optional<SlabPlan> planSlabs(const Chain& c, at::TensorList operands, const
   p.ranks.push_back(static_cast<int64_t>(sizes.size()));
   p.finalSizes = sizes;
   p.finalDtype = dtype;
-  // The first dim of the expression's space in slabDimOrder that every stage keeps.
+  // The first dim of the expression's space in slabDimOrder that every stage keeps (`dim` alone
+  // where one is given).
   for (int64_t d : slabDimOrder(an, device)) {
+    if (dim >= 0 && d != dim) continue;
     std::vector<int64_t> pos{d};
     std::vector<int64_t> inPos(c.stages.size(), -1);
     for (size_t k = 0; k < c.stages.size() && pos.back() >= 0; ++k) {
@@ -217,15 +219,16 @@ std::vector<int64_t> planKey(at::TensorList operands) {
 
 }  // namespace
 
-std::optional<SlabPlan> Chain::plan(at::TensorList operands, const Analysis& an) const {
+std::optional<SlabPlan> Chain::plan(at::TensorList operands, const Analysis& an, int64_t dim) const {
   constexpr size_t kMaxPlans = 64;
   std::vector<int64_t> key = planKey(operands);
+  key.push_back(dim);
   {
     std::lock_guard<std::mutex> lock(plans_->mu);
     auto it = plans_->plans.find(key);
     if (it != plans_->plans.end()) return it->second;
   }
-  std::optional<SlabPlan> p = planSlabs(*this, operands, an);  // may raise eager's error: not kept
+  std::optional<SlabPlan> p = planSlabs(*this, operands, an, dim);  // may raise eager's error: not kept
   std::lock_guard<std::mutex> lock(plans_->mu);
   if (plans_->plans.size() >= kMaxPlans) plans_->plans.clear();
   plans_->plans.emplace(std::move(key), p);

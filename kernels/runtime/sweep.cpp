@@ -223,32 +223,35 @@ Outputs runSweep(const Sweep& s, at::TensorList operands, const NativePath& nati
   const c10::Device device = mainDevice(ops0);
   if (!worthSlicing(*an, device)) return onePiece();
 
-  // The slab dim: the first dim in slabDimOrder that stage 0 keeps (the branches' plans choose
-  // alike).
   const ReduceSpec& s0 = c.stages[0];
   const std::vector<int64_t> reduced0 = reducedDims(s0, rank0);
-  int64_t d = -1, q = -1;
-  for (int64_t k : slabDimOrder(*an, device)) {
-    q = dimAfterReduction(k, reduced0, s0.keepdim);
-    if (q >= 0) {
-      d = k;
-      break;
-    }
-  }
-  if (d < 0) return separately();
   const int64_t rankO0 = static_cast<int64_t>(an->outSizes.size());
   std::vector<std::optional<SlabPlan>> plans(nb);  // per branch that keeps the slab dim
   std::vector<Fold> folds(nb);                     // per branch that reduces it
+  int64_t d = -1, q = -1;
   try {
+    // The slab dim: the first dim in slabDimOrder that stage 0 and every fused branch keep (a
+    // fused branch is computed per slab; a plain one folds its slab partials where it reduces it).
+    for (int64_t k : slabDimOrder(*an, device)) {
+      const int64_t qk = dimAfterReduction(k, reduced0, s0.keepdim);
+      if (qk < 0) continue;
+      bool fusedKeep = true;
+      for (size_t j = 0; j < nb && fusedKeep; ++j)
+        if (c.input[j + 1])
+          fusedKeep = (plans[j] = s.branches[j]->plan(s.branchOperands(operands, j), *an, k)).has_value();
+      if (!fusedKeep) continue;
+      d = k;
+      q = qk;
+      break;
+    }
+    if (d < 0) return separately();
     for (size_t j = 0; j < nb; ++j) {
       const ReduceSpec& b = c.stages[j + 1];
-      const std::vector<int64_t> rj = reducedDims(b, rankO0);
-      if (std::binary_search(rj.begin(), rj.end(), q)) {
+      const std::vector<int64_t> rj = reducedDims(b, rankO0);  // (a plain branch's: over stage 0's value)
+      if (!c.input[j + 1] && std::binary_search(rj.begin(), rj.end(), q)) {
         // A sum or mean another chain could slice (it keeps a dim) runs there, in eager's order.
-        // (A fused branch's value is not stage 0's: it has no slab partials of its own here.)
         const bool sum = b.kind == Reduction::Sum || b.kind == Reduction::Mean;
-        if (c.input[j + 1] || !foldsAcrossSlabs(b) || (sum && static_cast<int64_t>(rj.size()) < rankO0))
-          return separately();
+        if (!foldsAcrossSlabs(b) || (sum && static_cast<int64_t>(rj.size()) < rankO0)) return separately();
         folds[j].r = &b;
         folds[j].dtype = reduceStandIn(b, an->outSizes, an->outDtype).scalar_type();  // eager's errors too
         // A float sum in another order only where it saves storing a value larger than the operands.
@@ -256,8 +259,9 @@ Outputs runSweep(const Sweep& s, at::TensorList operands, const NativePath& nati
         if (reorders && !largerThanOperands(*an, ops0)) return onePiece();
         continue;
       }
-      plans[j] = s.branches[j]->plan(s.branchOperands(operands, j), *an);
-      if (!plans[j] || plans[j]->pos[0] != d) return separately();
+      // A fused branch, or a plain one that keeps the slab dim: computed per slab.
+      if (!c.input[j + 1]) plans[j] = s.branches[j]->plan(s.branchOperands(operands, j), *an, d);
+      if (!plans[j]) return separately();
     }
   } catch (const c10::Error&) {
     return eager();  // a branch raises: eager's own error

@@ -4,7 +4,7 @@
 //   stage 0  sum(dim=[2], keepdim=False)           -> [N, M], never stored whole
 //   branch 1 amin(dim=[1], keepdim=False)          -> [N]
 //   branch 2 amin(dim=[0], keepdim=False)          -> [M]
-// Stage 0 runs slab by slab along the outermost dim it keeps, as in a chain (chain.h). A branch
+// Stage 0 runs slab by slab along a dim it and every fused branch keep, as in a chain (chain.h). A branch
 // that keeps that dim is computed per slab, like a chain's later stage; one that reduces it folds
 // its slab partials in slab order (foldsAcrossSlabs; sums only where stage 0's value is larger
 // than every operand), then runs its epilogue. A sweep may have one branch (an MMD term

@@ -182,7 +182,8 @@ TEST_F(Sweep, EmptyInputsErrorsAutogradMeta) {
 
 // Branches fused over stage 0's value (kernel regression: (k[:, :, None] * v[None]).sum(1) beside
 // k.sum(1, keepdim=True)) run per slab where they keep the slab dim: their separate chains' bits.
-// One that reduces the slab dim makes every branch run as its own chain. With a gradient the
+// The slab dim is one every fused branch keeps (column sums are sliced along the columns); a
+// fused branch that keeps none makes every branch run as its own chain. With a gradient the
 // sweep runs ATen's autograd through the reference.
 TEST_F(Sweep, FusedBranchesAreTheirChainsBits) {
   Gen g(25);
@@ -190,6 +191,8 @@ TEST_F(Sweep, FusedBranchesAreTheirChainsBits) {
   const std::string numerator = "fused(v1: mul($0, $1); $0 = value.unsqueeze(2)) |> sum(dim=[1], keepdim=False)";
   const std::string weighted = "fused(v1: mul($0, $1); $0 = value) |> amax(dim=[1], keepdim=False) |> v1: add($0, $1)";
   const std::string overSlabs = "fused(v1: mul($0, $1); $0 = value) |> amin(dim=[0], keepdim=False)";
+  // Column sums (the sweep's slabs then run along the value's columns, which every branch keeps).
+  const std::string columns = "fused(v1: mul($0, $1); $0 = value.unsqueeze(2)) |> sum(dim=[0], keepdim=False)";
   struct FusedCase {
     std::vector<std::string> stages;
     std::vector<std::vector<int64_t>> extras;  // each branch's operands' sizes (m: the value's columns)
@@ -200,6 +203,7 @@ TEST_F(Sweep, FusedBranchesAreTheirChainsBits) {
         {{gauss, numerator, "sum(dim=[1], keepdim=True)"}, {{m, c}}},
         {{gauss, "amin(dim=[1], keepdim=False)", weighted, numerator}, {{m}, {1}, {m, c}}},
         {{gauss, numerator, overSlabs}, {{m, c}, {m}}},
+        {{gauss, columns, "sum(dim=[0], keepdim=False)", "amax(dim=[0], keepdim=True)"}, {{n, 1, c}}},
     };
     const FusedCase& fc = cases[i % cases.size()];
     const at::ScalarType dt = i % 4 == 3 ? at::kDouble : at::kFloat;
