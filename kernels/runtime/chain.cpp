@@ -4,6 +4,7 @@
 
 #include "kernels/backends/cpu/native.h"
 #include "kernels/backends/cpu/row_sum.h"
+#include "kernels/backends/cpu/tile_program.h"
 #include "kernels/backends/last_path.h"
 #include "kernels/backends/operand_device.h"
 #include "kernels/backends/reused_output.h"
@@ -26,6 +27,7 @@ namespace tsfuse {
 namespace {
 
 std::atomic<int64_t> gRowSumsFolded{0};
+std::atomic<int64_t> gSlabEpilogues{0};
 
 }  // namespace
 
@@ -147,6 +149,22 @@ Outputs evalChain(const Chain& c, at::TensorList operands) {
 
 int64_t chainRowSumsFolded() { return gRowSumsFolded.load(); }
 
+at::Tensor stageZero(const Chain& c, at::TensorList ops0, bool narrowRows, const NativePath& native) {
+  const ReduceSpec& s0 = c.stages[0];
+  if (!narrowRows || !s0.epilogue || s0.withIndices() || !mainDevice(ops0).is_cpu())
+    return runFusedAll(ops0, c.expr->str(), &s0, native)[0];
+  ReduceSpec plain = s0;
+  plain.epilogue.reset();
+  const at::TensorList main = ops0.slice(0, c.expr->numInputs);
+  const at::Tensor reduced = runFusedAll(main, c.expr->str(), &plain, native)[0];
+  gSlabEpilogues.fetch_add(1, std::memory_order_relaxed);
+  return applyEpilogue(s0, reduced, ops0.slice(c.expr->numInputs));
+}
+
+int64_t slabEpiloguesAfterStageZero() { return gSlabEpilogues.load(std::memory_order_relaxed); }
+
+bool slicesIntoNarrowRows(int64_t dim, int64_t rank, int64_t step) { return dim == rank - 1 && step < cpu::kTile; }
+
 namespace {
 
 // A later stage's operands: a fused stage's input operands, and the epilogue's.
@@ -154,11 +172,11 @@ struct StageOperands {
   std::vector<at::Tensor> input, epilogue;
 };
 
-// The chain over one piece of the operands (all of them, or a slab); a last normalizing stage
-// writes into `final` where one is given.
+// The chain over one piece of the operands (all of them, or a slab: `narrowRows` as stageZero
+// takes it); a last normalizing stage writes into `final` where one is given.
 Outputs runStages(const Chain& c, at::TensorList stage0, const std::vector<StageOperands>& later,
-                  const NativePath& native, const at::Tensor* final = nullptr) {
-  Outputs out = runFusedAll(stage0, c.expr->str(), &c.stages[0], native);
+                  const NativePath& native, const at::Tensor* final = nullptr, bool narrowRows = false) {
+  Outputs out{stageZero(c, stage0, narrowRows, native)};
   const char* path = lastPath();
   for (size_t k = 1; k < c.stages.size(); ++k)
     out = laterStage(c, k, out[0], later[k].input, later[k].epilogue, &native,
@@ -277,9 +295,10 @@ Outputs runChain(const Chain& c, at::TensorList operands, const NativePath& nati
       if (c.input[k]) slabLater[k].input = narrowOperands(later[k].input, plan->inRanks[k], plan->inPos[k], s, len);
       slabLater[k].epilogue = narrowOperands(later[k].epilogue, plan->ranks[k + 1], plan->pos[k + 1], s, len);
     }
-    if (finals.empty()) return runStages(c, in0, slabLater, native);
+    const bool narrow = slicesIntoNarrowRows(plan->pos[1], plan->ranks[1], plan->step);
+    if (finals.empty()) return runStages(c, in0, slabLater, native, nullptr, narrow);
     const at::Tensor out = finals[0].narrow(plan->pos.back(), s, len);
-    return runStages(c, in0, slabLater, native, &out);
+    return runStages(c, in0, slabLater, native, &out, narrow);
   };
   // Slabs run on torch's threads, one slab per task (each stage then runs single-threaded inside
   // it: one slab of scratch per thread, and the per-call work of a fused op split too).

@@ -268,7 +268,9 @@ Outputs runSweep(const Sweep& s, at::TensorList operands, const NativePath& nati
   }
 
   const at::TensorList main = ops0.slice(0, c.expr->numInputs), epi0 = ops0.slice(c.expr->numInputs);
-  const auto slabs = slabRanges(an->valueShape[d], slabStep(*an, main, an->valueShape[d], device));
+  const int64_t step = slabStep(*an, main, an->valueShape[d], device);
+  const auto slabs = slabRanges(an->valueShape[d], step);
+  const bool narrow = slicesIntoNarrowRows(q, rankO0, step);
   Outputs out(nb);
   // One slab: stage 0's value, each kept branch written into its output, each folding branch's
   // partial folded into `fs`.
@@ -277,7 +279,7 @@ Outputs runSweep(const Sweep& s, at::TensorList operands, const NativePath& nati
     const auto [start, len] = slabs[i];
     std::vector<at::Tensor> in0 = narrowOperands(main, rank0, d, start, len);
     for (auto& t : narrowOperands(epi0, rankO0, q, start, len)) in0.push_back(std::move(t));
-    const at::Tensor v = runFusedAll(in0, c.expr->str(), &s0, native)[0];
+    const at::Tensor v = stageZero(c, in0, narrow, native);
     for (size_t j = 0; j < nb; ++j) {
       if (!plans[j]) {  // reduces the slab dim: fold this slab's partial in
         fs[j].add(v);

@@ -6,6 +6,8 @@
 // tolerance). Then empty and NaN inputs, eager's own errors, autograd, Meta and malformed stages.
 #include "chain_util.h"
 
+#include "kernels/backends/cpu/native.h"
+
 namespace ops_chain_test {
 
 namespace {
@@ -93,6 +95,28 @@ TEST_F(Chain, ParallelSlabsOfALargeCallGiveTheUnchainedBits) {
     if (c.extraOperand) ops.push_back(g.tensor({c.stages[0].find("|>") != std::string::npos ? 211 : 1}, at::kFloat));
     EXPECT_TRUE(sameAll(unchained(ops, kSq, c.stages), chained(ops, kSq, c.stages), /*exact=*/true)) << c.name;
   }
+}
+
+// A chain sliced along its value's columns (a Gaussian kernel's column sums) cuts rows narrower
+// than a tile: stage 0's epilogue then runs over each slab after the reduction, with ATen's ops,
+// the same bits as the compiled kernel's epilogue (NaN and infinities included).
+TEST_F(Chain, NarrowRowsRunStageZerosEpilogueOverTheSlabInItsBits) {
+  Gen g(19);
+  const std::vector<std::string> stages{"sum(dim=[2], keepdim=False) |> v1: mul($0, -2.0); exp(%0); mul(%1, $1)",
+                                        "sum(dim=[0], keepdim=False)"};
+  const tsfuse::Chain c = tsfuse::Chain::parse(kSq, stages);
+  const tsfuse::NativePath native = tsfuse::cpu::runNative;
+  for (at::ScalarType dt : {at::kFloat, at::kDouble}) {
+    const std::vector<at::Tensor> slab{g.tensor({300, 1, 3}, dt, tsfuse_test::kNaNInf), g.tensor({37, 3}, dt),
+                                       g.tensor({37}, dt)};
+    EXPECT_TRUE(sameTensor(tsfuse::stageZero(c, slab, false, native), tsfuse::stageZero(c, slab, true, native), true));
+  }
+  tsfuse::setChainSlabElements(4096);
+  const int64_t before = tsfuse::slabEpiloguesAfterStageZero();
+  const std::vector<at::Tensor> ops{g.tensor({300, 1, 3}, at::kFloat), g.tensor({211, 3}, at::kFloat),
+                                    g.tensor({211}, at::kFloat)};
+  EXPECT_TRUE(sameAll(tsfuse::evalChain(c, ops), chained(ops, kSq, stages), /*exact=*/false));
+  EXPECT_GT(tsfuse::slabEpiloguesAfterStageZero(), before);  // sliced along the 211 columns
 }
 
 // A traced `.squeeze()` between the reductions: x [N, 1, 1, D] gives a [N, 1, M] inner value.
