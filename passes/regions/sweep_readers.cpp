@@ -240,7 +240,7 @@ Node* rewriteSweep(Rewriter& rw, const SweepPlan& plan) {
     std::vector<Value*> epi{result};
     const size_t exprInputs = b.reader->input(0)->node()->inputs().size() - b.peeledExtras.size();
     for (size_t k = exprInputs; k < b.reader->input(0)->node()->inputs().size(); ++k)
-      epi.push_back(b.reader->input(0)->node()->input(k));  // later readers' results already replaced
+      epi.push_back(b.reader->input(0)->node()->input(k));  // earlier readers' results: replaced above
     Node* map = g.create(kPairwiseOp, 1);
     map->addInput(insertTensorList(g, epi));
     map->addInput(g.insertConstant(b.peeled));
