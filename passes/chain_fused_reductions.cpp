@@ -59,7 +59,7 @@ class ChainFusedReductionsPattern : public Pattern {
     const std::string name = "%" + p->view.base->debugName();
     if (operand->uses().size() != 1 || (!p->view.views.empty() && p->view.base->uses().size() != 1)) {
       // Read by other reductions too: one sweep computes them all where it can.
-      std::string why = "not one reader";
+      std::string why = "the value is a chain's, not one tsfuse::reduce's";
       if (p->stages.texts.size() == 1)
         if (std::optional<SweepPlan> plan = planSweep(p->view.base, producer, p->stages, rw, &why)) {
           rewriteSweep(rw, *plan);

@@ -17,14 +17,6 @@
 namespace tsfuse {
 namespace {
 
-// Whether a reduction of a fused reduction's value reduces every dim of it (nothing is left to
-// compute the value slab by slab along).
-bool reducesEveryDim(const ReductionMatch& rm) {
-  const auto type = rm.input->type()->cast<c10::TensorType>();
-  const std::optional<size_t> rank = type ? type->dim() : std::nullopt;
-  return reducesEveryDim(rm.spec, rank ? std::optional<int64_t>(static_cast<int64_t>(*rank)) : std::nullopt);
-}
-
 constexpr const char* kEveryDim =
     " reduces every dim of the fused reduction's value: no dim is left to compute it slab by slab";
 
@@ -81,7 +73,9 @@ class NestReductionsPattern : public Pattern {
     if (!squeeze && stages->texts.size() == 1 && hasFusedReader(rm.input)) {
       std::string why;
       std::optional<SweepPlan> plan = planSweep(rm.input, inner, *stages, rw, &why);
-      return plan ? (rewriteSweep(rw, *plan), true) : rw.notifyMatchFailure({reduction, inner}, why);
+      if (!plan) return rw.notifyMatchFailure({reduction, inner}, why);
+      rewriteSweep(rw, *plan);
+      return true;
     }
     for (const auto& use : rm.input->uses()) {
       ReductionMatch other;

@@ -118,9 +118,9 @@ Outputs laterStage(const Chain& c, size_t k, const at::Tensor& value, at::Tensor
 // Stage 0 over `ops0` (its operands, or a slab of them) by `native`. `narrowRows`: the slab cuts
 // the value's innermost dim into rows narrower than a CPU tile (a kernel matrix's column sums,
 // sliced along its columns: slicesIntoNarrowRows of the slab dim in the value, its rank and the
-// slab step), where the compiled kernel would run the
-// epilogue a narrow row at a time (an MKL call per row); the epilogue then runs once over the slab
-// with ATen's ops, eager's bits as the fused epilogue's.
+// slab step), where the compiled kernel would run the epilogue a narrow row at a time (an MKL call
+// per row); the epilogue then runs once over the slab with ATen's ops, eager's bits as the fused
+// epilogue's.
 at::Tensor stageZero(const Chain& c, at::TensorList ops0, bool narrowRows, const NativePath& native);
 bool slicesIntoNarrowRows(int64_t dim, int64_t rank, int64_t step);
 // Slabs so far whose stage 0 epilogue ran over the whole slab (stageZero's narrow rows): tests

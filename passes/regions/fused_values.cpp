@@ -64,6 +64,12 @@ bool reducesEveryDim(const ReduceSpec& r, std::optional<int64_t> rank) {
          (rank && static_cast<int64_t>(r.dims->size()) >= *rank);
 }
 
+bool reducesEveryDim(const ReductionMatch& rm) {
+  const auto type = rm.input->type()->cast<c10::TensorType>();
+  const std::optional<size_t> rank = type ? type->dim() : std::nullopt;
+  return reducesEveryDim(rm.spec, rank ? std::optional<int64_t>(static_cast<int64_t>(*rank)) : std::nullopt);
+}
+
 std::optional<Stages> stagesOf(torch::jit::Node* n) {
   if (n->kind() != kReduceOp && n->kind() != kChainOp) return std::nullopt;
   Stages s;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "kernels/reference/aten_eval.h"
+#include "passes/analysis/op_table.h"
 
 #include <torch/csrc/jit/ir/ir.h>
 
@@ -31,6 +32,8 @@ std::optional<FusedReduction> fusedReductionOf(torch::jit::Node* n);
 // Whether `r` reduces every dim of a value of rank `rank` (nullopt: unknown): no dims given, none
 // for amax/amin (ATen's rule), or as many as the rank.
 bool reducesEveryDim(const ReduceSpec& r, std::optional<int64_t> rank);
+// The same for a matched reduction, of its input's rank where its type knows it.
+bool reducesEveryDim(const ReductionMatch& rm);
 
 // The fused reduction a node computes, as the first stages of a chain (its operand list node, its
 // expression and stage texts): a tsfuse::reduce or tsfuse::reduce_chain with constant arguments

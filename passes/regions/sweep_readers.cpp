@@ -53,12 +53,6 @@ std::optional<FusedReader> fusedReaderFrom(Value* value, Node* first) {
   return std::nullopt;
 }
 
-std::optional<int64_t> rankOf(Value* v) {
-  const auto type = v->type()->cast<c10::TensorType>();
-  const std::optional<size_t> rank = type ? type->dim() : std::nullopt;
-  return rank ? std::optional<int64_t>(static_cast<int64_t>(*rank)) : std::nullopt;
-}
-
 bool definedBefore(Value* v, Node* n) {
   Node* def = v->node();
   return def->kind() == c10::prim::Param || def->isBefore(n);
@@ -78,7 +72,6 @@ std::optional<SweepPlan> planSweep(Value* value, Node* inner, const Stages& stag
     return std::nullopt;
   };
   const std::string name = "%" + value->debugName();
-  const std::optional<int64_t> rank = rankOf(value);
   SweepPlan plan{inner, stages, {}, nullptr};
   std::vector<Node*> seen;
   for (const auto& use : value->uses()) {
@@ -94,7 +87,7 @@ std::optional<SweepPlan> planSweep(Value* value, Node* inner, const Stages& stag
     if (matchReduction(use.user, m, nullptr)) {
       if (m.spec.withIndices() || use.user->outputs().size() != 1)
         return fail(describeNode(use.user) + " has indices; a sweep's branches have one output each");
-      if (reducesEveryDim(m.spec, rank) && !foldsAcrossSlabs(m.spec))
+      if (reducesEveryDim(m) && !foldsAcrossSlabs(m.spec))
         return fail(describeNode(use.user) + " reduces every dim of " + name + " and its partials do not fold");
       b.reader = use.user;
       b.text = describe(m.spec);
@@ -191,7 +184,6 @@ std::optional<SweepPlan> planSweep(Value* value, Node* inner, const Stages& stag
 
 Node* rewriteSweep(Rewriter& rw, const SweepPlan& plan) {
   Graph& g = rw.graph();
-  const std::optional<int64_t> rank = rankOf(plan.inner->output());
   RewriteEvent e;
   e.add(plan.inner);
   size_t fused = 0, everyDim = 0;
@@ -199,7 +191,7 @@ Node* rewriteSweep(Rewriter& rw, const SweepPlan& plan) {
     e.add(b.views).add(b.reader);
     fused += b.fused;
     ReductionMatch m;
-    everyDim += !b.fused && matchReduction(b.reader, m, nullptr) && reducesEveryDim(m.spec, rank);
+    everyDim += !b.fused && matchReduction(b.reader, m, nullptr) && reducesEveryDim(m);
   }
   e.fusedOp = "tsfuse::reduce_sweep";
   const size_t n = plan.branches.size();
