@@ -1,6 +1,7 @@
 #include "passes/canonicalize.h"
 
 #include "passes/framework/driver.h"
+#include "passes/zero_dim_numbers.h"
 #include "passes/analysis/grad_scope.h"
 #include "passes/analysis/op_table.h"
 #include "passes/analysis/shape_facts.h"
@@ -454,9 +455,21 @@ bool isReadOnlyFullSlice(Node* n, const torch::jit::AliasDb& aliases, bool fused
   return !aliases.hasWriters(n->output()) && !aliases.hasWriters(n->input(0));
 }
 
+namespace {
+void collectConstants(Block* block, std::unordered_set<Node*>& out) {
+  for (Node* n : block->nodes()) {
+    if (n->kind() == c10::prim::Constant) out.insert(n);
+    for (Block* sub : n->blocks()) collectConstants(sub, out);
+  }
+}
+}  // namespace
+
 bool Canonicalize(std::shared_ptr<Graph>& graph) {
   bool changed = forwardTuples(graph->block());
+  std::unordered_set<Node*> constants;
+  collectConstants(graph->block(), constants);
   changed |= torch::jit::ConstantPropagation(graph);
+  UnfoldZeroDimOthers(*graph, constants);
   // The executor eliminates common subexpressions before its custom passes run (where the load-time
   // hook fuses); so does this pipeline, so that a function fuses to the same ops both ways.
   changed |= torch::jit::EliminateCommonSubexpression(graph);

@@ -11,7 +11,8 @@ namespace tsfuse {
 
 // The rewrites:
 //   1. tuples built and immediately unpacked (inlined helpers returning tuples) are lowered, and
-//      constants propagated (flags such as `mode == "giou"` or `GIoU=False` fold their branches)
+//      constants propagated (flags such as `mode == "giou"` or `GIoU=False` fold their branches;
+//      a folded 0-dim tensor read as add/sub/mul/div's other stays a tensor: UnfoldZeroDimOthers)
 //   2. x.op_(...) on a fresh tensor                        -> y = x.op(...), later uses of x -> y
 //      (only when nothing else can observe x: no reader before the write may alias it; see
 //      canonicalize.cpp); y = tsfuse::inplace_result(x.op(...), x) where x.op(...) could have

@@ -2,6 +2,7 @@
 
 #include <torch/csrc/jit/ir/constants.h>
 
+#include <optional>
 #include <vector>
 
 namespace tsfuse {
@@ -42,8 +43,41 @@ bool numbersForZeroDimOthers(Block* block) {
   return any;
 }
 
+// The constant 0-dim `other` of such an op, if it is a tensor constant not in `before`.
+std::optional<at::Tensor> foldedZeroDimOther(Node* n, const std::unordered_set<Node*>& before) {
+  if (!isBinaryWithTensorOther(n) || before.count(n->input(1)->node())) return std::nullopt;
+  auto other = n->get<at::Tensor>(c10::attr::other);
+  if (!other || other->dim() != 0) return std::nullopt;
+  return other;
+}
+
+bool tensorsForFoldedZeroDimOthers(Block* block, const std::unordered_set<Node*>& before) {
+  bool any = false;
+  for (Node* n : block->nodes()) {
+    for (Block* sub : n->blocks()) any |= tensorsForFoldedZeroDimOthers(sub, before);
+    auto other = foldedZeroDimOther(n, before);
+    if (!other) continue;
+    Graph& g = *n->owningGraph();
+    torch::jit::WithInsertPoint guard(n);
+    Value* folded = n->input(1);
+    Value* made =
+        g.insert(c10::aten::tensor, {other->item()},
+                 {torch::jit::NamedValue("dtype", other->scalar_type()),
+                  torch::jit::NamedValue("device", other->device()), torch::jit::NamedValue("requires_grad", false)});
+    made->setType(folded->type());
+    n->replaceInput(1, made);
+    if (!folded->hasUses()) folded->node()->destroy();
+    any = true;
+  }
+  return any;
+}
+
 }  // namespace
 
 bool ZeroDimNumbers(std::shared_ptr<Graph>& graph) { return numbersForZeroDimOthers(graph->block()); }
+
+bool UnfoldZeroDimOthers(Graph& graph, const std::unordered_set<Node*>& before) {
+  return tensorsForFoldedZeroDimOthers(graph.block(), before);
+}
 
 }  // namespace tsfuse

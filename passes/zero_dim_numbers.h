@@ -16,9 +16,18 @@
 #include <torch/csrc/jit/ir/ir.h>
 
 #include <memory>
+#include <unordered_set>
 
 namespace tsfuse {
 
 bool ZeroDimNumbers(std::shared_ptr<torch::jit::Graph>& graph);
+
+// The other side of the same rule, for constants a pass folds: a 0-dim tensor constant not in
+// `before` (folded from `torch.tensor(0.5)`, `torch.zeros([])`, ...) read as add/sub/mul/div's
+// other becomes aten::tensor(c, dtype, device, False) again there. TorchScript folds such a value
+// after its CanonicalizeOps, so it stays a tensor in the unoptimized run; a constant in a saved
+// graph would become a number when the graph is loaded (bf16 0-dim * tensor(0.5) would be
+// bfloat16, not float32). Returns whether a use changed.
+bool UnfoldZeroDimOthers(torch::jit::Graph& graph, const std::unordered_set<torch::jit::Node*>& before);
 
 }  // namespace tsfuse

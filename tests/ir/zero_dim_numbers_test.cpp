@@ -8,6 +8,8 @@
 
 #include <torch/csrc/jit/passes/canonicalize_graph_fuser_ops.h>
 
+#include <functional>
+
 namespace ir_zero_dim_numbers_test {
 
 namespace {
@@ -62,10 +64,8 @@ TEST(ZeroDimNumbersIR, ATracedConstantBecomesANumberAsTheExecutorMakesIt) {
   EXPECT_TRUE(sameOutputs(ref, g, in));
 }
 
-// What the executor's pre-pass receives: its CanonicalizeOps ran before its constant propagation
-// folded torch.tensor(-1.5) into this constant, and TorchScript keeps it a tensor: the float16
-// 0-dim amin times a float32 0-dim tensor is float32 (a number would give float16).
-TEST(ZeroDimNumbersIR, AtLoadTimeAConstantTheExecutorMadeStaysATensor) {
+// amin over both dims of x[None] - 2 * x[:, None], times the 0-dim tensor `factor` makes.
+std::shared_ptr<Graph> aminOfDifferencesTimes(const std::function<Value*(Graph&)>& factor) {
   auto g = parseGraph(R"IR(
 graph(%x : Tensor):
   %m1 : int = prim::Constant[value=-1]()
@@ -80,11 +80,16 @@ graph(%x : Tensor):
   return (%m)
 )IR");
   Node* amin = findNodes(g, "aten::amin").front();
-  {
-    torch::jit::WithInsertPoint guard(g->return_node());
-    Value* c = g->insertConstant(at::scalar_tensor(-1.5, at::kFloat));
-    g->return_node()->replaceInput(0, g->insert(c10::aten::mul, {amin->output(), c}));
-  }
+  torch::jit::WithInsertPoint guard(g->return_node());
+  g->return_node()->replaceInput(0, g->insert(c10::aten::mul, {amin->output(), factor(*g)}));
+  return g;
+}
+
+// What the executor's pre-pass receives: its CanonicalizeOps ran before its constant propagation
+// folded torch.tensor(-1.5) into this constant, and TorchScript keeps it a tensor: the float16
+// 0-dim amin times a float32 0-dim tensor is float32 (a number would give float16).
+TEST(ZeroDimNumbersIR, AtLoadTimeAConstantTheExecutorMadeStaysATensor) {
+  auto g = aminOfDifferencesTimes([](Graph& g) { return g.insertConstant(at::scalar_tensor(-1.5, at::kFloat)); });
   auto ref = g->copy();
   std::vector<c10::IValue> in = {at::tensor({1.0, -2.5, 3.0}).to(at::kHalf)};
   ASSERT_EQ(runGraph(ref, in)[0].toTensor().scalar_type(), at::kFloat);
@@ -92,6 +97,22 @@ graph(%x : Tensor):
   EXPECT_EQ(findNodes(g, "tsfuse::reduce").size(), 1u) << p.dump();
   EXPECT_TRUE(fileCheck(p.ir, [](FileCheck& fc) { fc.check("Float(requires_grad=0, device=cpu) = prim::Constant"); }));
   EXPECT_TRUE(sameOutputs(ref, g, in));
+}
+
+// Offline, canonicalize's constant propagation folds torch.tensor(0.5); TorchScript folds it after
+// its CanonicalizeOps, so it stays a tensor there. The saved graph must not hold it as a constant,
+// which CanonicalizeOps would make a number when the file is loaded: float16 0-dim * it is float32.
+TEST(ZeroDimNumbersIR, AFoldedTensorFactoryStaysATensorInTheSavedGraph) {
+  auto g = aminOfDifferencesTimes([](Graph& g) { return g.insert(c10::aten::tensor, {0.5}); });
+  auto ref = g->copy();
+  std::vector<c10::IValue> in = {at::tensor({1.0, -2.5, 3.0}).to(at::kHalf)};
+  ASSERT_EQ(runGraph(ref, in)[0].toTensor().scalar_type(), at::kFloat);
+  PassRun p = runPipelineOn(g);
+  EXPECT_EQ(findNodes(g, "tsfuse::reduce").size(), 1u) << p.dump();
+  EXPECT_TRUE(fileCheck(p.ir, [](FileCheck& fc) { fc.check("aten::tensor")->check("tsfuse::reduce"); }));
+  auto loaded = g->copy();
+  torch::jit::CanonicalizeOps(loaded);  // what loading the saved file does first
+  EXPECT_TRUE(sameOutputs(ref, loaded, in)) << p.dump();
 }
 
 }  // namespace

@@ -7,6 +7,7 @@ from conftest import SOURCE
 
 sys.path.insert(0, str(SOURCE / "tests" / "fuzz"))
 from gen import make_input  # noqa: E402
+from optimize_ts_util import run_tool  # noqa: E402
 
 
 def test_add_alpha_matches_eagers_vectorized_kernel_within_one_ulp(tsfuse_lib):
@@ -82,6 +83,30 @@ def p2382(x0: Tensor):
             got = cu.p2382(x0)
     assert "tsfuse::reduce" in str(torch.jit.last_executed_optimized_graph())
     assert got.dtype == want.dtype == torch.float32 and torch.equal(got, want)
+
+
+class HalfTheLargestDifference(torch.nn.Module):
+    def forward(self, x0):
+        v3 = x0.unsqueeze(0) - x0.unsqueeze(-1)
+        return torch.amax(v3, dim=[0, 1]) * torch.tensor(0.5)
+
+
+def test_a_zero_dim_constant_folded_offline_stays_a_tensor_in_the_saved_file(optimize_ts, tmp_path):
+    # Fuzzer seed 8145, program 4812, optimize-ts only: canonicalize's constant propagation folded
+    # torch.tensor(0.5) into a 0-dim constant, which the executor's CanonicalizeOps makes a number
+    # when out.pt is loaded: a bfloat16 0-dim amax times it was bfloat16, eager's float32.
+    model = HalfTheLargestDifference()
+    torch.jit.save(torch.jit.script(model), str(tmp_path / "in.pt"))
+    done = run_tool(optimize_ts, tmp_path / "in.pt", tmp_path / "out.pt")
+    assert done.returncode == 0, done.stderr
+    fused = torch.jit.load(str(tmp_path / "out.pt"))
+    assert "tsfuse::reduce" in str(fused.forward.graph)
+    x0 = make_input((3,), torch.bfloat16, "contiguous", seed=4812, ties=True)
+    want = model(x0)
+    with torch.no_grad():
+        for _ in range(3):
+            got = fused(x0)
+            assert got.dtype == want.dtype == torch.float32 and torch.equal(got, want)
 
 
 def eager_and_fused_gradients(src, name, base):
