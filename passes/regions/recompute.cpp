@@ -4,6 +4,7 @@
 #include "kernels/ir/op_registry.h"
 #include "passes/analysis/broadcast_views.h"
 #include "passes/analysis/grad_scope.h"
+#include "passes/analysis/shape_facts.h"
 
 #include <algorithm>
 #include <optional>
@@ -27,6 +28,13 @@ std::optional<int64_t> knownNumel(Value* v) {  // (TensorType::numel() is 1 for 
   return n;
 }
 
+// Whether q made a value with a dim its reader may broadcast: an unsqueeze (x[:, None]) or
+// sink_views' views, seen through slices and selects of it (x[:, None, :2]).
+bool gainsDim(Node* q) {
+  while (viewKind(q) == ViewKind::Slice || viewKind(q) == ViewKind::Select) q = q->input(0)->node();
+  return q->kind() == c10::aten::unsqueeze || broadcastViews(q);
+}
+
 bool broadcastsFrom(Node* p, std::unordered_set<Node*>& seen) {
   std::optional<int64_t> out = knownNumel(p->output());
   bool known = out.has_value(), larger = true;
@@ -39,7 +47,7 @@ bool broadcastsFrom(Node* p, std::unordered_set<Node*>& seen) {
   if (known) return larger;
   for (Value* v : p->inputs()) {
     Node* q = v->node();
-    if (q->kind() == c10::aten::unsqueeze || broadcastViews(q)) return true;
+    if (gainsDim(q)) return true;
     ElementwiseMatch m;
     if (q->owningBlock() == p->owningBlock() && seen.insert(q).second && matchElementwise(q, m, nullptr) &&
         broadcastsFrom(q, seen))

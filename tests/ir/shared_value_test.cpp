@@ -80,6 +80,36 @@ TEST(SharedValueIR, TwoMapsOfOneDifferenceAreTwoOpsWithoutIt) {
   EXPECT_TRUE(sameOutputs(ref, g, vectors(3)));
 }
 
+// YOLOX's box IoU: the corners' max and min read a, b's coordinate pairs through slices of
+// a[:, None] (a[:, None, :2]); both products over the pair read them, so they broadcast to [N, M, 2]
+// there as much as through a bare unsqueeze, and are recomputed in each product's fused op.
+TEST(SharedValueIR, CornersReadThroughSlicesOfAnUnsqueezeAreRecomputedInEachProduct) {
+  auto g = graphWithConstants("%a : Tensor, %b : Tensor", R"IR(
+  %big : int = prim::Constant[value=9223372036854775807]()
+  %six : int = prim::Constant[value=6]()
+  %au : Tensor = aten::unsqueeze(%a, %one)
+  %a1 : Tensor = aten::slice(%au, %two, %zero, %two, %one)
+  %b1 : Tensor = aten::slice(%b, %one, %zero, %two, %one)
+  %tl : Tensor = aten::max(%a1, %b1)
+  %a2 : Tensor = aten::slice(%au, %two, %two, %big, %one)
+  %b2 : Tensor = aten::slice(%b, %one, %two, %big, %one)
+  %br : Tensor = aten::min(%a2, %b2)
+  %lt : Tensor = aten::lt(%tl, %br)
+  %f : Tensor = aten::to(%lt, %six, %false, %false, %none)
+  %en : Tensor = aten::prod(%f, %two, %false, %none)
+  %wh : Tensor = aten::sub(%br, %tl, %one)
+  %area : Tensor = aten::prod(%wh, %two, %false, %none)
+  %r : Tensor = aten::mul(%area, %en)
+  return (%r)
+)IR");
+  auto ref = g->copy();
+  PassRun r = runPipelineOn(g);
+  EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) { fc.check_not("aten::max")->check_not("aten::min"); })) << r.ir;
+  EXPECT_TRUE(anyRewriteSays(r, "(aten::max) is also read by 1 other fusible op(s): recomputed here")) << r.dump();
+  Gen gen(11);
+  EXPECT_TRUE(sameOutputs(ref, g, {gen.tensor({5, 4}, at::kFloat, kNaNInf), gen.tensor({6, 4}, at::kFloat, kNaNInf)}));
+}
+
 TEST(SharedValueIR, ACheapSharedValueIsRecomputedBesideACostlyOneStored) {
   // The product sums read two shared broadcast values: d (a sub) and e (an add over an exp in the
   // region). Recomputing both means an exp more; e is then read stored and d still recomputed
