@@ -268,6 +268,18 @@ def chunk_box_iou(box1: Tensor, box2: Tensor, eps: float = 1e-7) -> Tensor:
     return inter / (wh1[..., 0] * wh1[..., 1] + wh2[..., 0] * wh2[..., 1] - inter + eps)
 
 
+def yolox_iou(box1: Tensor, box2: Tensor) -> Tensor:
+    """YOLOX utils/boxes.py bboxes_iou style: corners through slices of box1[:, None], each read by two
+    prod(2)s, the overlap mask cast by .type(x.type()) (traced: to(device, dtype); scripted: to(other))."""
+    tl = torch.max(box1[:, None, :2], box2[:, :2])
+    br = torch.min(box1[:, None, 2:], box2[:, 2:])
+    area1 = torch.prod(box1[:, 2:] - box1[:, :2], 1)
+    area2 = torch.prod(box2[:, 2:] - box2[:, :2], 1)
+    inside = (tl < br).type(tl.type()).prod(dim=2)
+    inter = torch.prod(br - tl, 2) * inside
+    return inter / (area1[:, None] + area2 - inter)
+
+
 def xywh2xyxy(x: Tensor) -> Tensor:
     """yolov5 utils/general.py style: a buffer filled slice by slice before anything reads it."""
     y = torch.empty_like(x)
@@ -388,6 +400,7 @@ FUNCTIONS = {
     "anchor_best_iou": (anchor_best_iou, "xyxy"),
     "anchor_matching": (anchor_matching, "xyxy"),
     "chunk_box_iou": (chunk_box_iou, "xyxy"),
+    "yolox_iou": (yolox_iou, "xyxy"),
     "xywh_box_iou": (xywh_box_iou, "xywh"),
     "repeat_sq_distance": (repeat_sq_distance, "points8"),
     "matmul_distance": (matmul_distance, "points8"),

@@ -60,29 +60,6 @@ Node* duplicateFor(Graph& graph, Node* reduction, Value* v, const Region& r) {
   return map.at(v)->node();
 }
 
-// metadata: the value's size/numel/dim/dtype/device readers read a stand-in, so the value itself
-// need not be stored (torchvision's Matcher checks `iou.numel() == 0` before its max):
-//
-//   %v = aten::div(%a, %b)                    %v = aten::div(%a, %b)       (fused next, unstored)
-//   %n = aten::numel(%v)               =>     %s = tsfuse::shape_of([%a, %b], "v1: div($0, $1)")
-//                                             %n = aten::numel(%s)
-//
-// tsfuse::shape_of runs where %v was computed and raises what computing it would have raised
-// (kernels/runtime/shape_of.h). Returns how many readers now read it.
-size_t readMetadataFromStandIn(Graph& g, const Region& r, Value* v) {
-  std::vector<torch::jit::Use> readers;
-  for (const auto& use : v->uses())
-    if (isMetadataRead(use.user)) readers.push_back(use);
-  if (readers.empty()) return 0;
-  torch::jit::WithInsertPoint guard(v->node()->next());
-  Value* list = insertOperandList(g, r);
-  Node* s = g.insertNode(g.create(kShapeOfOp, {list, g.insertConstant(r.expr.str())}, 1));
-  s->output()->setType(v->type());
-  s->setSourceRange(v->node()->sourceRange());
-  for (const auto& use : readers) use.user->replaceInput(use.offset, s->output());
-  return readers.size();
-}
-
 // max/min with indices: (values, indices) = aten::max(region, dim, keepdim)
 //   =>  (values, indices) = tsfuse::reduce_with_indices(operands, expr, "max", dim, keepdim, None)
 // The fused op has two outputs, which rewriteRegion (one output) does not create.

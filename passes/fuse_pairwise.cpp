@@ -7,6 +7,7 @@
 #include "passes/regions/repeats.h"
 #include "passes/regions/rewrite.h"
 
+#include <algorithm>
 #include <unordered_set>
 
 namespace tsfuse {
@@ -44,6 +45,10 @@ class FusePairwisePattern : public Pattern {
     if (!matchElementwise(root, m, nullptr)) return false;
     // A lone to() may return its input itself (an alias); fused, it would return a copy.
     if (root->kind() == c10::aten::to) return false;
+    const auto& uses = root->output()->uses();
+    if (uses.empty()) return false;  // dead (a value a stand-in replaced): cleanup erases it
+    if (std::all_of(uses.begin(), uses.end(), [](const auto& u) { return isMetadataRead(u.user); }))
+      return standIn(root, rw);
     Region r = growRegion(root);
     if (r.nodes.size() < 2) return false;  // a single op: nothing to fuse, not a candidate
     std::string hazard = regionHazard(r, r.root(), rw.aliasDb());
@@ -69,6 +74,27 @@ class FusePairwisePattern : public Pattern {
   }
 
  private:
+  // A value read for its metadata alone (its value readers fused, computing it again; a prototype's
+  // source, passes/prototype_casts.h; a size): its readers read tsfuse::shape_of of its region,
+  // and the value is not computed.
+  //
+  //   %tl = aten::max(%a1, %b1)              %s = tsfuse::shape_of([%a1, %b1], "v1: maximum($0, $1)")
+  //   %d = prim::dtype(%tl)          =>      %d = prim::dtype(%s)
+  static bool standIn(Node* root, Rewriter& rw) {
+    Region r = growRegion(root);
+    const torch::jit::Use first = root->output()->uses().front();
+    const size_t readers = readMetadataFromStandIn(rw.graph(), r, root->output());
+    RewriteEvent e;
+    e.add(root);
+    e.expr = r.expr.str();
+    e.fusedOp = "tsfuse::shape_of";
+    e.reason = std::to_string(readers) + " reader(s) of %" + root->output()->debugName() +
+               "'s metadata alone read tsfuse::shape_of: the value is not computed";
+    rw.notifyRewrite(std::move(e), first.user->input(first.offset)->node());
+    rw.erase(root);  // its producers, now read by nothing, are no roots (cleanup erases them)
+    return true;
+  }
+
   // A rejected region's nodes are not offered as roots again: each would grow a part of it.
   bool reject(const Region& r, std::string reason, Rewriter& rw) {
     claimed_.insert(r.nodes.begin(), r.nodes.end());

@@ -17,6 +17,7 @@
 #include "passes/nest_reductions.h"
 #include "passes/note_stored_broadcasts.h"
 #include "passes/sink_reshapes.h"
+#include "passes/prototype_casts.h"
 #include "passes/split_cat_reductions.h"
 #include "passes/sink_views.h"
 #include "passes/snapshot_written_operands.h"
@@ -57,6 +58,10 @@ const std::vector<PassInfo>& pipelinePasses() {
        "slices, values-only max/min(dim) -> tsfuse::extremum_values, "
        "x[bool mask] = c -> where",
        Canonicalize},
+      {"prototype_casts",
+       "a cast to a type known at run time (x.to(y), x.type_as(y), x.to(y.dtype)) of a fusible value -> x.to(p), p a "
+       "0-dim prototype of that type (the cast fuses; y's metadata alone is read)",
+       PrototypeCasts, true},
       {"fold_upcast", "prim::If on a tensor's dtype computing torchvision's _upcast -> tsfuse::upcast", FoldUpcast},
       {"decompose",
        "composite ATen ops (pairwise_distance, dist) -> the ATen calls their kernels make; a matrix-vector "
@@ -83,7 +88,10 @@ const std::vector<PassInfo>& pipelinePasses() {
       {"count_bool_sums",
        "sum over every dim of a bool value no fused op computes -> count_nonzero (no int64 copy of it)", CountBoolSums,
        true},
-      {"fuse_pairwise", "elementwise region of >= 2 ops -> tsfuse::pairwise", FusePairwise, true},
+      {"fuse_pairwise",
+       "elementwise region of >= 2 ops -> tsfuse::pairwise; one only metadata readers read (its value readers "
+       "fused) -> tsfuse::shape_of for them (the value is not computed)",
+       FusePairwise, true},
       {"hoist_into_epilogue",
        "ops of a fused op over an unsqueezed tsfuse::reduce value alone -> that reduction's epilogue",
        HoistIntoEpilogue, true},

@@ -9,6 +9,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <sstream>
 
 namespace tsfuse {
@@ -157,6 +158,15 @@ class Parser {
       if (w == "inf") return Arg::floating(INFINITY);
       if (w == "nan") return Arg::floating(NAN);
       if (c10::ScalarType t; dtypeFromName(w, t)) return Arg::scalarType(t);
+      if (w == "cpu" || w == "cuda") {  // a device: cpu, cuda, cuda:N
+        if (pos_ < s_.size() && s_[pos_] == ':') {
+          ++pos_;
+          int64_t index = parseInt();
+          if (index < 0 || index > std::numeric_limits<c10::DeviceIndex>::max()) fail("device index out of range");
+          w += ":" + std::to_string(index);
+        }
+        return Arg::onDevice(c10::Device(w));
+      }
       fail("unknown word '" + w + "'");
     }
     // A number: int unless it has '.', 'e' or is "-inf".
@@ -219,6 +229,8 @@ bool Arg::operator==(const Arg& o) const {
       return (std::isnan(f) && std::isnan(o.f)) || f == o.f;
     case Kind::DType:
       return dtype == o.dtype;
+    case Kind::Device:
+      return device == o.device;
     case Kind::None:
       return true;
     default:
@@ -280,6 +292,9 @@ std::string Expr::str() const {
         case Arg::Kind::DType:
           os << dtypeName(arg.dtype);
           break;
+        case Arg::Kind::Device:
+          os << arg.device.str();
+          break;
       }
     }
     os << ")";
@@ -306,9 +321,13 @@ void Expr::validate() const {
       if (arg.kind == Arg::Kind::Input) maxInput = std::max<int64_t>(maxInput, arg.i);
       anyTensor |= arg.isTensor();
       const char want = def.signature[a];
-      const bool dtypeSlot = want == 'd';
+      const bool dtypeSlot = want == 'd', deviceSlot = want == 'c';
       TORCH_CHECK((arg.kind == Arg::Kind::DType) == dtypeSlot, "tsfuse expr: instruction %", k, " ", def.name,
                   ": argument ", a, (dtypeSlot ? " must" : " must not"), " be a dtype");
+      TORCH_CHECK((arg.kind == Arg::Kind::Device) == deviceSlot, "tsfuse expr: instruction %", k, " ", def.name,
+                  ": argument ", a, (deviceSlot ? " must" : " must not"), " be a device");
+      TORCH_CHECK(want != 'p' || arg.kind == Arg::Kind::Input, "tsfuse expr: instruction %", k, " ", def.name,
+                  ": argument ", a, " must be an operand (a prototype)");
       TORCH_CHECK(arg.kind != Arg::Kind::None || want == 'o', "tsfuse expr: instruction %", k, " ", def.name,
                   ": argument ", a, " may not be None");
       // (an operand there holds a number known only at run time, read by value: bind_numbers.h)

@@ -5,6 +5,7 @@
 // (kernels/reference/aten_eval.h) and the fast kernels are checked against that.
 #pragma once
 
+#include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
@@ -21,6 +22,7 @@ namespace tsfuse {
 //   1  -2   int literal (Python int)           1.0  1e-07  inf  nan   float literal (Python float)
 //   True    bool literal                       None  absent optional argument
 //   float32, int64, bool, ...                  a dtype (for `to`)
+//   cpu  cuda:0                                a device (for `to_device`)
 constexpr int kExprVersion = 1;
 
 // The expression's ops: one per entry of the registry (kernels/ir/ops.def; names, arities,
@@ -31,11 +33,12 @@ enum class Op : uint8_t {
 };
 
 struct Arg {
-  enum class Kind : uint8_t { Input, Value, Int, Float, Bool, None, DType };
+  enum class Kind : uint8_t { Input, Value, Int, Float, Bool, None, DType, Device };
   Kind kind = Kind::None;
   int64_t i = 0;   // Input/Value index, Int value, Bool value
   double f = 0.0;  // Float value
   c10::ScalarType dtype = c10::ScalarType::Undefined;
+  c10::Device device = c10::Device(c10::kCPU);
 
   static Arg input(int64_t idx) { return {Kind::Input, idx, 0.0, c10::ScalarType::Undefined}; }
   static Arg value(int64_t idx) { return {Kind::Value, idx, 0.0, c10::ScalarType::Undefined}; }
@@ -44,6 +47,7 @@ struct Arg {
   static Arg boolean(bool v) { return {Kind::Bool, v ? 1 : 0, 0.0, c10::ScalarType::Undefined}; }
   static Arg none() { return {}; }
   static Arg scalarType(c10::ScalarType t) { return {Kind::DType, 0, 0.0, t}; }
+  static Arg onDevice(c10::Device d) { return {Kind::Device, 0, 0.0, c10::ScalarType::Undefined, d}; }
 
   bool isTensor() const { return kind == Kind::Input || kind == Kind::Value; }
   bool isLiteral() const { return kind == Kind::Int || kind == Kind::Float || kind == Kind::Bool; }

@@ -43,7 +43,8 @@ const OpDef& opDef(Op op) {
 bool readsNumberByValue(Op op, size_t position) {
   const OpDef& d = opDef(op);
   if (d.has(kRuntimeNumber) || position >= static_cast<size_t>(d.arity())) return false;
-  return d.signature[position] != 'd';
+  const char c = d.signature[position];
+  return c == 'v' || c == 'o' || c == 's';
 }
 
 const std::vector<OpDef>& allOps() { return kOps; }

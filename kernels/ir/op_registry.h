@@ -49,12 +49,13 @@ enum class LowerRule : uint8_t {
 };
 
 // How a TorchScript schema's inputs become the instruction's arguments (passes/analysis/op_table.cpp).
-enum class AtenForm : uint8_t { Plain, Alpha, RevAlpha, DivMode, ToDtype, Like };
+enum class AtenForm : uint8_t { Plain, Alpha, RevAlpha, DivMode, ToDtype, ToDevice, ToOther, Like };
 
 struct OpDef {
   Op op;
   const char* name;
-  const char* signature;  // per argument: v tensor or number, o the same or None, s number, d dtype
+  // per argument: v tensor or number, o the same or None, s number, d dtype, c device, p prototype
+  const char* signature;
   uint32_t traits;
   LowerRule rule;
   int primId;  // the Map rule's primitive, -1 for none

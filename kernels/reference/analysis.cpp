@@ -3,6 +3,7 @@
 #include "common/text_cache.h"
 
 #include "kernels/ir/op_registry.h"
+#include "kernels/reference/operand_device.h"
 
 #include "tsfuse/log.h"
 
@@ -60,10 +61,36 @@ c10::ScalarType computeTypeOf(const Instr& ins, const at::Tensor& result, const 
   return result.scalar_type();
 }
 
+// Casts that name a device (to_device's constant, to_other's prototype) are the plain cast on the
+// call's device `device` alone, where the native paths run them: elsewhere eager moves the value,
+// which only the eager path does. Throws there, and where a prototype is not a 0-dim strided
+// tensor (its shape would broadcast, its layout convert). Returns `e` with each to_device as `to`,
+// for the stand-ins, which live on the CPU whatever the call's device.
+Expr castsOn(const Expr& e, at::TensorList operands, c10::Device device) {
+  Expr out = e;
+  for (Instr& ins : out.instrs) {
+    if (ins.op == Op::ToOther) {
+      const at::Tensor& p = operands[ins.args[1].i];
+      TORCH_CHECK(p.dim() == 0 && p.layout() == c10::kStrided && p.device() == device,
+                  "tsfuse: to_other's prototype is not a 0-dim strided tensor on ", device);
+    }
+    if (ins.op != Op::ToDevice) continue;
+    TORCH_CHECK(ins.args[1].device == device, "tsfuse: to(", ins.args[1].device, ") of a value on ", device);
+    ins = Instr{Op::To, {ins.args[0], ins.args[2]}};
+  }
+  return out;
+}
+
+bool castsToADevice(const Expr& e) {
+  return std::any_of(e.instrs.begin(), e.instrs.end(),
+                     [](const Instr& ins) { return ins.op == Op::ToDevice || ins.op == Op::ToOther; });
+}
+
 // Shapes (instruction by instruction, from the real sizes; literals are 0-dim) and dtypes (from
 // the stand-ins) of `e` over `operands`; fills resultType, computeType, shape and valueShape and
 // returns every instruction's stand-in value. Throws where eager would.
-std::vector<at::Tensor> analyzeExpr(const Expr& e, at::TensorList operands, at::TensorList small, Analysis& a) {
+std::vector<at::Tensor> analyzeExpr(const Expr& e, at::TensorList operands, at::TensorList small, Analysis& a,
+                                    c10::Device device) {
   const std::vector<at::DimVector> shapes = instructionShapes(e, operands);
   at::DimVector all;
   for (const auto& t : operands) all = at::infer_size_dimvector(all, t.sizes());
@@ -77,7 +104,8 @@ std::vector<at::Tensor> analyzeExpr(const Expr& e, at::TensorList operands, at::
               " has more elements than int64 can count");
   a.shape.assign(all.begin(), all.end());
   a.valueShape.assign(shapes.back().begin(), shapes.back().end());
-  std::vector<at::Tensor> values = evalAtenAll(e, small);
+  std::vector<at::Tensor> values =
+      castsToADevice(e) ? evalAtenAll(castsOn(e, operands, device), small) : evalAtenAll(e, small);
   for (size_t k = 0; k < e.instrs.size(); ++k) {
     a.resultType.push_back(values[k].scalar_type());
     a.computeType.push_back(computeTypeOf(e.instrs[k], values[k], values, small));
@@ -87,7 +115,8 @@ std::vector<at::Tensor> analyzeExpr(const Expr& e, at::TensorList operands, at::
 
 // The epilogue over the reduced value (`reduced`, its stand-in `reducedSmall`): sets the final
 // output of `a`.
-void analyzeEpilogue(const Expr& epi, const at::Tensor& reducedSmall, at::TensorList epiOps, Analysis& a) {
+void analyzeEpilogue(const Expr& epi, const at::Tensor& reducedSmall, at::TensorList epiOps, Analysis& a,
+                     c10::Device device) {
   auto ea = std::make_shared<Analysis>();
   // The real-size operands only need sizes: an undefined-data stand-in of the reduced value.
   std::vector<at::Tensor> real{at::empty(a.reducedSizes, at::TensorOptions().dtype(a.reducedDtype).device(c10::kMeta))};
@@ -96,7 +125,7 @@ void analyzeEpilogue(const Expr& epi, const at::Tensor& reducedSmall, at::Tensor
     real.push_back(t);
     small.push_back(standIn(t));
   }
-  std::vector<at::Tensor> values = analyzeExpr(epi, real, small, *ea);
+  std::vector<at::Tensor> values = analyzeExpr(epi, real, small, *ea, device);
   const at::Tensor& v = values.back();
   ea->outSizes = ea->valueShape;
   ea->outDtype = v.scalar_type();
@@ -169,7 +198,8 @@ std::optional<Analysis> analyze(const Expr& e, at::TensorList operands, const Re
     std::vector<at::Tensor> small;
     small.reserve(ops.size());
     for (const auto& t : ops) small.push_back(standIn(t));
-    std::vector<at::Tensor> values = analyzeExpr(e, ops, small, a);
+    const c10::Device device = mainDevice(operands);
+    std::vector<at::Tensor> values = analyzeExpr(e, ops, small, a, device);
     const int64_t R = static_cast<int64_t>(a.valueShape.size());
     a.valueOrder = strideOrder(values.back().sizes(), values.back().strides());
     if (!reduce) {
@@ -197,7 +227,7 @@ std::optional<Analysis> analyze(const Expr& e, at::TensorList operands, const Re
     a.outStrides = denseStrides(a.outSizes, strideOrder(r.sizes(), r.strides()));
     a.reducedSizes = a.outSizes;
     a.reducedDtype = a.outDtype;
-    if (reduce->epilogue) analyzeEpilogue(*reduce->epilogue, r, epilogueOperands(e, operands), a);
+    if (reduce->epilogue) analyzeEpilogue(*reduce->epilogue, r, epilogueOperands(e, operands), a, device);
   } catch (const std::exception& err) {
     TSFUSE_LOG(kernel, debug, "analysis: eager would raise: ", err.what());
     return std::nullopt;

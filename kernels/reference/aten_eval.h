@@ -97,6 +97,7 @@ class RefArgs {
   bool literal(size_t k) const { return ins_.args[k].isLiteral() || number(k); }
   bool tensor(size_t k) const { return ins_.args[k].isTensor() && !number(k); }
   c10::ScalarType dtype(size_t k) const { return ins_.args[k].dtype; }
+  c10::Device device(size_t k) const { return ins_.args[k].device; }
 
  private:
   bool number(size_t k) const;

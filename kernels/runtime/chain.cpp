@@ -6,7 +6,7 @@
 #include "kernels/backends/cpu/row_sum.h"
 #include "kernels/backends/cpu/tile_program.h"
 #include "kernels/backends/last_path.h"
-#include "kernels/backends/operand_device.h"
+#include "kernels/reference/operand_device.h"
 #include "kernels/backends/reused_output.h"
 #include "kernels/backends/slabs.h"
 #include "kernels/runtime/bind_numbers.h"

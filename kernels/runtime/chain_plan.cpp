@@ -2,7 +2,7 @@
 // later stage's shapes and dtypes, and Chain::plan's cached SlabPlan (sweeps share these helpers).
 #include "kernels/runtime/chain.h"
 
-#include "kernels/backends/operand_device.h"
+#include "kernels/reference/operand_device.h"
 #include "kernels/backends/slabs.h"
 #include "kernels/runtime/chain_plans.h"
 #include "kernels/runtime/eager_order.h"

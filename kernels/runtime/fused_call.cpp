@@ -3,7 +3,7 @@
 #include "kernels/backends/chunked/chunked.h"
 #include "kernels/backends/cpu/native.h"
 #include "kernels/backends/last_path.h"
-#include "kernels/backends/operand_device.h"
+#include "kernels/reference/operand_device.h"
 #include "kernels/backends/reused_output.h"
 #include "kernels/runtime/bind_numbers.h"
 #include "kernels/runtime/donation.h"

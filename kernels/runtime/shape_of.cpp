@@ -1,6 +1,6 @@
 #include "kernels/runtime/shape_of.h"
 
-#include "kernels/backends/operand_device.h"
+#include "kernels/reference/operand_device.h"
 #include "kernels/reference/analysis.h"
 #include "kernels/runtime/bind_numbers.h"
 #include "kernels/runtime/eager.h"

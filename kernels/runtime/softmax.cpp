@@ -4,7 +4,7 @@
 #include "kernels/runtime/softmax.h"
 
 #include "kernels/backends/last_path.h"
-#include "kernels/backends/operand_device.h"
+#include "kernels/reference/operand_device.h"
 #include "kernels/backends/slabs.h"
 #include "kernels/runtime/eager_order.h"
 #include "kernels/runtime/fused_call.h"

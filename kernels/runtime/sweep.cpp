@@ -3,7 +3,7 @@
 #include "common/text_cache.h"
 
 #include "kernels/backends/last_path.h"
-#include "kernels/backends/operand_device.h"
+#include "kernels/reference/operand_device.h"
 #include "kernels/backends/reused_output.h"
 #include "kernels/backends/slabs.h"
 #include "kernels/reference/eval_fused.h"

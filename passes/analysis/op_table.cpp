@@ -142,6 +142,26 @@ bool matchElementwise(Node* n, ElementwiseMatch& out, std::string* why) {
     return true;
   };
   auto constant = [&](size_t i, Arg& a) { return constantArg(inputs[i], a, why); };
+  // to(self, <target>, non_blocking, copy, memory_format) with non_blocking at `nb`: constants,
+  // the format preserved (the fused op's result is fresh, whatever `copy` asks); a dtype target
+  // at `dtypeAt` a constant too.
+  auto castTo = [&](size_t nb, std::optional<size_t> dtypeAt) {
+    std::optional<c10::IValue> dtype = c10::IValue(int64_t{0});
+    if (dtypeAt) dtype = toIValue(inputs[*dtypeAt]);
+    auto blocking = toIValue(inputs[nb]);
+    auto fmt = toIValue(inputs[nb + 2]);
+    if (!dtype || !dtype->isInt() || !blocking || !fmt ||
+        !(fmt->isNone() || (fmt->isInt() && fmt->toInt() == static_cast<int64_t>(c10::MemoryFormat::Preserve)))) {
+      if (why) *why = "to(): dtype or memory_format is not a constant (or not preserve)";
+      return false;
+    }
+    return true;
+  };
+  auto pushDtype = [&](size_t at) {
+    out.args.push_back(
+        MatchedArg{nullptr, Arg::scalarType(static_cast<c10::ScalarType>(toIValue(inputs[at])->toInt()))});
+    return true;
+  };
   switch (entry.form) {
     case AtenForm::Plain:
       for (size_t i = 0; i < inputs.size(); ++i)
@@ -175,18 +195,30 @@ bool matchElementwise(Node* n, ElementwiseMatch& out, std::string* why) {
       }
       return take(0) && take(1);
     }
-    case AtenForm::ToDtype: {
-      auto dtype = toIValue(inputs[1]);
-      auto nb = toIValue(inputs[2]);
-      auto fmt = toIValue(inputs[4]);
-      if (!dtype || !dtype->isInt() || !nb || !fmt ||
-          !(fmt->isNone() || (fmt->isInt() && fmt->toInt() == static_cast<int64_t>(c10::MemoryFormat::Preserve)))) {
-        if (why) *why = "to(): dtype or memory_format is not a constant (or not preserve)";
+    case AtenForm::ToDtype:
+      return castTo(2, 1) && take(0) && pushDtype(1);
+    case AtenForm::ToDevice: {
+      auto device = toIValue(inputs[1]);
+      if (!device || !device->isDevice()) {
+        if (why) *why = "to(): the device is not a constant";
         return false;
       }
-      if (!take(0)) return false;
-      out.args.push_back(MatchedArg{nullptr, Arg::scalarType(static_cast<c10::ScalarType>(dtype->toInt()))});
-      return true;
+      if (!castTo(3, 2) || !take(0)) return false;
+      out.args.push_back(MatchedArg{nullptr, Arg::onDevice(device->toDevice())});
+      return pushDtype(2);
+    }
+    case AtenForm::ToOther: {
+      // (self, other, non_blocking, copy, memory_format): other a 0-dim prototype
+      Node* p = inputs[1]->node();
+      Node* sizes = p->kind() == c10::aten::empty ? p->input(0)->node() : nullptr;
+      auto size = sizes ? toIValue(sizes->output()) : std::nullopt;
+      const bool none = sizes && ((size && size->isIntList() && size->toIntList().empty()) ||
+                                  (sizes->kind() == c10::prim::ListConstruct && sizes->inputs().empty()));
+      if (!none) {
+        if (why) *why = "to(other): other is not a 0-dim prototype (passes/prototype_casts.cpp makes one)";
+        return false;
+      }
+      return castTo(2, std::nullopt) && take(0) && take(1);
     }
     case AtenForm::Like: {
       // (self, [fill_value,] dtype, layout, device, pin_memory, memory_format): the result is
@@ -346,8 +378,9 @@ bool matchReduction(Node* n, ReductionMatch& out, std::string* why) {
 }
 
 bool isMetadataRead(Node* n) {
-  static const std::unordered_set<c10::Symbol> kinds = {c10::prim::dtype, c10::prim::device, c10::aten::size,
-                                                        c10::aten::dim, c10::Symbol::aten("numel")};
+  static const std::unordered_set<c10::Symbol> kinds = {c10::prim::dtype,  c10::prim::device,
+                                                        c10::prim::layout, c10::aten::size,
+                                                        c10::aten::dim,    c10::Symbol::aten("numel")};
   return kinds.count(n->kind()) && n->inputs().size() <= 2;
 }
 

@@ -52,7 +52,7 @@ struct ReductionMatch {
 
 bool matchReduction(Node* n, ReductionMatch& out, std::string* why);
 
-// True when `n` reads nothing of its tensor input but metadata: its dtype, device, sizes (all, or
+// True when `n` reads nothing of its tensor input but metadata: its dtype, device, layout, sizes (all, or
 // one dim's), rank or element count.
 bool isMetadataRead(Node* n);
 

@@ -83,6 +83,7 @@ bool cheapToRecompute(Op op) {
 bool fusibleReaders(Value* v) {
   for (const auto& use : v->uses()) {
     Node* u = use.user;
+    if (isMetadataRead(u)) continue;  // a stand-in serves it once v is fused away (fuse_pairwise)
     if (!sameGradScope(u, v->node())) return false;
     ElementwiseMatch em;
     ReductionMatch rm;

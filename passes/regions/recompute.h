@@ -14,8 +14,9 @@ namespace tsfuse {
 // An op the compiled kernels compute with their own instructions (arithmetic, min/max, clamps,
 // compares, where, casts): recomputing it per reader costs less than storing a broadcast value.
 bool cheapToRecompute(Op op);
-// Whether every reader of v, in v's block, is one the passes fuse: an elementwise op or a
-// reduction (of v itself). (A metadata read would keep v stored.)
+// Whether every reader of v, in v's block, is one the passes fuse (an elementwise op or a
+// reduction of v itself) or reads v's metadata alone, which fuse_pairwise serves from a stand-in
+// once the fused readers have taken v's computation.
 bool fusibleReaders(Value* v);
 // Whether p's value is larger than each of its tensor operands, as far as the graph shows: by
 // their complete sizes where the types have them, else by construction (an operand made by

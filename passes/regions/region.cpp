@@ -94,21 +94,30 @@ std::vector<Node*> keptForOthers(const Region& r, const std::vector<Node*>& shar
 
 }  // namespace
 
-// Where recomputing every shared value costs too much, the one whose recomputation costs most
-// is read stored instead and the region grown again; the others stay recomputed.
+// Where recomputing every shared value costs too much, one is read stored instead and the region
+// grown again; the others stay recomputed. A value whose recomputation holds a costly op goes
+// first, the one with the fewest ops (the costly value itself rather than a cheap op over it,
+// which stays recomputed from it); else, all cheap but too many, the one with the most.
 Region growRegion(Node* root) {
   std::unordered_set<Node*> stored;
   for (;;) {
     Region r = grow(root, stored);
     if (r.recomputed.empty() || cheaplyRecomputed(r, keptForOthers(r, r.recomputed))) return r;
-    Node* costliest = nullptr;
-    size_t most = 0;
-    for (Node* p : r.recomputed)
-      if (size_t cost = keptForOthers(r, {p}).size(); !costliest || cost > most) {
-        costliest = p;
-        most = cost;
+    Node* chosen = nullptr;
+    bool chosenCostly = false;
+    size_t chosenOps = 0;
+    for (Node* p : r.recomputed) {
+      const std::vector<Node*> kept = keptForOthers(r, {p});
+      const bool costly = !cheaplyRecomputed(r, kept);
+      const bool better = !chosen || (costly && !chosenCostly) ||
+                          (costly == chosenCostly && (costly ? kept.size() < chosenOps : kept.size() > chosenOps));
+      if (better) {
+        chosen = p;
+        chosenCostly = costly;
+        chosenOps = kept.size();
       }
-    stored.insert(costliest);
+    }
+    stored.insert(chosen);
   }
 }
 

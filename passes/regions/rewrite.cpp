@@ -2,6 +2,7 @@
 #include "passes/regions/rewrite.h"
 
 #include "passes/analysis/op_table.h"
+#include "passes/regions/fused_values.h"
 
 #include <torch/csrc/jit/ir/named_value.h>
 
@@ -62,6 +63,20 @@ Node* rewriteRegion(Rewriter& rw, Region& r, Node* consumer, const char* op,
   if (consumer != r.root()) rw.erase(consumer);
   eraseRegionNodes(rw, r);
   return fused;
+}
+
+size_t readMetadataFromStandIn(Graph& g, const Region& r, Value* v) {
+  std::vector<torch::jit::Use> readers;
+  for (const auto& use : v->uses())
+    if (isMetadataRead(use.user)) readers.push_back(use);
+  if (readers.empty()) return 0;
+  torch::jit::WithInsertPoint guard(v->node()->next());
+  Value* list = insertOperandList(g, r);
+  Node* s = g.insertNode(g.create(kShapeOfOp, {list, g.insertConstant(r.expr.str())}, 1));
+  s->output()->setType(v->type());
+  s->setSourceRange(v->node()->sourceRange());
+  for (const auto& use : readers) use.user->replaceInput(use.offset, s->output());
+  return readers.size();
 }
 
 }  // namespace tsfuse

@@ -35,6 +35,18 @@ Node* rewriteRegion(Rewriter& rw, Region& r, Node* consumer, const char* op,
 // readers: an intermediate recomputed for a reader outside, and the repeats it still reads).
 void eraseRegionNodes(Rewriter& rw, const Region& r);
 
+// Where `v`, the value of region `r`, has readers of its metadata alone (size, numel, dim, dtype,
+// device, layout), they read a stand-in instead, so v itself need not be computed for them
+// (torchvision's Matcher checks `iou.numel() == 0` before its max):
+//
+//   %v = aten::div(%a, %b)                    %v = aten::div(%a, %b)       (fused, unstored)
+//   %n = aten::numel(%v)               =>     %s = tsfuse::shape_of([%a, %b], "v1: div($0, $1)")
+//                                             %n = aten::numel(%s)
+//
+// tsfuse::shape_of runs where %v was computed and raises what computing it would have raised
+// (kernels/runtime/shape_of.h). Returns how many readers now read it.
+size_t readMetadataFromStandIn(Graph& g, const Region& r, Value* v);
+
 // Erases a fused op whose outputs nothing reads any more, then its operand list (its first
 // input's prim::ListConstruct) where nothing else reads that.
 void eraseFusedOp(Rewriter& rw, Node* fused);

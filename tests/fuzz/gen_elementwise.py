@@ -26,7 +26,7 @@ class ElementwiseForms:
                 self.forms.add("same_operand")
             op = rng.choice(["sub", "add", "mul", "div", "min", "max", "minimum", "maximum", "cmp", "cmp",
                              "where", "clamp_t", "clamp2_t", "clamp_min_t", "logical", "pow_t", "sub_alpha",
-                             "floordiv", "truncdiv", "rsub_s", "add_alpha", "hypot", "bitwise"])
+                             "floordiv", "truncdiv", "rsub_s", "add_alpha", "hypot", "bitwise", "to_t"])
         else:
             b = None
             op = rng.choice(["abs", "neg", "neg_op", "relu", "sqrt", "exp", "log", "sigmoid", "lnot", "pow_s",
@@ -105,7 +105,14 @@ class ElementwiseForms:
             "reciprocal": (f"{A}.reciprocal()", lambda o: self._div(EXACT, a, o)),
             "cmp_s": (f"{A} {cmp} {s}", cmpf),
             "where_s": (None, None),
-            "to": (f"{A}.to({DTYPE_NAME[self.pick_dtype()]})", lambda o: self._cast(a, o)),
+            # to(dtype), or to(device, dtype) as a trace records x.to(y) and x.type(y.type()) (a
+            # constant device) and a script x.to(torch.device("cpu"), ...)
+            "to": (rng.choice([f"{A}.to({{d}})", f"{A}.to({A}.device, {{d}})", f"{A}.to(torch.device('cpu'), {{d}})"])
+                   .format(d=DTYPE_NAME[self.pick_dtype()]), lambda o: self._cast(a, o)),
+            # a cast to another value's type (scripted: to.other, type_as, a run-time dtype;
+            # passes/prototype_casts.cpp); A's shape, B's dtype
+            "to_t": (rng.choice([f"{A}.to({B})", f"{A}.type_as({B})", f"{A}.to({B}.dtype)"]) if B else None,
+                     lambda o: self._cast(a, o)),
             "zero_dim_const": (f"{A} * torch.tensor({rng.choice(['0.5', '2', '-1.5'])})", lambda o: self._mul(a, 2.0, o)),
         }
         expr, f = table[op]

@@ -223,6 +223,8 @@ inline std::vector<GpuCase> registryCases(uint64_t seed) {
         std::string a;
         if (sig[k] == 'd')
           a = "float64";
+        else if (sig[k] == 'c')
+          a = "cpu";  // the operands' device (these cases run on the CPU: NVRTC, PoCL)
         else if (sig[k] == 's')
           a = "2";
         else if (sig[k] == 'o')
@@ -276,6 +278,8 @@ inline std::vector<GpuCase> randomCases(uint64_t seed, int n) {
         const bool first = j == 0 && k > 0;
         if (sig[j] == 'd')
           a = g.coin() ? "float32" : "int32";
+        else if (sig[j] == 'c')
+          a = "cpu";
         else if (sig[j] == 's')
           a = g.coin() ? "2" : "0.5";
         else if (sig[j] == 'o')

@@ -133,6 +133,19 @@ TEST(OpCoverageIR, ToDtypeInsideARegion) {
                  "v1: sub($0, $1); to(%0, float64); mul(%1, $0)", {"aten::sub", "aten::to", "aten::mul"});
 }
 
+// A trace records x.type(y.type()), x.to(y) and x.to(device, dtype) as to(x, device, dtype, ...).
+TEST(OpCoverageIR, ToADeviceAndDtypeInsideARegion) {
+  expectPairwise(R"IR(
+  %f32 : int = prim::Constant[value=6]()
+  %cpu : Device = prim::Constant[value="cpu"]()
+  %l : Tensor = aten::lt(%a, %b)
+  %z : Tensor = aten::to(%l, %cpu, %f32, %false, %false, %none)
+  %m : Tensor = aten::mul(%z, %a)
+  return (%m)
+)IR",
+                 "v1: lt($0, $1); to_device(%0, cpu, float32); mul(%1, $0)", {"aten::lt", "aten::to", "aten::mul"});
+}
+
 TEST(OpCoverageIR, ClampMinClampMaxAndTensorClamp) {
   expectPairwise(R"IR(
   %s : Tensor = aten::sub(%a, %b, %one)

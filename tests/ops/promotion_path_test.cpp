@@ -96,6 +96,50 @@ TEST(PairwisePromotion, ToDtype) {
                             [](const T& v) { return at::div(v[0].to(at::kDouble), v[1]); }));
 }
 
+// to_device (a traced x.to(device, dtype)): the cast where the operands are on that device, run
+// natively; on another device the eager path moves the value as eager does, and raises eager's
+// error where eager does (CUDA absent here, or mixing devices after the move where present).
+TEST(PairwisePromotion, ToDeviceIsTheCastOnItsDeviceAndEagersMoveElsewhere) {
+  Gen g(24);
+  at::Tensor x = g.tensor({4, 1}, at::kFloat), y = g.tensor({1, 5}, at::kFloat);
+  EXPECT_TRUE(checkPairwise("v1: lt($0, $1); to_device(%0, cpu, float32); mul(%1, $0)", {x, y},
+                            [](const T& v) { return at::mul(at::lt(v[0], v[1]).to(c10::kCPU, at::kFloat), v[0]); }));
+  EXPECT_STREQ(tsfuse::lastPath(), "native");
+  const std::string moved = "v1: lt($0, $1); to_device(%0, cuda:0, float32); mul(%1, $0)";
+  std::string eager, fused;
+  try {
+    tsfuse::evalAten(tsfuse::Expr::parse(moved), {x, y});
+  } catch (const c10::Error& e) {
+    eager = e.what_without_backtrace();
+  }
+  try {
+    pairwiseBoxed({x, y}, moved);
+  } catch (const c10::Error& e) {
+    fused = e.what_without_backtrace();
+  }
+  EXPECT_FALSE(eager.empty());
+  EXPECT_EQ(eager, fused);
+  EXPECT_STREQ(tsfuse::lastPath(), "eager");
+}
+
+// to_other (passes/prototype_casts.cpp): the cast to a 0-dim prototype's dtype, run natively; a
+// prototype of another rank (a caller's own) takes the eager path, which casts without broadcasting.
+TEST(PairwisePromotion, ToOtherCastsToItsPrototypesTypeAndBroadcastsWithNothing) {
+  Gen g(25);
+  at::Tensor x = g.tensor({4, 1}, at::kFloat), y = g.tensor({1, 5}, at::kFloat);
+  for (at::ScalarType t : {at::kDouble, at::kInt, at::kBool, at::kHalf}) {
+    at::Tensor p = at::empty({}, at::TensorOptions().dtype(t));
+    EXPECT_TRUE(checkPairwise("v1: sub($0, $1); to_other(%0, $2); mul(%1, %1)", {x, y, p}, [](const T& v) {
+      const at::Tensor c = at::sub(v[0], v[1]).to(v[2]);
+      return at::mul(c, c);
+    })) << t;
+  }
+  at::Tensor wide = at::zeros({3, 1, 1}, at::kDouble);
+  const at::Tensor got = pairwiseBoxed({x, y, wide}, "v1: sub($0, $1); to_other(%0, $2)");
+  EXPECT_STREQ(tsfuse::lastPath(), "eager");
+  EXPECT_TRUE(sameTensor(at::sub(x, y).to(wide), got, true));
+}
+
 // --- paths -----------------------------------------------------------------------------------
 
 const std::vector<std::pair<std::string, EagerFn>>& singleOps() {

@@ -61,6 +61,13 @@ EXPECT = {
     "anchor_matching": (0, 0, ["aten::clamp", "aten::div(", "aten::max(", "aten::full_like", "aten::where"]),
     # chunk + unpack, then wh[..., 0]: the chunks' rank is provable, every view is sunk.
     "chunk_box_iou": (1, 0, ["aten::clamp", "aten::div", "aten::select", "aten::max(", "aten::min("]),
+    # the corners are recomputed by each product over the pair (read through slices of box1[:, None]);
+    # the mask's .type(tl.type()) is a cast in the mask's product: traced to(cpu, float32) (checked
+    # against the operands' device per call), scripted to(mask, tl.to()), a cast to a 0-dim
+    # prototype of tl's type whose dtype, layout and device tsfuse::shape_of gives (tl is never
+    # computed). Four reduces: the areas' two, the mask's, the intersection's with the IoU as its
+    # epilogue.
+    "yolox_iou": (0, 4, ["aten::max(", "aten::min(", "aten::lt", "aten::to(", "aten::div"]),
     # xywh2xyxy fills a buffer slice by slice before box_iou reads it: those writes do not block
     # the region. Its [N] / [M] corner vectors (x - w / 2, ...; each computed twice before CSE)
     # join the region: one pairwise op.

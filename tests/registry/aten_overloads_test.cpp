@@ -39,6 +39,7 @@ std::string argumentValue(const c10::Argument& arg, bool& firstTensor, bool bool
   if (t->kind() == c10::TypeKind::NumberType) return name == "alpha" || firstTensor ? "%two" : number;
   if (t->kind() == c10::TypeKind::StringType) return "%floor";
   if (t->kind() == c10::TypeKind::BoolType) return "%false";
+  if (t->kind() == c10::TypeKind::DeviceObjType) return "%cpu";  // the operands' (to.device)
   if (t->kind() == c10::TypeKind::IntType || t->kind() == c10::TypeKind::MemoryFormatType) return "%zero";
   ADD_FAILURE() << "no test value for argument '" << name << "' of type " << t->str();
   return "%none";
@@ -56,8 +57,12 @@ TEST(RegistryOverloads, EveryListedSchemaFusesAndKeepsItsResults) {
     const bool boolOps = sampleDtype(tsfuse::opDef(o.op)) == at::kBool;
     std::string call = schema.name() + "(";
     bool firstTensor = true;
-    for (size_t i = 0; i < schema.arguments().size(); ++i)
-      call += (i ? ", " : "") + argumentValue(schema.arguments()[i], firstTensor, boolOps);
+    for (size_t i = 0; i < schema.arguments().size(); ++i) {
+      // to(d, p): a cast's 0-dim prototype, as passes/prototype_casts.cpp makes it
+      const bool prototype = o.op == tsfuse::Op::ToOther && schema.arguments()[i].name() == "other";
+      call += (i ? ", " : "") +
+              (prototype ? std::string("%proto") : argumentValue(schema.arguments()[i], firstTensor, boolOps));
+    }
     call += ")";
     const std::string ir =
         R"IR(
@@ -70,6 +75,9 @@ graph(%a : Tensor, %b : Tensor):
   %half : float = prim::Constant[value=0.5]()
   %f64 : int = prim::Constant[value=7]()
   %floor : str = prim::Constant[value="floor"]()
+  %cpu : Device = prim::Constant[value="cpu"]()
+  %nosize : int[] = prim::ListConstruct()
+  %proto : Tensor = aten::empty(%nosize, %f64, %none, %none, %none, %none)
   )IR" +
         std::string(boolOps ? "%d : Tensor = aten::gt(%a, %b)\n  %e : Tensor = aten::lt(%a, %b)\n  "
                             : "%d : Tensor = aten::sub(%a, %b, %one)\n  ") +

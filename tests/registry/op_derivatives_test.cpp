@@ -24,7 +24,7 @@ using tsfuse::Arg;
 using tsfuse::Derivative;
 
 // The choices for one argument: tensors (the first argument always, as in every ATen overload the
-// registry names), numbers, None, dtypes.
+// registry names), numbers, None, dtypes, the CPU for a device.
 std::vector<Arg> choices(char kind, size_t position) {
   switch (kind) {
     case 'v':
@@ -33,6 +33,10 @@ std::vector<Arg> choices(char kind, size_t position) {
       return {Arg::input(0), Arg::none(), Arg::floating(0.5)};
     case 's':
       return {Arg::integer(0), Arg::integer(1)};
+    case 'c':
+      return {Arg::onDevice(c10::kCPU)};  // the operands' device
+    case 'p':
+      return {Arg::input(0)};  // a 0-dim prototype, never differentiated
     default:
       return {Arg::scalarType(at::kDouble), Arg::scalarType(at::kFloat)};
   }
@@ -98,6 +102,10 @@ void check(const tsfuse::OpDef& def, const std::vector<Derivative>& ds, const st
   std::vector<at::Tensor> inputs;
   for (size_t k = 0; k < args.size(); ++k) {
     if (args[k].kind != Arg::Kind::Input) continue;
+    if (def.signature[k] == 'p') {
+      c.leaves.push_back(values(gen, {}, kind));
+      continue;
+    }
     at::Tensor x = values(gen, shapes[args[k].i], kind);
     c.leaves.push_back(isMask(def.op, k) ? x.gt(0.6) : x.requires_grad_());
   }
@@ -124,7 +132,7 @@ void check(const tsfuse::OpDef& def, const std::vector<Derivative>& ds, const st
   const std::string form = c.op.str();
   size_t w = 0;
   for (size_t k = 0; k < args.size(); ++k) {
-    if (args[k].kind != Arg::Kind::Input || isMask(def.op, k)) continue;
+    if (args[k].kind != Arg::Kind::Input || isMask(def.op, k) || def.signature[k] == 'p') continue;
     const at::Tensor& want = aten[w++];
     if (ds.empty() || ds[k].kind == Derivative::Kind::None) {
       if (want.defined() && !at::equal(want, at::zeros_like(want)))
@@ -178,8 +186,9 @@ TEST(RegistryDerivatives, EveryOpStatesItsDerivativeOrThatItHasNone) {
     const auto& ds = tsfuse::derivatives(def.op);  // throws where ops.def states neither
     EXPECT_TRUE(ds.empty() == (tsfuse::noGradientReason(def.op) != nullptr)) << def.name;
     for (size_t k = 0; k < ds.size(); ++k)
-      if (def.signature[k] == 'd' || def.signature[k] == 's')
-        EXPECT_EQ(ds[k].kind, Derivative::Kind::None) << def.name << ": a number or dtype argument has no gradient";
+      if (def.signature[k] == 'd' || def.signature[k] == 's' || def.signature[k] == 'c')
+        EXPECT_EQ(ds[k].kind, Derivative::Kind::None)
+            << def.name << ": a number, dtype or device argument has no gradient";
   }
 }
 

@@ -37,6 +37,12 @@ std::vector<Arg> choices(char kind, size_t position) {
     case 'd':
       c = {Arg::scalarType(at::kDouble), Arg::scalarType(at::kInt)};
       break;
+    case 'c':
+      c = {Arg::onDevice(c10::kCPU)};  // the operands' device
+      break;
+    case 'p':
+      c = {Arg::input(0)};  // a 0-dim prototype (below)
+      break;
     default:
       ADD_FAILURE() << "unknown signature character '" << kind << "'";
   }
@@ -91,7 +97,8 @@ TEST(RegistryOps, EveryOpMatchesItsAtenReferenceOnTheNativePath) {
           for (at::ScalarType t : dtypes) {
             std::vector<at::Tensor> ops;
             for (int i = 0; i < e.numInputs; ++i)
-              ops.push_back(gen.tensor(shapes[i], i == slot ? t : dtypes[(i + 1) % dtypes.size()], kNaNInf));
+              ops.push_back(gen.tensor(isPrototype(def, args, i) ? std::vector<int64_t>{} : shapes[i],
+                                       i == slot ? t : dtypes[(i + 1) % dtypes.size()], kNaNInf));
             ++ran;
             log.add(checkPairwise(text, ops, [&](const std::vector<at::Tensor>& x) { return tsfuse::evalAten(e, x); },
                                   {opts.exact, opts.rtol, opts.atol, ops[0].numel() == 0 ? "empty" : "native"}),

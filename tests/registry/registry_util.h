@@ -33,17 +33,26 @@ std::vector<std::vector<tsfuse::Arg>> argumentForms(const tsfuse::OpDef& def, Ch
   return forms;
 }
 
-// The sample's operands: [2] ones of `dtype`, bool where the op wants a condition or mask.
+// Whether operand `i` of the op over `args` is a prototype (signature 'p'): 0-dim in every test.
+inline bool isPrototype(const tsfuse::OpDef& def, const std::vector<tsfuse::Arg>& args, int64_t i) {
+  for (size_t k = 0; k < args.size(); ++k)
+    if (args[k].kind == tsfuse::Arg::Kind::Input && args[k].i == i) return def.signature[k] == 'p';
+  return false;
+}
+
+// The sample's operands: [2] ones of `dtype` (0-dim for a prototype), bool where the op wants a
+// condition or mask.
 inline std::vector<at::Tensor> sampleOperands(const tsfuse::OpDef& def, int count, at::ScalarType dtype) {
   std::vector<at::Tensor> ops;
   for (int i = 0; i < count; ++i) ops.push_back(at::ones({2}, dtype));
+  if (def.op == tsfuse::Op::ToOther) ops[1] = at::ones({}, dtype);
   if (def.op == tsfuse::Op::Where) ops[0] = ops[0].to(at::kBool);
   if (def.op == tsfuse::Op::MaskedFill) ops[1] = ops[1].to(at::kBool);
   return ops;
 }
 
 // The op once, over tensor operands where its signature takes values, float64 where it wants a
-// dtype, and the number 2 where it wants a number, or 0 where the op rejects 2 on float32 [2]
+// dtype, the CPU where it wants a device, and the number 2 where it wants a number, or 0 where the op rejects 2 on float32 [2]
 // operands (a memory format, a cat's entry and dim).
 inline tsfuse::Expr sampleOf(const tsfuse::OpDef& def) {
   auto with = [&](int64_t number) {
@@ -53,6 +62,8 @@ inline tsfuse::Expr sampleOf(const tsfuse::OpDef& def) {
       const char c = def.signature[k];
       if (c == 'd')
         args.push_back(tsfuse::Arg::scalarType(at::kDouble));
+      else if (c == 'c')
+        args.push_back(tsfuse::Arg::onDevice(c10::kCPU));
       else if (c == 's')
         args.push_back(tsfuse::Arg::integer(number));
       else

@@ -5,7 +5,7 @@
 #include "kernels/backends/chunked/chunked.h"
 
 #include "kernels/backends/last_path.h"
-#include "kernels/backends/operand_device.h"
+#include "kernels/reference/operand_device.h"
 #include "kernels/backends/path_counts.h"
 #include "kernels/backends/slabs.h"
 

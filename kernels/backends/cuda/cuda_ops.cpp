@@ -8,7 +8,7 @@
 
 #include "kernels/backends/cuda/codegen/call.h"
 #include "kernels/backends/cuda/codegen/nvrtc.h"
-#include "kernels/backends/operand_device.h"
+#include "kernels/reference/operand_device.h"
 #include "tsfuse/log.h"
 
 #include <ATen/cuda/CUDAContext.h>

@@ -1,4 +1,4 @@
-#include "kernels/backends/operand_device.h"
+#include "kernels/reference/operand_device.h"
 
 namespace tsfuse {
 
