@@ -13,6 +13,17 @@
 namespace tsfuse {
 namespace {
 
+// Whether cast `n` reads an elementwise value of its block that nothing else reads (its metadata
+// aside: a prototype's device, which a stand-in then gives).
+bool castOfItsOwnValue(Node* n) {
+  Value* x = n->input(0);
+  ElementwiseMatch m;
+  const auto& uses = x->uses();
+  return std::count_if(uses.begin(), uses.end(), [](const auto& u) { return !isMetadataRead(u.user); }) == 1 &&
+         x->node()->owningBlock() == n->owningBlock() && matchElementwise(x->node(), m, nullptr) &&
+         x->node()->kind() != c10::aten::to;
+}
+
 // True when every operand's shape is known and equals the output's: nothing broadcasts, so
 // there is no larger intermediate to avoid; such regions are left to TorchScript's own fusers.
 bool provablyNoBroadcast(const Region& r) {
@@ -43,8 +54,10 @@ class FusePairwisePattern : public Pattern {
     if (claimed_.count(root)) return false;  // inside a region already rejected from a later root
     ElementwiseMatch m;
     if (!matchElementwise(root, m, nullptr)) return false;
-    // A lone to() may return its input itself (an alias); fused, it would return a copy.
-    if (root->kind() == c10::aten::to) return false;
+    // to() may return its input itself (an alias); fused, it returns a fresh tensor. The two are
+    // alike where the input is an elementwise value the cast alone reads: a fresh tensor nothing
+    // else sees, `(d > 0).to(x.dtype)`.
+    if (root->kind() == c10::aten::to && !castOfItsOwnValue(root)) return false;
     const auto& uses = root->output()->uses();
     if (uses.empty()) return false;  // dead (a value a stand-in replaced): cleanup erases it
     if (std::all_of(uses.begin(), uses.end(), [](const auto& u) { return isMetadataRead(u.user); }))

@@ -344,14 +344,14 @@ ENTRIES: List[Entry] = [
            "each reduction and its label masks is one fused op, the loss's mean is swept into the second"),
     _entry("triplet.batch_all_triplet_loss", TRI,
            library_function("online_triplet_loss.losses", "batch_all_triplet_loss", margin=0.2, squared=False),
-           lambda size, g: _labelled_embeddings(size, g, bench_batch=512), "trace", {"pairwise": 2, "reduce": 3},
+           lambda size, g: _labelled_embeddings(size, g, bench_batch=512), "trace", {"pairwise": 3, "reduce": 3},
            "the three sums over [B, B, B] (the mask's, the loss's and the count of positive losses: "
            "loss[loss > 1e-16].size(0) is that count, count_selected) are three reduces, each computing the mask "
            "(10 bool ops) and the loss itself, so neither is stored; the sqrt of the [B, B] distances they read "
            "runs once per call at that shape (hoist.h), and the divisions are the reduces' epilogues. The "
            "distances (matmul expansion) are a pairwise op over the matmul's output; eye(B) is a [B, B] pairwise "
            "op of two aranges (the mask reads its bool cast through unsqueezes sink_views does not move past the "
-           "cast)"),
+           "cast); the zero-distance mask (d == 0).float() is a pairwise op with its cast (no bool [B, B] stored)"),
     # k-means assignment steps
     _entry("fpk.KMeans.max_sim", FPK, _method("fast_pytorch_kmeans", "KMeans", "max_sim", n_clusters=1024,
                                               mode="euclidean"),

@@ -79,6 +79,43 @@ TEST(PrototypeCastsIR, TheTypeOfAFusedAwayValueIsReadFromAStandIn) {
   EXPECT_TRUE(sameOutputs(ref, g, inputs(4, at::kFloat)));
 }
 
+// A cast ending a region (the mask cast for a matmul, fast_pytorch_kmeans' (c == k).to(X.dtype))
+// joins it where it casts a value of the region that nothing else reads: no bool intermediate.
+TEST(PrototypeCastsIR, ACastEndingARegionJoinsItWhereItAloneReadsTheValue) {
+  auto g = graphWithConstants("%a : Tensor, %b : Tensor, %y : Tensor", R"IR(
+  %au : Tensor = aten::unsqueeze(%a, %one)
+  %bu : Tensor = aten::unsqueeze(%b, %zero)
+  %m : Tensor = aten::eq(%au, %bu)
+  %dt : int = prim::dtype(%y)
+  %c : Tensor = aten::to(%m, %dt, %false, %false, %none)
+  %r : Tensor = aten::matmul(%c, %y)
+  return (%r)
+)IR");
+  auto ref = g->copy();
+  PassRun r = runPipelineOn(g);
+  EXPECT_EQ(findNodes(g, "tsfuse::pairwise").size(), 1u) << r.dump();
+  EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) { fc.check_not("aten::eq")->check("to_other("); })) << r.ir;
+  Gen gen(5);
+  std::vector<c10::IValue> in = {gen.tensor({6}, at::kFloat).round(), gen.tensor({4}, at::kFloat).round(),
+                                 gen.tensor({4, 3}, at::kFloat)};
+  EXPECT_TRUE(sameOutputs(ref, g, in));
+}
+
+// The cast's input read elsewhere too: eager's to() may return that very tensor, so it stays.
+TEST(PrototypeCastsIR, NegativeACastOfASharedValueEndsNoRegion) {
+  auto g = graphWithConstants("%a : Tensor, %b : Tensor", R"IR(
+  %au : Tensor = aten::unsqueeze(%a, %one)
+  %bu : Tensor = aten::unsqueeze(%b, %zero)
+  %d : Tensor = aten::sub(%au, %bu, %one)
+  %m : Tensor = aten::abs(%d)
+  %f : int = prim::Constant[value=6]()
+  %c : Tensor = aten::to(%m, %f, %false, %false, %none)
+  return (%c, %m)
+)IR");
+  PassRun r = runPipelineOn(g);
+  EXPECT_EQ(findNodes(g, "aten::to").size(), 1u) << r.dump();
+}
+
 TEST(PrototypeCastsIR, NegativeACastOfNoFusibleValueIsLeft) {
   auto g = graphWithConstants("%x : Tensor, %y : Tensor", R"IR(
   %c : Tensor = aten::to(%x, %y, %false, %false, %none)
