@@ -1,6 +1,7 @@
 #include "passes/unroll_accumulations.h"
 
 #include "passes/analysis/op_table.h"
+#include "passes/analysis/region_starts.h"
 #include "passes/framework/driver.h"
 #include "passes/framework/events.h"
 

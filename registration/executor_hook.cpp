@@ -5,6 +5,7 @@
 #include "passes/analysis/broadcast_probe.h"
 #include "passes/framework/driver.h"
 #include "passes/analysis/op_table.h"
+#include "passes/analysis/region_starts.h"
 #include "tsfuse/log.h"
 
 #include <ATen/Version.h>

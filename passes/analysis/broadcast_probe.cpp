@@ -1,6 +1,7 @@
 #include "passes/analysis/broadcast_probe.h"
 
 #include "passes/analysis/op_table.h"
+#include "passes/analysis/region_starts.h"
 
 #include "kernels/runtime/full_slice.h"
 

@@ -8,6 +8,7 @@
 #include "ir_util.h"
 
 #include "passes/analysis/op_table.h"
+#include "passes/analysis/region_starts.h"
 #include "registration/pipeline.h"
 
 namespace ir_fusion_candidate_test {
