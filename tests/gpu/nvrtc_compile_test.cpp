@@ -58,12 +58,15 @@ struct Kernel {
   // -fmad=false stops contraction of our own arithmetic, which is what the check is about.
   bool libdeviceMath = false;
   // libdevice's sinf/cosf (ATen's CUDA sin/cos kernels are the same code) reduce an argument
-  // beyond about 1e5 by Payne-Hanek into a small local array: a stack frame of 32-40 bytes,
-  // touched on that path only. Every other kernel: no stack.
+  // beyond about 1e5 by Payne-Hanek into a small local array: a stack frame of 32-40 bytes per
+  // function a kernel calls (sin and cos each keep their own: 72 B for both), touched on that
+  // path only. Every other kernel: no stack.
   int stackBudget = 0;
 };
 
-int stackBudgetOf(const std::string& kernelText) { return bodyCalls(kernelText, {"TSF_SIN_", "TSF_COS_"}) ? 48 : 0; }
+int stackBudgetOf(const std::string& kernelText) {
+  return 48 * (bodyCalls(kernelText, {"TSF_SIN_"}) + bodyCalls(kernelText, {"TSF_COS_"}));
+}
 
 // The corpus's unique kernel texts (device rules), every skeleton a call can take.
 std::vector<Kernel> corpusKernels() {
