@@ -15,7 +15,6 @@
 
 #include <torch/csrc/jit/ir/constants.h>
 
-#include <algorithm>
 #include <unordered_map>
 
 namespace tsfuse {
@@ -156,9 +155,7 @@ class FuseBroadcastReducePattern : public Pattern {
     // A region recomputed per reduction shares its repeats with the others: they stay stored.
     const bool withEpilogue = !epi.chain.empty() && epiHazard.empty();
     Node* at = withEpilogue ? epi.chain.back() : reduction;
-    const auto& uses = rm.input->uses();
-    bool onlyReader =
-        std::count_if(uses.begin(), uses.end(), [](const auto& u) { return !isMetadataRead(u.user); }) == 1;
+    const bool onlyReader = valueReaders(rm.input) == 1;
     std::string repeats = onlyReader ? planBroadcastRepeats(r, at, rw.aliasDb()) : "";
 
     // The graph changes from here on.

@@ -7,7 +7,6 @@
 #include "passes/regions/repeats.h"
 #include "passes/regions/rewrite.h"
 
-#include <algorithm>
 #include <unordered_set>
 
 namespace tsfuse {
@@ -18,10 +17,8 @@ namespace {
 bool castOfItsOwnValue(Node* n) {
   Value* x = n->input(0);
   ElementwiseMatch m;
-  const auto& uses = x->uses();
-  return std::count_if(uses.begin(), uses.end(), [](const auto& u) { return !isMetadataRead(u.user); }) == 1 &&
-         x->node()->owningBlock() == n->owningBlock() && matchElementwise(x->node(), m, nullptr) &&
-         x->node()->kind() != c10::aten::to;
+  return valueReaders(x) == 1 && x->node()->owningBlock() == n->owningBlock() &&
+         matchElementwise(x->node(), m, nullptr) && x->node()->kind() != c10::aten::to;
 }
 
 // True when every operand's shape is known and equals the output's: nothing broadcasts, so
@@ -58,10 +55,8 @@ class FusePairwisePattern : public Pattern {
     // alike where the input is an elementwise value the cast alone reads: a fresh tensor nothing
     // else sees, `(d > 0).to(x.dtype)`.
     if (root->kind() == c10::aten::to && !castOfItsOwnValue(root)) return false;
-    const auto& uses = root->output()->uses();
-    if (uses.empty()) return false;  // dead (a value a stand-in replaced): cleanup erases it
-    if (std::all_of(uses.begin(), uses.end(), [](const auto& u) { return isMetadataRead(u.user); }))
-      return standIn(root, rw);
+    if (!root->output()->hasUses()) return false;  // dead (a value a stand-in replaced): cleanup erases it
+    if (valueReaders(root->output()) == 0) return standIn(root, rw);
     Region r = growRegion(root);
     if (r.nodes.size() < 2) return false;  // a single op: nothing to fuse, not a candidate
     std::string hazard = regionHazard(r, r.root(), rw.aliasDb());

@@ -14,11 +14,16 @@ using torch::jit::Value;
 
 namespace {
 
-bool isBinaryWithTensorOther(Node* n) {
-  return n->matches("aten::add(Tensor self, Tensor other, *, Scalar alpha) -> Tensor") ||
-         n->matches("aten::sub(Tensor self, Tensor other, *, Scalar alpha) -> Tensor") ||
-         n->matches("aten::mul(Tensor self, Tensor other) -> Tensor") ||
-         n->matches("aten::div(Tensor self, Tensor other) -> Tensor");
+// The 0-dim tensor constant n reads as add/sub/mul/div's `other` (CanonicalizeOps' slot).
+std::optional<at::Tensor> zeroDimConstantOther(Node* n) {
+  const bool binary = n->matches("aten::add(Tensor self, Tensor other, *, Scalar alpha) -> Tensor") ||
+                      n->matches("aten::sub(Tensor self, Tensor other, *, Scalar alpha) -> Tensor") ||
+                      n->matches("aten::mul(Tensor self, Tensor other) -> Tensor") ||
+                      n->matches("aten::div(Tensor self, Tensor other) -> Tensor");
+  if (!binary) return std::nullopt;
+  auto other = n->get<at::Tensor>(c10::attr::other);
+  if (!other || other->dim() != 0) return std::nullopt;
+  return other;
 }
 
 bool numbersForZeroDimOthers(Block* block) {
@@ -26,9 +31,8 @@ bool numbersForZeroDimOthers(Block* block) {
   for (auto it = block->nodes().begin(); it != block->nodes().end();) {
     Node* n = *it++;
     for (Block* sub : n->blocks()) any |= numbersForZeroDimOthers(sub);
-    if (!isBinaryWithTensorOther(n)) continue;
-    auto other = n->get<at::Tensor>(c10::attr::other);
-    if (!other || other->dim() != 0) continue;
+    auto other = zeroDimConstantOther(n);
+    if (!other) continue;
     Graph& g = *n->owningGraph();
     torch::jit::WithInsertPoint guard(n);
     std::vector<Value*> inputs = n->inputs().vec();
@@ -43,20 +47,12 @@ bool numbersForZeroDimOthers(Block* block) {
   return any;
 }
 
-// The constant 0-dim `other` of such an op, if it is a tensor constant not in `before`.
-std::optional<at::Tensor> foldedZeroDimOther(Node* n, const std::unordered_set<Node*>& before) {
-  if (!isBinaryWithTensorOther(n) || before.count(n->input(1)->node())) return std::nullopt;
-  auto other = n->get<at::Tensor>(c10::attr::other);
-  if (!other || other->dim() != 0) return std::nullopt;
-  return other;
-}
-
 bool tensorsForFoldedZeroDimOthers(Block* block, const std::unordered_set<Node*>& before) {
   bool any = false;
   for (Node* n : block->nodes()) {
     for (Block* sub : n->blocks()) any |= tensorsForFoldedZeroDimOthers(sub, before);
-    auto other = foldedZeroDimOther(n, before);
-    if (!other) continue;
+    auto other = zeroDimConstantOther(n);
+    if (!other || before.count(n->input(1)->node())) continue;
     Graph& g = *n->owningGraph();
     torch::jit::WithInsertPoint guard(n);
     Value* folded = n->input(1);

@@ -1,9 +1,11 @@
 #include "passes/analysis/op_table.h"
 
 #include "kernels/ir/op_registry.h"
+#include "passes/analysis/symbolic_shapes.h"
 
 #include <torch/csrc/jit/ir/constants.h>
 
+#include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -144,12 +146,10 @@ bool matchElementwise(Node* n, ElementwiseMatch& out, std::string* why) {
   // the format preserved (the fused op's result is fresh, whatever `copy` asks); a dtype target
   // at `dtypeAt` a constant too.
   auto castTo = [&](size_t nb, std::optional<size_t> dtypeAt) {
-    std::optional<c10::IValue> dtype = c10::IValue(int64_t{0});
-    if (dtypeAt) dtype = toIValue(inputs[*dtypeAt]);
-    auto blocking = toIValue(inputs[nb]);
     auto fmt = toIValue(inputs[nb + 2]);
-    if (!dtype || !dtype->isInt() || !blocking || !fmt ||
-        !(fmt->isNone() || (fmt->isInt() && fmt->toInt() == static_cast<int64_t>(c10::MemoryFormat::Preserve)))) {
+    const bool preserved =
+        fmt && (fmt->isNone() || (fmt->isInt() && fmt->toInt() == static_cast<int64_t>(c10::MemoryFormat::Preserve)));
+    if ((dtypeAt && !constantInt(inputs[*dtypeAt])) || !toIValue(inputs[nb]) || !preserved) {
       if (why) *why = "to(): dtype or memory_format is not a constant (or not preserve)";
       return false;
     }
@@ -208,11 +208,8 @@ bool matchElementwise(Node* n, ElementwiseMatch& out, std::string* why) {
     case AtenForm::ToOther: {
       // (self, other, non_blocking, copy, memory_format): other a 0-dim prototype
       Node* p = inputs[1]->node();
-      Node* sizes = p->kind() == c10::aten::empty ? p->input(0)->node() : nullptr;
-      auto size = sizes ? toIValue(sizes->output()) : std::nullopt;
-      const bool none = sizes && ((size && size->isIntList() && size->toIntList().empty()) ||
-                                  (sizes->kind() == c10::prim::ListConstruct && sizes->inputs().empty()));
-      if (!none) {
+      const auto sizes = p->kind() == c10::aten::empty ? symbolicSizes(p->input(0)) : std::nullopt;
+      if (!sizes || !sizes->empty()) {
         if (why) *why = "to(other): other is not a 0-dim prototype (passes/prototype_casts.cpp makes one)";
         return false;
       }
@@ -380,6 +377,11 @@ bool isMetadataRead(Node* n) {
                                                         c10::prim::layout, c10::aten::size,
                                                         c10::aten::dim,    c10::Symbol::aten("numel")};
   return kinds.count(n->kind()) && n->inputs().size() <= 2;
+}
+
+size_t valueReaders(Value* v) {
+  const auto& uses = v->uses();
+  return std::count_if(uses.begin(), uses.end(), [](const torch::jit::Use& u) { return !isMetadataRead(u.user); });
 }
 
 bool isTsfuseOp(const Node* n) {

@@ -55,6 +55,8 @@ bool matchReduction(Node* n, ReductionMatch& out, std::string* why);
 // True when `n` reads nothing of its tensor input but metadata: its dtype, device, layout, sizes (all, or
 // one dim's), rank or element count.
 bool isMetadataRead(Node* n);
+// How many readers of v read its values: its uses but those reading its metadata alone.
+size_t valueReaders(torch::jit::Value* v);
 
 // True when `n` only reads its tensor inputs and returns fresh tensors or metadata: a matched
 // elementwise op other than to() (which may return its input), a matched reduction, or a dtype,
