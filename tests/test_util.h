@@ -28,13 +28,13 @@ namespace tsfuse_test {
 
 inline std::string firstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
 
-// Message (first line, no backtrace) of the c10::Error that `f` throws; "" when it does not
-// throw; "<non-c10 exception: ...>" for other exceptions.
-inline std::string errorOf(const std::function<void()>& f) {
+// Message (first line, or `wholeMessage`, no backtrace) of the c10::Error that `f` throws; ""
+// when it does not throw; "<non-c10 exception: ...>" for other exceptions.
+inline std::string errorOf(const std::function<void()>& f, bool wholeMessage = false) {
   try {
     f();
   } catch (const c10::Error& e) {
-    return firstLine(e.what_without_backtrace());
+    return wholeMessage ? e.what_without_backtrace() : firstLine(e.what_without_backtrace());
   } catch (const std::exception& e) {
     return std::string("<non-c10 exception: ") + e.what() + ">";
   }

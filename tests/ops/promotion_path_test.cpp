@@ -106,17 +106,8 @@ TEST(PairwisePromotion, ToDeviceIsTheCastOnItsDeviceAndEagersMoveElsewhere) {
                             [](const T& v) { return at::mul(at::lt(v[0], v[1]).to(c10::kCPU, at::kFloat), v[0]); }));
   EXPECT_STREQ(tsfuse::lastPath(), "native");
   const std::string moved = "v1: lt($0, $1); to_device(%0, cuda:0, float32); mul(%1, $0)";
-  std::string eager, fused;
-  try {
-    tsfuse::evalAten(tsfuse::Expr::parse(moved), {x, y});
-  } catch (const c10::Error& e) {
-    eager = e.what_without_backtrace();
-  }
-  try {
-    pairwiseBoxed({x, y}, moved);
-  } catch (const c10::Error& e) {
-    fused = e.what_without_backtrace();
-  }
+  const std::string eager = errorOf([&] { tsfuse::evalAten(tsfuse::Expr::parse(moved), {x, y}); }, true);
+  const std::string fused = errorOf([&] { pairwiseBoxed({x, y}, moved); }, true);
   EXPECT_FALSE(eager.empty());
   EXPECT_EQ(eager, fused);
   EXPECT_STREQ(tsfuse::lastPath(), "eager");
