@@ -8,6 +8,10 @@
 #include "passes/regions/rewrite.h"
 #include "passes/regions/sweep_readers.h"
 
+#include <torch/csrc/jit/ir/constants.h>
+
+#include <algorithm>
+
 namespace tsfuse {
 namespace {
 
@@ -19,6 +23,39 @@ struct Producer {
   Unsqueezed view;
   Stages stages;
 };
+
+// An operand 0-dim by construction (a cast's prototype, a number read at run time): it spans nothing.
+bool zeroDimByConstruction(Value* v) {
+  Node* n = v->node();
+  if (n->kind() == c10::Symbol::fromQualString("tsfuse::wrapped_number")) return true;
+  const std::optional<c10::IValue> size =
+      n->kind() == c10::aten::empty ? torch::jit::toIValue(n->input(0)) : std::nullopt;
+  return size && size->isIntList() && size->toIntList().empty();
+}
+
+// A sibling of the consumer among its epilogue's operands: a tsfuse::reduce over the same dims
+// whose expression reads every operand the consumer's expression reads, so that its value spans
+// the consumer's (yolov5's areas, products over [N, 1, 2] and [1, M, 2], are not siblings of the
+// intersection's over [N, M, 2]: chaining them would save nothing).
+std::optional<Producer> siblingInEpilogue(const FusedReduction& consumer, Node* list, size_t exprInputs) {
+  const std::vector<Value*> reads(list->inputs().begin(),
+                                  list->inputs().begin() + std::min(exprInputs, list->inputs().size()));
+  for (size_t k = exprInputs; k < list->inputs().size(); ++k) {
+    Value* v = list->input(k);
+    if (v->node()->kind() != kReduceOp) continue;
+    std::optional<FusedReduction> r = fusedReductionOf(v->node());
+    std::optional<Stages> s = stagesOf(v->node());
+    if (!r || !s || r->spec.dims != consumer.spec.dims || r->spec.keepdim != consumer.spec.keepdim) continue;
+    const auto exprInputsOf = static_cast<size_t>(cachedExpr(r->expr)->numInputs);
+    const auto first = s->list->inputs().begin();
+    const std::vector<Value*> its(first, first + std::min(exprInputsOf, s->list->inputs().size()));
+    const bool spans = std::all_of(reads.begin(), reads.end(), [&](Value* x) {
+      return zeroDimByConstruction(x) || std::find(its.begin(), its.end(), x) != its.end();
+    });
+    if (spans) return Producer{k, unsqueezedValue(v), std::move(*s)};
+  }
+  return std::nullopt;
+}
 
 // A fused reduction over a fused reduction's value  =>  one tsfuse::reduce_chain
 //
@@ -34,6 +71,18 @@ struct Producer {
 // sink_views' tsfuse::broadcast_unsqueeze([%d], 2, layout) counts as the unsqueeze. The value
 // must be read by the consumer alone (else it is stored anyway), and the consumer must keep a dim
 // of it to cut the slabs along.
+//
+// A sibling: a tsfuse::reduce over the same dims whose value the consumer's epilogue reads (the
+// overlap mask's product times the intersection's in YOLOX's IoU) is stage 0 the same way, its
+// value an epilogue operand of the fused stage:
+//
+//   %m = tsfuse::reduce(%l1, "v1: ...; lt(%0, %1); to(...)", "prod", [2], False, None, None, [])  [N, M]
+//   %o = tsfuse::reduce([%a, %b, %m, ...], "v1: ...; sub(%1, %0)", "prod", [2], False, None,
+//                       "v1: mul($0, $1); ...", [])                                               [N, M]
+// =>
+//   %o = tsfuse::reduce_chain([...], "v1: ...; lt(%0, %1); to(...)",
+//          ["prod(dim=[2], keepdim=False)",
+//           "fused(v1: ...; sub(%1, %0); $2 = value) |> prod(dim=[2], keepdim=False) |> v1: mul($0, $1); ..."])
 class ChainFusedReductionsPattern : public Pattern {
  public:
   ChainFusedReductionsPattern() : Pattern("chain_fused_reductions", WalkOrder::Forward, NestedBlocks::First) {}
@@ -50,6 +99,7 @@ class ChainFusedReductionsPattern : public Pattern {
       std::optional<Stages> s = stagesOf(u.base->node());
       if (s) p = Producer{k, std::move(u), std::move(*s)};
     }
+    if (!p) p = siblingInEpilogue(*r, list, static_cast<size_t>(exprInputs));
     if (!p) return false;  // no fused reduction's value among the expression's operands
     Node* producer = p->view.base->node();
     const std::vector<Node*> nodes{producer, consumer};
@@ -98,7 +148,9 @@ class ChainFusedReductionsPattern : public Pattern {
     e.expr = p->stages.expr;
     for (const auto& t : texts) e.expr += " |> " + t;
     e.reason = "chained " + std::string(consumer->kind().toQualString()) + " after the fused reduction as its fused " +
-               "last stage: its value " + name + " is computed slab by slab, never stored";
+               "last stage" +
+               (p->operand >= static_cast<size_t>(exprInputs) ? ", whose epilogue reads it" : std::string()) +
+               ": its value " + name + " is computed slab by slab, never stored";
     Node* chain = insertStagedOp(rw.graph(), indices ? kChainIndicesOp : kChainOp, indices ? 2 : 1, operands,
                                  p->stages.expr, texts, consumer);
     for (size_t i = 0; i < chain->outputs().size(); ++i) {

@@ -96,7 +96,8 @@ const std::vector<PassInfo>& pipelinePasses() {
        "ops of a fused op over an unsqueezed tsfuse::reduce value alone -> that reduction's epilogue",
        HoistIntoEpilogue, true},
       {"chain_fused_reductions",
-       "tsfuse::reduce over a tsfuse::reduce/reduce_chain value -> tsfuse::reduce_chain with a fused last stage",
+       "tsfuse::reduce over a tsfuse::reduce/reduce_chain value, or whose epilogue reads a sibling reduction's "
+       "-> tsfuse::reduce_chain with a fused last stage",
        ChainFusedReductions, true},
       {"fold_indices_epilogue",
        "tsfuse::pairwise over a tsfuse::reduce_with_indices' values and indices -> its epilogue (replacing the "

@@ -219,8 +219,11 @@ FIRST: List[Entry] = [
           "corner max/min, then torch.prod over [N,M,2] (a 2-element product: exact) with the union and the IoU "
           "as its epilogue (the union reads the intersection twice); the two pairwise ops are the [N,1] and "
           "[M] areas"),
-    Entry("monai.box_giou", MO, library_function("monai.data.box_utils", "box_giou"), BOXES, "trace", {"pairwise": 2, "reduce": 2},
-          "as monai.box_iou plus the enclosing box's prod"),
+    Entry("monai.box_giou", MO, library_function("monai.data.box_utils", "box_giou"), BOXES, "trace",
+          {"pairwise": 2, "reduce_chain": 1},
+          "as monai.box_iou plus the enclosing box's prod; the enclosure's prod over the corners is stage 0 of "
+          "a chain whose fused stage, the intersection's prod, reads it in the epilogue computing the GIoU: no "
+          "[N,M] value stored between them"),
 ]
 
 ENTRIES: List[Entry] = FIRST + fresh.ENTRIES

@@ -46,6 +46,7 @@ Chain Chain::parse(c10::string_view expr, c10::ArrayRef<std::string> stages) {
     TORCH_CHECK(k + 1 == stages.size() || !spec.withIndices(), "tsfuse::reduce_chain: stage ", k,
                 " is max/min with indices; only the last stage may be");
     c.firstOperand.push_back(next);
+    // A fused stage's value (an operand of its expression or of its epilogue) is not the chain's.
     if (input) next += static_cast<size_t>(input->expr->numInputs - 1);
     c.input.push_back(std::move(input));
     if (spec.epilogue) next += static_cast<size_t>(spec.epilogue->numInputs - 1);
@@ -63,7 +64,7 @@ std::vector<std::string> Chain::stageTexts() const {
 }
 
 at::TensorList Chain::inputOperands(at::TensorList operands, size_t k) const {
-  return operands.slice(firstOperand[k], input[k] ? static_cast<size_t>(input[k]->expr->numInputs - 1) : 0);
+  return operands.slice(firstOperand[k], input[k] ? input[k]->ownInputs() : 0);
 }
 
 at::TensorList Chain::epilogueOperands(at::TensorList operands, size_t k) const {

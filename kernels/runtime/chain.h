@@ -30,11 +30,20 @@ struct ChainPlans;
 // (after unsqueezing `unsqueeze`, in order) and the stage's own operands as the others, computed
 // and reduced by the fused kernel on each slab as a tsfuse::reduce would over the stored value:
 // "fused(v1: mul($0, $1); $0 = value.unsqueeze(2)) |> sum(dim=[1], keepdim=False)".
+// `value` counts the fused call's operands, the expression's and then the epilogue's: at or past
+// expr->numInputs the value is an operand of the stage's epilogue, a sibling reduction over the
+// same kept dims that the epilogue combines with the stage's own (YOLOX's IoU: the overlap mask's
+// product times the intersection's), "fused(v1: sub($0, $1); $2 = value) |> prod(dim=[2], ...)
+// |> v1: mul($0, $1)".
 struct StageInput {
   std::shared_ptr<const Expr> expr;
   std::string text;  // expr->str(), kept for the per-slab calls
   int64_t value = 0;
   std::vector<int64_t> unsqueeze;
+
+  bool inEpilogue() const { return value >= expr->numInputs; }
+  // The stage's own operands of the expression (the chain's inputOperands).
+  size_t ownInputs() const { return static_cast<size_t>(expr->numInputs) - (inEpilogue() ? 0 : 1); }
 
   // "fused(<expr>; $<value> = value[.unsqueeze(d)...])", the text a stage starts with (then " |> ").
   std::string str() const;
@@ -137,6 +146,9 @@ at::Tensor reduceStandIn(const ReduceSpec& r, std::vector<int64_t> sizes, c10::S
 
 // Where dim q of a space goes after reducing its dims `reduced` (sorted): -1 when q is reduced.
 int64_t dimAfterReduction(int64_t q, const std::vector<int64_t>& reduced, bool keepdim);
+
+// dimAfterReduction's inverse: the dim of a space of `rank` that lands at q after the reduction.
+int64_t dimBeforeReduction(int64_t q, const std::vector<int64_t>& reduced, bool keepdim, int64_t rank);
 
 // Whether stage 0's value is worth computing slab by slab: larger than the slab budget, of the
 // expression's broadcast shape, with an epilogue (if any) that keeps it, not 0-dim.

@@ -16,6 +16,7 @@
 // gradient is ATen's autograd through the chain's reference (kernels/runtime/fused_grad.h).
 #include "kernels/reference/analysis.h"
 #include "kernels/reference/backward.h"
+#include "kernels/reference/eval_fused.h"
 #include "kernels/runtime/chain_grad.h"
 #include "kernels/runtime/chain_text.h"
 #include "kernels/runtime/fused_grad.h"
@@ -44,6 +45,7 @@ std::string grad::whyNotFused(const Chain& c) {
   if (!c.normalize[1] && !grad::hasAdjoint(s1)) return "a second stage other than a sum, mean, amax, amin or logsumexp";
   if (c.squeezeFirst[1]) return "a squeeze between the stages";
   if (c.input[1] && !c.input[1]->unsqueeze.empty()) return "a stage reading the value unsqueezed";
+  if (c.input[1] && c.input[1]->inEpilogue()) return "a stage reading the value in its epilogue";
   return {};
 }
 
@@ -457,6 +459,16 @@ struct ChainFunction : torch::autograd::Function<ChainFunction> {
   }
 };
 
+// A stage as the tsfuse::reduce it was before chaining, with that op's gradient (ATen's where the
+// fused one does not cover it).
+at::Tensor reduceStage(at::TensorList ops, const Expr& e, const ReduceSpec& s) {
+  std::optional<std::string> epilogue;
+  if (s.epilogue) epilogue = s.epilogue->str();
+  const at::OptionalIntArrayRef dims = s.dims ? at::OptionalIntArrayRef(*s.dims) : std::nullopt;
+  if (auto r = reduceWithGradient(ops, e.str(), reductionText(s), dims, s.keepdim, s.dtype, epilogue)) return *r;
+  return evalFused(e, ops, &s)[0];
+}
+
 }  // namespace
 
 std::optional<at::Tensor> reduceChainWithGradient(at::TensorList operands, c10::string_view expr,
@@ -465,6 +477,14 @@ std::optional<at::Tensor> reduceChainWithGradient(at::TensorList operands, c10::
   if (!grad::recordsGradient(*c, operands)) {
     at::NoGradGuard off;
     return reduceChain(operands, std::string(expr), stages.vec());
+  }
+  if (c->stages.size() == 2 && c->input[1] && c->input[1]->inEpilogue()) {
+    // Sibling reductions: each runs with its own gradient, the first one's value stored between
+    // them, as before they were chained.
+    const StageInput& in = *c->input[1];
+    const at::Tensor v = reduceStage(operands.slice(0, c->firstOperand[1]), *c->expr, c->stages[0]);
+    return reduceStage(in.operands(v, c->inputOperands(operands, 1), c->epilogueOperands(operands, 1)), *in.expr,
+                       c->stages[1]);
   }
   if (const std::string why = grad::whyNotFused(*c); !why.empty()) {
     TSFUSE_LOG(kernel, info, "reduce_chain with a gradient runs unfused: ", why);

@@ -43,6 +43,15 @@ int64_t dimAfterReduction(int64_t q, const std::vector<int64_t>& reduced, bool k
   return keepdim ? q : q - before;
 }
 
+int64_t dimBeforeReduction(int64_t q, const std::vector<int64_t>& reduced, bool keepdim, int64_t rank) {
+  if (keepdim) return q;
+  for (int64_t d = 0, kept = 0; d < rank; ++d) {
+    if (std::binary_search(reduced.begin(), reduced.end(), d)) continue;
+    if (kept++ == q) return d;
+  }
+  return -1;
+}
+
 bool worthSlicing(const Analysis& stage0, c10::Device device) {
   return stage0.outNumel() > chainSlabElements(device) && stage0.valueShape == stage0.shape &&
          stage0.epilogueKeepsShape && !stage0.valueShape.empty();
@@ -144,10 +153,18 @@ std::optional<SlabPlan> planSlabs(const Chain& c, at::TensorList operands, const
           analyze(*in->expr, in->operands(value, c.inputOperands(operands, k), c.epilogueOperands(operands, k)), &spec);
       if (!sa || sa->valueShape != sa->shape || !sa->epilogueKeepsShape) return std::nullopt;  // one piece
       const int64_t rank = static_cast<int64_t>(sa->shape.size());
-      for (auto& q : where) q += rank - viewRank;
+      reduced.push_back(reducedDims(spec, rank));
+      if (!in->inEpilogue()) {
+        for (auto& q : where) q += rank - viewRank;
+      } else {
+        // An epilogue operand: aligned to the trailing dims of the stage's reduced value, each of
+        // its dims the expression's dim that the reduction keeps there.
+        const int64_t outRank = static_cast<int64_t>(sa->outSizes.size());
+        if (viewRank > outRank) return std::nullopt;
+        for (auto& q : where) q = dimBeforeReduction(q + outRank - viewRank, reduced.back(), spec.keepdim, rank);
+      }
       inMap.push_back(std::move(where));
       p.inRanks[k] = rank;
-      reduced.push_back(reducedDims(spec, rank));
       sizes = sa->outSizes;
       dtype = sa->outDtype;
       continue;

@@ -131,8 +131,7 @@ std::shared_ptr<const StageInput> parseInput(const std::string& text, size_t k, 
     if (!accept(")")) fail("expected ')' after unsqueeze's dim");
   }
   if (pos != binding.size()) fail("unexpected text after the value's views: '" + binding.substr(pos) + "'");
-  if (in->value < 0 || in->value >= in->expr->numInputs)
-    fail("the value is $" + std::to_string(in->value) + ", not an operand of the expression");
+  if (in->value < 0) fail("the value is $" + std::to_string(in->value) + ", not an operand");
   in->text = in->expr->str();
   *rest = text.substr(end + std::strlen(kThen));
   return in;
@@ -155,9 +154,14 @@ at::Tensor StageInput::view(const at::Tensor& previous) const {
 std::vector<at::Tensor> StageInput::operands(const at::Tensor& previous, at::TensorList inputs,
                                              at::TensorList epilogue) const {
   std::vector<at::Tensor> ops;
-  ops.reserve(static_cast<size_t>(expr->numInputs) + epilogue.size());
-  for (int64_t i = 0, j = 0; i < expr->numInputs; ++i) ops.push_back(i == value ? view(previous) : inputs[j++]);
-  ops.insert(ops.end(), epilogue.begin(), epilogue.end());
+  const size_t n = static_cast<size_t>(expr->numInputs) + epilogue.size() + (inEpilogue() ? 1 : 0);
+  ops.reserve(n);
+  for (size_t i = 0, j = 0, e = 0; i < n; ++i) {
+    if (static_cast<int64_t>(i) == value)
+      ops.push_back(view(previous));
+    else
+      ops.push_back(i < static_cast<size_t>(expr->numInputs) ? inputs[j++] : epilogue[e++]);
+  }
   return ops;
 }
 
@@ -177,6 +181,11 @@ StageText parseStage(const std::string& text, size_t k) {
   std::string rest = st.squeeze ? text.substr(std::strlen(kSqueeze)) : text;
   if (k > 0 && !st.squeeze && rest.rfind(kFused, 0) == 0) st.input = parseInput(text, k, &rest);
   st.spec = StageParser(rest, k).run();
+  if (st.input && st.input->inEpilogue()) {
+    const int64_t extras = st.spec.epilogue ? st.spec.epilogue->numInputs - 1 : 0;
+    TORCH_CHECK(st.input->value < st.input->expr->numInputs + extras, "tsfuse::reduce_chain: stage ", k, " '", text,
+                "': the value is $", st.input->value, ", not an operand of the expression or its epilogue");
+  }
   return st;
 }
 

@@ -2,6 +2,7 @@
 #include "passes/regions/epilogue.h"
 
 #include "passes/analysis/grad_scope.h"
+#include "passes/analysis/shape_facts.h"
 
 #include <algorithm>
 #include <unordered_map>
@@ -32,9 +33,10 @@ size_t openValues(Value* reduced, const std::vector<Node*>& nodes, const std::un
 // area1[:, None] + area2 - inter, where the sum of areas is [N, M]) joins it, and so on up: left
 // outside, it would be stored at the epilogue's size instead of fusing with the ops that read it.
 // Keeps `nodes` (with their matches) in block order.
-void absorbPrivateProducers(Value* reduced, std::vector<Node*>& nodes, std::vector<ElementwiseMatch>& matches) {
+template <typename Refuse>
+void absorbPrivateProducers(Value* reduced, std::vector<Node*>& nodes, std::vector<ElementwiseMatch>& matches,
+                            Refuse refuse) {
   if (nodes.empty()) return;
-  torch::jit::Block* block = reduced->node()->owningBlock();
   std::unordered_set<Node*> set(nodes.begin(), nodes.end());
   std::vector<std::pair<Node*, ElementwiseMatch>> all;
   for (size_t k = 0; k < nodes.size(); ++k) all.emplace_back(nodes[k], std::move(matches[k]));
@@ -49,7 +51,7 @@ void absorbPrivateProducers(Value* reduced, std::vector<Node*>& nodes, std::vect
         for (const auto& u : a.tensor->uses()) privately &= set.count(u.user) > 0;
         ElementwiseMatch m;
         std::string why;
-        if (!privately || !matchElementwise(p, m, &why)) continue;
+        if (!privately || !matchElementwise(p, m, &why) || refuse(p)) continue;
         set.insert(p);
         all.emplace_back(p, std::move(m));
         grew = true;
@@ -64,6 +66,28 @@ void absorbPrivateProducers(Value* reduced, std::vector<Node*>& nodes, std::vect
     nodes.push_back(n);
     matches.push_back(std::move(m));
   }
+}
+
+// A reduction after `red` in its block over an elementwise value (a fused reduction to be) of a
+// provably higher rank than red's value, whose value `v` is or is computed from by elementwise
+// ops: nullptr where none. Such a reduction is the better host of an epilogue reading both: the
+// epilogue runs at its value's size, and red's smaller value is read broadcast (YOLOX's IoU reads
+// the areas' products [M] and the intersection's [N, M]).
+Node* largerLaterReduction(Value* v, Value* reduced, RankBounds& ranks, int depth = 0) {
+  Node *n = v->node(), *red = reduced->node();
+  if (depth > 8 || n->owningBlock() != red->owningBlock() || !red->isBefore(n)) return nullptr;
+  ReductionMatch rm;
+  ElementwiseMatch em;
+  if (matchReduction(n, rm, nullptr)) {
+    if (rm.spec.withIndices()) return nullptr;  // hosts no epilogue
+    Node* p = rm.input->node();
+    const bool fused = p->owningBlock() == n->owningBlock() && matchElementwise(p, em, nullptr);
+    return fused && ranks.atLeast(v) > ranks.atLeast(reduced) ? n : nullptr;
+  }
+  if (n->outputs().size() != 1 || !matchElementwise(n, em, nullptr)) return nullptr;
+  for (Value* in : n->inputs())
+    if (Node* r = largerLaterReduction(in, reduced, ranks, depth + 1)) return r;
+  return nullptr;
 }
 
 }  // namespace
@@ -90,6 +114,12 @@ Epilogue planEpilogue(Value* reduced) {
   size_t best = 0;
   int scanned = 0;
   std::string stop;
+  RankBounds ranks;
+  auto readsLargerLater = [&](Node* n) -> Node* {
+    for (Value* in : n->inputs())
+      if (Node* r = largerLaterReduction(in, reduced, ranks)) return r;
+    return nullptr;
+  };
   for (Node* n = red->next(); n != block->return_node() && scanned < kScanLimit; n = n->next(), ++scanned) {
     if (changesGradMode(n)) {
       stop = std::string(n->kind().toQualString()) + " changes the autograd mode";
@@ -102,6 +132,13 @@ Epilogue planEpilogue(Value* reduced) {
       if (!why.empty()) stop = std::string(n->kind().toQualString()) + ": " + why;
       break;
     }
+    if (Node* r = readsLargerLater(n)) {
+      // The ops before n that it reads join that epilogue too (they would be stored at its size).
+      stop = std::string(n->kind().toQualString()) + " reads the value of " + r->kind().toQualString() +
+             ", a later reduction of higher rank, whose epilogue takes it and what it reads of this one";
+      best = 0;
+      break;
+    }
     taken.push_back(n);
     matches.push_back(std::move(m));
     addReaders(n->output());
@@ -111,7 +148,7 @@ Epilogue planEpilogue(Value* reduced) {
   }
   taken.resize(best);
   matches.resize(best);
-  absorbPrivateProducers(reduced, taken, matches);
+  absorbPrivateProducers(reduced, taken, matches, [&](Node* p) { return readsLargerLater(p) != nullptr; });
   Epilogue epi;
   epi.chain = taken;
   epi.stop = std::move(stop);

@@ -80,6 +80,40 @@ TEST_F(ChainFusedReductionsIR, MaxWithIndicesAsTheLastStage) {
   EXPECT_TRUE(c.sameResults(points(5)));
 }
 
+TEST_F(ChainFusedReductionsIR, ASiblingReadByTheEpilogueIsStageZero) {
+  // YOLOX's IoU over [N, M, 2] corners: the overlap mask's product and the intersection's, both
+  // over dim 2, the second's epilogue reading the first: one chain, the first computed slab by
+  // slab as an operand of the second's epilogue.
+  auto g = graphWithConstants("%a1 : Tensor, %b1 : Tensor, %a2 : Tensor, %b2 : Tensor", R"IR(
+  %tl : Tensor = aten::maximum(%a1, %b1)
+  %br : Tensor = aten::minimum(%a2, %b2)
+  %lt : Tensor = aten::lt(%tl, %br)
+  %f : Tensor = aten::mul(%lt, %two)
+  %en : Tensor = aten::prod(%f, %two, %false, %none)
+  %wh : Tensor = aten::sub(%br, %tl, %one)
+  %inter : Tensor = aten::prod(%wh, %two, %false, %none)
+  %iou : Tensor = aten::mul(%inter, %en)
+  %q : Tensor = aten::add(%iou, %one, %one)
+  return (%q)
+)IR");
+  auto ref = g->copy();
+  PassRun p = runPipelineOn(g);
+  auto nodes = findNodes(g, "tsfuse::reduce_chain");
+  ASSERT_EQ(nodes.size(), 1u) << p.dump();
+  EXPECT_TRUE(findNodes(g, "tsfuse::reduce").empty()) << p.ir;
+  const std::vector<std::string> stages = stagesOf(nodes[0]);
+  ASSERT_EQ(stages.size(), 2u);
+  EXPECT_NE(stages[1].find(" = value) |> prod(dim=[2], keepdim=False) |> v1: mul("), std::string::npos) << stages[1];
+  auto inputs = [](uint64_t seed, int64_t n, int64_t m) {
+    Gen gen(seed);
+    return std::vector<c10::IValue>{gen.tensor({n, 1, 2}, at::kFloat), gen.tensor({m, 2}, at::kFloat),
+                                    gen.tensor({n, 1, 2}, at::kFloat), gen.tensor({m, 2}, at::kFloat)};
+  };
+  EXPECT_TRUE(sameOutputs(ref, g, inputs(7, 40, 33)));  // many slabs
+  tsfuse::setChainSlabElements(tsfuse::kSlabElements / 2);
+  EXPECT_TRUE(sameOutputs(ref, g, inputs(8, 40, 33)));  // one piece
+}
+
 TEST_F(ChainFusedReductionsIR, NegativeValueAlsoReturned) {
   Chained c = chain(R"IR(
   %u : Tensor = aten::unsqueeze(%d, %two)

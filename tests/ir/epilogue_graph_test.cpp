@@ -82,6 +82,43 @@ TEST(EpilogueGraphIR, NegativeIntermediateAlsoReturnedKeepsTheLongestClosedRun) 
       "v1: exp($0)", 4);
 }
 
+TEST(EpilogueGraphIR, ALaterReductionOfHigherRankHostsTheTail) {
+  // YOLOX's IoU: an [M] product p1 and an [N, M] product p2 (rank >= 2: it reduces dim 2), then
+  // p2 / (p1 + p2). p1 comes first but its value is read broadcast: the tail is p2's epilogue, so
+  // no [N, M] value is stored (as p1's epilogue, p2 would be).
+  auto g = graphWithConstants("%a : Tensor, %b : Tensor, %c : Tensor, %d : Tensor", R"IR(
+  %s1 : Tensor = aten::sub(%a, %b, %one)
+  %p1 : Tensor = aten::sum(%s1, %dims1, %false, %none)
+  %s2 : Tensor = aten::sub(%c, %d, %one)
+  %p2 : Tensor = aten::prod(%s2, %two, %false, %none)
+  %q : Tensor = aten::add(%p1, %p2, %one)
+  %r : Tensor = aten::div(%p2, %q)
+  return (%r)
+)IR");
+  auto ref = g->copy();
+  PassRun p = runPipelineOn(g);
+  auto r = findNodes(g, "tsfuse::reduce");
+  ASSERT_EQ(r.size(), 2u) << p.dump();
+  for (torch::jit::Node* n : r) {
+    const bool prod = constInput(n, 2).toStringRef() == "prod";
+    EXPECT_EQ(epilogueOf(n), prod ? "v1: add($1, $0); div($0, %0)" : "") << p.dump();
+  }
+  Gen gen(6);
+  EXPECT_TRUE(sameOutputs(ref, g,
+                          {gen.tensor({5, 3}, at::kFloat), gen.tensor({1, 3}, at::kFloat),
+                           gen.tensor({4, 1, 2}, at::kFloat), gen.tensor({5, 2}, at::kFloat)}));
+}
+
+TEST(EpilogueGraphIR, ALaterReductionWithIndicesHostsNothing) {
+  // Fuzzer seed 8151, program 212: the later reduction the walk meets is a min(dim) with values
+  // and indices (two outputs, of rank >= 2 here). It hosts no epilogue, so d's takes the add.
+  auto g = expectEpilogue(
+      "  %e : Tensor = aten::mul(%a, %b)\n  %mv : Tensor, %mi : Tensor = aten::min(%e, %one, %true)\n"
+      "  %w : Tensor = aten::add(%d, %mv, %one)\n  return (%w, %mi)\n",
+      "v1: add($0, $1)", 7);
+  EXPECT_EQ(findNodes(g, "tsfuse::reduce_with_indices").size(), 1u);
+}
+
 }  // namespace
 
 }  // namespace ir_epilogue_graph_test

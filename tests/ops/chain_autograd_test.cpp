@@ -293,6 +293,23 @@ TEST(ChainAutograd, OtherChainsTrainThroughAten) {
   EXPECT_TRUE(sameTensor(second(false), second(true), false, 1e-12, 1e-12));
 }
 
+// Sibling reductions (stage 0's value read by the fused stage's epilogue) train as the two
+// tsfuse::reduce ops they were, stage 0's value stored between them: each with its fused gradient
+// where it has one (the second has an epilogue: ATen's autograd of its reference).
+TEST(ChainAutograd, SiblingsTrainAsTheirTwoFusedReductions) {
+  Gen g(408);
+  T in = points(6, 5, 3, 409);
+  in.push_back(g.tensor({6, 1, 4}, at::kDouble));
+  in.push_back(g.tensor({5, 4}, at::kDouble));
+  expectEagersGradients({kSquares,
+                         {"sum(dim=[2], keepdim=False)",
+                          "fused(v1: sub($0, $1); mul(%0, %0); $2 = value) |> sum(dim=[2], keepdim=False) |> "
+                          "v1: mul($0, $1)"},
+                         in,
+                         {true, true, true, false},
+                         false});
+}
+
 // A chain or sweep whose value reads the operands through a comparison alone (a normalized mask,
 // v / v.sum(0) of v = x <= y) requires no grad, as eager's does, and runs without an
 // autograd node; an operand of a later stage that requires grad gives it one.

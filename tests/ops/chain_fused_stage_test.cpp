@@ -42,11 +42,7 @@ std::vector<at::Tensor> unchained(const std::vector<at::Tensor>& ops, const std:
   std::vector<at::Tensor> out = reduceOf(c.stages[0], all.slice(0, c.firstOperand[1]), kSq);
   for (size_t k = 1; k < c.stages.size(); ++k) {
     const tsfuse::StageInput& in = *c.input[k];
-    std::vector<at::Tensor> ins;
-    const at::TensorList extra = c.inputOperands(all, k);
-    for (int64_t i = 0, j = 0; i < in.expr->numInputs; ++i) ins.push_back(i == in.value ? in.view(out[0]) : extra[j++]);
-    for (const auto& t : c.epilogueOperands(all, k)) ins.push_back(t);
-    out = reduceOf(c.stages[k], ins, in.text);
+    out = reduceOf(c.stages[k], in.operands(out[0], c.inputOperands(all, k), c.epilogueOperands(all, k)), in.text);
   }
   return out;
 }
@@ -71,6 +67,13 @@ const std::vector<Case> kCases = {
     {"value as $1, an epilogue operand",
      "fused(v1: sub($0, $1); abs(%0); $1 = value) |> amax(dim=[1], keepdim=False) |> v1: add($0, $1)",
      {{-1}, {0}}},
+    // a sibling: stage 0's value read by the epilogue, beside an operand of the epilogue's own
+    {"value in the epilogue of a product over [N, M, K]",
+     "fused(v1: sub($0, $1); abs(%0); $2 = value) |> prod(dim=[2], keepdim=False) |> v1: mul($0, $1); add(%0, $2)",
+     {{0, 1, -2}, {-1, -2}, {-1}}},
+    {"value unsqueezed in the epilogue of a kept sum",
+     "fused(v1: mul($0, $1); $3 = value.unsqueeze(2)) |> sum(dim=[2], keepdim=True) |> v1: sub($1, $0); mul(%0, $2)",
+     {{0, 1, -2}, {-1, -2}, {0, 1, 1}}},
     {"max with indices last", "fused(v1: mul($0, $1); $0 = value) |> max(dim=[1], keepdim=False)", {{-1}}},
     {"argmin of a weighted value over [N, M]",
      "fused(v1: mul($0, $1); $0 = value) |> argmin(dim=[1], keepdim=False)",
@@ -159,6 +162,9 @@ TEST_F(ChainFusedStage, MalformedTextsAreRejected) {
     return errorOf([&] { tsfuse::reduceChain({x, y, b}, kSq, {kGauss, stage}); });
   };
   EXPECT_NE(reason("fused(v1: mul($0, $1)) |> sum(dim=[1], keepdim=False)").find("expected '; $<i> = value'"),
+            std::string::npos);
+  EXPECT_NE(reason("fused(v1: mul($0, $1); $3 = value) |> sum(dim=[1], keepdim=False) |> v1: add($0, $1)")
+                .find("not an operand of the expression or its epilogue"),
             std::string::npos);
   EXPECT_NE(reason("fused(v1: mul($0, $1); $2 = value) |> sum(dim=[1], keepdim=False)").find("not an operand"),
             std::string::npos);

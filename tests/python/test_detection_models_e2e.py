@@ -65,9 +65,10 @@ EXPECT = {
     # the mask's .type(tl.type()) is a cast in the mask's product: traced to(cpu, float32) (checked
     # against the operands' device per call), scripted to(mask, tl.to()), a cast to a 0-dim
     # prototype of tl's type whose dtype, layout and device tsfuse::shape_of gives (tl is never
-    # computed). Four reduces: the areas' two, the mask's, the intersection's with the IoU as its
-    # epilogue.
-    "yolox_iou": (0, 4, ["aten::max(", "aten::min(", "aten::lt", "aten::to(", "aten::div"]),
+    # computed). The areas' two reduces, and one chain: the mask's product (stage 0, slab by slab)
+    # read by the epilogue of the intersection's product, which computes the IoU (no [N, M] value
+    # stored; the areas' [M] product does not host the [N, M] tail).
+    "yolox_iou": (0, 2, ["aten::max(", "aten::min(", "aten::lt", "aten::to(", "aten::div"], {"reduce_chain": 1}),
     # xywh2xyxy fills a buffer slice by slice before box_iou reads it: those writes do not block
     # the region. Its [N] / [M] corner vectors (x - w / 2, ...; each computed twice before CSE)
     # join the region: one pairwise op.
