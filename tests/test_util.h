@@ -413,8 +413,10 @@ struct FailureLog {
 // Counts what it allocates, through c10's default allocator (as a memory profiler would).
 struct CountingAllocator final : c10::Allocator {
   int64_t blocks = 0;
+  size_t largest = 0;  // the largest block's bytes
   c10::DataPtr allocate(size_t n) override {
     ++blocks;
+    largest = std::max(largest, n);
     return c10::GetDefaultCPUAllocator()->allocate(n);
   }
   c10::DeleterFnPtr raw_deleter() const override { return c10::GetDefaultCPUAllocator()->raw_deleter(); }

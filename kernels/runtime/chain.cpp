@@ -241,6 +241,23 @@ std::optional<Outputs> foldedRowSums(const Chain& c, at::TensorList chainOps0, c
   return Outputs{sums};
 }
 
+// Stage 0's epilogue broadcasts its reduced value to a larger shape (a row norm added to a
+// matmul's output, then each row's minimum: PatchCore's nearest neighbour): the next stage, a
+// reduction, runs as one fused reduction whose expression is that epilogue, over the reduced value
+// and the epilogue's operands, so the larger value is never stored (in one piece it would be,
+// whole, between the stages). nullopt: not a chain of that form.
+std::optional<Outputs> reduceOverGrowingEpilogue(const Chain& c, at::TensorList operands, const NativePath& native) {
+  if (c.stages.size() != 2 || !c.stages[0].epilogue || c.input[1] || c.normalize[1] || c.squeezeFirst[1])
+    return std::nullopt;
+  ReduceSpec plain = c.stages[0];
+  plain.epilogue.reset();
+  const auto n0 = static_cast<size_t>(c.expr->numInputs);
+  std::vector<at::Tensor> ops{runFusedAll(operands.slice(0, n0), c.expr->str(), &plain, native)[0]};
+  for (const auto& t : operands.slice(n0, c.firstOperand[1] - n0)) ops.push_back(t);
+  for (const auto& t : c.epilogueOperands(operands, 1)) ops.push_back(t);
+  return runFusedAll(ops, c.stages[0].epilogue->str(), &c.stages[1], native);
+}
+
 }  // namespace
 
 Outputs runChain(const Chain& c, at::TensorList operands, const NativePath& native) {
@@ -255,6 +272,8 @@ Outputs runChain(const Chain& c, at::TensorList operands, const NativePath& nati
     setLastPath("eager");
     return out;
   }
+  if (!an->epilogueKeepsShape)
+    if (auto out = reduceOverGrowingEpilogue(c, operands, native)) return std::move(*out);
   std::vector<StageOperands> later(c.stages.size());
   for (size_t k = 1; k < c.stages.size(); ++k) {
     const at::TensorList in = c.inputOperands(operands, k), e = c.epilogueOperands(operands, k);

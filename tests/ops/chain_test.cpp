@@ -120,6 +120,30 @@ TEST_F(Chain, NarrowRowsRunStageZerosEpilogueOverTheSlabInItsBits) {
 }
 
 // A traced `.squeeze()` between the reductions: x [N, 1, 1, D] gives a [N, 1, M] inner value.
+// Stage 0's epilogue broadcasting its reduced value to [N, M] (a row norm added to a matmul's
+// output, PatchCore's nearest neighbour): the next stage reduces that epilogue fused, so no block
+// of [N, M] values is allocated; the unchained bits (an extremum: in any order).
+TEST_F(Chain, AGrowingStageZeroEpilogueIsReducedFused) {
+  Gen g(46);
+  const int64_t n = 300, m = 700;
+  const at::Tensor x = g.tensor({n, 8}, at::kFloat), mm = g.tensor({n, m}, at::kFloat),
+                   yn = g.tensor({1, m}, at::kFloat);
+  for (const char* next : {"amin(dim=[1], keepdim=False)", "min(dim=[1], keepdim=False)"}) {
+    const std::vector<std::string> stages{
+        "sum(dim=[-1], keepdim=True) |> v1: mul($1, -2.0); add(%0, $0); add(%1, $2); clamp_min(%2, 0.0); sqrt(%3)",
+        next};
+    const std::vector<at::Tensor> ops{x, mm, yn};
+    static tsfuse_test::CountingAllocator counting;
+    counting.largest = 0;
+    c10::Allocator* previous = c10::GetCPUAllocator();
+    c10::SetCPUAllocator(&counting, /*priority=*/UINT8_MAX);
+    const std::vector<at::Tensor> got = chained(ops, "v1: mul($0, $0)", stages);
+    c10::SetCPUAllocator(previous, /*priority=*/UINT8_MAX);
+    EXPECT_LT(counting.largest, static_cast<size_t>(n * m * 4)) << next;
+    EXPECT_TRUE(sameAll(unchained(ops, "v1: mul($0, $0)", stages), got, /*exact=*/true)) << next;
+  }
+}
+
 TEST_F(Chain, AStageThatSqueezesFirst) {
   Gen g(18);
   const std::vector<std::string> stages{"sum(dim=[3], keepdim=False)", "squeeze() |> argmin(dim=[-1], keepdim=False)"};
