@@ -7,6 +7,7 @@
 #include "kernels/backends/cpu/jit/jit.h"
 #include "kernels/backends/slabs.h"
 #include "kernels/runtime/eager_order.h"
+#include "kernels/runtime/small_reduction.h"
 #include "kernels/ir/expr.h"
 #include "tsfuse/ops.h"
 
@@ -248,6 +249,14 @@ struct JitOn {
   bool was = tsfuse::cpu::jit::enabled();
   explicit JitOn(bool on) { tsfuse::cpu::jit::setEnabled(on); }
   ~JitOn() { tsfuse::cpu::jit::setEnabled(was); }
+};
+
+// The reduction kernels' own paths for a sum or product of a few values per output, not the map
+// that folds them (kernels/runtime/small_reduction.h), while it lives.
+struct ReductionsNotUnrolled {
+  bool was = tsfuse::unrollsSmallReductions();
+  ReductionsNotUnrolled() { tsfuse::setUnrollSmallReductions(false); }
+  ~ReductionsNotUnrolled() { tsfuse::setUnrollSmallReductions(was); }
 };
 
 // Chains and sweeps in slabs of at most 64 stored elements, so every small case runs in many.

@@ -10,6 +10,7 @@
 #include "kernels/runtime/eager.h"
 #include "kernels/runtime/eager_order.h"
 #include "kernels/runtime/hoist.h"
+#include "kernels/runtime/small_reduction.h"
 
 #include "tsfuse/log.h"
 #include "tsfuse/ops.h"
@@ -174,6 +175,13 @@ Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const Re
     setLastPath("empty");
     return out;
   }
+  if (reduce && device->is_cpu() && native)
+    if (auto u = unrollSmallReduction(*e, operands, *reduce, *an)) {
+      // A sum or product of a few values per output: the map folding them, in eager's order.
+      TSFUSE_LOG(kernel, debug, "reduction of ", an->shape, " runs as the map folding its values: ", u->expr);
+      const HandedOnOperands held(u->operands);
+      return runFusedAll(u->operands, u->expr, nullptr, native);
+    }
   // A reduction's epilogue as one fused elementwise call after it, over the reduced value (this
   // call's own, moved into the operand list: nothing else holds it, so the output may take it)
   // and the epilogue's operands, whose donated ones the output may take too: the matmul's result

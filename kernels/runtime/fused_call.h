@@ -18,7 +18,8 @@ std::shared_ptr<const Expr> checkedExpr(at::TensorList operands, c10::string_vie
 //   1. parse (cached) and check the operands;
 //   2. analyse on meta tensors: dtypes, shapes, strides — or "eager would raise", in which case
 //      eager runs and raises its own error (never a different one);
-//   3. empty output: allocate and return;
+//   3. empty output: allocate and return; a CPU sum or product of two to four values per output:
+//      the map folding them, in eager's order (kernels/runtime/small_reduction.h);
 //   4. the call's IterationPlan (kernels/plan/iteration.h), computed once for both paths;
 //   5. a float sum-like reduction of a value no larger than its largest operand runs with ATen
 //      (eager's fold order, so eager's bits: fusing it would save no broadcast intermediate;

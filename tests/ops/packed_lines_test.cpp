@@ -83,6 +83,7 @@ TEST(PackedLines, BatchedKernelSumsAreEagersBits) {
 // Small lines with an epilogue: each thread's buffers (the epilogue's scratch among them) serve all
 // its lines, and every line is finished with its own epilogue operands (a weight per cloud and point).
 TEST(PackedLines, SmallBatchesFinishEveryLineWithItsOwnEpilogueOperands) {
+  tsfuse_test::ReductionsNotUnrolled paths;  // (a few values per output)
   if (!haveJit()) GTEST_SKIP() << "no AVX2/BMI2: the compiled kernels are off";
   Gen g(54);
   for (int64_t clouds_ : {50, 3}) {

@@ -27,6 +27,7 @@ struct Case {
 };
 
 TEST(Segments, EpiloguesAroundRoutinesAreEagersBits) {
+  tsfuse_test::ReductionsNotUnrolled paths;  // (a few values per output)
   Gen g(21);
   const std::vector<Case> cases = {
       {"run, routine, run", "v1: mul($0, -2.0); exp(%0); mul(%1, $1)",

@@ -35,6 +35,7 @@ at::Tensor sq(const T& o) { return (o[0] - o[1]) * (o[0] - o[1]); }
 }
 
 TEST(SwappedLanes, NarrowSumsAreTheInterpretersBits) {
+  tsfuse_test::ReductionsNotUnrolled paths;  // (a few values per output)
   if (!haveJit()) GTEST_SKIP() << "no AVX2/BMI2: the compiled kernels are off";
   Gen g(41);
   const ReduceArgs lastDim{"sum", std::vector<int64_t>{-1}};
@@ -54,6 +55,7 @@ TEST(SwappedLanes, NarrowSumsAreTheInterpretersBits) {
 }
 
 TEST(SwappedLanes, EpilogueOperandsAlongEitherDim) {
+  tsfuse_test::ReductionsNotUnrolled paths;  // (a few values per output)
   if (!haveJit()) GTEST_SKIP() << "no AVX2/BMI2: the compiled kernels are off";
   Gen g(42);
   const int64_t n = 600, m = 5;
@@ -76,6 +78,7 @@ TEST(SwappedLanes, EpilogueOperandsAlongEitherDim) {
 }
 
 TEST(SwappedLanes, ExtremaKeepTheirFirstIndex) {
+  tsfuse_test::ReductionsNotUnrolled paths;  // (a few values per output)
   if (!haveJit()) GTEST_SKIP() << "no AVX2/BMI2: the compiled kernels are off";
   Gen g(43);
   const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -93,6 +96,7 @@ TEST(SwappedLanes, ExtremaKeepTheirFirstIndex) {
 }
 
 TEST(SwappedLanes, ProgramsInCompiledPiecesAreEagersBits) {
+  tsfuse_test::ReductionsNotUnrolled paths;  // (a few values per output)
   // A spectral mixture kernel's terms, exp(-2 pi^2 d^2) * cos(2 pi d) per mixture k, summed over
   // k (the outermost dim) into [n, m, 3]: exp and cos are eager's routines between compiled runs,
   // so no compiled kernel folds the tile; the pieces' tiles run along m all the same, not 3 at a
@@ -121,6 +125,7 @@ TEST(SwappedLanes, ProgramsInCompiledPiecesAreEagersBits) {
 }
 
 TEST(SwappedLanes, HigherRanksAndPermutedLayouts) {
+  tsfuse_test::ReductionsNotUnrolled paths;  // (a few values per output)
   if (!haveJit()) GTEST_SKIP() << "no AVX2/BMI2: the compiled kernels are off";
   Gen g(44);
   const ReduceArgs lastDim{"sum", std::vector<int64_t>{-1}};
@@ -142,6 +147,7 @@ TEST(SwappedLanes, HigherRanksAndPermutedLayouts) {
 // The Gaussian kernel sum over a few centroids: stage 0's [n, m] rows summed across the swapped
 // tile's rows, lane by lane, in eager's order.
 TEST(SwappedLanes, KernelSumsOverFewCentroidsAreEagersBits) {
+  tsfuse_test::ReductionsNotUnrolled paths;  // (a few values per output)
   Gen g(45);
   const std::string kernel = "sum(dim=[2], keepdim=False) |> v1: mul($0, -2.0); exp(%0); mul(%1, $1)";
   const std::vector<std::string> stages{kernel, "sum(dim=[1], keepdim=False)"};
