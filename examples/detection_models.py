@@ -257,6 +257,17 @@ def anchor_matching(anchors: Tensor, gt: Tensor) -> Tuple[Tensor, Tensor]:
     return matched_vals, matches
 
 
+def guarded_anchor_matching(anchors: Tensor, gt: Tensor) -> Tuple[Tensor, Tensor]:
+    """effdet ArgMaxMatcher style: the best ground truth per anchor under a guard on the IoU
+    matrix's row count, the matrix read outside the branch for its shape alone."""
+    match_quality_matrix = box_iou(gt, anchors)  # [G, A]
+    if match_quality_matrix.shape[0] == 0:
+        n = match_quality_matrix.shape[1]
+        return torch.zeros(n), torch.full((n,), -1, dtype=torch.long)
+    matched_vals, matches = match_quality_matrix.max(dim=0)
+    return matched_vals, matches
+
+
 # --- forms that need more than views of the inputs ------------------------------------------------
 
 def chunk_box_iou(box1: Tensor, box2: Tensor, eps: float = 1e-7) -> Tensor:
@@ -399,6 +410,7 @@ FUNCTIONS = {
     "chamfer_of_sum": (chamfer_of_sum, "points3"),
     "anchor_best_iou": (anchor_best_iou, "xyxy"),
     "anchor_matching": (anchor_matching, "xyxy"),
+    "guarded_anchor_matching": (guarded_anchor_matching, "xyxy"),
     "chunk_box_iou": (chunk_box_iou, "xyxy"),
     "yolox_iou": (yolox_iou, "xyxy"),
     "xywh_box_iou": (xywh_box_iou, "xywh"),

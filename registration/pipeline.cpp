@@ -19,6 +19,7 @@
 #include "passes/sink_reshapes.h"
 #include "passes/prototype_casts.h"
 #include "passes/split_cat_reductions.h"
+#include "passes/sink_into_branches.h"
 #include "passes/sink_views.h"
 #include "passes/snapshot_written_operands.h"
 #include "passes/seal_no_grad_blocks.h"
@@ -82,6 +83,10 @@ const std::vector<PassInfo>& pipelinePasses() {
       {"sink_views",
        "select/slice/unsqueeze/squeeze of an elementwise intermediate -> the same ops on views of its leaves",
        SinkViews},
+      {"sink_into_branches",
+       "an elementwise value only reductions inside if-branches read (elsewhere its metadata alone) -> its "
+       "elementwise producers copied into each such branch, where the reduction fuses with them",
+       SinkIntoBranches, true},
       {"fuse_broadcast_reduce", "reduction of an elementwise region -> tsfuse::reduce", FuseBroadcastReduce, true},
       {"nest_reductions", "reduction of a tsfuse::reduce's value -> tsfuse::reduce_chain (the value is never stored)",
        NestReductions, true},
