@@ -170,6 +170,58 @@ std::optional<NarrowWork> narrowWork(const Expr& e, at::TensorList main, int64_t
   return w;
 }
 
+// Whether instruction j's value is computed (directly or through other instructions) from k's.
+std::vector<char> coneMembers(const Expr& e, size_t j) {
+  std::vector<char> in(e.instrs.size(), 0);
+  in[j] = 1;
+  for (size_t k = j + 1; k-- > 0;)
+    if (in[k])
+      for (const Arg& a : e.instrs[k].args)
+        if (a.kind == Arg::Kind::Value) in[a.i] = 1;
+  return in;
+}
+
+// The narrow computation around hoisted costly work, whole: a narrow value that a wider
+// instruction reads and whose cone holds one of the first `costly` hoisted instructions (an
+// envelope's polynomial around its pow, over [E, 1] in an [E, K] basis) is hoisted instead, so the
+// wide program neither recomputes its cheap ops per element nor reads each of its hoisted parts as
+// an operand; the costly values only such a cone reads are then no longer hoisted on their own.
+void hoistNarrowFrontier(const Expr& e, NarrowWork& w, int64_t limit, size_t costly) {
+  const size_t n = e.instrs.size();
+  const int64_t total = c10::multiply_integers(w.space);
+  std::vector<char> holdsCostly(n, 0), readWider(n, 0);
+  for (size_t h = 0; h < costly; ++h) holdsCostly[w.hoisted[h]] = 1;
+  for (size_t j = 0; j < n; ++j)
+    for (const Arg& a : e.instrs[j].args)
+      if (a.kind == Arg::Kind::Value) {
+        holdsCostly[j] = holdsCostly[j] || holdsCostly[a.i];
+        readWider[a.i] = readWider[a.i] || w.mask[j] != w.mask[a.i];
+      }
+  std::vector<char> covered(n, 0);
+  bool any = false;
+  for (size_t j = 0; j + 1 < n; ++j) {
+    const int64_t narrow = numelOver(w.mask[j], w.space);
+    if (!holdsCostly[j] || !readWider[j] || narrow * 4 > total || narrow > limit || total - narrow < minSaved() ||
+        std::count(w.hoisted.begin(), w.hoisted.end(), j))
+      continue;
+    w.hoisted.push_back(j);
+    const std::vector<char> cone = coneMembers(e, j);
+    for (size_t k = 0; k <= j; ++k) covered[k] = covered[k] || cone[k];
+    any = true;
+  }
+  if (!any) return;
+  // A costly value read only inside the hoisted cones is computed there.
+  std::vector<char> readOutside(n, 0);
+  for (size_t k = 0; k < n; ++k)
+    if (!covered[k])
+      for (const Arg& a : e.instrs[k].args)
+        if (a.kind == Arg::Kind::Value) readOutside[a.i] = 1;
+  std::vector<size_t> kept;
+  for (size_t h = 0; h < w.hoisted.size(); ++h)
+    if (h >= costly || !covered[w.hoisted[h]] || readOutside[w.hoisted[h]]) kept.push_back(w.hoisted[h]);
+  w.hoisted = std::move(kept);
+}
+
 }  // namespace
 
 std::optional<Hoisted> hoistNarrowWork(const Expr& e, at::TensorList operands, bool wide) {
@@ -194,6 +246,7 @@ std::optional<Hoisted> hoistNarrowWork(const Expr& e, at::TensorList operands, b
       if (a.kind == Arg::Kind::Value && mask[a.i] == 0 && !std::count(hoisted.begin(), hoisted.end(), a.i))
         hoisted.push_back(static_cast<size_t>(a.i));
   }
+  hoistNarrowFrontier(e, *w, wide ? std::numeric_limits<int64_t>::max() : largestFootprint(main), narrowHoisted);
   if (hoisted.empty()) return std::nullopt;
   std::vector<char> used;
   const Expr rest = withoutHoisted(e, hoisted, used);

@@ -14,12 +14,13 @@ namespace {
 // Rows of at least this many elements are tiled row by row (tiles never cross a row), so that
 // operands can be read in place or from a packed row, and one constant along a row is one value;
 // shorter rows use linear tiles, which gather every operand that is not one value for the whole
-// space. A compiled map gains from row tiles already on short rows, so it takes them; the
-// interpreter keeps long rows only: an ATen op on the tile (pow, exp) computes a row's last
-// elements in ATen's scalar loop where eager's vector loop computed them, so tiles of a short row
-// would move its bits off eager's (within the 1 ulp docs/ops.md allows, but linear tiles of kTile
-// elements, aligned as eager's vectors are, keep them); compiled maps have no such ops.
-constexpr int64_t kMinCompiledRowTile = 16, kMinRowTile = 128;
+// space. Below it, a tile per row costs more than the gathers save, compiled or not: an
+// [E, 20] basis expansion ran 200,000 row tiles a call, 5x eager's time, where linear tiles run at
+// eager's. The interpreter also needs long rows for its bits: an ATen op on the tile (pow, exp)
+// computes a row's last elements in ATen's scalar loop where eager's vector loop computed them, so
+// tiles of a short row would move its bits off eager's (within the 1 ulp docs/ops.md allows, but
+// linear tiles of kTile elements, aligned as eager's vectors are, keep them).
+constexpr int64_t kMinRowTile = 128;
 
 // How map tiles read each operand: as one value where uniform(i), else as contiguous elements.
 template <typename Uniform>
@@ -115,10 +116,10 @@ void runRowTiles(const TileProgram& prog, const IterationPlan& plan, at::Tensor&
 void runMap(const TileProgram& prog, const IterationPlan& plan, at::Tensor& out) {
   // The output is dense in the plan's order, so linear index i of the space is element i of its memory.
   const int64_t inner = plan.merged.size.empty() ? 0 : plan.merged.size.back();
-  if (inner >= kMinCompiledRowTile) {
+  if (inner >= kMinRowTile) {
     const TileEvaluator eval(prog, leafKinds(prog, [&](int i) { return plan.mergedAccess[i] == Access::Uniform; }),
                              TileEvaluator::Use::Output);
-    if (eval.compiled() || inner >= kMinRowTile) return runRowTiles(prog, plan, out, eval);
+    return runRowTiles(prog, plan, out, eval);
   }
   runLinearTiles(prog, plan, out);
 }
