@@ -45,18 +45,10 @@ std::string epilogueHazard(const Epilogue& epi, const Region& r, AliasDb& aliasD
 // Clones the region producing v for `reduction` alone, so each reduction fuses on its own and
 // the shared broadcast value is never stored. Returns the clone of v's producer.
 Node* duplicateFor(Graph& graph, Node* reduction, Value* v, const Region& r) {
-  std::unordered_map<Value*, Value*> map;
   torch::jit::WithInsertPoint guard(reduction);
-  for (Node* n : r.nodes) {
-    Node* c = graph.insertNode(graph.createClone(n, [&](Value* in) {
-      auto it = map.find(in);
-      return it == map.end() ? in : it->second;
-    }));
-    c->setSourceRange(n->sourceRange());
-    map[n->output()] = c->output();
-  }
-  reduction->replaceInputWith(v, map.at(v));
-  return map.at(v)->node();
+  Value* copy = cloneNodes(graph, r.nodes).at(v);
+  reduction->replaceInputWith(v, copy);
+  return copy->node();
 }
 
 // max/min with indices: (values, indices) = aten::max(region, dim, keepdim)

@@ -17,6 +17,7 @@
 #include "passes/analysis/op_table.h"
 #include "passes/analysis/read_hazards.h"
 #include "passes/framework/driver.h"
+#include "passes/regions/rewrite.h"
 
 #include <algorithm>
 #include <unordered_map>
@@ -114,18 +115,10 @@ class SinkIntoBranchesPattern : public Pattern {
                " if-branch(es) whose reductions alone read its values, so each fuses there";
     Node* last = nullptr;
     for (const auto& use : sunk) {
-      std::unordered_map<Value*, Value*> map;
       torch::jit::WithInsertPoint at(use.user);
-      for (Node* c : cone) {
-        Node* copy = g.insertNode(g.createClone(c, [&](Value* in) {
-          auto it = map.find(in);
-          return it == map.end() ? in : it->second;
-        }));
-        copy->setSourceRange(c->sourceRange());
-        map[c->output()] = copy->output();
-      }
-      use.user->replaceInput(use.offset, map.at(v));
-      last = map.at(v)->node();
+      Value* copy = cloneNodes(g, cone).at(v);
+      use.user->replaceInput(use.offset, copy);
+      last = copy->node();
     }
     rw.notifyRewrite(std::move(e), last);
     return true;

@@ -6,6 +6,7 @@
 #include "passes/analysis/shape_facts.h"
 #include "passes/framework/driver.h"
 #include "passes/regions/region.h"
+#include "passes/regions/rewrite.h"
 
 #include <torch/csrc/jit/ir/constants.h>
 
@@ -179,14 +180,7 @@ struct SinkViewsPattern : Pattern {
     Node* unpack = graph.insertNode(graph.createListUnpack(views, leaves.size()));
     std::unordered_map<Value*, Value*> map;
     for (size_t i = 0; i < leaves.size(); ++i) map[leaves[i]] = unpack->output(i);
-    for (Node* n : nodes) {
-      Node* c = graph.insertNode(graph.createClone(n, [&](Value* in) {
-        auto it = map.find(in);
-        return it == map.end() ? in : it->second;
-      }));
-      c->setSourceRange(n->sourceRange());
-      map[n->output()] = c->output();
-    }
+    map = cloneNodes(graph, nodes, std::move(map));
     Value* result = map.at(x);
     ranks.remember(result, kind == ViewKind::Select || kind == ViewKind::Squeeze ? rankX - 1
                            : kind == ViewKind::Unsqueeze                         ? rankX + 1

@@ -240,13 +240,18 @@ bool Arg::operator==(const Arg& o) const {
 
 Expr Expr::parse(const std::string& text) { return Parser(text).run(); }
 
-Expr coneOf(const Expr& e, size_t j) {
+std::vector<char> coneMask(const Expr& e, size_t j) {
   std::vector<char> in(j + 1, 0);
   in[j] = 1;
   for (size_t k = j + 1; k-- > 0;)
     if (in[k])
       for (const Arg& a : e.instrs[k].args)
         if (a.kind == Arg::Kind::Value) in[a.i] = 1;
+  return in;
+}
+
+Expr coneOf(const Expr& e, size_t j) {
+  const std::vector<char> in = coneMask(e, j);
   Expr sub;
   sub.numInputs = e.numInputs;
   std::vector<int64_t> renumber(j + 1, -1);

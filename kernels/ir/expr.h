@@ -78,6 +78,10 @@ struct Expr {
   void validate() const;
 };
 
+// Which instructions instruction j's value is computed from, j included (1 each), through its
+// arguments' values: the instructions of coneOf(e, j).
+std::vector<char> coneMask(const Expr& e, size_t j);
+
 // Instruction j and every instruction it depends on, in program order, as a program of its own
 // over the same operands (its value: j's).
 Expr coneOf(const Expr& e, size_t j);

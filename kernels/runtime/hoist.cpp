@@ -170,17 +170,6 @@ std::optional<NarrowWork> narrowWork(const Expr& e, at::TensorList main, int64_t
   return w;
 }
 
-// Whether instruction j's value is computed (directly or through other instructions) from k's.
-std::vector<char> coneMembers(const Expr& e, size_t j) {
-  std::vector<char> in(e.instrs.size(), 0);
-  in[j] = 1;
-  for (size_t k = j + 1; k-- > 0;)
-    if (in[k])
-      for (const Arg& a : e.instrs[k].args)
-        if (a.kind == Arg::Kind::Value) in[a.i] = 1;
-  return in;
-}
-
 // The narrow computation around hoisted costly work, whole: a narrow value that a wider
 // instruction reads and whose cone holds one of the first `costly` hoisted instructions (an
 // envelope's polynomial around its pow, over [E, 1] in an [E, K] basis) is hoisted instead, so the
@@ -205,7 +194,7 @@ void hoistNarrowFrontier(const Expr& e, NarrowWork& w, int64_t limit, size_t cos
         std::count(w.hoisted.begin(), w.hoisted.end(), j))
       continue;
     w.hoisted.push_back(j);
-    const std::vector<char> cone = coneMembers(e, j);
+    const std::vector<char> cone = coneMask(e, j);
     for (size_t k = 0; k <= j; ++k) covered[k] = covered[k] || cone[k];
     any = true;
   }

@@ -43,6 +43,19 @@ void eraseRegionNodes(Rewriter& rw, const Region& r) {
     if (!p->hasUses()) rw.erase(p);
 }
 
+std::unordered_map<Value*, Value*> cloneNodes(Graph& g, const std::vector<Node*>& nodes,
+                                              std::unordered_map<Value*, Value*> map) {
+  for (Node* n : nodes) {
+    Node* c = g.insertNode(g.createClone(n, [&](Value* in) {
+      auto it = map.find(in);
+      return it == map.end() ? in : it->second;
+    }));
+    c->setSourceRange(n->sourceRange());
+    map[n->output()] = c->output();
+  }
+  return map;
+}
+
 void eraseFusedOp(Rewriter& rw, Node* fused) {
   Node* list = fused->input(0)->node();
   rw.erase(fused);

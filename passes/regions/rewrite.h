@@ -8,6 +8,7 @@
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/ir/named_value.h>
 
+#include <unordered_map>
 #include <vector>
 
 namespace tsfuse {
@@ -46,6 +47,12 @@ void eraseRegionNodes(Rewriter& rw, const Region& r);
 // tsfuse::shape_of runs where %v was computed and raises what computing it would have raised
 // (kernels/runtime/shape_of.h). Returns how many readers now read it.
 size_t readMetadataFromStandIn(Graph& g, const Region& r, Value* v);
+
+// Clones `nodes` (one output each, in block order) at the graph's insertion point, with their
+// source ranges: each clone reads the clones of the nodes before it and `map`'s replacements (any
+// other input as it is). Returns `map` with each node's output mapped to its clone's.
+std::unordered_map<Value*, Value*> cloneNodes(Graph& g, const std::vector<Node*>& nodes,
+                                              std::unordered_map<Value*, Value*> map = {});
 
 // Erases a fused op whose outputs nothing reads any more, then its operand list (its first
 // input's prim::ListConstruct) where nothing else reads that.
