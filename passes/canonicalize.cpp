@@ -12,6 +12,7 @@
 #include <torch/csrc/jit/passes/common_subexpression_elimination.h>
 #include <torch/csrc/jit/passes/constant_propagation.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -321,6 +322,47 @@ struct CanonicalizePattern : Pattern {
     return "";
   }
 
+  // The tensors x is computed from by elementwise ops, whose largest rank is x's; nullopt where
+  // they are many.
+  static std::optional<std::vector<Value*>> elementwiseLeaves(Value* x) {
+    constexpr size_t kMaxLeaves = 8, kMaxVisited = 64;
+    std::vector<Value*> leaves, pending = {x};
+    std::unordered_set<Value*> seen;
+    while (!pending.empty()) {
+      Value* v = pending.back();
+      pending.pop_back();
+      if (!seen.insert(v).second) continue;
+      ElementwiseMatch m;
+      if (v->node()->outputs().size() == 1 && matchElementwise(v->node(), m, nullptr)) {
+        for (auto a = m.args.rbegin(); a != m.args.rend(); ++a)  // (popped in argument order)
+          if (a->tensor) pending.push_back(a->tensor);
+      } else {
+        leaves.push_back(v);
+      }
+      if (leaves.size() > kMaxLeaves || seen.size() > kMaxVisited) return std::nullopt;
+    }
+    return leaves;
+  }
+
+  // index_put_'s error for a 0-dim x, which where() does not raise, from the ranks of the tensors
+  // x is computed from elementwise (reading theirs, not x's, leaves x fusible):
+  //   %r = aten::add(aten::dim(%l0), aten::dim(%l1)); prim::If(aten::eq(%r, 0)) { prim::RaiseException }
+  static void insertZeroDimIndexError(Graph& graph, const std::vector<Value*>& leaves) {
+    Value* rank = nullptr;
+    for (Value* l : leaves) {
+      Value* r = graph.insert(c10::aten::dim, {l});
+      rank = rank ? graph.insert(c10::aten::add, {rank, r}) : r;
+    }
+    Value* zeroDim = graph.insert(c10::aten::eq, {rank, graph.insertConstant(int64_t{0})});
+    Node* branch = graph.insertNode(graph.create(c10::prim::If, {zeroDim}, 0));
+    torch::jit::Block* raise = branch->addBlock();
+    branch->addBlock();
+    torch::jit::WithInsertPoint inside(raise);
+    graph.insert(c10::prim::RaiseException,
+                 {graph.insertConstant(std::string("too many indices for tensor of dimension 0 (got 1)")),
+                  graph.insertConstant(c10::IValue())});
+  }
+
   // x[mask] = c, i.e. index_put_(x, [mask], <c as a 0-dim tensor>, False)  ->  y = where(mask, c, x),
   // later uses of x -> y
   // NB: exact when mask is bool with exactly x's layout: both then hold c, converted to x's
@@ -350,6 +392,16 @@ struct CanonicalizePattern : Pattern {
       return reject("%" + mask->debugName() + " is not provably of %" + x->debugName() +
                     "'s shape and strides (index_put_ raises for another shape where where() broadcasts, and "
                     "keeps x's strides)");
+    std::vector<Value*> rankFrom;  // where x's rank is not provably >= 1: the tensors it is read from
+    if (RankBounds ranks; ranks.atLeast(x) < 1) {
+      auto leaves = elementwiseLeaves(x);
+      if (!leaves)
+        return reject("%" + x->debugName() +
+                      " is not provably of rank >= 1, nor computed elementwise from a few tensors whose ranks "
+                      "say (index_put_ raises for a 0-dim tensor)");
+      if (std::none_of(leaves->begin(), leaves->end(), [&](Value* l) { return ranks.atLeast(l) >= 1; }))
+        rankFrom = *leaves;
+    }
     if (std::string why = freshTarget(n); !why.empty()) return reject(why);
     std::string why;
     std::optional<c10::Scalar> c = fillValue(n->input(2), x, why);
@@ -359,6 +411,7 @@ struct CanonicalizePattern : Pattern {
     if (unreadWrite(n)) return reject("nothing reads what it writes");
     Graph& graph = rw.graph();
     torch::jit::WithInsertPoint guard(n);
+    if (!rankFrom.empty()) insertZeroDimIndexError(graph, rankFrom);
     Node* fill = graph.insertNode(graph.create(c10::aten::where, {mask, graph.insertConstant(*c), x}, 1));
     return replaceWrite(n, fill, "x[mask] = value (index_put_ of a bool mask of x's layout) on a fresh intermediate",
                         rw);

@@ -57,6 +57,36 @@ TEST(BoolMaskFillIR, ComparisonOfTheValueBecomesWhereAndFuses) {
   EXPECT_TRUE(sameOutputs(ref, g, inputs(2)));
 }
 
+TEST(BoolMaskFillIR, ZeroDimTargetRaisesAsIndexPutDoes) {
+  // index_put_ raises for a 0-dim x (x[mask] = c in Python does not, TorchScript's graph does);
+  // where() would not. The rewrite keeps the error, read from the ranks of a and b, and the
+  // region still fuses.
+  auto g = write("aten::lt(%x, %half)", "int = prim::Constant[value=-3]()");
+  auto ref = g->copy();
+  PassRun c = canonicalize(g);
+  EXPECT_EQ(c.rewrites(), 1) << c.dump();
+  EXPECT_TRUE(fileCheck(c.ir, [](FileCheck& fc) {
+    fc.check("aten::dim(%a)")->check("aten::dim(%b)")->check("prim::RaiseException")->check("aten::where(");
+  }));
+  Gen gen(5);
+  const std::vector<c10::IValue> scalars = {gen.tensor({}, at::kFloat), gen.tensor({}, at::kFloat)};
+  const std::string error = errorOf(ref, scalars);
+  EXPECT_NE(error.find("too many indices for tensor of dimension 0"), std::string::npos) << error;
+  EXPECT_EQ(errorOf(g, scalars), error);
+  PassRun p = runPipelineOn(g);
+  EXPECT_EQ(findNodes(g, "tsfuse::pairwise").size(), 1u) << p.dump();
+  EXPECT_EQ(errorOf(g, scalars), error);
+  EXPECT_TRUE(sameOutputs(ref, g, inputs(6)));
+  // x = a[None] / b: its rank is proven, no check.
+  auto h = graphOf(
+      "  %u : Tensor = aten::unsqueeze(%a, %zero)\n  %x : Tensor = aten::div(%u, %b)\n"
+      "  %mask : Tensor = aten::lt(%x, %half)\n  %c : int = prim::Constant[value=-3]()\n" +
+      put("%x", "%mask", "%c") + "  return (%x)\n");
+  PassRun d = canonicalize(h);
+  EXPECT_EQ(d.rewrites(), 1) << d.dump();
+  EXPECT_TRUE(fileCheck(d.ir, [](FileCheck& fc) { fc.check_not("prim::RaiseException")->check("aten::where("); }));
+}
+
 TEST(BoolMaskFillIR, SecondWriteMaskedByTheFirstResult) {
   // torchvision's Matcher: two writes, the second's mask computed after the first write (from
   // x's new value, known to keep x's shape), one of them through & of two comparisons.
