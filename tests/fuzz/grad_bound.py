@@ -50,7 +50,7 @@ class UnknownOp(Exception):
 # autograd's own backward is already the absolute-value one.
 PASS = {"__getitem__", "__setitem__", "view", "reshape", "expand", "expand_as", "permute", "transpose", "t",
         "unsqueeze", "squeeze", "select", "narrow", "chunk", "split", "unbind", "contiguous", "clone", "repeat",
-        "flatten", "cat", "stack", "to", "type", "float", "double", "half", "bfloat16", "sum", "mean", "copy_",
+        "flatten", "cat", "stack", "to", "type", "type_as", "float", "double", "half", "bfloat16", "sum", "mean", "copy_",
         "index_put_", "index_put", "view_as", "reshape_as", "movedim", "squeeze_", "unsqueeze_", "detach",
         "__iand__", "__ior__", "__ixor__"}
 # Elementwise ops (after broadcasting, output element i reads input elements i only).

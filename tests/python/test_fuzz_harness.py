@@ -206,3 +206,21 @@ def test_nan_from_zero_gradient_takes_an_infinite_value_without_the_zero_product
     # the other infinity, or a finite value where G is infinite: a mismatch
     assert grad.compare_grad_tensor(e, torch.tensor([math.inf, 1.0]), bound)[0] is not None
     assert grad.compare_grad_tensor(e, torch.tensor([-3.0, 1.0]), bound)[0] is not None
+
+
+@pytest.mark.parametrize("cast", ["type_as", "float", "to"])
+def test_grad_bound_passes_casts_through(cast):
+    # Seed 8154, program 1217 (gradient mode): mean(hypot(x0.view(-1), x1)).type_as(x0), whose
+    # fused gradient is 1 ulp from eager's (hypot on tiles). A cast the bound did not know left the
+    # program with no bound, so that ulp failed the bit-exact comparison.
+    import grad
+    import grad_bound
+
+    x0 = torch.rand(3, 1, dtype=torch.float32, generator=torch.Generator().manual_seed(1)).requires_grad_()
+    x1 = torch.rand(15, 1, dtype=torch.float32, generator=torch.Generator().manual_seed(2)).requires_grad_()
+    casts = {"type_as": lambda v: v.type_as(x0), "float": lambda v: v.float(), "to": lambda v: v.to(torch.float32)}
+    fn = lambda a, b: (casts[cast](torch.hypot(a.view(-1), b).mean()),)  # noqa: E731
+    (B, G, O), _ = grad_bound.bounds(fn, [x0, x1], [0, 1], {0: torch.tensor(1.0)})
+    e = torch.autograd.grad(fn(x0, x1)[0], x0)[0]
+    one_ulp = torch.nextafter(e, torch.full_like(e, math.inf))
+    assert grad.compare_grad_tensor(e, one_ulp, (B, G, O))[0] is None
