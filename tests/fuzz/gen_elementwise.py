@@ -33,7 +33,8 @@ class ElementwiseForms:
                              "sq", "clamp_s", "clamp_min_s", "clamp_max_s", "sub_s", "mul_s", "div_s",
                              "cmp_s", "where_s", "to", "add_s", "rsub_s1", "zero_dim_const",
                              "atan", "rsqrt", "log1p", "square", "masked_fill", "invert", "sin", "cos", "tanh",
-                             "rdiv_s", "reciprocal", "fill_like"])
+                             "rdiv_s", "reciprocal", "fill_like", "acos", "asin", "tan", "log2", "log10", "erf",
+                             "erfc"])
         A, B = a.name, b.name if b else None
         s = self.scalar()
         cmp = rng.choice(["<", "<=", ">", ">=", "==", "!="])
@@ -88,6 +89,9 @@ class ElementwiseForms:
             "lnot": (f"torch.logical_not({A})", disc),
             "atan": (f"torch.atan({A})", trans), "sin": (f"torch.sin({A})", trans), "cos": (f"{A}.cos()", trans),
             "tanh": (f"torch.tanh({A})", trans), "rsqrt": (f"{A}.rsqrt()", trans), "log1p": (f"torch.log1p({A})", trans),
+            "acos": (f"torch.acos({A})", trans), "asin": (f"{A}.asin()", trans), "tan": (f"torch.tan({A})", trans),
+            "log2": (f"torch.log2({A})", trans), "log10": (f"{A}.log10()", trans), "erf": (f"torch.erf({A})", trans),
+            "erfc": (f"torch.special.erfc({A})", trans),
             "square": (f"torch.square({A})", trans), "hypot": (f"torch.hypot({A}, {B})", trans),
             "masked_fill": (None, None),
             "bitwise": (f"{A} {rng.choice(['&', '|', '^'])} {B}", disc), "invert": (f"~{A}", disc),

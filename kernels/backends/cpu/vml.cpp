@@ -40,8 +40,10 @@ struct Entry {
   const char* name;  // MKL's function, after the VMS / VMD prefix
 };
 // The ops whose ATen CPU kernel is at::vml::v<op>, specialised to MKL for float and double.
-constexpr Entry kRoutines[] = {{Op::Exp, "EXP_"}, {Op::Log, "LN_"},  {Op::Sqrt, "SQRT_"}, {Op::Atan, "ATAN_"},
-                               {Op::Sin, "SIN_"}, {Op::Cos, "COS_"}, {Op::Tanh, "TANH_"}};
+constexpr Entry kRoutines[] = {{Op::Exp, "EXP_"},   {Op::Log, "LN_"},   {Op::Sqrt, "SQRT_"}, {Op::Atan, "ATAN_"},
+                               {Op::Sin, "SIN_"},   {Op::Cos, "COS_"},  {Op::Tanh, "TANH_"}, {Op::Acos, "ACOS_"},
+                               {Op::Asin, "ASIN_"}, {Op::Tan, "TAN_"},  {Op::Log2, "LOG2_"}, {Op::Log10, "LOG10_"},
+                               {Op::Erf, "ERF_"},   {Op::Erfc, "ERFC_"}};
 
 // The loaded libtorch_cpu: the library that defines ATen's own functions.
 void* torchCpu() {
@@ -308,8 +310,10 @@ TSFUSE_SLEEF_UNARY(sleefDouble8, "avx512f", double, __m512d, 8, _mm512_loadu_pd,
 #undef TSFUSE_SLEEF_UNARY
 
 // The SLEEF function for each op of kRoutines in fast numerics: u10 (1.0 ulp), sqrt u05.
-constexpr Entry kSleefRoutines[] = {{Op::Exp, "exp"}, {Op::Log, "log"}, {Op::Sqrt, "sqrt"}, {Op::Atan, "atan"},
-                                    {Op::Sin, "sin"}, {Op::Cos, "cos"}, {Op::Tanh, "tanh"}};
+constexpr Entry kSleefRoutines[] = {{Op::Exp, "exp"},   {Op::Log, "log"}, {Op::Sqrt, "sqrt"}, {Op::Atan, "atan"},
+                                    {Op::Sin, "sin"},   {Op::Cos, "cos"}, {Op::Tanh, "tanh"}, {Op::Acos, "acos"},
+                                    {Op::Asin, "asin"}, {Op::Tan, "tan"}, {Op::Log2, "log2"}, {Op::Log10, "log10"},
+                                    {Op::Erf, "erf"}};
 
 // SLEEF's routine for `op` in dtype t where fast numerics are on and libtorch_cpu exports it for
 // the CPU's width, checked once against the ATen op within 4 ulp (NaN for NaN); else empty.
