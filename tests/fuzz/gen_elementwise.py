@@ -34,7 +34,7 @@ class ElementwiseForms:
                              "cmp_s", "where_s", "to", "add_s", "rsub_s1", "zero_dim_const",
                              "atan", "rsqrt", "log1p", "square", "masked_fill", "invert", "sin", "cos", "tanh",
                              "rdiv_s", "reciprocal", "fill_like", "acos", "asin", "tan", "log2", "log10", "erf",
-                             "erfc"])
+                             "erfc", "sinh", "cosh", "expm1", "rounding"])
         A, B = a.name, b.name if b else None
         s = self.scalar()
         cmp = rng.choice(["<", "<=", ">", ">=", "==", "!="])
@@ -91,7 +91,9 @@ class ElementwiseForms:
             "tanh": (f"torch.tanh({A})", trans), "rsqrt": (f"{A}.rsqrt()", trans), "log1p": (f"torch.log1p({A})", trans),
             "acos": (f"torch.acos({A})", trans), "asin": (f"{A}.asin()", trans), "tan": (f"torch.tan({A})", trans),
             "log2": (f"torch.log2({A})", trans), "log10": (f"{A}.log10()", trans), "erf": (f"torch.erf({A})", trans),
-            "erfc": (f"torch.special.erfc({A})", trans),
+            "erfc": (f"torch.special.erfc({A})", trans), "sinh": (f"torch.sinh({A})", trans),
+            "cosh": (f"{A}.cosh()", trans), "expm1": (f"torch.expm1({A})", trans),
+            "rounding": (f"torch.{rng.choice(['floor', 'ceil', 'trunc', 'round'])}({A})", disc),
             "square": (f"torch.square({A})", trans), "hypot": (f"torch.hypot({A}, {B})", trans),
             "masked_fill": (None, None),
             "bitwise": (f"{A} {rng.choice(['&', '|', '^'])} {B}", disc), "invert": (f"~{A}", disc),
