@@ -353,9 +353,9 @@ ENTRIES: List[Entry] = [
            "distances (matmul expansion) are a pairwise op over the matmul's output; eye(B) is a [B, B] pairwise "
            "op of two aranges (the mask reads its bool cast through unsqueezes sink_views does not move past the "
            "cast); the zero-distance mask (d == 0).float() is a pairwise op with its cast (no bool [B, B] stored)",
-           reorders="the loss's float sum over the [B, B, B] triplets (never stored) is 1 ulp from eager's on an "
-                    "AVX-512 Xeon host at the test size (32 768 values, where at::sum's own order depends on its "
-                    "split); a standalone sum of that size matches eager's bits there: not understood yet"),
+           reorders="the loss's float sum over the [B, B, B] triplets (never stored) runs in compiled pieces "
+                    "(the masks' bool-to-float cast ends a compiled run), whose fold follows eager's cascade only "
+                    "for rows of fewer than 16 vector groups; eager sums all B^3 values as one row"),
     # k-means assignment steps
     _entry("fpk.KMeans.max_sim", FPK, _method("fast_pytorch_kmeans", "KMeans", "max_sim", n_clusters=1024,
                                               mode="euclidean"),
