@@ -26,7 +26,7 @@ class ElementwiseForms:
                 self.forms.add("same_operand")
             op = rng.choice(["sub", "add", "mul", "div", "min", "max", "minimum", "maximum", "cmp", "cmp",
                              "where", "clamp_t", "clamp2_t", "clamp_min_t", "logical", "pow_t", "sub_alpha",
-                             "floordiv", "truncdiv", "rsub_s", "add_alpha", "hypot", "bitwise", "to_t"])
+                             "floordiv", "truncdiv", "rsub_s", "add_alpha", "hypot", "bitwise", "to_t", "rem"])
         else:
             b = None
             op = rng.choice(["abs", "neg", "neg_op", "relu", "sqrt", "exp", "log", "sigmoid", "lnot", "pow_s",
@@ -34,7 +34,7 @@ class ElementwiseForms:
                              "cmp_s", "where_s", "to", "add_s", "rsub_s1", "zero_dim_const",
                              "atan", "rsqrt", "log1p", "square", "masked_fill", "invert", "sin", "cos", "tanh",
                              "rdiv_s", "reciprocal", "fill_like", "acos", "asin", "tan", "log2", "log10", "erf",
-                             "erfc", "sinh", "cosh", "expm1", "rounding"])
+                             "erfc", "sinh", "cosh", "expm1", "rounding", "sign", "rem_s"])
         A, B = a.name, b.name if b else None
         s = self.scalar()
         cmp = rng.choice(["<", "<=", ">", ">=", "==", "!="])
@@ -94,6 +94,9 @@ class ElementwiseForms:
             "erfc": (f"torch.special.erfc({A})", trans), "sinh": (f"torch.sinh({A})", trans),
             "cosh": (f"{A}.cosh()", trans), "expm1": (f"torch.expm1({A})", trans),
             "rounding": (f"torch.{rng.choice(['floor', 'ceil', 'trunc', 'round'])}({A})", disc),
+            "sign": (f"torch.sign({A})", disc),
+            "rem": (rng.choice([f"torch.remainder({A}, {B})", f"torch.fmod({A}, {B})"]), disc),
+            "rem_s": (rng.choice([f"{A} % {s}", f"torch.fmod({A}, {s})"]), disc),
             "square": (f"torch.square({A})", trans), "hypot": (f"torch.hypot({A}, {B})", trans),
             "masked_fill": (None, None),
             "bitwise": (f"{A} {rng.choice(['&', '|', '^'])} {B}", disc), "invert": (f"~{A}", disc),

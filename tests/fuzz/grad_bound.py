@@ -60,7 +60,8 @@ ELEMENTWISE = {"add", "sub", "mul", "div", "true_divide", "__rsub__", "rsub", "_
                "tanh", "rsqrt", "log1p", "square", "hypot", "pow", "reciprocal", "minimum", "maximum", "fmin",
                "fmax", "clamp", "clip", "clamp_min", "clamp_max", "where", "masked_fill", "floor_divide",
                "__floordiv__", "__rfloordiv__", "acos", "asin", "tan", "log2", "log10", "erf", "erfc",
-               "special_erf", "special_erfc", "sinh", "cosh", "expm1", "floor", "ceil", "trunc", "round"}
+               "special_erf", "special_erfc", "sinh", "cosh", "expm1", "floor", "ceil", "trunc", "round",
+               "sign", "remainder", "fmod", "__mod__"}
 # Derivatives that read the result of an op tsfuse evaluates with ATen's kernel on tiles (2 ulps,
 # compare.py's aten_on_tile_2ulp): the derivative both sides compute may differ by a few ulps of
 # its terms.
