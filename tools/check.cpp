@@ -112,8 +112,10 @@ struct Comparer {
     os.precision(9);
     os << bad << " of " << e.numel() << " values of " << describeTensor(e) << " differ";
     if (diff.defined()) os << ", max abs diff " << diff.max().item<double>();
-    os << "; first at " << shapeStr(idx) << ": expected " << e.index(ti).item() << ", got " << a.index(ti).item()
-       << " (rtol " << rtol << ", atol " << atol << ")";
+    // (a 0-dim value: no index, Tensor::index refuses an empty list)
+    const at::Tensor ef = ti.empty() ? e : e.index(ti), af = ti.empty() ? a : a.index(ti);
+    os << "; first at " << shapeStr(idx) << ": expected " << ef.item() << ", got " << af.item() << " (rtol " << rtol
+       << ", atol " << atol << ")";
     differ(where, os.str());
   }
 

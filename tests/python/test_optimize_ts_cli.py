@@ -30,6 +30,13 @@ class RandomTail(torch.nn.Module):
         return x, [x * 2 + torch.rand_like(x)]
 
 
+class RandomScalar(torch.nn.Module):
+    """A 0-dim output the original and the optimized module never agree on."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return (x * 2).sum() + torch.rand(())
+
+
 class IntAndBool(torch.nn.Module):
     """Integer and bool inputs; a broadcast region for fuse_pairwise."""
 
@@ -275,6 +282,16 @@ def test_check_mismatch(optimize_ts, tmp_path):
     assert doc["output_written"] is False and doc["check"]["passed"] is False
     assert doc["check"]["differences"][0]["where"] == "output[1][0]"
     assert 0 < doc["check"]["max_abs_diff"] < 1
+
+
+def test_check_mismatch_of_a_0_dim_output(optimize_ts, tmp_path):
+    # The report of a differing 0-dim value indexed it with an empty index list and raised, so
+    # optimize-ts said "internal error" instead of naming the value (seen on a corpus run).
+    model = script_and_save(RandomScalar(), tmp_path / "rand.pt")
+    proc = run_tool(optimize_ts, "--check", "--input-shape", "x:3,4@float64", model, tmp_path / "out.pt")
+    assert proc.returncode == 1, proc.stderr
+    assert "internal error" not in proc.stderr
+    assert "1 of 1 values of float64[] differ" in proc.stderr and ": expected " in proc.stderr
 
 
 def test_check_n_compares_n_input_sets(seeds, optimize_ts, tmp_path):
