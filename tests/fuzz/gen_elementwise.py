@@ -34,7 +34,7 @@ class ElementwiseForms:
                              "cmp_s", "where_s", "to", "add_s", "rsub_s1", "zero_dim_const",
                              "atan", "rsqrt", "log1p", "square", "masked_fill", "invert", "sin", "cos", "tanh",
                              "rdiv_s", "reciprocal", "fill_like", "acos", "asin", "tan", "log2", "log10", "erf",
-                             "erfc", "sinh", "cosh", "expm1", "rounding", "sign", "rem_s"])
+                             "erfc", "sinh", "cosh", "expm1", "rounding", "sign", "rem_s", "archyp"])
         A, B = a.name, b.name if b else None
         s = self.scalar()
         cmp = rng.choice(["<", "<=", ">", ">=", "==", "!="])
@@ -95,6 +95,7 @@ class ElementwiseForms:
             "cosh": (f"{A}.cosh()", trans), "expm1": (f"torch.expm1({A})", trans),
             "rounding": (f"torch.{rng.choice(['floor', 'ceil', 'trunc', 'round'])}({A})", disc),
             "sign": (f"torch.sign({A})", disc),
+            "archyp": (f"torch.{rng.choice(['asinh', 'acosh', 'atanh'])}({A})", trans),
             "rem": (rng.choice([f"torch.remainder({A}, {B})", f"torch.fmod({A}, {B})"]), disc),
             "rem_s": (rng.choice([f"{A} % {s}", f"torch.fmod({A}, {s})"]), disc),
             "square": (f"torch.square({A})", trans), "hypot": (f"torch.hypot({A}, {B})", trans),

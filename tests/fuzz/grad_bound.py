@@ -61,13 +61,14 @@ ELEMENTWISE = {"add", "sub", "mul", "div", "true_divide", "__rsub__", "rsub", "_
                "fmax", "clamp", "clip", "clamp_min", "clamp_max", "where", "masked_fill", "floor_divide",
                "__floordiv__", "__rfloordiv__", "acos", "asin", "tan", "log2", "log10", "erf", "erfc",
                "special_erf", "special_erfc", "sinh", "cosh", "expm1", "floor", "ceil", "trunc", "round",
-               "sign", "remainder", "fmod", "__mod__"}
+               "sign", "remainder", "fmod", "__mod__", "asinh", "acosh", "atanh"}
 # Derivatives that read the result of an op tsfuse evaluates with ATen's kernel on tiles (2 ulps,
 # compare.py's aten_on_tile_2ulp): the derivative both sides compute may differ by a few ulps of
 # its terms.
 TRANSCENDENTAL = {"sqrt", "exp", "log", "sigmoid", "atan", "sin", "cos", "tanh", "rsqrt", "log1p", "square",
                   "hypot", "pow", "__pow__", "__rpow__", "reciprocal", "acos", "asin", "tan", "log2", "log10",
-                  "erf", "erfc", "special_erf", "special_erfc", "sinh", "cosh", "expm1"}
+                  "erf", "erfc", "special_erf", "special_erfc", "sinh", "cosh", "expm1", "asinh", "acosh",
+                  "atanh"}
 # Reductions where each input element feeds one output element: (index of dim, index of keepdim)
 # among the positional arguments.
 REDUCE = {"prod": (1, 2), "amax": (1, 2), "amin": (1, 2), "max": (1, 2), "min": (1, 2), "logsumexp": (1, 2),
