@@ -45,6 +45,7 @@ enum class LowerRule : uint8_t {
   Square,
   Bitwise,
   Fill,
+  Sign,
   Aten
 };
 

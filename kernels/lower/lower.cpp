@@ -148,6 +148,18 @@ struct Lowering {
           out = emit(Prim::Div, ct, rt, x, slotFor(A[1], ct));
         }
         break;
+      case LowerRule::Sign: {  // ATen's sign: (0 < x) - (x < 0) in x's dtype; a bool as it is
+        const int x = slotFor(A[0], ct);
+        if (ct == c10::ScalarType::Bool) {
+          out = x;
+          break;
+        }
+        const int zero = literal(c10::Scalar(0), ct);
+        const int above = castTo(emit(Prim::Lt, ct, c10::ScalarType::Bool, zero, x), ct);
+        const int below = castTo(emit(Prim::Lt, ct, c10::ScalarType::Bool, x, zero), ct);
+        out = emit(Prim::Sub, ct, rt, above, below);
+        break;
+      }
       case LowerRule::Reciprocal: {  // 1 / x (ops.def)
         if (!isFloating(ct)) return fail("reciprocal in an integer compute dtype");
         const int one = literal(c10::Scalar(1.0), ct);
