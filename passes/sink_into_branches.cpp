@@ -31,17 +31,12 @@ using torch::jit::Value;
 
 constexpr size_t kMaxCone = 32;
 
-// The node of `block` that holds `n` (n itself, or the owner of the block n sits in, and so on
-// up), and whether every block in between is an if-branch; nullptr where n is not inside `block`.
-Node* ancestorIn(Node* n, Block* block, bool* onlyBranches) {
-  *onlyBranches = true;
-  while (n && n->owningBlock() != block) {
-    Node* owner = n->owningBlock()->owningNode();
-    if (!owner) return nullptr;
-    *onlyBranches &= owner->kind() == c10::prim::If;
-    n = owner;
-  }
-  return n;
+// Whether every block between `n` and `top`, the node of n's ancestry that holds it (ancestorIn),
+// is an if-branch: no loop body.
+bool onlyBranchesBetween(Node* n, Node* top) {
+  for (Node* at = n; at != top; at = at->owningBlock()->owningNode())
+    if (at->owningBlock()->owningNode()->kind() != c10::prim::If) return false;
+  return true;
 }
 
 // The elementwise nodes of v's block that compute v (v's node and its producers, through
@@ -94,9 +89,8 @@ class SinkIntoBranchesPattern : public Pattern {
         if (!inCone.count(in->node()) && std::find(operands.begin(), operands.end(), in) == operands.end())
           operands.push_back(in);
     for (const auto& use : sunk) {
-      bool onlyBranches = false;
-      Node* top = ancestorIn(use.user, n->owningBlock(), &onlyBranches);
-      if (!top || !onlyBranches)
+      Node* top = ancestorIn(use.user, n->owningBlock());
+      if (!top || !onlyBranchesBetween(use.user, top))
         return rw.notifyMatchFailure({n, use.user}, "its reduction " + describeNode(use.user) +
                                                         " runs in a loop body: each iteration would compute it");
       if (std::string scope = gradScopeBoundary(n, top); !scope.empty())

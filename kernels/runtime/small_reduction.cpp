@@ -18,12 +18,14 @@ bool sameLayout(const Analysis& a, const Analysis& b) {
   return true;
 }
 
-// Instruction `in` of a copy of an expression whose operands are at `input` and whose values
+// Instruction `in` of a copy of an expression whose operand i is read as input[i] and whose values
 // start at `base`.
-Instr remapped(Instr in, const std::vector<int64_t>& input, int64_t base) {
+Instr remapped(Instr in, const std::vector<Arg>& input, int64_t base) {
   for (Arg& a : in.args) {
-    if (a.kind == Arg::Kind::Input) a = Arg::input(input[static_cast<size_t>(a.i)]);
-    if (a.kind == Arg::Kind::Value) a = Arg::value(base + a.i);
+    if (a.kind == Arg::Kind::Input)
+      a = input[static_cast<size_t>(a.i)];
+    else if (a.kind == Arg::Kind::Value)
+      a = Arg::value(base + a.i);
   }
   return in;
 }
@@ -52,7 +54,7 @@ std::optional<UnrolledReduction> unrollSmallReduction(const Expr& e, at::TensorL
   // Each operand's slice at index k of the reduced dim (the operand itself where it is the same
   // for every k), each distinct one once; its size-1 dim there dropped unless keepdim.
   UnrolledReduction u;
-  std::vector<std::vector<int64_t>> input(count, std::vector<int64_t>(e.numInputs));
+  std::vector<std::vector<Arg>> input(count, std::vector<Arg>(e.numInputs));
   for (int64_t i = 0; i < e.numInputs; ++i) {
     const at::Tensor& x = operands[i];
     const int64_t d = dim - (rank - x.dim());
@@ -62,7 +64,7 @@ std::optional<UnrolledReduction> unrollSmallReduction(const Expr& e, at::TensorL
         input[k][i] = input[0][i];
         continue;
       }
-      input[k][i] = static_cast<int64_t>(u.operands.size());
+      input[k][i] = Arg::input(static_cast<int64_t>(u.operands.size()));
       if (d < 0)
         u.operands.push_back(x);
       else
@@ -93,18 +95,11 @@ std::optional<UnrolledReduction> unrollSmallReduction(const Expr& e, at::TensorL
   }
   if (r.epilogue) {
     // The epilogue over the folded value ($0) and its own operands, after the slices.
-    std::vector<int64_t> epiInput{-1};  // ($0 is the folded value)
-    for (size_t j = 0; j < extras.size(); ++j) epiInput.push_back(static_cast<int64_t>(u.operands.size() + j));
+    std::vector<Arg> epiInput{Arg::value(acc)};
+    for (size_t j = 0; j < extras.size(); ++j)
+      epiInput.push_back(Arg::input(static_cast<int64_t>(u.operands.size() + j)));
     const auto base = static_cast<int64_t>(map.instrs.size());
-    for (Instr in : r.epilogue->instrs) {
-      for (Arg& a : in.args) {
-        if (a.kind == Arg::Kind::Input)
-          a = a.i == 0 ? Arg::value(acc) : Arg::input(epiInput[static_cast<size_t>(a.i)]);
-        else if (a.kind == Arg::Kind::Value)
-          a = Arg::value(base + a.i);
-      }
-      map.instrs.push_back(std::move(in));
-    }
+    for (const Instr& in : r.epilogue->instrs) map.instrs.push_back(remapped(in, epiInput, base));
   }
   for (const auto& x : extras) u.operands.push_back(x);
   map.numInputs = static_cast<int>(u.operands.size());
