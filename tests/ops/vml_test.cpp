@@ -74,6 +74,45 @@ TEST(VmlRoutines, EagersBitsOnEveryTileLengthAndOffset) {
   EXPECT_FALSE(tsfuse::cpu::vmlRoutine(Op::Add, at::kFloat));
 }
 
+// acosh and asinh (ATen's kernel: the C library's function per value) and the roundings (one
+// correct result): a per-value routine, eager's bits on every length and offset; and through a
+// fused op over an outer product, where no tile calls ATen.
+TEST(VmlRoutines, PerValueRoutinesAreEagers) {
+  const Case cases[] = {{Op::Acosh, [](const at::Tensor& x) { return at::acosh(x); }},
+                        {Op::Asinh, [](const at::Tensor& x) { return at::asinh(x); }},
+                        {Op::Floor, [](const at::Tensor& x) { return at::floor(x); }},
+                        {Op::Ceil, [](const at::Tensor& x) { return at::ceil(x); }},
+                        {Op::Trunc, [](const at::Tensor& x) { return at::trunc(x); }},
+                        {Op::Round, [](const at::Tensor& x) { return at::round(x); }}};
+  for (const Case& c : cases)
+    for (at::ScalarType dt : {at::kFloat, at::kDouble}) {
+      SCOPED_TRACE(std::string(tsfuse::opName(c.op)) + " " + c10::toString(dt));
+      tsfuse::cpu::VmlRoutine r = tsfuse::cpu::vmlRoutine(c.op, dt);
+      ASSERT_TRUE(r);
+      const at::Tensor x = at::cat({values(dt, 1200, 5), values(dt, 300, 6) / 50 + 1.5});  // (roundings' halves)
+      for (int64_t n : {1, 7, 17, 512})
+        for (int64_t offset : {0, 3}) {
+          at::Tensor in = x.slice(0, offset, offset + n), out = at::empty_like(in);
+          r(n, in.const_data_ptr(), out.data_ptr());
+          EXPECT_TRUE(sameBits(c.eager(in), out)) << n << " at " << offset;
+        }
+      at::Tensor all = at::empty_like(x);
+      r(x.numel(), x.const_data_ptr(), all.data_ptr());
+      EXPECT_TRUE(sameBits(c.eager(x), all));
+    }
+  auto op = c10::Dispatcher::singleton().findSchemaOrThrow("tsfuse::pairwise", "");
+  tsfuse_test::Gen g(12);
+  at::Tensor x = g.tensor({64, 1}, at::kFloat, tsfuse_test::kNaNInf) * 7,
+             y = g.tensor({1, 300}, at::kFloat, tsfuse_test::kNaNInf);
+  torch::jit::Stack s{c10::IValue(std::vector<at::Tensor>{x, y}),
+                      c10::IValue("v1: mul($0, $1); acosh(%0); asinh(%0); round(%2); add(%1, %3)"),
+                      c10::IValue(std::vector<int64_t>{})};
+  const auto before = tsfuse::pathCounts();
+  op.callBoxed(&s);
+  EXPECT_TRUE(sameBits(at::acosh(x * y) + at::round(at::asinh(x * y)), s.at(0).toTensor()));
+  EXPECT_EQ(tsfuse::pathCounts().atenTileOps, before.atenTileOps);
+}
+
 // exp answers the arguments whose result is not a normal number without MKL's slow path for
 // them: eager's bits for every float whose exp is subnormal, for 2^20 floats from the +0
 // boundary down, for a sample of the rest down to -inf, for doubles around their boundary, in

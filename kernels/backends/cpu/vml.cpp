@@ -8,6 +8,8 @@
 #include <dlfcn.h>
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -351,6 +353,82 @@ VmlRoutine sleefRoutine(Op op, c10::ScalarType t) {
   return routines[index][dbl];
 }
 
+// Ops whose ATen CPU kernel computes each value with the C library's function (acosh, asinh:
+// cpu_kernel over std::acosh / std::asinh, no vector form) or exactly (the roundings, which have
+// one correct result): the same function per value gives eager's bits wherever the value lies.
+template <typename T, T (*F)(T)>
+void callEach(const void*, double, int64_t n, const void* in, void* out) {
+  const T* a = static_cast<const T*>(in);
+  T* r = static_cast<T*>(out);
+  for (int64_t i = 0; i < n; ++i) r[i] = F(a[i]);
+}
+template <typename T>
+T acoshOf(T x) {
+  return std::acosh(x);
+}
+template <typename T>
+T asinhOf(T x) {
+  return std::asinh(x);
+}
+template <typename T>
+T floorOf(T x) {
+  return std::floor(x);
+}
+template <typename T>
+T ceilOf(T x) {
+  return std::ceil(x);
+}
+template <typename T>
+T truncOf(T x) {
+  return std::trunc(x);
+}
+template <typename T>
+T roundOf(T x) {
+  return std::nearbyint(x);  // half to even in the default rounding mode, as ATen's round
+}
+struct EachEntry {
+  Op op;
+  VmlRoutine::Call call[2];  // float, double
+  const void* fn[2];         // the per-value function each call inlines (what the routine names)
+};
+template <typename T>
+const void* address(T (*f)(T)) {
+  return reinterpret_cast<const void*>(f);
+}
+#define TSFUSE_EACH(Id, F)                                                                                            \
+  {                                                                                                                   \
+    Op::Id, {&callEach<float, &F<float>>, &callEach<double, &F<double>>}, { address(&F<float>), address(&F<double>) } \
+  }
+const EachEntry kEachRoutines[] = {TSFUSE_EACH(Acosh, acoshOf), TSFUSE_EACH(Asinh, asinhOf),
+                                   TSFUSE_EACH(Floor, floorOf), TSFUSE_EACH(Ceil, ceilOf),
+                                   TSFUSE_EACH(Trunc, truncOf), TSFUSE_EACH(Round, roundOf)};
+#undef TSFUSE_EACH
+
+// The per-value routine for `op` in dtype t, checked once against the ATen op on the probe values;
+// empty where there is none or a bit differs.
+VmlRoutine eachRoutine(Op op, c10::ScalarType t) {
+  const auto* end = std::end(kEachRoutines);
+  const auto* it = std::find_if(std::begin(kEachRoutines), end, [&](const EachEntry& e) { return e.op == op; });
+  if (it == end) return {};
+  const bool dbl = t == c10::ScalarType::Double;
+  const size_t index = static_cast<size_t>(it - std::begin(kEachRoutines));
+  static std::once_flag once[std::size(kEachRoutines)][2];
+  static VmlRoutine routines[std::size(kEachRoutines)][2];
+  std::call_once(once[index][dbl], [&] {
+    const VmlRoutine r(it->call[dbl], it->fn[dbl]);
+    const at::Tensor x = probes(t);
+    at::Tensor got = at::empty_like(x);
+    r(x.numel(), x.const_data_ptr(), got.data_ptr());
+    if (!sameBits(atenOf(op, x), got)) {
+      TSFUSE_LOG(kernel, info, "the C library's ", opName(op), " differs from ATen's: ", opName(op),
+                 " runs through ATen on tiles");
+      return;
+    }
+    routines[index][dbl] = r;
+  });
+  return routines[index][dbl];
+}
+
 // Exponents ATen computes otherwise: fill/copy (Pow.cpp), sqrt, rsqrt, reciprocal, products.
 bool powSpecialCase(double e) {
   for (double special : {0.0, 1.0, 0.5, -0.5, -1.0, 2.0, 3.0, -2.0})
@@ -387,6 +465,8 @@ VmlRoutine vmlRoutine(Op op, c10::ScalarType t) {
   if (t != c10::ScalarType::Float && t != c10::ScalarType::Double) return {};
   if (fastMath() && enabledByEnvironment())
     if (VmlRoutine fast = sleefRoutine(op, t)) return fast;
+  if (!enabledByEnvironment()) return {};
+  if (VmlRoutine each = eachRoutine(op, t)) return each;
   const int index = indexOf(kRoutines, op);
   if (index < 0) return {};
   const bool dbl = t == c10::ScalarType::Double;
