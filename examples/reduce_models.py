@@ -49,6 +49,17 @@ def anchor_match(anchors: Tensor, gt: Tensor) -> Tuple[Tensor, Tensor]:
     return best.values, best.indices
 
 
+def zero_guarded_iou(a: Tensor, b: Tensor) -> Tensor:
+    # detectron2's pairwise_iou: the intersection a product over the coordinate pair, guarded by a
+    # zero made with its dtype and device
+    wh = (torch.min(a[:, None, 2:], b[:, 2:]) - torch.max(a[:, None, :2], b[:, :2])).clamp(min=0)
+    inter = wh.prod(dim=2)
+    area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
+    area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+    zero = torch.zeros(1, dtype=inter.dtype, device=inter.device)
+    return torch.where(inter > 0, inter / (area_a[:, None] + area_b - inter), zero)
+
+
 def gaussian_lse(x: Tensor, y: Tensor) -> Tensor:
     # log sum_j exp(-|x_i - y_j|^2 / s) for 2-d points, the squared distance written per coordinate
     d = (x[:, None, 0] - y[None, :, 0]) ** 2 + (x[:, None, 1] - y[None, :, 1]) ** 2
@@ -107,6 +118,19 @@ class AnchorMatch(torch.nn.Module):
 
     def forward(self, anchors: Tensor, gt: Tensor) -> Tuple[Tensor, Tensor]:
         return anchor_match(anchors, gt)
+
+    @torch.jit.export
+    def example_inputs(self) -> Tuple[Tensor, Tensor]:
+        return self.ex
+
+
+class ZeroGuardedIoU(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ex = (random_boxes(60, 5), random_boxes(7, 6))
+
+    def forward(self, a: Tensor, b: Tensor) -> Tensor:
+        return zero_guarded_iou(a, b)
 
     @torch.jit.export
     def example_inputs(self) -> Tuple[Tensor, Tensor]:
@@ -300,6 +324,7 @@ class KernelRegression(torch.nn.Module):
 MODELS = {
     "nearest_neighbour": (NearestNeighbour, nearest_neighbour),
     "anchor_match": (AnchorMatch, anchor_match),
+    "zero_guarded_iou": (ZeroGuardedIoU, zero_guarded_iou),
     "gaussian_lse": (GaussianLSE, gaussian_lse),
     "l2_distance": (L2Distance, l2_distance),
     "kernel_epilogue": (KernelEpilogue, kernel_epilogue),

@@ -77,11 +77,24 @@ Node* rewriteWithIndices(Rewriter& rw, Region& r, Node* reduction, const ReduceS
 }
 
 // epilogue: z = f(tsfuse::reduce(ops, expr, ...), w)  =>  z = tsfuse::reduce(ops + [w], expr, ..., epilogue="v1: f($0, $1)")
-// The fused op moves to the chain's last node, so the reduced value is never stored.
+// The fused op moves to the chain's last node, so the reduced value is never stored. Readers of
+// the reduced value's metadata alone read a stand-in where it was computed:
+//   %r = tsfuse::reduce(%l, %e, "prod", ...)          %s = tsfuse::shape_of(%l, %e, "prod", ...)
+//   %d = prim::dtype(%r)                       =>     %d = prim::dtype(%s)
 Node* absorbEpilogue(Rewriter& rw, Node* fused, const Epilogue& epi, RewriteEvent& event) {
+  Graph& g = rw.graph();
+  if (!epi.metadataReaders.empty()) {
+    torch::jit::WithInsertPoint at(fused);
+    Node* s = g.insertNode(g.create(kShapeOfOp, 1));
+    for (size_t i = 0; i <= 5; ++i) s->addInput(fused->input(i));  // operands .. dtype
+    s->output()->setType(fused->output()->type());
+    s->setSourceRange(fused->sourceRange());
+    for (Node* reader : epi.metadataReaders) reader->replaceInputWith(fused->output(), s->output());
+    event.reason += "; " + std::to_string(epi.metadataReaders.size()) +
+                    " reader(s) of the reduced value's metadata alone read tsfuse::shape_of";
+  }
   Node* last = epi.chain.back();
   torch::jit::WithInsertPoint guard(last);
-  Graph& g = rw.graph();
   std::vector<Value*> operands(fused->input(0)->node()->inputs().begin(), fused->input(0)->node()->inputs().end());
   operands.insert(operands.end(), epi.extra.begin(), epi.extra.end());
   Value* list = insertTensorList(g, operands);
@@ -141,7 +154,7 @@ class FuseBroadcastReducePattern : public Pattern {
     Epilogue epi;
     std::string epiHazard;
     if (!rm.spec.withIndices()) {
-      epi = planEpilogue(reduction->output());
+      epi = planEpilogue(reduction->output(), /*standIn=*/true);
       if (!epi.chain.empty()) epiHazard = epilogueHazard(epi, r, rw.aliasDb());
     }
     // A region recomputed per reduction shares its repeats with the others: they stay stored.

@@ -6,6 +6,7 @@
 // ATen path). Each native path falls back to the chunked one where it declines.
 #include "kernels/runtime/fused_op_kinds.h"
 #include "kernels/runtime/fused_grad.h"
+#include "kernels/runtime/reduce_spec.h"
 #include "kernels/runtime/shape_of.h"
 #include "kernels/backends/cpu/native.h"
 #if defined(TSFUSE_WITH_CUDA)
@@ -140,6 +141,17 @@ TORCH_LIBRARY(tsfuse, m) {
   // a stand-in for the expression's value to readers of its metadata (kernels/runtime/shape_of.h);
   m.def("shape_of(Tensor[] operands, str expr) -> Tensor",
         [](at::TensorList operands, c10::string_view expr) { return tsfuse::shapeOf(operands, expr); });
+  // and for the value of its reduction (no epilogue), where an epilogue took the value's other readers;
+  m.def(
+      "shape_of.reduced(Tensor[] operands, str expr, str reduction, int[]? dim, bool keepdim, ScalarType? dtype) "
+      "-> Tensor",
+      [](at::TensorList operands, c10::string_view expr, c10::string_view reduction,
+         std::optional<std::vector<int64_t>> dim, bool keepdim, std::optional<c10::ScalarType> dtype) {
+        at::OptionalIntArrayRef d;
+        if (dim) d = at::IntArrayRef(*dim);
+        const tsfuse::ReduceSpec spec = tsfuse::makeReduceSpec(reduction, d, keepdim, dtype);
+        return tsfuse::shapeOf(operands, expr, &spec);
+      });
   // a Python number known only at run time as an operand: a 0-dim CPU tensor flagged as a wrapped
   // number, as ATen's Scalar overloads see it (passes/analysis/op_table.cpp, kRuntimeNumber);
   m.def("wrapped_number(Scalar s) -> Tensor", [](const c10::Scalar& s) { return tsfuse::reusedWrappedNumber(s); });

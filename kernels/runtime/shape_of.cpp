@@ -8,14 +8,16 @@
 
 namespace tsfuse {
 
-at::Tensor shapeOf(at::TensorList operands, c10::string_view exprText) {
-  std::shared_ptr<const Expr> e = checkedExpr(operands, exprText, nullptr);
-  if (auto bound = bindNumbers(e, nullptr, operands)) return shapeOf(bound->operands, bound->text);
+at::Tensor shapeOf(at::TensorList operands, c10::string_view exprText, const ReduceSpec* reduce) {
+  std::shared_ptr<const Expr> e = checkedExpr(operands, exprText, reduce);
+  if (auto bound = bindNumbers(e, reduce, operands)) return shapeOf(bound->operands, bound->text, reduce);
   auto device = commonDevice(operands);
   std::optional<Analysis> an;
-  if (device) an = analyzeCached(e, operands, nullptr);
-  if (!an) return runEager(*e, operands, nullptr);  // raises eager's error (or computes)
-  return at::empty({}, at::TensorOptions().dtype(an->outDtype).device(*device)).expand(an->outSizes);
+  if (device) an = analyzeCached(e, operands, reduce);
+  if (!an) return runEager(*e, operands, reduce);  // raises eager's error (or computes)
+  const c10::ScalarType dtype = reduce ? an->reducedDtype : an->outDtype;
+  return at::empty({}, at::TensorOptions().dtype(dtype).device(*device))
+      .expand(reduce ? an->reducedSizes : an->outSizes);
 }
 
 }  // namespace tsfuse

@@ -13,12 +13,14 @@ namespace tsfuse {
 
 namespace {
 
-// Values of `nodes` (and `reduced`) read by a node outside them.
-size_t openValues(Value* reduced, const std::vector<Node*>& nodes, const std::unordered_set<Node*>& set, Value** open) {
+// Values of `nodes` (and `reduced`) read by a node outside them; with standIn, readers of
+// `reduced`'s metadata alone do not count.
+size_t openValues(Value* reduced, const std::vector<Node*>& nodes, const std::unordered_set<Node*>& set, Value** open,
+                  bool standIn) {
   size_t count = 0;
   auto check = [&](Value* v) {
     for (const auto& u : v->uses())
-      if (!set.count(u.user)) {
+      if (!set.count(u.user) && !(standIn && v == reduced && isMetadataRead(u.user))) {
         *open = v;
         ++count;
         return;
@@ -92,7 +94,7 @@ Node* largerLaterReduction(Value* v, Value* reduced, RankBounds& ranks, int dept
 
 }  // namespace
 
-Epilogue planEpilogue(Value* reduced) {
+Epilogue planEpilogue(Value* reduced, bool standIn) {
   // Walk the block after the reduction, taking every elementwise node that reads the reduced value
   // or a taken node's output; stop at the first other reader. A prefix of the taken nodes is an
   // epilogue when only its last value is read outside it; the longest such prefix is kept.
@@ -126,6 +128,7 @@ Epilogue planEpilogue(Value* reduced) {
       break;
     }
     if (!readers.count(n)) continue;
+    if (standIn && isMetadataRead(n) && n->input(0) == reduced) continue;  // reads a stand-in
     ElementwiseMatch m;
     std::string why;
     if (!n->blocks().empty() || !matchElementwise(n, m, &why)) {
@@ -144,7 +147,7 @@ Epilogue planEpilogue(Value* reduced) {
     addReaders(n->output());
     set.insert(n);
     Value* open = nullptr;
-    if (openValues(reduced, taken, set, &open) == 1 && open == n->output()) best = taken.size();
+    if (openValues(reduced, taken, set, &open, standIn) == 1 && open == n->output()) best = taken.size();
   }
   taken.resize(best);
   matches.resize(best);
@@ -152,6 +155,9 @@ Epilogue planEpilogue(Value* reduced) {
   Epilogue epi;
   epi.chain = taken;
   epi.stop = std::move(stop);
+  if (standIn && !epi.chain.empty())
+    for (const auto& u : reduced->uses())
+      if (isMetadataRead(u.user)) epi.metadataReaders.push_back(u.user);
   std::unordered_map<Value*, int64_t> valueIndex{{reduced, -1}};
   for (size_t k = 0; k < epi.chain.size(); ++k) {
     Instr ins{matches[k].op, {}};

@@ -23,7 +23,12 @@ struct Epilogue {
   // take: "aten::div: scalar operand %s is not a constant"; empty where nothing stopped it. The
   // rewrite's event says it, so that --explain tells why the epilogue is no longer.
   std::string stop;
+  // With standIn: the readers of the reduced value's metadata alone (prim::dtype of an IoU's
+  // intersection for `torch.zeros(1, dtype=inter.dtype)`), which read a stand-in computed without
+  // the value (tsfuse::shape_of.reduced) so that they do not keep it stored; without it they stop
+  // the epilogue like any other reader.
+  std::vector<Node*> metadataReaders;
 };
-Epilogue planEpilogue(Value* reduced);
+Epilogue planEpilogue(Value* reduced, bool standIn = false);
 
 }  // namespace tsfuse

@@ -3,7 +3,8 @@
 // `iou.numel() == 0` before its max): they read tsfuse::shape_of, so the value is never stored,
 // and see the sizes and dtype eager's value has, or the error computing it raises. Readers of its
 // shape and dtype that make a tensor (zeros_like, ones_like, full_like) join the region as the
-// registry's full_like.
+// registry's full_like. A reduction's own value whose metadata alone is read besides its epilogue
+// (detectron2's `torch.zeros(1, dtype=inter.dtype)`) is read through tsfuse::shape_of.reduced.
 #include "ir_util.h"
 
 #include "passes/fuse_broadcast_reduce.h"
@@ -89,6 +90,61 @@ TEST(MetadataReadersIR, NegativeValueAlsoReadForItsData) {
   EXPECT_EQ(r.rewrites(), 0);
   EXPECT_TRUE(r.rejectedWith("is also used elsewhere, so it is materialised anyway")) << r.dump();
   EXPECT_TRUE(findNodes(g, "tsfuse::shape_of").empty());
+}
+
+// detectron2's pairwise IoU: the intersection, a product over the coordinate dim, read by an
+// epilogue (inter > 0, inter / (area + area' - inter)) and by the dtype and device of its
+// `torch.zeros(1, dtype=inter.dtype, device=inter.device)`; `extraUse` adds a reader.
+std::shared_ptr<Graph> intersectionWithItsDtypeRead(const std::string& extraUse = "") {
+  return graphWithConstants("%x : Tensor, %y : Tensor, %areas : Tensor", R"IR(
+  %lo : Tensor = aten::minimum(%x, %y)
+  %w : Tensor = aten::clamp(%lo, %zero, %none)
+  %inter : Tensor = aten::prod(%w, %two, %false, %none)
+  %pos : Tensor = aten::gt(%inter, %zero)
+  %union : Tensor = aten::sub(%areas, %inter, %one)
+  %iou : Tensor = aten::div(%inter, %union)
+  %dt : int = prim::dtype(%inter)
+  %dev : Device = prim::device(%inter)
+  %size : int[] = prim::ListConstruct(%one)
+  %z : Tensor = aten::zeros(%size, %dt, %none, %dev, %none)
+  %out : Tensor = aten::where(%pos, %iou, %z)
+  %rank : int = aten::dim(%inter)
+  return (%out, %rank)IR" + extraUse + ")\n");
+}
+
+std::vector<c10::IValue> boxSides(uint64_t seed, int64_t n, int64_t m, at::ScalarType dtype = at::kFloat) {
+  Gen g(seed);
+  return {(g.tensor({n, 1, 2}, at::kFloat) * 4).to(dtype), (g.tensor({m, 2}, at::kFloat) * 4).to(dtype),
+          (g.tensor({n, m}, at::kFloat) * 8 + 20).to(dtype)};
+}
+
+TEST(MetadataReadersIR, EpilogueTakesAReducedValueWhoseMetadataIsRead) {
+  auto g = intersectionWithItsDtypeRead();
+  auto ref = g->copy();
+  PassRun r = runReduce(g);
+  ASSERT_EQ(r.rewrites(), 1) << r.dump();
+  EXPECT_NE(r.events.front().reason.find("3 reader(s) of the reduced value's metadata alone read tsfuse::shape_of"),
+            std::string::npos)
+      << r.dump();
+  EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) {
+    fc.check("tsfuse::shape_of")->check("prim::dtype")->check("tsfuse::reduce")->check_not("aten::where");
+  }));
+  for (at::ScalarType dt : {at::kFloat, at::kDouble, at::kLong})  // (int64 products: zeros of int64)
+    EXPECT_TRUE(sameOutputs(ref, g, boxSides(3, 6, 5, dt))) << dt;
+  EXPECT_TRUE(sameOutputs(ref, g, boxSides(4, 0, 5)));
+  // The stand-in raises the broadcast error computing the intersection raised.
+  Gen gen(6);
+  std::vector<c10::IValue> bad{gen.tensor({4, 1, 2}, at::kFloat), gen.tensor({5, 3}, at::kFloat),
+                               gen.tensor({4, 5}, at::kFloat)};
+  EXPECT_EQ(errorRunning(g, bad), errorRunning(ref, bad));
+}
+
+TEST(MetadataReadersIR, NegativeEpilogueStopsAtAReaderOfTheReducedValuesData) {
+  auto g = intersectionWithItsDtypeRead(", %inter");
+  PassRun r = runReduce(g);
+  ASSERT_EQ(r.rewrites(), 1) << r.dump();
+  EXPECT_TRUE(findNodes(g, "tsfuse::shape_of").empty());
+  EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) { fc.check("tsfuse::reduce")->check("aten::where"); }));
 }
 
 // max(s, 0) spelled with a zeros_like of the broadcast difference, and a ones_like weight: the

@@ -191,7 +191,7 @@ def test_every_example_with_a_broadcast_intermediate_is_fused_on_its_first_call(
                 second = m(*args); p2 = plan()
                 print(name, p1, p2)
     """).stdout.splitlines()
-    assert len(out) == 2 * 31 + 12, out
+    assert len(out) == 2 * 31 + 13, out
     for line in out:
         name, first, second = line.rsplit(" ", 2)
         want = "profiled" if name.startswith("periodic_kernel ") else "fused"

@@ -1,5 +1,6 @@
 """optimize-ts end to end on the reduction workloads of examples/reduce_models.py: nearest
-neighbour (min with indices), anchor matching (IoU.max(dim=0) values + indices), logsumexp of a
+neighbour (min with indices), anchor matching (IoU.max(dim=0) values + indices), detectron2's IoU
+(an intersection product whose dtype makes the zero of a where: one reduce), logsumexp of a
 Gaussian kernel, L2 distance via vector_norm / norm, a reduction with an epilogue, softmax /
 log_softmax over a broadcast axis (soft quantisation), a softmax over a fused distance (soft
 k-means assignment) or divided by its sum (DEC's Student-t assignment), kernel regression's two sums of
@@ -27,6 +28,8 @@ CASES = {
                           lambda: (torch.randn(300, 3), torch.randn(200, 3))),
     "anchor_match": ("tsfuse::reduce_with_indices", ["aten::max", "aten::div", "aten::clamp"],
                      lambda: (reduce_models.random_boxes(500, 21), reduce_models.random_boxes(9, 22))),
+    "zero_guarded_iou": ("tsfuse::reduce", ["aten::prod", "aten::where", "aten::div"],
+                         lambda: (reduce_models.random_boxes(400, 23), reduce_models.random_boxes(30, 24))),
     "gaussian_lse": ("tsfuse::reduce", ["aten::logsumexp", "aten::div", "aten::pow"],
                      lambda: (torch.randn(300, 2), torch.randn(400, 2))),
     "l2_distance": ("tsfuse::reduce", ["aten::linalg_vector_norm", "aten::norm", "aten::sub"],
