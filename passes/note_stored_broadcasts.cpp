@@ -1,5 +1,5 @@
 // note_stored_broadcasts (passes/note_stored_broadcasts.h): the broadcasts a graph still
-// stores after fusion, each named with its reason. Three shapes of it, in the graph as fusion
+// stores after fusion, each named with its reason. Four shapes of it, in the graph as fusion
 // left it:
 //
 //   %e = aten::expand(%x1, [n, k, d])        a copy of an expanded value: "aten::reshape copies the
@@ -11,6 +11,9 @@
 //   %s = aten::sub(%a, %b)                   [N, 1, D] - [1, M, D] (by the sizes in the types, or
 //   %m = aten::matmul(%s, %w)                a[:, None] - b[None]: new dims at different places)
 //                                            left unfused because its reader is no op a region holds
+//
+//   %c = aten::cosine_similarity(%a, %b, ..) an op neither fused nor decomposed over operands that
+//                                            broadcast so: the broadcast is computed inside it
 //
 // Each is a rejection event of this pass (so it lists with the other passes' candidates); the
 // walk records, it never rewrites.
@@ -148,8 +151,11 @@ class Note : public Pattern {
                    "spelled as a copy, stored in full (unsqueeze and broadcasting, or expand, give the same "
                    "values as a view a region reads in place)");
     ElementwiseMatch m;
-    if (!matchElementwise(n, m, nullptr)) return false;
-    std::optional<std::string> broadcast = outerProductOf(m);
+    if (!matchElementwise(n, m, nullptr)) return noteComposite(n, rw);
+    std::vector<Value*> tensors;
+    for (const MatchedArg& a : m.args)
+      if (a.tensor) tensors.push_back(a.tensor);
+    std::optional<std::string> broadcast = outerProductOf(tensors);
     if (!broadcast) return false;
     std::unordered_set<Value*> seen;
     const std::optional<std::vector<std::string>> readers = foreignReaders(n->output(), seen);
@@ -161,20 +167,34 @@ class Note : public Pattern {
                  ", which no fused region holds, so a region of this op alone would store the same value");
   }
 
-  // How the tensor operands of a matched elementwise op broadcast to an outer product, or nullopt:
-  // by their sizes where the types carry them all ("[5, 1, 2] against [1, 4, 2]"), else by where
-  // each gained a new dim (x[:, None] against y[None]: "%x with a new dim 1 against %y with a new
-  // dim 0"), which is such a product whenever the dims kept have more than one element.
-  static std::optional<std::string> outerProductOf(const ElementwiseMatch& m) {
+  // An op no region holds and no decomposition made fusible (cosine_similarity(z[:, None], z[None]))
+  // over operands that broadcast to an outer product: the op computes over the broadcast itself.
+  static bool noteComposite(Node* n, Rewriter& rw) {
+    if (isTsfuseOp(n) || isMetadataRead(n) || !n->maybeSchema()) return false;
+    std::vector<Value*> tensors;
+    for (Value* v : n->inputs())
+      if (v->type()->cast<c10::TensorType>()) tensors.push_back(v);
+    std::optional<std::string> broadcast = tensors.size() >= 2 ? outerProductOf(tensors) : std::nullopt;
+    if (!broadcast) return false;
+    return rw.notifyMatchFailure({n}, describeNode(n) + " reads operands that broadcast to an outer product (" +
+                                          *broadcast +
+                                          ") and is no op tsfuse fuses or decomposes: the broadcast is computed "
+                                          "inside it, where ATen's kernel may store it in full");
+  }
+
+  // How tensor operands broadcast to an outer product, or nullopt: by their sizes where the types
+  // carry them all ("[5, 1, 2] against [1, 4, 2]"), else by where each gained a new dim (x[:, None]
+  // against y[None]: "%x with a new dim 1 against %y with a new dim 0"), which is such a product
+  // whenever the dims kept have more than one element.
+  static std::optional<std::string> outerProductOf(const std::vector<Value*>& tensors) {
     std::vector<std::vector<int64_t>> shapes;
     std::vector<std::pair<Value*, int64_t>> newDims;
     bool sized = true;
-    for (const MatchedArg& a : m.args) {
-      if (!a.tensor) continue;
-      std::optional<std::vector<int64_t>> s = completeSizes(a.tensor);
+    for (Value* t : tensors) {
+      std::optional<std::vector<int64_t>> s = completeSizes(t);
       sized = sized && s;
       if (s) shapes.push_back(std::move(*s));
-      if (std::optional<std::pair<Value*, int64_t>> d = newDimOf(a.tensor)) newDims.push_back(*d);
+      if (std::optional<std::pair<Value*, int64_t>> d = newDimOf(t)) newDims.push_back(*d);
     }
     for (size_t i = 0; sized && i < shapes.size(); ++i)
       for (size_t j = 0; j < shapes.size(); ++j)

@@ -13,7 +13,8 @@ namespace tsfuse {
 //   * a repeat or tile whose result an elementwise op or reduction reads (a broadcast spelled as
 //     a copy);
 //   * an elementwise op left unfused over operands that provably broadcast to an outer product,
-//     read by an op no region holds.
+//     read by an op no region holds;
+//   * an op neither fused nor decomposed (cosine_similarity) over such operands.
 // Returns false.
 bool NoteStoredBroadcasts(std::shared_ptr<torch::jit::Graph>& graph);
 

@@ -132,6 +132,33 @@ TEST(NoteStoredBroadcasts, UnfusedOuterProductOfNewDimsIsNamedWithoutSizes) {
   EXPECT_NE(n[0]->reason.find("read by aten::cat"), std::string::npos) << n[0]->reason;
 }
 
+TEST(NoteStoredBroadcasts, CompositeOpOverAnOuterProductIsNamed) {
+  // SimCLR's similarity matrix: cosine_similarity(z[:, None, :], z[None, :, :], dim=-1), an op the
+  // passes neither fuse nor decompose, over operands that broadcast: named, not "nothing to fuse".
+  auto g = graphWithConstants("%z : Tensor", R"IR(
+  %a : Tensor = aten::unsqueeze(%z, %one)
+  %b : Tensor = aten::unsqueeze(%z, %zero)
+  %s : Tensor = aten::cosine_similarity(%a, %b, %m1, %eps)
+  return (%s)
+)IR",
+                              "  %eps : float = prim::Constant[value=1e-08]()\n", /*named=*/true);
+  PassRun r = runPipelineOn(g);
+  std::vector<const tsfuse::FusionEvent*> n = notes(r);
+  ASSERT_EQ(n.size(), 1u) << r.dump();
+  EXPECT_EQ(n[0]->nodeIds, std::vector<std::string>{"%s"});
+  EXPECT_NE(n[0]->reason.find("aten::cosine_similarity"), std::string::npos) << n[0]->reason;
+  EXPECT_NE(n[0]->reason.find("broadcast to an outer product (%z with a new dim 1 against %z with a new dim 0)"),
+            std::string::npos)
+      << n[0]->reason;
+  // The same op over operands of one shape broadcasts nothing: no note.
+  auto plain = graphWithConstants("%x : Tensor, %y : Tensor", R"IR(
+  %s : Tensor = aten::cosine_similarity(%x, %y, %m1, %eps)
+  return (%s)
+)IR",
+                                  "  %eps : float = prim::Constant[value=1e-08]()\n", /*named=*/true);
+  EXPECT_TRUE(notes(runPipelineOn(plain)).empty());
+}
+
 TEST(NoteStoredBroadcasts, NoNoteWhereNothingBroadcastIsStored) {
   struct Case {
     const char* name;
