@@ -83,16 +83,10 @@ Node* rewriteWithIndices(Rewriter& rw, Region& r, Node* reduction, const ReduceS
 //   %d = prim::dtype(%r)                       =>     %d = prim::dtype(%s)
 Node* absorbEpilogue(Rewriter& rw, Node* fused, const Epilogue& epi, RewriteEvent& event) {
   Graph& g = rw.graph();
-  if (!epi.metadataReaders.empty()) {
-    torch::jit::WithInsertPoint at(fused);
-    Node* s = g.insertNode(g.create(kShapeOfOp, 1));
-    for (size_t i = 0; i <= 5; ++i) s->addInput(fused->input(i));  // operands .. dtype
-    s->output()->setType(fused->output()->type());
-    s->setSourceRange(fused->sourceRange());
-    for (Node* reader : epi.metadataReaders) reader->replaceInputWith(fused->output(), s->output());
+  readReducedMetadataFromStandIn(g, fused, epi.metadataReaders);
+  if (!epi.metadataReaders.empty())
     event.reason += "; " + std::to_string(epi.metadataReaders.size()) +
                     " reader(s) of the reduced value's metadata alone read tsfuse::shape_of";
-  }
   Node* last = epi.chain.back();
   torch::jit::WithInsertPoint guard(last);
   std::vector<Value*> operands(fused->input(0)->node()->inputs().begin(), fused->input(0)->node()->inputs().end());

@@ -77,7 +77,15 @@ class NestReductionsPattern : public Pattern {
       rewriteSweep(rw, *plan);
       return true;
     }
+    // Readers of a tsfuse::reduce's value's metadata alone read a stand-in (rewrite.h).
+    std::vector<Node*> metadataReaders;
+    for (const auto& use : rm.input->uses())
+      if (!squeeze && inner->kind() == kReduceOp && isMetadataRead(use.user)) metadataReaders.push_back(use.user);
+    auto metadataOnly = [&](Node* user) {
+      return std::find(metadataReaders.begin(), metadataReaders.end(), user) != metadataReaders.end();
+    };
     for (const auto& use : rm.input->uses()) {
+      if (metadataOnly(use.user)) continue;
       ReductionMatch other;
       if (!sameGradScope(use.user, reduction) || !matchReduction(use.user, other, nullptr) ||
           !nestHazard(use.user, other).empty())
@@ -90,8 +98,7 @@ class NestReductionsPattern : public Pattern {
     bool everyDim = false;
     for (const auto& use : rm.input->uses()) {
       ReductionMatch other;
-      matchReduction(use.user, other, nullptr);
-      everyDim |= reducesEveryDim(other);
+      if (!metadataOnly(use.user) && matchReduction(use.user, other, nullptr)) everyDim |= reducesEveryDim(other);
     }
     const std::string everyDimWhy = "a reduction of %" + rm.input->debugName() + kEveryDim +
                                     ", and only a sweep over a tsfuse::reduce's value folds its slab partials";
@@ -156,6 +163,8 @@ class NestReductionsPattern : public Pattern {
     for (auto it = epi.chain.rbegin(); it != epi.chain.rend(); ++it) rw.erase(*it);
     rw.erase(reduction);
     if (squeeze && !squeeze->hasUses()) rw.erase(squeeze);
+    if (inner->output()->uses().size() == metadataReaders.size())
+      readReducedMetadataFromStandIn(rw.graph(), inner, metadataReaders);
     if (!inner->hasUses()) eraseFusedOp(rw, inner);
     rw.notifyRewrite(std::move(e), chain);
     return true;

@@ -141,15 +141,18 @@ TORCH_LIBRARY(tsfuse, m) {
   // a stand-in for the expression's value to readers of its metadata (kernels/runtime/shape_of.h);
   m.def("shape_of(Tensor[] operands, str expr) -> Tensor",
         [](at::TensorList operands, c10::string_view expr) { return tsfuse::shapeOf(operands, expr); });
-  // and for the value of its reduction (no epilogue), where an epilogue took the value's other readers;
+  // and for a fused reduction's value (tsfuse::reduce's arguments but the donated list);
   m.def(
-      "shape_of.reduced(Tensor[] operands, str expr, str reduction, int[]? dim, bool keepdim, ScalarType? dtype) "
-      "-> Tensor",
+      "shape_of.reduced(Tensor[] operands, str expr, str reduction, int[]? dim, bool keepdim, ScalarType? dtype, "
+      "str? epilogue) -> Tensor",
       [](at::TensorList operands, c10::string_view expr, c10::string_view reduction,
-         std::optional<std::vector<int64_t>> dim, bool keepdim, std::optional<c10::ScalarType> dtype) {
+         std::optional<std::vector<int64_t>> dim, bool keepdim, std::optional<c10::ScalarType> dtype,
+         const std::optional<std::string>& epilogue) {
         at::OptionalIntArrayRef d;
         if (dim) d = at::IntArrayRef(*dim);
-        const tsfuse::ReduceSpec spec = tsfuse::makeReduceSpec(reduction, d, keepdim, dtype);
+        std::optional<c10::string_view> epi;
+        if (epilogue) epi = *epilogue;
+        const tsfuse::ReduceSpec spec = tsfuse::makeReduceSpec(reduction, d, keepdim, dtype, epi);
         return tsfuse::shapeOf(operands, expr, &spec);
       });
   // a Python number known only at run time as an operand: a 0-dim CPU tensor flagged as a wrapped

@@ -10,9 +10,9 @@ namespace tsfuse {
 
 // A stand-in for the expression's value to its metadata readers (sizes, numel, rank, dtype, device;
 // passes/fuse_broadcast_reduce.cpp): one element expanded to the value's sizes (every stride 0), of
-// its dtype, on its device. With `reduce` (no epilogue), the same for the reduction of that value
-// (a reduction whose epilogue took its value's other readers). Where eager would raise computing
-// the value, or the analysis cannot tell, it computes the value with ATen (so raises eager's error).
+// its dtype, on its device. With `reduce`, the same for the fused reduction's value (its epilogue's
+// where it has one). Where eager would raise computing the value, or the analysis cannot tell, it
+// computes the value with ATen (so raises eager's error).
 at::Tensor shapeOf(at::TensorList operands, c10::string_view exprText, const ReduceSpec* reduce = nullptr);
 
 }  // namespace tsfuse

@@ -66,8 +66,6 @@ struct Readers {
   bool elementwise = false;  // another elementwise op reads it
   bool reduced = false;      // a reduction or softmax reads it
   bool written = false;      // an in-place op writes it
-  bool sized = false;        // its sizes, rank, dtype or device are read (a reduced value's
-                             // readers read tsfuse::shape_of instead; a map's keep it stored)
   bool escapes = false;      // something a fused region cannot hold reads it (it is stored anyway)
 };
 
@@ -80,9 +78,8 @@ void collectReaders(Value* v, Readers& r, std::unordered_set<Value*>& seen, size
       r.reduced = true;
       return;
     }
-    if (isMetadataRead(u))
-      r.sized = true;
-    else if (isInPlace(u))
+    if (isMetadataRead(u)) continue;  // its sizes, rank, dtype or device: read from tsfuse::shape_of, not the value
+    if (isInPlace(u))
       r.written = true;
     else if (isReducer(u))
       r.reduced = true;
@@ -103,7 +100,7 @@ bool startsRegion(Node* n) {
   std::unordered_set<Value*> seen;
   size_t steps = 0;
   for (Value* out : n->outputs()) collectReaders(out, r, seen, steps);
-  return r.written || (!r.escapes && (r.reduced || (r.elementwise && !r.sized)));
+  return r.written || (!r.escapes && (r.reduced || r.elementwise));
 }
 
 Node* firstFusionCandidate(torch::jit::Block* block) {

@@ -46,8 +46,9 @@ Region grow(Node* root, const std::unordered_set<Node*>& stored) {
           r.boundary.push_back("%" + a.tensor->debugName() + " (" + describeNode(p) + ") stays an operand: " + scope);
           continue;
         }
+        // (a reader of its metadata alone reads a stand-in once it is left unread: fuse_pairwise)
         bool usedOutside = false;
-        for (const auto& use : a.tensor->uses()) usedOutside |= !in.count(use.user);
+        for (const auto& use : a.tensor->uses()) usedOutside |= !in.count(use.user) && !isMetadataRead(use.user);
         if (usedOutside && !stored.count(p) && cheapToRecompute(pm.op) && fusibleReaders(a.tensor) && broadcasts(p)) {
           shared.push_back(p);
         } else if (usedOutside) {

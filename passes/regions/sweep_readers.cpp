@@ -78,6 +78,10 @@ std::optional<SweepPlan> planSweep(Value* value, Node* inner, const Stages& stag
     if (std::find(seen.begin(), seen.end(), use.user) != seen.end())
       return fail(describeNode(use.user) + " reads " + name + " twice");
     seen.push_back(use.user);
+    if (isMetadataRead(use.user) && inner->kind() == kReduceOp) {
+      plan.metadataReaders.push_back(use.user);
+      continue;
+    }
     if (use.user->owningBlock() != inner->owningBlock())
       return fail(describeNode(use.user) + " reads " + name + " in another block");
     if (std::string scope = gradScopeBoundary(inner, use.user); !scope.empty())
@@ -117,6 +121,7 @@ std::optional<SweepPlan> planSweep(Value* value, Node* inner, const Stages& stag
     b.spec = f->r.spec;
     plan.branches.push_back(std::move(b));
   }
+  if (plan.branches.empty()) return fail("only readers of its metadata read " + name);
   std::sort(plan.branches.begin(), plan.branches.end(),
             [](const SweepBranch& a, const SweepBranch& b) { return a.reader->isBefore(b.reader); });
 
@@ -250,6 +255,10 @@ Node* rewriteSweep(Rewriter& rw, const SweepPlan& plan) {
       rw.erase(it->reader);
     }
   }
+  readReducedMetadataFromStandIn(g, plan.inner, plan.metadataReaders);
+  if (!plan.metadataReaders.empty())
+    e.reason +=
+        "; " + std::to_string(plan.metadataReaders.size()) + " reader(s) of its metadata alone read tsfuse::shape_of";
   eraseFusedOp(rw, plan.inner);
   rw.notifyRewrite(std::move(e), sweep);
   return sweep;

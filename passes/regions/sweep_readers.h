@@ -48,6 +48,9 @@ struct SweepPlan {
   Stages stages;
   std::vector<SweepBranch> branches;  // in graph order
   Node* at = nullptr;                 // the sweep goes before this reader
+  // Readers of the value's metadata alone (the sizes of a triangle's mask): they read a stand-in
+  // (readReducedMetadataFromStandIn). Only where `inner` is a tsfuse::reduce.
+  std::vector<Node*> metadataReaders;
 };
 
 // Whether `value` is read by a fused reduction (through unsqueezes), as planSweep would take it.

@@ -8,6 +8,7 @@
 #include "ir_util.h"
 
 #include "passes/fuse_broadcast_reduce.h"
+#include "registration/pipeline.h"
 
 namespace ir_metadata_readers_test {
 
@@ -145,6 +146,26 @@ TEST(MetadataReadersIR, NegativeEpilogueStopsAtAReaderOfTheReducedValuesData) {
   ASSERT_EQ(r.rewrites(), 1) << r.dump();
   EXPECT_TRUE(findNodes(g, "tsfuse::shape_of").empty());
   EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) { fc.check("tsfuse::reduce")->check("aten::where"); }));
+}
+
+TEST(MetadataReadersIR, ASweptReductionsValueSizeReadsAStandIn) {
+  // d = |x - y|^2 summed over the coordinates, then d.sum(1) / d.size(1): the sum is nested into
+  // one sweep of d's fused reduction and the size reads tsfuse::shape_of, so d is never stored.
+  auto g = graphWithConstants("%x : Tensor, %y : Tensor", R"IR(
+  %s : Tensor = aten::sub(%x, %y, %one)
+  %q : Tensor = aten::mul(%s, %s)
+  %last : int[] = prim::ListConstruct(%m1)
+  %d : Tensor = aten::sum(%q, %last, %false, %none)
+  %m : int = aten::size(%d, %one)
+  %t : Tensor = aten::sum(%d, %dims1, %false, %none)
+  %r : Tensor = aten::div(%t, %m)
+  return (%r))IR");
+  auto ref = g->copy();
+  tsfuse::runPipeline(g, tsfuse::PipelineOptions{}, nullptr, "test");
+  EXPECT_EQ(findNodes(g, "tsfuse::reduce").size(), 0u) << *g;
+  EXPECT_EQ(findNodes(g, "tsfuse::shape_of").size(), 1u) << *g;
+  EXPECT_TRUE(sameOutputs(ref, g, points(11, 6, 5)));
+  EXPECT_TRUE(sameOutputs(ref, g, points(12, 3, 0)));
 }
 
 // max(s, 0) spelled with a zeros_like of the broadcast difference, and a ones_like weight: the
