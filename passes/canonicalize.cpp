@@ -2,6 +2,7 @@
 
 #include "passes/framework/driver.h"
 #include "passes/zero_dim_numbers.h"
+#include "passes/analysis/decompositions.h"
 #include "passes/analysis/grad_scope.h"
 #include "passes/analysis/op_table.h"
 #include "passes/analysis/shape_facts.h"
@@ -258,10 +259,12 @@ struct CanonicalizePattern : Pattern {
     Value* x = n->input(0);
     const bool unread = unreadWrite(n);  // (asked before `functional` reads x)
     // The functional form must exist and be fusible, or the rewrite buys nothing.
+    // (or a decomposition's that keeps x's dtype and shape: triu_)
     Node* functional = rw.graph().create(c10::Symbol::aten(outOfPlaceName(name)), n->inputs(), 1);
     ElementwiseMatch fm;
-    bool fusible = matchElementwise(functional, fm, nullptr);
-    if (!fusible) {
+    const bool fusible = matchElementwise(functional, fm, nullptr);
+    const Decomposition* d = fusible ? nullptr : decompositionOf(functional);
+    if (!fusible && !(d && d->keepsSelf)) {
       rw.erase(functional);
       return false;
     }
@@ -276,8 +279,8 @@ struct CanonicalizePattern : Pattern {
     functional->insertBefore(n);
     functional->setSourceRange(n->sourceRange());
     ElementwiseMatch pm;
-    const bool keepsDtypeAndShape =
-        matchElementwise(x->node(), pm, nullptr) && !opDef(pm.op).has(kMayAlias) && dtypeHazard(fm, pm.op).empty();
+    const bool keepsDtypeAndShape = d || (matchElementwise(x->node(), pm, nullptr) && !opDef(pm.op).has(kMayAlias) &&
+                                          dtypeHazard(fm, pm.op).empty());
     Node* result = functional;
     if (!keepsDtypeAndShape) {
       result = rw.graph().create(kInplaceResult, {functional->output(), x}, 1);

@@ -93,6 +93,58 @@ std::string eyeIR(bool m, bool given) {
          "  return (%out)\n";
 }
 
+// triu/tril(x, k) whose readers all fuse (elementwise ops, reductions): the triangle as the
+// comparison of two index vectors, where(j - i >= k, x, 0) (tril: <=), the mask fused, never a
+// [n, m] copy. Other readers (an output, a matmul) could see the strides, which where() takes
+// from x: no candidate.
+bool triangleApplies(Node* n, std::string*) {
+  for (const torch::jit::Use& u : n->output()->uses()) {
+    ElementwiseMatch em;
+    ReductionMatch rm;
+    if (!matchElementwise(u.user, em, nullptr) && !matchReduction(u.user, rm, nullptr)) return false;
+  }
+  return true;
+}
+
+// The graph of triu (upper) or tril: the op's rank check and error, then x[..., i, j] where
+// j - i >= k (tril: <= k), else a zero of x's dtype (zeros_like: the registry's full_like).
+std::string triangleIR(bool upper) {
+  const std::string op = upper ? "triu" : "tril";
+  return R"IR(
+graph(%self : Tensor, %diagonal : int):
+  %long : int = prim::Constant[value=4]()
+  %none : NoneType = prim::Constant()
+  %zero : int = prim::Constant[value=0]()
+  %one : int = prim::Constant[value=1]()
+  %two : int = prim::Constant[value=2]()
+  %rowDim : int = prim::Constant[value=-2]()
+  %colDim : int = prim::Constant[value=-1]()
+  %message : str = prim::Constant[value=")IR" +
+         op + R"IR(: input tensor must have at least 2 dimensions"]()
+  %rank : int = aten::dim(%self)
+  %low : bool = aten::lt(%rank, %two)
+  prim::If(%low)
+    block0():
+      prim::RaiseException(%message, %none)
+      -> ()
+    block1():
+      -> ()
+  %n : int = aten::size(%self, %rowDim)
+  %m : int = aten::size(%self, %colDim)
+  %device : Device = prim::device(%self)
+  %r : Tensor = aten::arange(%n, %long, %none, %device, %none)
+  %c : Tensor = aten::arange(%m, %long, %none, %device, %none)
+  %rows : Tensor = aten::unsqueeze(%r, %one)
+  %cols : Tensor = aten::unsqueeze(%c, %zero)
+  %offset : Tensor = aten::sub(%cols, %rows, %one)
+  %keep : Tensor = )IR" +
+         (upper ? "aten::ge" : "aten::le") + R"IR((%offset, %diagonal)
+  %zeros : Tensor = aten::zeros_like(%self, %none, %none, %none, %none, %none)
+  %out : Tensor = aten::where(%keep, %self, %zeros)
+  return (%out)
+)IR";
+}
+
 struct Entry {
   const char* schema;
   bool (*applies)(Node*, std::string*);
@@ -151,10 +203,11 @@ graph(%self : Tensor, %other : Tensor):
 const std::vector<Decomposition>& decompositions() {
   static const std::vector<Decomposition> table = [] {
     std::vector<Decomposition> out;
-    auto add = [&](const char* schema, bool (*applies)(Node*, std::string*), const char* guard, const std::string& ir) {
+    auto add = [&](const char* schema, bool (*applies)(Node*, std::string*), const char* guard, const std::string& ir,
+                   bool keepsSelf = false) {
       auto g = std::make_shared<torch::jit::Graph>();
       torch::jit::parseIR(ir, g.get());
-      out.push_back({schema, applies, guard, std::move(g)});
+      out.push_back({schema, applies, guard, std::move(g), keepsSelf});
     };
     for (const Entry& e : kEntries) add(e.schema, e.applies, e.guard, e.ir);
     const char* eye[] = {
@@ -166,6 +219,8 @@ const std::vector<Decomposition>& decompositions() {
       add(eye[m], eyeDefaultDtype, nullptr, eyeIR(m, false));
       add(eye[m], eyeGivenDtype, nullptr, eyeIR(m, true));
     }
+    add("aten::triu(Tensor self, int diagonal=0) -> Tensor", triangleApplies, nullptr, triangleIR(true), true);
+    add("aten::tril(Tensor self, int diagonal=0) -> Tensor", triangleApplies, nullptr, triangleIR(false), true);
     return out;
   }();
   return table;

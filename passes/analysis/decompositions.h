@@ -24,6 +24,9 @@ struct Decomposition {
   // those inputs, or nullptr (always).
   const char* guard;
   std::shared_ptr<torch::jit::Graph> graph;  // inputs: the op's arguments, in order; outputs: its results
+  // The result has the first argument's dtype and shape (triu): its in-place form on a fresh tensor
+  // is the op (passes/canonicalize.cpp).
+  bool keepsSelf = false;
 };
 
 // Every entry, parsed once.
