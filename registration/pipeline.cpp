@@ -67,7 +67,8 @@ const std::vector<PassInfo>& pipelinePasses() {
       {"decompose",
        "composite ATen ops (pairwise_distance, dist) -> the ATen calls their kernels make; a matrix-vector "
        "matmul over an expanded operand -> its sum of products, under a run-time guard keeping the matmul; "
-       "eye read elementwise -> a comparison of two aranges (passes/analysis/decompositions.cpp)",
+       "eye read elementwise -> a comparison of two aranges; triu/tril read by fused ops -> where over such a "
+       "comparison (passes/analysis/decompositions.cpp)",
        Decompose, true},
       {"count_selected", "x[bool mask of x's shape] read only for its length -> int(mask.sum()) (no selection made)",
        CountSelected, true},
