@@ -15,9 +15,7 @@ at::Tensor shapeOf(at::TensorList operands, c10::string_view exprText, const Red
   std::optional<Analysis> an;
   if (device) an = analyzeCached(e, operands, reduce);
   if (!an) return runEager(*e, operands, reduce);  // raises eager's error (or computes)
-  const c10::ScalarType dtype = reduce ? an->reducedDtype : an->outDtype;
-  return at::empty({}, at::TensorOptions().dtype(dtype).device(*device))
-      .expand(reduce ? an->reducedSizes : an->outSizes);
+  return at::empty({}, at::TensorOptions().dtype(an->outDtype).device(*device)).expand(an->outSizes);
 }
 
 }  // namespace tsfuse

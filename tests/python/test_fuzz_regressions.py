@@ -158,3 +158,31 @@ def p7821(x0: Tensor):
     base = torch.randn(1, 8, generator=torch.Generator().manual_seed(7821))
     want, got = eager_and_fused_gradients(src, "p7821", base)
     assert torch.equal(got, want)
+
+
+def test_a_swept_reductions_metadata_stand_in_has_its_epilogues_shape(tsfuse_lib):
+    # Fuzzer seed 8165, program 2535: v6 = (v2 * -1) / all(v3) is a reduce whose epilogue
+    # broadcasts the 0-dim all() to v2's [2, 4]; v6.shape[-1] and v6.argmin(-2) read it. The sweep
+    # of argmin gave the size reader a stand-in of the reduction's 0-dim value, not the epilogue's
+    # [2, 4] one ("list index out of range").
+    src = '''
+def p2535(x0: Tensor):
+    v2 = x0.permute(1, 0)
+    v3 = (x0[:, None, 0] - x0[None, :, 0]) * (x0[:, None, 1] - x0[None, :, 1])
+    v4 = torch.all(v3)
+    v6 = (v2 * -1) / v4
+    if v6.shape[-1] == 0:
+        raise ValueError("guard on v6")
+    return v6.argmin(-2), v6.shape[-1]
+'''
+    cu = torch.jit.CompilationUnit(src)
+    scope = {"torch": torch, "Tensor": torch.Tensor}
+    exec(src, scope)
+    x0 = make_input((4, 2), torch.float16, "contiguous", seed=592609067)
+    with torch.no_grad():
+        want = scope["p2535"](x0)
+        for _ in range(3):
+            got = cu.p2535(x0)
+    graph = str(torch.jit.last_executed_optimized_graph())
+    assert "tsfuse::shape_of" in graph and "tsfuse::reduce_sweep" in graph, graph
+    assert torch.equal(got[0], want[0]) and got[1] == want[1] == 4
