@@ -196,7 +196,22 @@ struct CanonicalizePattern : Pattern {
   CanonicalizePattern() : Pattern("canonicalize", WalkOrder::Forward, NestedBlocks::AtOwner) {}
 
   bool matchAndRewrite(Node* n, Rewriter& rw) override {
-    return tryInPlace(n, rw) || tryBoolMaskFill(n, rw) || tryValuesOnlyMinMax(n, rw);
+    return tryInPlace(n, rw) || tryBoolMaskFill(n, rw) || tryValuesOnlyMinMax(n, rw) || tryExpandAs(n, rw);
+  }
+
+  // x.expand_as(y) -> x.expand(y.size()), which is how ATen computes it (values, view, errors):
+  // y is read for its sizes alone, as a metadata reader whose stand-in leaves y unstored (ssd's
+  // `area_a.unsqueeze(1).expand_as(inter)` beside `inter / union`, inter a reduction's value).
+  static bool tryExpandAs(Node* n, Rewriter& rw) {
+    if (n->kind() != c10::aten::expand_as || n->inputs().size() != 2) return false;
+    Graph& graph = rw.graph();
+    torch::jit::WithInsertPoint guard(n);
+    Value* sizes = graph.insert(c10::aten::size, {n->input(1)}, {}, n->sourceRange());
+    Value* expanded = graph.insert(c10::aten::expand, {n->input(0), sizes}, {}, n->sourceRange());
+    expanded->setType(n->output()->type());
+    rw.replaceAllUsesWith(n->output(), expanded);
+    rw.erase(n);  // no event: the computation is unchanged
+    return true;
   }
 
   // Out of place, a write nothing reads would be a dead pure op, which TorchScript drops with the

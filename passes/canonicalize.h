@@ -21,6 +21,7 @@ namespace tsfuse {
 //   4. x[mask] = c (index_put_ of one bool mask)            -> y = where(mask, c, x), later uses of x -> y
 //      (only when the mask is provably bool and of x's shape and strides, c converts to x's
 //      dtype exactly, and x is fresh as in 2)
+//   4b. x.expand_as(y)                                      -> x.expand(y.size())  (y's sizes alone read)
 //   5. slice(x, d, None|0, None|INT64_MAX, 1) read only    -> x   (identity views, common in traces;
 //      alias analysis shows nothing writes x or the slice), in a second walk after 2-4, where the
 //      slice raises nothing of its own: x's rank is proven >= d + 1, or d is 0 or -1 and every

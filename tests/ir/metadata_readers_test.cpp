@@ -168,6 +168,39 @@ TEST(MetadataReadersIR, ASweptReductionsValueSizeReadsAStandIn) {
   EXPECT_TRUE(sameOutputs(ref, g, points(12, 3, 0)));
 }
 
+TEST(MetadataReadersIR, ExpandAsReadsOnlyTheSizesOfItsTarget) {
+  // ssd.pytorch's jaccard: the areas expand_as(inter), inter a product over the coordinate pair,
+  // then inter / (area_a + area_b - inter). expand_as is expand(inter.size()): inter's sizes read
+  // from a stand-in, its value in the reduction's epilogue, never stored.
+  auto g = graphWithConstants("%x : Tensor, %y : Tensor, %aa : Tensor, %ab : Tensor", R"IR(
+  %lo : Tensor = aten::minimum(%x, %y)
+  %w : Tensor = aten::clamp(%lo, %zero, %none)
+  %inter : Tensor = aten::prod(%w, %two, %false, %none)
+  %ua : Tensor = aten::unsqueeze(%aa, %one)
+  %ea : Tensor = aten::expand_as(%ua, %inter)
+  %ub : Tensor = aten::unsqueeze(%ab, %zero)
+  %eb : Tensor = aten::expand_as(%ub, %inter)
+  %s : Tensor = aten::add(%ea, %eb, %one)
+  %union : Tensor = aten::sub(%s, %inter, %one)
+  %iou : Tensor = aten::div(%inter, %union)
+  return (%iou))IR");
+  auto ref = g->copy();
+  tsfuse::runPipeline(g, tsfuse::PipelineOptions{}, nullptr, "test");
+  EXPECT_TRUE(findNodes(g, "aten::expand_as").empty() && findNodes(g, "aten::div").empty()) << *g;
+  EXPECT_EQ(findNodes(g, "tsfuse::reduce").size(), 1u) << *g;
+  Gen gen(13);
+  auto in = [&](int64_t a, int64_t b, int64_t areas) {
+    return std::vector<c10::IValue>{gen.tensor({a, 1, 2}, at::kFloat) * 4, gen.tensor({b, 2}, at::kFloat) * 4,
+                                    gen.tensor({areas}, at::kFloat) + 30, gen.tensor({b}, at::kFloat) + 30};
+  };
+  EXPECT_TRUE(sameOutputs(ref, g, in(7, 5, 7)));
+  EXPECT_TRUE(sameOutputs(ref, g, in(0, 5, 0)));
+  const std::vector<c10::IValue> bad = in(7, 5, 6);  // expand's error: 6 areas for 7 boxes
+  const std::string want = errorRunning(ref, bad);
+  ASSERT_NE(want.find("expanded size"), std::string::npos) << want;
+  EXPECT_EQ(errorRunning(g, bad), want);
+}
+
 // max(s, 0) spelled with a zeros_like of the broadcast difference, and a ones_like weight: the
 // fills are instructions of the one fused op, so neither the difference nor a fill is stored.
 std::shared_ptr<Graph> fillsOfTheDifference(const std::string& zerosOptions) {
