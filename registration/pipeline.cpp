@@ -57,7 +57,7 @@ const std::vector<PassInfo>& pipelinePasses() {
       {"canonicalize",
        "lower tuples, fold constants, in-place -> out-of-place (tsfuse::inplace_result keeps its dtype), identity "
        "slices, values-only max/min(dim) -> tsfuse::extremum_values, "
-       "x[bool mask] = c -> where",
+       "x[bool mask] = c -> where, x.expand_as(y) -> x.expand(y.size())",
        Canonicalize},
       {"prototype_casts",
        "a cast to a type known at run time (x.to(y), x.type_as(y), x.to(y.dtype)) of a fusible value -> x.to(p), p a "
