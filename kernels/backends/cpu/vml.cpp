@@ -362,30 +362,20 @@ void callEach(const void*, double, int64_t n, const void* in, void* out) {
   T* r = static_cast<T*>(out);
   for (int64_t i = 0; i < n; ++i) r[i] = F(a[i]);
 }
-template <typename T>
-T acoshOf(T x) {
-  return std::acosh(x);
-}
-template <typename T>
-T asinhOf(T x) {
-  return std::asinh(x);
-}
-template <typename T>
-T floorOf(T x) {
-  return std::floor(x);
-}
-template <typename T>
-T ceilOf(T x) {
-  return std::ceil(x);
-}
-template <typename T>
-T truncOf(T x) {
-  return std::trunc(x);
-}
-template <typename T>
-T roundOf(T x) {
-  return std::nearbyint(x);  // half to even in the default rounding mode, as ATen's round
-}
+// (std:: overload sets as functions of T; round: std::nearbyint, half to even in the default
+// rounding mode, as ATen's round)
+#define TSFUSE_PER_VALUE(Name, Fn) \
+  template <typename T>            \
+  T Name(T x) {                    \
+    return Fn(x);                  \
+  }
+TSFUSE_PER_VALUE(acoshOf, std::acosh)
+TSFUSE_PER_VALUE(asinhOf, std::asinh)
+TSFUSE_PER_VALUE(floorOf, std::floor)
+TSFUSE_PER_VALUE(ceilOf, std::ceil)
+TSFUSE_PER_VALUE(truncOf, std::trunc)
+TSFUSE_PER_VALUE(roundOf, std::nearbyint)
+#undef TSFUSE_PER_VALUE
 struct EachEntry {
   Op op;
   VmlRoutine::Call call[2];  // float, double
