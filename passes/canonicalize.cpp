@@ -46,7 +46,10 @@ bool freshTensor(Node* n) {
       c10::aten::new_full,  c10::aten::new_empty, c10::aten::clone,      c10::aten::matmul,    c10::aten::mm,
       c10::aten::bmm,       c10::aten::addmm,     c10::aten::baddbmm,    c10::aten::cdist,     c10::aten::linear};
   if (newTensors.count(n->kind())) return n->outputs().size() == 1;
-  if (n->kind() == kInplaceResult)
+  // inplace_result, and a cast that may return its input itself (x.to(x.dtype) is x): fresh where
+  // that input is fresh and read by nothing else, so a write to one is seen by nobody else.
+  ElementwiseMatch m;
+  if (n->kind() == kInplaceResult || (matchElementwise(n, m, nullptr) && opDef(m.op).has(kMayAlias)))
     return n->input(0)->uses().size() == 1 && n->input(0)->node()->owningBlock() == n->owningBlock() &&
            freshTensor(n->input(0)->node());
   return !isMetadataRead(n) && isFreshReader(n);

@@ -21,7 +21,9 @@ using torch::jit::AliasDb;
 // came from) may be written in between, the values it sees could differ from those the
 // original nodes saw, so such regions are rejected; writes before the region (a buffer filled
 // slice by slice, then read) or after `at` are harmless. In-place ops on the region's own
-// intermediates are uses outside the region and so keep those producers out of it.
+// intermediates are uses outside the region and so keep those producers out of it; one through an
+// alias (y = x.to(x.dtype) is x itself, then y.mul_(0)) is a hazard too: the region would compute
+// x afresh where its later readers saw the write.
 std::string regionHazard(const Region& r, Node* at, AliasDb& aliasDb);
 
 // The region of `producer` for a fused op placed just before `consumer` (a node of its block

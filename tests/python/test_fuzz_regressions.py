@@ -186,3 +186,27 @@ def p2535(x0: Tensor):
     graph = str(torch.jit.last_executed_optimized_graph())
     assert "tsfuse::shape_of" in graph and "tsfuse::reduce_sweep" in graph, graph
     assert torch.equal(got[0], want[0]) and got[1] == want[1] == 4
+
+
+def test_a_value_written_through_a_cast_that_returned_it_is_not_recomputed(tsfuse_lib):
+    # Fuzzer seed 8167, program 1173: v5 = v4.to(x1.dtype) is v4 itself (the dtype is v4's), so
+    # v5.mul_(0) zeroes v4 too; v7 = v6 + v4 reads the zeros. The region of v7 recomputed v4 from
+    # x0 (4, not 0). Before: canonicalize took the cast's result as a fresh tensor.
+    src = '''
+def p1173(x0: Tensor, x1: Tensor):
+    v4 = x0.unsqueeze(-1) | x0[None, :]
+    v5 = v4.to(x1.dtype)
+    v5.mul_(0)
+    v7 = v5.repeat(2, 1) + v4
+    return v7
+'''
+    cu = torch.jit.CompilationUnit(src)
+    scope = {"torch": torch, "Tensor": torch.Tensor}
+    exec(src, scope)
+    x0, x1 = torch.tensor([4], dtype=torch.uint8), torch.ones(1, 1, dtype=torch.uint8)
+    with torch.no_grad():
+        want = scope["p1173"](x0, x1)
+        for _ in range(3):
+            got = cu.p1173(x0, x1)
+    assert torch.equal(got, want) and not bool(want.any())
+
