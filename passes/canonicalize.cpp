@@ -277,7 +277,7 @@ struct CanonicalizePattern : Pattern {
     Value* x = n->input(0);
     const bool unread = unreadWrite(n);  // (asked before `functional` reads x)
     // The functional form must exist and be fusible, or the rewrite buys nothing.
-    // (or a decomposition's that keeps x's dtype and shape: triu_)
+    // (or a decomposition's that keeps x's dtype and shape: triu_, x's layout by inplace_result)
     Node* functional = rw.graph().create(c10::Symbol::aten(outOfPlaceName(name)), n->inputs(), 1);
     ElementwiseMatch fm;
     const bool fusible = matchElementwise(functional, fm, nullptr);
@@ -297,8 +297,9 @@ struct CanonicalizePattern : Pattern {
     functional->insertBefore(n);
     functional->setSourceRange(n->sourceRange());
     ElementwiseMatch pm;
-    const bool keepsDtypeAndShape = d || (matchElementwise(x->node(), pm, nullptr) && !opDef(pm.op).has(kMayAlias) &&
-                                          dtypeHazard(fm, pm.op).empty());
+    // (a decomposition's result, triu's, is laid out anew: inplace_result keeps x's layout)
+    const bool keepsDtypeAndShape = !d && matchElementwise(x->node(), pm, nullptr) && !opDef(pm.op).has(kMayAlias) &&
+                                    dtypeHazard(fm, pm.op).empty();
     Node* result = functional;
     if (!keepsDtypeAndShape) {
       result = rw.graph().create(kInplaceResult, {functional->output(), x}, 1);

@@ -107,7 +107,8 @@ bool triangleApplies(Node* n, std::string*) {
 }
 
 // The graph of triu (upper) or tril: the op's rank check and error, then x[..., i, j] where
-// j - i >= k (tril: <= k), else a zero of x's dtype (zeros_like: the registry's full_like).
+// j - i >= k (tril: <= k), else a zero of x's dtype (zeros_like: the registry's full_like), laid
+// out densely as the op's output is.
 std::string triangleIR(bool upper) {
   const std::string op = upper ? "triu" : "tril";
   return R"IR(
@@ -140,7 +141,8 @@ graph(%self : Tensor, %diagonal : int):
   %keep : Tensor = )IR" +
          (upper ? "aten::ge" : "aten::le") + R"IR((%offset, %diagonal)
   %zeros : Tensor = aten::zeros_like(%self, %none, %none, %none, %none, %none)
-  %out : Tensor = aten::where(%keep, %self, %zeros)
+  %kept : Tensor = aten::where(%keep, %self, %zeros)
+  %out : Tensor = aten::contiguous(%kept, %zero)
   return (%out)
 )IR";
 }

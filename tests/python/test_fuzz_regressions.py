@@ -210,3 +210,24 @@ def p1173(x0: Tensor, x1: Tensor):
             got = cu.p1173(x0, x1)
     assert torch.equal(got, want) and not bool(want.any())
 
+
+def test_a_triangle_keeps_the_ops_layout(tsfuse_lib):
+    # Fuzzer seed 8167, program 218: v2.triu_(0) on a fresh transposed value keeps its strides (an
+    # in-place write), and torch.triu returns a dense tensor; the where() the decomposition made
+    # took its operands' layout, which reached the output through expand and expm1.
+    src = '''
+def p218(x1: Tensor):
+    v2 = x1.reshape(2, -1) + 2
+    v2.triu_(0)
+    return torch.expm1(v2.expand(2, -1, -1)), torch.expm1(torch.tril(x1 + 1, 1).expand(2, -1, -1))
+'''
+    cu = torch.jit.CompilationUnit(src)
+    scope = {"torch": torch, "Tensor": torch.Tensor}
+    exec(src, scope)
+    x1 = make_input((2, 2), torch.float32, "transposed", seed=514388843)
+    with torch.no_grad():
+        want = scope["p218"](x1)
+        for _ in range(3):
+            got = cu.p218(x1)
+    for g, w in zip(got, want):
+        assert g.stride() == w.stride() and torch.equal(g, w), (g.stride(), w.stride())
