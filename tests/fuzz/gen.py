@@ -425,6 +425,8 @@ class Generator(ElementwiseForms, ReductionForms, OperandForms):
                     nxt = self.mask_write_form(cur)
                 elif r < 0.37:
                     nxt = self.stack_reduce_form(cur)
+                elif r < 0.40:
+                    nxt = self.rng.choice([self.triangle_form, self.zero_of_its_dtype_form])(cur)
                 else:
                     nxt = self.elementwise(cur if rng.random() < 0.85 else None)
                 cur = nxt or cur

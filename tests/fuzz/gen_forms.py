@@ -124,6 +124,28 @@ class OperandForms:
         self.lines += [f"if {cond}:", f'    raise ValueError("guard on {n}")']
         self.forms.add("metadata_guard")
 
+    def triangle_form(self, v):
+        """torch.triu/tril(v, k), or v.triu_(k) in place on a fresh value (YOLACT's fast NMS,
+        SOLO's matrix NMS); a 1-D or 0-dim v makes eager raise."""
+        op, k = self.rng.choice(["triu", "tril"]), self.rng.choice([0, 1, -1, 2])
+        if not v.param and v.t.dim() >= 2 and self.rng.random() < 0.4:
+            line = f"{v.name}.{op}_({k})"
+            try:
+                exec(line, {"torch": __import__("torch")}, self.env)
+            except Exception:  # noqa: BLE001 - eager rejects it before writing
+                return None
+            self.lines.append(line)
+            self.forms.add("triangle")
+            return v
+        return self.emit(f"torch.{op}({v.name}, {k})", "triangle", lambda out: v.err, keep_error_p=0.1)
+
+    def zero_of_its_dtype_form(self, v):
+        """torch.where(v > 0, v, torch.zeros(1, dtype=v.dtype, device=v.device)) (detectron2's
+        IoU guard): v's dtype and device read alone beside its value."""
+        n = v.name
+        return self.emit(f"torch.where({n} > 0, {n}, torch.zeros(1, dtype={n}.dtype, device={n}.device))",
+                         "zero_of_its_dtype", lambda out: v.err)
+
     def _row_pair(self):
         """Two exact floating [N, D] values of one D (maybe the same one twice), or None."""
         cands = [u for u in self.vals if u.t.dim() == 2 and 1 <= u.t.shape[1] <= 6 and not u.err

@@ -52,7 +52,7 @@ PASS = {"__getitem__", "__setitem__", "view", "reshape", "expand", "expand_as", 
         "unsqueeze", "squeeze", "select", "narrow", "chunk", "split", "unbind", "contiguous", "clone", "repeat",
         "flatten", "cat", "stack", "to", "type", "type_as", "float", "double", "half", "bfloat16", "sum", "mean", "copy_",
         "index_put_", "index_put", "view_as", "reshape_as", "movedim", "squeeze_", "unsqueeze_", "detach",
-        "__iand__", "__ior__", "__ixor__"}
+        "__iand__", "__ior__", "__ixor__", "triu", "tril", "triu_", "tril_"}
 # Elementwise ops (after broadcasting, output element i reads input elements i only).
 ELEMENTWISE = {"add", "sub", "mul", "div", "true_divide", "__rsub__", "rsub", "__radd__", "__rmul__", "__truediv__",
                "__rtruediv__", "__rdiv__", "__mul__", "__add__", "__sub__", "__pow__", "__rpow__", "__neg__",

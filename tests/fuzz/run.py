@@ -70,7 +70,7 @@ FORM_OPS = {
     "reduce:softmax": r"aten::softmax\(", "reduce:log_softmax": r"aten::log_softmax\(",
     "reduce:div_sum": r"aten::sum\(",
     "inplace": r"aten::\w+_\(", "where": r"aten::where\(",
-    "repeat": r"aten::repeat\(", "mask_write": r"aten::index_put_\(",
+    "repeat": r"aten::repeat\(", "mask_write": r"aten::index_put_\(", "triangle": r"aten::tri[ul]_?\(",
 }
 
 # Forms whose own fused op must appear in the optimized graph.
