@@ -165,10 +165,13 @@ class ReductionForms:
                 rel = float((S / s).max()) if s.numel() else 0.0
                 return 2 * (nred + 2) * eps * rel * _finite_max(out) + self.ulp_err(out)
             if kind in ("var", "std"):
-                # Both fold with Welford in double (eager's CPU algorithm), so only the final
-                # rounding and the input's own error remain; sqrt(|a - b|) bounds std's.
+                # Both fold with Welford in double (eager's CPU algorithm): for float32 values only
+                # the final rounding and the input's own error remain; float64 values fold in
+                # their own precision, in an order that moves the result by nred ulps of mx^2.
                 mx = _finite_max(x)
                 e = 4 * eps * (_finite_max(out) + mx * mx) + 4 * mx * v.err
+                if x.dtype == torch.float64:
+                    e += 2 * nred * eps * mx * mx
                 return math.sqrt(e) + 4 * eps * _finite_max(out) if kind == "std" else e
             # norms
             return 2 * (nred + 1) * eps * (_finite_max(out) + _finite_max(x)) + nred * v.err
