@@ -108,12 +108,13 @@ bool triangleApplies(Node* n, std::string*) {
 
 // The graph of triu (upper) or tril: the op's rank check and error, then x[..., i, j] where
 // j - i >= k (tril: <= k), else a zero of x's dtype (zeros_like: the registry's full_like), laid
-// out densely as the op's output is.
+// out densely as the op's output is. The indices are doubles (exact below 2^53, so j - i and the
+// comparison are), which the compiled kernels compute in vector lanes where int64 is interpreted.
 std::string triangleIR(bool upper) {
   const std::string op = upper ? "triu" : "tril";
   return R"IR(
 graph(%self : Tensor, %diagonal : int):
-  %long : int = prim::Constant[value=4]()
+  %double : int = prim::Constant[value=7]()
   %none : NoneType = prim::Constant()
   %zero : int = prim::Constant[value=0]()
   %one : int = prim::Constant[value=1]()
@@ -133,8 +134,8 @@ graph(%self : Tensor, %diagonal : int):
   %n : int = aten::size(%self, %rowDim)
   %m : int = aten::size(%self, %colDim)
   %device : Device = prim::device(%self)
-  %r : Tensor = aten::arange(%n, %long, %none, %device, %none)
-  %c : Tensor = aten::arange(%m, %long, %none, %device, %none)
+  %r : Tensor = aten::arange(%n, %double, %none, %device, %none)
+  %c : Tensor = aten::arange(%m, %double, %none, %device, %none)
   %rows : Tensor = aten::unsqueeze(%r, %one)
   %cols : Tensor = aten::unsqueeze(%c, %zero)
   %offset : Tensor = aten::sub(%cols, %rows, %one)
