@@ -59,6 +59,31 @@ TEST(FastMath, TranscendentalsAreWithinTorchTolerance) {
     }
 }
 
+TEST(FastMath, HyperbolicsAndExpm1AreWithinTorchTolerance) {
+  if (!fastRoutinesHere()) GTEST_SKIP() << "fast numerics off (the ctest fast_math sets TSFUSE_FAST_MATH=1) or no AVX2";
+  Gen g(83);
+  struct Case {
+    tsfuse::Op op;
+    const char* text;  // over v = x - y in [-8, 8]: each op on its domain
+    at::Tensor (*eager)(const at::Tensor&);
+  };
+  using tsfuse::Op;
+  const Case cases[] = {
+      {Op::Sinh, "sinh(%0)", [](const at::Tensor& v) { return at::sinh(v); }},
+      {Op::Cosh, "cosh(%0)", [](const at::Tensor& v) { return at::cosh(v); }},
+      {Op::Expm1, "expm1(%0)", [](const at::Tensor& v) { return at::expm1(v); }},
+      {Op::Atanh, "div(%0, 9); atanh(%1)", [](const at::Tensor& v) { return at::atanh(v / 9); }},
+  };
+  for (at::ScalarType dt : {at::kFloat, at::kDouble})
+    for (const Case& c : cases) {
+      at::Tensor x = g.tensor({300, 1}, dt) * 4, y = g.tensor({1, 333}, dt) * 4;
+      const std::string text = std::string("v1: sub($0, $1); ") + c.text;
+      const at::Tensor want = c.eager(x - y), got = tsfuse::pairwise({x, y}, text);
+      EXPECT_TRUE(withinTorchTolerance(want, got)) << text << " " << dt;
+      EXPECT_TRUE(tsfuse::cpu::vmlRoutine(c.op, dt)) << text;  // SLEEF's, not ATen on tiles
+    }
+}
+
 TEST(FastMath, GaussianKernelSumIsWithinTorchTolerance) {
   if (!fastRoutinesHere()) GTEST_SKIP() << "fast numerics off (the ctest fast_math sets TSFUSE_FAST_MATH=1) or no AVX2";
   Gen g(82);
