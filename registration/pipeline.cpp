@@ -65,7 +65,8 @@ const std::vector<PassInfo>& pipelinePasses() {
        PrototypeCasts, true},
       {"fold_upcast", "prim::If on a tensor's dtype computing torchvision's _upcast -> tsfuse::upcast", FoldUpcast},
       {"decompose",
-       "composite ATen ops (pairwise_distance, dist) -> the ATen calls their kernels make; a matrix-vector "
+       "composite ATen ops (pairwise_distance, dist, triplet_margin_loss) -> the ATen calls their kernels make; a "
+       "matrix-vector "
        "matmul over an expanded operand -> its sum of products, under a run-time guard keeping the matmul; "
        "eye read elementwise -> a comparison of two aranges; triu/tril read by fused ops -> where over such a "
        "comparison (passes/analysis/decompositions.cpp)",

@@ -148,6 +148,84 @@ graph(%self : Tensor, %diagonal : int):
 )IR";
 }
 
+// Distance.cpp's pairwise_distance(x1, x2, p, eps, keepdim): norm(x1 - x2 + eps, p, innermost
+// dim, keepdim), norm being linalg_vector_norm; innermost_dim = max(x1.dim(), x2.dim()) - 1, the
+// broadcast result's last dim: -1. Lines of a graph body defining %<out> (constants %one, %last
+// and %none in scope).
+std::string pairwiseDistanceLines(const std::string& x1, const std::string& x2, const std::string& keepdim,
+                                  const std::string& out) {
+  return "  %" + out + "_diff : Tensor = aten::sub(%" + x1 + ", %" + x2 + ", %one)\n  %" + out +
+         "_shifted : Tensor = aten::add(%" + out + "_diff, %eps, %one)\n  %" + out +
+         "_dims : int[] = prim::ListConstruct(%last)\n  %" + out + " : Tensor = aten::linalg_vector_norm(%" + out +
+         "_shifted, %p, %" + out + "_dims, %" + keepdim + ", %none)\n";
+}
+
+std::string pairwiseDistanceIR() {
+  return R"IR(
+graph(%x1 : Tensor, %x2 : Tensor, %p : float, %eps : float, %keepdim : bool):
+  %one : int = prim::Constant[value=1]()
+  %last : int = prim::Constant[value=-1]()
+  %none : NoneType = prim::Constant()
+)IR" + pairwiseDistanceLines("x1", "x2", "keepdim", "out") +
+         "  return (%out)\n";
+}
+
+// Loss.cpp's triplet_margin_loss: its check that the three have one rank (its message), the
+// distances pairwise_distance(anchor, positive / negative, p, eps) (with swap, the negative's the
+// minimum of it and the positive-negative one), clamp_min(margin + d_pos - d_neg, 0), then the
+// reduction (apply_loss_reduction: none, mean, sum). swap and reduction must be constants, so the
+// graph holds no branch a region cannot cross: one entry each.
+template <bool Swap, int64_t Reduction>
+bool tripletApplies(Node* n, std::string* why) {
+  const std::optional<bool> swap = torch::jit::constant_as<bool>(n->namedInput("swap"));
+  const std::optional<int64_t> reduction = torch::jit::constant_as<int64_t>(n->namedInput("reduction"));
+  if (!swap || !reduction) {
+    if (why && Swap == false && Reduction == 0) *why = "swap or reduction is not a constant";
+    return false;
+  }
+  return *swap == Swap && *reduction == Reduction && finiteOrder(n, why);
+}
+
+std::string tripletIR(bool swap, int64_t reduction) {
+  std::string ir = R"IR(
+graph(%anchor : Tensor, %positive : Tensor, %negative : Tensor, %margin : float, %p : float, %eps : float, %swap : bool, %reduction : int):
+  %one : int = prim::Constant[value=1]()
+  %zero : int = prim::Constant[value=0]()
+  %last : int = prim::Constant[value=-1]()
+  %none : NoneType = prim::Constant()
+  %false : bool = prim::Constant[value=0]()
+  %format : str = prim::Constant[value="The anchor, positive, and negative tensors are expected to have the same number of dimensions, but got: anchor {}D, positive {}D, and negative {}D inputs"]()
+  %da : int = aten::dim(%anchor)
+  %dp : int = aten::dim(%positive)
+  %dn : int = aten::dim(%negative)
+  %ap : bool = aten::ne(%da, %dp)
+  %pn : bool = aten::ne(%dp, %dn)
+  %bad : bool = aten::__or__(%ap, %pn)
+  prim::If(%bad)
+    block0():
+      %message : str = aten::format(%format, %da, %dp, %dn)
+      prim::RaiseException(%message, %none)
+      -> ()
+    block1():
+      -> ()
+)IR";
+  ir += pairwiseDistanceLines("anchor", "positive", "false", "dpos");
+  ir += pairwiseDistanceLines("anchor", "negative", "false", swap ? "dan" : "dneg");
+  if (swap) {
+    ir += pairwiseDistanceLines("positive", "negative", "false", "dswap");
+    ir += "  %dneg : Tensor = aten::minimum(%dan, %dswap)\n";
+  }
+  ir +=
+      "  %shifted : Tensor = aten::add(%dpos, %margin, %one)\n"
+      "  %gap : Tensor = aten::sub(%shifted, %dneg, %one)\n"
+      "  %loss : Tensor = aten::clamp_min(%gap, %zero)\n";
+  if (reduction == 0) return ir + "  return (%loss)\n";
+  return ir +
+         (reduction == 1 ? "  %out : Tensor = aten::mean(%loss, %none)\n"
+                         : "  %out : Tensor = aten::sum(%loss, %none)\n") +
+         "  return (%out)\n";
+}
+
 struct Entry {
   const char* schema;
   bool (*applies)(Node*, std::string*);
@@ -158,21 +236,6 @@ struct Entry {
 // Each unguarded graph is what the op's ATen kernel calls (aten/src/ATen/native), in the same
 // order, so the decomposed graph run unfused gives the op's bits.
 const Entry kEntries[] = {
-    // Distance.cpp: norm(x1 - x2 + eps, p, innermost_dim, keepdim); norm is linalg_vector_norm.
-    // innermost_dim = max(x1.dim(), x2.dim()) - 1, the broadcast result's last dim: -1.
-    {"aten::pairwise_distance(Tensor x1, Tensor x2, float p=2., float eps=9.9999999999999995e-07, bool keepdim=False) "
-     "-> Tensor",
-     finiteOrder, nullptr, R"IR(
-graph(%x1 : Tensor, %x2 : Tensor, %p : float, %eps : float, %keepdim : bool):
-  %one : int = prim::Constant[value=1]()
-  %last : int = prim::Constant[value=-1]()
-  %none : NoneType = prim::Constant()
-  %diff : Tensor = aten::sub(%x1, %x2, %one)
-  %shifted : Tensor = aten::add(%diff, %eps, %one)
-  %dims : int[] = prim::ListConstruct(%last)
-  %out : Tensor = aten::linalg_vector_norm(%shifted, %p, %dims, %keepdim, %none)
-  return (%out)
-)IR"},
     // Distance.cpp: at::norm(self - other, p), whose checks (the dtype's) are the op's.
     {"aten::dist(Tensor self, Tensor other, Scalar p=2) -> Tensor", always, nullptr, R"IR(
 graph(%self : Tensor, %other : Tensor, %p : Scalar):
@@ -212,6 +275,9 @@ const std::vector<Decomposition>& decompositions() {
       torch::jit::parseIR(ir, g.get());
       out.push_back({schema, applies, guard, std::move(g), keepsSelf});
     };
+    add("aten::pairwise_distance(Tensor x1, Tensor x2, float p=2., float eps=9.9999999999999995e-07, "
+        "bool keepdim=False) -> Tensor",
+        finiteOrder, nullptr, pairwiseDistanceIR());
     for (const Entry& e : kEntries) add(e.schema, e.applies, e.guard, e.ir);
     const char* eye[] = {
         "aten::eye(SymInt n, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
@@ -222,6 +288,15 @@ const std::vector<Decomposition>& decompositions() {
       add(eye[m], eyeDefaultDtype, nullptr, eyeIR(m, false));
       add(eye[m], eyeGivenDtype, nullptr, eyeIR(m, true));
     }
+    const char* triplet =
+        "aten::triplet_margin_loss(Tensor anchor, Tensor positive, Tensor negative, float margin=1., float p=2., "
+        "float eps=9.9999999999999995e-07, bool swap=False, int reduction=1) -> Tensor";
+    add(triplet, tripletApplies<false, 0>, nullptr, tripletIR(false, 0));
+    add(triplet, tripletApplies<false, 1>, nullptr, tripletIR(false, 1));
+    add(triplet, tripletApplies<false, 2>, nullptr, tripletIR(false, 2));
+    add(triplet, tripletApplies<true, 0>, nullptr, tripletIR(true, 0));
+    add(triplet, tripletApplies<true, 1>, nullptr, tripletIR(true, 1));
+    add(triplet, tripletApplies<true, 2>, nullptr, tripletIR(true, 2));
     add("aten::triu(Tensor self, int diagonal=0) -> Tensor", triangleApplies, nullptr, triangleIR(true), true);
     add("aten::tril(Tensor self, int diagonal=0) -> Tensor", triangleApplies, nullptr, triangleIR(false), true);
     return out;
