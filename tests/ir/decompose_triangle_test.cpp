@@ -26,16 +26,6 @@ std::shared_ptr<Graph> triangleOfAProduct(const std::string& op, int64_t k) {
                             "  %k : int = prim::Constant[value=" + std::to_string(k) + "]()\n");
 }
 
-std::string errorOf(const std::shared_ptr<Graph>& g, const std::vector<c10::IValue>& in) {
-  try {
-    runGraph(g, in);
-  } catch (const std::exception& e) {
-    std::string m = e.what();
-    return m.substr(m.find_last_of('\n', m.size() - 2) + 1);
-  }
-  return "";
-}
-
 TEST(DecomposeTriangle, IsTheOpBitForBitAndErrorForError) {
   Gen g(17);
   const std::vector<std::pair<at::Tensor, at::Tensor>> operands = {

@@ -32,16 +32,6 @@ std::shared_ptr<Graph> tripletGraph(const std::string& margin, const std::string
                                 std::to_string(reduction) + "]()\n");
 }
 
-std::string errorOf(const std::shared_ptr<Graph>& g, const std::vector<c10::IValue>& in) {
-  try {
-    runGraph(g, in);
-  } catch (const std::exception& e) {
-    std::string m = e.what();
-    return m.substr(m.find_last_of('\n', m.size() - 2) + 1);
-  }
-  return "";
-}
-
 TEST(DecomposeTriplet, IsTheOpBitForBitAndErrorForError) {
   Gen g(23);
   const std::vector<std::vector<at::Tensor>> operands = {

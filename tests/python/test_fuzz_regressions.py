@@ -10,6 +10,13 @@ from gen import make_input  # noqa: E402
 from optimize_ts_util import run_tool  # noqa: E402
 
 
+def _scripted_and_eager(src, name):
+    """The function `name` of `src`, scripted and as plain Python."""
+    scope = {"torch": torch, "Tensor": torch.Tensor}
+    exec(src, scope)
+    return getattr(torch.jit.CompilationUnit(src), name), scope[name]
+
+
 def test_add_alpha_matches_eagers_vectorized_kernel_within_one_ulp(tsfuse_lib):
     # Fuzzer seed 1, program 1795 (before the alpha contract): torch.add(a, b, alpha=3) on
     # broadcast operands. Eager itself is layout-dependent here: its vectorized loop computes
@@ -175,14 +182,12 @@ def p2535(x0: Tensor):
         raise ValueError("guard on v6")
     return v6.argmin(-2), v6.shape[-1]
 '''
-    cu = torch.jit.CompilationUnit(src)
-    scope = {"torch": torch, "Tensor": torch.Tensor}
-    exec(src, scope)
+    scripted, eager = _scripted_and_eager(src, "p2535")
     x0 = make_input((4, 2), torch.float16, "contiguous", seed=592609067)
     with torch.no_grad():
-        want = scope["p2535"](x0)
+        want = eager(x0)
         for _ in range(3):
-            got = cu.p2535(x0)
+            got = scripted(x0)
     graph = str(torch.jit.last_executed_optimized_graph())
     assert "tsfuse::shape_of" in graph and "tsfuse::reduce_sweep" in graph, graph
     assert torch.equal(got[0], want[0]) and got[1] == want[1] == 4
@@ -200,14 +205,12 @@ def p1173(x0: Tensor, x1: Tensor):
     v7 = v5.repeat(2, 1) + v4
     return v7
 '''
-    cu = torch.jit.CompilationUnit(src)
-    scope = {"torch": torch, "Tensor": torch.Tensor}
-    exec(src, scope)
+    scripted, eager = _scripted_and_eager(src, "p1173")
     x0, x1 = torch.tensor([4], dtype=torch.uint8), torch.ones(1, 1, dtype=torch.uint8)
     with torch.no_grad():
-        want = scope["p1173"](x0, x1)
+        want = eager(x0, x1)
         for _ in range(3):
-            got = cu.p1173(x0, x1)
+            got = scripted(x0, x1)
     assert torch.equal(got, want) and not bool(want.any())
 
 
@@ -221,13 +224,11 @@ def p218(x1: Tensor):
     v2.triu_(0)
     return torch.expm1(v2.expand(2, -1, -1)), torch.expm1(torch.tril(x1 + 1, 1).expand(2, -1, -1))
 '''
-    cu = torch.jit.CompilationUnit(src)
-    scope = {"torch": torch, "Tensor": torch.Tensor}
-    exec(src, scope)
+    scripted, eager = _scripted_and_eager(src, "p218")
     x1 = make_input((2, 2), torch.float32, "transposed", seed=514388843)
     with torch.no_grad():
-        want = scope["p218"](x1)
+        want = eager(x1)
         for _ in range(3):
-            got = cu.p218(x1)
+            got = scripted(x1)
     for g, w in zip(got, want):
         assert g.stride() == w.stride() and torch.equal(g, w), (g.stride(), w.stride())
