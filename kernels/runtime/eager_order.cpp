@@ -9,15 +9,6 @@ namespace tsfuse {
 
 namespace {
 
-// The elements an operand's memory holds: a dim it broadcasts with stride 0 (an expanded view,
-// e.g. a repeat read as a broadcast: passes/regions/repeats.h) holds one.
-int64_t footprint(const at::Tensor& t) {
-  int64_t n = 1;
-  for (int64_t d = 0; d < t.dim(); ++d)
-    if (t.stride(d) != 0 || t.size(d) == 0) n *= t.size(d);
-  return n;
-}
-
 std::atomic<bool>& keepOrderState() {
   static std::atomic<bool> on = [] {
     const char* v = std::getenv("TSFUSE_REDUCE_ORDER");
@@ -27,6 +18,13 @@ std::atomic<bool>& keepOrderState() {
 }
 
 }  // namespace
+
+int64_t footprint(const at::Tensor& t) {
+  int64_t n = 1;
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.stride(d) != 0 || t.size(d) == 0) n *= t.size(d);
+  return n;
+}
 
 int64_t largestFootprint(at::TensorList operands) {
   int64_t largest = 0;

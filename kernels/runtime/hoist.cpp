@@ -295,10 +295,18 @@ std::optional<Hoisted> compareIntegersAsFloats(const Expr& e, at::TensorList ope
   // and the integers it holds exactly: |x| <= 2^24 (2^53).
   const at::ScalarType to = f64 && !f32 ? at::kDouble : at::kFloat;
   const int64_t exact = int64_t(1) << (to == at::kDouble ? 53 : 24);
+  // An expanded operand (labels.expand(n, n)) counts, is checked and is converted by the elements
+  // its memory holds, and keeps its zero strides.
+  auto held = [](const at::Tensor& t) {
+    std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
+    for (int64_t d = 0; d < t.dim(); ++d)
+      if (t.stride(d) == 0) sizes[d] = std::min<int64_t>(sizes[d], 1);
+    return t.as_strided(sizes, t.strides(), t.storage_offset());
+  };
   for (int64_t i = 0; i < e.numInputs; ++i) {
-    convert[i] = convert[i] && main[i].numel() * 4 <= total && main[i].numel() <= largest;
+    convert[i] = convert[i] && footprint(main[i]) * 4 <= total && footprint(main[i]) <= largest;
     if (convert[i]) {
-      const auto [lo, hi] = at::aminmax(main[i]);
+      const auto [lo, hi] = at::aminmax(held(main[i]));
       convert[i] = lo.item<int64_t>() >= -exact && hi.item<int64_t>() <= exact;
     }
   }
@@ -327,7 +335,7 @@ std::optional<Hoisted> compareIntegersAsFloats(const Expr& e, at::TensorList ope
   for (int64_t i = 0; i < e.numInputs; ++i) {
     out.position.push_back(i);
     any |= convert[i] != 0;
-    out.operands.push_back(convert[i] ? main[i].to(to) : main[i]);
+    out.operands.push_back(convert[i] ? held(main[i]).to(to).expand(main[i].sizes()) : main[i]);
   }
   if (!any) return std::nullopt;
   for (size_t i = e.numInputs; i < operands.size(); ++i) {

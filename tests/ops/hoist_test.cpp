@@ -215,7 +215,8 @@ TEST(Hoist, NarrowIntegerWorkLeavesTheProgram) {
 
 // labels[None] == labels[:, None] over the whole [B, B] space (too wide to hoist) masking a float
 // value: the labels, small integers, are compared as float32, exactly, and the program compiles.
-// Labels past 2^24, or an integer operand another op reads too, stay integers.
+// Labels past 2^24, or an integer operand another op reads too, stay integers. Expanded labels
+// count by the values they hold.
 TEST(Hoist, NarrowIntegersReadOnlyByComparesAreComparedAsFloats) {
   Gen g(79);
   const at::Tensor d = g.tensor({64, 64}, at::kFloat);
@@ -234,6 +235,21 @@ TEST(Hoist, NarrowIntegersReadOnlyByComparesAreComparedAsFloats) {
     EXPECT_TRUE(
         sameTensor(at::eq(a, b).to(at::kFloat) * d, pairwiseBoxed(std::vector<at::Tensor>({a, b, d}), expr), true));
     if (tsfuse_test::haveJit() && big == 0) EXPECT_EQ(tsfuse::pathCounts().interpretedTiles, before.interpretedTiles);
+  }
+  // SOLOv2's labels.expand(n, n) against its transpose: expanded views, counted and converted by
+  // the 64 labels they hold, the zero strides kept (nothing [64, 64] converted).
+  {
+    const at::Tensor labels = g.tensor({64}, at::kLong).remainder(7);
+    const at::Tensor a = labels.expand({64, 64}), b = a.transpose(1, 0);
+    const auto c = tsfuse::compareIntegersAsFloats(tsfuse::Expr::parse(expr), {a, b, d});
+    ASSERT_TRUE(c.has_value());
+    EXPECT_EQ(c->operands[0].scalar_type(), at::kFloat);
+    EXPECT_EQ(c->operands[0].strides(), a.strides());
+    EXPECT_EQ(c->operands[1].strides(), b.strides());
+    const tsfuse::PathCounts before = tsfuse::pathCounts();
+    EXPECT_TRUE(
+        sameTensor(at::eq(a, b).to(at::kFloat) * d, pairwiseBoxed(std::vector<at::Tensor>({a, b, d}), expr), true));
+    if (tsfuse_test::haveJit()) EXPECT_EQ(tsfuse::pathCounts().interpretedTiles, before.interpretedTiles);
   }
   const at::Tensor labels = g.tensor({64}, at::kLong).remainder(7);
   EXPECT_FALSE(tsfuse::compareIntegersAsFloats(tsfuse::Expr::parse("v1: eq($0, $1); add($0, %0)"),
