@@ -108,13 +108,16 @@ bool triangleApplies(Node* n, std::string*) {
 
 // The graph of triu (upper) or tril: the op's rank check and error, then x[..., i, j] where
 // j - i >= k (tril: <= k), else a zero of x's dtype (zeros_like: the registry's full_like), laid
-// out densely as the op's output is. The indices are doubles (exact below 2^53, so j - i and the
-// comparison are), which the compiled kernels compute in vector lanes where int64 is interpreted.
+// out densely as the op's output is. The indices are floats up to 2^24 rows and columns, else
+// doubles: exact there (j - i, and its comparison with any k), and computed in the compiled
+// kernels' vector lanes, where int64 is interpreted (float: one dtype with a float32 program).
 std::string triangleIR(bool upper) {
   const std::string op = upper ? "triu" : "tril";
   return R"IR(
 graph(%self : Tensor, %diagonal : int):
+  %float : int = prim::Constant[value=6]()
   %double : int = prim::Constant[value=7]()
+  %exact : int = prim::Constant[value=16777216]()
   %none : NoneType = prim::Constant()
   %zero : int = prim::Constant[value=0]()
   %one : int = prim::Constant[value=1]()
@@ -134,8 +137,15 @@ graph(%self : Tensor, %diagonal : int):
   %n : int = aten::size(%self, %rowDim)
   %m : int = aten::size(%self, %colDim)
   %device : Device = prim::device(%self)
-  %r : Tensor = aten::arange(%n, %double, %none, %device, %none)
-  %c : Tensor = aten::arange(%m, %double, %none, %device, %none)
+  %longest : int = prim::max(%n, %m)
+  %small : bool = aten::le(%longest, %exact)
+  %indices : int = prim::If(%small)
+    block0():
+      -> (%float)
+    block1():
+      -> (%double)
+  %r : Tensor = aten::arange(%n, %indices, %none, %device, %none)
+  %c : Tensor = aten::arange(%m, %indices, %none, %device, %none)
   %rows : Tensor = aten::unsqueeze(%r, %one)
   %cols : Tensor = aten::unsqueeze(%c, %zero)
   %offset : Tensor = aten::sub(%cols, %rows, %one)

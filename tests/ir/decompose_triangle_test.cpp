@@ -67,6 +67,18 @@ TEST(DecomposeTriangle, IsTheOpBitForBitAndErrorForError) {
   EXPECT_EQ(raised, 8 * 2);
 }
 
+TEST(DecomposeTriangle, ColumnsPastFloatsExactRangeUseDoubleIndices) {
+  // 2^24 + 2 columns: float indices would round (2^24 + 1 is no float); the graph takes doubles.
+  auto original = triangleOfAProduct("triu", (int64_t(1) << 24) + 1), d = original->copy();
+  ASSERT_TRUE(runPass(d, tsfuse::Decompose).changed);
+  const int64_t m = (int64_t(1) << 24) + 2;
+  const at::Tensor x = at::ones({2, 1}), y = at::arange(m, at::kFloat).view({1, m});
+  const at::Tensor want = runGraph(original, {x, y})[0].toTensor(), got = runGraph(d, {x, y})[0].toTensor();
+  EXPECT_TRUE(at::equal(want, got));
+  EXPECT_EQ(got.index({0, m - 2}).item<float>(), 1.0f);  // j - i = 2^24: below k, zeroed (+ 1)
+  EXPECT_NE(got.index({0, m - 1}).item<float>(), 1.0f);  // j - i = 2^24 + 1: kept
+}
+
 TEST(DecomposeTriangle, FusesSoTheTriangleIsNeverStored) {
   // YOLACT's fast NMS: iou.triu_(diagonal=1) on a fresh value, then its max over dim 1.
   auto g = graphWithConstants("%x : Tensor, %y : Tensor", R"IR(
