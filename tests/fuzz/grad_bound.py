@@ -355,11 +355,15 @@ class Bound(TorchFunctionMode):
             out = self._call(op, args, kwargs, subst)
             val = out[0] if isinstance(out, tuple) else out
             ds = {}
+            ds = {p: torch.zeros_like(subst[p]) for p in want}
             if want and val.requires_grad:
-                gs = torch.autograd.grad(val, [subst[p] for p in want], torch.ones_like(val), allow_unused=True)
-                ds = {p: (g if g is not None else torch.zeros_like(subst[p])) for p, g in zip(want, gs)}
-            else:
-                ds = {p: torch.zeros_like(subst[p]) for p in want}
+                try:
+                    gs = torch.autograd.grad(val, [subst[p] for p in want], torch.ones_like(val), allow_unused=True)
+                    ds = {p: (g if g is not None else torch.zeros_like(subst[p])) for p, g in zip(want, gs)}
+                except RuntimeError:
+                    # eager's backward of this op raises (pow by a bool exponent: `exponent - 1`): a
+                    # value whose gradient eager never takes (dead, or eager's backward raises too)
+                    pass
         return val.detach(), ds
 
     def _corners(self, args, kwargs, kind):
