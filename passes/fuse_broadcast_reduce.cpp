@@ -83,10 +83,8 @@ Node* rewriteWithIndices(Rewriter& rw, Region& r, Node* reduction, const ReduceS
 //   %d = prim::dtype(%r)                       =>     %d = prim::dtype(%s)
 Node* absorbEpilogue(Rewriter& rw, Node* fused, const Epilogue& epi, RewriteEvent& event) {
   Graph& g = rw.graph();
-  readReducedMetadataFromStandIn(g, fused, epi.metadataReaders);
-  if (!epi.metadataReaders.empty())
-    event.reason += "; " + std::to_string(epi.metadataReaders.size()) +
-                    " reader(s) of the reduced value's metadata alone read tsfuse::shape_of";
+  if (size_t n = readReducedMetadataFromStandIn(g, fused, epi.metadataReaders))
+    event.reason += "; " + std::to_string(n) + " reader(s) of the reduced value's metadata alone read tsfuse::shape_of";
   Node* last = epi.chain.back();
   torch::jit::WithInsertPoint guard(last);
   std::vector<Value*> operands(fused->input(0)->node()->inputs().begin(), fused->input(0)->node()->inputs().end());

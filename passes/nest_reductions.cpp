@@ -78,12 +78,11 @@ class NestReductionsPattern : public Pattern {
       return true;
     }
     // Readers of a tsfuse::reduce's value's metadata alone read a stand-in (rewrite.h).
+    const bool standIn = !squeeze && inner->kind() == kReduceOp;
+    auto metadataOnly = [&](Node* user) { return standIn && isMetadataRead(user); };
     std::vector<Node*> metadataReaders;
     for (const auto& use : rm.input->uses())
-      if (!squeeze && inner->kind() == kReduceOp && isMetadataRead(use.user)) metadataReaders.push_back(use.user);
-    auto metadataOnly = [&](Node* user) {
-      return std::find(metadataReaders.begin(), metadataReaders.end(), user) != metadataReaders.end();
-    };
+      if (metadataOnly(use.user)) metadataReaders.push_back(use.user);
     for (const auto& use : rm.input->uses()) {
       if (metadataOnly(use.user)) continue;
       ReductionMatch other;

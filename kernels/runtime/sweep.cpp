@@ -7,6 +7,7 @@
 #include "kernels/backends/reused_output.h"
 #include "kernels/backends/slabs.h"
 #include "kernels/reference/eval_fused.h"
+#include "kernels/runtime/eager_order.h"
 #include "kernels/runtime/fused_call.h"
 #include "tsfuse/log.h"
 #include "tsfuse/ops.h"
@@ -133,13 +134,7 @@ struct Fold {
 // Whether stage 0's value holds more elements than every operand (stride-0 dims counted once):
 // a broadcast intermediate, which folding saves storing.
 bool largerThanOperands(const Analysis& an, at::TensorList operands) {
-  for (const auto& t : operands) {
-    int64_t held = 1;
-    for (int64_t k = 0; k < t.dim(); ++k)
-      if (t.stride(k) != 0) held *= t.size(k);
-    if (an.outNumel() <= held) return false;
-  }
-  return true;
+  return an.outNumel() > largestFootprint(operands);
 }
 
 }  // namespace

@@ -190,7 +190,7 @@ bool tripletApplies(Node* n, std::string* why) {
   const std::optional<bool> swap = torch::jit::constant_as<bool>(n->namedInput("swap"));
   const std::optional<int64_t> reduction = torch::jit::constant_as<int64_t>(n->namedInput("reduction"));
   if (!swap || !reduction) {
-    if (why && Swap == false && Reduction == 0) *why = "swap or reduction is not a constant";
+    if (why) *why = "swap or reduction is not a constant";
     return false;
   }
   return *swap == Swap && *reduction == Reduction && finiteOrder(n, why);

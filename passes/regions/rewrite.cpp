@@ -92,14 +92,15 @@ size_t readMetadataFromStandIn(Graph& g, const Region& r, Value* v) {
   return readers.size();
 }
 
-void readReducedMetadataFromStandIn(Graph& g, Node* reduce, const std::vector<Node*>& readers) {
-  if (readers.empty()) return;
+size_t readReducedMetadataFromStandIn(Graph& g, Node* reduce, const std::vector<Node*>& readers) {
+  if (readers.empty()) return 0;
   torch::jit::WithInsertPoint guard(reduce);
   Node* s = g.insertNode(g.create(kShapeOfOp, 1));
   for (size_t i = 0; i <= 6; ++i) s->addInput(reduce->input(i));  // operands .. epilogue (not donated)
   s->output()->setType(reduce->output()->type());
   s->setSourceRange(reduce->sourceRange());
   for (Node* reader : readers) reader->replaceInputWith(reduce->output(), s->output());
+  return readers.size();
 }
 
 }  // namespace tsfuse

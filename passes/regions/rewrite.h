@@ -50,8 +50,9 @@ size_t readMetadataFromStandIn(Graph& g, const Region& r, Value* v);
 
 // The same for a tsfuse::reduce's value, whose readers `readers` read its metadata alone: the
 // stand-in, tsfuse::shape_of.reduced over the op's own arguments, goes before the op (an epilogue
-// or a sweep takes its value's other readers, and the op is then erased or moved).
-void readReducedMetadataFromStandIn(Graph& g, Node* reduce, const std::vector<Node*>& readers);
+// or a sweep takes its value's other readers, and the op is then erased or moved). Returns how many
+// readers now read it.
+size_t readReducedMetadataFromStandIn(Graph& g, Node* reduce, const std::vector<Node*>& readers);
 
 // Clones `nodes` (one output each, in block order) at the graph's insertion point, with their
 // source ranges: each clone reads the clones of the nodes before it and `map`'s replacements (any

@@ -72,7 +72,7 @@ std::optional<SweepPlan> planSweep(Value* value, Node* inner, const Stages& stag
     return std::nullopt;
   };
   const std::string name = "%" + value->debugName();
-  SweepPlan plan{inner, stages, {}, nullptr};
+  SweepPlan plan{inner, stages, {}, nullptr, {}};
   std::vector<Node*> seen;
   for (const auto& use : value->uses()) {
     if (std::find(seen.begin(), seen.end(), use.user) != seen.end())
@@ -255,10 +255,8 @@ Node* rewriteSweep(Rewriter& rw, const SweepPlan& plan) {
       rw.erase(it->reader);
     }
   }
-  readReducedMetadataFromStandIn(g, plan.inner, plan.metadataReaders);
-  if (!plan.metadataReaders.empty())
-    e.reason +=
-        "; " + std::to_string(plan.metadataReaders.size()) + " reader(s) of its metadata alone read tsfuse::shape_of";
+  if (size_t n = readReducedMetadataFromStandIn(g, plan.inner, plan.metadataReaders))
+    e.reason += "; " + std::to_string(n) + " reader(s) of its metadata alone read tsfuse::shape_of";
   eraseFusedOp(rw, plan.inner);
   rw.notifyRewrite(std::move(e), sweep);
   return sweep;
