@@ -72,6 +72,47 @@ TEST(JitMap, SeedIntersectionAndBoolResultsInEveryTiling) {
 // ones past the registers are read through Args and advanced there, still compiled, eager's bits.
 // ((($0 - $1) + ($2 - $3)) + ...), then negated or compared: few values live at once, so only
 // the operand pointers run short.
+// floor, ceil, trunc and round compile (roundps' modes): eager's bits on halves (round's ties go
+// to even), values past 2^23 / 2^52, NaN, infinities and signed zeros, in maps and in a sum.
+TEST(JitMap, RoundingsCompileToEagersBits) {
+  if (!haveJit()) GTEST_SKIP() << "no AVX2/BMI2: the compiled kernels are off";
+  Gen g(43);
+  // (valgrind's rounding emulation loses some signs of zero: there, compiled against interpreted)
+  auto mapBoth = [](const std::string& e, const T& ops, const EagerFn& fn) {
+    if (!underMemcheck()) return checkMapBoth(e, ops, fn, true);
+    const std::string what = e + " on " + describeOperands(ops);
+    return expectBoth(runBoth(
+                          nullptr, [&] { return tsfuse::pairwise(ops, e); }, what),
+                      true, what);
+  };
+  const char* expr =
+      "v1: mul($0, $1); floor(%0); ceil(%0); trunc(%0); round(%0); add(%1, %2); sub(%3, %4); mul(%5, %6)";
+  auto eager = [](const T& o) {
+    const at::Tensor p = o[0] * o[1];
+    return (at::floor(p) + at::ceil(p)) * (at::trunc(p) - at::round(p));
+  };
+  for (at::ScalarType dt : {at::kFloat, at::kDouble}) {
+    // x * 0.5 for integer x: every half (2.5 -> 2, -3.5 -> -4); x * 2^k past the last fraction bit.
+    at::Tensor halves = at::arange(-40, 40, at::TensorOptions().dtype(dt)).view({-1, 1});
+    for (double scale : {0.5, 0.25, 1e-3, 3.0e7, 1.0e16}) {
+      T ops = {halves, at::full({1, 131}, scale, at::TensorOptions().dtype(dt))};
+      EXPECT_TRUE(mapBoth(expr, ops, eager)) << dt << " scale=" << scale;
+    }
+    T specials = {g.tensor({9, 1}, dt, kAllSpecials) * 3, g.tensor({1, 700}, dt, kAllSpecials) * 5};
+    EXPECT_TRUE(mapBoth(expr, specials, eager)) << dt;
+    const std::vector<std::pair<const char*, EagerFn>> ones = {
+        {"v1: mul($0, $1); floor(%0)", [](const T& o) { return at::floor(o[0] * o[1]); }},
+        {"v1: mul($0, $1); ceil(%0)", [](const T& o) { return at::ceil(o[0] * o[1]); }},
+        {"v1: mul($0, $1); trunc(%0)", [](const T& o) { return at::trunc(o[0] * o[1]); }},
+        {"v1: mul($0, $1); round(%0)", [](const T& o) { return at::round(o[0] * o[1]); }}};
+    for (const auto& [one, fn] : ones) EXPECT_TRUE(mapBoth(one, specials, fn)) << dt << " " << one;
+  }
+  T rows = {g.tensor({37, 3, 1}, at::kFloat, kNaNInf) * 4, g.tensor({37, 1, 1100}, at::kFloat, kNaNInf) * 4};
+  EXPECT_TRUE(checkBoth(
+      "v1: mul($0, $1); round(%0)", rows, [](const T& o) { return at::round(o[0] * o[1]); }, kSum0, true,
+      CheckOpts{false, 1e-5, 1e-6}));
+}
+
 TEST(JitMap, OperandsPastThePointerRegistersAreReadThroughArgs) {
   if (!haveJit()) GTEST_SKIP() << "no AVX2/BMI2: the compiled kernels are off";
   Gen g(45);

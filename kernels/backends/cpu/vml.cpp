@@ -356,16 +356,15 @@ VmlRoutine sleefRoutine(Op op, c10::ScalarType t) {
 }
 
 // Ops whose ATen CPU kernel computes each value with the C library's function (acosh, asinh:
-// cpu_kernel over std::acosh / std::asinh, no vector form) or exactly (the roundings, which have
-// one correct result): the same function per value gives eager's bits wherever the value lies.
+// cpu_kernel over std::acosh / std::asinh, no vector form): the same function per value gives
+// eager's bits wherever the value lies. (The roundings are primitives: kernels/ir/prims.def.)
 template <typename T, T (*F)(T)>
 void callEach(const void*, double, int64_t n, const void* in, void* out) {
   const T* a = static_cast<const T*>(in);
   T* r = static_cast<T*>(out);
   for (int64_t i = 0; i < n; ++i) r[i] = F(a[i]);
 }
-// (std:: overload sets as functions of T; round: std::nearbyint, half to even in the default
-// rounding mode, as ATen's round)
+// (std:: overload sets as functions of T)
 #define TSFUSE_PER_VALUE(Name, Fn) \
   template <typename T>            \
   T Name(T x) {                    \
@@ -373,10 +372,6 @@ void callEach(const void*, double, int64_t n, const void* in, void* out) {
   }
 TSFUSE_PER_VALUE(acoshOf, std::acosh)
 TSFUSE_PER_VALUE(asinhOf, std::asinh)
-TSFUSE_PER_VALUE(floorOf, std::floor)
-TSFUSE_PER_VALUE(ceilOf, std::ceil)
-TSFUSE_PER_VALUE(truncOf, std::trunc)
-TSFUSE_PER_VALUE(roundOf, std::nearbyint)
 #undef TSFUSE_PER_VALUE
 struct EachEntry {
   Op op;
@@ -391,9 +386,7 @@ const void* address(T (*f)(T)) {
   {                                                                                                                   \
     Op::Id, {&callEach<float, &F<float>>, &callEach<double, &F<double>>}, { address(&F<float>), address(&F<double>) } \
   }
-const EachEntry kEachRoutines[] = {TSFUSE_EACH(Acosh, acoshOf), TSFUSE_EACH(Asinh, asinhOf),
-                                   TSFUSE_EACH(Floor, floorOf), TSFUSE_EACH(Ceil, ceilOf),
-                                   TSFUSE_EACH(Trunc, truncOf), TSFUSE_EACH(Round, roundOf)};
+const EachEntry kEachRoutines[] = {TSFUSE_EACH(Acosh, acoshOf), TSFUSE_EACH(Asinh, asinhOf)};
 #undef TSFUSE_EACH
 
 // The per-value routine for `op` in dtype t, checked once against the ATen op on the probe values;

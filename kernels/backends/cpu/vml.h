@@ -7,7 +7,7 @@
 // TensorIterator per tile. Each routine (libtorch_cpu's exported symbols: VMSEXP_, ...,
 // Sleef_powf8_u10) is checked once against the ATen op on probe values; where one is missing or any
 // bit differs, the op keeps running through ATen. acosh and asinh (ATen: the C library's function
-// on each value) and the roundings (one correct result) are per-value routines, checked alike.
+// on each value) are per-value routines, checked alike.
 // TSFUSE_CPU_VML=0 turns them all off.
 #pragma once
 

@@ -192,6 +192,10 @@ std::optional<Plan> Plan::make(const TileProgram& p, size_t prefix, int source, 
       case Prim::ClampMax:
       case Prim::Neg:
       case Prim::Abs:
+      case Prim::Floor:
+      case Prim::Ceil:
+      case Prim::Trunc:
+      case Prim::Round:
         if (li.ct != E) return fail(why, "arithmetic on bools"), std::nullopt;
         P.needAbs |= li.op == Prim::Abs;
         P.needSign |= li.op == Prim::Neg;

@@ -109,6 +109,10 @@ std::string genSin(const PrimArgs& g) { return unaryMath(g, "SIN"); }
 std::string genCos(const PrimArgs& g) { return unaryMath(g, "COS"); }
 std::string genAtan(const PrimArgs& g) { return unaryMath(g, "ATAN"); }
 std::string genTanh(const PrimArgs& g) { return unaryMath(g, "TANH"); }
+std::string genFloor(const PrimArgs& g) { return unaryMath(g, "FLOOR"); }
+std::string genCeil(const PrimArgs& g) { return unaryMath(g, "CEIL"); }
+std::string genTrunc(const PrimArgs& g) { return unaryMath(g, "TRUNC"); }
+std::string genRound(const PrimArgs& g) { return unaryMath(g, "RINT"); }
 std::string genSigmoid(const PrimArgs& g) {
   if (!isFloatTy(g.ct)) return "";
   const std::string one = g.ct == Ty::F32 ? "1.0f" : "1.0";  // exact in either language
