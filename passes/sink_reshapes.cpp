@@ -125,15 +125,6 @@ struct SinkReshapesPattern : Pattern {
     return r;
   }
 
-  // The position of the reduction's `dim` argument, or nullopt.
-  static std::optional<size_t> dimArgumentOf(Node* n) {
-    const c10::FunctionSchema* schema = n->maybeSchema();
-    if (!schema) return std::nullopt;
-    for (size_t i = 0; i < schema->arguments().size() && i < n->inputs().size(); ++i)
-      if (schema->arguments()[i].name() == "dim") return i;
-    return std::nullopt;
-  }
-
   void record(Rewriter& rw, Node* n, Node* now, const std::string& why) {
     RewriteEvent e;
     e.add(n);

@@ -18,6 +18,7 @@
 #include "passes/note_stored_broadcasts.h"
 #include "passes/sink_reshapes.h"
 #include "passes/prototype_casts.h"
+#include "passes/reduce_transposed.h"
 #include "passes/split_cat_reductions.h"
 #include "passes/sink_into_branches.h"
 #include "passes/sink_views.h"
@@ -78,6 +79,10 @@ const std::vector<PassInfo>& pipelinePasses() {
        "size 1 there -> elementwise tsfuse::max_join/min_join (logical_or/and, maximum/minimum) of the pieces "
        "(tsfuse::cat_piece keeps the stack's errors)",
        SplitCatReductions, true},
+      {"reduce_transposed",
+       "a reduction of a transposed elementwise result -> the reduction of the result over the swapped dims "
+       "(TensorIterator folds both in one order)",
+       ReduceTransposed, true},
       {"sink_reshapes",
        "elementwise ops and last-dim reductions over reshaped operands -> the reshape after them (broadcast dims "
        "flattened and restored)",

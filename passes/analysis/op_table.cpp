@@ -412,4 +412,12 @@ bool isInPlaceAtenOp(const Node* n) {
          n->input(0)->type()->isSubtypeOf(*c10::TensorType::get());
 }
 
+std::optional<size_t> dimArgumentOf(Node* n) {
+  const c10::FunctionSchema* schema = n->maybeSchema();
+  if (!schema) return std::nullopt;
+  for (size_t i = 0; i < schema->arguments().size() && i < n->inputs().size(); ++i)
+    if (schema->arguments()[i].name() == "dim") return i;
+  return std::nullopt;
+}
+
 }  // namespace tsfuse

@@ -51,6 +51,8 @@ struct ReductionMatch {
 };
 
 bool matchReduction(Node* n, ReductionMatch& out, std::string* why);
+// The position of a node's `dim` argument (a reduction's int or int[] dims), or nullopt.
+std::optional<size_t> dimArgumentOf(Node* n);
 
 // True when `n` reads nothing of its tensor input but metadata: its dtype, device, layout, sizes (all, or
 // one dim's), rank or element count.
