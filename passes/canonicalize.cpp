@@ -33,6 +33,7 @@ bool isIntConstant(Value* v, int64_t want) {
 }
 
 const c10::Symbol kInplaceResult = c10::Symbol::fromQualString("tsfuse::inplace_result");
+const c10::Symbol kIndexMask = c10::Symbol::fromQualString("tsfuse::index_mask");
 
 // Whether `n`'s output is a tensor no one else holds when it is made: a new tensor from an
 // elementwise op or a reduction (isFreshReader), a factory, a clone, a matrix product or cdist
@@ -44,7 +45,8 @@ bool freshTensor(Node* n) {
       c10::aten::zeros,     c10::aten::ones,      c10::aten::full,       c10::aten::empty,     c10::aten::zeros_like,
       c10::aten::ones_like, c10::aten::full_like, c10::aten::empty_like, c10::aten::new_zeros, c10::aten::new_ones,
       c10::aten::new_full,  c10::aten::new_empty, c10::aten::clone,      c10::aten::matmul,    c10::aten::mm,
-      c10::aten::bmm,       c10::aten::addmm,     c10::aten::baddbmm,    c10::aten::cdist,     c10::aten::linear};
+      c10::aten::bmm,       c10::aten::addmm,     c10::aten::baddbmm,    c10::aten::cdist,     c10::aten::linear,
+      c10::aten::repeat};
   if (newTensors.count(n->kind())) return n->outputs().size() == 1;
   // inplace_result, and a cast that may return its input itself (x.to(x.dtype) is x): fresh where
   // that input is fresh and read by nothing else, so a write to one is seen by nobody else.
@@ -140,21 +142,40 @@ KnownDtype knownDtype(Value* x, int depth = 0) {
   return known;
 }
 
-// The number c of index_put_'s value in x[mask] = c, when where(mask, c, x) holds what x holds
-// after index_put_; otherwise nullopt and *why. Scripted code builds the value as
-// aten::tensor(c, dtype(x), device(x), False) (c converted to x's dtype, then copied), traces as
-// a constant 0-dim tensor (converted to x's dtype by the copy); where converts c itself, to
-// x's dtype when c's kind cannot promote x's (KnownDtype). The two conversions agree where c
-// converts exactly: an integer into an int64 or floating x, a float-exact number into a floating
-// x, and an integer in [0, 127] (as an int) into any but bool.
-std::optional<c10::Scalar> fillValue(Value* value, Value* x, std::string& why) {
+// Whether index_put_'s value is tensor(c, dtype=x.dtype, device=x.device), as scripting builds it:
+// a 0-dim tensor of x's dtype and device, which where(mask, value, x) writes unchanged.
+// (x's dtype and device may be read from what x is a view or copy of, tryMetadataOfCopy, or from
+// the value an earlier in-place rewrite made x from, `madeFrom`: replaceWrite)
+using MadeFrom = std::unordered_map<Value*, Value*>;
+bool scriptedValue(Value* value, Value* x, const MadeFrom& madeFrom) {
+  Node* v = value->node();
+  if (v->kind() != c10::aten::tensor || v->inputs().size() != 4) return false;
+  auto readsOf = [&](Value* meta, c10::Symbol kind) {
+    if (meta->node()->kind() != kind) return false;
+    for (Value* y = x;;) {
+      if (meta->node()->input() == y) return true;
+      if (auto it = madeFrom.find(y); it != madeFrom.end())
+        y = it->second;
+      else if (keepsDtype(y->node()))
+        y = y->node()->input(0);
+      else
+        return false;
+    }
+  };
+  auto requiresGrad = toIValue(v->input(3));
+  return readsOf(v->input(1), c10::prim::dtype) && readsOf(v->input(2), c10::prim::device) && requiresGrad &&
+         requiresGrad->isBool() && !requiresGrad->toBool();
+}
+
+// The number c of index_put_'s value in x[mask] = c, or nullopt and *why. Scripted code builds the
+// value as aten::tensor(c, dtype(x), device(x), False) (c converted to x's dtype, then copied),
+// traces as a constant 0-dim tensor: index_put_ of one bool mask and a one-element CPU value is
+// masked_fill_(mask, value.item()), which converts c to x's dtype (raising where it overflows).
+std::optional<c10::Scalar> fillNumber(Value* value, Value* x, const MadeFrom& madeFrom, std::string& why) {
   Node* v = value->node();
   std::optional<c10::IValue> c;
   if (v->kind() == c10::aten::tensor && v->inputs().size() == 4) {
-    auto requiresGrad = toIValue(v->input(3));
-    if (v->input(1)->node()->kind() != c10::prim::dtype || v->input(1)->node()->input() != x ||
-        v->input(2)->node()->kind() != c10::prim::device || v->input(2)->node()->input() != x || !requiresGrad ||
-        !requiresGrad->isBool() || requiresGrad->toBool()) {
+    if (!scriptedValue(value, x, madeFrom)) {
       why = "the value is not tensor(c, dtype=x.dtype, device=x.device)";
       return std::nullopt;
     }
@@ -172,6 +193,14 @@ std::optional<c10::Scalar> fillValue(Value* value, Value* x, std::string& why) {
     why = "the value is a bool or complex number";
     return std::nullopt;
   }
+  return number;
+}
+
+// c itself where where(mask, c, x) holds what x holds after index_put_; otherwise nullopt and *why.
+// where converts c itself, to x's dtype when c's kind cannot promote x's (KnownDtype). The two
+// conversions agree where c converts exactly: an integer into an int64 or floating x, a
+// float-exact number into a floating x, and an integer in [0, 127] (as an int) into any but bool.
+std::optional<c10::Scalar> convertsAlike(const c10::Scalar& number, Value* x, std::string& why) {
   double d = number.toDouble();
   bool integral = number.isIntegral(false);
   bool floatExact = std::isnan(d) || static_cast<double>(static_cast<float>(d)) == d;
@@ -196,10 +225,24 @@ std::optional<c10::Scalar> fillValue(Value* value, Value* x, std::string& why) {
 
 // The node-by-node rewrites (2-4 of canonicalize.h), each node's nested blocks first.
 struct CanonicalizePattern : Pattern {
+  MadeFrom madeFrom;  // the value each in-place rewrite made, to the value it was written into
+
   CanonicalizePattern() : Pattern("canonicalize", WalkOrder::Forward, NestedBlocks::AtOwner) {}
 
   bool matchAndRewrite(Node* n, Rewriter& rw) override {
-    return tryInPlace(n, rw) || tryBoolMaskFill(n, rw) || tryValuesOnlyMinMax(n, rw) || tryExpandAs(n, rw);
+    return tryInPlace(n, rw) || tryBoolMaskFill(n, rw) || tryValuesOnlyMinMax(n, rw) || tryExpandAs(n, rw) ||
+           tryMetadataOfCopy(n, rw);
+  }
+
+  // x.dtype / x.device of x = a view or copy of y (y.repeat(...): scripted x[mask] = c reads x's
+  // for c's tensor) -> y's, so x's only readers may be the fused ops that read it as a broadcast.
+  static bool tryMetadataOfCopy(Node* n, Rewriter& rw) {
+    if ((n->kind() != c10::prim::dtype && n->kind() != c10::prim::device) || n->inputs().size() != 1) return false;
+    Node* p = n->input(0)->node();
+    if (!keepsDtype(p)) return false;
+    n->replaceInput(0, p->input(0));  // no event: the same dtype and device
+    (void)rw;
+    return true;
   }
 
   // x.expand_as(y) -> x.expand(y.size()), which is how ATen computes it (values, view, errors):
@@ -310,13 +353,20 @@ struct CanonicalizePattern : Pattern {
 
   // In-place `n` writing x -> `result` (inserted before n), computing
   // what x holds after it: n's result and the uses of x after n read result's value instead.
-  static bool replaceWrite(Node* n, Node* result, const std::string& what, Rewriter& rw) {
+  bool replaceWrite(Node* n, Node* result, const std::string& what, Rewriter& rw) {
     Value* x = n->input(0);
     Value* y = result->output();
     y->setType(n->output()->type());
     result->setSourceRange(n->sourceRange());
     n->output()->replaceAllUsesWith(y);
     x->replaceAllUsesAfterNodeWith(n, y);
+    // An in-place op keeps x's dtype and device: their readers read x's (the next scripted
+    // x[mask] = c builds its value from them), so y's values alone are read.
+    std::vector<Node*> metadata;
+    for (const auto& use : y->uses())
+      if (use.user->kind() == c10::prim::dtype || use.user->kind() == c10::prim::device) metadata.push_back(use.user);
+    for (Node* m : metadata) m->replaceInput(0, x);
+    madeFrom[y] = x;
     RewriteEvent e;
     e.add(n);
     e.fusedOp = result->kind().toQualString();
@@ -392,7 +442,11 @@ struct CanonicalizePattern : Pattern {
   // two operands of one layout; masked_fill would return a contiguous clone). index_put_ raises
   // for another mask shape, where either would broadcast, so the layout is proven
   // (shape_facts.h), and the conversion of c must not depend on which op converts it
-  // (fillValue). x must be fresh, as for in-place ops.
+  // (convertsAlike). x must be fresh, as for in-place ops.
+  // Where mask's layout is not proven x's: y = masked_fill(x, index_mask(mask, x), c), exact when
+  // mask has x's rank (checkedMaskHazard): index_mask raises index_put_'s errors for other sizes,
+  // masked_fill converts c as index_put_'s masked_fill_ does, and y's strides, which may differ
+  // from x's, are read by nothing whose result they change.
   bool tryBoolMaskFill(Node* n, Rewriter& rw) {
     if (n->kind() != c10::aten::index_put_) return false;
     const c10::FunctionSchema* schema = n->maybeSchema();
@@ -410,10 +464,16 @@ struct CanonicalizePattern : Pattern {
     if (!accumulate || !accumulate->isBool() || accumulate->toBool())
       return reject("accumulate is not a constant False");
     if (!provablyBool(mask)) return reject("%" + mask->debugName() + " is not provably a bool tensor");
-    if (!provablySameLayout(mask, x))
-      return reject("%" + mask->debugName() + " is not provably of %" + x->debugName() +
-                    "'s shape and strides (index_put_ raises for another shape where where() broadcasts, and "
-                    "keeps x's strides)");
+    // Where mask's layout is not proven x's, tsfuse::index_mask checks its sizes at run time, and
+    // the value's layout must not matter to what reads it.
+    const bool checkSizes = !provablySameLayout(mask, x);
+    if (checkSizes) {
+      if (std::string why = checkedMaskHazard(n, mask, x); !why.empty())
+        return reject("%" + mask->debugName() + " is not provably of %" + x->debugName() +
+                      "'s shape and strides (index_put_ raises for another shape where where() broadcasts, and "
+                      "keeps x's strides), and " +
+                      why);
+    }
     std::vector<Value*> rankFrom;  // where x's rank is not provably >= 1: the tensors it is read from
     if (RankBounds ranks; ranks.atLeast(x) < 1) {
       auto leaves = elementwiseLeaves(x);
@@ -425,18 +485,79 @@ struct CanonicalizePattern : Pattern {
         rankFrom = *leaves;
     }
     if (std::string why = freshTarget(n); !why.empty()) return reject(why);
+    // The value where() writes: c where it converts as index_put_ would, else scripting's 0-dim
+    // tensor of x's dtype itself; a traced constant of another dtype is masked_fill's number, which
+    // converts it as index_put_'s masked_fill_ does (the checked form only: its layout may differ).
     std::string why;
-    std::optional<c10::Scalar> c = fillValue(n->input(2), x, why);
-    if (!c) return reject(why);
+    Value* value = n->input(2);
+    const std::optional<c10::Scalar> number = fillNumber(value, x, madeFrom, why);
+    const std::optional<c10::Scalar> c = number ? convertsAlike(*number, x, why) : std::nullopt;
+    const bool scripted = scriptedValue(value, x, madeFrom), traced = !c && !scripted && number && checkSizes;
+    if (!c && !scripted && !traced) return reject(why);
     why = writeObserver(n, x, nullptr);
     if (!why.empty()) return reject(why);
     if (unreadWrite(n)) return reject("nothing reads what it writes");
     Graph& graph = rw.graph();
     torch::jit::WithInsertPoint guard(n);
     if (!rankFrom.empty()) insertZeroDimIndexError(graph, rankFrom);
-    Node* fill = graph.insertNode(graph.create(c10::aten::where, {mask, graph.insertConstant(*c), x}, 1));
-    return replaceWrite(n, fill, "x[mask] = value (index_put_ of a bool mask of x's layout) on a fresh intermediate",
+    if (checkSizes) {
+      Node* checked = graph.insertNode(graph.create(kIndexMask, {mask, x}, 1));
+      checked->output()->setType(mask->type());
+      checked->setSourceRange(n->sourceRange());
+      mask = checked->output();
+    }
+    Node* fill = traced ? graph.create(c10::aten::masked_fill, {x, mask, graph.insertConstant(*number)}, 1)
+                        : graph.create(c10::aten::where, {mask, c ? graph.insertConstant(*c) : value, x}, 1);
+    graph.insertNode(fill);
+    return replaceWrite(n, fill,
+                        checkSizes
+                            ? "x[mask] = value (index_put_ of a bool mask of x's rank, its sizes checked, read "
+                              "only by what x's strides do not change) on a fresh intermediate"
+                            : "x[mask] = value (index_put_ of a bool mask of x's layout) on a fresh intermediate",
                         rw);
+  }
+
+  // Why x[mask] = c (index_put_ `n`) cannot be where(index_mask(mask, x), c, x), or "": mask must
+  // have x's rank (a mask of fewer dims selects whole slices; more raises, as index_mask does),
+  // and every later reader of x must read values that x's strides do not change: further
+  // writes x[m] = v, extrema along dims, any/all (exact in any order), and metadata (sizes).
+  static std::string checkedMaskHazard(Node* n, Value* mask, Value* x) {
+    const std::optional<int64_t> rank = exactRank(x);
+    if (!rank || *rank < 1) return "the rank of %" + x->debugName() + " is not known";
+    if (RankBounds().atLeast(mask) < *rank)
+      return "%" + mask->debugName() + " is not provably of its rank (a mask of fewer dims selects whole slices)";
+    std::vector<Value*> pending{n->output(), x};  // (x: its uses after n)
+    for (size_t k = 0; k < pending.size() && k < 64; ++k)
+      for (const auto& use : pending[k]->uses()) {
+        Node* u = use.user;
+        Node* at = ancestorIn(u, n->owningBlock());
+        if (u == n || (pending[k] == x && (!at || !at->isAfter(n)))) continue;
+        ReductionMatch r;
+        if (isMetadataRead(u) || (matchReduction(u, r, nullptr) && layoutFreeReduction(r.spec.kind))) continue;
+        if (u->kind() == c10::aten::index_put_ && use.offset == 0) {
+          pending.push_back(u->output());
+          continue;
+        }
+        return describeNode(u) + " reads it, whose result its strides may change";
+      }
+    return pending.size() < 64 ? "" : "it has too many readers to check";
+  }
+
+  // Reductions whose values (and indices) are the same whatever order the elements come in.
+  static bool layoutFreeReduction(Reduction r) {
+    switch (r) {
+      case Reduction::Amax:
+      case Reduction::Amin:
+      case Reduction::Max:
+      case Reduction::Min:
+      case Reduction::Argmax:
+      case Reduction::Argmin:
+      case Reduction::Any:
+      case Reduction::All:
+        return true;
+      default:
+        return false;
+    }
   }
 
   // values, indices = max|min(x, dim, keepdim) with indices unused

@@ -246,9 +246,10 @@ ENTRIES: List[Entry] = [
     _entry("ul.bbox_iou(CIoU)", UL, _ciou, _gt_anchor_boxes, "script", {"pairwise": 1},
            "the CIoU (atan aspect terms, the no_grad alpha, clamp_ in place) and the caller's "
            ".squeeze(-1).clamp_(0) are one pairwise op"),
-    _entry("ul.batch_probiou", UL, lambda: _ultralytics("batch_probiou"), _oriented_boxes, "trace", {"pairwise": 6},
-           "the [N, M] Bhattacharyya distance, log, clamp, exp and sqrt are one pairwise op; the other five are "
-           "the per-box covariance terms ([N, 1] and [1, M] values, computed once and read by it)"),
+    _entry("ul.batch_probiou", UL, lambda: _ultralytics("batch_probiou"), _oriented_boxes, "trace", {"pairwise": 3},
+           "the [N, M] Bhattacharyya distance, log, clamp, exp and sqrt, and the per-box covariance terms (cos "
+           "and sin of each box's angle, run once per box: kernels/runtime/hoist.h) are one pairwise op; the "
+           "other two are each box set's squared sides over 12, which the covariance's split reads"),
     _entry("ul.kpt_iou", UL, _oks, _keypoints, "script", {"reduce": 1},
            "squared keypoint distances over [N, M, 17], exp, the visibility mask and the sum over keypoints are "
            "one reduce, with the / (mask.sum + eps) as its epilogue"),

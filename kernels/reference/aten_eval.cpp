@@ -50,6 +50,16 @@ at::Tensor catPiece(const at::Tensor& x, const at::Tensor& first, int64_t entry,
   return x;
 }
 
+at::Tensor indexMask(const at::Tensor& mask, const at::Tensor& x) {
+  TORCH_CHECK_INDEX(mask.dim() <= x.dim(), "too many indices for tensor of dimension ", x.dim());
+  for (int64_t j = 0; j < mask.dim(); ++j)
+    TORCH_CHECK_INDEX(mask.size(j) == x.size(j), "The shape of the mask ", mask.sizes(), " at index ", j,
+                      " does not match the shape of the indexed tensor ", x.sizes(), " at index ", j);
+  // (canonicalize proves the rank: a mask of fewer dims selects whole slices, which where() cannot)
+  TORCH_CHECK(mask.dim() == x.dim(), "tsfuse: index_mask's mask has fewer dims than the tensor it indexes");
+  return mask;
+}
+
 at::Tensor extremumJoin(const at::Tensor& piece, const at::Tensor& kept, bool max) {
   const at::Tensor wins = max ? at::ge(kept, piece) : at::le(kept, piece);
   return at::where(at::logical_or(wins, at::isnan(kept)), kept, piece);

@@ -57,6 +57,9 @@ at::Tensor inplaceResult(const at::Tensor& value, const at::Tensor& self);
 // `first`, or the error that op raises for it: the dim out of range, another rank or sizes. The
 // checks are ATen's own, run on meta tensors of the two shapes.
 at::Tensor catPiece(const at::Tensor& x, const at::Tensor& first, int64_t entry, int64_t dim, bool stack);
+// mask itself, as x[mask]'s index of x (a bool mask of x's rank), or the error index_put_ raises
+// for it: too many dims, or a size that is not x's.
+at::Tensor indexMask(const at::Tensor& mask, const at::Tensor& x);
 // max_join / min_join (ops.def): `kept` where it is the extremum of the two (ties included) or NaN,
 // else `piece`; as a where, so ATen's autograd routes the gradient as the registry's derivative does.
 at::Tensor extremumJoin(const at::Tensor& piece, const at::Tensor& kept, bool max);

@@ -169,6 +169,9 @@ TORCH_LIBRARY(tsfuse, m) {
   // a piece of a cat or stack whose reduction became elementwise (passes/split_cat_reductions.cpp):
   // piece itself, or that op's error.
   m.def("cat_piece(Tensor(a) piece, Tensor first, int entry, int dim, bool stack) -> Tensor(a)", &tsfuse::catPiece);
+  // the mask of x[mask] = value where canonicalize made it a where (passes/canonicalize.cpp): mask
+  // itself, or index_put_'s error.
+  m.def("index_mask(Tensor(a) mask, Tensor self) -> Tensor(a)", &tsfuse::indexMask);
   // an operand a later in-place op writes (passes/snapshot_written_operands.cpp): self itself, or a
   // copy where the fused op reading `operands` will save them for its backward (grad mode, one of
   // them requires grad). A wrapped number (a number read at run time) is never written, and a copy

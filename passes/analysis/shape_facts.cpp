@@ -20,16 +20,6 @@ using torch::jit::Value;
 
 constexpr int kMaxDepth = 64;  // expression trees of real code are far shallower
 
-// Ops whose tensor result has their first input's dtype (views and copies of it).
-bool keepsDtype(Node* p) {
-  using namespace c10;
-  static const Symbol kinds[] = {aten::select,    aten::slice,   aten::unsqueeze,  aten::squeeze, aten::expand,
-                                 aten::expand_as, aten::permute, aten::transpose,  aten::t,       aten::reshape,
-                                 aten::view,      aten::flatten, aten::contiguous, aten::clone,   aten::detach};
-  return std::find(std::begin(kinds), std::end(kinds), p->kind()) != std::end(kinds) && p->outputs().size() == 1 &&
-         p->inputs().size() >= 1 && p->input(0)->type()->cast<c10::TensorType>();
-}
-
 // x.to(torch.bool) (x.bool(), traced), the dtype a constant.
 bool castToBool(Node* p) {
   if (p->kind() != c10::aten::to || !p->maybeSchema() || !p->schema().argumentIndexWithName("dtype")) return false;
@@ -155,7 +145,7 @@ int64_t RankBounds::bound(Value* v, int depth) {
 }
 
 // The bound of p's tensor output for the ops viewKind does not cover: list elements of
-// chunk/split/unbind (unpacked or indexed), and rank-keeping or rank-fixing views.
+// chunk/split/unbind (unpacked or indexed), stack and cat, and rank-keeping or rank-fixing views.
 std::optional<int64_t> RankBounds::otherView(Node* p, int depth) {
   using namespace c10;
   if (p->kind() == prim::ListUnpack || p->kind() == aten::__getitem__) {
@@ -169,6 +159,12 @@ std::optional<int64_t> RankBounds::otherView(Node* p, int depth) {
   static const Symbol fullSlice = Symbol::fromQualString(kFullSliceOp);
   if (p->kind() == fullSlice) return std::max(self(), dimRank(p->input(1)));
   const FunctionSchema* s = p->maybeSchema();
+  if (s && (p->kind() == aten::stack || p->kind() == aten::cat) && s->overload_name().empty() &&
+      p->input(0)->node()->kind() == prim::ListConstruct) {  // pieces of one rank (a cat's: >= 1)
+    int64_t r = 0;
+    for (Value* piece : p->input(0)->node()->inputs()) r = std::max(r, bound(piece, depth + 1));
+    return std::max(p->kind() == aten::stack ? r + 1 : r, dimRank(p->input(1)));
+  }
   if (!s || p->inputs().empty() || !p->input(0)->type()->isSubtypeOf(*TensorType::get())) return std::nullopt;
   const std::string& o = s->overload_name();
   if (p->kind() == aten::transpose && o == "int")  // a 0-dim tensor accepts dims 0 and -1
@@ -238,6 +234,19 @@ bool isWhereScalarSelf(Node* n) {
   return s && s->overload_name() == "ScalarSelf";
 }
 
+bool keepsDtype(Node* p) {
+  using namespace c10;
+  static const Symbol kinds[] = {aten::select, aten::slice,      aten::unsqueeze, aten::squeeze,
+                                 aten::expand, aten::expand_as,  aten::permute,   aten::transpose,
+                                 aten::t,      aten::reshape,    aten::view,      aten::flatten,
+                                 aten::repeat, aten::contiguous, aten::clone,     aten::detach};
+  if (std::find(std::begin(kinds), std::end(kinds), p->kind()) == std::end(kinds) || p->outputs().size() != 1 ||
+      p->inputs().empty() || !p->input(0)->type()->cast<c10::TensorType>())
+    return false;
+  const c10::FunctionSchema* s = p->maybeSchema();  // (view(dtype) reinterprets the bytes)
+  return p->kind() != aten::view || (s && s->overload_name().empty());
+}
+
 bool isExpand(const Node* n) {
   return n->kind() == c10::aten::expand || n->kind() == c10::aten::expand_as || n->kind() == c10::aten::broadcast_to;
 }
@@ -245,5 +254,38 @@ bool isExpand(const Node* n) {
 bool provablyBool(Value* v) { return boolAt(v, 0); }
 
 bool provablySameLayout(Value* v, Value* x) { return leavesWithin(v, layoutTwins(x, 0), 0); }
+
+std::optional<int64_t> exactRank(Value* x) {
+  if (auto t = x->type()->cast<c10::TensorType>(); t && t->dim()) return static_cast<int64_t>(*t->dim());
+  using namespace c10;
+  static const Symbol indexMask = Symbol::fromQualString("tsfuse::index_mask");
+  Node* q = x->node();
+  if (q->kind() == indexMask) return exactRank(q->input(1));  // (it raises for another rank)
+  if (q->kind() == aten::index_put_ && q->outputs().size() == 1) return exactRank(q->input(0));  // (x itself)
+  if ((q->kind() == aten::tensor || q->kind() == aten::scalar_tensor) && !q->inputs().empty() &&
+      q->input(0)->type()->kind() != TypeKind::ListType)
+    return 0;  // a tensor of one number
+  ElementwiseMatch m;
+  if (matchElementwise(q, m, nullptr)) {  // its tensor operands' largest rank, where each is known
+    std::optional<int64_t> r;
+    for (const MatchedArg& a : m.args) {
+      if (!a.tensor) continue;
+      auto ar = exactRank(a.tensor);
+      if (!ar) return std::nullopt;
+      r = std::max(r.value_or(0), *ar);
+    }
+    return r;
+  }
+  static const Symbol sized[] = {aten::expand, aten::reshape, aten::view,  aten::repeat,
+                                 aten::zeros,  aten::ones,    aten::empty, aten::full};
+  Node* p = q;
+  if (std::find(std::begin(sized), std::end(sized), p->kind()) == std::end(sized) || p->outputs().size() != 1)
+    return std::nullopt;
+  const size_t at =
+      p->kind() == aten::zeros || p->kind() == aten::ones || p->kind() == aten::empty || p->kind() == aten::full ? 0
+                                                                                                                 : 1;
+  if (p->inputs().size() <= at || !p->input(at)->type()->isSubtypeOf(*ListType::ofInts())) return std::nullopt;
+  return listLength(p->input(at));
+}
 
 }  // namespace tsfuse

@@ -15,6 +15,10 @@ bool isMinMaxDim(torch::jit::Node* n);
 // aten::where(condition, <number>, other)
 bool isWhereScalarSelf(torch::jit::Node* n);
 
+// A view or copy of its first input (select, expand, permute, reshape, repeat, clone, ...): its
+// result has that input's dtype and device.
+bool keepsDtype(torch::jit::Node* p);
+
 // aten::expand, expand_as or broadcast_to: a view whose broadcast dims a copy of it materialises.
 bool isExpand(const torch::jit::Node* n);
 
@@ -28,6 +32,11 @@ bool provablyBool(torch::jit::Value* v);
 // other output of the max|min(dim) that made x; and, for x = where(m, c, x0) with m of x0's
 // layout, what has x0's. (masked_fill is not such an op: it returns a contiguous clone.)
 bool provablySameLayout(torch::jit::Value* v, torch::jit::Value* x);
+
+// `x`'s rank for every input: its type's, the length of the sizes that made it (expand, reshape,
+// view, repeat, which raises for fewer repeats than dims, and zeros, ones, full, empty), an
+// elementwise op's over operands of known ranks, index_put_'s target's, tsfuse::index_mask's.
+std::optional<int64_t> exactRank(torch::jit::Value* x);
 
 // select.int / slice.Tensor / unsqueeze with constant arguments: the views passes move or drop.
 enum class ViewKind { None, Select, Slice, Unsqueeze, Squeeze };

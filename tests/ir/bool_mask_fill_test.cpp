@@ -1,8 +1,8 @@
 // IR-string tests of canonicalize's x[mask] = c rewrite (passes/canonicalize.cpp,
 // tryBoolMaskFill): index_put_ of a bool mask of x's own layout on a fresh intermediate becomes
-// where(mask, c, x) and joins the fused region; named negative cases keep index_put_ where the
-// two could differ (another mask shape, a non-bool mask, accumulate, a fill value whose
-// conversion to x's dtype is not known, a bool x, a graph input). Each rewrite runs
+// where(mask, c, x) (scripting's value tensor where c's conversion to x's dtype is not known) and
+// joins the fused region; named negative cases keep index_put_ where the two could differ
+// (another mask shape, a non-bool mask, accumulate, a graph input). Each rewrite runs
 // before/after through the interpreter, values, dtypes and strides compared.
 #include "ir_util.h"
 
@@ -163,12 +163,18 @@ TEST(BoolMaskFillIR, ValuePromotedByAFloatNumberIsKnownFloating) {
   EXPECT_TRUE(sameOutputs(ref, g, {gen.tensor({6, 1}, at::kDouble), gen.tensor({1, 5}, at::kInt)}));
 }
 
-TEST(BoolMaskFillIR, NegativeBoolValue) {
-  // x = a & b is bool: where(mask, 0, x) would promote it to int64.
+TEST(BoolMaskFillIR, ScriptedValueOfABoolTargetIsWrittenAsIs) {
+  // x = a & b is bool: where(mask, 0, x) would promote it to int64; scripting's value is
+  // tensor(0, dtype=x.dtype, device=x.device), a bool 0-dim tensor, which where() writes as it is.
   auto g = graphOf("  %x : Tensor = aten::logical_and(%a, %b)\n  %mask : Tensor = aten::logical_not(%x)\n" +
                    put("%x", "%mask", "%zero") + "  return (%x)\n");
+  auto ref = g->copy();
   PassRun c = canonicalize(g);
-  EXPECT_TRUE(c.rejectedWith("dtype is not known well enough")) << c.dump();
+  EXPECT_EQ(c.rewrites(), 1) << c.dump();
+  EXPECT_TRUE(fileCheck(c.ir, [](FileCheck& fc) { fc.check("aten::tensor(")->check("aten::where("); }));
+  Gen gen(10);
+  EXPECT_TRUE(sameOutputs(ref, g, {gen.tensor({6, 1}, at::kBool), gen.tensor({1, 5}, at::kBool)}));
+  EXPECT_TRUE(sameOutputs(ref, g, inputs(5)));
 }
 
 TEST(BoolMaskFillIR, NegativeMaskOfAnotherShape) {
@@ -193,21 +199,27 @@ TEST(BoolMaskFillIR, NegativeAccumulate) {
   EXPECT_TRUE(c.rejectedWith("accumulate is not a constant False")) << c.dump();
 }
 
-TEST(BoolMaskFillIR, NegativeFillValueWhoseConversionIsNotKnown) {
-  // 0.1 is not a float: its conversion to x's dtype could round differently on the two paths.
-  auto g = write("aten::lt(%x, %half)", "float = prim::Constant[value=0.1]()");
-  PassRun c = canonicalize(g);
-  EXPECT_TRUE(c.rejectedWith("dtype is not known well enough")) << c.dump();
-  // x = a - b may be an integer or unsigned tensor: -1 could convert differently (or overflow);
-  // so may x = a + 2 (an int number keeps an integer x integer).
-  auto h = graphOf("  %x : Tensor = aten::sub(%a, %b, %one)\n  %mask : Tensor = aten::ne(%x, %zero)\n" +
-                   put("%x", "%mask", "%m1") + "  return (%x)\n");
-  PassRun d = canonicalize(h);
-  EXPECT_TRUE(d.rejectedWith("dtype is not known well enough")) << d.dump();
-  auto k = graphOf("  %x : Tensor = aten::add(%a, %two, %one)\n  %mask : Tensor = aten::ne(%x, %zero)\n" +
-                   put("%x", "%mask", "%m1") + "  return (%x)\n");
-  PassRun e = canonicalize(k);
-  EXPECT_TRUE(e.rejectedWith("dtype is not known well enough")) << e.dump();
+TEST(BoolMaskFillIR, ScriptedValueWhoseConversionIsNotKnownIsWrittenAsIs) {
+  // 0.1 is not a float, -1 may not fit x = a - b (unsigned) or x = a + 2: where(mask, c, x) could
+  // convert c otherwise than tensor(c, dtype=x.dtype) does, so where() writes that tensor.
+  const std::vector<std::shared_ptr<Graph>> graphs = {
+      write("aten::lt(%x, %half)", "float = prim::Constant[value=0.1]()"),
+      graphOf("  %x : Tensor = aten::sub(%a, %b, %one)\n  %mask : Tensor = aten::ne(%x, %zero)\n" +
+              put("%x", "%mask", "%m1") + "  return (%x)\n"),
+      graphOf("  %x : Tensor = aten::add(%a, %two, %one)\n  %mask : Tensor = aten::ne(%x, %zero)\n" +
+              put("%x", "%mask", "%m1") + "  return (%x)\n")};
+  for (size_t k = 0; k < graphs.size(); ++k) {
+    auto g = graphs[k];
+    auto ref = g->copy();
+    PassRun c = canonicalize(g);
+    EXPECT_EQ(c.rewrites(), 1) << c.dump();
+    EXPECT_TRUE(fileCheck(c.ir, [](FileCheck& fc) { fc.check_not("aten::index_put_")->check("aten::where("); }));
+    Gen gen(11);
+    EXPECT_TRUE(sameOutputs(ref, g, inputs(6)));
+    if (k == 0) continue;  // (true division: floating only)
+    for (at::ScalarType t : {at::kByte, at::kChar, at::kInt, at::kLong})
+      EXPECT_TRUE(sameOutputs(ref, g, {gen.tensor({6, 1}, t), gen.tensor({1, 5}, t)})) << t;
+  }
 }
 
 TEST(BoolMaskFillIR, NegativeGraphInput) {
