@@ -40,6 +40,13 @@ class ReductionForms:
         t = v.t
         r = t.dim()
         n = v.name
+        if r >= 2 and not v.param and rng.random() < 0.15:
+            # a reduction of a transposed intermediate (log-domain Sinkhorn's column update)
+            a, b = rng.sample(range(r), 2)
+            a, b = (a - r if rng.random() < 0.5 else a), (b - r if rng.random() < 0.5 else b)
+            n, t = (f"{n}.t()", t.t()) if r == 2 and rng.random() < 0.3 else (f"{n}.transpose({a}, {b})",
+                                                                           t.transpose(a, b))
+            self.forms.add("transposed_reduce")
         dims = None
         if r >= 1 and rng.random() < 0.8:
             k = rng.randint(1, min(r, 2))

@@ -71,6 +71,7 @@ FORM_OPS = {
     "reduce:div_sum": r"aten::sum\(",
     "inplace": r"aten::\w+_\(", "where": r"aten::where\(",
     "repeat": r"aten::repeat\(", "mask_write": r"aten::index_put_\(", "triangle": r"aten::tri[ul]_?\(",
+    "transposed_reduce": r"aten::(transpose|t)\(",
 }
 
 # Forms whose own fused op must appear in the optimized graph.
