@@ -166,6 +166,16 @@ def triage(program, opt, mode, seed, eager=None):
             as_ts = dataclasses.replace(eager, outputs=opt.outputs)
             if grad.compare_grad(program, as_ts, opt, lambda: grad.bound_for(program, fn, eager))[0] is None:
                 return "torchscript_vs_eager"
+        # TorchScript's own graph raising in the forward under grad mode where eager does not (an
+        # in-place write to what its matmul returned as a view of an empty leaf): the forward
+        # outputs are TorchScript's without grad, and the gradients must still be eager's.
+        if eager.error is None and opt.error is None and ref.error is not None and ref.stage == "forward":
+            plain = reference_run(program, mode, seed)
+            if plain is not None and any(compare_results(program, r, (opt.outputs, None, opt.inputs))[0] is None
+                                         for r in plain):
+                as_ts = dataclasses.replace(eager, outputs=opt.outputs)
+                if grad.compare_grad(program, as_ts, opt, lambda: grad.bound_for(program, fn, eager))[0] is None:
+                    return "torchscript_vs_eager"
         # An error eager raises in the forward that TorchScript without grad drops too (its dead
         # code elimination removes an in-place op nothing reads, with the op's broadcast error):
         # under grad mode TorchScript's own graph keeps the op, the fused one, whose fusion took
