@@ -34,6 +34,9 @@ class ReduceTransposedPattern : public Pattern {
   bool matchAndRewrite(Node* n, Rewriter& rw) override {
     ReductionMatch red;
     if (!matchReduction(n, red, nullptr) || !stridesOrderIt(red.spec.kind)) return false;
+    // argmax/argmin over every dim index the flattened operand: its order is the dims' positions.
+    const bool flatIndex = !red.spec.dims && (red.spec.kind == Reduction::Argmax || red.spec.kind == Reduction::Argmin);
+    if (flatIndex) return false;
     Node* t = red.input->node();
     if (t->kind() != c10::aten::transpose && t->kind() != c10::aten::t) return false;
     Value* x = t->input(0);

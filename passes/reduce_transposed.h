@@ -19,7 +19,8 @@ namespace tsfuse {
 //  * x is an elementwise op's result (dense: no two dims longer than 1 share a stride, so no tie
 //    leaves the order to the dims' positions);
 //  * the result's dims come out in the same order: the reduction takes both swapped dims, or all
-//    dims, or one of two adjacent swapped dims without keepdim;
+//    dims (not argmax/argmin, whose index into the flattened operand follows the dims' order),
+//    or one of two adjacent swapped dims without keepdim;
 //  * i, j and dims name the same dims in both frames: one sign, or x's rank known.
 // Returns whether the graph changed.
 bool ReduceTransposed(std::shared_ptr<torch::jit::Graph>& graph);

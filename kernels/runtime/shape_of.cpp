@@ -10,7 +10,8 @@ namespace tsfuse {
 
 at::Tensor shapeOf(at::TensorList operands, c10::string_view exprText, const ReduceSpec* reduce) {
   std::shared_ptr<const Expr> e = checkedExpr(operands, exprText, reduce);
-  if (auto bound = bindNumbers(e, reduce, operands)) return shapeOf(bound->operands, bound->text, reduce);
+  if (auto bound = bindNumbers(e, reduce, operands))  // (the epilogue's numbers bound too)
+    return shapeOf(bound->operands, bound->text, bound->reduce ? &*bound->reduce : reduce);
   auto device = commonDevice(operands);
   std::optional<Analysis> an;
   if (device) an = analyzeCached(e, operands, reduce);

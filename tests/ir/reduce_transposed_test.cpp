@@ -2,8 +2,9 @@
 // reduction of a transposed elementwise result reduces the result over the swapped dims, so the
 // region and the reduction are one fused op, bit for bit eager's (float sums folded in eager's
 // order), indices included. Named negative cases: var (its all-dims kernel reads a contiguous
-// copy), a transposed graph input, non-adjacent swapped dims, keepdim with one swapped dim
-// reduced, neither swapped dim reduced, dims of both signs.
+// copy), argmin over every dim (an index into the flattened transpose), a transposed graph
+// input, non-adjacent swapped dims, keepdim with one swapped dim reduced, neither swapped dim
+// reduced, dims of both signs.
 #include "ir_util.h"
 
 namespace ir_reduce_transposed_test {
@@ -77,6 +78,8 @@ TEST(ReduceTransposedIR, NamedNegatives) {
   const Case cases[] = {
       {"  %t : Tensor = aten::transpose(%s, %m2, %m1)\n  %r : Tensor = aten::var(%t, %dimsm1, %true, %false)\n",
        nullptr},
+      // (an index into the flattened transposed value)
+      {"  %t : Tensor = aten::transpose(%s, %m2, %m1)\n  %r : Tensor = aten::argmin(%t, %none, %false)\n", nullptr},
       {"  %t : Tensor = aten::transpose(%c, %m2, %m1)\n  %r : Tensor = aten::sum(%t, %dimsm1, %false, %none)\n",
        "not an elementwise op's result"},
       {"  %t : Tensor = aten::transpose(%s, %m3, %m1)\n  %r : Tensor = aten::sum(%t, %dimsm1, %false, %none)\n",

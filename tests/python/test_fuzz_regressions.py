@@ -232,3 +232,25 @@ def p218(x1: Tensor):
             got = scripted(x1)
     for g, w in zip(got, want):
         assert g.stride() == w.stride() and torch.equal(g, w), (g.stride(), w.stride())
+
+
+def test_a_stand_ins_epilogue_reads_its_bound_number(tsfuse_lib):
+    # Fuzzer seed 8174, program 9833: the sizes of v10 = clamp_max(v8.argmin(0), s0), a swept
+    # reduction's value, are read from a stand-in (tsfuse::shape_of.reduced); s0, read by value,
+    # was bound into the expression and left the operands, but the stand-in kept the unbound
+    # epilogue: "takes 3 operands, got 2".
+    src = '''
+def p9833(x0: Tensor, v6: Tensor, s0: int):
+    v9 = torch.fmod(v6 ** 2, x0).argmin(0)
+    v10 = torch.clamp_max(v9, s0)
+    if v10.dim() > 0 and v10.size(0) == 0:
+        raise ValueError("guard on v10")
+    return v10.transpose(1, 2).argmin(2)
+'''
+    scripted, eager = _scripted_and_eager(src, "p9833")
+    x0, v6 = torch.rand(1, 1, 1, 6).to(torch.bfloat16), torch.rand(2, 1)
+    with torch.no_grad():
+        want = eager(x0, v6, 2)
+        for _ in range(3):
+            got = scripted(x0, v6, 2)
+    assert torch.equal(got, want)
