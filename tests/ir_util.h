@@ -60,6 +60,16 @@ inline std::shared_ptr<Graph> graphWithConstants(const std::string& signature, c
   return named ? parseNamedGraph(ir) : parseGraph(ir);
 }
 
+// The lines scripting emits for `x[mask] = c` (%c, %mask: declared values): index_put_ of
+// tensor(c, dtype=x.dtype, device=x.device), their names tagged.
+inline std::string maskWriteIR(const std::string& x, const std::string& mask, const std::string& c,
+                               const std::string& tag = "", const std::string& accumulate = "%false") {
+  return "  %dt" + tag + " : int = prim::dtype(" + x + ")\n  %dev" + tag + " : Device = prim::device(" + x +
+         ")\n  %val" + tag + " : Tensor = aten::tensor(" + c + ", %dt" + tag + ", %dev" + tag + ", %false)\n  %idx" +
+         tag + " : Tensor?[] = prim::ListConstruct(" + mask + ")\n  %w" + tag + " : Tensor = aten::index_put_(" + x +
+         ", %idx" + tag + ", %val" + tag + ", " + accumulate + ")\n";
+}
+
 // graph(%x, %y, %b): %d, the squared differences of %x and %y summed over the last dim (the
 // distance forms' inner reduction), then `body`. %dimsm1 ([-1]) is declared besides the common
 // constants; `extra` declares a file's own. Value names are kept.

@@ -28,11 +28,14 @@ std::optional<int64_t> knownNumel(Value* v) {  // (TensorType::numel() is 1 for 
   return n;
 }
 
-// Whether q made a value with a dim its reader may broadcast: an unsqueeze (x[:, None]) or
-// sink_views' views, seen through slices and selects of it (x[:, None, :2]).
+// Whether q made a value with a dim its reader may broadcast: an unsqueeze (x[:, None]), sink_views'
+// views or an expand (older code's `t.view(n, 1).expand(n, n)`), seen through slices, selects and
+// transposes of it (x[:, None, :2], t.expand(n, n).t()).
 bool gainsDim(Node* q) {
-  while (viewKind(q) == ViewKind::Slice || viewKind(q) == ViewKind::Select) q = q->input(0)->node();
-  return q->kind() == c10::aten::unsqueeze || broadcastViews(q);
+  while (viewKind(q) == ViewKind::Slice || viewKind(q) == ViewKind::Select || q->kind() == c10::aten::transpose ||
+         q->kind() == c10::aten::t)
+    q = q->input(0)->node();
+  return q->kind() == c10::aten::unsqueeze || broadcastViews(q) || isExpand(q);
 }
 
 bool broadcastsFrom(Node* p, std::unordered_set<Node*>& seen) {

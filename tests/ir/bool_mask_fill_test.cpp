@@ -14,15 +14,6 @@ namespace {
 
 using namespace tsfuse_test;
 
-// The lines scripting emits for `x[mask] = c` (%c, %mask: declared values), their names tagged.
-std::string put(const std::string& x, const std::string& mask, const std::string& c, const std::string& tag = "",
-                const std::string& accumulate = "%false") {
-  return "  %dt" + tag + " : int = prim::dtype(" + x + ")\n  %dev" + tag + " : Device = prim::device(" + x +
-         ")\n  %val" + tag + " : Tensor = aten::tensor(" + c + ", %dt" + tag + ", %dev" + tag + ", %false)\n  %idx" +
-         tag + " : Tensor?[] = prim::ListConstruct(" + mask + ")\n  %w" + tag + " : Tensor = aten::index_put_(" + x +
-         ", %idx" + tag + ", %val" + tag + ", " + accumulate + ")\n";
-}
-
 std::shared_ptr<Graph> graphOf(const std::string& body) {
   return graphWithConstants("%a : Tensor, %b : Tensor", body,
                             "  %half : float = prim::Constant[value=0.5]()\n"
@@ -32,7 +23,8 @@ std::shared_ptr<Graph> graphOf(const std::string& body) {
 // %x = %a / %b ([6, 5], floating), x[mask] = c, then x read and returned.
 std::shared_ptr<Graph> write(const std::string& mask, const std::string& c, const std::string& accumulate = "%false") {
   return graphOf("  %x : Tensor = aten::div(%a, %b)\n  %mask : Tensor = " + mask + "\n  %c : " + c + "\n" +
-                 put("%x", "%mask", "%c", "", accumulate) + "  %y : Tensor = aten::mul(%x, %two)\n  return (%y, %x)\n");
+                 maskWriteIR("%x", "%mask", "%c", "", accumulate) +
+                 "  %y : Tensor = aten::mul(%x, %two)\n  return (%y, %x)\n");
 }
 
 std::vector<c10::IValue> inputs(uint64_t seed) {
@@ -81,7 +73,7 @@ TEST(BoolMaskFillIR, ZeroDimTargetRaisesAsIndexPutDoes) {
   auto h = graphOf(
       "  %u : Tensor = aten::unsqueeze(%a, %zero)\n  %x : Tensor = aten::div(%u, %b)\n"
       "  %mask : Tensor = aten::lt(%x, %half)\n  %c : int = prim::Constant[value=-3]()\n" +
-      put("%x", "%mask", "%c") + "  return (%x)\n");
+      maskWriteIR("%x", "%mask", "%c") + "  return (%x)\n");
   PassRun d = canonicalize(h);
   EXPECT_EQ(d.rewrites(), 1) << d.dump();
   EXPECT_TRUE(fileCheck(d.ir, [](FileCheck& fc) { fc.check_not("prim::RaiseException")->check("aten::where("); }));
@@ -91,10 +83,10 @@ TEST(BoolMaskFillIR, SecondWriteMaskedByTheFirstResult) {
   // torchvision's Matcher: two writes, the second's mask computed after the first write (from
   // x's new value, known to keep x's shape), one of them through & of two comparisons.
   auto g = graphOf("  %x : Tensor = aten::div(%a, %b)\n  %lo : Tensor = aten::lt(%x, %half)\n" +
-                   put("%x", "%lo", "%m1", "1") +
+                   maskWriteIR("%x", "%lo", "%m1", "1") +
                    "  %ge : Tensor = aten::ge(%x, %tenth)\n  %le : Tensor = aten::le(%x, %half)\n"
                    "  %mid : Tensor = aten::__and__(%ge, %le)\n" +
-                   put("%x", "%mid", "%two", "2") + "  return (%x, %w1)\n");
+                   maskWriteIR("%x", "%mid", "%two", "2") + "  return (%x, %w1)\n");
   auto ref = g->copy();
   PassRun c = canonicalize(g);
   EXPECT_EQ(c.rewrites(), 2) << c.dump();
@@ -112,7 +104,7 @@ TEST(BoolMaskFillIR, StridesOfATransposedIntermediateAreKept) {
   auto g = graphWithConstants("%a : Tensor",
                               "  %at : Tensor = aten::t(%a)\n  %x : Tensor = aten::div(%at, %two)\n"
                               "  %mask : Tensor = aten::eq(%x, %x)\n  %c : float = prim::Constant[value=2.5]()\n" +
-                                  put("%x", "%mask", "%c") + "  return (%x)\n");
+                                  maskWriteIR("%x", "%mask", "%c") + "  return (%x)\n");
   auto ref = g->copy();
   PassRun c = canonicalize(g);
   EXPECT_EQ(c.rewrites(), 1) << c.dump();
@@ -132,7 +124,7 @@ TEST(BoolMaskFillIR, WriteAfterAReductionFuses) {
   auto g = graphOf(
       "  %s : Tensor = aten::sub(%a, %b, %one)\n  %ab : Tensor = aten::abs(%s)\n"
       "  %d : Tensor = aten::sum(%ab, %dims1, %false, %none)\n  %mask : Tensor = aten::lt(%d, %half)\n" +
-      put("%d", "%mask", "%zero") + "  return (%d)\n");
+      maskWriteIR("%d", "%mask", "%zero") + "  return (%d)\n");
   auto ref = g->copy();
   PassRun p = runPipelineOn(g);
   EXPECT_TRUE(fileCheck(p.ir, [](FileCheck& fc) {
@@ -152,7 +144,7 @@ TEST(BoolMaskFillIR, ValuePromotedByAFloatNumberIsKnownFloating) {
       "  %twof : float = prim::Constant[value=2.]()\n  %m : Tensor = aten::mul(%b, %twof)\n"
       "  %s : Tensor = aten::sub(%a, %m, %one)\n  %x : Tensor = aten::add(%s, %a, %one)\n"
       "  %mask : Tensor = aten::lt(%x, %zero)\n" +
-      put("%x", "%mask", "%zero") + "  %y : Tensor = aten::sqrt(%x)\n  return (%y)\n");
+      maskWriteIR("%x", "%mask", "%zero") + "  %y : Tensor = aten::sqrt(%x)\n  return (%y)\n");
   auto ref = g->copy();
   PassRun c = canonicalize(g);
   EXPECT_EQ(c.rewrites(), 1) << c.dump();
@@ -167,7 +159,7 @@ TEST(BoolMaskFillIR, ScriptedValueOfABoolTargetIsWrittenAsIs) {
   // x = a & b is bool: where(mask, 0, x) would promote it to int64; scripting's value is
   // tensor(0, dtype=x.dtype, device=x.device), a bool 0-dim tensor, which where() writes as it is.
   auto g = graphOf("  %x : Tensor = aten::logical_and(%a, %b)\n  %mask : Tensor = aten::logical_not(%x)\n" +
-                   put("%x", "%mask", "%zero") + "  return (%x)\n");
+                   maskWriteIR("%x", "%mask", "%zero") + "  return (%x)\n");
   auto ref = g->copy();
   PassRun c = canonicalize(g);
   EXPECT_EQ(c.rewrites(), 1) << c.dump();
@@ -205,9 +197,9 @@ TEST(BoolMaskFillIR, ScriptedValueWhoseConversionIsNotKnownIsWrittenAsIs) {
   const std::vector<std::shared_ptr<Graph>> graphs = {
       write("aten::lt(%x, %half)", "float = prim::Constant[value=0.1]()"),
       graphOf("  %x : Tensor = aten::sub(%a, %b, %one)\n  %mask : Tensor = aten::ne(%x, %zero)\n" +
-              put("%x", "%mask", "%m1") + "  return (%x)\n"),
+              maskWriteIR("%x", "%mask", "%m1") + "  return (%x)\n"),
       graphOf("  %x : Tensor = aten::add(%a, %two, %one)\n  %mask : Tensor = aten::ne(%x, %zero)\n" +
-              put("%x", "%mask", "%m1") + "  return (%x)\n")};
+              maskWriteIR("%x", "%mask", "%m1") + "  return (%x)\n")};
   for (size_t k = 0; k < graphs.size(); ++k) {
     auto g = graphs[k];
     auto ref = g->copy();
@@ -223,7 +215,7 @@ TEST(BoolMaskFillIR, ScriptedValueWhoseConversionIsNotKnownIsWrittenAsIs) {
 }
 
 TEST(BoolMaskFillIR, NegativeGraphInput) {
-  auto g = graphOf("  %mask : Tensor = aten::ne(%a, %a)\n" + put("%a", "%mask", "%zero") + "  return (%a)\n");
+  auto g = graphOf("  %mask : Tensor = aten::ne(%a, %a)\n" + maskWriteIR("%a", "%mask", "%zero") + "  return (%a)\n");
   PassRun c = canonicalize(g);
   EXPECT_TRUE(c.rejectedWith("is not a fresh result")) << c.dump();
 }

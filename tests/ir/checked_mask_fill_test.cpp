@@ -13,14 +13,6 @@ namespace {
 
 using namespace tsfuse_test;
 
-// The lines scripting emits for `x[mask] = c` (see bool_mask_fill_test.cpp), their names tagged.
-std::string put(const std::string& x, const std::string& mask, const std::string& c, const std::string& tag) {
-  return "  %dt" + tag + " : int = prim::dtype(" + x + ")\n  %dev" + tag + " : Device = prim::device(" + x +
-         ")\n  %val" + tag + " : Tensor = aten::tensor(" + c + ", %dt" + tag + ", %dev" + tag + ", %false)\n  %idx" +
-         tag + " : Tensor?[] = prim::ListConstruct(" + mask + ")\n  %w" + tag + " : Tensor = aten::index_put_(" + x +
-         ", %idx" + tag + ", %val" + tag + ", %false)\n";
-}
-
 // graph(%p [P], %q [Q], %g [G, 4]): x = areas[None].repeat(P, 1), two writes x[mask] = 1e8 with
 // masks over [P, G] (or [Q, G]: `maskFrom`; `column` makes them of rank 1 instead), then `tail`.
 std::shared_ptr<Graph> fcosThen(const std::string& tail, const std::string& maskFrom = "%p",
@@ -42,8 +34,8 @@ std::shared_ptr<Graph> fcosThen(const std::string& tail, const std::string& mask
   %right : Tensor = aten::sub(%g3, %col, %one)
   %out : Tensor = aten::lt(%left, %zero)
   %far : Tensor = aten::gt(%right, %two)
-)IR" + put("%x", "%out", "%inf", "1") +
-                           put("%x", "%far", "%inf", "2") + tail;
+)IR" + maskWriteIR("%x", "%out", "%inf", "1") +
+                           maskWriteIR("%x", "%far", "%inf", "2") + tail;
   return graphWithConstants("%p : Tensor, %q : Tensor, %g : Tensor", body);
 }
 

@@ -1,6 +1,7 @@
 // A cheap broadcast value read by several fusible ops (d = x[:, None] - y[None] summed as |d| and
 // as d * d) is recomputed in each fused op rather than stored: the [N, M] value never exists.
-// Each rewrite says so ("recomputed here rather than stored"). Where a reader does not fuse (the
+// Each rewrite says so ("recomputed here rather than stored"); unsqueezes, sink_views' views and
+// expands show the broadcast. Where a reader does not fuse (the
 // value is returned), the value is costly (exp, many ops) or nothing shows that it broadcasts, it
 // stays an operand, as before; the cheap values beside it are still recomputed.
 #include "ir_util.h"
@@ -178,6 +179,37 @@ TEST(SharedValueIR, ACostlyOpOverOneViewIsRecomputed) {
   EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) { fc.check_not("aten::sub")->check_not("aten::sqrt"); }));
   EXPECT_TRUE(anyRewriteSays(r, "(aten::sub) is also read by 1 other fusible op(s): recomputed here")) << r.dump();
   EXPECT_TRUE(sameOutputs(ref, g, vectors(7), /*exact=*/false));
+}
+
+TEST(SharedValueIR, AMaskOfExpandedLabelsTwoReductionsReadIsRecomputedInEach) {
+  // fast-reid's hard mining: is_pos = t.view(n, 1).expand(n, n).eq(t.view(n, 1).expand(n, n).t())
+  // .float(), read by a max and a min over the distances: the expands show the broadcast.
+  auto g = graphWithConstants("%d : Tensor, %t : Tensor", R"IR(
+  %n : int = aten::size(%d, %zero)
+  %col : int[] = prim::ListConstruct(%n, %one)
+  %sq : int[] = prim::ListConstruct(%n, %n)
+  %tv : Tensor = aten::view(%t, %col)
+  %te : Tensor = aten::expand(%tv, %sq, %false)
+  %tt : Tensor = aten::t(%te)
+  %eq : Tensor = aten::eq(%te, %tt)
+  %six : int = prim::Constant[value=6]()
+  %pos : Tensor = aten::to(%eq, %six, %false, %false, %none)
+  %big : float = prim::Constant[value=1000000000.]()
+  %ap : Tensor = aten::mul(%d, %pos)
+  %mx : Tensor = aten::amax(%ap, %dims1, %false)
+  %pb : Tensor = aten::mul(%pos, %big)
+  %an : Tensor = aten::add(%d, %pb, %one)
+  %mn : Tensor = aten::amin(%an, %dims1, %false)
+  return (%mx, %mn)
+)IR");
+  auto ref = g->copy();
+  PassRun r = runPipelineOn(g);
+  EXPECT_EQ(findNodes(g, "tsfuse::reduce").size(), 2u) << r.ir;
+  EXPECT_TRUE(findNodes(g, "tsfuse::pairwise").empty()) << r.ir;
+  EXPECT_TRUE(anyRewriteSays(r, "recomputed here rather than stored")) << r.dump();
+  Gen gen(21);
+  EXPECT_TRUE(sameOutputs(ref, g, {gen.tensor({37, 37}, at::kFloat, kNaNInf), gen.tensor({37}, at::kLong) % 5}));
+  EXPECT_TRUE(sameOutputs(ref, g, {gen.tensor({1, 1}, at::kFloat), gen.tensor({1}, at::kLong)}));
 }
 
 TEST(SharedValueIR, NegativeAValueAlsoReturnedIsStored) {
