@@ -82,17 +82,16 @@ struct CanonicalizePattern : Pattern {
 
   bool matchAndRewrite(Node* n, Rewriter& rw) override {
     return tryInPlace(n, rw) || tryBoolMaskFill(n, rw) || tryValuesOnlyMinMax(n, rw) || tryExpandAs(n, rw) ||
-           tryMetadataOfCopy(n, rw);
+           tryMetadataOfCopy(n);
   }
 
   // x.dtype / x.device of x = a view or copy of y (y.repeat(...): scripted x[mask] = c reads x's
   // for c's tensor) -> y's, so x's only readers may be the fused ops that read it as a broadcast.
-  static bool tryMetadataOfCopy(Node* n, Rewriter& rw) {
+  static bool tryMetadataOfCopy(Node* n) {
     if ((n->kind() != c10::prim::dtype && n->kind() != c10::prim::device) || n->inputs().size() != 1) return false;
     Node* p = n->input(0)->node();
     if (!keepsDtype(p)) return false;
     n->replaceInput(0, p->input(0));  // no event: the same dtype and device
-    (void)rw;
     return true;
   }
 
@@ -294,10 +293,12 @@ struct CanonicalizePattern : Pattern {
   // for another mask shape, where either would broadcast, so the layout is proven
   // (shape_facts.h), and the conversion of c must not depend on which op converts it
   // (convertsAlike). x must be fresh, as for in-place ops.
-  // Where mask's layout is not proven x's: y = masked_fill(x, index_mask(mask, x), c), exact when
-  // mask has x's rank (checkedMaskHazard): index_mask raises index_put_'s errors for other sizes,
-  // masked_fill converts c as index_put_'s masked_fill_ does, and y's strides, which may differ
-  // from x's, are read by nothing whose result they change.
+  // Where mask's layout is not proven x's, the mask is index_mask(mask, x), which raises
+  // index_put_'s errors for other sizes, exact when mask has x's rank and y's strides, which may
+  // differ from x's, are read by nothing whose result they change (checkedMaskHazard).
+  // The value where() writes: c where it converts as index_put_ would, else scripting's 0-dim
+  // tensor of x's dtype itself; in the checked form a traced constant of another dtype is written
+  // by masked_fill(x, mask, c), which converts c as index_put_'s masked_fill_ does.
   bool tryBoolMaskFill(Node* n, Rewriter& rw) {
     if (n->kind() != c10::aten::index_put_) return false;
     const c10::FunctionSchema* schema = n->maybeSchema();
@@ -315,8 +316,6 @@ struct CanonicalizePattern : Pattern {
     if (!accumulate || !accumulate->isBool() || accumulate->toBool())
       return reject("accumulate is not a constant False");
     if (!provablyBool(mask)) return reject("%" + mask->debugName() + " is not provably a bool tensor");
-    // Where mask's layout is not proven x's, tsfuse::index_mask checks its sizes at run time, and
-    // the value's layout must not matter to what reads it.
     const bool checkSizes = !provablySameLayout(mask, x);
     if (checkSizes) {
       if (std::string why = checkedMaskHazard(n, mask, x); !why.empty())
@@ -336,9 +335,6 @@ struct CanonicalizePattern : Pattern {
         rankFrom = *leaves;
     }
     if (std::string why = freshTarget(n); !why.empty()) return reject(why);
-    // The value where() writes: c where it converts as index_put_ would, else scripting's 0-dim
-    // tensor of x's dtype itself; a traced constant of another dtype is masked_fill's number, which
-    // converts it as index_put_'s masked_fill_ does (the checked form only: its layout may differ).
     std::string why;
     Value* value = n->input(2);
     const std::optional<c10::Scalar> number = fillNumber(value, x, madeFrom, why);

@@ -276,16 +276,16 @@ std::optional<int64_t> exactRank(Value* x) {
     }
     return r;
   }
-  static const Symbol sized[] = {aten::expand, aten::reshape, aten::view,  aten::repeat,
-                                 aten::zeros,  aten::ones,    aten::empty, aten::full};
-  Node* p = q;
-  if (std::find(std::begin(sized), std::end(sized), p->kind()) == std::end(sized) || p->outputs().size() != 1)
+  // The sizes' list: a view's or repeat's second argument, a factory's first.
+  static const Symbol views[] = {aten::expand, aten::reshape, aten::view, aten::repeat};
+  static const Symbol factories[] = {aten::zeros, aten::ones, aten::empty, aten::full};
+  const bool view = std::find(std::begin(views), std::end(views), q->kind()) != std::end(views);
+  const bool factory = std::find(std::begin(factories), std::end(factories), q->kind()) != std::end(factories);
+  const size_t at = view ? 1 : 0;
+  if ((!view && !factory) || q->outputs().size() != 1 || q->inputs().size() <= at ||
+      !q->input(at)->type()->isSubtypeOf(*ListType::ofInts()))
     return std::nullopt;
-  const size_t at =
-      p->kind() == aten::zeros || p->kind() == aten::ones || p->kind() == aten::empty || p->kind() == aten::full ? 0
-                                                                                                                 : 1;
-  if (p->inputs().size() <= at || !p->input(at)->type()->isSubtypeOf(*ListType::ofInts())) return std::nullopt;
-  return listLength(p->input(at));
+  return listLength(q->input(at));
 }
 
 }  // namespace tsfuse

@@ -154,29 +154,30 @@ def triage(program, opt, mode, seed, eager=None):
         return None
     if eager is not None:
         fn = program.eager_fn()
+        bound = lambda: grad.bound_for(program, fn, eager)  # noqa: E731
         # (agreeing up to a known divergence of their own, a signed-zero tie, is agreeing)
         agrees = lambda problem_known: problem_known[0] is None or bool(problem_known[1])  # noqa: E731
-        if agrees(grad.compare_grad(program, ref, opt, lambda: grad.bound_for(program, fn, eager))):
+        # The optimized gradients are eager's, its forward outputs taken as they are.
+        eagers_gradients = lambda: grad.compare_grad(  # noqa: E731
+            program, dataclasses.replace(eager, outputs=opt.outputs), opt, bound)[0] is None
+        if agrees(grad.compare_grad(program, ref, opt, bound)):
             return "torchscript_vs_eager"
         # Forward outputs TorchScript's own graph computes as the optimized one does (its rewrites
         # at the first call, 0 - x as neg), where TorchScript's gradient differs from eager's: the
         # outputs are TorchScript's divergence, and the gradients must still be eager's. (A backward
         # TorchScript's own graph fails in has computed its forward outputs.)
         if (eager.error is None and opt.error is None and (ref.error is None or ref.stage == "backward")
-                and agrees(compare_results(program, (ref.outputs, None, ref.inputs), (opt.outputs, None, opt.inputs)))):
-            as_ts = dataclasses.replace(eager, outputs=opt.outputs)
-            if grad.compare_grad(program, as_ts, opt, lambda: grad.bound_for(program, fn, eager))[0] is None:
-                return "torchscript_vs_eager"
+                and agrees(compare_results(program, (ref.outputs, None, ref.inputs), (opt.outputs, None, opt.inputs)))
+                and eagers_gradients()):
+            return "torchscript_vs_eager"
         # TorchScript's own graph raising in the forward under grad mode where eager does not (an
         # in-place write to what its matmul returned as a view of an empty leaf): the forward
         # outputs are TorchScript's without grad, and the gradients must still be eager's.
         if eager.error is None and opt.error is None and ref.error is not None and ref.stage == "forward":
             plain = reference_run(program, mode, seed)
-            if plain is not None and any(agrees(compare_results(program, r, (opt.outputs, None, opt.inputs)))
-                                         for r in plain):
-                as_ts = dataclasses.replace(eager, outputs=opt.outputs)
-                if grad.compare_grad(program, as_ts, opt, lambda: grad.bound_for(program, fn, eager))[0] is None:
-                    return "torchscript_vs_eager"
+            if (plain is not None and any(agrees(compare_results(program, r, (opt.outputs, None, opt.inputs)))
+                                          for r in plain) and eagers_gradients()):
+                return "torchscript_vs_eager"
         # An error eager raises in the forward that TorchScript without grad drops too (its dead
         # code elimination removes an in-place op nothing reads, with the op's broadcast error):
         # under grad mode TorchScript's own graph keeps the op, the fused one, whose fusion took

@@ -370,18 +370,11 @@ void Gen::op(const lower::Instr& li, const Xbyak::Xmm& d, const Xbyak::Xmm& a, c
     case Prim::Abs:
       vandps(d, a, v(absMask));
       break;
-    // roundps' modes (no precision exception): IEEE's roundings, as the C library's
     case Prim::Floor:
-      f64 ? vroundpd(d, a, kRoundDown) : vroundps(d, a, kRoundDown);
-      break;
     case Prim::Ceil:
-      f64 ? vroundpd(d, a, kRoundUp) : vroundps(d, a, kRoundUp);
-      break;
     case Prim::Trunc:
-      f64 ? vroundpd(d, a, kRoundToZero) : vroundps(d, a, kRoundToZero);
-      break;
     case Prim::Round:
-      f64 ? vroundpd(d, a, kRoundNearest) : vroundps(d, a, kRoundNearest);
+      f64 ? vroundpd(d, a, roundingMode(li.op)) : vroundps(d, a, roundingMode(li.op));
       break;
     case Prim::Where:
       blend(d, c, b, a);

@@ -24,8 +24,20 @@ struct OutOfRegisters {};
 // exception flags, which nothing reads), so tools that know SSE but not every AVX predicate
 // (valgrind) run the code as the CPU does.
 inline constexpr uint8_t kEq = 0x00, kLt = 0x01, kLe = 0x02, kUnord = 0x03, kNe = 0x04, kNle = 0x06, kOrd = 0x07;
-// Rounding modes (VROUNDPS imm8): bits 0-1 the direction, bit 3 suppresses the precision exception.
-inline constexpr uint8_t kRoundNearest = 0x08, kRoundDown = 0x09, kRoundUp = 0x0a, kRoundToZero = 0x0b;
+// VROUNDPS's imm8 for a rounding primitive: bits 0-1 the direction (nearest, down, up, toward
+// zero: IEEE's roundings, as the C library's), bit 3 suppresses the precision exception.
+inline uint8_t roundingMode(Prim op) {
+  switch (op) {
+    case Prim::Floor:
+      return 0x09;
+    case Prim::Ceil:
+      return 0x0a;
+    case Prim::Trunc:
+      return 0x0b;
+    default:
+      return 0x08;  // Round: to nearest, ties to even
+  }
+}
 
 class Gen : public Xbyak::CodeGenerator {
  public:
