@@ -11,48 +11,77 @@
 
 namespace tsfuse::cpu {
 
+// Copies `run` elements `s` bytes apart from p to d. Runs of a few contiguous elements (an inner
+// coordinate dim of 2-8) are copied inline: a memcpy call per run costs more than the copy.
+template <typename U>
+inline void copyRun(const char* p, int64_t s, int64_t run, U* d) {
+  if (s == 0) {
+    U v;
+    std::memcpy(&v, p, sizeof(U));
+    std::fill(d, d + run, v);
+  } else if (s == static_cast<int64_t>(sizeof(U))) {
+    if (run > 16) return static_cast<void>(std::memcpy(d, p, run * sizeof(U)));
+    for (int64_t i = 0; i < run; ++i) std::memcpy(d + i, p + i * sizeof(U), sizeof(U));
+  } else {
+    for (int64_t i = 0; i < run; ++i) std::memcpy(d + i, p + i * s, sizeof(U));
+  }
+}
+
 // Copies n elements of a sub-space into dst: the sub-space has dims `sizes`/`strides` (bytes),
-// enumerated row-major from linear index `start`, rooted at `base`.
+// enumerated row-major from linear index `start`, rooted at `base`. Dims this walk reads as one
+// (a stride that is the next dim's extent, or size 1) are merged first, so an operand contiguous
+// across dims the space keeps apart (y[None] in an [N, M, 4] space) is copied in long runs.
 template <typename U>
 inline void gatherTyped(const char* base, const int64_t* sizes, const int64_t* strides, int nd, int64_t start,
                         int64_t n, U* dst) {
-  if (nd == 0) {
-    U v;
-    std::memcpy(&v, base, sizeof(U));
-    std::fill(dst, dst + n, v);
+  int64_t size[kMaxDims], stride[kMaxDims];
+  int m = 0;
+  for (int j = 0; j < nd; ++j) {
+    if (sizes[j] == 1) continue;
+    if (m > 0 && stride[m - 1] == sizes[j] * strides[j]) {
+      size[m - 1] *= sizes[j];
+      stride[m - 1] = strides[j];
+    } else {
+      size[m] = sizes[j];
+      stride[m++] = strides[j];
+    }
+  }
+  if (m == 0) {
+    copyRun(base, 0, n, dst);
     return;
   }
   int64_t idx[kMaxDims];
   int64_t offset = 0;
-  for (int j = nd - 1; j >= 0; --j) {
-    idx[j] = start % sizes[j];
-    start /= sizes[j];
-    offset += idx[j] * strides[j];
+  for (int j = m - 1; j >= 0; --j) {
+    idx[j] = start % size[j];
+    start /= size[j];
+    offset += idx[j] * stride[j];
   }
-  const int last = nd - 1;
+  const int last = m - 1;
   int64_t done = 0;
   while (done < n) {
-    const int64_t run = std::min(sizes[last] - idx[last], n - done);
-    const char* p = base + offset;
-    const int64_t s = strides[last];
-    U* d = dst + done;
-    if (s == 0) {
-      U v;
-      std::memcpy(&v, p, sizeof(U));
-      std::fill(d, d + run, v);
-    } else if (s == static_cast<int64_t>(sizeof(U))) {
-      std::memcpy(d, p, run * sizeof(U));
-    } else {
-      for (int64_t i = 0; i < run; ++i) std::memcpy(d + i, p + i * s, sizeof(U));
+    int64_t run = std::min(size[last] - idx[last], n - done);
+    copyRun(base + offset, stride[last], run, dst + done);
+    if (m > 1 && stride[last - 1] == 0 && idx[last] == 0 && run == size[last]) {
+      // The dim above reads the same run again (x[:, None, :] over y's rows): copy what is
+      // copied, doubling, as long as whole runs fit.
+      const int64_t repeats = std::min(size[last - 1] - idx[last - 1], (n - done) / run);
+      for (int64_t have = 1; have < repeats;) {
+        const int64_t more = std::min(have, repeats - have);
+        std::memcpy(dst + done + have * run, dst + done, more * run * sizeof(U));
+        have += more;
+      }
+      done += (repeats - 1) * run;
+      idx[last - 1] += repeats - 1;
     }
     done += run;
     idx[last] += run;
-    offset += run * s;
-    for (int j = last; j > 0 && idx[j] == sizes[j]; --j) {
-      offset -= idx[j] * strides[j];
+    offset += run * stride[last];
+    for (int j = last; j > 0 && idx[j] == size[j]; --j) {
+      offset -= idx[j] * stride[j];
       idx[j] = 0;
       ++idx[j - 1];
-      offset += strides[j - 1];
+      offset += stride[j - 1];
     }
   }
 }
