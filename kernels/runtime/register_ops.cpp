@@ -4,6 +4,7 @@
 // kernels/runtime/fused_grad.h; the other kinds unfused through ATen when a gradient is needed, so
 // autograd records the original ops), Meta, CPU (the native tile path), CUDA (the generated kernels) and every other device (the chunked
 // ATen path). Each native path falls back to the chunked one where it declines.
+#include "kernels/runtime/extrema.h"
 #include "kernels/runtime/fused_op_kinds.h"
 #include "kernels/runtime/fused_grad.h"
 #include "kernels/runtime/reduce_spec.h"
@@ -165,7 +166,12 @@ TORCH_LIBRARY(tsfuse, m) {
   m.def("inplace_result(Tensor(a) value, Tensor self) -> Tensor(a)", &tsfuse::inplaceResult);
   // max/min(self, dim, keepdim)'s values when the indices are unused (passes/canonicalize.cpp): a
   // reduction the passes fuse as amax/amin whose gradient, as max/min's, goes to the one index.
-  m.def("extremum_values(Tensor self, int dim, bool keepdim, bool max) -> Tensor", &tsfuse::extremumValues);
+  m.def("extremum_values(Tensor self, int dim, bool keepdim, bool max) -> Tensor", &tsfuse::extremumValuesOp);
+  // max/min(self, dim, keepdim) and argmax/argmin(self, dim, keepdim) no fused op took
+  // (passes/native_extrema.cpp): the same results, by the fused kernels where ATen's are slow.
+  m.def("extremum(Tensor self, int dim, bool keepdim, bool max) -> (Tensor values, Tensor indices)",
+        &tsfuse::extremumOp);
+  m.def("arg_extremum(Tensor self, int dim, bool keepdim, bool max) -> Tensor", &tsfuse::argExtremumOp);
   // a piece of a cat or stack whose reduction became elementwise (passes/split_cat_reductions.cpp):
   // piece itself, or that op's error.
   m.def("cat_piece(Tensor(a) piece, Tensor first, int entry, int dim, bool stack) -> Tensor(a)", &tsfuse::catPiece);
