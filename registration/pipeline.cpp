@@ -14,6 +14,7 @@
 #include "passes/fuse_pairwise.h"
 #include "passes/fold_indices_epilogue.h"
 #include "passes/hoist_into_epilogue.h"
+#include "passes/native_extrema.h"
 #include "passes/nest_reductions.h"
 #include "passes/note_stored_broadcasts.h"
 #include "passes/sink_reshapes.h"
@@ -115,6 +116,10 @@ const std::vector<PassInfo>& pipelinePasses() {
        "tsfuse::pairwise over a tsfuse::reduce_with_indices' values and indices -> its epilogue (replacing the "
        "indices)",
        FoldIndicesEpilogue, true},
+      {"native_extrema",
+       "max/min(dim) with indices and argmax/argmin(dim) no fused op took -> tsfuse::extremum/arg_extremum (the "
+       "fused kernels for a large float CPU tensor, where ATen's loops are slow)",
+       NativeExtrema, true},
       {"cleanup", "remove the nodes rewrites left dead",
        [](std::shared_ptr<torch::jit::Graph>& g) {
          eraseDeadCode(g);

@@ -74,13 +74,14 @@ def is_fused_op(kind: str) -> bool:
     tsfuse::shape_of (a stand-in for a fused value's metadata readers), tsfuse::wrapped_number
     (a Python number known at run time, as an operand), tsfuse::full_slice (the checks of a `:`
     over a whole dim), sink_reshapes' tsfuse::check_reshape (a moved reshape's size check),
-    canonicalize's tsfuse::extremum_values (max/min(dim)'s values, left unfused) and
+    canonicalize's tsfuse::extremum_values and native_extrema's tsfuse::extremum/arg_extremum
+    (max/min(dim), argmax/argmin(dim) left unfused, run by the fused kernels where ATen's are slow) and
     snapshot_written_operands' tsfuse::saved_operand (an operand written later, copied for a
     backward) and decompose's tsfuse::product_sums (the run-time guard between a decomposed matmul
     and the matmul) are not counted."""
     return not kind.startswith("broadcast_") and kind not in ("upcast", "shape_of", "wrapped_number", "full_slice",
-                                                              "check_reshape", "extremum_values", "saved_operand",
-                                                              "product_sums")
+                                                              "check_reshape", "extremum_values", "extremum",
+                                                              "arg_extremum", "saved_operand", "product_sums")
 
 
 def boxes_xyxy(n: int, g: torch.Generator, scale: float = 512.0) -> Tensor:

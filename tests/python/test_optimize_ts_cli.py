@@ -60,7 +60,7 @@ def test_list_passes(optimize_ts):
                      "sink_into_branches",
                      "fuse_broadcast_reduce", "nest_reductions", "count_bool_sums",
                      "fuse_pairwise", "hoist_into_epilogue", "chain_fused_reductions", "fold_indices_epilogue",
-                     "cleanup", "note_stored_broadcasts", "snapshot_written_operands", "donate_operands", "full_slice_checks"]
+                     "native_extrema", "cleanup", "note_stored_broadcasts", "snapshot_written_operands", "donate_operands", "full_slice_checks"]
     assert all(len(line.split("\t")) == 2 and line.split("\t")[1] for line in proc.stdout.splitlines())
 
 
@@ -87,7 +87,7 @@ def test_disable_reduce_leaves_pairwise(seeds, optimize_ts, tmp_path, tsfuse_lib
     assert "tsfuse::reduce" not in graph and graph.count("tsfuse::pairwise") == 1 and "aten::sum" in graph
     stats = {p["name"]: p["rewrites"] for p in json.loads(report.read_text())["passes"]}
     assert stats == {"unroll_accumulations": 0, "prototype_casts": 0, "decompose": 0, "count_selected": 0, "split_cat_reductions": 0, "reduce_transposed": 0, "sink_reshapes": 0, "sink_into_branches": 0, "fuse_broadcast_reduce": 0, "nest_reductions": 0, "count_bool_sums": 0, "fuse_pairwise": 1, "hoist_into_epilogue": 0,
-                     "chain_fused_reductions": 0, "fold_indices_epilogue": 0, "note_stored_broadcasts": 0}
+                     "chain_fused_reductions": 0, "fold_indices_epilogue": 0, "native_extrema": 0, "note_stored_broadcasts": 0}
 
 
 def test_enable_runs_only_the_named_passes(seeds, optimize_ts, tmp_path, tsfuse_lib):
@@ -99,7 +99,7 @@ def test_enable_runs_only_the_named_passes(seeds, optimize_ts, tmp_path, tsfuse_
     assert "tsfuse::reduce" not in graph and graph.count("tsfuse::pairwise") == 1
     stats = {p["name"]: p["rewrites"] for p in json.loads(report.read_text())["passes"]}
     assert stats == {"unroll_accumulations": 0, "prototype_casts": 0, "decompose": 0, "count_selected": 0, "split_cat_reductions": 0, "reduce_transposed": 0, "sink_reshapes": 0, "sink_into_branches": 0, "fuse_broadcast_reduce": 0, "nest_reductions": 0, "count_bool_sums": 0, "fuse_pairwise": 1, "hoist_into_epilogue": 0,
-                     "chain_fused_reductions": 0, "fold_indices_epilogue": 0, "note_stored_broadcasts": 0}
+                     "chain_fused_reductions": 0, "fold_indices_epilogue": 0, "native_extrema": 0, "note_stored_broadcasts": 0}
     # without inline, forward's call to intersection() hides the region
     proc = run_tool(optimize_ts, "-q", "--enable", "fuse_pairwise", seeds["intersection"], tmp_path / "i.pt")
     assert proc.returncode == 0 and "tsfuse::" not in graph_of(tmp_path / "i.pt", tsfuse_lib)

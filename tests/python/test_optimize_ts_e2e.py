@@ -70,7 +70,7 @@ def test_nothing_to_fuse_is_unchanged(seeds, optimized, tsfuse_lib):
     assert proc.returncode == 0, proc.stderr
     assert pass_stats(report) == {"unroll_accumulations": (0, 0, 0), "prototype_casts": (0, 0, 0), "decompose": (0, 0, 0), "count_selected": (0, 0, 0), "split_cat_reductions": (0, 0, 0), "reduce_transposed": (0, 0, 0), "sink_reshapes": (0, 0, 0), "sink_into_branches": (0, 0, 0), "fuse_broadcast_reduce": (0, 0, 0), "nest_reductions": (0, 0, 0), "count_bool_sums": (0, 0, 0), "fuse_pairwise": (0, 0, 0),
      "hoist_into_epilogue": (0, 0, 0), "chain_fused_reductions": (0, 0, 0),
-     "fold_indices_epilogue": (0, 0, 0), "note_stored_broadcasts": (0, 0, 0)}
+     "fold_indices_epilogue": (0, 0, 0), "native_extrema": (0, 0, 0), "note_stored_broadcasts": (0, 0, 0)}
     assert report["events"] == []
     original, opt = torch.jit.load(str(seeds["nothing_to_fuse"])), torch.jit.load(str(out))
     assert "tsfuse::" not in str(opt.graph)
@@ -146,17 +146,17 @@ def test_check_passes(optimized, name):
 @pytest.mark.parametrize("name,expected", [
     ("intersection", {"unroll_accumulations": (0, 0, 0), "prototype_casts": (0, 0, 0), "decompose": (0, 0, 0), "count_selected": (0, 0, 0), "split_cat_reductions": (0, 0, 0), "reduce_transposed": (0, 0, 0), "sink_reshapes": (0, 0, 0), "sink_into_branches": (0, 0, 0), "fuse_broadcast_reduce": (0, 0, 0), "nest_reductions": (0, 0, 0), "count_bool_sums": (0, 0, 0), "fuse_pairwise": (1, 1, 0),
      "hoist_into_epilogue": (0, 0, 0), "chain_fused_reductions": (0, 0, 0),
-     "fold_indices_epilogue": (0, 0, 0), "note_stored_broadcasts": (0, 0, 0)}),
+     "fold_indices_epilogue": (0, 0, 0), "native_extrema": (0, 0, 0), "note_stored_broadcasts": (0, 0, 0)}),
     ("similarity", {"unroll_accumulations": (0, 0, 0), "prototype_casts": (0, 0, 0), "decompose": (0, 0, 0), "count_selected": (0, 0, 0), "split_cat_reductions": (0, 0, 0), "reduce_transposed": (0, 0, 0), "sink_reshapes": (0, 0, 0), "sink_into_branches": (0, 0, 0), "fuse_broadcast_reduce": (1, 1, 0), "nest_reductions": (0, 0, 0), "count_bool_sums": (0, 0, 0), "fuse_pairwise": (0, 0, 0),
      "hoist_into_epilogue": (0, 0, 0), "chain_fused_reductions": (0, 0, 0),
-     "fold_indices_epilogue": (0, 0, 0), "note_stored_broadcasts": (0, 0, 0)}),
+     "fold_indices_epilogue": (0, 0, 0), "native_extrema": (0, 0, 0), "note_stored_broadcasts": (0, 0, 0)}),
 ])
 def test_report_counts_and_events(optimized, name, expected):
     proc, out, report = optimized[name]
     assert pass_stats(report) == expected
     assert [p["name"] for p in report["passes"]] == ["unroll_accumulations", "prototype_casts", "decompose", "count_selected", "split_cat_reductions", "reduce_transposed", "sink_reshapes", "sink_into_branches", "fuse_broadcast_reduce", "nest_reductions", "count_bool_sums", "fuse_pairwise",
                                                    "hoist_into_epilogue", "chain_fused_reductions",
-                                                   "fold_indices_epilogue", "note_stored_broadcasts"]
+                                                   "fold_indices_epilogue", "native_extrema", "note_stored_broadcasts"]
     assert report["input"].endswith(f"{name}.pt") and report["output"] == str(out)
     assert report["output_written"] is True
     assert report["torch_version"] == torch.__version__.split("+")[0]
