@@ -234,7 +234,8 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
       };
       const TileEvaluator oneRow(prog, kinds(false), TileEvaluator::Use::Folded, source, prefix);
       const TileEvaluator rowsAtOnce(prog, kinds(true), TileEvaluator::Use::Folded, source, prefix);
-      at::parallel_for(0, tileOuter.numel() * perRow, grainFor(kTile * count), [&](int64_t b, int64_t e) {
+      const int64_t grain = grainFor(std::min(kTile, lanesInner) * count);  // (a tile: the row's lanes at most)
+      at::parallel_for(0, tileOuter.numel() * perRow, grain, [&](int64_t b, int64_t e) {
         auto scratch = prog.makeScratch();
         auto es = fin.scratch();
         std::vector<Acc> acc(kTile, proto);

@@ -442,7 +442,8 @@ void runCompiledVertical(jit::VerticalReduce& compiled, const IterationPlan& pla
       // A thread's own buffers (`kept`): it is the only worker, whether or not at::parallel_for ran
       // it on a pool thread (OpenMP's in_parallel_region is false where the loop ran inline).
       forEachWorker(
-          lineCount * groups * tiles / tilesPerItem, RK * tilesPerItem * kTile * count, kept != nullptr,
+          lineCount * groups * tiles / tilesPerItem, RK * tilesPerItem * std::min(kTile, inner) * count,
+          kept != nullptr,
           [&](const ChunkQueue& queue) {  // (rowSums: tiles = tilesPerRow)
             const VmlSerialScope serialVml;
             std::optional<Buffers> own;
