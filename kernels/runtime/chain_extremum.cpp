@@ -3,6 +3,7 @@
 #include "kernels/runtime/chain.h"
 
 #include "kernels/backends/cpu/row_extremum.h"
+#include "kernels/runtime/extrema.h"
 
 #include <ATen/WrapDimUtils.h>
 
@@ -56,6 +57,9 @@ Outputs applyStage(const ReduceSpec& spec, bool squeeze, const at::Tensor& value
   Outputs out;
   if (auto extrema = extremaAlongOneDim(plain, v))
     out = std::move(*extrema);
+  else if (plain.routesGradient && (plain.kind == Reduction::Amax || plain.kind == Reduction::Amin) && plain.dims &&
+           plain.dims->size() == 1)
+    out = {extremumValuesOp(v, (*plain.dims)[0], plain.keepdim, plain.kind == Reduction::Amax)};
   else
     out = applyReductionAll(plain, v);
   if (spec.epilogue) out[0] = applyEpilogue(spec, out[0], extras);

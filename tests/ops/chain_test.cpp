@@ -158,8 +158,9 @@ TEST_F(Chain, AStageThatSqueezesFirst) {
   }
 }
 
-// A later argmin/argmax over one dim runs as min/max(dim)'s indices: eager's argmin indices on
-// ties, NaN and -0.0, for float and integer values, both dims, keepdim; bool values still raise
+// A later argmin/argmax over one dim runs as min/max(dim)'s indices, and a values-only max/min
+// (amin:index) as tsfuse::extremum_values: eager's argmin indices and min(dim)'s values on ties,
+// NaN and -0.0, for float and integer values, both dims, keepdim; bool values still raise
 // argmin's own error.
 TEST_F(Chain, LaterArgExtremaGiveArgminsIndices) {
   Gen g(23);
@@ -169,7 +170,8 @@ TEST_F(Chain, LaterArgExtremaGiveArgminsIndices) {
     at::Tensor x = g.tensor({n, 1, 2}, dt, at::isFloatingType(dt) ? tsfuse_test::kNaN | tsfuse_test::kSignedZero : 0);
     at::Tensor y = g.tensor({m, 2}, dt);
     if (at::isFloatingType(dt)) x = x.round(), y = y.round();  // ties
-    const std::string stage = std::string(i % 2 ? "argmax" : "argmin") + "(dim=[" +
+    const char* kinds[] = {"argmin", "argmax", "amin:index", "amax:index"};
+    const std::string stage = std::string(kinds[(i / 4) % 4]) + "(dim=[" +
                               std::to_string(i % 3 == 0 ? 0 : -1) + "], keepdim=" + (i % 5 == 0 ? "True" : "False") +
                               ")";
     const std::vector<std::string> stages{"amax(dim=[2], keepdim=False)", stage};
@@ -182,6 +184,23 @@ TEST_F(Chain, LaterArgExtremaGiveArgminsIndices) {
   const std::string want = errorOf([&] { at::argmin(at::randn({40, 30}) > 1.0, 1); });
   EXPECT_FALSE(want.empty());
   EXPECT_EQ(errorOf([&] { tsfuse::reduceChain({x, y}, kSq, onBool); }), want);
+}
+
+// The same values-only stages over slabs large enough for the fused kernels (kernels/runtime/extrema.h).
+TEST_F(Chain, LaterValuesOnlyExtremaOfLargeSlabsAreMinsValues) {
+  Gen g(24);
+  for (int i = 0; i < 8; ++i) {
+    const at::ScalarType dt = i % 2 ? at::kDouble : at::kFloat;
+    at::Tensor x = g.tensor({300, 1, 2}, dt, tsfuse_test::kNaN | tsfuse_test::kSignedZero).round();
+    at::Tensor y = g.tensor({200, 2}, dt).round();
+    const std::string stage = std::string(i % 4 < 2 ? "amin:index" : "amax:index") + "(dim=[" +
+                              std::to_string(i % 3 == 0 ? 0 : 1) + "], keepdim=" + (i % 5 == 0 ? "True" : "False") +
+                              ")";
+    const std::vector<std::string> stages{"amax(dim=[2], keepdim=False)", stage};
+    const auto want = unchained({x, y}, kSq, stages), got = chained({x, y}, kSq, stages);
+    ASSERT_TRUE(sameAll(want, got, true)) << stage << " " << dt;
+    EXPECT_TRUE(at::equal(at::signbit(want[0]), at::signbit(got[0]))) << stage;
+  }
 }
 
 TEST_F(Chain, IntegerValuesAreExactAgainstEager) {

@@ -27,8 +27,10 @@ at::Tensor eager(const at::Tensor& x, int64_t dim, bool keepdim, bool max) {
 
 TEST(Extrema, MaxMinDimsValuesBitForBit) {
   Gen g(41);
-  // [8, 64, 96] takes the fused kernels (>= 2^15 elements), [3, 5, 7] ATen's.
-  for (std::vector<int64_t> sizes : {std::vector<int64_t>{8, 64, 96}, std::vector<int64_t>{3, 5, 7}}) {
+  // [8, 64, 96] and [4, 8, 32, 40] take the fused kernels (>= 2^15 elements; contiguous, as
+  // [before, extent, after]), [3, 5, 7] ATen's.
+  for (std::vector<int64_t> sizes : {std::vector<int64_t>{8, 64, 96}, std::vector<int64_t>{4, 8, 32, 40},
+                                     std::vector<int64_t>{3, 5, 7}}) {
     for (at::ScalarType dt : {at::kFloat, at::kDouble, at::kInt}) {
       const at::Tensor v = g.tensor(sizes, dt, at::isFloatingType(dt) ? kNaNInf | kSignedZero : 0);
       // (rounded: ties, which decide the indices)
@@ -38,7 +40,7 @@ TEST(Extrema, MaxMinDimsValuesBitForBit) {
           for (bool keepdim : {false, true})
             for (bool max : {false, true}) {
               const at::Tensor want = eager(x, dim, keepdim, max), got = extremumValues(x, dim, keepdim, max);
-              if (sizes[0] == 8 && dt != at::kInt)
+              if (sizes[0] != 3 && dt != at::kInt)
                 EXPECT_STREQ(tsfuse::lastPath(), "native") << "the fused kernels ran";
               EXPECT_TRUE(sameTensor(want, got, /*exact=*/true))
                   << dt << " " << describeTensor(x) << " dim " << dim << " keepdim " << keepdim << " max " << max;
@@ -85,6 +87,9 @@ TEST(Extrema, EagersErrors) {
   const at::Tensor flags = at::zeros({4, 5}, at::kBool);  // argmax of bools raises; max(dim) does not
   EXPECT_EQ(errorOf([&] { call("tsfuse::arg_extremum", flags, 0, false, true); }),
             errorOf([&] { at::argmax(flags, 0, false); }));
+  const at::Tensor cube = at::zeros({40, 40, 40}, at::kFloat);
+  for (const char* op : {"tsfuse::extremum_values", "tsfuse::extremum", "tsfuse::arg_extremum"})
+    EXPECT_EQ(errorOf([&] { call(op, cube, 3, false, true); }), errorOf([&] { at::max(cube, 3, false); })) << op;
   const at::Tensor big = at::zeros({200, 200}, at::kFloat);
   EXPECT_EQ(errorOf([&] { extremumValues(big, 2, false, false); }), errorOf([&] { eager(big, 2, false, false); }));
 }
