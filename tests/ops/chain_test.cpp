@@ -171,9 +171,8 @@ TEST_F(Chain, LaterArgExtremaGiveArgminsIndices) {
     at::Tensor y = g.tensor({m, 2}, dt);
     if (at::isFloatingType(dt)) x = x.round(), y = y.round();  // ties
     const char* kinds[] = {"argmin", "argmax", "amin:index", "amax:index"};
-    const std::string stage = std::string(kinds[(i / 4) % 4]) + "(dim=[" +
-                              std::to_string(i % 3 == 0 ? 0 : -1) + "], keepdim=" + (i % 5 == 0 ? "True" : "False") +
-                              ")";
+    const std::string stage = std::string(kinds[(i / 4) % 4]) + "(dim=[" + std::to_string(i % 3 == 0 ? 0 : -1) +
+                              "], keepdim=" + (i % 5 == 0 ? "True" : "False") + ")";
     const std::vector<std::string> stages{"amax(dim=[2], keepdim=False)", stage};
     ASSERT_TRUE(sameAll(unchained({x, y}, kSq, stages), chained({x, y}, kSq, stages), true)) << stage << " " << dt;
   }

@@ -29,8 +29,8 @@ TEST(Extrema, MaxMinDimsValuesBitForBit) {
   Gen g(41);
   // [8, 64, 96] and [4, 8, 32, 40] take the fused kernels (>= 2^15 elements; contiguous, as
   // [before, extent, after]), [3, 5, 7] ATen's.
-  for (std::vector<int64_t> sizes : {std::vector<int64_t>{8, 64, 96}, std::vector<int64_t>{4, 8, 32, 40},
-                                     std::vector<int64_t>{3, 5, 7}}) {
+  for (std::vector<int64_t> sizes :
+       {std::vector<int64_t>{8, 64, 96}, std::vector<int64_t>{4, 8, 32, 40}, std::vector<int64_t>{3, 5, 7}}) {
     for (at::ScalarType dt : {at::kFloat, at::kDouble, at::kInt}) {
       const at::Tensor v = g.tensor(sizes, dt, at::isFloatingType(dt) ? kNaNInf | kSignedZero : 0);
       // (rounded: ties, which decide the indices)
