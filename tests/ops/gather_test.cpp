@@ -40,6 +40,8 @@ TEST(Gather, EveryWalkFromEveryStartAsAtenCopies) {
       {{5, 7, 3}, {3, 0, 1}},        // an odd run
       {{3, 5, 7, 2}, {2, 0, 0, 1}},  // repeated by two dims
       {{6, 9}, {1, 6}},              // transposed: every run one element
+      {{7, 9}, {2, 0}},              // wh1[:, None] over short rows: each row one value
+      {{7, 9}, {0, 2}},              // the rows repeat (stride 0 above)
       {{4, 1, 6}, {6, 6, 1}},        // a size-1 dim between contiguous ones
       {{4, 5}, {0, 0}},              // one value
       {{2, 3, 40}, {0, 40, 1}},      // runs longer than the inline copy

@@ -50,6 +50,17 @@ inline void gatherTyped(const char* base, const int64_t* sizes, const int64_t* s
     copyRun(base, 0, n, dst);
     return;
   }
+  if (m == 2 && stride[0] != 0) {
+    // Rows of a short inner dim (wh1[:, None] over wh2's 9 anchors): one run per row, no carry.
+    int64_t col = start % size[1];
+    const char* row = base + start / size[1] * stride[0];
+    for (int64_t done = 0; done < n; col = 0, row += stride[0]) {
+      const int64_t run = std::min(size[1] - col, n - done);
+      copyRun(row + col * stride[1], stride[1], run, dst + done);
+      done += run;
+    }
+    return;
+  }
   int64_t idx[kMaxDims];
   int64_t offset = 0;
   for (int j = m - 1; j >= 0; --j) {
