@@ -1,5 +1,5 @@
 // A chain's later stage as ATen's reduction (applyStage), with an exact fast path for argmin/argmax
-// and max/min with indices along one dim.
+// and max/min (with indices, or its values alone) along one dim.
 #include "kernels/runtime/chain.h"
 
 #include "kernels/backends/cpu/row_extremum.h"
@@ -12,22 +12,25 @@
 namespace tsfuse {
 namespace {
 
-// argmin/argmax, and max/min with indices, over one dim of a non-empty extent, faster than ATen's
-// kernels and with the same results (the first extremum, the first NaN):
+// argmin/argmax, max/min with indices and max/min's values alone (amin:index) over one dim of a
+// non-empty extent, faster than ATen's kernels and with the same results (the first extremum, the
+// first NaN):
+//  * max/min's values alone: tsfuse::extremum_values (kernels/runtime/extrema.h);
 //  * float32 rows contiguous along the dim (a stage-0 slab reduced over its last dim: nearest
 //    neighbour): cpu::firstExtremumOfRows, two vector passes per row where ATen's min/max(dim)
 //    compare one value at a time;
-//  * otherwise argmin/argmax as the indices of min/max(dim): ATen's argmin kernel is not
-//    vectorized and min(dim)'s is, and both return the first extremum's index. Not for bool
-//    (argmin raises where min does not) nor an empty dim (the error names the op); max/min with
-//    indices then keep ATen's own call.
+//  * otherwise tsfuse::extremum (extrema.h), argmin/argmax as its indices: both return the first
+//    extremum's index. An argmin not for bool (argmin raises where min does not); nothing for an
+//    empty dim (the error names the op).
 std::optional<Outputs> extremaAlongOneDim(const ReduceSpec& r, const at::Tensor& v) {
   const bool arg = r.kind == Reduction::Argmin || r.kind == Reduction::Argmax;
   const bool withValues = r.kind == Reduction::Min || r.kind == Reduction::Max;
-  if (!(arg || withValues) || !r.dims || r.dims->size() != 1 || v.dim() == 0) return std::nullopt;
+  const bool valuesOnly = r.routesGradient && (r.kind == Reduction::Amax || r.kind == Reduction::Amin);
+  if (!(arg || withValues || valuesOnly) || !r.dims || r.dims->size() != 1 || v.dim() == 0) return std::nullopt;
   const int64_t d = at::maybe_wrap_dim((*r.dims)[0], v.dim());
   if (v.size(d) == 0) return std::nullopt;
-  const bool isMax = r.kind == Reduction::Argmax || r.kind == Reduction::Max;
+  const bool isMax = r.kind == Reduction::Argmax || r.kind == Reduction::Max || r.kind == Reduction::Amax;
+  if (valuesOnly) return Outputs{extremumValuesOp(v, d, r.keepdim, isMax)};
   if (v.scalar_type() == at::kFloat && d == v.dim() - 1 && v.is_contiguous() && v.device().is_cpu()) {
     const int64_t n = v.size(d), rows = v.numel() / n;
     at::Tensor idx = at::empty({rows}, v.options().dtype(at::kLong));
@@ -44,8 +47,9 @@ std::optional<Outputs> extremaAlongOneDim(const ReduceSpec& r, const at::Tensor&
     }
   }
   const bool real = at::isFloatingType(v.scalar_type()) || at::isIntegralType(v.scalar_type(), /*includeBool=*/false);
-  if (!arg || !real) return std::nullopt;
-  return Outputs{std::get<1>(isMax ? at::max(v, d, r.keepdim) : at::min(v, d, r.keepdim))};
+  if (arg && !real) return std::nullopt;
+  auto [values, indices] = extremumOp(v, d, r.keepdim, isMax);
+  return arg ? Outputs{indices} : Outputs{values, indices};
 }
 
 }  // namespace
@@ -57,9 +61,6 @@ Outputs applyStage(const ReduceSpec& spec, bool squeeze, const at::Tensor& value
   Outputs out;
   if (auto extrema = extremaAlongOneDim(plain, v))
     out = std::move(*extrema);
-  else if (plain.routesGradient && (plain.kind == Reduction::Amax || plain.kind == Reduction::Amin) && plain.dims &&
-           plain.dims->size() == 1)
-    out = {extremumValuesOp(v, (*plain.dims)[0], plain.keepdim, plain.kind == Reduction::Amax)};
   else
     out = applyReductionAll(plain, v);
   if (spec.epilogue) out[0] = applyEpilogue(spec, out[0], extras);

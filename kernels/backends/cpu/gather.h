@@ -71,7 +71,7 @@ inline void gatherTyped(const char* base, const int64_t* sizes, const int64_t* s
   const int last = m - 1;
   int64_t done = 0;
   while (done < n) {
-    int64_t run = std::min(size[last] - idx[last], n - done);
+    const int64_t run = std::min(size[last] - idx[last], n - done);
     copyRun(base + offset, stride[last], run, dst + done);
     if (m > 1 && stride[last - 1] == 0 && idx[last] == 0 && run == size[last]) {
       // The dim above reads the same run again (x[:, None, :] over y's rows): copy what is
