@@ -59,6 +59,33 @@ TEST(Extrema, MaxMinDimsValuesBitForBit) {
   }
 }
 
+// Rows of 256 to 511 contiguous values (a chain's [256, 500] slab) are read in place, one row per
+// tile: no block the call allocates is larger than a tile's scratch (a packed copy of the rows is
+// at least 256 KiB); the same values and indices.
+TEST(Extrema, RowsOfAHalfTileAndMoreAreReadInPlace) {
+  Gen g(43);
+  for (int64_t n : {256, 300, 511}) {
+    for (at::ScalarType dt : {at::kFloat, at::kDouble}) {
+      const int64_t rows = (int64_t(1) << 16) / n + 1;
+      const at::Tensor x = g.tensor({rows, n}, dt, kNaNInf | kSignedZero);
+      for (bool max : {false, true}) {
+        static CountingAllocator counting;
+        counting.largest = 0;
+        c10::Allocator* previous = c10::GetCPUAllocator();
+        c10::SetCPUAllocator(&counting, /*priority=*/UINT8_MAX);
+        const auto both = call("tsfuse::extremum", x, 1, false, max);
+        c10::SetCPUAllocator(previous, /*priority=*/UINT8_MAX);
+        EXPECT_STREQ(tsfuse::lastPath(), "native") << "the fused kernels ran";
+        EXPECT_LE(counting.largest, size_t(16) << 10) << "n " << n << ": a copy of the rows";
+        const auto [values, indices] = max ? at::max(x, 1) : at::min(x, 1);
+        EXPECT_TRUE(sameTensor(values, both.at(0).toTensor(), /*exact=*/true)) << dt << " n " << n;
+        EXPECT_TRUE(at::equal(at::signbit(values), at::signbit(both.at(0).toTensor())));
+        EXPECT_TRUE(sameTensor(indices, both.at(1).toTensor(), /*exact=*/true)) << dt << " n " << n;
+      }
+    }
+  }
+}
+
 TEST(Extrema, GradientGoesToMaxMinsIndex) {
   Gen g(42);
   // Ties (a few distinct values) decide which element takes the gradient.
