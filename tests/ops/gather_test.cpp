@@ -2,7 +2,8 @@
 // every element size, dims merged where one walk reads them as one, short contiguous runs, and
 // runs the dim above repeats (stride 0), from any start, against ATen's copy of the same view.
 // Then the map and reduce drivers over spaces of a short inner dim (x[:, None, :] - y[None]),
-// where every tile is gathered, against eager.
+// where every tile is gathered, against eager. Then the transpose a vertical reduction packs rows
+// with (transposeRows), and the row reductions that take it.
 #include "kernels/backends/cpu/gather.h"
 #include "test_util.h"
 
@@ -75,6 +76,37 @@ TEST(Gather, ShortInnerDimsThroughTheDrivers) {
                               [](const std::vector<at::Tensor>& o) { return (o[0] - o[1]).abs(); },
                               {"amax", std::vector<int64_t>{0}, false, std::nullopt}))
           << "d=" << d;
+    }
+  }
+}
+
+TEST(Gather, TransposeRowsAsAtenTransposes) {
+  // Rows and columns padded apart (srcRow, dstRow longer than the block): the padding stays as it is.
+  for (at::ScalarType dt : {at::kByte, at::kShort, at::kInt, at::kLong}) {
+    for (int64_t n : {1, 3, 4, 5, 8, 13})
+      for (int64_t cols : {1, 3, 4, 7, 16}) {
+        const at::Tensor src = at::randint(0, 120, {n, cols + 2}, at::TensorOptions(dt));
+        at::Tensor dst = at::full({cols, n + 3}, -1, src.options());
+        const int64_t esz = src.element_size();
+        tsfuse::cpu::transposeRows(static_cast<const char*>(src.data_ptr()), (cols + 2) * esz, n, cols, esz,
+                                   static_cast<char*>(dst.data_ptr()), (n + 3) * esz);
+        EXPECT_TRUE(at::equal(dst.narrow(1, 0, n), src.narrow(1, 0, cols).t())) << dt << " " << n << "x" << cols;
+        EXPECT_TRUE(at::equal(dst.narrow(1, n, 3), at::full({cols, 3}, -1, src.options()))) << "padding written";
+      }
+  }
+}
+
+TEST(Gather, RowReductionsOfPackedTransposes) {
+  // Contiguous rows of d values reduced along them: vertical tiles pack them transposed (rows of
+  // 4 lanes, the last 1-3 alone); sums in eager's order, so bit for bit.
+  Gen g(32);
+  for (int64_t d : {3, 4, 5, 16, 63, 64, 130}) {
+    for (at::ScalarType dt : {at::kFloat, at::kDouble}) {
+      const at::Tensor x = g.tensor({1001, d}, dt, kNaNInf);
+      for (const char* kind : {"sum", "amax"})
+        EXPECT_TRUE(checkReduce("v1: mul($0, $0)", {x}, [](const std::vector<at::Tensor>& o) { return o[0] * o[0]; },
+                                {kind, std::vector<int64_t>{1}, false, std::nullopt}))
+            << kind << " d=" << d << " " << dt;
     }
   }
 }

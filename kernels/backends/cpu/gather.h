@@ -9,6 +9,10 @@
 #include <cstring>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace tsfuse::cpu {
 
 // Copies `run` elements `s` bytes apart from p to d. Runs of a few contiguous elements (an inner
@@ -111,6 +115,41 @@ inline void gather(const char* base, int64_t elemSize, const int64_t* sizes, con
     default:
       TORCH_CHECK(false, "tsfuse: unsupported element size ", elemSize);
   }
+}
+
+// Element c of each of n source rows (`srcRow` bytes apart, each `cols` contiguous elements of
+// `elemSize` bytes) to element `lane` of destination row c (`dstRow` bytes apart): the transpose
+// a vertical reduction packs from row-major values reduced along their rows (x.pow(2).sum(1)).
+// Source rows are read front to back, where the strided gather of one column at a time reads a
+// cache line per element, and float32 moves in 4 x 4 blocks through registers.
+inline void transposeRows(const char* src, int64_t srcRow, int64_t n, int64_t cols, int64_t elemSize, char* dst,
+                          int64_t dstRow) {
+  int64_t l = 0;
+#if defined(__SSE2__)
+  if (elemSize == 4) {
+    for (; l + 4 <= n; l += 4) {
+      const char* s = src + l * srcRow;
+      char* d = dst + l * 4;
+      int64_t c = 0;
+      for (; c + 4 <= cols; c += 4) {
+        __m128 r0 = _mm_loadu_ps(reinterpret_cast<const float*>(s + c * 4));
+        __m128 r1 = _mm_loadu_ps(reinterpret_cast<const float*>(s + srcRow + c * 4));
+        __m128 r2 = _mm_loadu_ps(reinterpret_cast<const float*>(s + 2 * srcRow + c * 4));
+        __m128 r3 = _mm_loadu_ps(reinterpret_cast<const float*>(s + 3 * srcRow + c * 4));
+        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+        _mm_storeu_ps(reinterpret_cast<float*>(d + c * dstRow), r0);
+        _mm_storeu_ps(reinterpret_cast<float*>(d + (c + 1) * dstRow), r1);
+        _mm_storeu_ps(reinterpret_cast<float*>(d + (c + 2) * dstRow), r2);
+        _mm_storeu_ps(reinterpret_cast<float*>(d + (c + 3) * dstRow), r3);
+      }
+      for (; c < cols; ++c)
+        for (int64_t k = 0; k < 4; ++k) std::memcpy(d + c * dstRow + k * 4, s + k * srcRow + c * 4, 4);
+    }
+  }
+#endif
+  for (; l < n; ++l)
+    for (int64_t c = 0; c < cols; ++c)
+      std::memcpy(dst + c * dstRow + l * elemSize, src + l * srcRow + c * elemSize, elemSize);
 }
 
 // Copies n elements of operand o's walk of `space` (from linear index `start`, rooted at byte

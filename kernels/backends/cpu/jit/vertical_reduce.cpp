@@ -153,11 +153,20 @@ void VerticalReduce::pack(int64_t line, int64_t p0) {
     const int64_t rows = packedOnce_[i] ? 1 : reduced_.numel(), esz = (*views_)[i].elemSize;
     std::vector<const char*> rowStart(rows);
     const char* data = (*views_)[i].data + (packedPerLine_[i] ? lines_.offset(i, line) : 0);
-    for (int64_t r = 0; r < rows; ++r) rowStart[r] = data + reduced_.offset(i, r);
+    bool contiguous = rows > 1 && laneStride_[i] != 0;  // the rows' values of a lane side by side
+    for (int64_t r = 0; r < rows; ++r) {
+      rowStart[r] = data + reduced_.offset(i, r);
+      contiguous = contiguous && rowStart[r] == rowStart[0] + r * esz;
+    }
     const int64_t grain = grainFor(rows * kBlockLanes);
     auto body = [&](int64_t b, int64_t e) {
       for (int64_t l0 = p0 + b * kBlockLanes; l0 < std::min(p0 + lanes, p0 + e * kBlockLanes); l0 += kBlockLanes) {
         const int64_t n = std::min(kBlockLanes, p0 + lanes - l0);
+        if (contiguous) {
+          transposeRows(rowStart[0] + l0 * laneStride_[i], laneStride_[i], n, rows, esz, packedAt(i, 0, l0),
+                        rowStride_[i]);
+          continue;
+        }
         for (int64_t r = 0; r < rows; ++r)
           gather(rowStart[r], esz, &inner_, &laneStride_[i], 1, l0, n, packedAt(i, r, l0));
       }
