@@ -13,6 +13,7 @@
 #include "common/scalar_ops.h"
 #include "kernels/ir/op_registry.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -83,6 +84,30 @@ struct Lowering {
     return castTo(valueSlot[arg.i], ct);
   }
 
+  // The dtype a comparison runs in: eager's (ct), or the program's floating dtype where eager's is
+  // an integer one only because a number promoted bools or small integers (`mask == 0` of a bool
+  // mask computes in int64): every value on both sides is exact there (at most 16 bits; a number
+  // of at most 24 bits that ct holds, so eager does not wrap it), so the results are eager's, and
+  // the compiled kernels, which hold floating and bool lanes only, run the comparison.
+  c10::ScalarType compareType(const std::vector<Arg>& A, c10::ScalarType ct) const {
+    using T = c10::ScalarType;
+    if (ct != T::Long && ct != T::Byte && ct != T::Char && ct != T::Short) return ct;
+    for (const Arg& a : A) {
+      if (a.kind == Arg::Kind::Int || a.kind == Arg::Kind::Bool) {
+        const int64_t v = literalScalar(a).toLong();
+        const int64_t lo = ct == T::Byte ? 0 : ct == T::Char ? -128 : ct == T::Short ? -32768 : -(int64_t(1) << 24);
+        const int64_t hi = ct == T::Byte ? 255 : ct == T::Char ? 127 : ct == T::Short ? 32767 : int64_t(1) << 24;
+        if (v < lo || v > hi) return ct;
+        continue;
+      }
+      if (!a.isTensor()) return ct;
+      const T t = p.slotType[a.kind == Arg::Kind::Input ? a.i : valueSlot[a.i]];
+      if (t != T::Bool && t != T::Byte && t != T::Char && t != T::Short) return ct;
+    }
+    const bool f64 = std::find(an.computeType.begin(), an.computeType.end(), T::Double) != an.computeType.end();
+    return f64 ? T::Double : T::Float;
+  }
+
   bool native(Prim prim, c10::ScalarType ct) const {
     return primHas(prim, target.emitter) && (!primHas(prim, kFloatOnly) || isFloating(ct));
   }
@@ -115,7 +140,8 @@ struct Lowering {
     const tsfuse::Instr& ins = e.instrs[k];
     const auto& A = ins.args;
     const OpDef& def = opDef(ins.op);
-    const c10::ScalarType ct = an.computeType[k], rt = an.resultType[k];
+    const c10::ScalarType ct = def.has(kCompare) ? compareType(A, an.computeType[k]) : an.computeType[k];
+    const c10::ScalarType rt = an.resultType[k];
     if (!holdsDtype(target, ct) || !holdsDtype(target, rt))
       return fail(std::string("dtype ") + c10::toString(holdsDtype(target, ct) ? rt : ct) + " in " + def.name);
     int out = -1;
