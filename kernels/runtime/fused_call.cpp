@@ -158,7 +158,7 @@ Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const Re
   try {
     hoisted = hoistNarrowWork(*e, operands);
     if (!hoisted && !reduce) slabRows = hoistSlabRows(*e, operands);
-    if (!hoisted && !slabRows) hoisted = compareIntegersAsFloats(*e, operands);
+    if (!hoisted && !slabRows) hoisted = compareIntegersAsFloats(*e, operands, exprText);
   } catch (const c10::Error&) {
     // (operands that do not broadcast, or an op that raises: the call below raises eager's error)
   }

@@ -8,12 +8,14 @@
 #include "kernels/lower/program.h"
 #include "tsfuse/log.h"
 
+#include <ATen/Dispatch.h>
 #include <ATen/ExpandUtils.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 namespace tsfuse {
 
@@ -27,6 +29,42 @@ bool costlyPerValue(const Instr& ins) {
 }
 
 namespace {
+
+// x's values as `to` (float32 or float64, x's layout), checked on the way: undefined where one is
+// outside [-exact, exact], the integers `to` holds exactly. A dense tensor of the usual integer
+// dtypes (class labels, an arange) in one loop over its memory, where a range reduction, two
+// item() reads and a conversion were four dispatched calls, most of a small fused call's time.
+at::Tensor exactFloatCopy(const at::Tensor& x, at::ScalarType to, int64_t exact) {
+  const auto t = x.scalar_type();
+  const bool common = t == at::kByte || t == at::kChar || t == at::kShort || t == at::kInt || t == at::kLong;
+  if (!common || !x.is_non_overlapping_and_dense()) {
+    const auto [lo, hi] = at::aminmax(x);
+    return lo.item<int64_t>() >= -exact && hi.item<int64_t>() <= exact ? x.to(to) : at::Tensor();
+  }
+  at::Tensor out = at::empty_like(x, x.options().dtype(to));  // (x's strides: element k of each
+  TORCH_INTERNAL_ASSERT(out.strides() == x.strides());        // memory block is the same element)
+  bool ok = true;
+  AT_DISPATCH_INTEGRAL_TYPES(t, "tsfuse_exact_float_copy", [&] {
+    const scalar_t* p = x.const_data_ptr<scalar_t>();
+    const int64_t n = x.numel();
+    auto fill = [&](auto* q) {
+      using F = std::remove_pointer_t<decltype(q)>;
+      int64_t lo = 0, hi = 0;
+      for (int64_t k = 0; k < n; ++k) {
+        const auto v = static_cast<int64_t>(p[k]);
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+        q[k] = static_cast<F>(v);
+      }
+      ok = lo >= -exact && hi <= exact;
+    };
+    if (to == at::kDouble)
+      fill(out.mutable_data_ptr<double>());
+    else
+      fill(out.mutable_data_ptr<float>());
+  });
+  return ok ? out : at::Tensor();
+}
 
 using Mask = uint64_t;  // the broadcast space's dims a value varies along
 
@@ -278,7 +316,7 @@ std::optional<SlabRows> hoistSlabRows(const Expr& e, at::TensorList operands) {
   return SlabRows{std::move(w->space), std::min(perSlab, rows)};
 }
 
-std::optional<Hoisted> compareIntegersAsFloats(const Expr& e, at::TensorList operands) {
+std::optional<Hoisted> compareIntegersAsFloats(const Expr& e, at::TensorList operands, c10::string_view text) {
   if (static_cast<int64_t>(operands.size()) < e.numInputs) return std::nullopt;
   const at::TensorList main = operands.slice(0, e.numInputs);
   // (every fused call comes here: a program without an integer operand leaves at once)
@@ -303,12 +341,13 @@ std::optional<Hoisted> compareIntegersAsFloats(const Expr& e, at::TensorList ope
       if (t.stride(d) == 0) sizes[d] = std::min<int64_t>(sizes[d], 1);
     return t.as_strided(sizes, t.strides(), t.storage_offset());
   };
+  // Each candidate's held values converted in one pass that also checks them: undefined where one
+  // is not exact in `to`.
+  std::vector<at::Tensor> converted(e.numInputs);
   for (int64_t i = 0; i < e.numInputs; ++i) {
     convert[i] = convert[i] && footprint(main[i]) * 4 <= total && footprint(main[i]) <= largest;
-    if (convert[i]) {
-      const auto [lo, hi] = at::aminmax(held(main[i]));
-      convert[i] = lo.item<int64_t>() >= -exact && hi.item<int64_t>() <= exact;
-    }
+    if (convert[i]) converted[i] = exactFloatCopy(held(main[i]), to, exact);
+    convert[i] = convert[i] && converted[i].defined();
   }
   // Every reader of a converted operand is a compare of converted operands and small integers;
   // where one is not, its operands stay integers, which may take a compare's other side with them
@@ -335,14 +374,14 @@ std::optional<Hoisted> compareIntegersAsFloats(const Expr& e, at::TensorList ope
   for (int64_t i = 0; i < e.numInputs; ++i) {
     out.position.push_back(i);
     any |= convert[i] != 0;
-    out.operands.push_back(convert[i] ? held(main[i]).to(to).expand(main[i].sizes()) : main[i]);
+    out.operands.push_back(convert[i] ? converted[i].expand(main[i].sizes()) : main[i]);
   }
   if (!any) return std::nullopt;
   for (size_t i = e.numInputs; i < operands.size(); ++i) {
     out.position.push_back(static_cast<int64_t>(i));
     out.operands.push_back(operands[i]);
   }
-  out.expr = e.str();
+  out.expr = text.empty() ? e.str() : std::string(text);
   TSFUSE_LOG(kernel, debug, "integer operands compared as ", c10::toString(to), " (values exact there): ", out.expr);
   return out;
 }

@@ -58,7 +58,7 @@ std::optional<SlabRows> hoistSlabRows(const Expr& e, at::TensorList operands);
 // space, too wide to hoist), narrow, and whose values the program's floating dtype holds exactly
 // (|x| <= 2^24 for float32), as that dtype: the compares give the same bools, and the kernels,
 // which have no integer lanes, compile the program. The values are checked per call (O(operand)).
-// nullopt where no operand qualifies.
-std::optional<Hoisted> compareIntegersAsFloats(const Expr& e, at::TensorList operands);
+// nullopt where no operand qualifies. `text`: e's text where the caller has it (else rebuilt).
+std::optional<Hoisted> compareIntegersAsFloats(const Expr& e, at::TensorList operands, c10::string_view text = {});
 
 }  // namespace tsfuse

@@ -260,6 +260,37 @@ TEST(Hoist, NarrowIntegersReadOnlyByComparesAreComparedAsFloats) {
   EXPECT_FALSE(tsfuse::compareIntegersAsFloats(tsfuse::Expr::parse(expr), {near, past, d}));
   EXPECT_TRUE(sameTensor(at::eq(near, past).to(at::kFloat) * d,
                          pairwiseBoxed(std::vector<at::Tensor>({near, past, d}), expr), true));
+  // Every integer dtype, -2^24 in range and -2^24 - 1 not, a transposed row (dense), a strided slice
+  // (not dense), float64 programs converting to float64.
+  for (at::ScalarType dt : {at::kByte, at::kChar, at::kShort, at::kInt, at::kLong})
+    for (at::ScalarType ft : {at::kFloat, at::kDouble}) {
+      const at::Tensor f = g.tensor({64, 64}, ft);
+      const at::Tensor row = g.tensor({1, 64}, dt).remainder(5), col = g.tensor({1, 64}, dt).remainder(5).t();
+      const at::Tensor strided = g.tensor({1, 128}, dt).remainder(5).slice(1, 0, 128, 2);
+      for (const auto& [a, b] : {std::pair{row, col}, std::pair{strided, col}}) {
+        const auto c = tsfuse::compareIntegersAsFloats(tsfuse::Expr::parse(expr), {a, b, f});
+        ASSERT_TRUE(c.has_value()) << dt;
+        EXPECT_EQ(c->operands[0].scalar_type(), ft);
+        EXPECT_TRUE(at::equal(c->operands[0], a.to(ft))) << dt;
+        EXPECT_TRUE(at::equal(c->operands[1], b.to(ft))) << dt;
+        EXPECT_EQ(c->operands[1].strides(), b.strides());  // (dense: the layout kept)
+        EXPECT_TRUE(sameTensor(
+            at::eq(a, b).to(ft) * f,
+            pairwiseBoxed(
+                std::vector<at::Tensor>({a, b, f}),
+                "v1: eq($0, $1); to(%0, " + std::string(ft == at::kFloat ? "float32" : "float64") + "); mul(%1, $2)"),
+            true))
+            << dt << " " << ft;
+      }
+      if (dt != at::kLong) continue;
+      for (int64_t edge : {-(int64_t(1) << 24), -(int64_t(1) << 24) - 1}) {
+        const at::Tensor a = row.clone();
+        a[0][5] = edge;
+        EXPECT_EQ(tsfuse::compareIntegersAsFloats(tsfuse::Expr::parse(expr), {a, col, f}).has_value(),
+                  edge >= -(int64_t(1) << 24) || ft == at::kDouble)
+            << edge << " " << ft;
+      }
+    }
 }
 
 }  // namespace
