@@ -37,8 +37,10 @@ using namespace reduce_parts;
 
 constexpr int64_t kVerticalMin = 16;
 // An order-free reduction reads rows of at least this many contiguous values in place, one output
-// per tile (horizontal), rather than packing them across lanes: the packed vertical kernels are
-// faster for shorter rows only (a min over rows of 256 values: 73 us in place, 121 us packed).
+// per tile (horizontal), rather than packing them across lanes, even where the packed kernels
+// would be faster: packing rows this long takes up to jit::VerticalReduce::kMaxPackBytes of scratch
+// per call, per thread beside each slab inside a chain or sweep, which the first-call bound of
+// output + inputs + 2 MiB cannot hold (Chamfer's [256, 500] slabs).
 constexpr int64_t kInPlaceRowMin = kTile / 2;
 
 // Rows summed whole in eager's order (eagerRowSum) are gathered into a per-thread buffer: up to
