@@ -83,8 +83,8 @@ TEST(Gather, ShortInnerDimsThroughTheDrivers) {
 TEST(Gather, TransposeRowsAsAtenTransposes) {
   // Rows and columns padded apart (srcRow, dstRow longer than the block): the padding stays as it is.
   for (at::ScalarType dt : {at::kByte, at::kShort, at::kInt, at::kLong}) {
-    for (int64_t n : {1, 3, 4, 5, 8, 13})
-      for (int64_t cols : {1, 3, 4, 7, 16}) {
+    for (int64_t n : {1, 3, 4, 5, 8, 13, 16, 17})
+      for (int64_t cols : {1, 3, 4, 7, 8, 9, 16, 17}) {
         const at::Tensor src = at::randint(0, 120, {n, cols + 2}, at::TensorOptions(dt));
         at::Tensor dst = at::full({cols, n + 3}, -1, src.options());
         const int64_t esz = src.element_size();

@@ -3,7 +3,7 @@
 // Checked against eager (values bit for bit, indices equal) and bit for bit against the
 // interpreter, on what decides an index: ties (small integer values), NaN anywhere (the first NaN
 // wins), rows of -inf (max) or +inf (min) only (index 0), signed zeros, masked lane tails, blocks of
-// several output rows, operands past the pointer registers, and random programs.
+// several output rows, operands past the pointer registers, bool operands, and random programs.
 #include "jit_support.h"
 
 #include "kernels/reference/aten_eval.h"
@@ -127,6 +127,35 @@ TEST(JitExtremum, ReducedDimsLayoutsAndOperandsPastThePointerRegisters) {
         sumOfDifferences(pairs, false), ops, [](const T& o) { return sumOfDifferencesEager(o, false); }, "max", 1,
         false, true))
         << 2 * pairs << " operands";
+  }
+}
+
+TEST(JitExtremum, BoolOperandsOfReductionsCompile) {
+  if (!haveJit()) GTEST_SKIP() << "no AVX2/BMI2: the compiled kernels are off";
+  Gen g(56);
+  // A masked min/max (semi-hard negatives: (d - max) * mask, min over the row) and a masked count,
+  // the mask a bool operand: packed across lanes where the reduced rows are contiguous (dim 1),
+  // read in place along the lanes where they are not (dim 0), lanes ending in masked tails (37,
+  // 131) or exact blocks (64). Bit for bit against eager and the interpreter.
+  const char* masked = "v1: sub($0, $1); mul(%0, $2)";
+  auto maskedEager = [](const T& o) { return (o[0] - o[1]) * o[2]; };
+  for (int64_t m : {37, 64, 131}) {
+    const at::Tensor d = g.tensor({203, m}, at::kFloat, kNaNInf), mask = g.tensor({203, m}, at::kBool);
+    const T rows = {d, g.tensor({203, 1}, at::kFloat, kNaNInf), mask};
+    const T cols = {d, g.tensor({1, m}, at::kFloat, kNaNInf), mask};
+    for (int64_t dim : {0, 1}) {
+      const T& ops = dim == 1 ? rows : cols;
+      for (const char* red : {"max", "min"})
+        EXPECT_TRUE(checkIndexed(masked, ops, maskedEager, red, dim, true, true)) << "m=" << m << " dim=" << dim;
+      for (const char* red : {"amin", "argmax"})
+        EXPECT_TRUE(checkBoth(masked, ops, maskedEager, {red, std::vector<int64_t>{dim}}, true))
+            << red << " m=" << m << " dim=" << dim;
+      // (a count: st.semi_hard's `(mask & (d > t)).sum(1)`)
+      EXPECT_TRUE(checkBoth(
+          "v1: gt($0, $1); bitwise_and($2, %0)", ops, [](const T& o) { return (o[0] > o[1]).logical_and(o[2]); },
+          {"sum", std::vector<int64_t>{dim}}, true))
+          << "count m=" << m << " dim=" << dim;
+    }
   }
 }
 

@@ -121,7 +121,7 @@ inline void gather(const char* base, int64_t elemSize, const int64_t* sizes, con
 // `elemSize` bytes) to element `lane` of destination row c (`dstRow` bytes apart): the transpose
 // a vertical reduction packs from row-major values reduced along their rows (x.pow(2).sum(1)).
 // Source rows are read front to back, where the strided gather of one column at a time reads a
-// cache line per element, and float32 moves in 4 x 4 blocks through registers.
+// cache line per element; float32 moves in 4 x 4 blocks through registers, bools in 8 x 8.
 inline void transposeRows(const char* src, int64_t srcRow, int64_t n, int64_t cols, int64_t elemSize, char* dst,
                           int64_t dstRow) {
   int64_t l = 0;
@@ -146,10 +146,48 @@ inline void transposeRows(const char* src, int64_t srcRow, int64_t n, int64_t co
         for (int64_t k = 0; k < 4; ++k) std::memcpy(d + c * dstRow + k * 4, s + k * srcRow + c * 4, 4);
     }
   }
+  if (elemSize == 1) {  // bools: 8 x 8 bytes, interleaved by bytes, pairs, then quads
+    for (; l + 8 <= n; l += 8) {
+      const char* s = src + l * srcRow;
+      char* d = dst + l;
+      int64_t c = 0;
+      for (; c + 8 <= cols; c += 8) {
+        __m128i r[8];
+        for (int k = 0; k < 8; ++k) r[k] = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s + k * srcRow + c));
+        const __m128i t0 = _mm_unpacklo_epi8(r[0], r[1]), t1 = _mm_unpacklo_epi8(r[2], r[3]);
+        const __m128i t2 = _mm_unpacklo_epi8(r[4], r[5]), t3 = _mm_unpacklo_epi8(r[6], r[7]);
+        const __m128i u0 = _mm_unpacklo_epi16(t0, t1), u1 = _mm_unpackhi_epi16(t0, t1);
+        const __m128i u2 = _mm_unpacklo_epi16(t2, t3), u3 = _mm_unpackhi_epi16(t2, t3);
+        const __m128i cols2[4] = {_mm_unpacklo_epi32(u0, u2), _mm_unpackhi_epi32(u0, u2), _mm_unpacklo_epi32(u1, u3),
+                                  _mm_unpackhi_epi32(u1, u3)};
+        for (int k = 0; k < 4; ++k) {
+          _mm_storel_epi64(reinterpret_cast<__m128i*>(d + (c + 2 * k) * dstRow), cols2[k]);
+          _mm_storel_epi64(reinterpret_cast<__m128i*>(d + (c + 2 * k + 1) * dstRow), _mm_srli_si128(cols2[k], 8));
+        }
+      }
+      for (; c < cols; ++c)
+        for (int64_t k = 0; k < 8; ++k) d[c * dstRow + k] = s[k * srcRow + c];
+    }
+  }
 #endif
-  for (; l < n; ++l)
-    for (int64_t c = 0; c < cols; ++c)
-      std::memcpy(dst + c * dstRow + l * elemSize, src + l * srcRow + c * elemSize, elemSize);
+  auto rest = [&](auto tag) {
+    using U = decltype(tag);
+    for (; l < n; ++l)
+      for (int64_t c = 0; c < cols; ++c)
+        std::memcpy(dst + c * dstRow + l * sizeof(U), src + l * srcRow + c * sizeof(U), sizeof(U));
+  };
+  switch (elemSize) {
+    case 1:
+      return rest(uint8_t{});
+    case 2:
+      return rest(uint16_t{});
+    case 4:
+      return rest(uint32_t{});
+    case 8:
+      return rest(uint64_t{});
+    default:
+      TORCH_CHECK(false, "tsfuse: unsupported element size ", elemSize);
+  }
 }
 
 // Copies n elements of operand o's walk of `space` (from linear index `start`, rooted at byte

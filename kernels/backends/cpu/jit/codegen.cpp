@@ -217,9 +217,10 @@ void Gen::load(int s) {
 
 void Gen::loadBools(int n, const Xbyak::Reg64& g, int u, bool uniform) {
   // Bytes 0 or 1 become lanes of all zeros or all ones (the compares' form): widened (or, uniform,
-  // broadcast) then subtracted from zero. Only maps take bool operands, and their driver passes
-  // whole blocks (Plan::make): no masked load, no 64-byte vector.
-  TORCH_INTERNAL_ASSERT(!masked && !W, "tsfuse: bool operand of a masked or wide kernel");
+  // broadcast) then subtracted from zero. A vector's bytes are read whole, masked lanes too: the
+  // drivers make them readable (a map runs its last lanes over padded copies, a reduction's masked
+  // tail reads bools from a padded copy or its pack buffer's slack). No 64-byte vector (widens).
+  TORCH_INTERNAL_ASSERT(!W, "tsfuse: bool operand of a wide kernel");
   const int lanes = lanesPerVector();
   if (uniform)
     vpbroadcastb(y(n), byte[g]);

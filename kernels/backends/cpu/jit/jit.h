@@ -213,6 +213,9 @@ class VerticalReduce {
   // lanes) all fall in one L1 set and evict each other; an odd line count spreads them over every
   // set.
   static constexpr int64_t packedRowBytes(int64_t bytes) { return ((bytes + 63) / 64 | 1) * 64; }
+  // Bytes a vector of bool lanes loads whole (Gen::loadBools), masked lanes too: the readable bytes
+  // past a bool operand's last lane that its masked tails need.
+  static constexpr int64_t kBoolSlack = 32;
 
  private:
   void runRows(const std::vector<int64_t>& base, int64_t start, bool allRows, int64_t n, void* sums) const;

@@ -65,6 +65,8 @@ void foldUniformCasts(Plan& P, int numLeaves, const std::vector<Leaf>& layout) {
 
 bool widens(const Plan& plan) {
   if (!wideKernels() || (plan.sink != Sink::SumInner && !isExtremum(plan.sink)) || plan.boolValue) return false;
+  for (size_t i = 0; i < plan.leaves.size(); ++i)
+    if (plan.leaves[i] != Leaf::Unused && isBool(plan.type[i])) return false;  // (loadBools: 32-byte vectors)
   for (const lower::Instr& li : plan.code) {
     if (isBool(plan.type[li.out])) return false;
     switch (li.op) {
@@ -143,8 +145,10 @@ std::optional<Plan> Plan::make(const TileProgram& p, size_t prefix, int source, 
   P.leaves.assign(p.numLeaves, Leaf::Unused);
   for (int i = 0; i < p.numLeaves; ++i) {
     if (!used[i]) continue;
-    // Bools are loaded one byte a lane (Gen::load): whole blocks, as a map's driver gives them.
-    if (isBool(P.type[i]) && sink != Sink::Store) return fail(why, "bool operand of a reduction"), std::nullopt;
+    // Bools are loaded a whole vector's bytes at a time, also under a lane mask (Gen::loadBools):
+    // a map's driver gives whole blocks, a reduction's masked tails read a copy (VerticalReduce).
+    if (isBool(P.type[i]) && sink == Sink::SumInner)
+      return fail(why, "bool operand of a sum in eager's inner order"), std::nullopt;
     if (layout[i] == Leaf::Strided) return fail(why, "operand strided along the lanes"), std::nullopt;
     P.leaves[i] = layout[i];
   }

@@ -67,7 +67,9 @@ std::optional<VerticalReduce> VerticalReduce::make(const TileProgram& p, size_t 
     const bool once = reduced.constantFor(i);
     if (packable(i) && pack) {
       const int64_t packedRows = once ? 1 : reduced.numel();
-      v.packed_.allocate(i, packedRows * packedRowBytes(v.panel_ * views[i].elemSize));
+      // (bools: a masked tail loads a whole vector's bytes, kBoolSlack past the last row's lanes)
+      v.packed_.allocate(
+          i, packedRows * packedRowBytes(v.panel_ * views[i].elemSize) + (views[i].elemSize == 1 ? kBoolSlack : 0));
       kind = Leaf::Contiguous;
       v.packedOnce_[i] = once;
       v.perLine_ = v.perLine_ || v.packedPerLine_[i];
@@ -235,6 +237,26 @@ void VerticalReduce::runRows(const std::vector<int64_t>& base, int64_t start, bo
       v0 = blocks * k.lanesPerBlock();
     }
   }
+  // Bool operands read in place (one byte a lane): a masked vector loads all its lanes' bytes
+  // (Gen::loadBools), so a tail reads them from a copy, kBoolSlack bytes a row.
+  std::vector<size_t> boolsInPlace;
+  for (size_t i = 0; i < views.size(); ++i)
+    if (views[i].elemSize == 1 && packed_[i].empty() && leaves_[i] == Leaf::Contiguous) boolsInPlace.push_back(i);
+  std::vector<char> tailBools;
+  auto copyTailBools = [&](int64_t lanes, int64_t outRows) {
+    const int64_t rowBytes = kBoolSlack, bytes = rowBytes * a.rows * outRows;
+    tailBools.assign(bytes * boolsInPlace.size(), 0);
+    char* to = tailBools.data();
+    for (size_t i : boolsInPlace) {
+      for (int64_t q = 0; q < outRows; ++q)
+        for (int64_t r = 0; r < a.rows; ++r)
+          std::memcpy(to + (q * a.rows + r) * rowBytes, a.leaf[i] + q * outerStride_[i] + r * rowStride_[i], lanes);
+      a.leaf[i] = to;
+      a.rowStride[i] = rowBytes;
+      a.outerStride[i] = rowBytes * a.rows;
+      to += bytes;
+    }
+  };
   while (v0 < n) {
     const bool full = v0 + k.lanesPerBlock() <= n;
     const int64_t lanes = full ? k.lanesPerBlock() : std::min(k.lanesPerVector(), n - v0);
@@ -247,7 +269,13 @@ void VerticalReduce::runRows(const std::vector<int64_t>& base, int64_t start, bo
         a.blocks = 1;
         a.fresh = startsFromZero();
         a.index = ro * rows_ + r0;
-        full ? k.block(a, allRows) : k.vector(a, allRows);
+        if (full) {
+          k.block(a, allRows);
+          continue;
+        }
+        if (!boolsInPlace.empty()) copyTailBools(lanes, allRows ? k.rowsPerBlock() : 1);
+        k.vector(a, allRows);
+        for (size_t i : boolsInPlace) a.rowStride[i] = rowStride_[i], a.outerStride[i] = outerStride_[i];
       }
     }
     v0 += lanes;
