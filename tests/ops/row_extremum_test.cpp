@@ -1,5 +1,5 @@
-// cpu::firstExtremumOfRows (kernels/backends/cpu/row_extremum.h) against ATen's min/max(dim) indices, bit for
-// bit: rows of every length around the vector widths (8, 32), values with ties, -0.0 next to 0.0,
+// cpu::firstExtremumOfRows (kernels/backends/cpu/row_extremum.h) against ATen's min/max(dim) indices, and
+// firstExtremumValue against its values, bit for bit: rows of every length around the vector widths (8, 32), values with ties, -0.0 next to 0.0,
 // ±inf, one NaN or several, all NaN; and through a chain's later stage (max/min with values).
 #include "test_util.h"
 
@@ -44,6 +44,29 @@ TEST(RowExtremum, FirstIndexAsAtensMinMax) {
           checked += rows;
         }
   EXPECT_EQ(checked, 18 * 4 * (64 + 61));
+}
+
+TEST(RowExtremum, FirstValueAsAtensMinMaxValues) {
+  // firstExtremumValue: the value max/min(dim) returns, bits included (the first zero's sign among
+  // -0.0 and 0.0, the first NaN's payload), from one pass where the extremum is neither.
+  if (!tsfuse::cpu::usingAvx2()) GTEST_SKIP() << "needs AVX2";
+  Gen g(63);
+  for (int64_t n : {1, 2, 7, 8, 9, 31, 32, 33, 64, 65, 500})
+    for (bool nans : {false, true})
+      for (bool isMax : {false, true}) {
+        at::Tensor x = hostileRows(g, 40, n, nans);
+        x[0].fill_(-0.0f), x[0][n - 1] = 0.0f;  // zeros only: the first one's sign, -0.0
+        x[1].fill_(0.0f), x[1][n - 1] = -0.0f;  // 0.0
+        if (n > 1) x[2].fill_(std::numeric_limits<float>::quiet_NaN()), x[2][0] = 1.0f;
+        x[3] = at::randn({n}, g.gen);  // no tie, no special: one pass
+        at::Tensor got = at::empty({40});
+        for (int64_t r = 0; r < 40; ++r)
+          ASSERT_TRUE(
+              tsfuse::cpu::firstExtremumValue(x[r].const_data_ptr<float>(), n, isMax, got.data_ptr<float>() + r));
+        at::Tensor want = std::get<0>(isMax ? at::max(x, 1) : at::min(x, 1));
+        EXPECT_TRUE(at::equal(got.view(at::kInt), want.view(at::kInt)))
+            << n << (isMax ? " max" : " min") << (nans ? " with NaN" : "");
+      }
 }
 
 TEST(RowExtremum, AChainsLaterMinWithValuesIsEagers) {

@@ -433,7 +433,15 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
         }
         if constexpr (FirstExtremum<Acc>::value) {
           // The tile's first extremum (the first NaN where there is one) is what the values, taken
-          // one at a time, leave in the accumulator: two vector passes (row_extremum.h).
+          // one at a time, leave in the accumulator: two vector passes (row_extremum.h), or without
+          // indices its value, mostly in one.
+          if constexpr (std::is_same_v<Acc, ExtremumAcc<float, FirstExtremum<Acc>::kMax>>) {
+            float best = 0;
+            if (firstExtremumValue(v, n, FirstExtremum<Acc>::kMax, &best)) {
+              acc.add(best, start);
+              continue;
+            }
+          }
           int64_t k = 0;
           if (firstExtremumOfRows(v, 1, n, FirstExtremum<Acc>::kMax, &k)) {
             acc.add(v[k], start + k);

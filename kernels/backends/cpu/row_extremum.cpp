@@ -41,11 +41,16 @@ int64_t firstHit(const float* x, int64_t n, VectorHit vhit, ScalarHit shit) {
 }
 
 // Pass 1: the row's extremum over its non-NaN values and whether it has a NaN (four independent
-// accumulators: min/max latency, not throughput, would bound one). NB: minps/maxps return their
-// second operand when either is NaN, so a NaN lane value only matters when `nan` says so, and
-// then pass 2 looks for the NaN instead. Pass 2: the first index holding it.
+// accumulators: min/max latency, not throughput, would bound one; then combined in registers).
+// NB: minps/maxps return their second operand when either is NaN, so a NaN lane value only matters
+// when `nan` says so, and then pass 2 looks for the NaN instead. Pass 2: the first index holding it.
+struct RowExtremum {
+  float best;
+  bool anyNaN;
+};
+
 template <bool IsMax>
-int64_t firstExtremum(const float* x, int64_t n) {
+RowExtremum extremumOf(const float* x, int64_t n) {
   using E = Ext<IsMax>;
   __m256 acc[4];
   for (auto& a : acc) a = _mm256_set1_ps(E::kIdentity);
@@ -62,23 +67,41 @@ int64_t firstExtremum(const float* x, int64_t n) {
     nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
     acc[0] = E::pick(acc[0], v);
   }
-  bool anyNaN = _mm256_movemask_ps(nan) != 0;
-  alignas(32) float lanes[32];
-  for (int k = 0; k < 4; ++k) _mm256_store_ps(lanes + 8 * k, acc[k]);
-  float best = E::kIdentity;
-  for (float v : lanes) best = E::pick(best, v);
+  __m256 m = E::pick(E::pick(acc[0], acc[1]), E::pick(acc[2], acc[3]));
+  m = E::pick(m, _mm256_permute2f128_ps(m, m, 1));
+  m = E::pick(m, _mm256_shuffle_ps(m, m, 0x4E));
+  m = E::pick(m, _mm256_shuffle_ps(m, m, 0xB1));
+  RowExtremum r{_mm256_cvtss_f32(m), _mm256_movemask_ps(nan) != 0};
   for (; i < n; ++i) {
     if (x[i] != x[i])
-      anyNaN = true;
+      r.anyNaN = true;
     else
-      best = E::pick(best, x[i]);
+      r.best = E::pick(r.best, x[i]);
   }
-  if (anyNaN)
+  return r;
+}
+
+int64_t firstIndexOf(const float* x, int64_t n, const RowExtremum& r) {
+  if (r.anyNaN)
     return firstHit(
         x, n, [](__m256 v) { return _mm256_cmp_ps(v, v, _CMP_UNORD_Q); }, [](float v) { return v != v; });
+  const float best = r.best;
   const __m256 target = _mm256_set1_ps(best);
   return firstHit(
       x, n, [&](__m256 v) { return _mm256_cmp_ps(v, target, _CMP_EQ_OQ); }, [&](float v) { return v == best; });
+}
+
+template <bool IsMax>
+int64_t firstExtremum(const float* x, int64_t n) {
+  return firstIndexOf(x, n, extremumOf<IsMax>(x, n));
+}
+
+// The first extremum's value: the extremum's own bits unless it is a zero (-0.0 and 0.0 are equal:
+// the first one's sign) or a NaN (the first NaN's bits).
+template <bool IsMax>
+float firstExtremumValueOf(const float* x, int64_t n) {
+  const RowExtremum r = extremumOf<IsMax>(x, n);
+  return r.anyNaN || r.best == 0.0f ? x[firstIndexOf(x, n, r)] : r.best;
 }
 
 // Short rows (n < kShortRow): eight rows at a time, one row a lane, walking the columns in order
@@ -117,6 +140,17 @@ void firstExtremaOfRows(const float* data, int64_t b, int64_t e, int64_t n, int6
 #endif  // TSFUSE_ROW_EXTREMUM_AVX2
 
 }  // namespace
+
+bool firstExtremumValue(const float* data, int64_t n, bool isMax, float* value) {
+#ifdef TSFUSE_ROW_EXTREMUM_AVX2
+  if (!usingAvx2()) return false;
+  *value = isMax ? firstExtremumValueOf<true>(data, n) : firstExtremumValueOf<false>(data, n);
+  return true;
+#else
+  (void)data, (void)n, (void)isMax, (void)value;
+  return false;
+#endif
+}
 
 bool firstExtremumOfRows(const float* data, int64_t rows, int64_t n, bool isMax, int64_t* index) {
 #ifdef TSFUSE_ROW_EXTREMUM_AVX2

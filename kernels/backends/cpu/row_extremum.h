@@ -16,4 +16,9 @@ namespace tsfuse::cpu {
 // written, where the CPU lacks AVX2 (callers then use ATen's kernel).
 bool firstExtremumOfRows(const float* data, int64_t rows, int64_t n, bool isMax, int64_t* index);
 
+// The value at that index of one row of n > 0 values (max/min(dim)'s values, amax/amin's where the
+// first of equal values is kept): one vector pass, a second only where the extremum is a zero (the
+// first zero's sign) or a NaN. False, with nothing written, where the CPU lacks AVX2.
+bool firstExtremumValue(const float* data, int64_t n, bool isMax, float* value);
+
 }  // namespace tsfuse::cpu
