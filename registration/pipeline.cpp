@@ -99,8 +99,9 @@ const std::vector<PassInfo>& pipelinePasses() {
       {"nest_reductions", "reduction of a tsfuse::reduce's value -> tsfuse::reduce_chain (the value is never stored)",
        NestReductions, true},
       {"count_bool_sums",
-       "sum over every dim of a bool value no fused op computes -> count_nonzero (no int64 copy of it)", CountBoolSums,
-       true},
+       "sum of a bool value no fused op computes -> count_nonzero, or over dims tsfuse::reduce's count (no int64 "
+       "copy of it)",
+       CountBoolSums, true},
       {"fuse_pairwise",
        "elementwise region of >= 2 ops -> tsfuse::pairwise; one only metadata readers read (its value readers "
        "fused) -> tsfuse::shape_of for them (the value is not computed)",

@@ -2,7 +2,8 @@
 // its mask's count, the same int for every input (NaN, empty, 0-dim); the named negative cases
 // keep the selection: its values are read, the mask is not provably bool, or not provably of the
 // selected tensor's shape (index raises then, and must still raise). count_bool_sums
-// (passes/count_bool_sums.h): a stored bool value's sum is its count_nonzero, the same int64.
+// (passes/count_bool_sums.h): a stored bool value's sum is its count_nonzero (over dims, the fused
+// op's count), the same int64.
 #include "ir_util.h"
 
 #include "passes/count_bool_sums.h"
@@ -150,13 +151,52 @@ TEST(CountBoolSumsIR, AStoredMasksSumIsItsCount) {
     EXPECT_TRUE(sameOutputs(original, g, {gen.tensor(shape, at::kFloat, kNaNInf), gen.tensor(shape, at::kFloat)}));
 }
 
+TEST(CountBoolSumsIR, AStoredMasksSumOverDimsIsTheFusedCount) {
+  // Semi-hard triplet mining: `(mask & (d > t)).sum(1, keepdim=True) > 0`, the mask stored for the
+  // masked minimum too. Counted in place by the fused op: the same int64 values, shapes and errors
+  // (dim 1 of a 1-d operand raises eager's error; an empty dim list sums every dim).
+  for (const char* dims : {"%dims1", "%dimsm1", "%empty"}) {
+    for (const char* keepdim : {"%true", "%false"}) {
+      auto g = graphWithConstants("%x : Tensor, %y : Tensor", std::string(R"IR(
+  %a : Tensor = aten::gt(%x, %y)
+  %b : Tensor = aten::ne(%x, %zero)
+  %m : Tensor = aten::__and__(%a, %b)
+  %n : Tensor = aten::sum(%m, )IR") + dims + ", " + keepdim + R"IR(, %none)
+  %f : Tensor = aten::where(%m, %x, %y)
+  return (%n, %f)
+)IR",
+                                  "  %empty : int[] = prim::ListConstruct()\n"
+                                  "  %dimsm1 : int[] = prim::Constant[value=[-1]]()\n");
+      auto original = g->copy();
+      PassRun r = runPass(g, tsfuse::CountBoolSums);
+      ASSERT_TRUE(r.changed) << r.dump();
+      EXPECT_EQ(r.rewritesBy("count_bool_sums"), 1);
+      EXPECT_TRUE(fileCheck(r.ir, [](FileCheck& fc) { fc.check("tsfuse::reduce")->check_not("aten::sum"); }));
+      Gen gen(7);
+      for (const std::vector<int64_t>& shape : std::vector<std::vector<int64_t>>{{9, 37}, {300, 130}, {0, 4}, {5}}) {
+        const std::vector<c10::IValue> in = {gen.tensor(shape, at::kFloat, kNaNInf), gen.tensor(shape, at::kFloat)};
+        const std::string error = errorOf(original, in);
+        EXPECT_EQ(errorOf(g, in), error) << dims << " " << c10::IntArrayRef(shape);
+        if (error.empty())
+          EXPECT_TRUE(sameOutputs(original, g, in)) << dims << " " << keepdim << " " << c10::IntArrayRef(shape);
+        else
+          EXPECT_TRUE(shape.size() == 1 && std::string(dims) == "%dims1") << error;  // (the one that raises)
+      }
+    }
+  }
+}
+
+// (%c: a mask of one tensor's shape, ultralytics' keypoint mask.sum(-1): no broadcast, kept)
 TEST(CountBoolSumsIR, SumsOfValuesNotProvablyBoolOrWithADtypeAreKept) {
   auto g = graphWithConstants("%x : Tensor", R"IR(
   %a : Tensor = aten::gt(%x, %zero)
   %long : int = prim::Constant[value=4]()
   %n : Tensor = aten::sum(%a, %long)
   %s : Tensor = aten::sum(%x, %none)
-  return (%n, %s)
+  %k : Tensor = aten::sum(%a, %dims1, %true, %long)
+  %t : Tensor = aten::sum(%x, %dims1, %true, %none)
+  %c : Tensor = aten::sum(%a, %dims1, %true, %none)
+  return (%n, %s, %k, %t, %c)
 )IR");
   EXPECT_FALSE(runPass(g, tsfuse::CountBoolSums).changed);
 }

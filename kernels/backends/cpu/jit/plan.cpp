@@ -127,8 +127,9 @@ std::optional<Plan> Plan::make(const TileProgram& p, size_t prefix, int source, 
     if (!haveE) P.f64 = t == c10::ScalarType::Double, haveE = true;
     if ((t == c10::ScalarType::Double) != P.f64) return fail(why, "float32 and float64 mixed"), std::nullopt;
   }
-  // A map of bools only (a mask from masks) holds them in float32-wide lanes.
-  if (!haveE && sink != Sink::Store) return fail(why, "no float32/float64 value"), std::nullopt;
+  // A map or count of bools only (a mask from masks) holds them in float32-wide lanes.
+  if (!haveE && sink != Sink::Store && sink != Sink::SumInt64)
+    return fail(why, "no float32/float64 value"), std::nullopt;
   const c10::ScalarType E = P.f64 ? c10::ScalarType::Double : c10::ScalarType::Float;
   P.boolValue = isBool(P.type[source]);
   if (sink == Sink::SumInt64 && !P.boolValue) return fail(why, "float values summed into integer lanes"), std::nullopt;
