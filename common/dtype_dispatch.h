@@ -10,6 +10,12 @@
 
 namespace tsfuse {
 
+// The integers floating dtype t holds exactly: |x| <= 2^24 in float32, 2^53 in float64 (its
+// significand's bits and one). Integers within it compare in t as they do in an integer dtype.
+constexpr int64_t exactIntegerBound(c10::ScalarType t) {
+  return int64_t(1) << (t == c10::ScalarType::Double ? 53 : 24);
+}
+
 template <typename T>
 struct Tag {
   using type = T;

@@ -87,16 +87,19 @@ struct Lowering {
   // The dtype a comparison runs in: eager's (ct), or the program's floating dtype where eager's is
   // an integer one only because a number promoted bools or small integers (`mask == 0` of a bool
   // mask computes in int64): every value on both sides is exact there (at most 16 bits; a number
-  // of at most 24 bits that ct holds, so eager does not wrap it), so the results are eager's, and
-  // the compiled kernels, which hold floating and bool lanes only, run the comparison.
+  // that ct holds, so eager does not wrap it, and the floating dtype holds exactly), so the results
+  // are eager's, and the compiled kernels, which hold floating and bool lanes only, run it.
   c10::ScalarType compareType(const std::vector<Arg>& A, c10::ScalarType ct) const {
     using T = c10::ScalarType;
     if (ct != T::Long && ct != T::Byte && ct != T::Char && ct != T::Short) return ct;
+    const bool f64 = std::find(an.computeType.begin(), an.computeType.end(), T::Double) != an.computeType.end();
+    const T to = f64 ? T::Double : T::Float;
+    const int64_t exact = exactIntegerBound(to);
     for (const Arg& a : A) {
       if (a.kind == Arg::Kind::Int || a.kind == Arg::Kind::Bool) {
         const int64_t v = literalScalar(a).toLong();
-        const int64_t lo = ct == T::Byte ? 0 : ct == T::Char ? -128 : ct == T::Short ? -32768 : -(int64_t(1) << 24);
-        const int64_t hi = ct == T::Byte ? 255 : ct == T::Char ? 127 : ct == T::Short ? 32767 : int64_t(1) << 24;
+        const int64_t lo = ct == T::Byte ? 0 : ct == T::Char ? -128 : ct == T::Short ? -32768 : -exact;
+        const int64_t hi = ct == T::Byte ? 255 : ct == T::Char ? 127 : ct == T::Short ? 32767 : exact;
         if (v < lo || v > hi) return ct;
         continue;
       }
@@ -104,8 +107,7 @@ struct Lowering {
       const T t = p.slotType[a.kind == Arg::Kind::Input ? a.i : valueSlot[a.i]];
       if (t != T::Bool && t != T::Byte && t != T::Char && t != T::Short) return ct;
     }
-    const bool f64 = std::find(an.computeType.begin(), an.computeType.end(), T::Double) != an.computeType.end();
-    return f64 ? T::Double : T::Float;
+    return to;
   }
 
   bool native(Prim prim, c10::ScalarType ct) const {

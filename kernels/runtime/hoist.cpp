@@ -1,6 +1,8 @@
 // Hoisting costly narrow work out of a fused call (kernels/runtime/hoist.h).
 #include "kernels/runtime/hoist.h"
 
+#include "common/dtype_dispatch.h"
+
 #include "kernels/reference/aten_eval.h"
 #include "kernels/runtime/eager_order.h"
 #include "kernels/ir/op_registry.h"
@@ -330,9 +332,9 @@ std::optional<Hoisted> compareIntegersAsFloats(const Expr& e, at::TensorList ope
   bool f64 = false, f32 = false;
   for (const at::Tensor& t : main) f64 |= t.scalar_type() == at::kDouble, f32 |= t.scalar_type() == at::kFloat;
   // The floating dtype the kernels then hold (the program's own, float32 unless it is float64),
-  // and the integers it holds exactly: |x| <= 2^24 (2^53).
+  // and the integers it holds exactly (exactIntegerBound).
   const at::ScalarType to = f64 && !f32 ? at::kDouble : at::kFloat;
-  const int64_t exact = int64_t(1) << (to == at::kDouble ? 53 : 24);
+  const int64_t exact = exactIntegerBound(to);
   // An expanded operand (labels.expand(n, n)) counts, is checked and is converted by the elements
   // its memory holds, and keeps its zero strides.
   auto held = [](const at::Tensor& t) {

@@ -188,8 +188,8 @@ TEST(JitMap, BoolOperandsAreLoadedAsCompareLanes) {
 
 // `mask == 0` of a bool mask computes in int64 in eager (the number promotes it); its values are
 // exact in the program's floating dtype, so the comparison compiles there, with eager's results.
-// A number past 2^24 keeps eager's int64 (interpreted), as do integer operands, which the
-// kernels do not load.
+// A number past what that dtype holds exactly (2^24, 2^53: exactIntegerBound) keeps eager's int64
+// (interpreted), as do integer operands, which the kernels do not load.
 TEST(JitMap, ComparisonsOfBoolsWithNumbersCompile) {
   if (!haveJit()) GTEST_SKIP() << "no AVX2/BMI2: the compiled kernels are off";
   Gen g(49);
@@ -197,12 +197,15 @@ TEST(JitMap, ComparisonsOfBoolsWithNumbersCompile) {
   const std::vector<std::pair<const char*, Cmp>> cmps = {{"eq", at::eq}, {"ne", at::ne}, {"lt", at::lt},
                                                          {"le", at::le}, {"gt", at::gt}, {"ge", at::ge}};
   for (const auto& [name, cmp] : cmps)
-    for (int64_t c : {int64_t{0}, int64_t{1}, int64_t{-1}, int64_t{2}, int64_t{1} << 24, (int64_t{1} << 24) + 1})
+    for (int64_t c : {int64_t{0}, int64_t{1}, int64_t{-1}, int64_t{2}, int64_t{1} << 24, (int64_t{1} << 24) + 1,
+                      int64_t{1} << 53, (int64_t{1} << 53) + 1})
       for (at::ScalarType dt : {at::kFloat, at::kDouble}) {
         const std::string expr = std::string("v1: ") + name + "($0, " + std::to_string(c) + "); where(%0, $1, 0.5)";
         const T ops = {g.tensor({9, 131}, at::kBool), g.tensor({1, 131}, dt, kNaNInf)};
         auto eager = [cmp = cmp, c](const T& o) { return at::where(cmp(o[0], c), o[1], 0.5); };
-        EXPECT_TRUE(checkMapBoth(expr, ops, eager, c <= (int64_t{1} << 24))) << dt;
+        // (compiled where the program's floating dtype holds c exactly: 2^24 in float32, 2^53 in float64)
+        EXPECT_TRUE(checkMapBoth(expr, ops, eager, c <= (int64_t{1} << (dt == at::kDouble ? 53 : 24))))
+            << dt << " " << c;
       }
   const T bytes = {g.tensor({9, 131}, at::kByte)};
   EXPECT_TRUE(checkMapBoth(
