@@ -117,14 +117,19 @@ inline void gather(const char* base, int64_t elemSize, const int64_t* sizes, con
   }
 }
 
+// The first rows of float32 (a multiple of 8 of the n) moved as transposeRows moves them, in 8 x 8
+// blocks through AVX registers: how many; 0 where the CPU lacks AVX2 (transpose_avx2.cpp).
+int64_t transposeFloatRows8(const char* src, int64_t srcRow, int64_t n, int64_t cols, char* dst, int64_t dstRow);
+
 // Element c of each of n source rows (`srcRow` bytes apart, each `cols` contiguous elements of
 // `elemSize` bytes) to element `lane` of destination row c (`dstRow` bytes apart): the transpose
 // a vertical reduction packs from row-major values reduced along their rows (x.pow(2).sum(1)).
 // Source rows are read front to back, where the strided gather of one column at a time reads a
-// cache line per element; float32 moves in 4 x 4 blocks through registers, bools in 8 x 8.
+// cache line per element; float32 moves in 8 x 8 (AVX2) or 4 x 4 blocks through registers, bools
+// in 8 x 8.
 inline void transposeRows(const char* src, int64_t srcRow, int64_t n, int64_t cols, int64_t elemSize, char* dst,
                           int64_t dstRow) {
-  int64_t l = 0;
+  int64_t l = elemSize == 4 ? transposeFloatRows8(src, srcRow, n, cols, dst, dstRow) : 0;
 #if defined(__SSE2__)
   if (elemSize == 4) {
     for (; l + 4 <= n; l += 4) {
