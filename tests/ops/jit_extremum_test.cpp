@@ -139,9 +139,10 @@ TEST(JitExtremum, BoolOperandsOfReductionsCompile) {
   // 131) or exact blocks (64). Bit for bit against eager and the interpreter.
   const char* masked = "v1: sub($0, $1); mul(%0, $2)";
   auto maskedEager = [](const T& o) { return (o[0] - o[1]) * o[2]; };
-  for (int64_t m : {37, 64, 131}) {
-    const at::Tensor d = g.tensor({203, m}, at::kFloat, kNaNInf), mask = g.tensor({203, m}, at::kBool);
-    const T rows = {d, g.tensor({203, 1}, at::kFloat, kNaNInf), mask};
+  // (3000 rows: a tail's in-place bools are copied a chunk of rows at a time)
+  for (auto [n, m] : {std::pair<int64_t, int64_t>{203, 37}, {203, 64}, {203, 131}, {3000, 37}}) {
+    const at::Tensor d = g.tensor({n, m}, at::kFloat, kNaNInf), mask = g.tensor({n, m}, at::kBool);
+    const T rows = {d, g.tensor({n, 1}, at::kFloat, kNaNInf), mask};
     const T cols = {d, g.tensor({1, m}, at::kFloat, kNaNInf), mask};
     for (int64_t dim : {0, 1}) {
       const T& ops = dim == 1 ? rows : cols;

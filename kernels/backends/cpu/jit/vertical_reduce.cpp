@@ -238,13 +238,15 @@ void VerticalReduce::runRows(const std::vector<int64_t>& base, int64_t start, bo
     }
   }
   // Bool operands read in place (one byte a lane): a masked vector loads all its lanes' bytes
-  // (Gen::loadBools), so a tail reads them from a copy, kBoolSlack bytes a row.
+  // (Gen::loadBools), so a tail reads them from a copy, a vector's bytes a row, its rows a chunk of
+  // at most kTailRows at a time (the copy stays small however many rows are reduced).
   std::vector<size_t> boolsInPlace;
   for (size_t i = 0; i < views.size(); ++i)
     if (views[i].elemSize == 1 && packed_[i].empty() && leaves_[i] == Leaf::Contiguous) boolsInPlace.push_back(i);
+  constexpr int64_t kTailRows = 1024;
   std::vector<char> tailBools;
   auto copyTailBools = [&](int64_t lanes, int64_t outRows) {
-    const int64_t rowBytes = kBoolSlack, bytes = rowBytes * a.rows * outRows;
+    const int64_t rowBytes = k.lanesPerVector(), bytes = rowBytes * a.rows * outRows;
     tailBools.assign(bytes * boolsInPlace.size(), 0);
     char* to = tailBools.data();
     for (size_t i : boolsInPlace) {
@@ -262,12 +264,13 @@ void VerticalReduce::runRows(const std::vector<int64_t>& base, int64_t start, bo
     const int64_t lanes = full ? k.lanesPerBlock() : std::min(k.lanesPerVector(), n - v0);
     if (!full) k.fillMask(lanes, mask);
     a.out = static_cast<char*>(sums) + v0 * laneBytes();
+    const int64_t step = full || boolsInPlace.empty() ? maxRows : std::min(maxRows, kTailRows);
     for (int64_t ro = 0; ro < outerCount; ++ro) {
-      for (int64_t r0 = 0; r0 < rows_; r0 += maxRows) {
+      for (int64_t r0 = 0; r0 < rows_; r0 += step) {
         point(v0, ro, r0);
-        a.rows = std::min(maxRows, rows_ - r0);
+        a.rows = std::min(step, rows_ - r0);
         a.blocks = 1;
-        a.fresh = startsFromZero();
+        a.fresh = startsFromZero() && r0 == 0;  // (later chunks fold into the first's sums)
         a.index = ro * rows_ + r0;
         if (full) {
           k.block(a, allRows);
