@@ -101,20 +101,29 @@ inline void gatherTyped(const char* base, const int64_t* sizes, const int64_t* s
   }
 }
 
-inline void gather(const char* base, int64_t elemSize, const int64_t* sizes, const int64_t* strides, int nd,
-                   int64_t start, int64_t n, char* dst) {
+// f(U{}) with U the unsigned integer of elemSize bytes (1, 2, 4 or 8): element copies whose size
+// the compiler knows. Any other size raises.
+template <typename F>
+inline void withElementBits(int64_t elemSize, F&& f) {
   switch (elemSize) {
     case 1:
-      return gatherTyped(base, sizes, strides, nd, start, n, reinterpret_cast<uint8_t*>(dst));
+      return f(uint8_t{});
     case 2:
-      return gatherTyped(base, sizes, strides, nd, start, n, reinterpret_cast<uint16_t*>(dst));
+      return f(uint16_t{});
     case 4:
-      return gatherTyped(base, sizes, strides, nd, start, n, reinterpret_cast<uint32_t*>(dst));
+      return f(uint32_t{});
     case 8:
-      return gatherTyped(base, sizes, strides, nd, start, n, reinterpret_cast<uint64_t*>(dst));
+      return f(uint64_t{});
     default:
       TORCH_CHECK(false, "tsfuse: unsupported element size ", elemSize);
   }
+}
+
+inline void gather(const char* base, int64_t elemSize, const int64_t* sizes, const int64_t* strides, int nd,
+                   int64_t start, int64_t n, char* dst) {
+  withElementBits(elemSize, [&](auto tag) {
+    gatherTyped(base, sizes, strides, nd, start, n, reinterpret_cast<decltype(tag)*>(dst));
+  });
 }
 
 // The first rows of float32 (a multiple of 8 of the n) moved as transposeRows moves them, in 8 x 8
@@ -175,24 +184,12 @@ inline void transposeRows(const char* src, int64_t srcRow, int64_t n, int64_t co
     }
   }
 #endif
-  auto rest = [&](auto tag) {
+  withElementBits(elemSize, [&](auto tag) {
     using U = decltype(tag);
     for (; l < n; ++l)
       for (int64_t c = 0; c < cols; ++c)
         std::memcpy(dst + c * dstRow + l * sizeof(U), src + l * srcRow + c * sizeof(U), sizeof(U));
-  };
-  switch (elemSize) {
-    case 1:
-      return rest(uint8_t{});
-    case 2:
-      return rest(uint16_t{});
-    case 4:
-      return rest(uint32_t{});
-    case 8:
-      return rest(uint64_t{});
-    default:
-      TORCH_CHECK(false, "tsfuse: unsupported element size ", elemSize);
-  }
+  });
 }
 
 // Copies n elements of operand o's walk of `space` (from linear index `start`, rooted at byte
