@@ -131,16 +131,25 @@ TEST(CountSelectedIR, TripletCountsFuseAndTheSelectionIsNeverMade) {
   EXPECT_TRUE(sameOutputs(original, g, {gen.tensor({24, 24}, at::kFloat)}, /*exact=*/false));
 }
 
+// graph(%x, %y): %n = aten::sum(%m, <sumArgs>) of the mask %m = (x > y) & (x != 0), which a where
+// reads too (stored), and that where.
+std::shared_ptr<Graph> sumOfAStoredMask(const std::string& sumArgs) {
+  return graphWithConstants("%x : Tensor, %y : Tensor",
+                            "  %a : Tensor = aten::gt(%x, %y)\n"
+                            "  %b : Tensor = aten::ne(%x, %zero)\n"
+                            "  %m : Tensor = aten::__and__(%a, %b)\n"
+                            "  %n : Tensor = aten::sum(%m, " +
+                                sumArgs +
+                                ")\n"
+                                "  %f : Tensor = aten::where(%m, %x, %y)\n"
+                                "  return (%n, %f)\n",
+                            "  %empty : int[] = prim::ListConstruct()\n"
+                            "  %dimsm1 : int[] = prim::Constant[value=[-1]]()\n");
+}
+
 TEST(CountBoolSumsIR, AStoredMasksSumIsItsCount) {
   // batch_all's num_valid_triplets = mask.sum(), the mask stored for the loss's region too.
-  auto g = graphWithConstants("%x : Tensor, %y : Tensor", R"IR(
-  %a : Tensor = aten::gt(%x, %y)
-  %b : Tensor = aten::ne(%x, %zero)
-  %m : Tensor = aten::__and__(%a, %b)
-  %n : Tensor = aten::sum(%m, %none)
-  %f : Tensor = aten::where(%m, %x, %y)
-  return (%n, %f)
-)IR");
+  auto g = sumOfAStoredMask("%none");
   auto original = g->copy();
   PassRun r = runPass(g, tsfuse::CountBoolSums);
   ASSERT_TRUE(r.changed) << r.dump();
@@ -157,16 +166,7 @@ TEST(CountBoolSumsIR, AStoredMasksSumOverDimsIsTheFusedCount) {
   // (dim 1 of a 1-d operand raises eager's error; an empty dim list sums every dim).
   for (const char* dims : {"%dims1", "%dimsm1", "%empty"}) {
     for (const char* keepdim : {"%true", "%false"}) {
-      auto g = graphWithConstants("%x : Tensor, %y : Tensor", std::string(R"IR(
-  %a : Tensor = aten::gt(%x, %y)
-  %b : Tensor = aten::ne(%x, %zero)
-  %m : Tensor = aten::__and__(%a, %b)
-  %n : Tensor = aten::sum(%m, )IR") + dims + ", " + keepdim + R"IR(, %none)
-  %f : Tensor = aten::where(%m, %x, %y)
-  return (%n, %f)
-)IR",
-                                  "  %empty : int[] = prim::ListConstruct()\n"
-                                  "  %dimsm1 : int[] = prim::Constant[value=[-1]]()\n");
+      auto g = sumOfAStoredMask(std::string(dims) + ", " + keepdim + ", %none");
       auto original = g->copy();
       PassRun r = runPass(g, tsfuse::CountBoolSums);
       ASSERT_TRUE(r.changed) << r.dump();
