@@ -7,6 +7,9 @@
 #include "jit_support.h"
 
 #include "kernels/backends/cpu/jit/segments.h"
+#include "kernels/backends/cpu/tile_eval.h"
+
+#include <ATen/Parallel.h>
 #include "tsfuse/ops.h"
 
 namespace ops_segments_test {
@@ -89,6 +92,44 @@ TEST(Segments, EpiloguesAroundRoutinesAreEagersBits) {
       EXPECT_TRUE(sameTensor(want, compiled, /*exact=*/true)) << what;
       EXPECT_TRUE(sameTensor(interpreted, compiled, /*exact=*/true)) << what;
     }
+}
+
+// A map whose last step is a routine over a compiled run's value (a distance's sqrt, a kernel's
+// exp) calls it once over runs of tiles, in place in the output: eager's bits on row tiles (a row
+// of several tiles, rows that end a run early), linear tiles (rows shorter than a row tile),
+// NaN/inf and underflowing exp arguments, one thread and two. A routine with a run after it is
+// not deferred, and gives the same bits.
+TEST(Segments, MapsDeferTheirTrailingRoutineWithEagersBits) {
+  Gen g(22);
+  struct MapCase {
+    const char* expr;
+    std::function<at::Tensor(const at::Tensor&, const at::Tensor&)> eager;
+    bool deferred;
+  };
+  const std::vector<MapCase> cases = {
+      {"v1: sub($0, $1); mul(%0, %0); clamp(%1, 1e-12, None); sqrt(%2)",
+       [](auto& x, auto& y) { return at::sqrt(at::clamp((x - y) * (x - y), 1e-12)); }, true},
+      {"v1: sub($0, $1); mul(%0, -40.0); exp(%1)", [](auto& x, auto& y) { return at::exp((x - y) * -40.0); }, true},
+      {"v1: sub($0, $1); exp(%0); mul(%1, $1)", [](auto& x, auto& y) { return at::exp(x - y) * y; }, false},
+  };
+  const int threads = at::get_num_threads();
+  for (const MapCase& k : cases)
+    for (auto [n, m] : std::vector<std::pair<int64_t, int64_t>>{{3, 1500}, {70, 700}, {300, 9}, {1, 1}})
+      for (int t : {1, 2}) {
+        at::set_num_threads(t);
+        at::Tensor x = g.tensor({n, 1}, at::kFloat, tsfuse_test::kNaNInf), y = g.tensor({m}, at::kFloat);
+        const std::string what = std::string(k.expr) + ", " + std::to_string(n) + " x " + std::to_string(m) +
+                                 ", threads " + std::to_string(t);
+        const int64_t before = tsfuse::cpu::deferredRoutineRuns();
+        at::Tensor got;
+        {
+          JitOn on(true);
+          got = tsfuse::pairwise({x, y}, k.expr);
+        }
+        EXPECT_TRUE(sameTensor(k.eager(x, y), got, /*exact=*/true)) << what;
+        EXPECT_EQ(tsfuse::cpu::deferredRoutineRuns() > before, k.deferred && tsfuse_test::haveJit()) << what;
+      }
+  at::set_num_threads(threads);
 }
 
 }  // namespace

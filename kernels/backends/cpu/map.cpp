@@ -44,6 +44,7 @@ void runLinearTiles(const TileProgram& prog, const IterationPlan& plan, at::Tens
   const int64_t ntiles = (numel + kTile - 1) / kTile;
   at::parallel_for(0, ntiles, std::max<int64_t>(1, 16384 / kTile), [&](int64_t b, int64_t e) {
     auto scratch = prog.makeScratch();
+    TileWriter writer(eval, outData, esz);
     for (int64_t t = b; t < e; ++t) {
       const int64_t start = t * kTile, n = std::min(kTile, numel - start);
       for (int i = 0; i < L; ++i) {
@@ -54,8 +55,9 @@ void runLinearTiles(const TileProgram& prog, const IterationPlan& plan, at::Tens
           scratch.vectorLeaf(i, scratch.buffer[i]);
         }
       }
-      eval.write(scratch, n, outData + start * esz);
+      writer.write(scratch, n, start);
     }
+    writer.flush();
   });
 }
 
@@ -79,6 +81,7 @@ void runRowTiles(const TileProgram& prog, const IterationPlan& plan, at::Tensor&
   const SubSpace outer = space.outer();
   at::parallel_for(0, rows * tilesPerRow, std::max<int64_t>(1, 16384 / kTile), [&](int64_t b, int64_t e) {
     auto scratch = prog.makeScratch();
+    TileWriter writer(eval, outData, esz);
     std::vector<const char*> rowBase(L);
     int64_t row = -1;
     for (int64_t w = b; w < e; ++w) {
@@ -106,8 +109,9 @@ void runRowTiles(const TileProgram& prog, const IterationPlan& plan, at::Tensor&
             break;
         }
       }
-      eval.write(scratch, n, outData + (r * inner + start) * esz);
+      writer.write(scratch, n, r * inner + start);
     }
+    writer.flush();
   });
 }
 

@@ -4,10 +4,16 @@
 #include "tsfuse/log.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <string>
 
 namespace tsfuse::cpu {
+namespace {
+
+std::atomic<int64_t> gDeferredRuns{0};
+
+}  // namespace
 
 TileEvaluator::TileEvaluator(const TileProgram& p, const std::vector<jit::Leaf>& leaves, Use use, int value,
                              size_t prefix)
@@ -46,6 +52,36 @@ void TileEvaluator::write(TileProgram::Scratch& s, int64_t n, char* dst) const {
   }
   std::memcpy(dst, value(s, n), n * c10::elementSize(p_.slotType[value_]));
 }
+
+void TileEvaluator::writeBeforeRoutine(TileProgram::Scratch& s, int64_t n, char* dst) const {
+  countPath(PathCount::CompiledPieces);
+  segmented_->runBeforeRoutine(s, n, dst);
+}
+
+TileWriter::TileWriter(const TileEvaluator& eval, char* out, int64_t elementSize)
+    : eval_(eval), out_(out), esz_(elementSize), defer_(eval.defersRoutine()) {
+  if (eval.callsRoutines()) serial_.emplace();
+}
+
+void TileWriter::write(TileProgram::Scratch& s, int64_t n, int64_t offset) {
+  if (!defer_) return eval_.write(s, n, out_ + offset * esz_);
+  if (offset != end_ || end_ - begin_ + n > kRoutineRun) {
+    flush();
+    begin_ = end_ = offset;
+  }
+  eval_.writeBeforeRoutine(s, n, out_ + offset * esz_);
+  end_ += n;
+}
+
+void TileWriter::flush() {
+  if (end_ > begin_) {
+    eval_.finishRoutine(end_ - begin_, out_ + begin_ * esz_);
+    gDeferredRuns.fetch_add(1, std::memory_order_relaxed);
+  }
+  begin_ = end_;
+}
+
+int64_t deferredRoutineRuns() { return gDeferredRuns.load(); }
 
 const char* TileEvaluator::value(TileProgram::Scratch& s, int64_t n) const {
   if (compiled_ || segmented_) {

@@ -9,6 +9,7 @@
 #include "kernels/backends/cpu/jit/segments.h"
 #include "kernels/backends/cpu/tile_program.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -35,6 +36,15 @@ class TileEvaluator {
 
   // The n values, of the value slot's dtype, written to dst.
   void write(TileProgram::Scratch& s, int64_t n, char* dst) const;
+  // Whether write() may be split into writeBeforeRoutine() per tile and finishRoutine() over the
+  // consecutive values of many tiles (jit::SegmentedProgram::endsInRoutine): TileWriter.
+  bool defersRoutine() const { return whole_ && segmented_ && segmented_->endsInRoutine(); }
+  void writeBeforeRoutine(TileProgram::Scratch& s, int64_t n, char* dst) const;
+  void finishRoutine(int64_t n, char* dst) const { segmented_->routineInPlace(n, dst); }
+  // Whether some tiles call a vector routine (then a loop over tiles holds a VmlSerialScope).
+  bool callsRoutines() const {
+    return !compiled_ && std::any_of(p_.vml.begin(), p_.vml.end(), [](const VmlRoutine& r) { return bool(r); });
+  }
   // The n values: in the value slot's buffer, or (interpreted) wherever the interpreter left them.
   const char* value(TileProgram::Scratch& s, int64_t n) const;
 
@@ -47,5 +57,33 @@ class TileEvaluator {
   int value_;
   size_t prefix_;
 };
+
+// A map's tiles written to its output by one thread, in order. Where the evaluator defers its
+// trailing routine (a distance's sqrt, a kernel's exp), tiles are written up to it and the
+// routine runs in place over runs of up to kRoutineRun consecutive elements, still in cache: one
+// library call per run instead of one per tile, the same values. Call flush() after the last tile.
+class TileWriter {
+ public:
+  static constexpr int64_t kRoutineRun = 16 * kTile;
+  TileWriter(const TileEvaluator& eval, char* out, int64_t elementSize);
+  TileWriter(const TileWriter&) = delete;
+  TileWriter& operator=(const TileWriter&) = delete;
+
+  // The tile of n values at element `offset` of the output.
+  void write(TileProgram::Scratch& s, int64_t n, int64_t offset);
+  void flush();
+
+ private:
+  const TileEvaluator& eval_;
+  char* out_;
+  int64_t esz_;
+  bool defer_;
+  int64_t begin_ = 0, end_ = 0;  // the pending run [begin_, end_)
+  std::optional<VmlSerialScope> serial_;
+};
+
+// Routine calls TileWriter made over runs of tiles so far: tests check that a map's trailing
+// routine was deferred.
+int64_t deferredRoutineRuns();
 
 }  // namespace tsfuse::cpu

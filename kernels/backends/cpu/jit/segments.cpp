@@ -143,17 +143,36 @@ std::optional<SegmentedProgram> SegmentedProgram::make(const TileProgram& p, con
     sp.steps_.push_back(std::move(st));
   }
   if (!anyCompiled) return decline("neither a vector routine nor a run of native instructions that compiles");
+  if (sp.steps_.size() >= 2) {
+    const Step& last = sp.steps_.back();
+    const Step& before = sp.steps_[sp.steps_.size() - 2];
+    sp.endsInRoutine_ = last.kind == Step::Routine && before.kind == Step::Map && p.routineArgOf(last.instr) < 0 &&
+                        p.code[last.instr].atenSlots[0] == before.out;
+  }
   gMade.fetch_add(1, std::memory_order_relaxed);
   return sp;
 }
 
 int64_t segmentedProgramsMade() { return gMade.load(); }
 
-void SegmentedProgram::run(TileProgram::Scratch& s, int64_t n, char* dst) const {
+void SegmentedProgram::run(TileProgram::Scratch& s, int64_t n, char* dst) const { runSteps(s, steps_.size(), n, dst); }
+
+void SegmentedProgram::runBeforeRoutine(TileProgram::Scratch& s, int64_t n, char* dst) const {
+  TORCH_INTERNAL_ASSERT(endsInRoutine_);
+  runSteps(s, steps_.size() - 1, n, dst);
+}
+
+void SegmentedProgram::routineInPlace(int64_t n, char* dst) const {
+  TORCH_INTERNAL_ASSERT(endsInRoutine_);
+  (*p_->routineOf(steps_.back().instr))(n, dst, dst);
+}
+
+// Steps [0, count), the last of them writing to dst.
+void SegmentedProgram::runSteps(TileProgram::Scratch& s, size_t count, int64_t n, char* dst) const {
   char* leaf[jit::kMaxLeaves];
-  for (size_t i = 0; i < steps_.size(); ++i) {
+  for (size_t i = 0; i < count; ++i) {
     const Step& st = steps_[i];
-    const bool last = i + 1 == steps_.size();
+    const bool last = i + 1 == count;
     char* out = last ? dst : s.buffer[st.out];
     switch (st.kind) {
       case Step::Map:
@@ -182,7 +201,7 @@ void SegmentedProgram::run(TileProgram::Scratch& s, int64_t n, char* dst) const 
     s.fill[st.out] = TileProgram::Fill::Vector;
   }
   // The scratch's slots point at their own buffers again for the next tile.
-  for (const Step& st : steps_) s.slot[st.out] = s.buffer[st.out];
+  for (size_t i = 0; i < count; ++i) s.slot[steps_[i].out] = s.buffer[steps_[i].out];
 }
 
 }  // namespace tsfuse::cpu::jit

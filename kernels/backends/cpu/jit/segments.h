@@ -28,6 +28,15 @@ class SegmentedProgram {
   // values written to dst.
   void run(TileProgram::Scratch& s, int64_t n, char* dst) const;
 
+  // Whether the last step is a routine without a number argument over the step before's value,
+  // a compiled run: then run() may be split into runBeforeRoutine() on each tile and one
+  // routineInPlace() over many tiles' consecutive values (one library call, not one per tile).
+  bool endsInRoutine() const { return endsInRoutine_; }
+  // run() but for the last step: the value it reads written to dst.
+  void runBeforeRoutine(TileProgram::Scratch& s, int64_t n, char* dst) const;
+  // The last step over the n values at dst, in place.
+  void routineInPlace(int64_t n, char* dst) const;
+
  private:
   struct Step {
     enum Kind { Map, Routine, Interpreted } kind = Map;
@@ -36,8 +45,11 @@ class SegmentedProgram {
     std::vector<int> reads;               // Map: p's slots the run reads, in its leaves' order
     int out = -1;                         // p's slot it writes
   };
+  void runSteps(TileProgram::Scratch& s, size_t count, int64_t n, char* dst) const;
+
   const TileProgram* p_ = nullptr;
   std::vector<Step> steps_;
+  bool endsInRoutine_ = false;
 };
 
 // Programs made so far (SegmentedProgram::make succeeded): tests check that a call's epilogue ran
