@@ -2,6 +2,7 @@
 //  * uniform leaves: an operand constant along a tile is read as one value (0-dim and fully
 //    broadcast operands in linear tiles, [N, 1] columns in row tiles, the shared leading dim of a
 //    vertical reduction, operands constant over a horizontal reduction);
+//  * periodic leaves: linear tiles read an operand whose values repeat along them in place;
 //  * values computed once from uniform operands (a result that is uniform is expanded, also when
 //    it is written in place into the output), `where` and ATen tile ops on uniform operands;
 //  * the vertical sum: the program's final widening cast folded into the accumulation, and bools
@@ -36,6 +37,34 @@ TEST(TileFastPaths, UniformOperandsInEveryMapTiling) {
           checkPairwise(expr, {g.tensor({1, m}, dt, sp), g.tensor({5, 1}, dt, sp), g.tensor({5, 1}, dt, sp)}, eager));
     }
   }
+}
+
+// Linear tiles (rows shorter than a row tile) read an operand broadcast along every dim outside a
+// block of at most kTile values (an anchor's [1, 9] beside [N, 1] boxes) in place from its values
+// gathered once, at the tile's start modulo the block: periods that do not divide the tile, a
+// block of two dims (one of them broadcast within it), a transposed block, a block of exactly
+// kTile values, one just over (gathered per tile), and bool and integer operands.
+TEST(TileFastPaths, PeriodicOperandsInLinearTiles) {
+  Gen g(9);
+  const char* expr = "v1: sub($0, $1); mul(%0, $2)";
+  auto eager = [](const T& o) { return (o[0] - o[1]) * o[2]; };
+  for (at::ScalarType dt : {at::kFloat, at::kLong}) {
+    const int sp = specialsFor(dt);
+    EXPECT_TRUE(checkPairwise(expr, {g.tensor({300, 1}, dt, sp), g.tensor({1, 9}, dt, sp), g.tensor({9}, dt)}, eager));
+    EXPECT_TRUE(checkPairwise(
+        expr, {g.tensor({70, 3, 5}, dt, sp), g.tensor({1, 3, 5}, dt, sp), g.tensor({1, 3, 1}, dt)}, eager));
+    EXPECT_TRUE(checkPairwise(
+        expr, {g.tensor({70, 1, 5}, dt, sp), g.tensor({5, 3}, dt, sp).t().unsqueeze(0), g.tensor({3, 1}, dt)}, eager));
+    EXPECT_TRUE(checkPairwise(expr, {g.tensor({1000, 1}, dt, sp), g.tensor({100}, dt, sp), g.tensor({}, dt)}, eager));
+    for (int64_t rows : {8, 9})  // a block of 512 values, then 576
+      EXPECT_TRUE(checkPairwise(
+          expr, {g.tensor({21, 1, 64}, dt, sp), g.tensor({rows, 64}, dt, sp), g.tensor({1, rows, 1}, dt)}, eager));
+  }
+  const char* masked = "v1: logical_and($0, $1); where(%0, $2, 0.5)";
+  auto maskedEager = [](const T& o) { return at::where(at::logical_and(o[0], o[1]), o[2], 0.5); };
+  EXPECT_TRUE(checkPairwise(
+      masked, {g.tensor({333, 1}, at::kBool), g.tensor({1, 7}, at::kBool), g.tensor({7}, at::kFloat, kNaNInf)},
+      maskedEager));
 }
 
 TEST(TileFastPaths, ResultComputedOnceFromUniformOperands) {

@@ -30,6 +30,43 @@ std::vector<jit::Leaf> leafKinds(const TileProgram& p, Uniform uniform) {
   return leaves;
 }
 
+// The period of operand i's values along the linear index of `space`: the extent of the
+// innermost dims from the outermost one it moves along (size-1 dims do not count); the whole
+// space where it moves along the outermost dim.
+int64_t periodOf(const SubSpace& space, int i) {
+  size_t first = 0;
+  while (first < space.size.size() && (space.size[first] == 1 || space.stride[i][first] == 0)) ++first;
+  int64_t period = 1;
+  for (size_t j = first; j < space.size.size(); ++j) period *= space.size[j];
+  return period;
+}
+
+// An operand broadcast along every dim outside a short inner block (an anchor's width beside
+// every box, wh2[None] over wh1's rows), whose values repeat with the block's period P <= kTile:
+// its values for linear indices [0, P + kTile) gathered once per call, which every tile reads in
+// place from its start modulo P, instead of a gather per tile (a row at a time, short runs).
+struct Periodic {
+  int64_t period = 0;  // 0: not periodic
+  ScratchBuffer values;
+};
+
+Periodic periodicValues(const SubSpace& space, int i, const BroadcastView& v) {
+  Periodic p;
+  const int64_t period = periodOf(space, i);
+  if (period > kTile || period >= space.numel()) return p;
+  p.period = period;
+  const int64_t length = period + kTile;
+  p.values = ScratchBuffer(length * v.elemSize + 64);  // (a masked tail's whole-vector load)
+  char* d = p.values.data();
+  gatherInto(space, static_cast<size_t>(i), v, 0, 0, period, d);
+  for (int64_t have = period; have < length;) {  // doubling copies of the first period
+    const int64_t more = std::min(have, length - have);
+    std::memcpy(d + have * v.elemSize, d, more * v.elemSize);
+    have += more;
+  }
+  return p;
+}
+
 // Tiles of kTile consecutive elements of the whole space (its rows are short).
 void runLinearTiles(const TileProgram& prog, const IterationPlan& plan, at::Tensor& out) {
   const SubSpace& space = plan.merged;
@@ -39,7 +76,11 @@ void runLinearTiles(const TileProgram& prog, const IterationPlan& plan, at::Tens
   char* outData = static_cast<char*>(out.data_ptr());
   // An operand with no stride at all (a 0-dim tensor, or broadcast along every dim) is one value.
   std::vector<char> constant(L);
-  for (int i = 0; i < L; ++i) constant[i] = space.constantFor(i);
+  std::vector<Periodic> periodic(L);
+  for (int i = 0; i < L; ++i) {
+    constant[i] = space.constantFor(i);
+    if (!constant[i]) periodic[i] = periodicValues(space, i, views[i]);
+  }
   const TileEvaluator eval(prog, leafKinds(prog, [&](int i) { return constant[i] != 0; }), TileEvaluator::Use::Output);
   const int64_t ntiles = (numel + kTile - 1) / kTile;
   at::parallel_for(0, ntiles, std::max<int64_t>(1, 16384 / kTile), [&](int64_t b, int64_t e) {
@@ -50,6 +91,8 @@ void runLinearTiles(const TileProgram& prog, const IterationPlan& plan, at::Tens
       for (int i = 0; i < L; ++i) {
         if (constant[i]) {
           scratch.uniformLeaf(i, views[i].data);
+        } else if (periodic[i].period) {
+          scratch.vectorLeaf(i, periodic[i].values.data() + start % periodic[i].period * views[i].elemSize);
         } else {
           gatherInto(space, i, views[i], 0, start, n, scratch.buffer[i]);
           scratch.vectorLeaf(i, scratch.buffer[i]);
