@@ -244,6 +244,7 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
       const TileEvaluator rowsAtOnce(prog, kinds(true), TileEvaluator::Use::Folded, source, prefix);
       const int64_t grain = grainFor(std::min(kTile, lanesInner) * count);  // (a tile: the row's lanes at most)
       at::parallel_for(0, tileOuter.numel() * perRow, grain, [&](int64_t b, int64_t e) {
+        const VmlSerialScope serialVml;  // (tiles' routine calls: MKL's thread count set once)
         auto scratch = prog.makeScratch();
         auto es = fin.scratch();
         std::vector<Acc> acc(kTile, proto);
@@ -397,8 +398,7 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
       if (order) fold.emplace(*order, 1);
     if constexpr (kOrdered || kRowLse)
       if (wholeRows) row.resize(count);
-    std::optional<VmlSerialScope> serial;
-    if constexpr (kRowLse) serial.emplace();
+    const VmlSerialScope serialVml;  // (tiles' routine calls, a row's logsumexp: MKL's thread count set once)
     for (int64_t w = b; w < e; ++w) {
       const int64_t o = w / parts, part = w % parts;
       for (int i = 0; i < L; ++i) base[i] = plan.kept.offset(i, o);
@@ -476,6 +476,7 @@ bool runReduceTyped(const TileProgram& prog, const IterationPlan& plan, const Ac
   });
   const int64_t chunks = (numOut + kTile - 1) / kTile;
   at::parallel_for(0, chunks, grainFor(kTile), [&](int64_t b, int64_t e) {
+    const VmlSerialScope serialVml;  // (the epilogue's routine calls)
     auto es = finish.scratch();
     std::unique_ptr<Out[]> vals(new Out[kTile]);
     for (int64_t c = b; c < e; ++c) {
