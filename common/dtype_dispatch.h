@@ -16,6 +16,25 @@ constexpr int64_t exactIntegerBound(c10::ScalarType t) {
   return int64_t(1) << (t == c10::ScalarType::Double ? 53 : 24);
 }
 
+// Whether integer dtype t holds v. Eager casts a number compared with a t tensor to t, wrapping
+// one outside it: a uint8 tensor > -1 compares with 255, so is false everywhere.
+constexpr bool holdsInteger(c10::ScalarType t, int64_t v) {
+  switch (t) {
+    case c10::ScalarType::Byte:
+      return v >= 0 && v <= 255;
+    case c10::ScalarType::Char:
+      return v >= -128 && v <= 127;
+    case c10::ScalarType::Short:
+      return v >= -32768 && v <= 32767;
+    case c10::ScalarType::Int:
+      return v >= -(int64_t(1) << 31) && v < (int64_t(1) << 31);
+    case c10::ScalarType::Long:
+      return true;
+    default:
+      return false;
+  }
+}
+
 template <typename T>
 struct Tag {
   using type = T;

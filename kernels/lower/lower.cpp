@@ -98,9 +98,7 @@ struct Lowering {
     for (const Arg& a : A) {
       if (a.kind == Arg::Kind::Int || a.kind == Arg::Kind::Bool) {
         const int64_t v = literalScalar(a).toLong();
-        const int64_t lo = ct == T::Byte ? 0 : ct == T::Char ? -128 : ct == T::Short ? -32768 : -exact;
-        const int64_t hi = ct == T::Byte ? 255 : ct == T::Char ? 127 : ct == T::Short ? 32767 : exact;
-        if (v < lo || v > hi) return ct;
+        if (!holdsInteger(ct, v) || std::abs(v) > exact) return ct;
         continue;
       }
       if (!a.isTensor()) return ct;

@@ -351,18 +351,24 @@ std::optional<Hoisted> compareIntegersAsFloats(const Expr& e, at::TensorList ope
     if (convert[i]) converted[i] = exactFloatCopy(held(main[i]), to, exact);
     convert[i] = convert[i] && converted[i].defined();
   }
-  // Every reader of a converted operand is a compare of converted operands and small integers;
-  // where one is not, its operands stay integers, which may take a compare's other side with them
-  // (to a fixed point).
+  // Every reader of a converted operand is a compare of converted operands and small integers that
+  // the compare's integer dtype holds; where one is not, its operands stay integers, which may take
+  // a compare's other side with them (to a fixed point).
   for (bool again = true; again;) {
     again = false;
     for (const Instr& ins : e.instrs) {
       bool reads = false, onlyConverted = opDef(ins.op).has(kCompare);
+      // The integer dtype eager compares in: its tensors' promoted dtype, which a number beside
+      // them is cast to (holdsInteger).
+      std::optional<at::ScalarType> ct;
+      for (const Arg& a : ins.args)
+        if (a.kind == Arg::Kind::Input)
+          ct = ct ? c10::promoteTypes(*ct, main[a.i].scalar_type()) : main[a.i].scalar_type();
       for (const Arg& a : ins.args) {
         if (a.kind == Arg::Kind::Input) {
           reads |= convert[a.i] != 0;
           onlyConverted = onlyConverted && convert[a.i];
-        } else if (a.kind != Arg::Kind::Int || std::abs(a.i) > exact) {
+        } else if (a.kind != Arg::Kind::Int || std::abs(a.i) > exact || !ct || !holdsInteger(*ct, a.i)) {
           onlyConverted = false;
         }
       }

@@ -293,6 +293,37 @@ TEST(Hoist, NarrowIntegersReadOnlyByComparesAreComparedAsFloats) {
     }
 }
 
+// A number beside integer operands is cast to their promoted dtype in eager, wrapping where that
+// dtype does not hold it (a uint8 mask > -1 compares with 255: false everywhere). Such a compare
+// keeps its integers; one whose numbers the dtype holds is compared as floats. The fuzzer's
+// program: an expanded uint8 operand (narrow, so converted), `x > -1` then where.
+TEST(Hoist, NumbersOutsideTheComparedIntegerDtypeKeepItsIntegers) {
+  Gen g(80);
+  const at::Tensor f = g.tensor({31, 64}, at::kFloat);
+  struct Case {
+    at::ScalarType dt;
+    int64_t number;
+    bool converted;
+  };
+  for (const Case& k : {Case{at::kByte, -1, false}, Case{at::kByte, 256, false}, Case{at::kByte, 255, true},
+                        Case{at::kChar, 128, false}, Case{at::kChar, -128, true}, Case{at::kShort, 40000, false},
+                        Case{at::kInt, int64_t(1) << 31, false}, Case{at::kLong, -1, true}}) {
+    const at::Tensor x = g.tensor({31, 1}, k.dt).expand({31, 64});
+    for (const char* cmp : {"gt", "eq", "le"}) {
+      const std::string expr =
+          std::string("v1: ") + cmp + "($0, " + std::to_string(k.number) + "); where(%0, $1, -2.5)";
+      const auto c = tsfuse::compareIntegersAsFloats(tsfuse::Expr::parse(expr), {x, f});
+      EXPECT_EQ(c.has_value(), k.converted) << k.dt << " " << k.number;
+      const at::Scalar n(k.number);
+      const at::Tensor mask = std::string(cmp) == "gt"   ? at::gt(x, n)
+                              : std::string(cmp) == "eq" ? at::eq(x, n)
+                                                         : at::le(x, n);
+      EXPECT_TRUE(sameTensor(at::where(mask, f, -2.5), pairwiseBoxed(std::vector<at::Tensor>({x, f}), expr), true))
+          << k.dt << " " << cmp << " " << k.number;
+    }
+  }
+}
+
 }  // namespace
 
 }  // namespace ops_hoist_test
