@@ -33,6 +33,29 @@ bool identityTo(Node* n) {
   return copy && copy->isBool() && !copy->toBool();
 }
 
+// x.type_as(y) -> x.to(y, false, false, None): the same cast (type_as is x.to(y.options())), in
+// the spelling whose schema says it may return x. Where y has x's dtype both return x itself, but
+// type_as's schema names no alias, so the alias analysis took its result for a new tensor: an
+// in-place write to x (or a view of it) between the cast and a fused reader of the result went
+// unseen (`v = x[1:].type_as(y); x.clamp_(min=0); v.neg_()` fused the neg past the clamp).
+bool spellAsTo(Node* n, Rewriter& rw) {
+  torch::jit::Graph& g = rw.graph();
+  torch::jit::WithInsertPoint at(n);
+  Value* falseV = g.insertConstant(false);
+  Value* none = g.insertConstant(c10::IValue());
+  Node* cast = g.insertNode(g.create(c10::aten::to, {n->input(0), n->input(1), falseV, falseV, none}));
+  cast->output()->setType(n->output()->type());
+  cast->setSourceRange(n->sourceRange());
+  TORCH_INTERNAL_ASSERT(cast->maybeSchema(), "prototype_casts: no aten::to.other for type_as");
+  RewriteEvent e;
+  e.add(n);
+  e.reason = "x.type_as(y) -> x.to(y): the same cast, whose schema says it may return x (an alias)";
+  rw.notifyRewrite(std::move(e), cast);
+  rw.replaceAllUsesWith(n->output(), cast->output());
+  rw.erase(n);
+  return true;
+}
+
 class PrototypeCastsPattern : public Pattern {
  public:
   PrototypeCastsPattern() : Pattern("prototype_casts", WalkOrder::Forward, NestedBlocks::AtOwner) {}
@@ -58,9 +81,11 @@ class PrototypeCastsPattern : public Pattern {
     if (!other && !typeAs && !dtype) return false;
     Value* x = n->input(0);
     ElementwiseMatch m;
-    if (x->node()->owningBlock() != n->owningBlock() || !matchElementwise(x->node(), m, nullptr))
-      return false;  // a cast of no fusible value: nothing to gain
     torch::jit::Graph& g = rw.graph();
+    if (x->node()->owningBlock() != n->owningBlock() || !matchElementwise(x->node(), m, nullptr)) {
+      if (typeAs) return spellAsTo(n, rw);
+      return false;  // a cast of no fusible value: nothing to gain
+    }
     torch::jit::WithInsertPoint at(n);
     Value* typeOf = dtype ? x : n->input(1);
     auto meta = [&](c10::Symbol kind, Value* of, const c10::TypePtr& type) {

@@ -15,7 +15,9 @@ namespace tsfuse {
 //   x.to(y) (aten::to.other), x.type_as(y)  -> x.to(p), p = torch.empty([], dtype=y.dtype,
 //                                              layout=y.layout, device=y.device)
 //   x.to(d) (aten::to.dtype, d not constant) -> x.to(p), p of dtype d and x's layout and device
-// Each is x.to(p) exactly: to() reads only the dtype, layout and device of its target.
+// Each is x.to(p) exactly: to() reads only the dtype, layout and device of its target. A type_as
+// of any other value becomes x.to(y): the same cast, spelled with the schema that says it may
+// return x, so that the read hazards see an in-place write to x as a write to its result.
 bool PrototypeCasts(std::shared_ptr<torch::jit::Graph>& graph);
 
 }  // namespace tsfuse

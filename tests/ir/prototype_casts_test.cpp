@@ -119,12 +119,43 @@ TEST(PrototypeCastsIR, NegativeACastOfASharedValueEndsNoRegion) {
 TEST(PrototypeCastsIR, NegativeACastOfNoFusibleValueIsLeft) {
   auto g = graphWithConstants("%x : Tensor, %y : Tensor", R"IR(
   %c : Tensor = aten::to(%x, %y, %false, %false, %none)
-  %t : Tensor = aten::type_as(%x, %y)
-  return (%c, %t)
+  return (%c)
 )IR");
   PassRun r = runPass(g, tsfuse::PrototypeCasts);
   EXPECT_FALSE(r.changed) << r.dump();
   EXPECT_TRUE(findNodes(g, "aten::empty").empty());
+}
+
+// type_as of a value no region computes is spelled x.to(y) (no prototype): where y has x's dtype
+// it returns x itself, and to()'s schema says so. A fused reader of the cast must then not move
+// past an in-place write to x through another view (the fuzzer's program: floor of the cast, then
+// neg_ of it, fused after the clamp_ of x's reshape, read the clamped values).
+TEST(PrototypeCastsIR, TypeAsOfAViewSeesWritesToWhatItViews) {
+  const std::string body = R"IR(
+  %shape : int[] = prim::Constant[value=[8, -1]]()
+  %x8 : Tensor = aten::reshape(%x, %shape)
+  %end : int = prim::Constant[value=9223372036854775807]()
+  %xs : Tensor = aten::slice(%x, %zero, %one, %end, %one)
+  %t : Tensor = aten::type_as(%xs, %y)
+  %f : Tensor = aten::floor(%t)
+  %c : Tensor = aten::clamp_(%x8, %zero, %none)
+  %n : Tensor = aten::neg_(%f)
+  return (%n)
+)IR";
+  auto g = graphWithConstants("%x : Tensor, %y : Tensor", body);
+  PassRun r = runPass(g, tsfuse::PrototypeCasts);
+  EXPECT_TRUE(r.changed) << r.dump();
+  EXPECT_TRUE(findNodes(g, "aten::type_as").empty() && findNodes(g, "aten::empty").empty()) << r.ir;
+  auto whole = graphWithConstants("%x : Tensor, %y : Tensor", body);
+  auto ref = whole->copy();
+  runPipelineOn(whole);
+  for (at::ScalarType t : {at::kLong, at::kFloat}) {
+    auto in = [&] {
+      return std::vector<c10::IValue>{at::arange(-72, 72, at::TensorOptions(t)).view({8, 9, 2}),
+                                      at::zeros({1}, at::TensorOptions(at::kLong))};
+    };
+    EXPECT_TRUE(sameOutputs(ref, whole, in())) << t;
+  }
 }
 
 }  // namespace
