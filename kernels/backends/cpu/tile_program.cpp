@@ -122,9 +122,9 @@ TileProgram::Scratch TileProgram::makeScratch() const {
   // the tile loops): consecutive slots are staggered by three cache lines.
   constexpr int64_t kSlotStride = kTile + 3 * 64 / 8;  // in int64 elements
   Scratch s;
-  s.storage.resize(slotType.size() * kSlotStride);
+  s.storage.reset(new int64_t[slotType.size() * kSlotStride]);  // (default-initialized: not zeroed)
   s.slot.resize(slotType.size());
-  for (size_t i = 0; i < slotType.size(); ++i) s.slot[i] = reinterpret_cast<char*>(s.storage.data() + i * kSlotStride);
+  for (size_t i = 0; i < slotType.size(); ++i) s.slot[i] = reinterpret_cast<char*>(s.storage.get() + i * kSlotStride);
   s.buffer = s.slot;
   s.fill.assign(slotType.size(), Fill::Vector);
   for (const Literal& lit : literals) {

@@ -9,6 +9,7 @@
 #include "kernels/lower/program.h"
 
 #include <algorithm>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,7 +48,9 @@ struct TileProgram : lower::Program {
   };
   // Scratch for one thread: one kTile-sized buffer per slot, literals filled in.
   struct Scratch {
-    std::vector<int64_t> storage;  // 8-byte aligned
+    // 8-byte aligned, and left uninitialized: a tile reads only what it wrote there (a tiny call
+    // would otherwise zero every slot's kTile elements, more than its whole work).
+    std::unique_ptr<int64_t[]> storage;
     std::vector<char*> slot;
     // Each slot's own buffer. A caller may point slot[i] elsewhere for one tile (a leaf read in
     // place from the operand, the result written in place into the output); it gathers into
