@@ -76,11 +76,12 @@ const char* lastPath();
 // pieces (compiled runs with vector routine calls or interpreted instructions between them, or
 // compiled values that a reduction folds in C++); tiles the CPU tile interpreter evaluated whole;
 // single instructions it evaluated between compiled runs; ATen ops called on a tile; calls that
-// ran ATen's ops on chunks. Also torch.ops.tsfuse.path_counts(), a dict keyed compiled_tiles,
-// compiled_pieces, interpreted_tiles, interpreted_steps, aten_tile_ops, chunked_calls.
+// ran ATen's ops on chunks; calls small enough to run as the ATen ops they fused. Also
+// torch.ops.tsfuse.path_counts(), a dict keyed compiled_tiles, compiled_pieces, interpreted_tiles,
+// interpreted_steps, aten_tile_ops, chunked_calls, small_calls.
 struct PathCounts {
   int64_t compiledTiles = 0, compiledPieces = 0, interpretedTiles = 0, interpretedSteps = 0, atenTileOps = 0,
-          chunkedCalls = 0;
+          chunkedCalls = 0, smallCalls = 0;
 };
 PathCounts pathCounts();
 

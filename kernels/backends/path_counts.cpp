@@ -32,7 +32,8 @@ int64_t pathCount(PathCount c) {
 PathCounts pathCounts() {
   return {pathCount(PathCount::CompiledTiles),    pathCount(PathCount::CompiledPieces),
           pathCount(PathCount::InterpretedTiles), pathCount(PathCount::InterpretedSteps),
-          pathCount(PathCount::AtenTileOps),      pathCount(PathCount::ChunkedCalls)};
+          pathCount(PathCount::AtenTileOps),      pathCount(PathCount::ChunkedCalls),
+          pathCount(PathCount::SmallCalls)};
 }
 
 }  // namespace tsfuse

@@ -14,6 +14,7 @@ enum class PathCount : int {
   InterpretedSteps,  // single instructions the interpreter evaluated between compiled runs
   AtenTileOps,       // ATen ops called on a CPU tile (an op with neither native code nor a routine)
   ChunkedCalls,      // calls that ran ATen's ops on chunks (kernels/backends/chunked)
+  SmallCalls,        // calls small enough to run as the ATen ops they fused (kernels/runtime/small_call.h)
   kNum,
 };
 

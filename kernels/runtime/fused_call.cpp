@@ -3,6 +3,7 @@
 #include "kernels/backends/chunked/chunked.h"
 #include "kernels/backends/cpu/native.h"
 #include "kernels/backends/last_path.h"
+#include "kernels/backends/path_counts.h"
 #include "kernels/reference/operand_device.h"
 #include "kernels/backends/reused_output.h"
 #include "kernels/runtime/bind_numbers.h"
@@ -10,6 +11,7 @@
 #include "kernels/runtime/eager.h"
 #include "kernels/runtime/eager_order.h"
 #include "kernels/runtime/hoist.h"
+#include "kernels/runtime/small_call.h"
 #include "kernels/runtime/small_reduction.h"
 
 #include "tsfuse/log.h"
@@ -121,6 +123,11 @@ Outputs runFusedAll(at::TensorList operands, c10::string_view exprText, const Re
     if (i < e->numInputs) mainDonated.push_back(i);
   }
   if (!donated.empty()) tlsLastDonated = nullptr;
+  if (runsAsAtenOps(*e, operands, reduce)) {
+    countPath(PathCount::SmallCalls);
+    setLastPath("small_call");
+    return evalFused(*e, operands, reduce);
+  }
   // The donated operands' places in a call handed on (-1 in `position`: no longer read).
   auto moved = [&](const std::vector<int64_t>& position) {
     std::vector<int64_t> out;

@@ -205,6 +205,7 @@ TORCH_LIBRARY(tsfuse, m) {
     d.insert("interpreted_steps", c.interpretedSteps);
     d.insert("aten_tile_ops", c.atenTileOps);
     d.insert("chunked_calls", c.chunkedCalls);
+    d.insert("small_calls", c.smallCalls);
     return d;
   });
 }

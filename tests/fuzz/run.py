@@ -46,6 +46,10 @@ SOURCE = pathlib.Path(os.environ.get("TSFUSE_SOURCE", HERE.parents[1]))
 BUILD = pathlib.Path(os.environ.get("TSFUSE_BUILD", SOURCE / "build"))
 LIB = pathlib.Path(os.environ.get("TSFUSE_LIB", BUILD / "lib" / "libtsfuse.so"))
 OPTIMIZE_TS = BUILD / "bin" / "optimize-ts"
+# The generated programs are small: unless told otherwise, they run through the fused kernels rather
+# than as the ATen ops a small call runs as (kernels/runtime/small_call.h; ctest's fuzz_small_calls
+# runs them that way).
+os.environ.setdefault("TSFUSE_SMALL_CALL_VALUES", "0")
 sys.path.insert(0, str(HERE))
 
 import torch  # noqa: E402
