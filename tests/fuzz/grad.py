@@ -58,8 +58,9 @@ from dataclasses import dataclass, field
 import torch
 
 import gen
-from compare import compare_results, compare_tensor, error_class
+from compare import MINMAX_RE, MINMAX_REDUCE_RE, compare_results, compare_tensor, error_class
 import grad_bound
+from zero_ties import ZeroTies, changes_with_ties
 
 GRAD_DTYPES = (torch.float32, torch.float64)
 CALLS = 2  # the profiling executor's profiling run, then the optimized graph
@@ -240,6 +241,30 @@ def _is_zero(g):
     return g is None or not bool((g != 0).any())
 
 
+def tie_sensitive_gradient(program, j, e, o, needs):
+    """Whether leaf j's gradient `o` differs from eager's `e` only where eager's own gradient changes
+    with the signed-zero ties of its forward (zero_ties.py): eager's gradient run again with each
+    tie decided either way. (A fused op's backward recomputes a min/max whose tie it may decide as
+    another of eager's kernels would; rsqrt's derivative then takes the other infinity.)"""
+    if not hasattr(program, "eager_fn") or not (MINMAX_REDUCE_RE if e.is_cuda else MINMAX_RE).search(program.source()):
+        return False
+
+    def run(decide, peephole):
+        mode, fn = ZeroTies(decide, peephole), program.eager_fn()
+
+        def decided(*args):
+            with mode:
+                return fn(*args)
+
+        res = run_once(program, decided, needs)
+        return None if res.error is not None else (res.grads, None, mode.calls)
+
+    def pick(r):
+        return r[0][j] if r[0][j] is not None else torch.zeros_like(e)
+
+    return changes_with_ties(run, pick, e, o)
+
+
 def compare_grad(program, eager, opt, bound_fn, stats=None, known=()):
     """eager/opt: GradResult (opt run with eager's `needs`). bound_fn() -> (bounds per leaf or
     None, why). Returns (problem, known): known names the compare.KNOWN_DIVERGENCES entry whose
@@ -294,6 +319,8 @@ def compare_grad(program, eager, opt, bound_fn, stats=None, known=()):
                 stats.setdefault("grad_no_bound_why", []).append(why)
                 bounds = [None] * len(leaves)
         why, unbounded, excused = compare_grad_tensor(e, o, bounds[j], stats.setdefault("grad_ratios", []))
+        if why and tie_sensitive_gradient(program, j, e, o, eager.needs):
+            why, excused = None, set(excused) | {"signed_zero_tie"}
         stats["grad_unbounded_elements"] = stats.get("grad_unbounded_elements", 0) + unbounded
         if why and none:
             why = f"{none} is None (no path from the outputs), compared as zeros: {why}"

@@ -66,6 +66,19 @@ def tie_mask(name, args, kwargs, elementwise=True):
 KEEP = "keep"
 
 
+class _Decided(torch.autograd.Function):
+    """The decided values, whose gradient is the op's own: a tie decided either way is still the
+    op's result, which eager's backward differentiates."""
+
+    @staticmethod
+    def forward(ctx, values, decided):
+        return decided
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, None
+
+
 class ZeroTies(TorchFunctionMode):
     """Decides every signed-zero tie: the k-th op call that has one (in execution order) makes its
     tied zeros -0.0 where decide(k) is True, each element's first operand's zero where it is KEEP,
@@ -109,6 +122,8 @@ class ZeroTies(TorchFunctionMode):
         else:
             zero = -0.0 if decision is True else 0.0
             decided = torch.where(tied, torch.tensor(zero, dtype=values.dtype), values)
+        if values.requires_grad:  # (the op's own gradient, through the decided zeros too)
+            decided = _Decided.apply(values, decided.detach())
         if inplace:
             return values.copy_(decided)
         if isinstance(out, tuple):
@@ -144,14 +159,22 @@ def tie_sensitive(program, which, e, o):
     """Whether every element where `o` differs from eager's `e` (output or input `which` =
     ("output" | "input", index)) changes with the ties' outcomes: eager rerun with each op call's
     ties decided either way (every combination), with and without TorchScript's x + 0 peephole."""
-    if not hasattr(program, "eager_fn") or e.shape != o.shape or e.dtype != o.dtype:
+    if not hasattr(program, "eager_fn"):
+        return False
+    pick = (lambda r: r[0][which[1]]) if which[0] == "output" else (lambda r: r[1][which[1]])
+    return changes_with_ties(lambda decide, peephole: run_decided(program, decide, peephole), pick, e, o)
+
+
+def changes_with_ties(run, pick, e, o):
+    """tie_sensitive over any eager rerun: run(decide, peephole) -> a result whose [2] counts the op
+    calls with a tie (None if it raised); pick(result) -> the tensor compared with e and o."""
+    if e.shape != o.shape or e.dtype != o.dtype:
         return False
     diff = _differs(e, o)
     if not bool(diff.any()):
         return False
-    pick = (lambda r: r[0][which[1]]) if which[0] == "output" else (lambda r: r[1][which[1]])
     for peephole in (False, True):
-        base, negative = run_decided(program, lambda c: False, peephole), run_decided(program, lambda c: True, peephole)
+        base, negative = run(lambda c: False, peephole), run(lambda c: True, peephole)
         if base is None or negative is None or max(base[2], negative[2]) == 0:
             continue
         # (A decision can make or remove later ties: calls past the k-th follow the k-th's.)
@@ -166,7 +189,7 @@ def tie_sensitive(program, which, e, o):
         # neg(x): it is explained where some decided run gives o's value itself.)
         reached = ~_differs(pick(base), o) | ~_differs(pick(negative), o) if peephole else torch.zeros_like(diff)
         for decide in decisions:
-            r = run_decided(program, decide, peephole)
+            r = run(decide, peephole)
             if r is not None:
                 sensitive |= _differs(pick(base), pick(r))
                 if peephole:

@@ -224,3 +224,35 @@ def test_grad_bound_passes_casts_through(cast):
     e = torch.autograd.grad(fn(x0, x1)[0], x0)[0]
     one_ulp = torch.nextafter(e, torch.full_like(e, math.inf))
     assert grad.compare_grad_tensor(e, one_ulp, (B, G, O))[0] is None
+
+
+def test_signed_zero_tie_in_a_gradient():
+    # Seed 8191, program 1363 (gradient mode, small calls run as ATen ops): rsqrt(maximum(a, b)) with
+    # a +0.0 / -0.0 tie. The forward matched eager's; the fused backward, recomputing the maximum,
+    # decided the tie the other way, so rsqrt's derivative took the other infinity. Eager's own
+    # gradient changes with the tie there: classified; a gradient wrong elsewhere is not.
+    import gen
+    import grad
+
+    class GradProgram(_Program):
+        seed = 7
+
+        def __init__(self, line, a, b):
+            super().__init__(line, a, b)
+            self.inputs = [gen.InputSpec(tuple(a.shape), a.dtype), gen.InputSpec(tuple(b.shape), b.dtype)]
+            self.values = (a, b)
+
+        def make_inputs(self):
+            return [t.clone() for t in self.values]
+
+    a, b = torch.tensor([0.0, 4.0, 1.0]), torch.tensor([-0.0, 1.0, 9.0])
+    p = GradProgram("torch.maximum(a, b).rsqrt()", a, b)
+    eager = grad.run_once(p, p.eager_fn())
+    e = eager.grads[0]
+    assert torch.isinf(e[0])
+    other = e.clone()
+    other[0] = -e[0]  # the tie's other infinity
+    assert grad.tie_sensitive_gradient(p, 0, e, other, eager.needs)
+    wrong = e.clone()
+    wrong[1] = e[1] * 2  # no tie at element 1
+    assert not grad.tie_sensitive_gradient(p, 0, e, wrong, eager.needs)
