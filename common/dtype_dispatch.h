@@ -35,6 +35,13 @@ constexpr bool holdsInteger(c10::ScalarType t, int64_t v) {
   }
 }
 
+// Whether a compare of tensors of integer dtype `integer` with number v gives eager's results when
+// it runs in floating dtype `floating`: eager does not wrap v (holdsInteger), and `floating` holds
+// it exactly (exactIntegerBound), as it holds the tensors' values.
+constexpr bool comparesExactlyIn(c10::ScalarType integer, c10::ScalarType floating, int64_t v) {
+  return holdsInteger(integer, v) && v >= -exactIntegerBound(floating) && v <= exactIntegerBound(floating);
+}
+
 template <typename T>
 struct Tag {
   using type = T;

@@ -94,11 +94,10 @@ struct Lowering {
     if (ct != T::Long && ct != T::Byte && ct != T::Char && ct != T::Short) return ct;
     const bool f64 = std::find(an.computeType.begin(), an.computeType.end(), T::Double) != an.computeType.end();
     const T to = f64 ? T::Double : T::Float;
-    const int64_t exact = exactIntegerBound(to);
     for (const Arg& a : A) {
       if (a.kind == Arg::Kind::Int || a.kind == Arg::Kind::Bool) {
         const int64_t v = literalScalar(a).toLong();
-        if (!holdsInteger(ct, v) || std::abs(v) > exact) return ct;
+        if (!comparesExactlyIn(ct, to, v)) return ct;
         continue;
       }
       if (!a.isTensor()) return ct;

@@ -296,6 +296,15 @@ std::shared_ptr<const Expr> cachedExpr(const std::string& text) {
   return cache.get(text, [&] { return Expr::parse(text); });  // throws on malformed text
 }
 
+std::optional<std::vector<int64_t>> cpuSpace(at::TensorList operands) {
+  std::vector<int64_t> space;
+  for (const at::Tensor& t : operands) {
+    if (!t.defined() || !t.device().is_cpu()) return std::nullopt;
+    space = space.empty() ? t.sizes().vec() : at::infer_size(space, t.sizes());
+  }
+  return space;
+}
+
 std::vector<at::DimVector> instructionShapes(const Expr& e, at::TensorList operands) {
   std::vector<at::DimVector> shapes;
   for (const Instr& ins : e.instrs) {

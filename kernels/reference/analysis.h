@@ -45,6 +45,9 @@ struct Analysis {
 // The operands of the expression itself and those of the reduction's epilogue (after them).
 at::TensorList mainOperands(const Expr& e, at::TensorList operands);
 at::TensorList epilogueOperands(const Expr& e, at::TensorList operands);
+// The broadcast space of CPU operands, nullopt for any other device (or an undefined operand);
+// throws where they do not broadcast (the call then raises eager's error).
+std::optional<std::vector<int64_t>> cpuSpace(at::TensorList operands);
 
 // nullopt when eager would raise (or the meta run is not possible).
 std::optional<Analysis> analyze(const Expr& e, at::TensorList operands, const ReduceSpec* reduce);

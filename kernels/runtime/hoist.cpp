@@ -3,6 +3,7 @@
 
 #include "common/dtype_dispatch.h"
 
+#include "kernels/reference/analysis.h"
 #include "kernels/reference/aten_eval.h"
 #include "kernels/runtime/eager_order.h"
 #include "kernels/ir/op_registry.h"
@@ -146,17 +147,6 @@ Expr withoutHoisted(const Expr& e, const std::vector<size_t>& hoisted, std::vect
     out.instrs.push_back(std::move(ins));
   }
   return out;
-}
-
-// The broadcast space of CPU operands, nullopt for any other device (not measured there); throws
-// where they do not broadcast (the call then raises eager's error).
-std::optional<std::vector<int64_t>> cpuSpace(at::TensorList main) {
-  std::vector<int64_t> space;
-  for (const at::Tensor& t : main) {
-    if (!t.defined() || !t.device().is_cpu()) return std::nullopt;
-    space = space.empty() ? t.sizes().vec() : at::infer_size(space, t.sizes());
-  }
-  return space;
 }
 
 // Bytes of hoisted values one slab of a wide hoist holds (hoistSlabRows), at most: large enough
@@ -359,7 +349,7 @@ std::optional<Hoisted> compareIntegersAsFloats(const Expr& e, at::TensorList ope
     for (const Instr& ins : e.instrs) {
       bool reads = false, onlyConverted = opDef(ins.op).has(kCompare);
       // The integer dtype eager compares in: its tensors' promoted dtype, which a number beside
-      // them is cast to (holdsInteger).
+      // them is cast to (comparesExactlyIn).
       std::optional<at::ScalarType> ct;
       for (const Arg& a : ins.args)
         if (a.kind == Arg::Kind::Input)
@@ -368,7 +358,7 @@ std::optional<Hoisted> compareIntegersAsFloats(const Expr& e, at::TensorList ope
         if (a.kind == Arg::Kind::Input) {
           reads |= convert[a.i] != 0;
           onlyConverted = onlyConverted && convert[a.i];
-        } else if (a.kind != Arg::Kind::Int || std::abs(a.i) > exact || !ct || !holdsInteger(*ct, a.i)) {
+        } else if (a.kind != Arg::Kind::Int || !ct || !comparesExactlyIn(*ct, to, a.i)) {
           onlyConverted = false;
         }
       }

@@ -3,6 +3,8 @@
 #include "kernels/reference/analysis.h"
 
 #include <atomic>
+#include <optional>
+#include <vector>
 #include <cstdlib>
 
 namespace tsfuse {
@@ -28,21 +30,17 @@ bool runsAsAtenOps(const Expr& e, at::TensorList operands, const ReduceSpec* red
   if (ops > (reduce ? 8u : 4u)) return false;
   for (const at::Tensor& t : operands)
     if (!t.is_cpu()) return false;
-  at::DimVector space;  // the operands' broadcast shape, right-aligned
-  for (const at::Tensor& t : mainOperands(e, operands)) {
-    const auto rank = static_cast<size_t>(t.dim());
-    if (rank > space.size()) space.insert(space.begin(), rank - space.size(), 1);
-    for (size_t k = 0; k < rank; ++k) {
-      int64_t& s = space[space.size() - 1 - k];
-      const int64_t d = t.size(static_cast<int64_t>(rank - 1 - k));
-      if (s != d && s != 1 && d != 1) return false;  // (the fused path raises eager's error)
-      if (s == 1) s = d;
-    }
+  std::optional<std::vector<int64_t>> space;
+  try {
+    space = cpuSpace(mainOperands(e, operands));
+  } catch (const c10::Error&) {
+    return false;  // (operands that do not broadcast: the fused path raises eager's error)
   }
+  if (!space) return false;
   // A map's fixed cost is the lower: its ATen ops' work per value must stay within twice the bound.
   const int64_t values = reduce ? most : 2 * most / static_cast<int64_t>(std::max<size_t>(ops, 1));
   int64_t n = 1;
-  for (int64_t s : space)
+  for (int64_t s : *space)
     if ((n *= s) > values) return false;
   return true;
 }
