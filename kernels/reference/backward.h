@@ -26,7 +26,8 @@ struct Gradient {
   enum class Status : uint8_t {
     Flows,       // `expr` is the gradient
     None,        // no gradient reaches the operand (only through masks, comparisons, numbers)
-    Unsupported  // a derivative reads an argument that is None in this form: `why` says which
+    Unsupported  // a derivative reads an argument that is None in this form, or the analysis raises on
+                 // stand-ins where the operands do not: `why` says which
   };
   Status status = Status::None;
   // Over the forward's operands $0..$(n-1) and the incoming gradient $n.

@@ -254,3 +254,31 @@ def p9833(x0: Tensor, v6: Tensor, s0: int):
         for _ in range(3):
             got = scripted(x0, v6, 2)
     assert torch.equal(got, want)
+
+
+def test_a_gradient_whose_analysis_raises_on_stand_ins_is_atens(tsfuse_lib):
+    # Fuzzer seed 8194, program 1911 (gradient mode): a bool compare cast to int64, floor-divided by
+    # itself, then clamp(min=x2) and amin. The analysis's stand-ins (ones) make the compare 0 and
+    # the division raise ZeroDivisionError, which the real values (all true) do not: the forward ran
+    # as eager's ops, but the backward raised "gradient of a program eager would not run". Its
+    # gradient is now ATen's, eager's.
+    src = '''
+def p(x1: Tensor, x2: Tensor):
+    v3 = x1[:, None, 0] > x2[None, :, 0]
+    v4 = v3.to(torch.int64)
+    v5 = torch.div(v4, v4, rounding_mode='floor')
+    return torch.clamp(v5, min=x2.unsqueeze(-1)).amin([-2, -1])
+'''
+    scripted, eager = _scripted_and_eager(src, "p")
+
+    def grads(fn):
+        x1 = torch.full((1, 5), 10.0, requires_grad=True)
+        x2 = make_input((12, 5), torch.float32, "contiguous", seed=616126208).requires_grad_()
+        out = fn(x1, x2)
+        return out, torch.autograd.grad(out, [x2], torch.ones_like(out))[0]
+
+    want, want_grad = grads(eager)
+    for _ in range(2):  # (the executor's profiling run, then the optimized graph)
+        got, got_grad = grads(scripted)
+    assert "tsfuse::" in str(torch.jit.last_executed_optimized_graph())
+    assert torch.equal(got, want) and torch.equal(got_grad, want_grad)
